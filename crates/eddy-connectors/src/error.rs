@@ -1,0 +1,52 @@
+//! Errors of the connectors crate. They cross into the engine as
+//! [`eddy_engine::EngineError::Connector`], naming the table.
+
+use eddy_engine::EngineError;
+
+/// A connector could not be opened or failed while reading or writing.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectorError {
+    /// `connector = '...'` names nothing eddy knows.
+    #[error("unknown connector '{connector}' (sources: file, generator; sinks: stdout, ndjson, parquet)")]
+    UnknownConnector {
+        /// The name given.
+        connector: String,
+    },
+    /// An option is missing or has a bad value.
+    #[error("option '{option}': {reason}")]
+    BadOption {
+        /// The option's name.
+        option: String,
+        /// Why it is wrong.
+        reason: String,
+    },
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or stream involved.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Encoding or decoding with Arrow failed.
+    #[error("{0}")]
+    Arrow(#[from] datafusion::arrow::error::ArrowError),
+    /// Writing Parquet failed.
+    #[error("{0}")]
+    Parquet(#[from] datafusion::parquet::errors::ParquetError),
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = ConnectorError> = std::result::Result<T, E>;
+
+impl ConnectorError {
+    /// Converts into the engine's error, naming the table.
+    pub fn for_table(self, table: &str) -> EngineError {
+        EngineError::connector(table, self.to_string())
+    }
+
+    /// Shorthand for [`ConnectorError::BadOption`].
+    pub fn bad_option(option: &str, reason: impl Into<String>) -> Self {
+        Self::BadOption { option: option.to_string(), reason: reason.into() }
+    }
+}

@@ -1,0 +1,221 @@
+//! The job graph: an immutable DAG of sources, operators and sinks that the
+//! SQL planner builds and the runtime executes.
+//!
+//! Nodes are stored in topological order (every edge points from a lower to
+//! a higher index). An [`Edge`] names the producing node, the producer's
+//! output port (0 = main, [`crate::operator::LATE_PORT`] = a source's late
+//! rows) and how rows are routed when the consumer runs with several parallel
+//! instances ([`Partitioning`]). Nothing in a graph holds per-run state:
+//! sources and sinks are opened through a [`ConnectorFactory`] and operators
+//! are created from their [`OperatorPlan`] when a job starts, so the same
+//! graph can be explained, run, and run again.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+use crate::operator::OperatorPlan;
+use crate::sink::SinkWriter;
+use crate::source::{SourceLayout, SourceReader};
+
+/// Index of a node in [`JobGraph::nodes`].
+pub type NodeId = usize;
+
+/// A connector as declared in `CREATE TABLE ... WITH (connector = ..., ...)`.
+#[derive(Debug, Clone)]
+pub struct ConnectorSpec {
+    /// The table's name.
+    pub table: String,
+    /// The `connector` option (`file`, `generator`, `stdout`, `ndjson`, ...).
+    pub connector: String,
+    /// All other options, keys lower-cased.
+    pub options: BTreeMap<String, String>,
+    /// Sources: the physical columns the connector must produce.
+    /// Sinks: the columns the sink receives.
+    pub schema: SchemaRef,
+}
+
+/// Opens the connectors a graph names. Overrides such as `--input` and
+/// `--output` live in the factory's own configuration.
+pub trait ConnectorFactory: Send + Sync {
+    /// Opens a source reader for `spec`.
+    fn open_source(&self, spec: &ConnectorSpec) -> Result<Box<dyn SourceReader>>;
+    /// Opens a sink writer for `spec`.
+    fn open_sink(&self, spec: &ConnectorSpec) -> Result<Box<dyn SinkWriter>>;
+}
+
+/// How an edge routes rows to the parallel instances of its consumer.
+#[derive(Debug, Clone)]
+pub enum Partitioning {
+    /// Each producer instance feeds the consumer instance of the same index.
+    Forward,
+    /// Rows are routed by a hash of these expressions over the edge's rows, so
+    /// all rows of a key meet in one instance of a keyed operator. With one
+    /// instance per operator (today's runtime) this routes like `Forward`.
+    Hash(Vec<Arc<dyn PhysicalExpr>>),
+}
+
+/// One input of a node.
+#[derive(Debug, Clone)]
+pub struct Edge {
+    /// The producing node.
+    pub from: NodeId,
+    /// The producer's output port.
+    pub port: usize,
+    /// Routing to parallel consumer instances.
+    pub partitioning: Partitioning,
+}
+
+/// What a node does.
+#[derive(Debug, Clone)]
+pub enum NodeKind {
+    /// Reads a table's connector and turns rows into a stream.
+    Source {
+        /// The connector to open.
+        spec: ConnectorSpec,
+        /// Computed columns, event time and lateness.
+        layout: SourceLayout,
+    },
+    /// Transforms its inputs.
+    Operator(Arc<dyn OperatorPlan>),
+    /// Writes its inputs through a connector.
+    Sink {
+        /// The connector to open.
+        spec: ConnectorSpec,
+    },
+}
+
+/// A node of the job graph.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Human name: the table for sources and sinks, `kind#id` for operators.
+    pub name: String,
+    /// What the node does.
+    pub kind: NodeKind,
+    /// Its inputs, in input-index order.
+    pub inputs: Vec<Edge>,
+    /// Schema of what the node emits on port 0 (a sink: what it receives).
+    pub schema: SchemaRef,
+}
+
+/// An immutable dataflow graph in topological order.
+#[derive(Debug, Clone, Default)]
+pub struct JobGraph {
+    /// The nodes; edges point from lower to higher indices.
+    pub nodes: Vec<Node>,
+}
+
+impl JobGraph {
+    /// Appends a node and returns its id. Inputs must already exist.
+    pub fn add(&mut self, node: Node) -> NodeId {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Consumers of `(node, port)`: `(consumer, input index)` pairs.
+    pub fn consumers(&self, node: NodeId, port: usize) -> Vec<(NodeId, usize)> {
+        let mut out = Vec::new();
+        for (id, n) in self.nodes.iter().enumerate() {
+            for (input, edge) in n.inputs.iter().enumerate() {
+                if edge.from == node && edge.port == port {
+                    out.push((id, input));
+                }
+            }
+        }
+        out
+    }
+
+    /// Number of output ports a node has.
+    pub fn port_count(&self, node: NodeId) -> usize {
+        match self.nodes[node].kind {
+            NodeKind::Source { .. } => 2,
+            NodeKind::Operator(_) => 1,
+            NodeKind::Sink { .. } => 0,
+        }
+    }
+
+    /// Removes nodes whose output nobody consumes (operators only; sources
+    /// and sinks stay), renumbering edges. Used after planning.
+    pub fn prune_dead_operators(&mut self) {
+        loop {
+            let dead: Option<NodeId> = (0..self.nodes.len()).rev().find(|&id| {
+                matches!(self.nodes[id].kind, NodeKind::Operator(_))
+                    && !self.nodes.iter().any(|n| n.inputs.iter().any(|e| e.from == id))
+            });
+            let Some(dead) = dead else { return };
+            self.nodes.remove(dead);
+            for node in &mut self.nodes {
+                for edge in &mut node.inputs {
+                    if edge.from > dead {
+                        edge.from -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renders the graph for `eddy explain`.
+    pub fn explain(&self) -> String {
+        let mut out = String::new();
+        for (id, node) in self.nodes.iter().enumerate() {
+            let what = match &node.kind {
+                NodeKind::Source { spec, layout } => {
+                    let time = match layout.event_time {
+                        Some(et) => format!(
+                            ", event time {} (watermark = max - {}ms, allowed lateness {}ms)",
+                            layout.output_schema.field(et.column).name(),
+                            et.bound_ms,
+                            et.allowed_lateness_ms
+                        ),
+                        None => ", no event time".to_string(),
+                    };
+                    format!("source {} [connector={}{}]", spec.table, spec.connector, time)
+                }
+                NodeKind::Operator(plan) => {
+                    format!("{} {}", plan.kind(), plan.describe())
+                }
+                NodeKind::Sink { spec } => format!("sink {} [connector={}]", spec.table, spec.connector),
+            };
+            let inputs: Vec<String> = node
+                .inputs
+                .iter()
+                .map(|e| {
+                    let port = if e.port == 0 { "" } else { ".late" };
+                    let part = match &e.partitioning {
+                        Partitioning::Forward => String::new(),
+                        Partitioning::Hash(keys) => {
+                            let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                            format!(" hash({})", keys.join(", "))
+                        }
+                    };
+                    format!("#{}{}{}", e.from, port, part)
+                })
+                .collect();
+            let arrow = if inputs.is_empty() { String::new() } else { format!(" <- {}", inputs.join(", ")) };
+            let _ = writeln!(out, "#{id} {what}{arrow}");
+            let cols: Vec<String> =
+                node.schema.fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
+            let _ = writeln!(out, "     schema: {}", cols.join(", "));
+        }
+        out
+    }
+}
+
+/// Validates the topological order invariant.
+pub fn check_topological(graph: &JobGraph) -> Result<()> {
+    for (id, node) in graph.nodes.iter().enumerate() {
+        for edge in &node.inputs {
+            if edge.from >= id {
+                return Err(crate::error::EngineError::Graph(format!(
+                    "node #{id} reads from #{} which is not before it",
+                    edge.from
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,26 @@
+//! # eddy-engine
+//!
+//! The dataflow runtime of eddy. A [`graph::JobGraph`] of sources, operators
+//! and sinks goes in; [`runtime::start_job`] runs it with one thread per node
+//! and bounded channels between them; result rows leave through sinks and
+//! per-node counters through [`metrics`].
+//!
+//! Edges carry [`message::Message`]s: record batches, watermarks and
+//! end-of-stream. Event time is epoch milliseconds ([`time`]); sources judge
+//! lateness and produce watermarks ([`source`]); operators implement one
+//! lifecycle trait ([`operator::Operator`]); windows are defined in
+//! [`window`]; the built-in operators live in [`operators`].
+
+pub mod error;
+pub mod graph;
+pub mod message;
+pub mod metrics;
+pub mod operator;
+pub mod operators;
+pub mod runtime;
+pub mod sink;
+pub mod source;
+pub mod time;
+pub mod window;
+
+pub use error::{EngineError, Result};

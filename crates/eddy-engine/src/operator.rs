@@ -1,0 +1,97 @@
+//! The operator lifecycle: one trait every stateful or stateless operator
+//! implements, and the [`Collector`] it emits through.
+//!
+//! A node in the job graph holds an immutable [`OperatorPlan`] (what to
+//! compute, shareable, printable by `eddy explain`). When a job starts, the
+//! runtime asks the plan for a fresh [`Operator`] that owns the per-run state,
+//! then feeds it:
+//!
+//! ```text
+//!   on_batch(input, batch)*  interleaved with  on_watermark(min over inputs)
+//!   ... on_watermark(+inf) ... on_end()
+//! ```
+//!
+//! Everything an operator emits goes into the [`Collector`]; the runtime
+//! forwards it downstream after each call and counts the rows. Watermarks are
+//! forwarded by the runtime after `on_watermark` returns, so an operator never
+//! emits them itself and rows it emits in `on_watermark` precede the watermark
+//! that caused them.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use datafusion::physical_expr::PhysicalExpr;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+use crate::time::Timestamp;
+
+/// Output port a source uses for rows it judged late.
+pub const LATE_PORT: usize = 1;
+
+/// Collects the batches an operator emits during one lifecycle call.
+#[derive(Debug, Default)]
+pub struct Collector {
+    pending: Vec<(usize, RecordBatch)>,
+}
+
+impl Collector {
+    /// Emits a batch on the main output (port 0). Empty batches are dropped.
+    pub fn emit(&mut self, batch: RecordBatch) {
+        self.emit_to(0, batch);
+    }
+
+    /// Emits a batch on a given output port. Empty batches are dropped.
+    pub fn emit_to(&mut self, port: usize, batch: RecordBatch) {
+        if batch.num_rows() > 0 {
+            self.pending.push((port, batch));
+        }
+    }
+
+    /// Takes what was emitted so far.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, (usize, RecordBatch)> {
+        self.pending.drain(..)
+    }
+}
+
+/// Per-run state of a node. See the module docs for the call sequence.
+pub trait Operator: Send {
+    /// Processes a batch that arrived on input `input` (0-based).
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()>;
+
+    /// The minimum watermark over all inputs advanced to `watermark`.
+    fn on_watermark(&mut self, _watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        Ok(())
+    }
+
+    /// All inputs ended (after a final `on_watermark(+inf)`).
+    fn on_end(&mut self, _out: &mut Collector) -> Result<()> {
+        Ok(())
+    }
+
+    /// Rows or groups currently held in state, for metrics.
+    fn state_rows(&self) -> usize {
+        0
+    }
+}
+
+/// The immutable description of an operator node; creates its per-run state.
+pub trait OperatorPlan: Send + Sync + Debug {
+    /// Short kind name, e.g. `calc`, `window_aggregate`.
+    fn kind(&self) -> &'static str;
+    /// One-line description for `eddy explain`.
+    fn describe(&self) -> String;
+    /// The schema of the rows this operator emits on port 0.
+    fn output_schema(&self) -> SchemaRef;
+    /// Expressions over the input rows that the operator's state is keyed
+    /// by. The planner hash-partitions a keyed operator's input edges on them,
+    /// so that several parallel instances can each own a share of the keys;
+    /// an empty list means the operator is not keyed.
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        Vec::new()
+    }
+    /// Creates the per-run operator state.
+    fn create(&self) -> Result<Box<dyn Operator>>;
+}

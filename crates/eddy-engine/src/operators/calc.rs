@@ -1,0 +1,146 @@
+//! Stateless row transformation: a fused chain of filters and projections,
+//! each a DataFusion `PhysicalExpr` evaluated on whole batches.
+//!
+//! In: batches in the input schema. Out: for each input batch at most one
+//! batch in the output schema, rows in input order. Watermarks pass through
+//! unchanged (the runtime forwards them).
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+
+/// One step of a calc chain.
+#[derive(Debug, Clone)]
+pub enum CalcStep {
+    /// Keep rows where the predicate is true (NULL counts as false).
+    Filter(Arc<dyn PhysicalExpr>),
+    /// Replace the columns by these expressions, producing `schema`.
+    Project {
+        /// One expression per output column.
+        exprs: Vec<Arc<dyn PhysicalExpr>>,
+        /// The schema after this step.
+        schema: SchemaRef,
+    },
+}
+
+/// Plan of a calc operator.
+#[derive(Debug, Clone)]
+pub struct CalcPlan {
+    steps: Vec<CalcStep>,
+    input_schema: SchemaRef,
+}
+
+impl CalcPlan {
+    /// An empty chain over `input_schema`.
+    pub fn new(input_schema: SchemaRef) -> Self {
+        Self { steps: Vec::new(), input_schema }
+    }
+
+    /// Appends a step.
+    pub fn push(&mut self, step: CalcStep) {
+        self.steps.push(step);
+    }
+
+    /// The schema of the rows entering the chain.
+    pub fn input_schema(&self) -> SchemaRef {
+        self.input_schema.clone()
+    }
+}
+
+impl OperatorPlan for CalcPlan {
+    fn kind(&self) -> &'static str {
+        "calc"
+    }
+
+    fn describe(&self) -> String {
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| match s {
+                CalcStep::Filter(e) => format!("filter({e})"),
+                CalcStep::Project { exprs, schema } => {
+                    let cols: Vec<String> = exprs
+                        .iter()
+                        .zip(schema.fields())
+                        .map(|(e, f)| {
+                            let text = e.to_string();
+                            if text.starts_with(&format!("{}@", f.name())) { f.name().to_string() } else { format!("{text} AS {}", f.name()) }
+                        })
+                        .collect();
+                    format!("project({})", cols.join(", "))
+                }
+            })
+            .collect();
+        steps.join(" -> ")
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.steps
+            .iter()
+            .rev()
+            .find_map(|s| match s {
+                CalcStep::Project { schema, .. } => Some(schema.clone()),
+                CalcStep::Filter(_) => None,
+            })
+            .unwrap_or_else(|| self.input_schema.clone())
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(CalcOperator { plan: self.clone() }))
+    }
+}
+
+struct CalcOperator {
+    plan: CalcPlan,
+}
+
+/// Applies the chain to one batch.
+pub fn apply_steps(steps: &[CalcStep], mut batch: RecordBatch) -> Result<RecordBatch> {
+    for step in steps {
+        if batch.num_rows() == 0 {
+            break;
+        }
+        batch = match step {
+            CalcStep::Filter(predicate) => {
+                let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .ok_or_else(|| EngineError::operator("filter", "predicate is not boolean"))?;
+                let mask = if mask.null_count() > 0 { prep_null_mask_filter(mask) } else { mask.clone() };
+                if mask.true_count() == mask.len() {
+                    batch
+                } else {
+                    filter_record_batch(&batch, &mask)?
+                }
+            }
+            CalcStep::Project { exprs, schema } => {
+                let rows = batch.num_rows();
+                let columns = exprs
+                    .iter()
+                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(rows)))
+                    .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+                RecordBatch::try_new_with_options(
+                    schema.clone(),
+                    columns,
+                    &RecordBatchOptions::new().with_row_count(Some(rows)),
+                )?
+            }
+        };
+    }
+    Ok(batch)
+}
+
+impl Operator for CalcOperator {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        out.emit(apply_steps(&self.plan.steps, batch)?);
+        Ok(())
+    }
+}

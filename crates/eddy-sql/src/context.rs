@@ -1,0 +1,85 @@
+//! The DataFusion session eddy plans with, and a [`ContextProvider`] over it
+//! for DDL work that DataFusion's statement planner does not do for us
+//! (column types of `CREATE TABLE`, computed-column expressions).
+//!
+//! The session has eddy's window functions registered, span collection on
+//! (so planning errors carry positions) and no optimizer rules: eddy turns
+//! the analyzed (type-coerced) logical plan into operators itself.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::{plan_datafusion_err, Result, TableReference};
+use datafusion::datasource::provider_as_source;
+use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
+use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
+use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
+
+use crate::udf::window_functions;
+
+/// A session for planning streaming SQL.
+pub fn new_session() -> SessionContext {
+    let mut config = SessionConfig::new().with_information_schema(false);
+    config.options_mut().sql_parser.collect_spans = true;
+    config.options_mut().sql_parser.enable_ident_normalization = true;
+    let ctx = SessionContext::new_with_config(config);
+    for udf in window_functions() {
+        ctx.register_udf(udf.as_ref().clone());
+    }
+    ctx
+}
+
+/// Resolves functions (and the session's own tables) for DDL planning.
+pub struct DdlContext<'a> {
+    state: &'a SessionState,
+    ctx: &'a SessionContext,
+}
+
+impl<'a> DdlContext<'a> {
+    /// Wraps a session.
+    pub fn new(ctx: &'a SessionContext, state: &'a SessionState) -> Self {
+        Self { state, ctx }
+    }
+}
+
+impl ContextProvider for DdlContext<'_> {
+    fn get_table_source(&self, name: TableReference) -> Result<Arc<dyn TableSource>> {
+        let table = futures::executor::block_on(self.ctx.table_provider(name.clone()))
+            .map_err(|_| plan_datafusion_err!("table '{name}' not found"))?;
+        Ok(provider_as_source(table))
+    }
+    fn get_expr_planners(&self) -> &[Arc<dyn ExprPlanner>] {
+        self.state.expr_planners()
+    }
+    fn get_function_meta(&self, name: &str) -> Option<Arc<ScalarUDF>> {
+        self.state.scalar_functions().get(name).cloned()
+    }
+    fn get_higher_order_meta(&self, name: &str) -> Option<Arc<HigherOrderUDF>> {
+        self.state.higher_order_functions().get(name).cloned()
+    }
+    fn get_aggregate_meta(&self, name: &str) -> Option<Arc<AggregateUDF>> {
+        self.state.aggregate_functions().get(name).cloned()
+    }
+    fn get_window_meta(&self, name: &str) -> Option<Arc<WindowUDF>> {
+        self.state.window_functions().get(name).cloned()
+    }
+    fn get_variable_type(&self, _names: &[String]) -> Option<DataType> {
+        None
+    }
+    fn options(&self) -> &ConfigOptions {
+        self.state.config_options()
+    }
+    fn udf_names(&self) -> Vec<String> {
+        self.state.scalar_functions().keys().cloned().collect()
+    }
+    fn higher_order_function_names(&self) -> Vec<String> {
+        self.state.higher_order_functions().keys().cloned().collect()
+    }
+    fn udaf_names(&self) -> Vec<String> {
+        self.state.aggregate_functions().keys().cloned().collect()
+    }
+    fn udwf_names(&self) -> Vec<String> {
+        self.state.window_functions().keys().cloned().collect()
+    }
+}

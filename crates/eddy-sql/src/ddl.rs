@@ -1,0 +1,178 @@
+//! `CREATE TABLE`: turns the statement (and its cut-out watermark clause)
+//! into a [`TableDef`]: columns, computed columns, event time, lateness and
+//! connector options.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::DFSchema;
+use datafusion::execution::context::{SessionContext, SessionState};
+use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::sql::sqlparser::ast::{
+    ColumnOption, CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, Value,
+};
+use eddy_engine::source::{ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout};
+
+use crate::context::DdlContext;
+use crate::error::{Position, Result, SqlError};
+use crate::statements::WatermarkClause;
+
+/// A declared table: a source or a sink, decided by how queries use it.
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    /// Lower-cased table name.
+    pub name: String,
+    /// How rows are read (physical columns, computed columns, event time).
+    pub layout: SourceLayout,
+    /// The `connector` option.
+    pub connector: String,
+    /// Other options, keys lower-cased.
+    pub options: BTreeMap<String, String>,
+    /// Where the statement starts.
+    pub position: Position,
+}
+
+impl TableDef {
+    /// All columns in declared order.
+    pub fn schema(&self) -> SchemaRef {
+        self.layout.output_schema.clone()
+    }
+}
+
+fn option_value(expr: &SqlExpr) -> Option<String> {
+    match expr {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) | Value::Number(s, _) => Some(s.clone()),
+            Value::Boolean(b) => Some(b.to_string()),
+            _ => None,
+        },
+        SqlExpr::Identifier(id) => Some(id.value.clone()),
+        _ => None,
+    }
+}
+
+/// Builds a [`TableDef`] from a parsed `CREATE TABLE`.
+pub fn table_def(
+    ctx: &SessionContext,
+    state: &SessionState,
+    create: &CreateTable,
+    watermark: Option<&WatermarkClause>,
+    position: &Position,
+) -> Result<TableDef> {
+    let name = create.name.to_string().to_lowercase();
+    if create.query.is_some() {
+        return Err(SqlError::at(position, "CREATE TABLE ... AS SELECT is not supported; use CREATE VIEW"));
+    }
+    let provider = DdlContext::new(ctx, state);
+    let planner = SqlToRel::new(&provider);
+
+    // Options.
+    let raw_options = match &create.table_options {
+        CreateTableOptions::With(options) | CreateTableOptions::Options(options) => options.clone(),
+        CreateTableOptions::None => Vec::new(),
+        _ => return Err(SqlError::at(position, "table options must be given as WITH (key = 'value', ...)")),
+    };
+    let mut options = BTreeMap::new();
+    for option in raw_options {
+        let SqlOption::KeyValue { key, value } = option else {
+            return Err(SqlError::at(position, "table options must be key = 'value' pairs"));
+        };
+        let text = option_value(&value).ok_or_else(|| {
+            SqlError::at(position, format!("option '{}' needs a literal value, found {value}", key.value))
+        })?;
+        options.insert(key.value.to_lowercase(), text);
+    }
+    let connector = options
+        .remove("connector")
+        .ok_or_else(|| SqlError::at(position, format!("table '{name}' needs WITH (connector = '...')")))?
+        .to_lowercase();
+
+    // Columns: physical ones first get a schema of their own.
+    let mut physical_defs = Vec::new();
+    let mut all_defs = Vec::new();
+    let mut generated: Vec<Option<SqlExpr>> = Vec::new();
+    for column in &create.columns {
+        let mut plain = column.clone();
+        let mut generation = None;
+        plain.options.retain(|o| match &o.option {
+            ColumnOption::Generated { generation_expr: Some(expr), .. } => {
+                generation = Some(expr.clone());
+                false
+            }
+            _ => true,
+        });
+        if generation.is_none() {
+            physical_defs.push(plain.clone());
+        }
+        all_defs.push(plain);
+        generated.push(generation);
+    }
+    let plan_error = |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
+    let declared = planner.build_schema(all_defs).map_err(plan_error)?;
+    let physical = Arc::new(planner.build_schema(physical_defs).map_err(plan_error)?);
+    let physical_df = DFSchema::try_from(physical.as_ref().clone()).map_err(plan_error)?;
+
+    let mut columns = Vec::with_capacity(declared.fields().len());
+    let mut physical_index = 0;
+    let mut output_fields: Vec<Field> = Vec::new();
+    for (field, generation) in declared.fields().iter().zip(generated) {
+        match generation {
+            None => {
+                columns.push(SourceColumn::Physical(physical_index));
+                physical_index += 1;
+                output_fields.push(field.as_ref().clone());
+            }
+            Some(expr) => {
+                let logical = planner
+                    .sql_to_expr(expr, &physical_df, &mut PlannerContext::new())
+                    .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
+                let physical_expr = state
+                    .create_physical_expr(logical, &physical_df)
+                    .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
+                let out = field.as_ref().clone().with_nullable(true);
+                output_fields.push(out.clone());
+                columns.push(SourceColumn::Computed(ComputedColumn { field: out, expr: physical_expr }));
+            }
+        }
+    }
+    let output_schema = Arc::new(Schema::new(output_fields));
+
+    // Event time and lateness.
+    let allowed_lateness_ms = match options.remove("allowed_lateness") {
+        Some(text) => eddy_engine::time::parse_duration(&text)
+            .map_err(|e| SqlError::at(position, format!("allowed_lateness: {e}")))?
+            .as_millis() as i64,
+        None => 0,
+    };
+    let event_time = match watermark {
+        None => {
+            if allowed_lateness_ms > 0 {
+                return Err(SqlError::at(position, "allowed_lateness needs a WATERMARK FOR clause"));
+            }
+            None
+        }
+        Some(w) => {
+            let column = output_schema.index_of(&w.column.to_lowercase()).map_err(|_| {
+                SqlError::at(&w.position, format!("watermark column '{}' is not a column of '{name}'", w.column))
+            })?;
+            match output_schema.field(column).data_type() {
+                DataType::Timestamp(_, _) | DataType::Int64 => {}
+                other => {
+                    return Err(SqlError::at(
+                        &w.position,
+                        format!("watermark column '{}' must be a TIMESTAMP (or BIGINT epoch ms), not {other}", w.column),
+                    ))
+                }
+            }
+            Some(EventTimeSpec { column, bound_ms: w.bound_ms, allowed_lateness_ms })
+        }
+    };
+    Ok(TableDef {
+        name,
+        layout: SourceLayout { physical_schema: physical, output_schema, columns, event_time },
+        connector,
+        options,
+        position: position.clone(),
+    })
+}

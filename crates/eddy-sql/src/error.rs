@@ -1,0 +1,64 @@
+//! The SQL front end's error type. Every user-facing error carries the file,
+//! line and column it refers to and prints as `file:line:column: message`.
+
+use std::fmt;
+
+/// A position in a SQL file (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The file (or `<sql>` for inline text).
+    pub file: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column.
+    pub column: u64,
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Errors found while reading, parsing and planning SQL.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    /// A user error at a known position.
+    #[error("{position}: {message}")]
+    At {
+        /// Where.
+        position: Position,
+        /// What.
+        message: String,
+    },
+    /// A user error about the job as a whole (e.g. an unused `--set`).
+    #[error("{0}")]
+    Job(String),
+    /// An internal inconsistency while building the graph.
+    #[error("internal planner error: {0}")]
+    Internal(String),
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = SqlError> = std::result::Result<T, E>;
+
+impl SqlError {
+    /// A user error at `position`.
+    pub fn at(position: &Position, message: impl Into<String>) -> Self {
+        Self::At { position: position.clone(), message: message.into() }
+    }
+
+    /// The message without the position.
+    pub fn message(&self) -> String {
+        match self {
+            SqlError::At { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<eddy_engine::EngineError> for SqlError {
+    fn from(e: eddy_engine::EngineError) -> Self {
+        SqlError::Internal(e.to_string())
+    }
+}

@@ -1,0 +1,128 @@
+//! Plans a logical `Aggregate` into a window aggregation.
+//!
+//! A streaming GROUP BY must contain exactly one `tumble(...)` or `hop(...)`;
+//! the other group expressions become keys, every aggregate expression
+//! becomes a DataFusion `AggregateFunctionExpr` folded incrementally per
+//! window and key.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::logical_expr::Aggregate;
+use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
+use eddy_engine::operator::OperatorPlan;
+use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregate, WindowAggregatePlan};
+use eddy_engine::window::window_struct_type;
+
+use super::stream::{Endpoint, Stream};
+use super::Compiler;
+use crate::error::{Position, Result, SqlError};
+use crate::udf::window_spec;
+
+impl Compiler {
+    pub(super) fn plan_aggregate(&mut self, aggregate: &Aggregate, position: &Position) -> Result<Stream> {
+        let mut input = self.plan_stream(&aggregate.input, position)?;
+        let state = self.ctx.state();
+        let input_arrow = Arc::new(input.schema.as_arrow().clone());
+
+        let mut window = None;
+        let mut group_columns = Vec::new();
+        let mut keys = Vec::new();
+        for (i, expr) in aggregate.group_expr.iter().enumerate() {
+            match window_spec(expr) {
+                Some(spec) => {
+                    let spec = spec.map_err(|m| SqlError::at(position, m))?;
+                    if window.replace(spec).is_some() {
+                        return Err(SqlError::at(position, "GROUP BY may contain only one window (tumble or hop)"));
+                    }
+                    group_columns.push(GroupColumn::Window);
+                }
+                None => {
+                    let physical = state
+                        .create_physical_expr(expr.clone(), &input.schema)
+                        .map_err(|e| self.df_error(position, e))?;
+                    let name = aggregate.schema.field(i).name().clone();
+                    group_columns.push(GroupColumn::Key(keys.len()));
+                    keys.push((physical, name));
+                }
+            }
+        }
+        let Some(window) = window else {
+            return Err(SqlError::at(
+                position,
+                "GROUP BY on a stream needs a window: add tumble(INTERVAL '10' SECOND) or hop(slide, width) to the GROUP BY (an aggregate over an unbounded stream would never finish)",
+            ));
+        };
+        let Some(time) = input.time else {
+            return Err(SqlError::at(
+                position,
+                "a window needs event time, but this input has none: declare `WATERMARK FOR <column> AS ...` on the source table and keep that column in the query",
+            ));
+        };
+
+        let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
+        for expr in &aggregate.aggr_expr {
+            let planning = PhysicalPlanningContext::default();
+            let lowered =
+                LoweredAggregateBuilder::new(expr, &input.schema, &input_arrow, state.execution_props(), &planning)
+                    .build()
+                    .map_err(|e| self.df_error(position, e))?;
+            let (function, filter) = (lowered.aggregate, lowered.filter);
+            if !lowered.order_bys.is_empty() {
+                return Err(SqlError::at(
+                    position,
+                    format!("aggregate {} orders its input; ordered aggregates are not supported in windows", function.name()),
+                ));
+            }
+            aggregates.push(WindowAggregate { expr: function, filter });
+        }
+
+        // Output schema as DataFusion's Aggregate lays it out; the window column
+        // carries eddy's window struct type.
+        let fields: Vec<Field> = aggregate
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = f.as_ref().clone().with_nullable(true);
+                match group_columns.get(i) {
+                    Some(GroupColumn::Window) => f.with_data_type(window_struct_type()),
+                    _ => f,
+                }
+            })
+            .collect();
+        let output_schema = Arc::new(Schema::new(fields));
+        let plan = WindowAggregatePlan {
+            input_schema: input_arrow,
+            output_schema: output_schema.clone(),
+            window,
+            time_column: time.column,
+            allowed_lateness_ms: time.allowed_lateness_ms,
+            group_columns,
+            keys,
+            aggregates,
+        };
+        let from = input.materialize(&mut self.graph);
+        let partitioning = match plan.partition_keys() {
+            keys if keys.is_empty() => Partitioning::Forward,
+            keys => Partitioning::Hash(keys),
+        };
+        let id = self.graph.nodes.len();
+        let node = self.graph.add(Node {
+            name: format!("window_aggregate#{id}"),
+            kind: NodeKind::Operator(Arc::new(plan)),
+            inputs: vec![Edge { from: from.node, port: from.port, partitioning }],
+            schema: output_schema.clone(),
+        });
+        Ok(Stream {
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: output_schema,
+            steps: Vec::new(),
+            schema: aggregate.schema.clone(),
+            time: None,
+        })
+    }
+}

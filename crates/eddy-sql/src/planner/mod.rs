@@ -1,0 +1,432 @@
+//! Compiles SQL files into a job graph.
+//!
+//! In: [`SqlFile`]s and `--set` parameters. Out: a [`CompiledJob`] whose
+//! [`JobGraph`] the engine runs.
+//!
+//! Statements are handled in file order: `CREATE TABLE` declares a table,
+//! `CREATE VIEW` names a query, `INSERT INTO sink SELECT ...` and bare
+//! `SELECT`s (printed to stdout) are the job's outputs. A table that some
+//! `INSERT` writes is a sink; every other table a query reads is a source.
+//!
+//! Each query goes through DataFusion's SQL planner and analyzer (name
+//! resolution, type coercion) and is then translated node by node:
+//!
+//! | logical plan      | streaming plan                                         |
+//! |-------------------|--------------------------------------------------------|
+//! | TableScan (table) | the table's source node (one per table, shared)        |
+//! | TableScan (view)  | the view's stream (planned once, shared)               |
+//! | Projection/Filter | a step of a fused `calc` node                           |
+//! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
+//! | Union             | `union`                                                |
+//! | anything else     | rejected with the reason                               |
+
+mod aggregate;
+mod stream;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use datafusion::catalog::TableProvider;
+use datafusion::common::DFSchema;
+use datafusion::datasource::empty::EmptyTable;
+use datafusion::error::DataFusionError;
+use datafusion::execution::context::SessionContext;
+use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::Statement;
+use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use eddy_engine::operators::calc::CalcStep;
+use eddy_engine::operators::union::UnionPlan;
+
+use crate::context::new_session;
+use crate::ddl::{table_def, TableDef};
+use crate::error::{Position, Result, SqlError};
+use crate::params::{substitute, SourceMap};
+use crate::statements::{parse_file, ParsedStatement};
+use stream::{Endpoint, Stream, TimeAttr};
+
+/// A SQL file to compile.
+#[derive(Debug, Clone)]
+pub struct SqlFile {
+    /// Its name in error messages (a path, or `<sql>`).
+    pub name: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// The result of compilation.
+#[derive(Debug, Clone)]
+pub struct CompiledJob {
+    /// The dataflow graph.
+    pub graph: JobGraph,
+    /// Declared tables by name.
+    pub tables: BTreeMap<String, TableDef>,
+}
+
+/// Compiles `files` with parameter values `params` into a job.
+pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
+    let mut compiler = Compiler::new();
+    let mut used = BTreeSet::new();
+    for file in files {
+        let (text, map) = substitute(&file.name, &file.text, params, &mut used)?;
+        for statement in parse_file(&text, &map)? {
+            compiler.add_statement(statement, &map)?;
+        }
+    }
+    let unknown: Vec<&String> = params.keys().filter(|k| !used.contains(*k)).collect();
+    if !unknown.is_empty() {
+        let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        return Err(SqlError::Job(format!(
+            "--set {} names no parameter used by these queries",
+            names.join(", ")
+        )));
+    }
+    compiler.finish()
+}
+
+struct Output {
+    sink: String,
+    plan: LogicalPlan,
+    position: Position,
+}
+
+/// Holds declarations while statements are read, then builds the graph.
+pub(crate) struct Compiler {
+    ctx: SessionContext,
+    tables: BTreeMap<String, TableDef>,
+    views: BTreeMap<String, LogicalPlan>,
+    outputs: Vec<Output>,
+    graph: JobGraph,
+    source_nodes: HashMap<String, NodeId>,
+    view_streams: HashMap<String, Stream>,
+    sinks: BTreeSet<String>,
+    current_map: SourceMap,
+}
+
+impl Compiler {
+    fn new() -> Self {
+        Self {
+            ctx: new_session(),
+            tables: BTreeMap::new(),
+            views: BTreeMap::new(),
+            outputs: Vec::new(),
+            graph: JobGraph::default(),
+            source_nodes: HashMap::new(),
+            view_streams: HashMap::new(),
+            sinks: BTreeSet::new(),
+            current_map: SourceMap::default(),
+        }
+    }
+
+    /// A DataFusion error as a positioned user error (its own span if it has one).
+    fn df_error(&self, fallback: &Position, error: DataFusionError) -> SqlError {
+        let position = error
+            .diagnostic()
+            .and_then(|d| d.span)
+            .map(|span| self.current_map.position(span.start.line, span.start.column))
+            .unwrap_or_else(|| fallback.clone());
+        let message = match error.diagnostic() {
+            Some(d) => d.message.clone(),
+            None => error.strip_backtrace(),
+        };
+        SqlError::at(&position, message)
+    }
+
+    fn register(&self, name: &str, schema: datafusion::arrow::datatypes::SchemaRef, position: &Position) -> Result<()> {
+        let provider: Arc<dyn TableProvider> = Arc::new(EmptyTable::new(schema));
+        if self.ctx.table_exist(name).unwrap_or(false) {
+            return Err(SqlError::at(position, format!("'{name}' is already defined")));
+        }
+        self.ctx.register_table(name, provider).map_err(|e| self.df_error(position, e))?;
+        Ok(())
+    }
+
+    fn plan_statement(&self, statement: Statement, position: &Position) -> Result<LogicalPlan> {
+        let state = self.ctx.state();
+        let plan = futures::executor::block_on(state.statement_to_plan(DFStatement::Statement(Box::new(statement))))
+            .map_err(|e| self.df_error(position, e))?;
+        state
+            .analyzer()
+            .execute_and_check(plan, state.config_options(), |_, _| {})
+            .map_err(|e| self.df_error(position, e))
+    }
+
+    fn add_statement(&mut self, parsed: ParsedStatement, map: &SourceMap) -> Result<()> {
+        self.current_map = map.clone();
+        let position = parsed.position.clone();
+        match parsed.statement {
+            Statement::CreateTable(create) => {
+                let state = self.ctx.state();
+                let def = table_def(&self.ctx, &state, &create, parsed.watermark.as_ref(), &position)?;
+                self.register(&def.name, def.schema(), &position)?;
+                self.tables.insert(def.name.clone(), def);
+            }
+            Statement::CreateView(view) => {
+                let name = view.name.to_string().to_lowercase();
+                let plan = self.plan_statement(Statement::Query(view.query), &position)?;
+                self.register(&name, Arc::new(plan.schema().as_arrow().clone()), &position)?;
+                self.views.insert(name, plan);
+            }
+            statement @ Statement::Insert(_) => {
+                let plan = self.plan_statement(statement, &position)?;
+                let LogicalPlan::Dml(DmlStatement { table_name, op: WriteOp::Insert(_), input, .. }) = plan else {
+                    return Err(SqlError::at(&position, "only INSERT INTO is supported"));
+                };
+                let sink = table_name.table().to_lowercase();
+                self.sinks.insert(sink.clone());
+                self.outputs.push(Output { sink, plan: input.as_ref().clone(), position });
+            }
+            statement @ Statement::Query(_) => {
+                let plan = self.plan_statement(statement, &position)?;
+                let n = self.outputs.iter().filter(|o| o.sink.starts_with("query")).count() + 1;
+                let sink = format!("query{n}");
+                let def = TableDef {
+                    name: sink.clone(),
+                    layout: eddy_engine::source::SourceLayout {
+                        physical_schema: Arc::new(plan.schema().as_arrow().clone()),
+                        output_schema: Arc::new(plan.schema().as_arrow().clone()),
+                        columns: Vec::new(),
+                        event_time: None,
+                    },
+                    connector: "stdout".into(),
+                    options: BTreeMap::new(),
+                    position: position.clone(),
+                };
+                self.tables.insert(sink.clone(), def);
+                self.sinks.insert(sink.clone());
+                self.outputs.push(Output { sink, plan, position });
+            }
+            other => {
+                let text = other.to_string();
+                let head: String = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                return Err(SqlError::at(
+                    &position,
+                    format!("'{head}' is not supported; eddy takes CREATE TABLE, CREATE VIEW, INSERT INTO and SELECT"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<CompiledJob> {
+        if self.outputs.is_empty() {
+            return Err(SqlError::Job("nothing to run: no INSERT INTO or SELECT statement".into()));
+        }
+        let outputs = std::mem::take(&mut self.outputs);
+        let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
+        for output in &outputs {
+            self.current_map = SourceMap::default();
+            let mut stream = self.plan_stream(&output.plan, &output.position)?;
+            let endpoint = stream.materialize(&mut self.graph);
+            sink_inputs.entry(output.sink.clone()).or_default().push(endpoint);
+        }
+        for (sink, endpoints) in sink_inputs {
+            let def = self
+                .tables
+                .get(&sink)
+                .ok_or_else(|| SqlError::Internal(format!("sink '{sink}' is not declared")))?;
+            if def.layout.event_time.is_some() {
+                tracing::debug!(sink = %sink, "the watermark of a sink table is ignored");
+            }
+            self.graph.add(Node {
+                name: sink.clone(),
+                kind: NodeKind::Sink {
+                    spec: ConnectorSpec {
+                        table: sink.clone(),
+                        connector: def.connector.clone(),
+                        options: def.options.clone(),
+                        schema: def.schema(),
+                    },
+                },
+                inputs: endpoints
+                    .into_iter()
+                    .map(|e| Edge { from: e.node, port: e.port, partitioning: Partitioning::Forward })
+                    .collect(),
+                schema: def.schema(),
+            });
+        }
+        self.graph.prune_dead_operators();
+        Ok(CompiledJob { graph: self.graph, tables: self.tables })
+    }
+
+    fn source_stream(&mut self, name: &str, position: &Position) -> Result<Stream> {
+        if self.sinks.contains(name) {
+            return Err(SqlError::at(
+                position,
+                format!("table '{name}' is written by an INSERT and read by a query; to reuse a query's result, declare it as a VIEW"),
+            ));
+        }
+        let def = self
+            .tables
+            .get(name)
+            .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
+            .clone();
+        let node = match self.source_nodes.get(name) {
+            Some(&node) => node,
+            None => {
+                let node = self.graph.add(Node {
+                    name: name.to_string(),
+                    kind: NodeKind::Source {
+                        spec: ConnectorSpec {
+                            table: name.to_string(),
+                            connector: def.connector.clone(),
+                            options: def.options.clone(),
+                            schema: def.layout.physical_schema.clone(),
+                        },
+                        layout: def.layout.clone(),
+                    },
+                    inputs: Vec::new(),
+                    schema: def.schema(),
+                });
+                self.source_nodes.insert(name.to_string(), node);
+                node
+            }
+        };
+        let schema = DFSchema::try_from_qualified_schema(name, def.schema().as_ref())
+            .map_err(|e| self.df_error(position, e))?;
+        Ok(Stream {
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: def.schema(),
+            steps: Vec::new(),
+            schema: Arc::new(schema),
+            time: def
+                .layout
+                .event_time
+                .map(|et| TimeAttr { column: et.column, allowed_lateness_ms: et.allowed_lateness_ms }),
+        })
+    }
+
+    /// Translates a logical plan into a stream.
+    fn plan_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
+        let state = self.ctx.state();
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                let name = scan.table_name.table().to_lowercase();
+                let mut stream = if let Some(view) = self.view_streams.get(&name) {
+                    view.clone()
+                } else if let Some(view_plan) = self.views.get(&name).cloned() {
+                    let mut stream = self.plan_stream(&view_plan, position)?;
+                    stream.materialize(&mut self.graph);
+                    self.view_streams.insert(name.clone(), stream.clone());
+                    stream
+                } else {
+                    self.source_stream(&name, position)?
+                };
+                if let Some(projection) = &scan.projection {
+                    let exprs = projection
+                        .iter()
+                        .map(|&i| datafusion::physical_expr::expressions::col(stream.schema.field(i).name(), &stream.endpoint_schema))
+                        .collect::<datafusion::error::Result<Vec<_>>>()
+                        .map_err(|e| self.df_error(position, e))?;
+                    stream.time = stream
+                        .time
+                        .and_then(|t| projection.iter().position(|&i| i == t.column).map(|column| TimeAttr { column, ..t }));
+                    stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(scan.projected_schema.as_arrow().clone()) });
+                }
+                stream.schema = scan.projected_schema.clone();
+                for filter in &scan.filters {
+                    let predicate = state
+                        .create_physical_expr(filter.clone(), &stream.schema)
+                        .map_err(|e| self.df_error(position, e))?;
+                    stream.steps.push(CalcStep::Filter(predicate));
+                }
+                Ok(stream)
+            }
+            LogicalPlan::Projection(projection) => {
+                let mut stream = self.plan_stream(&projection.input, position)?;
+                let input_schema = stream.schema.clone();
+                let exprs = projection
+                    .expr
+                    .iter()
+                    .map(|e| state.create_physical_expr(e.clone(), &input_schema))
+                    .collect::<datafusion::error::Result<Vec<_>>>()
+                    .map_err(|e| self.df_error(position, e))?;
+                stream.time = stream.time.and_then(|t| {
+                    projection.expr.iter().position(|e| column_index(e, &input_schema) == Some(t.column)).map(|column| TimeAttr { column, ..t })
+                });
+                stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(projection.schema.as_arrow().clone()) });
+                stream.schema = projection.schema.clone();
+                Ok(stream)
+            }
+            LogicalPlan::Filter(filter) => {
+                let mut stream = self.plan_stream(&filter.input, position)?;
+                let predicate = state
+                    .create_physical_expr(filter.predicate.clone(), &stream.schema)
+                    .map_err(|e| self.df_error(position, e))?;
+                stream.steps.push(CalcStep::Filter(predicate));
+                Ok(stream)
+            }
+            LogicalPlan::SubqueryAlias(alias) => {
+                let mut stream = self.plan_stream(&alias.input, position)?;
+                stream.schema = alias.schema.clone();
+                Ok(stream)
+            }
+            LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate, position),
+            LogicalPlan::Union(union) => {
+                let mut endpoints = Vec::new();
+                let mut times = Vec::new();
+                for input in &union.inputs {
+                    let mut stream = self.plan_stream(input, position)?;
+                    endpoints.push(stream.materialize(&mut self.graph));
+                    times.push(stream.time);
+                }
+                let time = match times.first() {
+                    Some(Some(first)) if times.iter().all(|t| t.map(|t| t.column) == Some(first.column)) => Some(TimeAttr {
+                        column: first.column,
+                        allowed_lateness_ms: times.iter().flatten().map(|t| t.allowed_lateness_ms).max().unwrap_or(0),
+                    }),
+                    _ => None,
+                };
+                let schema = Arc::new(union.schema.as_arrow().clone());
+                let id = self.graph.nodes.len();
+                let node = self.graph.add(Node {
+                    name: format!("union#{id}"),
+                    kind: NodeKind::Operator(Arc::new(UnionPlan::new(schema.clone(), endpoints.len()))),
+                    inputs: endpoints
+                        .into_iter()
+                        .map(|e| Edge { from: e.node, port: e.port, partitioning: Partitioning::Forward })
+                        .collect(),
+                    schema: schema.clone(),
+                });
+                Ok(Stream {
+                    endpoint: Endpoint { node, port: 0 },
+                    endpoint_schema: schema,
+                    steps: Vec::new(),
+                    schema: union.schema.clone(),
+                    time,
+                })
+            }
+            LogicalPlan::Join(_) => Err(SqlError::at(
+                position,
+                "joins of streams are not supported yet (interval joins are planned)",
+            )),
+            LogicalPlan::Window(_) => Err(SqlError::at(position, "OVER windows are not supported yet")),
+            LogicalPlan::Sort(_) => Err(SqlError::at(
+                position,
+                "ORDER BY on an unbounded stream never finishes; results come out in event-time order per window",
+            )),
+            LogicalPlan::Limit(_) => Err(SqlError::at(position, "LIMIT is not supported on streams")),
+            LogicalPlan::Distinct(_) => Err(SqlError::at(
+                position,
+                "SELECT DISTINCT over an unbounded stream needs unbounded state; use GROUP BY with a window",
+            )),
+            LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(SqlError::at(
+                position,
+                "a streaming query must read from a source table (FROM ...)",
+            )),
+            other => Err(SqlError::at(
+                position,
+                format!("{} is not supported in streaming queries", other.display().to_string().split(':').next().unwrap_or("this plan")),
+            )),
+        }
+    }
+}
+
+/// The input column an expression passes through unchanged, if any.
+fn column_index(expr: &Expr, schema: &DFSchema) -> Option<usize> {
+    match expr {
+        Expr::Alias(alias) => column_index(&alias.expr, schema),
+        Expr::Column(column) => schema.index_of_column(column).ok(),
+        _ => None,
+    }
+}

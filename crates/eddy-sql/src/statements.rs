@@ -1,0 +1,250 @@
+//! Splits a SQL file into statements and parses them, keeping positions.
+//!
+//! In: substituted file text and its [`SourceMap`]. Out: [`ParsedStatement`]s,
+//! each a sqlparser AST, its start position, and the `WATERMARK FOR` clause
+//! of a `CREATE TABLE` if it had one.
+//!
+//! The whole file is tokenized once; tokens keep their line and column, so
+//! the parser's error positions are positions in the file. A `WATERMARK FOR
+//! col AS expr` clause inside a `CREATE TABLE` column list is not standard
+//! SQL: it is cut out of the token stream (with its comma) before parsing and
+//! returned alongside the statement.
+
+use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Statement, Value};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use crate::error::{Position, Result, SqlError};
+use crate::params::SourceMap;
+
+/// `WATERMARK FOR column AS column - INTERVAL ...`.
+#[derive(Debug, Clone)]
+pub struct WatermarkClause {
+    /// The event-time column.
+    pub column: String,
+    /// Out-of-orderness bound in milliseconds.
+    pub bound_ms: i64,
+    /// Where the clause starts.
+    pub position: Position,
+}
+
+/// One statement of a file.
+#[derive(Debug, Clone)]
+pub struct ParsedStatement {
+    /// The statement.
+    pub statement: Statement,
+    /// Where it starts.
+    pub position: Position,
+    /// The watermark clause of a CREATE TABLE.
+    pub watermark: Option<WatermarkClause>,
+}
+
+fn is_trivia(token: &Token) -> bool {
+    matches!(token, Token::Whitespace(_))
+}
+
+fn is_keyword(token: &Token, keyword: Keyword) -> bool {
+    matches!(token, Token::Word(w) if w.keyword == keyword && w.quote_style.is_none())
+}
+
+/// `WATERMARK` is no sqlparser keyword, so it is matched by its text.
+fn is_watermark(token: &Token) -> bool {
+    matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("watermark"))
+}
+
+/// Turns a sqlparser error message into a positioned error.
+pub fn parser_error(map: &SourceMap, fallback: &Position, error: &ParserError) -> SqlError {
+    let text = error.to_string();
+    let text = text.trim_start_matches("sql parser error: ").to_string();
+    if let Some(at) = text.rfind(" at Line: ") {
+        let tail = &text[at + " at Line: ".len()..];
+        let mut parts = tail.split(", Column: ");
+        let line = parts.next().and_then(|l| l.trim().parse::<u64>().ok());
+        let column = parts.next().and_then(|c| c.trim().parse::<u64>().ok());
+        if let (Some(line), Some(column)) = (line, column) {
+            return SqlError::at(&map.position(line, column), text[..at].to_string());
+        }
+    }
+    SqlError::at(fallback, text)
+}
+
+/// Tokenizes, splits and parses a file.
+pub fn parse_file(text: &str, map: &SourceMap) -> Result<Vec<ParsedStatement>> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text).tokenize_with_location().map_err(|e| {
+        SqlError::at(
+            &map.position(e.location.line, e.location.column),
+            e.message.clone(),
+        )
+    })?;
+    let mut statements = Vec::new();
+    let mut current: Vec<TokenWithSpan> = Vec::new();
+    let mut depth = 0i32;
+    for token in tokens {
+        match token.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if matches!(token.token, Token::SemiColon) && depth <= 0 {
+            if let Some(s) = parse_one(std::mem::take(&mut current), map, &dialect)? {
+                statements.push(s);
+            }
+            depth = 0;
+            continue;
+        }
+        if matches!(token.token, Token::EOF) {
+            continue;
+        }
+        current.push(token);
+    }
+    if let Some(s) = parse_one(current, map, &dialect)? {
+        statements.push(s);
+    }
+    Ok(statements)
+}
+
+fn parse_one(tokens: Vec<TokenWithSpan>, map: &SourceMap, dialect: &GenericDialect) -> Result<Option<ParsedStatement>> {
+    let Some(first) = tokens.iter().find(|t| !is_trivia(&t.token)) else {
+        return Ok(None);
+    };
+    let position = map.position(first.span.start.line, first.span.start.column);
+    let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
+    let statement = Parser::new(dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statement()
+        .map_err(|e| parser_error(map, &position, &e))?;
+    Ok(Some(ParsedStatement { statement, position, watermark }))
+}
+
+/// Removes `[,] WATERMARK FOR col AS expr` from a parenthesised column list.
+fn cut_watermark(
+    tokens: Vec<TokenWithSpan>,
+    map: &SourceMap,
+    dialect: &GenericDialect,
+) -> Result<(Vec<TokenWithSpan>, Option<WatermarkClause>)> {
+    let significant: Vec<usize> = (0..tokens.len()).filter(|&i| !is_trivia(&tokens[i].token)).collect();
+    let mut depth = 0i32;
+    let mut found = None;
+    for (k, &i) in significant.iter().enumerate() {
+        match tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        let next_is_for = significant.get(k + 1).is_some_and(|&j| is_keyword(&tokens[j].token, Keyword::FOR));
+        if depth == 1 && is_watermark(&tokens[i].token) && next_is_for {
+            found = Some(k);
+            break;
+        }
+    }
+    let Some(k) = found else { return Ok((tokens, None)) };
+    let start = significant[k];
+    let position = map.position(tokens[start].span.start.line, tokens[start].span.start.column);
+    // The clause ends before the next ',' at depth 1 or the ')' closing the list.
+    let mut end = tokens.len();
+    let mut inner = 0i32;
+    for (j, token) in tokens.iter().enumerate().skip(start) {
+        match token.token {
+            Token::LParen => inner += 1,
+            Token::RParen if inner == 0 => {
+                end = j;
+                break;
+            }
+            Token::RParen => inner -= 1,
+            Token::Comma if inner == 0 => {
+                end = j;
+                break;
+            }
+            _ => {}
+        }
+    }
+    // Remove the preceding comma (or, if the clause is first, the following one).
+    let previous = significant[..k].last().copied();
+    let (cut_from, cut_to) = match previous {
+        Some(p) if matches!(tokens[p].token, Token::Comma) => (p, end),
+        _ if end < tokens.len() && matches!(tokens[end].token, Token::Comma) => (start, end + 1),
+        _ => (start, end),
+    };
+    let clause: Vec<TokenWithSpan> = tokens[start..end].to_vec();
+    let mut rest = tokens[..cut_from].to_vec();
+    rest.extend_from_slice(&tokens[cut_to..]);
+    let watermark = parse_watermark(clause, map, dialect, position)?;
+    Ok((rest, Some(watermark)))
+}
+
+fn parse_watermark(
+    clause: Vec<TokenWithSpan>,
+    map: &SourceMap,
+    dialect: &GenericDialect,
+    position: Position,
+) -> Result<WatermarkClause> {
+    let mut parser = Parser::new(dialect).with_tokens_with_locations(clause);
+    let syntax = |e: ParserError| parser_error(map, &position, &e);
+    parser.next_token(); // WATERMARK, checked by the caller
+    parser.expect_keyword(Keyword::FOR).map_err(syntax)?;
+    let column = parser.parse_identifier().map_err(syntax)?.value;
+    parser.expect_keyword(Keyword::AS).map_err(syntax)?;
+    let expr = parser.parse_expr().map_err(syntax)?;
+    let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";
+    let bound_ms = match &expr {
+        SqlExpr::Identifier(id) if id.value == column => 0,
+        SqlExpr::BinaryOp { left, op: BinaryOperator::Minus, right } => {
+            match (left.as_ref(), right.as_ref()) {
+                (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if id.value == column => {
+                    let text = match interval.value.as_ref() {
+                        SqlExpr::Value(v) => match &v.value {
+                            Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
+                            _ => return Err(SqlError::at(&position, shape)),
+                        },
+                        _ => return Err(SqlError::at(&position, shape)),
+                    };
+                    let text = match &interval.leading_field {
+                        Some(unit) => format!("{text} {unit}"),
+                        None => text,
+                    };
+                    let duration = eddy_engine::time::parse_duration(&text)
+                        .map_err(|e| SqlError::at(&position, format!("watermark interval: {e}")))?;
+                    duration.as_millis() as i64
+                }
+                _ => return Err(SqlError::at(&position, shape)),
+            }
+        }
+        _ => return Err(SqlError::at(&position, shape)),
+    };
+    Ok(WatermarkClause { column, bound_ms, position })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::params::substitute;
+
+    fn parse(text: &str) -> Result<Vec<ParsedStatement>> {
+        let (text, map) = substitute("t.sql", text, &BTreeMap::new(), &mut BTreeSet::new())?;
+        parse_file(&text, &map)
+    }
+
+    #[test]
+    fn cuts_watermark_clause() {
+        let s = parse(
+            "CREATE TABLE t (a BIGINT, ts TIMESTAMP,\n WATERMARK FOR ts AS ts - INTERVAL '2' SECOND\n) WITH (connector = 'file');\nSELECT a FROM t;",
+        )
+        .unwrap();
+        assert_eq!(s.len(), 2);
+        let w = s[0].watermark.as_ref().unwrap();
+        assert_eq!((w.column.as_str(), w.bound_ms), ("ts", 2000));
+        assert_eq!((w.position.line, w.position.column), (2, 2));
+        assert_eq!(s[1].position.line, 4);
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let err = parse("SELECT a\nFROM t WHERE ,").unwrap_err();
+        assert!(err.to_string().starts_with("t.sql:2:14: "), "{err}");
+    }
+}

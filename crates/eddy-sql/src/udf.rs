@@ -1,0 +1,101 @@
+//! The window functions `tumble(width)` and `hop(slide, width)`.
+//!
+//! They are placeholders for DataFusion's planner: in a streaming
+//! `GROUP BY` the planner recognises them and builds a window aggregation
+//! over the input's event time; their value is the window struct
+//! `{start, end}`. Called anywhere else they fail with an explanation.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{plan_err, Result, ScalarValue};
+use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use eddy_engine::window::{window_struct_type, WindowSpec};
+
+/// Name of the tumbling-window function.
+pub const TUMBLE: &str = "tumble";
+/// Name of the hopping-window function.
+pub const HOP: &str = "hop";
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct WindowFunction {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for WindowFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(window_struct_type())
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        plan_err!("{}() assigns rows to event-time windows and can only be used in the GROUP BY of a streaming query", self.name)
+    }
+}
+
+/// The `tumble` and `hop` functions, ready to register.
+pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![
+        Arc::new(ScalarUDF::from(WindowFunction { name: TUMBLE, signature: Signature::any(1, Volatility::Volatile) })),
+        Arc::new(ScalarUDF::from(WindowFunction { name: HOP, signature: Signature::any(2, Volatility::Volatile) })),
+    ]
+}
+
+/// Reads a constant duration argument: an INTERVAL, or a string like `'10 seconds'`.
+fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+    let expr = match expr {
+        Expr::Cast(c) => c.expr.as_ref(),
+        Expr::TryCast(c) => c.expr.as_ref(),
+        e => e,
+    };
+    let ms = match expr {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
+            if v.months != 0 {
+                return Err(format!("{function}(): month-based intervals have no fixed length; use days, hours, minutes or seconds"));
+            }
+            i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds),
+        Expr::Literal(ScalarValue::Utf8(Some(s)), _) => eddy_engine::time::parse_duration(s)
+            .map_err(|e| format!("{function}(): {e}"))?
+            .as_millis() as i64,
+        other => return Err(format!("{function}() takes constant intervals such as INTERVAL '10' SECOND, not {other}")),
+    };
+    if ms <= 0 {
+        return Err(format!("{function}(): window sizes must be positive"));
+    }
+    Ok(ms)
+}
+
+/// If `expr` is a call of `tumble` or `hop`, the window it defines.
+pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String>> {
+    let expr = match expr {
+        Expr::Alias(a) => a.expr.as_ref(),
+        e => e,
+    };
+    let Expr::ScalarFunction(call) = expr else { return None };
+    match call.func.name() {
+        TUMBLE => Some(call.args.first().ok_or_else(|| "tumble() needs a width".to_string()).and_then(|w| {
+            Ok(WindowSpec::Tumble { width_ms: duration_ms(TUMBLE, w)? })
+        })),
+        HOP => Some((|| {
+            let [slide, width] = call.args.as_slice() else {
+                return Err("hop() takes (slide, width)".to_string());
+            };
+            let (slide_ms, width_ms) = (duration_ms(HOP, slide)?, duration_ms(HOP, width)?);
+            if slide_ms > width_ms {
+                return Err(format!("hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)"));
+            }
+            Ok(WindowSpec::Hop { slide_ms, width_ms })
+        })()),
+        _ => None,
+    }
+}
