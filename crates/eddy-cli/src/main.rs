@@ -1,1 +1,148 @@
-fn main() {}
+//! The `eddy` command line: `run`, `explain`, `generate`, `bench`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use eddy_cli::{bench, generate, job, CliError, Result};
+use eddy_connectors::{ConnectorConfig, OutputFormat};
+use tracing_subscriber::EnvFilter;
+
+/// eddy: a streaming SQL engine on DataFusion and Arrow.
+#[derive(Parser, Debug)]
+#[command(name = "eddy", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Format {
+    Ndjson,
+    Parquet,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run SQL files (or directories of them) as one streaming job.
+    Run {
+        /// `.sql` files or directories of `.sql` files.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Set a `${NAME}` parameter: NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Read a source table from an NDJSON file (`-` = stdin): TABLE=PATH.
+        #[arg(long = "input", value_name = "TABLE=PATH")]
+        input: Vec<String>,
+        /// Write every sink to DIR/<sink>.ndjson (or Parquet under DIR/<sink>/).
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
+        /// File format with --output.
+        #[arg(long, value_enum, default_value = "ndjson")]
+        format: Format,
+        /// Rows per source batch.
+        #[arg(long, default_value_t = 8192)]
+        batch_size: usize,
+        /// Print no job summary on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Print the operator graph SQL files compile to.
+    Explain {
+        /// `.sql` files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Set a `${NAME}` parameter: NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print a built-in generator stream as NDJSON.
+    Generate {
+        /// orders, payments or devices.
+        #[arg(long)]
+        stream: String,
+        /// Background events per second of event time.
+        #[arg(long, default_value_t = 2)]
+        rate: u32,
+        /// Random seed; the same seed gives the same bytes.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Rows to print (default: the 60-second reference scenario).
+        #[arg(long)]
+        count: Option<u64>,
+    },
+    /// Benchmark drivers (see bench/).
+    Bench {
+        /// Which benchmark: window.
+        #[arg(value_parser = ["window"])]
+        name: String,
+        /// eddy or datafusion.
+        #[arg(long)]
+        engine: String,
+        /// NDJSON input file.
+        #[arg(long)]
+        input: PathBuf,
+        /// Rows per batch.
+        #[arg(long, default_value_t = 8192)]
+        batch_size: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    match execute(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<()> {
+    match command {
+        Command::Run { paths, set, input, output, format, batch_size, quiet } => {
+            if batch_size == 0 {
+                return Err(CliError::Usage("--batch-size must be at least 1".into()));
+            }
+            let files = job::load_sql(&paths)?;
+            let params = job::parse_pairs(&set, "--set")?;
+            let config = ConnectorConfig {
+                inputs: job::parse_pairs(&input, "--input")?,
+                output_dir: output,
+                output_format: match format {
+                    Format::Ndjson => OutputFormat::Ndjson,
+                    Format::Parquet => OutputFormat::Parquet,
+                },
+                batch_size,
+                ..ConnectorConfig::default()
+            };
+            let report = job::run(&files, &params, config)?;
+            if !quiet {
+                eprintln!("{}", job::summary(&report));
+            }
+            Ok(())
+        }
+        Command::Explain { paths, set } => {
+            let files = job::load_sql(&paths)?;
+            let params = job::parse_pairs(&set, "--set")?;
+            let compiled = job::compile_files(&files, &params)?;
+            print!("{}", compiled.graph.explain());
+            Ok(())
+        }
+        Command::Generate { stream, rate, seed, count } => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            generate::generate(&stream, seed, rate, count, &mut out)
+        }
+        Command::Bench { name: _, engine, input, batch_size } => {
+            println!("{}", bench::window(&engine, &input, batch_size)?);
+            Ok(())
+        }
+    }
+}

@@ -5,7 +5,7 @@
 //! Sources: `file` (NDJSON; `path`, `format = 'json'`), stdin (`path = '-'`
 //! or `--input TABLE=-`), and `generator` (the seed pipeline's streams;
 //! `stream`, `seed`, `rate`, `count`). Sinks: `stdout` (`tag`), `ndjson`
-//! (`path`), `parquet` (`path`, a directory).
+//! (`path`), `parquet` (`path`, a directory), `blackhole`.
 //!
 //! [`Connectors`] implements the engine's
 //! [`eddy_engine::graph::ConnectorFactory`] and applies the run's overrides
@@ -32,7 +32,7 @@ use eddy_engine::Result as EngineResult;
 pub use error::{ConnectorError, Result};
 use generator::{GeneratedStream, GeneratorConfig, GeneratorSource};
 use ndjson_source::NdjsonSource;
-use sinks::{NdjsonSink, ParquetSink, StdoutSink, StdoutTarget};
+use sinks::{BlackholeSink, NdjsonSink, ParquetSink, StdoutSink, StdoutTarget};
 
 /// File format of `--output`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,6 +158,7 @@ impl Connectors {
             }
             "ndjson" | "file" => Ok(Box::new(NdjsonSink::create(&spec.table, path()?)?)),
             "parquet" => Ok(Box::new(ParquetSink::create(&spec.table, &path()?, spec.schema.clone())?)),
+            "blackhole" => Ok(Box::new(BlackholeSink)),
             other => Err(ConnectorError::UnknownConnector { connector: other.to_string() }),
         }
     }

@@ -5,7 +5,8 @@
 //!   upper-cased table name), written whole under the stdout lock so lines of
 //!   concurrently running sinks never interleave;
 //! - ndjson: one JSON object per line in a file, flushed at the end;
-//! - parquet: one Parquet file (`part-00000.parquet`) in a directory.
+//! - parquet: one Parquet file (`part-00000.parquet`) in a directory;
+//! - blackhole: discards rows (benchmarks).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -148,6 +149,20 @@ impl SinkWriter for ParquetSink {
         if let Some(writer) = self.writer.take() {
             writer.close().map_err(|e| ConnectorError::from(e).for_table(&self.table))?;
         }
+        Ok(())
+    }
+}
+
+/// Discards rows (benchmarks); the sink node still counts them.
+#[derive(Debug, Default)]
+pub struct BlackholeSink;
+
+impl SinkWriter for BlackholeSink {
+    fn write(&mut self, _batch: &RecordBatch) -> EngineResult<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> EngineResult<()> {
         Ok(())
     }
 }

@@ -1,0 +1,97 @@
+//! `eddy bench`: the measuring side of the benchmarks in `bench/`.
+//!
+//! Each invocation runs one engine over one input file and prints one JSON
+//! line: rows, seconds, rows per second and the process's peak resident
+//! memory. `bench/*.sh` runs eddy and the DataFusion batch baseline as
+//! separate processes (so each peak-memory figure is its own) and prints the
+//! ratio.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use datafusion::prelude::{JsonReadOptions, SessionContext};
+use eddy_connectors::ConnectorConfig;
+use eddy_sql::SqlFile;
+
+use crate::error::{CliError, Result};
+
+/// The benchmark query on the streaming engine.
+pub const WINDOW_SQL: &str = "
+CREATE TABLE orders (
+  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${INPUT}');
+CREATE TABLE out (window_start TIMESTAMP, customer_id VARCHAR, n BIGINT, total DOUBLE) WITH (connector = 'blackhole');
+INSERT INTO out
+SELECT w.start, customer_id, n, total FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, customer_id, count(*) AS n, sum(order_amount) AS total
+  FROM orders GROUP BY w, customer_id
+);
+";
+
+/// The same aggregation as a DataFusion batch query.
+pub const WINDOW_BATCH_SQL: &str = "
+SELECT date_bin(INTERVAL '10 seconds', to_timestamp_millis(order_ts)) AS window_start, customer_id,
+       count(*) AS n, sum(order_amount) AS total
+FROM orders GROUP BY 1, 2";
+
+/// Peak resident set size of this process in bytes (Linux), if known.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn report(engine: &str, rows: u64, output_rows: u64, started: Instant) -> String {
+    let seconds = started.elapsed().as_secs_f64();
+    format!(
+        "{{\"engine\":\"{engine}\",\"input_rows\":{rows},\"output_rows\":{output_rows},\"seconds\":{seconds:.3},\"rows_per_second\":{:.0},\"peak_rss_bytes\":{}}}",
+        rows as f64 / seconds.max(1e-9),
+        peak_rss_bytes().unwrap_or(0)
+    )
+}
+
+/// Runs the tumbling-window benchmark with `engine` (`eddy` or `datafusion`).
+pub fn window(engine: &str, input: &Path, batch_size: usize) -> Result<String> {
+    let path = input.display().to_string();
+    match engine {
+        "eddy" => {
+            let files = [SqlFile { name: "<bench>".into(), text: WINDOW_SQL.into() }];
+            let params = BTreeMap::from([("INPUT".to_string(), path)]);
+            let started = Instant::now();
+            let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
+            let job = crate::job::run(&files, &params, config)?;
+            let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
+            let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
+            Ok(report("eddy", rows, out, started))
+        }
+        "datafusion" => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
+            runtime.block_on(async {
+                let started = Instant::now();
+                let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
+                let ctx = SessionContext::new_with_config(config);
+                let schema = eddy_connectors::generator::stream_schema(eddy_connectors::generator::GeneratedStream::Orders);
+                let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
+                ctx.register_json("orders", &path, options).await?;
+                let batches = ctx.sql(WINDOW_BATCH_SQL).await?.collect().await?;
+                let out: usize = batches.iter().map(|b| b.num_rows()).sum();
+                // Every input row is counted in exactly one window.
+                let rows: i64 = batches
+                    .iter()
+                    .filter_map(|b| b.column(2).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>())
+                    .map(|counts| counts.values().iter().sum::<i64>())
+                    .sum();
+                let rows = rows as u64;
+                Ok(report("datafusion", rows, out as u64, started))
+            })
+        }
+        other => Err(CliError::Usage(format!("unknown engine '{other}' (use eddy or datafusion)"))),
+    }
+}

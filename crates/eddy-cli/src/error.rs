@@ -1,0 +1,33 @@
+//! The CLI's error type: everything a command can fail with, printed as
+//! `error: ...` with a non-zero exit code.
+
+/// Errors of `eddy` commands.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The SQL did not compile.
+    #[error("{0}")]
+    Sql(#[from] eddy_sql::SqlError),
+    /// The job failed while running.
+    #[error("{0}")]
+    Engine(#[from] eddy_engine::EngineError),
+    /// A connector failed outside a job (e.g. `eddy generate`).
+    #[error("{0}")]
+    Connector(#[from] eddy_connectors::ConnectorError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A flag has a bad value.
+    #[error("{0}")]
+    Usage(String),
+    /// DataFusion failed (batch queries of `eddy bench`).
+    #[error("{0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+}
+
+/// Result alias of the CLI.
+pub type Result<T, E = CliError> = std::result::Result<T, E>;

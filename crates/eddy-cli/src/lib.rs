@@ -1,0 +1,11 @@
+//! # eddy-cli
+//!
+//! The `eddy` binary's commands as a library, so tests drive exactly what
+//! users run: [`job`] (run, explain), [`generate`], [`bench`].
+
+pub mod bench;
+pub mod error;
+pub mod generate;
+pub mod job;
+
+pub use error::{CliError, Result};
