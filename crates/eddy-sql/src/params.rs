@@ -58,8 +58,11 @@ pub fn substitute(
 ) -> Result<(String, SourceMap)> {
     let mut out = String::with_capacity(text.len());
     let mut map = SourceMap { file: file.to_string(), lines: BTreeMap::new() };
-    for (index, line) in text.split_inclusive('\n').enumerate() {
+    for (index, full_line) in text.split_inclusive('\n').enumerate() {
         let line_no = index as u64 + 1;
+        // Parameters in a `--` comment stay as written.
+        let code_end = comment_start(full_line).unwrap_or(full_line.len());
+        let (line, comment) = full_line.split_at(code_end);
         let mut rest = line;
         let mut old_col: u64 = 1;
         let mut new_col: u64 = 1;
@@ -112,8 +115,26 @@ pub fn substitute(
             rest = &after[end + 1..];
         }
         out.push_str(rest);
+        out.push_str(comment);
     }
     Ok((out, map))
+}
+
+/// Byte offset of a `--` comment in a line, ignoring `--` inside quotes.
+fn comment_start(line: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut previous_dash = false;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '-' && previous_dash => return Some(i - 1),
+            None => {}
+        }
+        previous_dash = quote.is_none() && c == '-';
+    }
+    None
 }
 
 #[cfg(test)]
@@ -131,6 +152,12 @@ mod tests {
         // 'y' is at column 8 in the new text and column 17 in the original.
         assert_eq!(map.position(1, 8).column, 17);
         assert_eq!(map.position(1, 3).column, 3);
+    }
+
+    #[test]
+    fn comments_keep_their_parameters() {
+        let (text, _) = substitute("f.sql", "a -- ${X}\nb '--${Y:1}'", &BTreeMap::new(), &mut BTreeSet::new()).unwrap();
+        assert_eq!(text, "a -- ${X}\nb '--1'");
     }
 
     #[test]

@@ -1,0 +1,11 @@
+-- fail: fail_unknown_column.sql:11:8: column 'nope' not found
+CREATE TABLE clicks (
+  user_id VARCHAR,
+  page    VARCHAR,
+  amount  DOUBLE,
+  ts      BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${DATA}/clicks.ndjson', format = 'json');
+
+SELECT nope FROM clicks;
