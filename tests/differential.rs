@@ -1,0 +1,215 @@
+//! Differential tests: windowed queries run by eddy's streaming engine must
+//! produce exactly the rows DataFusion computes for the same aggregation as
+//! one batch query over the whole input — on randomized inputs with bounded
+//! disorder (no late rows), for batch sizes 1, 7, 1024 and 8192.
+//!
+//! Rows are compared as JSON objects after sorting; floating-point values
+//! (whose last bits depend on summation order) within 1e-9 relative error.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::{JsonReadOptions, SessionContext};
+use eddy_connectors::json_lines::encode_json_lines;
+use eddy_sql::SqlFile;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+const T0: i64 = 1_700_000_000_000;
+const BOUND_MS: i64 = 2_000;
+
+const SOURCE: &str = "CREATE TABLE events (
+  k VARCHAR, v DOUBLE, n BIGINT, ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = 'bound-by---input');";
+
+/// Random rows in arrival order: event time disorder below the watermark
+/// bound, so that no row is late.
+fn random_input(seed: u64, rows: usize) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut base = T0 + rng.random_range(0..10_000);
+    let mut out = String::new();
+    for _ in 0..rows {
+        base += rng.random_range(0..40);
+        let ts = base - rng.random_range(0..BOUND_MS);
+        let k = format!("k{:02}", rng.random_range(0..17));
+        let v = f64::from(rng.random_range(0..100_000)) / 100.0;
+        let n = rng.random_range(0..40);
+        out.push_str(&format!("{{\"k\":\"{k}\",\"v\":{v},\"n\":{n},\"ts\":{ts}}}\n"));
+    }
+    out
+}
+
+/// The batch equivalent of hop(slide, width): one branch per window a row can fall in.
+fn hop_rows(slide_s: i64, width_s: i64) -> String {
+    let branches = (width_s + slide_s - 1) / slide_s;
+    let parts: Vec<String> = (0..branches)
+        .map(|j| {
+            format!(
+                "SELECT date_bin(INTERVAL '{slide_s} seconds', event_time) - INTERVAL '{} seconds' AS ws, k, v, n, event_time FROM e",
+                j * slide_s
+            )
+        })
+        .collect();
+    format!("(SELECT * FROM ({}) WHERE event_time < ws + INTERVAL '{width_s} seconds')", parts.join(" UNION ALL "))
+}
+
+struct Case {
+    name: &'static str,
+    streaming: String,
+    batch: String,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "tumble per key, many aggregates",
+            streaming: "SELECT w.start AS ws, w.end AS we, k, c, s, lo, hi, a, d, sd FROM (
+                SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS c, sum(v) AS s, min(n) AS lo, max(n) AS hi,
+                       avg(v) AS a, count(DISTINCT n) AS d, stddev(v) AS sd
+                FROM events GROUP BY w, k)"
+                .into(),
+            batch: "SELECT date_bin(INTERVAL '10 seconds', event_time) AS ws,
+                           date_bin(INTERVAL '10 seconds', event_time) + INTERVAL '10 seconds' AS we, k,
+                           count(*) AS c, sum(v) AS s, min(n) AS lo, max(n) AS hi, avg(v) AS a,
+                           count(DISTINCT n) AS d, stddev(v) AS sd
+                    FROM e GROUP BY 1, 2, 3"
+                .into(),
+        },
+        Case {
+            name: "hop 2s/6s per key",
+            streaming: "SELECT w.start AS ws, w.end AS we, k, c, s FROM (
+                SELECT hop(INTERVAL '2' SECOND, INTERVAL '6' SECOND) AS w, k, count(*) AS c, sum(v) AS s
+                FROM events GROUP BY w, k)"
+                .into(),
+            batch: format!(
+                "SELECT ws, ws + INTERVAL '6 seconds' AS we, k, count(*) AS c, sum(v) AS s FROM {} GROUP BY 1, 2, 3",
+                hop_rows(2, 6)
+            ),
+        },
+        Case {
+            name: "hop 3s/5s (width not a multiple of slide)",
+            streaming: "SELECT w.start AS ws, k, hi, lo FROM (
+                SELECT hop(INTERVAL '3' SECOND, INTERVAL '5' SECOND) AS w, k, max(v) AS hi, min(v) AS lo
+                FROM events GROUP BY w, k)"
+                .into(),
+            batch: format!("SELECT ws, k, max(v) AS hi, min(v) AS lo FROM {} GROUP BY 1, 2", hop_rows(3, 5)),
+        },
+        Case {
+            name: "tumble without keys, FILTER and HAVING",
+            streaming: "SELECT w.start AS ws, c, big FROM (
+                SELECT tumble(INTERVAL '7' SECOND) AS w, count(*) AS c, count(*) FILTER (WHERE v > 500) AS big
+                FROM events GROUP BY w HAVING count(*) > 150)"
+                .into(),
+            batch: "SELECT date_bin(INTERVAL '7 seconds', event_time) AS ws, count(*) AS c,
+                           count(*) FILTER (WHERE v > 500) AS big
+                    FROM e GROUP BY 1 HAVING count(*) > 150"
+                .into(),
+        },
+        Case {
+            name: "window over a filtered projection with a computed key",
+            streaming: "SELECT w.start AS ws, bucket, c FROM (
+                SELECT tumble(INTERVAL '5' SECOND) AS w, n % 3 AS bucket, count(*) AS c
+                FROM (SELECT n, event_time FROM events WHERE k <> 'k03') GROUP BY w, n % 3)"
+                .into(),
+            batch: "SELECT date_bin(INTERVAL '5 seconds', event_time) AS ws, n % 3 AS bucket, count(*) AS c
+                    FROM e WHERE k <> 'k03' GROUP BY 1, 2"
+                .into(),
+        },
+    ]
+}
+
+fn parse_lines(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| {
+            let json = l.split_once("> ").map(|(_, j)| j).unwrap_or(l);
+            serde_json::from_str(json).expect("output line is JSON")
+        })
+        .collect()
+}
+
+/// A sort key from the non-float fields.
+fn key(row: &Value) -> String {
+    let Value::Object(map) = row else { return row.to_string() };
+    map.iter()
+        .filter(|(_, v)| !matches!(v, Value::Number(n) if n.is_f64()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ctx = SessionContext::new();
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Float64, true),
+            Field::new("n", DataType::Int64, true),
+            Field::new("ts", DataType::Int64, true),
+        ]);
+        let options = JsonReadOptions::default().schema(&schema).file_extension("");
+        ctx.register_json("events", input, options).await.expect("register");
+        let sql = format!("WITH e AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM events) {sql}");
+        let batches = ctx.sql(&sql).await.expect("batch sql").collect().await.expect("batch run");
+        let mut text = Vec::new();
+        for b in &batches {
+            encode_json_lines(b, &mut text).expect("encode");
+        }
+        let lines: Vec<String> = String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect();
+        parse_lines(&lines)
+    })
+}
+
+#[test]
+fn windows_match_datafusion_batch_queries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for seed in [1u64, 2, 3] {
+        let path = dir.path().join(format!("events-{seed}.ndjson"));
+        std::fs::File::create(&path).and_then(|mut f| f.write_all(random_input(seed, 4_000).as_bytes())).expect("write input");
+        let input = path.display().to_string();
+        for case in cases() {
+            let mut expected = batch_rows(&input, &case.batch);
+            assert!(!expected.is_empty(), "{}: the batch query returned nothing", case.name);
+            expected.sort_by_key(key);
+            for batch_size in [1usize, 7, 1024, 8192] {
+                let file = SqlFile { name: "<differential>".into(), text: format!("{SOURCE}\n{};", case.streaming) };
+                let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
+                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
+                    .unwrap_or_else(|e| panic!("{} (seed {seed}, batch {batch_size}): {e}", case.name));
+                let late: u64 = captured.report.nodes.iter().map(|n| n.metrics.late_rows).sum();
+                assert_eq!(late, 0, "the generated input has no late rows");
+                let mut actual = parse_lines(&captured.lines);
+                actual.sort_by_key(key);
+                assert_eq!(
+                    actual.len(),
+                    expected.len(),
+                    "{} (seed {seed}, batch {batch_size}): row count differs",
+                    case.name
+                );
+                for (a, e) in actual.iter().zip(&expected) {
+                    assert!(same(a, e), "{} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
+                }
+            }
+        }
+    }
+}
