@@ -1,0 +1,108 @@
+//! The reference pipeline: `eddy run queries/` on the built-in generator.
+//!
+//! - its output, sorted, is pinned by `tests/golden/reference.out`, and is the
+//!   same for every batch size;
+//! - the planted scenarios of the generator are present in the streams the
+//!   later stages read (checked on the generator's own output).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use eddy_cli::job;
+use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
+use eddy_connectors::json_lines::encode_json_lines;
+
+fn reference_output(batch_size: usize) -> common::Captured {
+    let files = job::load_sql(&[common::repo_root().join("queries")]).expect("queries/");
+    common::run_captured(&files, &BTreeMap::new(), BTreeMap::new(), batch_size).expect("reference run")
+}
+
+#[test]
+fn reference_pipeline_matches_golden_for_every_batch_size() {
+    let golden = common::repo_root().join("tests/golden/reference.out");
+    let first = reference_output(8192);
+    let lines = common::sorted(first.lines);
+    common::check_golden(&golden, &lines);
+    for batch_size in [1, 5, 64] {
+        assert_eq!(common::sorted(reference_output(batch_size).lines), lines, "batch size {batch_size}");
+    }
+    // The planted late device event is diverted, not counted in any window.
+    let devices = first.report.nodes.iter().find(|n| n.name == "devices").expect("devices source");
+    assert_eq!(devices.metrics.late_rows, 1);
+    assert_eq!(devices.metrics.bad_rows, 0);
+}
+
+fn stream_text(stream: GeneratedStream, seed: u64, count: Option<u64>, batch_size: usize) -> String {
+    let mut generator = Generator::new(GeneratorConfig { stream, seed, rate: 2, count, batch_size });
+    let mut out = Vec::new();
+    while let Some(batch) = generator.next_batch().expect("generate") {
+        encode_json_lines(&batch, &mut out).expect("encode");
+    }
+    String::from_utf8(out).expect("utf8")
+}
+
+#[test]
+fn generator_plants_every_seed_scenario() {
+    let orders = stream_text(GeneratedStream::Orders, 7, None, 100);
+    let payments = stream_text(GeneratedStream::Payments, 7, None, 100);
+    let devices = stream_text(GeneratedStream::Devices, 7, None, 100);
+    // Matched pairs: background order-0000 is paid by pay-0000.
+    assert!(orders.contains("\"order_id\":\"order-0000\""));
+    assert!(payments.contains("\"payment_id\":\"pay-0000\",\"order_id\":\"order-0000\""));
+    // Amount mismatch, as in the seed's sample.
+    assert!(orders.contains(
+        "{\"order_id\":\"order-9001\",\"customer_id\":\"cust-003\",\"order_amount\":240.0,\"order_ts\":1700000025500,\"country\":\"US\"}"
+    ));
+    assert!(payments.contains(
+        "{\"payment_id\":\"pay-9001\",\"order_id\":\"order-9001\",\"paid_amount\":90.0,\"payment_ts\":1700000026157,\"method\":\"card\"}"
+    ));
+    // Unmatched payment.
+    assert!(payments.contains(
+        "{\"payment_id\":\"pay-9002\",\"order_id\":\"order-DOES-NOT-EXIST\",\"paid_amount\":55.0,\"payment_ts\":1700000026557,\"method\":\"wallet\"}"
+    ));
+    assert!(!orders.contains("order-DOES-NOT-EXIST"));
+    // Large amount for cust-001 after five ordinary payments.
+    assert!(payments.contains("\"payment_id\":\"pay-9003\",\"order_id\":\"order-9003\",\"paid_amount\":9800.0,\"payment_ts\":1700000028057"));
+    assert_eq!(orders.matches("\"customer_id\":\"cust-001\"").count(), 6);
+    // Velocity burst: five cust-004 payments inside [13 s, 18 s).
+    let burst: Vec<&str> = orders.lines().filter(|l| l.contains("\"customer_id\":\"cust-004\"")).collect();
+    assert_eq!(burst.len(), 5);
+    // Site fault spike, reboot loop, firmware failures.
+    let faults = devices.lines().filter(|l| l.contains("\"site_id\":\"site-b\"") && l.contains("\"fault\"")).count();
+    assert_eq!(faults, 8);
+    let reboots = devices.lines().filter(|l| l.contains("\"dev-300\"") && l.contains("\"reboot\"")).count();
+    assert_eq!(reboots, 4);
+    assert!(devices.contains("{\"device_id\":\"dev-100\",\"site_id\":\"site-a\",\"event_type\":\"firmware_update\",\"status\":\"failed\",\"event_ts\":1700000037507}"));
+    // The late event arrives right after the event at 41 650 ms.
+    let lines: Vec<&str> = devices.lines().collect();
+    let late = lines.iter().position(|l| l.contains("\"event_ts\":1700000003507")).expect("late event");
+    assert!(lines[late - 1].contains("\"event_ts\":1700000041650"));
+    let max_before = lines[..late]
+        .iter()
+        .filter_map(|l| l.rsplit("\"event_ts\":").next()?.trim_end_matches('}').parse::<i64>().ok())
+        .max();
+    assert_eq!(max_before, Some(1_700_000_041_650));
+    // Throughput drop: no event of any stream strictly inside (44 000, 56 650).
+    for (text, field) in [(&orders, "order_ts"), (&payments, "payment_ts"), (&devices, "event_ts")] {
+        for line in text.lines() {
+            let ts: i64 = line
+                .split(&format!("\"{field}\":"))
+                .nth(1)
+                .and_then(|r| r.split([',', '}']).next())
+                .and_then(|v| v.parse().ok())
+                .expect("timestamp");
+            assert!(!(1_700_000_044_000 < ts && ts < 1_700_000_056_650), "{line} falls into the planted gap");
+        }
+    }
+}
+
+#[test]
+fn generator_is_deterministic() {
+    for stream in [GeneratedStream::Orders, GeneratedStream::Payments, GeneratedStream::Devices] {
+        let a = stream_text(stream, 42, Some(3_000), 8192);
+        assert_eq!(a, stream_text(stream, 42, Some(3_000), 77), "batch size must not matter");
+        assert_ne!(a, stream_text(stream, 43, Some(3_000), 8192), "the seed must matter");
+        assert_eq!(a.lines().count(), 3_000);
+    }
+}
