@@ -18,3 +18,11 @@ FROM (
   GROUP BY w, user_id
   HAVING count(*) >= 2
 );
+
+-- More DataFusion aggregates in a window.
+SELECT w.start AS window_start, page, round(sd, 4) AS sd, round(vp, 4) AS vp, med, all_big
+FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, page, stddev(amount) AS sd, var_pop(amount) AS vp,
+         median(amount) AS med, bool_and(amount > 2) AS all_big
+  FROM clicks GROUP BY w, page
+);
