@@ -38,7 +38,7 @@ fn bad_ndjson_lines_are_reported_and_the_job_goes_on() {
         .expect("run eddy");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout, "QUERY1> {\"b\":10}\nQUERY1> {\"b\":40}\n");
+    assert_eq!(stdout, "QUERY1> {\"b\": 10}\nQUERY1> {\"b\": 40}\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("bad input row at {}:2", input.display())), "{stderr}");
     assert!(stderr.contains(&format!("bad input row at {}:3", input.display())), "{stderr}");

@@ -27,6 +27,23 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     for batch_size in [1, 5, 64] {
         assert_eq!(common::sorted(reference_output(batch_size).lines), lines, "batch size {batch_size}");
     }
+    // The planted amount mismatch and unmatched payment, exactly as the seed prints them.
+    for seed_line in [
+        r#"ENRICHED> {"record_type": "enriched_payment", "payment_id": "pay-9001", "order_id": "order-9001", "paid_amount": 90.0, "method": "card", "payment_ts_ms": 1700000026157, "unmatched": false, "customer_id": "cust-003", "order_amount": 240.0, "country": "US", "amount_mismatch": true}"#,
+        r#"ENRICHED> {"record_type": "enriched_payment", "payment_id": "pay-9002", "order_id": "order-DOES-NOT-EXIST", "paid_amount": 55.0, "method": "wallet", "payment_ts_ms": 1700000026557, "unmatched": true, "customer_id": null, "order_amount": null, "country": null, "amount_mismatch": false}"#,
+    ] {
+        assert!(lines.iter().any(|l| l == seed_line), "missing: {seed_line}");
+    }
+    // Every payment is enriched exactly once; only the planted ones are flagged.
+    let enriched: Vec<&String> = lines.iter().filter(|l| l.starts_with("ENRICHED> ")).collect();
+    let payments = first.report.nodes.iter().find(|n| n.name == "payments").expect("payments source");
+    assert_eq!(enriched.len() as u64, payments.metrics.rows_in);
+    assert_eq!(enriched.iter().filter(|l| l.contains("\"unmatched\": true")).count(), 1);
+    assert_eq!(enriched.iter().filter(|l| l.contains("\"amount_mismatch\": true")).count(), 1);
+    // The join's state is empty once the inputs have ended.
+    let join = first.report.nodes.iter().find(|n| n.kind == "interval_join").expect("join node");
+    assert_eq!(join.metrics.state_rows, 0);
+    assert_eq!(join.metrics.rows_in_by_input.iter().sum::<u64>(), join.metrics.rows_in);
     // The planted late device event is diverted, not counted in any window.
     let devices = first.report.nodes.iter().find(|n| n.name == "devices").expect("devices source");
     assert_eq!(devices.metrics.late_rows, 1);

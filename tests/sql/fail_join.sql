@@ -1,4 +1,4 @@
--- fail: joins of streams are not supported yet
+-- fail: a join of two streams needs a time bound
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

@@ -80,7 +80,7 @@ pub fn run(files: &[SqlFile], params: &BTreeMap<String, String>, connectors: Con
 pub fn summary(report: &JobReport) -> String {
     let mut lines = Vec::new();
     for node in &report.nodes {
-        let m = node.metrics;
+        let m = &node.metrics;
         match node.kind.as_str() {
             "source" => lines.push(format!(
                 "source {}: {} rows read, {} late, {} bad",

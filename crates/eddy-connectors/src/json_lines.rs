@@ -22,3 +22,39 @@ pub fn encode_json_lines(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
     writer.finish()?;
     Ok(())
 }
+
+/// Appends `line` (compact JSON) with a space after every `:` and `,` that is
+/// not inside a string: the layout of Python's `json.dumps`, which the tagged
+/// stdout lines of the reference pipeline use.
+pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in line {
+        out.push(b);
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b':' || b == b',' {
+            out.push(b' ');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_only_outside_strings() {
+        let mut out = Vec::new();
+        spaced_json(br#"{"a":1,"b":"x,y: \"z\",","c":[1,2]}"#, &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), r#"{"a": 1, "b": "x,y: \"z\",", "c": [1, 2]}"#);
+    }
+}

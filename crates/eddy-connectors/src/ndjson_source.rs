@@ -185,7 +185,7 @@ mod tests {
         ]));
         let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
         let mut source = NdjsonSource::new(reader, "t.ndjson".into(), schema, batch_size);
-        let metrics = NodeMetrics::new_shared();
+        let metrics = NodeMetrics::new_shared(0);
         let mut ctx = SourceContext::new("t", metrics.clone());
         let mut batches = Vec::new();
         while let Some(b) = source.next_batch(&mut ctx).unwrap() {

@@ -2,7 +2,8 @@
 //!
 //! In: result batches in the sink table's schema. Out:
 //! - stdout: one `TAG> {json}` line per row (`tag` option, default the
-//!   upper-cased table name), written whole under the stdout lock so lines of
+//!   upper-cased table name; JSON spaced like Python's `json.dumps`),
+//!   written whole under the stdout lock so lines of
 //!   concurrently running sinks never interleave;
 //! - ndjson: one JSON object per line in a file, flushed at the end;
 //! - parquet: one Parquet file (`part-00000.parquet`) in a directory;
@@ -20,7 +21,7 @@ use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
 use crate::error::{ConnectorError, Result};
-use crate::json_lines::encode_json_lines;
+use crate::json_lines::{encode_json_lines, spaced_json};
 
 /// Where stdout sinks print.
 #[derive(Debug, Clone, Default)]
@@ -56,7 +57,7 @@ impl SinkWriter for StdoutSink {
         for line in self.scratch.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             self.text.extend_from_slice(self.tag.as_bytes());
             self.text.extend_from_slice(b"> ");
-            self.text.extend_from_slice(line);
+            spaced_json(line, &mut self.text);
             self.text.push(b'\n');
         }
         let io = |source| ConnectorError::Io { path: "stdout".into(), source }.for_table(&self.table);

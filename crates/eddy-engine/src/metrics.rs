@@ -20,11 +20,13 @@ pub struct NodeMetrics {
     bad_rows: AtomicU64,
     state_rows: AtomicU64,
     watermark: AtomicI64,
+    rows_in_by_input: Vec<AtomicU64>,
 }
 
 impl Default for NodeMetrics {
     fn default() -> Self {
         Self {
+            rows_in_by_input: Vec::new(),
             rows_in: AtomicU64::new(0),
             rows_out: AtomicU64::new(0),
             late_rows: AtomicU64::new(0),
@@ -36,10 +38,12 @@ impl Default for NodeMetrics {
 }
 
 /// A point-in-time copy of a node's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MetricsSnapshot {
     /// Rows received on all inputs (for a source: rows decoded).
     pub rows_in: u64,
+    /// Rows received per input, in input order (a join: left, right).
+    pub rows_in_by_input: Vec<u64>,
     /// Rows emitted on all outputs.
     pub rows_out: u64,
     /// Rows judged late (sources) or that arrived for an already fired window.
@@ -53,9 +57,16 @@ pub struct MetricsSnapshot {
 }
 
 impl NodeMetrics {
-    /// A fresh, shareable set of counters.
-    pub fn new_shared() -> Arc<Self> {
-        Arc::new(Self::default())
+    /// A fresh, shareable set of counters for a node with `inputs` inputs.
+    pub fn new_shared(inputs: usize) -> Arc<Self> {
+        Arc::new(Self { rows_in_by_input: (0..inputs).map(|_| AtomicU64::new(0)).collect(), ..Self::default() })
+    }
+    /// Adds rows received on input `input`.
+    pub fn add_input_rows(&self, input: usize, n: usize) {
+        self.add_rows_in(n);
+        if let Some(counter) = self.rows_in_by_input.get(input) {
+            counter.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
     /// Adds received rows.
     pub fn add_rows_in(&self, n: usize) {
@@ -85,6 +96,7 @@ impl NodeMetrics {
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             rows_in: self.rows_in.load(Ordering::Relaxed),
+            rows_in_by_input: self.rows_in_by_input.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
             rows_out: self.rows_out.load(Ordering::Relaxed),
             late_rows: self.late_rows.load(Ordering::Relaxed),
             bad_rows: self.bad_rows.load(Ordering::Relaxed),

@@ -75,6 +75,13 @@ pub trait Operator: Send {
     fn state_rows(&self) -> usize {
         0
     }
+
+    /// The watermark to forward downstream once the input watermark is
+    /// `input`. Operators that may still emit rows older than their input
+    /// watermark (a join's outer rows, say) hold it back.
+    fn output_watermark(&self, input: Timestamp) -> Timestamp {
+        input
+    }
 }
 
 /// The immutable description of an operator node; creates its per-run state.

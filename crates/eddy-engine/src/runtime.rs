@@ -183,7 +183,8 @@ pub fn start_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<
     let n = graph.nodes.len();
     let cancel = Arc::new(AtomicBool::new(false));
     let error = Arc::new(Mutex::new(None));
-    let metrics: Vec<Arc<NodeMetrics>> = (0..n).map(|_| NodeMetrics::new_shared()).collect();
+    let metrics: Vec<Arc<NodeMetrics>> =
+        graph.nodes.iter().map(|node| NodeMetrics::new_shared(node.inputs.len())).collect();
 
     // Instantiate everything first so that configuration errors surface early.
     enum Work {
@@ -357,11 +358,12 @@ fn run_operator(
 ) -> Result<()> {
     let mut clock = InputClock::new(inputs);
     let mut collector = Collector::default();
+    let mut forwarded = WATERMARK_MIN;
     while !clock.all_ended() {
         let (input, message) = receive(&inbox, cancel)?;
         let advanced = match message {
             Message::Batch(batch) => {
-                metrics.add_rows_in(batch.num_rows());
+                metrics.add_input_rows(input, batch.num_rows());
                 op.on_batch(input, batch, &mut collector)?;
                 outputs.flush(&mut collector)?;
                 None
@@ -373,7 +375,11 @@ fn run_operator(
             metrics.set_watermark(wm);
             op.on_watermark(wm, &mut collector)?;
             outputs.flush(&mut collector)?;
-            outputs.send_all(Message::Watermark(wm))?;
+            let out = op.output_watermark(wm);
+            if out > forwarded {
+                forwarded = out;
+                outputs.send_all(Message::Watermark(out))?;
+            }
         }
         metrics.set_state_rows(op.state_rows());
     }
@@ -395,7 +401,7 @@ fn run_sink(
         let (input, message) = receive(&inbox, cancel)?;
         match message {
             Message::Batch(batch) => {
-                metrics.add_rows_in(batch.num_rows());
+                metrics.add_input_rows(input, batch.num_rows());
                 writer.write(&batch)?;
                 metrics.add_rows_out(batch.num_rows());
             }

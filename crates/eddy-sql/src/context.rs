@@ -10,7 +10,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::{plan_datafusion_err, Result, TableReference};
+use datafusion::common::{plan_datafusion_err, DFSchema, Result, TableReference};
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::Expr;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
@@ -82,4 +86,26 @@ impl ContextProvider for DdlContext<'_> {
     fn udwf_names(&self) -> Vec<String> {
         self.state.window_functions().keys().cloned().collect()
     }
+}
+
+/// Turns a logical expression over `schema` into a physical one the way
+/// DataFusion's optimizer would see it: simplified (some functions, such as
+/// `coalesce`, only run in simplified form), type-coerced, then planned.
+pub fn physical_expr(
+    state: &SessionState,
+    expr: Expr,
+    schema: &DFSchema,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    let expr = simplify(state, expr, schema)?;
+    state.create_physical_expr(expr, schema)
+}
+
+/// Simplifies a logical expression over `schema`.
+pub fn simplify(state: &SessionState, expr: Expr, schema: &DFSchema) -> Result<Expr> {
+    let context = SimplifyContext::builder()
+        .with_schema(Arc::new(schema.clone()))
+        .with_config_options(Arc::clone(state.config_options()))
+        .with_query_execution_start_time(state.execution_props().query_execution_start_time)
+        .build();
+    ExprSimplifier::new(context).simplify(expr)
 }

@@ -3,5 +3,7 @@
 //! [`crate::operator::Operator`]).
 
 pub mod calc;
+pub mod interval_join;
+pub mod join_state;
 pub mod union;
 pub mod window_aggregate;

@@ -40,8 +40,7 @@ impl Compiler {
                     group_columns.push(GroupColumn::Window);
                 }
                 None => {
-                    let physical = state
-                        .create_physical_expr(expr.clone(), &input.schema)
+                    let physical = crate::context::physical_expr(&state, expr.clone(), &input.schema)
                         .map_err(|e| self.df_error(position, e))?;
                     let name = aggregate.schema.field(i).name().clone();
                     group_columns.push(GroupColumn::Key(keys.len()));
@@ -65,8 +64,9 @@ impl Compiler {
         let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
         for expr in &aggregate.aggr_expr {
             let planning = PhysicalPlanningContext::default();
+            let expr = crate::context::simplify(&state, expr.clone(), &input.schema).map_err(|e| self.df_error(position, e))?;
             let lowered =
-                LoweredAggregateBuilder::new(expr, &input.schema, &input_arrow, state.execution_props(), &planning)
+                LoweredAggregateBuilder::new(&expr, &input.schema, &input_arrow, state.execution_props(), &planning)
                     .build()
                     .map_err(|e| self.df_error(position, e))?;
             let (function, filter) = (lowered.aggregate, lowered.filter);

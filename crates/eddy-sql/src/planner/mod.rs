@@ -18,9 +18,11 @@
 //! | Projection/Filter | a step of a fused `calc` node                           |
 //! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
 //! | Union             | `union`                                                |
+//! | Join              | `interval_join` (needs a time bound between the sides) |
 //! | anything else     | rejected with the reason                               |
 
 mod aggregate;
+mod join;
 mod stream;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -325,8 +327,7 @@ impl Compiler {
                 }
                 stream.schema = scan.projected_schema.clone();
                 for filter in &scan.filters {
-                    let predicate = state
-                        .create_physical_expr(filter.clone(), &stream.schema)
+                    let predicate = crate::context::physical_expr(&state, filter.clone(), &stream.schema)
                         .map_err(|e| self.df_error(position, e))?;
                     stream.steps.push(CalcStep::Filter(predicate));
                 }
@@ -338,7 +339,7 @@ impl Compiler {
                 let exprs = projection
                     .expr
                     .iter()
-                    .map(|e| state.create_physical_expr(e.clone(), &input_schema))
+                    .map(|e| crate::context::physical_expr(&state, e.clone(), &input_schema))
                     .collect::<datafusion::error::Result<Vec<_>>>()
                     .map_err(|e| self.df_error(position, e))?;
                 stream.time = stream.time.and_then(|t| {
@@ -350,8 +351,7 @@ impl Compiler {
             }
             LogicalPlan::Filter(filter) => {
                 let mut stream = self.plan_stream(&filter.input, position)?;
-                let predicate = state
-                    .create_physical_expr(filter.predicate.clone(), &stream.schema)
+                let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
                     .map_err(|e| self.df_error(position, e))?;
                 stream.steps.push(CalcStep::Filter(predicate));
                 Ok(stream)
@@ -396,10 +396,7 @@ impl Compiler {
                     time,
                 })
             }
-            LogicalPlan::Join(_) => Err(SqlError::at(
-                position,
-                "joins of streams are not supported yet (interval joins are planned)",
-            )),
+            LogicalPlan::Join(join) => self.plan_join(join, position),
             LogicalPlan::Window(_) => Err(SqlError::at(position, "OVER windows are not supported yet")),
             LogicalPlan::Sort(_) => Err(SqlError::at(
                 position,

@@ -1,0 +1,372 @@
+//! Interval join of two streams, Flink style:
+//! `l [LEFT|RIGHT|FULL] JOIN r ON l.k = r.k AND r.t BETWEEN l.t + lower AND l.t + upper`.
+//!
+//! In: batches on input 0 (left) and input 1 (right), each with an
+//! event-time column. Out: joined rows in the join schema (left columns then
+//! right columns), and for outer joins the null-padded rows of the preserved
+//! side(s), each exactly once.
+//!
+//! Every pair is produced when its later row arrives: an arriving batch
+//! probes the other side's buffered rows (hash on the equi-keys in Arrow row
+//! format, then the time bound, then any residual predicate evaluated on the
+//! joined batch), then joins its own side's buffer. Watermark W (minimum of
+//! both inputs) and the larger allowed lateness L bound every future row's
+//! time from below by `W - L`, so:
+//!
+//! ```text
+//!   left row  tl is evicted when tl + upper < W - L   (no future right row can match)
+//!   right row tr is evicted when tr - lower < W - L   (no future left row can match)
+//!   evicted and never matched + side preserved by the join -> emitted null-padded
+//! ```
+//!
+//! Output rows carry the left row's event time. Rows emitted later can be up
+//! to `upper` older than `W - L`, so the operator forwards `W - max(upper, 0)`
+//! as its watermark: no output row is ever late downstream.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{filter_record_batch, interleave, prep_null_mask_filter, take};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::join_state::{RowRef, SideState};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+
+/// Which rows without a partner are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinKind {
+    /// Only pairs.
+    Inner,
+    /// Pairs, and left rows without a partner.
+    Left,
+    /// Pairs, and right rows without a partner.
+    Right,
+    /// Pairs, and rows of either side without a partner.
+    Full,
+}
+
+impl JoinKind {
+    fn keeps_left(self) -> bool {
+        matches!(self, JoinKind::Left | JoinKind::Full)
+    }
+    fn keeps_right(self) -> bool {
+        matches!(self, JoinKind::Right | JoinKind::Full)
+    }
+}
+
+/// The time condition on `d = right time - left time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBound {
+    /// Smallest allowed `d`.
+    pub lower_ms: i64,
+    /// Whether `d == lower_ms` matches.
+    pub lower_inclusive: bool,
+    /// Largest allowed `d`.
+    pub upper_ms: i64,
+    /// Whether `d == upper_ms` matches.
+    pub upper_inclusive: bool,
+}
+
+impl TimeBound {
+    /// Whether a left row at `left` and a right row at `right` are close enough.
+    pub fn holds(&self, left: Timestamp, right: Timestamp) -> bool {
+        let d = right.saturating_sub(left);
+        let above = if self.lower_inclusive { d >= self.lower_ms } else { d > self.lower_ms };
+        let below = if self.upper_inclusive { d <= self.upper_ms } else { d < self.upper_ms };
+        above && below
+    }
+}
+
+impl std::fmt::Display for TimeBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lo = if self.lower_inclusive { "<=" } else { "<" };
+        let hi = if self.upper_inclusive { "<=" } else { "<" };
+        write!(f, "{}ms {lo} right.t - left.t {hi} {}ms", self.lower_ms, self.upper_ms)
+    }
+}
+
+/// Plan of an interval join.
+#[derive(Debug, Clone)]
+pub struct IntervalJoinPlan {
+    /// Inner or outer.
+    pub kind: JoinKind,
+    /// Schema of input 0.
+    pub left_schema: SchemaRef,
+    /// Schema of input 1.
+    pub right_schema: SchemaRef,
+    /// Left columns then right columns.
+    pub output_schema: SchemaRef,
+    /// Equi-join keys over the left input.
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Equi-join keys over the right input (same types, same order).
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Event-time column of the left input.
+    pub left_time: usize,
+    /// Event-time column of the right input.
+    pub right_time: usize,
+    /// The time condition.
+    pub bound: TimeBound,
+    /// The larger allowed lateness of the two inputs.
+    pub allowed_lateness_ms: i64,
+    /// Further conditions, over the output schema.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+}
+
+impl OperatorPlan for IntervalJoinPlan {
+    fn kind(&self) -> &'static str {
+        "interval_join"
+    }
+
+    fn describe(&self) -> String {
+        let keys = |k: &[Arc<dyn PhysicalExpr>]| k.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
+        let residual = self.residual.as_ref().map(|r| format!(" and {r}")).unwrap_or_default();
+        format!(
+            "{:?} on [{}] = [{}], {}{residual}",
+            self.kind,
+            keys(&self.left_keys),
+            keys(&self.right_keys),
+            self.bound
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.left_keys.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let fields = self
+            .left_keys
+            .iter()
+            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(IntervalJoinOperator {
+            plan: self.clone(),
+            converter: RowConverter::new(fields)?,
+            sides: [SideState::default(), SideState::default()],
+            watermark: WATERMARK_MIN,
+        }))
+    }
+}
+
+struct IntervalJoinOperator {
+    plan: IntervalJoinPlan,
+    converter: RowConverter,
+    /// Buffered rows: [left, right].
+    sides: [SideState; 2],
+    watermark: Timestamp,
+}
+
+/// One candidate pair: the arriving row and a buffered row of the other side.
+struct Pairs {
+    arriving: Vec<u32>,
+    buffered: Vec<RowRef>,
+}
+
+impl IntervalJoinOperator {
+    fn keys(&self, input: usize) -> &[Arc<dyn PhysicalExpr>] {
+        if input == 0 { &self.plan.left_keys } else { &self.plan.right_keys }
+    }
+
+    /// Builds the joined batch for `pairs` (arriving rows on side `input`).
+    fn joined(&self, input: usize, batch: &RecordBatch, pairs: &Pairs) -> Result<RecordBatch> {
+        let other = &self.sides[1 - input];
+        let arriving_idx = UInt32Array::from(pairs.arriving.clone());
+        let arriving: Vec<ArrayRef> =
+            batch.columns().iter().map(|c| take(c.as_ref(), &arriving_idx, None)).collect::<Result<_, _>>()?;
+        // Gather buffered rows across their stored batches.
+        let mut slots: Vec<u64> = Vec::new();
+        let mut positions = Vec::with_capacity(pairs.buffered.len());
+        for r in &pairs.buffered {
+            let slot = match slots.iter().position(|b| *b == r.batch) {
+                Some(s) => s,
+                None => {
+                    slots.push(r.batch);
+                    slots.len() - 1
+                }
+            };
+            positions.push((slot, r.row as usize));
+        }
+        let stored: Vec<&RecordBatch> = slots
+            .iter()
+            .map(|b| other.batch(*b).ok_or_else(|| EngineError::operator("interval_join", "buffered batch missing")))
+            .collect::<Result<_>>()?;
+        let width = if input == 0 { self.plan.right_schema.fields().len() } else { self.plan.left_schema.fields().len() };
+        let mut gathered = Vec::with_capacity(width);
+        for c in 0..width {
+            let arrays: Vec<&dyn Array> = stored.iter().map(|b| b.column(c).as_ref()).collect();
+            gathered.push(interleave(&arrays, &positions)?);
+        }
+        let columns = if input == 0 { [arriving, gathered].concat() } else { [gathered, arriving].concat() };
+        self.output(columns, pairs.arriving.len())
+    }
+
+    fn output(&self, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+
+    /// Null-pads rows of side `side` (their batch, row pairs).
+    fn padded(&self, side: usize, rows: &[(RecordBatch, u32)]) -> Result<Option<RecordBatch>> {
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut batches: Vec<&RecordBatch> = Vec::new();
+        let mut positions = Vec::with_capacity(rows.len());
+        for (batch, row) in rows {
+            let slot = match batches.iter().position(|b| std::ptr::eq(*b, batch)) {
+                Some(s) => s,
+                None => {
+                    batches.push(batch);
+                    batches.len() - 1
+                }
+            };
+            positions.push((slot, *row as usize));
+        }
+        let own_width = batches[0].num_columns();
+        let mut own = Vec::with_capacity(own_width);
+        for c in 0..own_width {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            own.push(interleave(&arrays, &positions)?);
+        }
+        let other_schema = if side == 0 { &self.plan.right_schema } else { &self.plan.left_schema };
+        let nulls: Vec<ArrayRef> =
+            other_schema.fields().iter().map(|f| new_null_array(f.data_type(), rows.len())).collect();
+        let columns = if side == 0 { [own, nulls].concat() } else { [nulls, own].concat() };
+        self.output(columns, rows.len()).map(Some)
+    }
+
+    fn keeps(&self, side: usize) -> bool {
+        if side == 0 { self.plan.kind.keeps_left() } else { self.plan.kind.keeps_right() }
+    }
+}
+
+impl Operator for IntervalJoinOperator {
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let input = input.min(1);
+        let rows = batch.num_rows();
+        let key_columns = self
+            .keys(input)
+            .iter()
+            .map(|k| Ok(k.evaluate(&batch)?.into_array(rows)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let keys = self.converter.convert_columns(&key_columns)?;
+        let key_valid: Vec<bool> = (0..rows).map(|i| key_columns.iter().all(|c| c.is_valid(i))).collect();
+        let time_column = if input == 0 { self.plan.left_time } else { self.plan.right_time };
+        let times: Int64Array = to_epoch_millis(batch.column(time_column))?;
+        let times: Vec<Option<Timestamp>> = (0..rows).map(|i| times.is_valid(i).then(|| times.value(i))).collect();
+
+        // Probe the other side.
+        let mut pairs = Pairs { arriving: Vec::new(), buffered: Vec::new() };
+        let other = &self.sides[1 - input];
+        for row in 0..rows {
+            let (Some(t), true) = (times[row], key_valid[row]) else { continue };
+            for candidate in other.candidates(keys.row(row).as_ref()) {
+                let holds =
+                    if input == 0 { self.plan.bound.holds(t, candidate.time) } else { self.plan.bound.holds(candidate.time, t) };
+                if holds {
+                    pairs.arriving.push(row as u32);
+                    pairs.buffered.push(*candidate);
+                }
+            }
+        }
+        let mut matched = vec![false; rows];
+        if !pairs.arriving.is_empty() {
+            let mut joined = self.joined(input, &batch, &pairs)?;
+            if let Some(residual) = &self.plan.residual {
+                let mask = residual.evaluate(&joined)?.into_array(joined.num_rows())?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .ok_or_else(|| EngineError::operator("interval_join", "join condition is not boolean"))?;
+                let mask = if mask.null_count() > 0 { prep_null_mask_filter(mask) } else { mask.clone() };
+                for (i, keep) in mask.iter().enumerate() {
+                    if keep == Some(true) {
+                        matched[pairs.arriving[i] as usize] = true;
+                        self.sides[1 - input].mark_matched(pairs.buffered[i]);
+                    }
+                }
+                joined = filter_record_batch(&joined, &mask)?;
+            } else {
+                for (i, arriving) in pairs.arriving.iter().enumerate() {
+                    matched[*arriving as usize] = true;
+                    self.sides[1 - input].mark_matched(pairs.buffered[i]);
+                }
+            }
+            out.emit(joined);
+        }
+        // Rows without a time can never match: an outer join emits them now.
+        if self.keeps(input) {
+            let timeless: Vec<(RecordBatch, u32)> =
+                (0..rows).filter(|&i| times[i].is_none()).map(|i| (batch.clone(), i as u32)).collect();
+            if let Some(padded) = self.padded(input, &timeless)? {
+                out.emit(padded);
+            }
+        }
+        self.sides[input].insert(batch, keys, &times, &key_valid, matched);
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        self.watermark = watermark;
+        let horizon = if watermark == WATERMARK_MAX {
+            WATERMARK_MAX
+        } else {
+            watermark.saturating_sub(self.plan.allowed_lateness_ms)
+        };
+        // Left rows: evict when tl + upper < horizon, i.e. tl < horizon - upper.
+        // Right rows: evict when tr - lower < horizon, i.e. tr < horizon + lower.
+        let thresholds = if horizon == WATERMARK_MAX {
+            [WATERMARK_MAX, WATERMARK_MAX]
+        } else {
+            [horizon.saturating_sub(self.plan.bound.upper_ms), horizon.saturating_add(self.plan.bound.lower_ms)]
+        };
+        for side in 0..2 {
+            let mut unmatched = Vec::new();
+            self.sides[side].evict_before(thresholds[side], &mut unmatched);
+            if self.keeps(side) {
+                if let Some(padded) = self.padded(side, &unmatched)? {
+                    out.emit(padded);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.sides[0].len() + self.sides[1].len()
+    }
+
+    fn output_watermark(&self, input: Timestamp) -> Timestamp {
+        if input == WATERMARK_MAX || input == WATERMARK_MIN {
+            input
+        } else {
+            input.saturating_sub(self.plan.bound.upper_ms.max(0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_bound_edges() {
+        let b = TimeBound { lower_ms: -10, lower_inclusive: true, upper_ms: 10, upper_inclusive: false };
+        assert!(b.holds(100, 90));
+        assert!(!b.holds(100, 89));
+        assert!(b.holds(100, 109));
+        assert!(!b.holds(100, 110));
+    }
+}

@@ -1,0 +1,289 @@
+//! Plans a logical `Join` into an interval join.
+//!
+//! The ON condition is split into conjuncts: equalities between a left and a
+//! right expression become keys; comparisons between the two sides' event
+//! times (`r.t BETWEEN l.t - INTERVAL .. AND l.t + INTERVAL ..`, or `>=`,
+//! `>`, `<=`, `<` with constant interval offsets on either side) become the
+//! time bound; everything else is applied to each candidate pair. A join
+//! without both a lower and an upper time bound would keep every row
+//! forever and is rejected.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
+use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
+use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBound};
+
+use super::stream::{Endpoint, Stream, TimeAttr};
+use super::Compiler;
+use crate::error::{Position, Result, SqlError};
+
+/// Which input an expression reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side> {
+    let columns = expr.column_refs();
+    if columns.is_empty() {
+        return None;
+    }
+    if columns.iter().all(|c| left.has_column(c)) {
+        Some(Side::Left)
+    } else if columns.iter().all(|c| right.has_column(c)) {
+        Some(Side::Right)
+    } else {
+        None
+    }
+}
+
+fn strip_casts(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast(c) => strip_casts(&c.expr),
+        Expr::TryCast(c) => strip_casts(&c.expr),
+        Expr::Alias(a) => strip_casts(&a.expr),
+        e => e,
+    }
+}
+
+fn interval_ms(expr: &Expr) -> Option<i64> {
+    match strip_casts(expr) {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds)),
+        _ => None,
+    }
+}
+
+/// `time column (+|-) constant interval` of one side: (side, offset ms).
+fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
+    match strip_casts(expr) {
+        Expr::Column(c) => {
+            if ctx.left.index_of_column(c).ok() == Some(ctx.left_time) && ctx.left.has_column(c) {
+                Some((Side::Left, 0))
+            } else if ctx.right.index_of_column(c).ok() == Some(ctx.right_time) {
+                Some((Side::Right, 0))
+            } else {
+                None
+            }
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: BinaryOp::Plus, right }) => {
+            let (side, offset) = time_term(left, ctx)?;
+            Some((side, offset + interval_ms(right)?))
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: BinaryOp::Minus, right }) => {
+            let (side, offset) = time_term(left, ctx)?;
+            Some((side, offset - interval_ms(right)?))
+        }
+        _ => None,
+    }
+}
+
+struct TimeColumns<'a> {
+    left: &'a DFSchema,
+    right: &'a DFSchema,
+    left_time: usize,
+    right_time: usize,
+}
+
+/// Accumulates constraints on d = right time - left time.
+#[derive(Default)]
+struct Bounds {
+    lower: Option<(i64, bool)>,
+    upper: Option<(i64, bool)>,
+}
+
+impl Bounds {
+    fn add_lower(&mut self, value: i64, inclusive: bool) {
+        let tighter = match self.lower {
+            None => true,
+            Some((v, inc)) => value > v || (value == v && inc && !inclusive),
+        };
+        if tighter {
+            self.lower = Some((value, inclusive));
+        }
+    }
+
+    fn add_upper(&mut self, value: i64, inclusive: bool) {
+        let tighter = match self.upper {
+            None => true,
+            Some((v, inc)) => value < v || (value == v && inc && !inclusive),
+        };
+        if tighter {
+            self.upper = Some((value, inclusive));
+        }
+    }
+
+    /// Records `a op b` where both are time terms; false if not a time comparison.
+    fn add_comparison(&mut self, a: (Side, i64), op: BinaryOp, b: (Side, i64)) -> bool {
+        // Rewrite as `R - L op' k`.
+        let (op, k) = match (a.0, b.0) {
+            // R + ca op L + cb  =>  R - L op cb - ca
+            (Side::Right, Side::Left) => (op, b.1 - a.1),
+            // L + ca op R + cb  =>  R - L op~ ca - cb (op mirrored)
+            (Side::Left, Side::Right) => (
+                match op {
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    BinaryOp::GtEq => BinaryOp::LtEq,
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    BinaryOp::LtEq => BinaryOp::GtEq,
+                    other => other,
+                },
+                a.1 - b.1,
+            ),
+            _ => return false,
+        };
+        match op {
+            BinaryOp::Gt => self.add_lower(k, false),
+            BinaryOp::GtEq => self.add_lower(k, true),
+            BinaryOp::Lt => self.add_upper(k, false),
+            BinaryOp::LtEq => self.add_upper(k, true),
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl Compiler {
+    pub(super) fn plan_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
+        let kind = match join.join_type {
+            JoinType::Inner => JoinKind::Inner,
+            JoinType::Left => JoinKind::Left,
+            JoinType::Right => JoinKind::Right,
+            JoinType::Full => JoinKind::Full,
+            other => return Err(SqlError::at(position, format!("{other} joins of streams are not supported"))),
+        };
+        let mut left = self.plan_stream(&join.left, position)?;
+        let mut right = self.plan_stream(&join.right, position)?;
+        let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
+            return Err(SqlError::at(
+                position,
+                "both inputs of a stream join need event time: declare WATERMARK FOR on their source tables and keep the event-time columns",
+            ));
+        };
+        let (left_schema, right_schema) = (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let times = TimeColumns { left: left_schema, right: right_schema, left_time: left_time.column, right_time: right_time.column };
+
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        let mut bounds = Bounds::default();
+        let mut residual: Vec<Expr> = Vec::new();
+        for (l, r) in &join.on {
+            left_keys.push(l.clone());
+            right_keys.push(r.clone());
+        }
+        let conjuncts: Vec<&Expr> = join.filter.as_ref().map(split_conjunction).unwrap_or_default();
+        for conjunct in conjuncts {
+            match conjunct {
+                Expr::BinaryExpr(BinaryExpr { left: a, op: BinaryOp::Eq, right: b }) => {
+                    match (side_of(a, left_schema, right_schema), side_of(b, left_schema, right_schema)) {
+                        (Some(Side::Left), Some(Side::Right)) => {
+                            left_keys.push(a.as_ref().clone());
+                            right_keys.push(b.as_ref().clone());
+                            continue;
+                        }
+                        (Some(Side::Right), Some(Side::Left)) => {
+                            left_keys.push(b.as_ref().clone());
+                            right_keys.push(a.as_ref().clone());
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                Expr::BinaryExpr(BinaryExpr { left: a, op, right: b })
+                    if matches!(op, BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq) =>
+                {
+                    if let (Some(ta), Some(tb)) = (time_term(a, &times), time_term(b, &times)) {
+                        if bounds.add_comparison(ta, *op, tb) {
+                            continue;
+                        }
+                    }
+                }
+                Expr::Between(between) if !between.negated => {
+                    if let (Some(x), Some(lo), Some(hi)) =
+                        (time_term(&between.expr, &times), time_term(&between.low, &times), time_term(&between.high, &times))
+                    {
+                        if bounds.add_comparison(x, BinaryOp::GtEq, lo) && bounds.add_comparison(x, BinaryOp::LtEq, hi) {
+                            continue;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            residual.push(conjunct.clone());
+        }
+        let (Some((lower_ms, lower_inclusive)), Some((upper_ms, upper_inclusive))) = (bounds.lower, bounds.upper) else {
+            return Err(SqlError::at(
+                position,
+                "a join of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`; without one, both sides' state grows forever",
+            ));
+        };
+        if lower_ms > upper_ms {
+            return Err(SqlError::at(position, "the join's time bound is empty (its lower end is above its upper end)"));
+        }
+
+        let state = self.ctx.state();
+        let physical = |exprs: &[Expr], schema: &DFSchema| {
+            exprs
+                .iter()
+                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
+                .collect::<datafusion::error::Result<Vec<_>>>()
+        };
+        let left_key_exprs = physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
+        let right_key_exprs = physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
+        for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
+            let (lt, rt) = (l.data_type(left_schema.as_arrow()), r.data_type(right_schema.as_arrow()));
+            if lt.as_ref().ok() != rt.as_ref().ok() {
+                return Err(SqlError::at(position, format!("join keys {l} and {r} have different types; CAST one of them")));
+            }
+        }
+        let residual = match datafusion::logical_expr::utils::conjunction(residual) {
+            Some(expr) => Some(crate::context::physical_expr(&state, expr, &join.schema).map_err(|e| self.df_error(position, e))?),
+            None => None,
+        };
+
+        let output_schema = Arc::new(Schema::new(
+            join.schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+        ));
+        let allowed_lateness_ms = left_time.allowed_lateness_ms.max(right_time.allowed_lateness_ms);
+        let plan = IntervalJoinPlan {
+            kind,
+            left_schema: Arc::new(left_schema.as_arrow().clone()),
+            right_schema: Arc::new(right_schema.as_arrow().clone()),
+            output_schema: output_schema.clone(),
+            left_keys: left_key_exprs.clone(),
+            right_keys: right_key_exprs.clone(),
+            left_time: left_time.column,
+            right_time: right_time.column,
+            bound: TimeBound { lower_ms, lower_inclusive, upper_ms, upper_inclusive },
+            allowed_lateness_ms,
+            residual,
+        };
+        let hash = |keys: Vec<_>| if keys.is_empty() { Partitioning::Forward } else { Partitioning::Hash(keys) };
+        let from_left = left.materialize(&mut self.graph);
+        let from_right = right.materialize(&mut self.graph);
+        let id = self.graph.nodes.len();
+        let node = self.graph.add(Node {
+            name: format!("interval_join#{id}"),
+            kind: NodeKind::Operator(Arc::new(plan)),
+            inputs: vec![
+                Edge { from: from_left.node, port: from_left.port, partitioning: hash(left_key_exprs) },
+                Edge { from: from_right.node, port: from_right.port, partitioning: hash(right_key_exprs) },
+            ],
+            schema: output_schema.clone(),
+        });
+        // Output rows carry the left row's event time; right-only rows of
+        // RIGHT/FULL joins have none, so those outputs have no event time.
+        let time = match kind {
+            JoinKind::Inner | JoinKind::Left => Some(TimeAttr { column: left_time.column, allowed_lateness_ms }),
+            JoinKind::Right | JoinKind::Full => None,
+        };
+        Ok(Stream { endpoint: Endpoint { node, port: 0 }, endpoint_schema: output_schema, steps: Vec::new(), schema: join.schema.clone(), time })
+    }
+}
