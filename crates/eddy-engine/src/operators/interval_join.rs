@@ -359,7 +359,66 @@ impl Operator for IntervalJoinOperator {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::arrow::array::StringArray;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_expr::expressions::Column;
+
     use super::*;
+
+    fn side(keys: &[&str], times: &[i64]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("t", DataType::Int64, true),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![Arc::new(StringArray::from(keys.to_vec())), Arc::new(Int64Array::from(times.to_vec()))],
+        )
+        .unwrap()
+    }
+
+    fn plan(kind: JoinKind) -> IntervalJoinPlan {
+        let schema = side(&[], &[]).schema();
+        let output = Arc::new(Schema::new(
+            [schema.fields().to_vec(), schema.fields().to_vec()].concat(),
+        ));
+        IntervalJoinPlan {
+            kind,
+            left_schema: schema.clone(),
+            right_schema: schema,
+            output_schema: output,
+            left_keys: vec![Arc::new(Column::new("k", 0))],
+            right_keys: vec![Arc::new(Column::new("k", 0))],
+            left_time: 1,
+            right_time: 1,
+            bound: TimeBound { lower_ms: -1_000, lower_inclusive: true, upper_ms: 3_000, upper_inclusive: true },
+            allowed_lateness_ms: 500,
+            residual: None,
+        }
+    }
+
+    fn rows(out: &mut Collector) -> usize {
+        out.drain().map(|(_, b)| b.num_rows()).sum()
+    }
+
+    #[test]
+    fn state_empties_once_the_watermark_passes_the_last_interval() {
+        let mut op = plan(JoinKind::Left).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, side(&["a", "b"], &[10_000, 10_000]), &mut out).unwrap();
+        op.on_batch(1, side(&["a", "c"], &[12_000, 10_500]), &mut out).unwrap();
+        assert_eq!(rows(&mut out), 1, "a matched");
+        assert_eq!(op.state_rows(), 4);
+        // Left rows stay while tl + 3000 >= W - 500; right rows while tr + 1000 >= W - 500.
+        op.on_watermark(13_500, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 3, "a right row arriving at 13 000 could still match both left rows");
+        assert_eq!(rows(&mut out), 0, "the unmatched right row c is dropped: a LEFT join does not keep it");
+        op.on_watermark(13_501, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 0);
+        assert_eq!(rows(&mut out), 1, "b is emitted null-padded once its interval has passed");
+        // The output watermark is held back by the upper bound.
+        assert_eq!(op.output_watermark(13_501), 10_501);
+    }
 
     #[test]
     fn time_bound_edges() {
