@@ -37,6 +37,96 @@ SELECT date_bin(INTERVAL '10 seconds', to_timestamp_millis(order_ts)) AS window_
        count(*) AS n, sum(order_amount) AS total
 FROM orders GROUP BY 1, 2";
 
+/// The join benchmark on the streaming engine: the enrichment join.
+pub const JOIN_SQL: &str = "
+CREATE TABLE orders (
+  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (
+  payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE out (payment_id VARCHAR, customer_id VARCHAR, mismatch BOOLEAN) WITH (connector = 'blackhole');
+INSERT INTO out
+SELECT p.payment_id, o.customer_id, abs(p.paid_amount - o.order_amount) > 0.01
+FROM payments p LEFT JOIN orders o
+  ON p.order_id = o.order_id
+ AND o.event_time BETWEEN p.event_time - INTERVAL '10' SECOND AND p.event_time + INTERVAL '10' SECOND;
+";
+
+/// The same join as a DataFusion batch query.
+pub const JOIN_BATCH_SQL: &str = "
+SELECT count(*) FROM (
+  SELECT p.payment_id, o.customer_id, abs(p.paid_amount - o.order_amount) > 0.01 AS mismatch
+  FROM payments p LEFT JOIN orders o
+    ON p.order_id = o.order_id
+   AND to_timestamp_millis(o.order_ts) BETWEEN to_timestamp_millis(p.payment_ts) - INTERVAL '10 seconds'
+                                           AND to_timestamp_millis(p.payment_ts) + INTERVAL '10 seconds'
+)";
+
+/// Runs the join benchmark with `engine` over orders and payments files.
+pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> Result<String> {
+    let (orders, payments) = (orders.display().to_string(), payments.display().to_string());
+    match engine {
+        "eddy" => {
+            let files = [SqlFile { name: "<bench>".into(), text: JOIN_SQL.into() }];
+            let params = BTreeMap::from([("ORDERS".to_string(), orders), ("PAYMENTS".to_string(), payments)]);
+            let started = Instant::now();
+            let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
+            let job = crate::job::run(&files, &params, config)?;
+            let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
+            let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
+            Ok(report("eddy", rows, out, started))
+        }
+        "datafusion" => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
+            runtime.block_on(async {
+                use eddy_connectors::generator::{stream_schema, GeneratedStream};
+                let started = Instant::now();
+                let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
+                let ctx = SessionContext::new_with_config(config);
+                for (name, path, stream) in
+                    [("orders", &orders, GeneratedStream::Orders), ("payments", &payments, GeneratedStream::Payments)]
+                {
+                    let schema = stream_schema(stream);
+                    let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
+                    ctx.register_json(name, path.as_str(), options).await?;
+                }
+                let batches = ctx.sql(JOIN_BATCH_SQL).await?.collect().await?;
+                let out = batches
+                    .first()
+                    .and_then(|b| b.column(0).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>().map(|a| a.value(0)))
+                    .unwrap_or(0) as u64;
+                let rows = count_lines(&orders)? + count_lines(&payments)?;
+                Ok(report("datafusion", rows, out, started))
+            })
+        }
+        other => Err(CliError::Usage(format!("unknown engine '{other}' (use eddy or datafusion)"))),
+    }
+}
+
+/// Lines of a file (the batch baseline's input row count; measured outside
+/// the timed query would be fairer, but it is a small share of the time).
+fn count_lines(path: &str) -> Result<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|source| CliError::Io { path: path.to_string(), source })?;
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut lines = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(|source| CliError::Io { path: path.to_string(), source })?;
+        if n == 0 {
+            return Ok(lines);
+        }
+        lines += buffer[..n].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
 /// Peak resident set size of this process in bytes (Linux), if known.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

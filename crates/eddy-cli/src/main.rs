@@ -74,15 +74,21 @@ enum Command {
     },
     /// Benchmark drivers (see bench/).
     Bench {
-        /// Which benchmark: window.
-        #[arg(value_parser = ["window"])]
+        /// Which benchmark: window or join.
+        #[arg(value_parser = ["window", "join"])]
         name: String,
         /// eddy or datafusion.
         #[arg(long)]
         engine: String,
-        /// NDJSON input file.
-        #[arg(long)]
-        input: PathBuf,
+        /// NDJSON input file (window).
+        #[arg(long, required_if_eq("name", "window"))]
+        input: Option<PathBuf>,
+        /// NDJSON orders file (join).
+        #[arg(long, required_if_eq("name", "join"))]
+        orders: Option<PathBuf>,
+        /// NDJSON payments file (join).
+        #[arg(long, required_if_eq("name", "join"))]
+        payments: Option<PathBuf>,
         /// Rows per batch.
         #[arg(long, default_value_t = 8192)]
         batch_size: usize,
@@ -140,8 +146,13 @@ fn execute(command: Command) -> Result<()> {
             let mut out = std::io::BufWriter::new(stdout.lock());
             generate::generate(&stream, seed, rate, count, &mut out)
         }
-        Command::Bench { name: _, engine, input, batch_size } => {
-            println!("{}", bench::window(&engine, &input, batch_size)?);
+        Command::Bench { name, engine, input, orders, payments, batch_size } => {
+            let line = match (name.as_str(), input, orders, payments) {
+                ("window", Some(input), _, _) => bench::window(&engine, &input, batch_size)?,
+                ("join", _, Some(orders), Some(payments)) => bench::join(&engine, &orders, &payments, batch_size)?,
+                _ => return Err(CliError::Usage("window needs --input; join needs --orders and --payments".into())),
+            };
+            println!("{line}");
             Ok(())
         }
     }
