@@ -272,14 +272,14 @@ impl Operator for IntervalJoinOperator {
         let other = &self.sides[1 - input];
         for row in 0..rows {
             let (Some(t), true) = (times[row], key_valid[row]) else { continue };
-            for candidate in other.candidates(keys.row(row).as_ref()) {
-                let holds =
-                    if input == 0 { self.plan.bound.holds(t, candidate.time) } else { self.plan.bound.holds(candidate.time, t) };
+            let bound = self.plan.bound;
+            other.for_each_candidate(keys.row(row).as_ref(), |candidate| {
+                let holds = if input == 0 { bound.holds(t, candidate.time) } else { bound.holds(candidate.time, t) };
                 if holds {
                     pairs.arriving.push(row as u32);
-                    pairs.buffered.push(*candidate);
+                    pairs.buffered.push(candidate);
                 }
-            }
+            });
         }
         let mut matched = vec![false; rows];
         if !pairs.arriving.is_empty() {

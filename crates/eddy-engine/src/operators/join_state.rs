@@ -4,16 +4,20 @@
 //! times. Out: candidate rows for probes by key, and rows whose time makes
 //! further matches impossible, in time order, when evicted.
 //!
-//! Rows stay in the batches they arrived in (columnar, shared `Arc`s); an
-//! index maps each key to the rows holding it, and a min-heap orders rows by
-//! event time for eviction. A batch is dropped when its last row is evicted.
+//! Rows stay in the batches they arrived in (columnar, shared `Arc`s). The
+//! key index maps a hash of the key bytes to the rows holding it (a single
+//! row inline, the common case of unique keys, so no allocation per row);
+//! probes confirm candidates by comparing key bytes. For eviction each batch
+//! keeps its rows sorted by time with a cursor, and a min-heap holds one
+//! entry per batch: the time of its next row to evict.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::hash::BuildHasher;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashMap};
 
 use crate::time::Timestamp;
 
@@ -28,13 +32,49 @@ pub struct RowRef {
     pub row: u32,
 }
 
+/// Rows sharing a key hash.
+enum Bucket {
+    One(RowRef),
+    Many(Vec<RowRef>),
+}
+
+impl Bucket {
+    fn as_slice(&self) -> &[RowRef] {
+        match self {
+            Bucket::One(r) => std::slice::from_ref(r),
+            Bucket::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, r: RowRef) {
+        match self {
+            Bucket::One(first) => *self = Bucket::Many(vec![*first, r]),
+            Bucket::Many(v) => v.push(r),
+        }
+    }
+
+    /// Removes `r`; true when the bucket is now empty.
+    fn remove(&mut self, r: RowRef) -> bool {
+        match self {
+            Bucket::One(only) => *only == r,
+            Bucket::Many(v) => {
+                v.retain(|x| *x != r);
+                v.is_empty()
+            }
+        }
+    }
+}
+
 struct StoredBatch {
     batch: RecordBatch,
     keys: Rows,
-    /// Whether a row has key NULLs (never indexed, never matches).
+    /// Rows with a time, sorted by it: (time, row).
+    order: Vec<(Timestamp, u32)>,
+    /// Next position in `order` to evict.
+    cursor: usize,
+    /// Whether a row is in the key index (no NULL key).
     indexed: Vec<bool>,
     matched: Vec<bool>,
-    live: usize,
 }
 
 /// All buffered rows of one side.
@@ -42,8 +82,10 @@ struct StoredBatch {
 pub struct SideState {
     batches: HashMap<u64, StoredBatch>,
     next_batch: u64,
-    index: HashMap<Vec<u8>, Vec<RowRef>>,
-    by_time: BinaryHeap<Reverse<(Timestamp, u64, u32)>>,
+    hasher: DefaultHashBuilder,
+    index: HashMap<u64, Bucket>,
+    /// (time of the batch's next row to evict, batch id).
+    by_time: BinaryHeap<Reverse<(Timestamp, u64)>>,
     rows: usize,
 }
 
@@ -58,9 +100,19 @@ impl SideState {
         self.rows == 0
     }
 
-    /// Rows whose key equals `key`.
-    pub fn candidates(&self, key: &[u8]) -> &[RowRef] {
-        self.index.get(key).map(Vec::as_slice).unwrap_or(&[])
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Calls `f` for every buffered row whose key equals `key`.
+    pub fn for_each_candidate(&self, key: &[u8], mut f: impl FnMut(RowRef)) {
+        let Some(bucket) = self.index.get(&self.hash(key)) else { return };
+        for r in bucket.as_slice() {
+            let same = self.batches.get(&r.batch).is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
+            if same {
+                f(*r);
+            }
+        }
     }
 
     /// The stored batch with id `batch`.
@@ -70,10 +122,8 @@ impl SideState {
 
     /// Marks a buffered row as matched (outer joins).
     pub fn mark_matched(&mut self, row: RowRef) {
-        if let Some(stored) = self.batches.get_mut(&row.batch) {
-            if let Some(flag) = stored.matched.get_mut(row.row as usize) {
-                *flag = true;
-            }
+        if let Some(flag) = self.batches.get_mut(&row.batch).and_then(|b| b.matched.get_mut(row.row as usize)) {
+            *flag = true;
         }
     }
 
@@ -91,47 +141,61 @@ impl SideState {
     ) {
         let id = self.next_batch;
         self.next_batch += 1;
-        let mut live = 0;
-        for (row, time) in times.iter().enumerate() {
-            let Some(time) = *time else { continue };
-            if key_valid[row] {
-                let r = RowRef { time, batch: id, row: row as u32 };
-                self.index.entry_ref(keys.row(row).as_ref()).or_default().push(r);
+        let mut order: Vec<(Timestamp, u32)> =
+            times.iter().enumerate().filter_map(|(row, t)| t.map(|t| (t, row as u32))).collect();
+        if order.is_empty() {
+            return;
+        }
+        order.sort_unstable();
+        for &(time, row) in &order {
+            if key_valid[row as usize] {
+                let r = RowRef { time, batch: id, row };
+                let hash = self.hash(keys.row(row as usize).as_ref());
+                match self.index.get_mut(&hash) {
+                    Some(bucket) => bucket.push(r),
+                    None => {
+                        self.index.insert(hash, Bucket::One(r));
+                    }
+                }
             }
-            self.by_time.push(Reverse((time, id, row as u32)));
-            live += 1;
         }
-        self.rows += live;
-        if live > 0 {
-            self.batches.insert(id, StoredBatch { batch, keys, indexed: key_valid.to_vec(), matched, live });
-        }
+        self.rows += order.len();
+        self.by_time.push(Reverse((order[0].0, id)));
+        self.batches.insert(id, StoredBatch { batch, keys, order, cursor: 0, indexed: key_valid.to_vec(), matched });
     }
 
-    /// Removes every row with time below `threshold`; returns, per evicted
-    /// batch part, the rows that never matched (for outer joins), in time order.
+    /// Removes every row with time below `threshold`, collecting the rows
+    /// that never matched (for outer joins).
     pub fn evict_before(&mut self, threshold: Timestamp, unmatched: &mut Vec<(RecordBatch, u32)>) {
-        while let Some(Reverse((time, batch, row))) = self.by_time.peek().copied() {
+        while let Some(Reverse((time, id))) = self.by_time.peek().copied() {
             if time >= threshold {
                 break;
             }
             self.by_time.pop();
-            let Some(stored) = self.batches.get_mut(&batch) else { continue };
-            if stored.indexed.get(row as usize).copied().unwrap_or(false) {
-                let key = stored.keys.row(row as usize);
-                if let Some(list) = self.index.get_mut(key.as_ref()) {
-                    list.retain(|r| !(r.batch == batch && r.row == row));
-                    if list.is_empty() {
-                        self.index.remove(key.as_ref());
+            let Some(stored) = self.batches.get_mut(&id) else { continue };
+            while let Some(&(time, row)) = stored.order.get(stored.cursor) {
+                if time >= threshold {
+                    break;
+                }
+                stored.cursor += 1;
+                self.rows -= 1;
+                if stored.indexed[row as usize] {
+                    let hash = self.hasher.hash_one(stored.keys.row(row as usize).as_ref());
+                    if let Some(bucket) = self.index.get_mut(&hash) {
+                        if bucket.remove(RowRef { time, batch: id, row }) {
+                            self.index.remove(&hash);
+                        }
                     }
                 }
+                if !stored.matched[row as usize] {
+                    unmatched.push((stored.batch.clone(), row));
+                }
             }
-            if !stored.matched.get(row as usize).copied().unwrap_or(true) {
-                unmatched.push((stored.batch.clone(), row));
-            }
-            stored.live -= 1;
-            self.rows -= 1;
-            if stored.live == 0 {
-                self.batches.remove(&batch);
+            match stored.order.get(stored.cursor) {
+                Some(&(next, _)) => self.by_time.push(Reverse((next, id))),
+                None => {
+                    self.batches.remove(&id);
+                }
             }
         }
     }
