@@ -112,6 +112,17 @@ fn explain_prints_the_operator_graph() {
 }
 
 #[test]
+fn explain_takes_sql_text() {
+    let sql = "CREATE TABLE t (k VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'stdin'); \
+               SELECT k, n FROM (SELECT tumble('1 minute') AS w, k, count(*) AS n FROM t GROUP BY w, k)";
+    let out = eddy().args(["explain", sql]).output().expect("eddy explain");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("window_aggregate tumble(60000ms) on ts"), "{text}");
+    assert!(text.contains("hash(k@0)"), "{text}");
+}
+
+#[test]
 fn unknown_set_and_input_names_are_rejected() {
     let out = eddy().args(["run", "queries/", "--set", "NOT_A_PARAM=1"]).output().expect("eddy run");
     assert!(!out.status.success());

@@ -15,9 +15,16 @@ use eddy_sql::{compile, CompiledJob, SqlFile};
 use crate::error::{CliError, Result};
 
 /// Reads the SQL files named by `paths` (files, or directories of `*.sql`).
+/// An argument that is no existing path but looks like SQL (it contains a
+/// space) is taken as SQL text, named `<sql>`.
 pub fn load_sql(paths: &[PathBuf]) -> Result<Vec<SqlFile>> {
     let mut files = Vec::new();
     for path in paths {
+        let text = path.to_string_lossy();
+        if !path.exists() && text.contains(' ') {
+            files.push(SqlFile { name: "<sql>".into(), text: text.into_owned() });
+            continue;
+        }
         let io = |source| CliError::Io { path: path.display().to_string(), source };
         if path.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
@@ -87,7 +94,19 @@ pub fn summary(report: &JobReport) -> String {
                 node.name, m.rows_in, m.late_rows, m.bad_rows
             )),
             "sink" => lines.push(format!("sink {}: {} rows written", node.name, m.rows_in)),
-            _ => {}
+            "calc" | "union" => {}
+            _ => {
+                let inputs: Vec<String> = m.rows_in_by_input.iter().map(u64::to_string).collect();
+                lines.push(format!(
+                    "{}: {} rows in ({}), {} rows out, {} in state{}",
+                    node.name,
+                    m.rows_in,
+                    inputs.join(" + "),
+                    m.rows_out,
+                    m.state_rows,
+                    if m.late_rows > 0 { format!(", {} late", m.late_rows) } else { String::new() }
+                ));
+            }
         }
     }
     lines.push(format!("finished in {} ms", report.elapsed_ms));

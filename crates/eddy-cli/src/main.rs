@@ -48,9 +48,9 @@ enum Command {
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Print the operator graph SQL files compile to.
+    /// Print the operator graph SQL compiles to.
     Explain {
-        /// `.sql` files or directories.
+        /// `.sql` files, directories, or SQL text.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Set a `${NAME}` parameter: NAME=VALUE.
