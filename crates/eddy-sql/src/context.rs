@@ -20,7 +20,6 @@ use datafusion::execution::context::{SessionConfig, SessionContext, SessionState
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
 
-use crate::udf::window_functions;
 
 /// A session for planning streaming SQL.
 pub fn new_session() -> SessionContext {
@@ -28,9 +27,7 @@ pub fn new_session() -> SessionContext {
     config.options_mut().sql_parser.collect_spans = true;
     config.options_mut().sql_parser.enable_ident_normalization = true;
     let ctx = SessionContext::new_with_config(config);
-    for udf in window_functions() {
-        ctx.register_udf(udf.as_ref().clone());
-    }
+    crate::udaf::register_all(&ctx);
     ctx
 }
 

@@ -17,6 +17,7 @@ pub mod error;
 pub mod params;
 pub mod planner;
 pub mod statements;
+pub mod udaf;
 pub mod udf;
 
 pub use error::{Position, Result, SqlError};

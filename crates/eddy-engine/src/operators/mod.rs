@@ -5,5 +5,6 @@
 pub mod calc;
 pub mod interval_join;
 pub mod join_state;
+pub mod over;
 pub mod union;
 pub mod window_aggregate;

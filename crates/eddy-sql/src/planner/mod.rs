@@ -19,10 +19,12 @@
 //! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
 //! | Union             | `union`                                                |
 //! | Join              | `interval_join` (needs a time bound between the sides) |
+//! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
 //! | anything else     | rejected with the reason                               |
 
 mod aggregate;
 mod join;
+mod over;
 mod stream;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -397,7 +399,7 @@ impl Compiler {
                 })
             }
             LogicalPlan::Join(join) => self.plan_join(join, position),
-            LogicalPlan::Window(_) => Err(SqlError::at(position, "OVER windows are not supported yet")),
+            LogicalPlan::Window(window) => self.plan_over(window, position),
             LogicalPlan::Sort(_) => Err(SqlError::at(
                 position,
                 "ORDER BY on an unbounded stream never finishes; results come out in event-time order per window",

@@ -1,0 +1,189 @@
+//! Plans a logical `Window` (OVER clauses) into an `over` operator.
+//!
+//! Accepted: `ORDER BY <the input's event time>` ascending, any PARTITION BY,
+//! and either a running aggregate with frame `ROWS BETWEEN UNBOUNDED
+//! PRECEDING AND CURRENT ROW | 1 PRECEDING` or `RANGE BETWEEN UNBOUNDED
+//! PRECEDING AND CURRENT ROW` (the default), or `row_number()`, or
+//! `lag(x [, n [, default]])`. Everything else needs the history of a key
+//! (or its future) and is rejected with the reason.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::{AggregateFunction, WindowFunction};
+use datafusion::logical_expr::{Expr, ExprSchemable, Window, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
+use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
+use eddy_engine::operators::over::{Frame, OverFunction, OverPlan};
+
+use super::stream::{Endpoint, Stream};
+use super::Compiler;
+use crate::error::{Position, Result, SqlError};
+
+fn constant(expr: &Expr) -> Option<&ScalarValue> {
+    match expr {
+        Expr::Literal(v, _) => Some(v),
+        Expr::Cast(c) => constant(&c.expr),
+        Expr::TryCast(c) => constant(&c.expr),
+        _ => None,
+    }
+}
+
+impl Compiler {
+    pub(super) fn plan_over(&mut self, window: &Window, position: &Position) -> Result<Stream> {
+        let mut input = self.plan_stream(&window.input, position)?;
+        let Some(time) = input.time else {
+            return Err(SqlError::at(
+                position,
+                "OVER needs event time: declare WATERMARK FOR on the source table and keep its event-time column",
+            ));
+        };
+        let state = self.ctx.state();
+        let input_schema = input.schema.clone();
+        let input_arrow = Arc::new(input_schema.as_arrow().clone());
+        let time_name = input_schema.field(time.column).name().clone();
+        let mut partition_by: Option<Vec<Expr>> = None;
+        let mut functions = Vec::with_capacity(window.window_expr.len());
+        for expr in &window.window_expr {
+            let inner = match expr {
+                Expr::Alias(a) => a.expr.as_ref(),
+                e => e,
+            };
+            let Expr::WindowFunction(function) = inner else {
+                return Err(SqlError::Internal(format!("unexpected window expression {expr}")));
+            };
+            let WindowFunction { fun, params } = function.as_ref();
+            let order_ok = params.order_by.len() == 1
+                && params.order_by[0].asc
+                && matches!(&params.order_by[0].expr, Expr::Column(c) if input_schema.index_of_column(c).ok() == Some(time.column));
+            if !order_ok {
+                return Err(SqlError::at(
+                    position,
+                    format!("OVER on a stream must be ORDER BY {time_name} (the event time, ascending): rows are processed in event-time order"),
+                ));
+            }
+            match &partition_by {
+                Some(p) if *p != params.partition_by => {
+                    return Err(SqlError::at(position, "all OVER clauses of one SELECT must use the same PARTITION BY"));
+                }
+                _ => partition_by = Some(params.partition_by.clone()),
+            }
+            let function = match fun {
+                WindowFunctionDefinition::AggregateUDF(udaf) => {
+                    let frame = &params.window_frame;
+                    let unbounded_start = matches!(&frame.start_bound, WindowFrameBound::Preceding(v) if v.is_null());
+                    let frame = match (&frame.units, unbounded_start, &frame.end_bound) {
+                        (WindowFrameUnits::Rows, true, WindowFrameBound::CurrentRow) => Frame::UpToCurrentRow,
+                        (WindowFrameUnits::Rows, true, WindowFrameBound::Preceding(v))
+                            if v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64).ok() == Some(ScalarValue::UInt64(Some(1))) =>
+                        {
+                            Frame::BeforeCurrentRow
+                        }
+                        (WindowFrameUnits::Range, true, WindowFrameBound::CurrentRow) => Frame::UpToPeers,
+                        _ => {
+                            return Err(SqlError::at(
+                                position,
+                                format!(
+                                    "{}: only running frames are supported on streams (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW or 1 PRECEDING); others need each key's whole history",
+                                    udaf.name()
+                                ),
+                            ))
+                        }
+                    };
+                    let aggregate = Expr::AggregateFunction(AggregateFunction::new_udf(
+                        Arc::clone(udaf),
+                        params.args.clone(),
+                        params.distinct,
+                        params.filter.clone(),
+                        Vec::new(),
+                        params.null_treatment,
+                    ));
+                    let aggregate =
+                        crate::context::simplify(&state, aggregate, &input_schema).map_err(|e| self.df_error(position, e))?;
+                    let planning = PhysicalPlanningContext::default();
+                    let lowered = LoweredAggregateBuilder::new(
+                        &aggregate,
+                        &input_schema,
+                        &input_arrow,
+                        state.execution_props(),
+                        &planning,
+                    )
+                    .build()
+                    .map_err(|e| self.df_error(position, e))?;
+                    OverFunction::Aggregate { expr: lowered.aggregate, filter: lowered.filter, frame }
+                }
+                WindowFunctionDefinition::WindowUDF(udwf) => match udwf.name() {
+                    "row_number" => OverFunction::RowNumber,
+                    "lag" => {
+                        let value = params
+                            .args
+                            .first()
+                            .ok_or_else(|| SqlError::at(position, "lag() needs a value"))?;
+                        let offset = match params.args.get(1).map(constant) {
+                            None => 1,
+                            Some(Some(v)) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
+                                Ok(ScalarValue::UInt64(Some(n))) if n > 0 => n as usize,
+                                _ => return Err(SqlError::at(position, "lag(): the offset must be a positive constant")),
+                            },
+                            Some(None) => return Err(SqlError::at(position, "lag(): the offset must be a constant")),
+                        };
+                        let value_type = value.get_type(&input_schema).map_err(|e| self.df_error(position, e))?;
+                        let default = match params.args.get(2).map(constant) {
+                            None => ScalarValue::try_from(&value_type).map_err(|e| self.df_error(position, e))?,
+                            Some(Some(v)) => v.cast_to(&value_type).map_err(|e| self.df_error(position, e))?,
+                            Some(None) => return Err(SqlError::at(position, "lag(): the default must be a constant")),
+                        };
+                        let value = crate::context::physical_expr(&state, value.clone(), &input_schema)
+                            .map_err(|e| self.df_error(position, e))?;
+                        OverFunction::Lag { value, offset, default }
+                    }
+                    other => {
+                        return Err(SqlError::at(
+                            position,
+                            format!("{other}() OVER is not supported on streams (supported: running aggregates, row_number, lag)"),
+                        ))
+                    }
+                },
+            };
+            functions.push(function);
+        }
+        let partition_by = partition_by
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| crate::context::physical_expr(&state, e, &input_schema))
+            .collect::<datafusion::error::Result<Vec<_>>>()
+            .map_err(|e| self.df_error(position, e))?;
+        let output_schema = Arc::new(Schema::new(
+            window.schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+        ));
+        let plan = OverPlan {
+            input_schema: input_arrow,
+            output_schema: output_schema.clone(),
+            partition_by: partition_by.clone(),
+            time_column: time.column,
+            allowed_lateness_ms: time.allowed_lateness_ms,
+            functions,
+        };
+        let from = input.materialize(&mut self.graph);
+        let id = self.graph.nodes.len();
+        let node = self.graph.add(Node {
+            name: format!("over#{id}"),
+            kind: NodeKind::Operator(Arc::new(plan)),
+            inputs: vec![Edge {
+                from: from.node,
+                port: from.port,
+                partitioning: if partition_by.is_empty() { Partitioning::Forward } else { Partitioning::Hash(partition_by) },
+            }],
+            schema: output_schema.clone(),
+        });
+        Ok(Stream {
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: output_schema,
+            steps: Vec::new(),
+            schema: window.schema.clone(),
+            time: Some(time),
+        })
+    }
+}
