@@ -44,6 +44,27 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     let join = first.report.nodes.iter().find(|n| n.kind == "interval_join").expect("join node");
     assert_eq!(join.metrics.state_rows, 0);
     assert_eq!(join.metrics.rows_in_by_input.iter().sum::<u64>(), join.metrics.rows_in);
+    // Every planted anomaly fires with the seed's values, and nothing else fires.
+    let anomalies: Vec<&String> = lines.iter().filter(|l| l.starts_with("ANOMALY> ") || l.starts_with("DEVICE_ANOMALY> ")).collect();
+    for expected in [
+        r#"ANOMALY> {"record_type": "anomaly", "anomaly_type": "amount", "customer_id": "cust-001", "payment_id": "pay-9003", "order_id": "order-9003", "amount": 9800.0, "threshold": 130.87, "event_time": "2023-11-14T22:13:48.057Z"}"#,
+        r#"ANOMALY> {"record_type": "anomaly", "anomaly_type": "velocity", "customer_id": "cust-004", "transaction_count": 5, "total_amount": 430.52, "window_start": "2023-11-14T22:13:33Z", "window_end": "2023-11-14T22:13:38Z"}"#,
+        r#"DEVICE_ANOMALY> {"record_type": "anomaly", "anomaly_type": "device_fault_spike", "site_id": "site-b", "fault_count": 6, "threshold": 3, "window_start": "2023-11-14T22:13:50Z", "window_end": "2023-11-14T22:13:55Z"}"#,
+        r#"DEVICE_ANOMALY> {"record_type": "anomaly", "anomaly_type": "device_reboot_loop", "device_id": "dev-300", "reboot_count": 4, "threshold": 3, "window_start": "2023-11-14T22:13:52Z", "window_end": "2023-11-14T22:13:57Z"}"#,
+        r#"DEVICE_ANOMALY> {"record_type": "anomaly", "anomaly_type": "firmware_update_failure", "device_id": "dev-100", "site_id": "site-a", "failure_count": 1, "event_time": "2023-11-14T22:13:57.507Z"}"#,
+    ] {
+        assert!(anomalies.iter().any(|l| *l == expected), "missing: {expected}");
+    }
+    let planted = |l: &&&String| {
+        l.contains("\"cust-001\"") && l.contains("pay-9003")
+            || l.contains("\"cust-004\"")
+            || l.contains("\"site-b\"") && l.contains("device_fault_spike") && (l.contains("22:13:49Z\"") || l.contains("22:13:5"))
+            || l.contains("\"dev-300\"")
+            || l.contains("\"dev-100\"") && l.contains("firmware_update_failure")
+    };
+    let unexpected: Vec<&&String> = anomalies.iter().filter(|l| !planted(l)).collect();
+    assert!(unexpected.is_empty(), "anomalies on clean data: {unexpected:?}");
+    assert_eq!(anomalies.len(), 10, "amount, velocity, 5 fault-spike windows, reboot loop, 2 firmware failures");
     // The planted late device event is diverted, not counted in any window.
     let devices = first.report.nodes.iter().find(|n| n.name == "devices").expect("devices source");
     assert_eq!(devices.metrics.late_rows, 1);

@@ -13,8 +13,15 @@ use crate::error::Result;
 
 /// Appends the JSON lines of `batch` (each ending in `\n`) to `out`.
 pub fn encode_json_lines(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+    encode_json_lines_with(batch, out, true)
+}
+
+/// Like [`encode_json_lines`]; with `explicit_nulls` false, NULL fields are
+/// left out of each object (one table can then carry records of several
+/// shapes, each showing only its own fields).
+pub fn encode_json_lines_with(batch: &RecordBatch, out: &mut Vec<u8>, explicit_nulls: bool) -> Result<()> {
     let mut writer = WriterBuilder::new()
-        .with_explicit_nulls(true)
+        .with_explicit_nulls(explicit_nulls)
         .with_timestamp_format("%Y-%m-%dT%H:%M:%S%.fZ".to_string())
         .with_timestamp_tz_format("%Y-%m-%dT%H:%M:%S%.f%:z".to_string())
         .build::<_, LineDelimited>(out);

@@ -5,7 +5,8 @@
 //! Sources: `file` (NDJSON; `path`, `format = 'json'`), stdin (`path = '-'`
 //! or `--input TABLE=-`), and `generator` (the seed pipeline's streams;
 //! `stream`, `seed`, `rate`, `count`). Sinks: `stdout` (`tag`), `ndjson`
-//! (`path`), `parquet` (`path`, a directory), `blackhole`.
+//! (`path`), `parquet` (`path`, a directory), `blackhole`; text sinks take
+//! `omit_nulls`.
 //!
 //! [`Connectors`] implements the engine's
 //! [`eddy_engine::graph::ConnectorFactory`] and applies the run's overrides
@@ -135,11 +136,19 @@ impl Connectors {
     }
 
     fn sink(&self, spec: &ConnectorSpec) -> Result<Box<dyn SinkWriter>> {
+        let explicit_nulls = match spec.options.get("omit_nulls").map(|v| v.to_ascii_lowercase()) {
+            None => true,
+            Some(v) if v == "true" => false,
+            Some(v) if v == "false" => true,
+            Some(v) => return Err(ConnectorError::bad_option("omit_nulls", format!("'{v}' is not true or false"))),
+        };
         if let Some(dir) = &self.config.output_dir {
             return match self.config.output_format {
-                OutputFormat::Ndjson => {
-                    Ok(Box::new(NdjsonSink::create(&spec.table, dir.join(format!("{}.ndjson", spec.table)))?))
-                }
+                OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::create(
+                    &spec.table,
+                    dir.join(format!("{}.ndjson", spec.table)),
+                    explicit_nulls,
+                )?)),
                 OutputFormat::Parquet => {
                     Ok(Box::new(ParquetSink::create(&spec.table, &dir.join(&spec.table), spec.schema.clone())?))
                 }
@@ -154,9 +163,9 @@ impl Connectors {
         match spec.connector.as_str() {
             "stdout" | "print" => {
                 let tag = spec.options.get("tag").cloned().unwrap_or_else(|| spec.table.to_uppercase());
-                Ok(Box::new(StdoutSink::new(&spec.table, tag, self.config.stdout.clone())))
+                Ok(Box::new(StdoutSink::new(&spec.table, tag, explicit_nulls, self.config.stdout.clone())))
             }
-            "ndjson" | "file" => Ok(Box::new(NdjsonSink::create(&spec.table, path()?)?)),
+            "ndjson" | "file" => Ok(Box::new(NdjsonSink::create(&spec.table, path()?, explicit_nulls)?)),
             "parquet" => Ok(Box::new(ParquetSink::create(&spec.table, &path()?, spec.schema.clone())?)),
             "blackhole" => Ok(Box::new(BlackholeSink)),
             other => Err(ConnectorError::UnknownConnector { connector: other.to_string() }),

@@ -6,6 +6,7 @@
 //!   written whole under the stdout lock so lines of
 //!   concurrently running sinks never interleave;
 //! - ndjson: one JSON object per line in a file, flushed at the end;
+//!   (both text sinks leave NULL fields out with `omit_nulls = 'true'`)
 //! - parquet: one Parquet file (`part-00000.parquet`) in a directory;
 //! - blackhole: discards rows (benchmarks).
 
@@ -21,7 +22,7 @@ use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
 use crate::error::{ConnectorError, Result};
-use crate::json_lines::{encode_json_lines, spaced_json};
+use crate::json_lines::{encode_json_lines_with, spaced_json};
 
 /// Where stdout sinks print.
 #[derive(Debug, Clone, Default)]
@@ -37,15 +38,17 @@ pub enum StdoutTarget {
 pub struct StdoutSink {
     table: String,
     tag: String,
+    explicit_nulls: bool,
     target: StdoutTarget,
     scratch: Vec<u8>,
     text: Vec<u8>,
 }
 
 impl StdoutSink {
-    /// A stdout sink for `table` printing with `tag`.
-    pub fn new(table: &str, tag: String, target: StdoutTarget) -> Self {
-        Self { table: table.to_string(), tag, target, scratch: Vec::new(), text: Vec::new() }
+    /// A stdout sink for `table` printing with `tag`; NULL fields are
+    /// printed as `null` when `explicit_nulls`, left out otherwise.
+    pub fn new(table: &str, tag: String, explicit_nulls: bool, target: StdoutTarget) -> Self {
+        Self { table: table.to_string(), tag, explicit_nulls, target, scratch: Vec::new(), text: Vec::new() }
     }
 }
 
@@ -53,7 +56,7 @@ impl SinkWriter for StdoutSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
         self.scratch.clear();
         self.text.clear();
-        encode_json_lines(batch, &mut self.scratch).map_err(|e| e.for_table(&self.table))?;
+        encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls).map_err(|e| e.for_table(&self.table))?;
         for line in self.scratch.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             self.text.extend_from_slice(self.tag.as_bytes());
             self.text.extend_from_slice(b"> ");
@@ -92,16 +95,17 @@ fn create_file(path: &Path) -> Result<File> {
 /// Writes JSON lines to a file.
 pub struct NdjsonSink {
     table: String,
+    explicit_nulls: bool,
     path: PathBuf,
     out: BufWriter<File>,
     scratch: Vec<u8>,
 }
 
 impl NdjsonSink {
-    /// Creates (truncates) `path`.
-    pub fn create(table: &str, path: PathBuf) -> Result<Self> {
+    /// Creates (truncates) `path`; NULL fields as in [`StdoutSink::new`].
+    pub fn create(table: &str, path: PathBuf, explicit_nulls: bool) -> Result<Self> {
         let out = BufWriter::new(create_file(&path)?);
-        Ok(Self { table: table.to_string(), path, out, scratch: Vec::new() })
+        Ok(Self { table: table.to_string(), explicit_nulls, path, out, scratch: Vec::new() })
     }
 
     fn io(&self, source: std::io::Error) -> eddy_engine::EngineError {
@@ -112,7 +116,7 @@ impl NdjsonSink {
 impl SinkWriter for NdjsonSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
         self.scratch.clear();
-        encode_json_lines(batch, &mut self.scratch).map_err(|e| e.for_table(&self.table))?;
+        encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls).map_err(|e| e.for_table(&self.table))?;
         let result = self.out.write_all(&self.scratch);
         result.map_err(|e| self.io(e))
     }

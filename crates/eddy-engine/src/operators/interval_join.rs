@@ -29,7 +29,7 @@ use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, In
 use datafusion::arrow::compute::{filter_record_batch, interleave, prep_null_mask_filter, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::join_state::{RowRef, SideState};
@@ -143,14 +143,9 @@ impl OperatorPlan for IntervalJoinPlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let fields = self
-            .left_keys
-            .iter()
-            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
-            .collect::<Result<Vec<_>>>()?;
         Ok(Box::new(IntervalJoinOperator {
             plan: self.clone(),
-            converter: RowConverter::new(fields)?,
+            converter: super::key_converter(&self.left_keys, &self.left_schema)?,
             sides: [SideState::default(), SideState::default()],
             watermark: WATERMARK_MIN,
         }))
@@ -256,12 +251,7 @@ impl Operator for IntervalJoinOperator {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let input = input.min(1);
         let rows = batch.num_rows();
-        let key_columns = self
-            .keys(input)
-            .iter()
-            .map(|k| Ok(k.evaluate(&batch)?.into_array(rows)?))
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let keys = self.converter.convert_columns(&key_columns)?;
+        let (keys, key_columns) = super::key_rows(&self.converter, self.keys(input), &batch)?;
         let key_valid: Vec<bool> = (0..rows).map(|i| key_columns.iter().all(|c| c.is_valid(i))).collect();
         let time_column = if input == 0 { self.plan.left_time } else { self.plan.right_time };
         let times: Int64Array = to_epoch_millis(batch.column(time_column))?;

@@ -8,3 +8,41 @@ pub mod join_state;
 pub mod over;
 pub mod union;
 pub mod window_aggregate;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, BooleanArray};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, Rows, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+
+/// A row converter for key expressions. With no keys every row gets the same
+/// key (a constant column), so keyed state code needs no special case.
+pub(crate) fn key_converter(keys: &[Arc<dyn PhysicalExpr>], schema: &Schema) -> Result<RowConverter> {
+    let fields = if keys.is_empty() {
+        vec![SortField::new(DataType::Boolean)]
+    } else {
+        keys.iter().map(|k| Ok(SortField::new(k.data_type(schema)?))).collect::<Result<Vec<_>>>()?
+    };
+    Ok(RowConverter::new(fields)?)
+}
+
+/// Evaluates key expressions on `batch` and converts them to rows; also
+/// returns the evaluated key columns (empty when there are no keys).
+pub(crate) fn key_rows(
+    converter: &RowConverter,
+    keys: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<(Rows, Vec<ArrayRef>)> {
+    let n = batch.num_rows();
+    let columns = keys.iter().map(|k| Ok(k.evaluate(batch)?.into_array(n)?)).collect::<Result<Vec<ArrayRef>>>()?;
+    let rows = if columns.is_empty() {
+        converter.convert_columns(&[Arc::new(BooleanArray::from(vec![true; n])) as ArrayRef])?
+    } else {
+        converter.convert_columns(&columns)?
+    };
+    Ok((rows, columns))
+}

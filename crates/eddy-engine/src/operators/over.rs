@@ -17,7 +17,9 @@
 //!
 //! Frames: `ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW` (the row is
 //! folded in, then the value read), `... AND 1 PRECEDING` (read, then fold:
-//! the value over earlier rows only) and `RANGE BETWEEN UNBOUNDED PRECEDING
+//! the value over earlier rows only; a key's first row has an empty frame
+//! and gets the aggregate's default value, NULL for most, 0 for `count`,
+//! exactly as DataFusion's batch window functions) and `RANGE BETWEEN UNBOUNDED PRECEDING
 //! AND CURRENT ROW` (SQL's default with ORDER BY: rows with equal event time
 //! are peers and see each other).
 
@@ -28,7 +30,7 @@ use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
 use datafusion::arrow::compute::{concat_batches, filter_record_batch, lexsort_to_indices, not, take_record_batch, SortColumn};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::RowConverter;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -124,14 +126,9 @@ impl OperatorPlan for OverPlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let fields = self
-            .partition_by
-            .iter()
-            .map(|k| Ok(SortField::new(k.data_type(&self.input_schema)?)))
-            .collect::<Result<Vec<_>>>()?;
         Ok(Box::new(OverOperator {
             plan: self.clone(),
-            converter: RowConverter::new(fields)?,
+            converter: super::key_converter(&self.partition_by, &self.input_schema)?,
             pending: Vec::new(),
             pending_rows: 0,
             keys: HashMap::new(),
@@ -142,6 +139,9 @@ impl OperatorPlan for OverPlan {
 /// Per-key state of every function.
 struct KeyState {
     accumulators: Vec<Option<Box<dyn Accumulator>>>,
+    /// Rows of the key each function has seen (an empty frame reads as the
+    /// aggregate's default value, as in DataFusion's batch window functions).
+    seen: Vec<u64>,
     rows: i64,
     lags: Vec<VecDeque<ScalarValue>>,
 }
@@ -165,14 +165,15 @@ impl OverOperator {
                 _ => Ok(None),
             })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        Ok(KeyState { accumulators, rows: 0, lags: vec![VecDeque::new(); self.plan.functions.len()] })
+        let functions = self.plan.functions.len();
+        Ok(KeyState { accumulators, seen: vec![0; functions], rows: 0, lags: vec![VecDeque::new(); functions] })
     }
 
     /// Runs released rows (sorted by time, arrival) through the functions.
     fn process(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
         let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> { Ok(e.evaluate(&batch)?.into_array(n)?) };
-        let keys = self.converter.convert_columns(&self.plan.partition_by.iter().map(eval).collect::<Result<Vec<_>>>()?)?;
+        let (keys, _) = super::key_rows(&self.converter, &self.plan.partition_by, &batch)?;
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
         let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.functions.len());
         let mut filters: Vec<Option<BooleanArray>> = Vec::with_capacity(self.plan.functions.len());
@@ -251,16 +252,21 @@ impl OverOperator {
                             }
                         }
                     }
-                    OverFunction::Aggregate { frame, .. } => {
+                    OverFunction::Aggregate { frame, expr, .. } => {
                         for row in start..end {
                             let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else { continue };
                             if *frame == Frame::UpToCurrentRow {
                                 fold(state, row)?;
                                 values[f][row] = read(state)?;
                             } else {
-                                values[f][row] = read(state)?;
+                                values[f][row] = if state.seen[f] == 0 {
+                                    expr.fun().default_value(expr.field().data_type())?
+                                } else {
+                                    read(state)?
+                                };
                                 fold(state, row)?;
                             }
+                            state.seen[f] += 1;
                         }
                     }
                     OverFunction::RowNumber => {

@@ -1,0 +1,127 @@
+//! Differential tests of OVER aggregates: eddy's streaming results must equal
+//! DataFusion's batch window functions over the whole input ordered by event
+//! time — running aggregates (both running frames and the RANGE default),
+//! eddy's Welford UDAFs, `row_number` and `lag` — on randomized data with
+//! disorder inside the watermark bound, for batch sizes 1, 7, 1024 and 8192.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::{JsonReadOptions, SessionContext};
+use eddy_connectors::json_lines::encode_json_lines;
+use eddy_sql::SqlFile;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+const SOURCE: &str = "CREATE TABLE events (
+  k VARCHAR, v DOUBLE, ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = 'bound-by---input');";
+
+/// Unique event times (SQL leaves the order of ties open), disorder < 2 s.
+fn random_input(seed: u64, rows: usize) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut base = 1_700_000_000_000i64;
+    let mut seen = HashSet::new();
+    let mut out = String::new();
+    for _ in 0..rows {
+        base += rng.random_range(1..50);
+        let mut ts = base - rng.random_range(0..1_500);
+        while !seen.insert(ts) {
+            ts += 1;
+        }
+        let k = format!("k{}", rng.random_range(0..12));
+        let v = f64::from(rng.random_range(0..50_000)) / 100.0;
+        out.push_str(&format!("{{\"k\":\"{k}\",\"v\":{v},\"ts\":{ts}}}\n"));
+    }
+    out
+}
+
+const QUERIES: [&str; 3] = [
+    "SELECT k, ts, v,
+        count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
+        sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s,
+        avg(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS a_before,
+        max(v) OVER (PARTITION BY k ORDER BY event_time) AS hi,
+        lag(v) OVER (PARTITION BY k ORDER BY event_time) AS prev,
+        lag(v, 2, -1.0) OVER (PARTITION BY k ORDER BY event_time) AS prev2,
+        row_number() OVER (PARTITION BY k ORDER BY event_time) AS rn
+     FROM events",
+    "SELECT k, ts,
+        welford_mean(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS m,
+        welford_stddev_pop(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sd,
+        dynamic_threshold(v, 3.0, 400.0, 5) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS th
+     FROM events",
+    "SELECT k, ts, count(*) OVER (ORDER BY event_time) AS c, min(v) OVER (ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lo
+     FROM events WHERE v > 100",
+];
+
+fn rows(lines: impl Iterator<Item = String>) -> Vec<Value> {
+    let mut rows: Vec<Value> = lines
+        .map(|l| serde_json::from_str(l.split_once("> ").map(|(_, j)| j).unwrap_or(&l)).expect("json"))
+        .collect();
+    rows.sort_by_key(|r| format!("{}{}", r["k"], r["ts"]));
+    rows
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w))),
+        _ => a == b,
+    }
+}
+
+fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ctx = SessionContext::new();
+        eddy_sql::udaf::register_all(&ctx);
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Float64, true),
+            Field::new("ts", DataType::Int64, true),
+        ]);
+        let options = JsonReadOptions::default().schema(&schema).file_extension("");
+        ctx.register_json("raw", input, options).await.expect("register");
+        let sql = format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
+        let batches = ctx.sql(&sql).await.expect("batch sql").collect().await.expect("batch run");
+        let mut text = Vec::new();
+        for b in &batches {
+            encode_json_lines(b, &mut text).expect("encode");
+        }
+        rows(String::from_utf8(text).expect("utf8").lines().map(str::to_string))
+    })
+}
+
+#[test]
+fn over_aggregates_match_datafusion_window_functions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for seed in [21u64, 22] {
+        let path = dir.path().join(format!("events-{seed}.ndjson"));
+        std::fs::write(&path, random_input(seed, 2_000)).expect("write");
+        let input = path.display().to_string();
+        for query in QUERIES {
+            let expected = batch_rows(&input, query);
+            assert!(expected.len() > 500);
+            for batch_size in [1usize, 7, 1024, 8192] {
+                let file = SqlFile { name: "<over>".into(), text: format!("{SOURCE}\n{query};") };
+                let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
+                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
+                    .unwrap_or_else(|e| panic!("{query}: {e}"));
+                let actual = rows(captured.lines.into_iter());
+                assert_eq!(actual.len(), expected.len(), "{query} (seed {seed}, batch {batch_size})");
+                for (a, e) in actual.iter().zip(&expected) {
+                    assert!(same(a, e), "{query} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}");
+                }
+            }
+        }
+    }
+}
