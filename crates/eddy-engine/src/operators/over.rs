@@ -327,22 +327,34 @@ impl Operator for OverOperator {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let all = concat_batches(&self.plan.input_schema, &self.pending)?;
-        let times = to_epoch_millis(all.column(self.plan.time_column))?;
-        let release: BooleanArray = if watermark == WATERMARK_MAX {
-            BooleanArray::from(vec![true; all.num_rows()])
-        } else {
-            let horizon = watermark.saturating_sub(self.plan.allowed_lateness_ms);
-            times.iter().map(|t| Some(t.is_some_and(|t| t < horizon))).collect()
-        };
-        if release.true_count() == 0 {
-            self.pending = vec![all];
+        // Split each pending batch on its own (never concatenating what stays:
+        // a string-view column would keep every earlier batch's buffers alive).
+        let horizon =
+            if watermark == WATERMARK_MAX { WATERMARK_MAX } else { watermark.saturating_sub(self.plan.allowed_lateness_ms) };
+        let mut released_parts = Vec::new();
+        let mut kept = Vec::new();
+        for batch in std::mem::take(&mut self.pending) {
+            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+            let release: BooleanArray = if watermark == WATERMARK_MAX {
+                BooleanArray::from(vec![true; batch.num_rows()])
+            } else {
+                times.iter().map(|t| Some(t.is_some_and(|t| t < horizon))).collect()
+            };
+            match release.true_count() {
+                0 => kept.push(batch),
+                n if n == batch.num_rows() => released_parts.push(batch),
+                _ => {
+                    released_parts.push(filter_record_batch(&batch, &release)?);
+                    kept.push(filter_record_batch(&batch, &not(&release)?)?);
+                }
+            }
+        }
+        self.pending_rows = kept.iter().map(RecordBatch::num_rows).sum();
+        self.pending = kept;
+        if released_parts.is_empty() {
             return Ok(());
         }
-        let kept = filter_record_batch(&all, &not(&release)?)?;
-        let released = filter_record_batch(&all, &release)?;
-        self.pending_rows = kept.num_rows();
-        self.pending = if kept.num_rows() > 0 { vec![kept] } else { Vec::new() };
+        let released = concat_batches(&self.plan.input_schema, &released_parts)?;
         // Sort by (event time, arrival order).
         let released_times: ArrayRef = Arc::new(to_epoch_millis(released.column(self.plan.time_column))?);
         let arrival: ArrayRef = Arc::new(UInt32Array::from_iter_values(0..released.num_rows() as u32));
