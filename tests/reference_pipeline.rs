@@ -65,6 +65,22 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     let unexpected: Vec<&&String> = anomalies.iter().filter(|l| !planted(l)).collect();
     assert!(unexpected.is_empty(), "anomalies on clean data: {unexpected:?}");
     assert_eq!(anomalies.len(), 10, "amount, velocity, 5 fault-spike windows, reboot loop, 2 firmware failures");
+    // The late event, exactly as the seed prints it, and the four health alerts.
+    for expected in [
+        r#"LATE_EVENT> {"record_type": "device_event", "device_id": "dev-101", "site_id": "site-a", "event_type": "heartbeat", "status": "ok", "event_ts_ms": 1700000003507, "watermark_ms": 1700000039650, "lag_ms": 36143}"#,
+        r#"HEALTH_ALERT> {"record_type": "health_alert", "reason": "throughput_below_floor", "severity": "warning", "gap_ms": 12650, "threshold_ms": 4000, "resumed_at": "2023-11-14T22:14:16.650Z"}"#,
+        r#"HEALTH_ALERT> {"record_type": "health_alert", "reason": "late_event_spike", "severity": "warning", "window_start": "2023-11-14T22:13:20Z", "window_end": "2023-11-14T22:13:25Z", "late_events": 1, "ceiling": 0}"#,
+        r#"HEALTH_ALERT> {"record_type": "health_alert", "reason": "watermark_lag_exceeded", "severity": "critical", "window_start": "2023-11-14T22:13:20Z", "window_end": "2023-11-14T22:13:25Z", "max_lag_ms": 36143, "threshold_ms": 5000}"#,
+        r#"HEALTH_ALERT> {"record_type": "health_alert", "reason": "fault_rate_exceeded", "severity": "critical", "window_start": "2023-11-14T22:13:50Z", "window_end": "2023-11-14T22:13:55Z", "fault_count": 6, "ceiling": 4}"#,
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "missing: {expected}");
+    }
+    assert_eq!(lines.iter().filter(|l| l.starts_with("HEALTH_ALERT> ")).count(), 4, "no alert fires on clean data");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("LATE_EVENT> ")).count(), 1);
+    // All seven seed streams are printed.
+    for tag in ["ENRICHED", "METRICS", "ANOMALY", "DEVICE_METRICS", "DEVICE_ANOMALY", "LATE_EVENT", "HEALTH_ALERT"] {
+        assert!(lines.iter().any(|l| l.starts_with(&format!("{tag}> "))), "no {tag} line");
+    }
     // The planted late device event is diverted, not counted in any window.
     let devices = first.report.nodes.iter().find(|n| n.name == "devices").expect("devices source");
     assert_eq!(devices.metrics.late_rows, 1);

@@ -18,6 +18,9 @@ pub enum Message {
     /// Event time has advanced: no later on-time row on this edge has an event
     /// time below `watermark - allowed_lateness` of its source.
     Watermark(Timestamp),
+    /// The producer has had no input for its idle timeout: until it sends
+    /// again, its watermark does not hold back the consumer's minimum.
+    Idle,
     /// The producer has finished; nothing follows.
     End,
 }

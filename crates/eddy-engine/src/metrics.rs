@@ -80,6 +80,10 @@ impl NodeMetrics {
     pub fn add_late_rows(&self, n: usize) {
         self.late_rows.fetch_add(n as u64, Ordering::Relaxed);
     }
+    /// Sets the late-row count (operators that keep their own count).
+    pub fn set_late_rows(&self, n: u64) {
+        self.late_rows.store(n, Ordering::Relaxed);
+    }
     /// Adds malformed rows.
     pub fn add_bad_rows(&self, n: usize) {
         self.bad_rows.fetch_add(n as u64, Ordering::Relaxed);

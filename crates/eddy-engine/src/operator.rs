@@ -76,6 +76,12 @@ pub trait Operator: Send {
         0
     }
 
+    /// Rows skipped so far because they arrived behind the operator's
+    /// watermark (from an input that was idle, or a late-row stream).
+    fn late_rows(&self) -> u64 {
+        0
+    }
+
     /// The watermark to forward downstream once the input watermark is
     /// `input`. Operators that may still emit rows older than their input
     /// watermark (a join's outer rows, say) hold it back.

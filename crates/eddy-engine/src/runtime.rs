@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use datafusion::arrow::record_batch::RecordBatch;
 use serde::Serialize;
 
 use crate::error::{EngineError, Result};
@@ -188,7 +189,7 @@ pub fn start_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<
 
     // Instantiate everything first so that configuration errors surface early.
     enum Work {
-        Source(Box<dyn SourceReader>, SourceRunner),
+        Source(Box<dyn SourceReader>, SourceRunner, Option<Duration>),
         Operator(Box<dyn Operator>),
         Sink(Box<dyn SinkWriter>),
     }
@@ -196,7 +197,7 @@ pub fn start_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<
     for node in &graph.nodes {
         work.push(match &node.kind {
             NodeKind::Source { spec, layout } => {
-                Work::Source(connectors.open_source(spec)?, SourceRunner::new(layout.clone()))
+                Work::Source(connectors.open_source(spec)?, SourceRunner::new(layout.clone()), layout.idle_timeout)
             }
             NodeKind::Operator(plan) => Work::Operator(plan.create()?),
             NodeKind::Sink { spec } => Work::Sink(connectors.open_sink(spec)?),
@@ -240,7 +241,7 @@ pub fn start_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<
         let thread_name = format!("eddy-{id}-{name}");
         let body = move || {
             let result = match item {
-                Work::Source(reader, runner) => run_source(&name, reader, runner, &outputs, &node_metrics),
+                Work::Source(reader, runner, idle) => run_source(&name, reader, runner, idle, &outputs, &node_metrics),
                 Work::Operator(op) => run_operator(op, inbox, input_count, &outputs, &node_metrics, &cancel_flag),
                 Work::Sink(writer) => run_sink(writer, inbox, input_count, &node_metrics, &cancel_flag),
             };
@@ -269,18 +270,19 @@ pub fn run_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<Jo
 
 fn run_source(
     name: &str,
-    mut reader: Box<dyn SourceReader>,
+    reader: Box<dyn SourceReader>,
     mut runner: SourceRunner,
+    idle_timeout: Option<Duration>,
     outputs: &Outputs,
     metrics: &Arc<NodeMetrics>,
 ) -> Result<()> {
-    let mut ctx = SourceContext::new(name, metrics.clone());
-    while let Some(raw) = reader.next_batch(&mut ctx)? {
+    let ctx = SourceContext::new(name, metrics.clone());
+    let mut emit = |raw: RecordBatch, ctx: &mut SourceContext| -> Result<()> {
         if outputs.cancel.load(Ordering::Relaxed) {
             return Err(EngineError::Cancelled);
         }
         metrics.add_rows_in(raw.num_rows());
-        let out = runner.process(&raw, &mut ctx)?;
+        let out = runner.process(&raw, ctx)?;
         if let Some(batch) = out.late {
             metrics.add_late_rows(batch.num_rows());
             outputs.send_port(LATE_PORT, Message::Batch(batch))?;
@@ -290,7 +292,60 @@ fn run_source(
         }
         if let Some(wm) = out.watermark {
             metrics.set_watermark(wm);
-            outputs.send_all(Message::Watermark(wm))?;
+            outputs.send_port(0, Message::Watermark(wm))?;
+        }
+        if let Some(wm) = out.late_watermark {
+            outputs.send_port(LATE_PORT, Message::Watermark(wm))?;
+        }
+        Ok(())
+    };
+    match idle_timeout {
+        None => {
+            let (mut reader, mut ctx) = (reader, ctx);
+            while let Some(raw) = reader.next_batch(&mut ctx)? {
+                emit(raw, &mut ctx)?;
+            }
+        }
+        Some(timeout) => {
+            // Read on a helper thread so that silence can be noticed.
+            let (tx, rx) = sync_channel::<Result<Option<(RecordBatch, SourceContext)>>>(1);
+            let reader_name = format!("eddy-read-{name}");
+            let helper = std::thread::Builder::new().name(reader_name).spawn(move || {
+                let (mut reader, mut ctx) = (reader, ctx);
+                loop {
+                    let next = reader.next_batch(&mut ctx);
+                    let done = !matches!(next, Ok(Some(_)));
+                    let message = next.map(|b| b.map(|b| (b, SourceContext::new(ctx.table(), ctx.metrics()))));
+                    if tx.send(message).is_err() || done {
+                        return;
+                    }
+                }
+            });
+            if helper.is_err() {
+                return Err(EngineError::Graph("cannot start a reader thread".into()));
+            }
+            let mut idle = false;
+            loop {
+                if outputs.cancel.load(Ordering::Relaxed) {
+                    return Err(EngineError::Cancelled);
+                }
+                match rx.recv_timeout(timeout) {
+                    Ok(Ok(Some((raw, mut ctx)))) => {
+                        idle = false;
+                        emit(raw, &mut ctx)?;
+                    }
+                    Ok(Ok(None)) => break,
+                    Ok(Err(e)) => return Err(e),
+                    Err(RecvTimeoutError::Timeout) => {
+                        if !idle {
+                            idle = true;
+                            tracing::info!(source = %name, "idle: no input for {timeout:?}; its watermark no longer holds the job back");
+                            outputs.send_all(Message::Idle)?;
+                        }
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
         }
     }
     metrics.set_watermark(WATERMARK_MAX);
@@ -299,27 +354,71 @@ fn run_source(
 }
 
 /// Per-input watermark bookkeeping shared by operators and sinks.
+///
+/// The node's watermark is the minimum over its inputs that are not idle;
+/// it never goes back. An idle input rejoins the minimum with its next
+/// message; its rows may then be behind, and operators count them as late.
 struct InputClock {
     watermarks: Vec<Timestamp>,
     ended: Vec<bool>,
+    idle: Vec<bool>,
     current: Timestamp,
 }
 
 impl InputClock {
     fn new(inputs: usize) -> Self {
-        Self { watermarks: vec![WATERMARK_MIN; inputs], ended: vec![false; inputs], current: WATERMARK_MIN }
+        Self {
+            watermarks: vec![WATERMARK_MIN; inputs],
+            ended: vec![false; inputs],
+            idle: vec![false; inputs],
+            current: WATERMARK_MIN,
+        }
     }
 
-    /// Returns the new minimum if it advanced.
-    fn advance(&mut self, input: usize, watermark: Timestamp) -> Option<Timestamp> {
-        if let Some(w) = self.watermarks.get_mut(input) {
-            *w = (*w).max(watermark);
-        }
-        let min = self.watermarks.iter().copied().min().unwrap_or(WATERMARK_MAX);
+    fn recompute(&mut self) -> Option<Timestamp> {
+        let min = (0..self.watermarks.len()).filter(|&i| !self.idle[i]).map(|i| self.watermarks[i]).min()?;
         (min > self.current).then(|| {
             self.current = min;
             min
         })
+    }
+
+    /// Returns the new minimum if it advanced.
+    fn advance(&mut self, input: usize, watermark: Timestamp) -> Option<Timestamp> {
+        self.active(input);
+        if let Some(w) = self.watermarks.get_mut(input) {
+            *w = (*w).max(watermark);
+        }
+        self.recompute()
+    }
+
+    /// An input sent data: it is no longer idle.
+    fn active(&mut self, input: usize) {
+        if let Some(idle) = self.idle.get_mut(input) {
+            *idle = false;
+        }
+    }
+
+    /// An input went idle; returns the new minimum if it advanced.
+    fn go_idle(&mut self, input: usize) -> Option<Timestamp> {
+        if let Some(idle) = self.idle.get_mut(input) {
+            *idle = true;
+        }
+        self.recompute()
+    }
+
+    /// Whether every input that has not ended is idle (and one is).
+    fn all_idle(&self) -> bool {
+        let mut any = false;
+        for i in 0..self.idle.len() {
+            if !self.ended[i] {
+                if !self.idle[i] {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        any
     }
 
     /// Marks an input ended; returns the new minimum if it advanced.
@@ -363,12 +462,20 @@ fn run_operator(
         let (input, message) = receive(&inbox, cancel)?;
         let advanced = match message {
             Message::Batch(batch) => {
+                clock.active(input);
                 metrics.add_input_rows(input, batch.num_rows());
                 op.on_batch(input, batch, &mut collector)?;
                 outputs.flush(&mut collector)?;
                 None
             }
             Message::Watermark(wm) => clock.advance(input, wm),
+            Message::Idle => {
+                let advanced = clock.go_idle(input);
+                if clock.all_idle() {
+                    outputs.send_all(Message::Idle)?;
+                }
+                advanced
+            }
             Message::End => clock.end(input),
         };
         if let Some(wm) = advanced {
@@ -382,6 +489,7 @@ fn run_operator(
             }
         }
         metrics.set_state_rows(op.state_rows());
+        metrics.set_late_rows(op.late_rows());
     }
     op.on_end(&mut collector)?;
     outputs.flush(&mut collector)?;
@@ -409,6 +517,9 @@ fn run_sink(
                 if let Some(wm) = clock.advance(input, wm) {
                     metrics.set_watermark(wm);
                 }
+            }
+            Message::Idle => {
+                clock.go_idle(input);
             }
             Message::End => {
                 clock.end(input);

@@ -12,8 +12,13 @@
 //!  on-time rows ──> port 0            late rows + watermark_ms, lag_ms ──> port 1
 //!        │
 //!        ▼
-//!  Watermark(max event time seen - bound)
+//!  Watermark(max event time seen - bound) on port 0;
+//!  the late rows' own Watermark(max late event time seen - bound) on port 1
 //! ```
+//!
+//! The late stream is a stream of its own: its rows keep their event time
+//! (so a window over late rows groups them by when they happened) and its
+//! watermark is derived from the late rows alone.
 
 use std::sync::Arc;
 
@@ -70,6 +75,11 @@ impl SourceContext {
     pub fn table(&self) -> &str {
         &self.table
     }
+
+    /// The source's counters.
+    pub fn metrics(&self) -> Arc<NodeMetrics> {
+        self.metrics.clone()
+    }
 }
 
 /// A column computed from the physical columns when a row is read.
@@ -112,6 +122,9 @@ pub struct SourceLayout {
     pub columns: Vec<SourceColumn>,
     /// Event time and lateness, if the table declares a watermark.
     pub event_time: Option<EventTimeSpec>,
+    /// After this long without input the source is idle: its watermark no
+    /// longer holds back the job (option `idle_timeout`).
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl SourceLayout {
@@ -208,6 +221,8 @@ pub struct SourceOutput {
     pub late: Option<RecordBatch>,
     /// The watermark after this batch, if it advanced.
     pub watermark: Option<Timestamp>,
+    /// The late stream's own watermark (max late event time - bound), if it advanced.
+    pub late_watermark: Option<Timestamp>,
 }
 
 /// Per-run state of a source node: computes columns, judges lateness, tracks
@@ -218,6 +233,8 @@ pub struct SourceRunner {
     late_schema: SchemaRef,
     tracker: Option<WatermarkTracker>,
     last_watermark: Timestamp,
+    max_late: Timestamp,
+    last_late_watermark: Timestamp,
 }
 
 impl SourceRunner {
@@ -225,7 +242,14 @@ impl SourceRunner {
     pub fn new(layout: SourceLayout) -> Self {
         let late_schema = layout.late_schema();
         let tracker = layout.event_time.map(WatermarkTracker::new);
-        Self { layout, late_schema, tracker, last_watermark: WATERMARK_MIN }
+        Self {
+            layout,
+            late_schema,
+            tracker,
+            last_watermark: WATERMARK_MIN,
+            max_late: WATERMARK_MIN,
+            last_late_watermark: WATERMARK_MIN,
+        }
     }
 
     /// Turns one raw batch into on-time rows, late rows and a watermark.
@@ -233,7 +257,7 @@ impl SourceRunner {
     pub fn process(&mut self, raw: &RecordBatch, ctx: &mut SourceContext) -> Result<SourceOutput> {
         let full = self.compute_columns(raw)?;
         let Some(tracker) = self.tracker.as_mut() else {
-            return Ok(SourceOutput { on_time: Some(full), late: None, watermark: None });
+            return Ok(SourceOutput { on_time: Some(full), late: None, watermark: None, late_watermark: None });
         };
         let spec = self.layout.event_time.ok_or_else(|| EngineError::Graph("event time".into()))?;
         let times = to_epoch_millis(full.column(spec.column))?;
@@ -251,6 +275,7 @@ impl SourceRunner {
                 if judged.late.value(i) {
                     wm.push(judged.watermark_ms[i]);
                     lag.push(judged.watermark_ms[i] - times.value(i));
+                    self.max_late = self.max_late.max(times.value(i));
                 }
             }
             let mut columns: Vec<ArrayRef> = late_rows.columns().to_vec();
@@ -265,7 +290,13 @@ impl SourceRunner {
             self.last_watermark = current;
             current
         });
-        Ok(SourceOutput { on_time: Some(on_time), late, watermark })
+        let late_current =
+            if self.max_late == WATERMARK_MIN { WATERMARK_MIN } else { self.max_late.saturating_sub(spec.bound_ms) };
+        let late_watermark = (late_current > self.last_late_watermark).then(|| {
+            self.last_late_watermark = late_current;
+            late_current
+        });
+        Ok(SourceOutput { on_time: Some(on_time), late, watermark, late_watermark })
     }
 
     fn compute_columns(&self, raw: &RecordBatch) -> Result<RecordBatch> {

@@ -144,6 +144,13 @@ pub fn table_def(
             .as_millis() as i64,
         None => 0,
     };
+    let idle_timeout = match options.remove("idle_timeout") {
+        Some(text) => Some(
+            eddy_engine::time::parse_duration(&text).map_err(|e| SqlError::at(position, format!("idle_timeout: {e}")))?,
+        )
+        .filter(|d| !d.is_zero()),
+        None => None,
+    };
     let event_time = match watermark {
         None => {
             if allowed_lateness_ms > 0 {
@@ -169,7 +176,7 @@ pub fn table_def(
     };
     Ok(TableDef {
         name,
-        layout: SourceLayout { physical_schema: physical, output_schema, columns, event_time },
+        layout: SourceLayout { physical_schema: physical, output_schema, columns, event_time, idle_timeout },
         connector,
         options,
         position: position.clone(),

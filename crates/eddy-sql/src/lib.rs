@@ -14,6 +14,7 @@
 pub mod context;
 pub mod ddl;
 pub mod error;
+pub mod late_rows;
 pub mod params;
 pub mod planner;
 pub mod statements;

@@ -15,6 +15,7 @@
 //! |-------------------|--------------------------------------------------------|
 //! | TableScan (table) | the table's source node (one per table, shared)        |
 //! | TableScan (view)  | the view's stream (planned once, shared)               |
+//! | late_rows(table)  | the table's source node, late port                     |
 //! | Projection/Filter | a step of a fused `calc` node                           |
 //! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
 //! | Union             | `union`                                                |
@@ -45,6 +46,7 @@ use eddy_engine::operators::union::UnionPlan;
 use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
 use crate::error::{Position, Result, SqlError};
+use crate::late_rows::{LateRowsFunction, LateSchemas, LATE_ROWS_OF};
 use crate::params::{substitute, SourceMap};
 use crate::statements::{parse_file, ParsedStatement};
 use stream::{Endpoint, Stream, TimeAttr};
@@ -97,6 +99,7 @@ struct Output {
 /// Holds declarations while statements are read, then builds the graph.
 pub(crate) struct Compiler {
     ctx: SessionContext,
+    late_schemas: LateSchemas,
     tables: BTreeMap<String, TableDef>,
     views: BTreeMap<String, LogicalPlan>,
     outputs: Vec<Output>,
@@ -109,8 +112,12 @@ pub(crate) struct Compiler {
 
 impl Compiler {
     fn new() -> Self {
+        let ctx = new_session();
+        let late_schemas = LateSchemas::default();
+        ctx.register_udtf("late_rows", Arc::new(LateRowsFunction::new(late_schemas.clone())));
         Self {
-            ctx: new_session(),
+            ctx,
+            late_schemas,
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
             outputs: Vec::new(),
@@ -163,12 +170,19 @@ impl Compiler {
                 let state = self.ctx.state();
                 let def = table_def(&self.ctx, &state, &create, parsed.watermark.as_ref(), &position)?;
                 self.register(&def.name, def.schema(), &position)?;
+                if def.layout.event_time.is_some() {
+                    if let Ok(mut late) = self.late_schemas.write() {
+                        late.insert(def.name.clone(), def.layout.late_schema());
+                    }
+                }
                 self.tables.insert(def.name.clone(), def);
             }
             Statement::CreateView(view) => {
                 let name = view.name.to_string().to_lowercase();
                 let plan = self.plan_statement(Statement::Query(view.query), &position)?;
-                self.register(&name, Arc::new(plan.schema().as_arrow().clone()), &position)?;
+                let mut schema = plan.schema().as_arrow().clone();
+                schema.metadata.remove(LATE_ROWS_OF);
+                self.register(&name, Arc::new(schema), &position)?;
                 self.views.insert(name, plan);
             }
             statement @ Statement::Insert(_) => {
@@ -191,6 +205,7 @@ impl Compiler {
                         output_schema: Arc::new(plan.schema().as_arrow().clone()),
                         columns: Vec::new(),
                         event_time: None,
+                        idle_timeout: None,
                     },
                     connector: "stdout".into(),
                     options: BTreeMap::new(),
@@ -300,12 +315,31 @@ impl Compiler {
         })
     }
 
+    /// The rows source `table` diverted as late (its late port).
+    fn late_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
+        let main = self.source_stream(table, position)?;
+        let def = self
+            .tables
+            .get(table)
+            .ok_or_else(|| SqlError::at(position, format!("table '{table}' not found")))?;
+        let late_schema = def.layout.late_schema();
+        let schema = DFSchema::try_from_qualified_schema(table, late_schema.as_ref()).map_err(|e| self.df_error(position, e))?;
+        Ok(Stream {
+            endpoint: Endpoint { node: main.endpoint.node, port: eddy_engine::operator::LATE_PORT },
+            endpoint_schema: late_schema,
+            steps: Vec::new(),
+            schema: Arc::new(schema),
+            time: main.time.map(|t| TimeAttr { column: t.column, allowed_lateness_ms: 0 }),
+        })
+    }
+
     /// Translates a logical plan into a stream.
     fn plan_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
         let state = self.ctx.state();
         match plan {
             LogicalPlan::TableScan(scan) => {
                 let name = scan.table_name.table().to_lowercase();
+                let late_of = scan.source.schema().metadata().get(LATE_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
                 } else if let Some(view_plan) = self.views.get(&name).cloned() {
@@ -313,6 +347,8 @@ impl Compiler {
                     stream.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), stream.clone());
                     stream
+                } else if let Some(table) = late_of {
+                    self.late_stream(&table, position)?
                 } else {
                     self.source_stream(&name, position)?
                 };
