@@ -1,5 +1,6 @@
 //! The `eddy` binary as users run it: exit codes, error messages on stderr,
 //! output files.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

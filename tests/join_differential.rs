@@ -3,6 +3,7 @@
 //! the whole input — inner, left, right and full, with inclusive and
 //! exclusive bounds and a residual predicate — on randomized keys, times and
 //! disorder (within the watermark bound), for batch sizes 1, 7, 1024, 8192.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

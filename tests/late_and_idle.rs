@@ -7,6 +7,7 @@
 //! - Idle source: when one input of a job stops sending, the other input's
 //!   windows still close once `idle_timeout` has passed (a real process,
 //!   one source on a named pipe that stays silent, the other on stdin).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! time — running aggregates (both running frames and the RANGE default),
 //! eddy's Welford UDAFs, `row_number` and `lag` — on randomized data with
 //! disorder inside the watermark bound, for batch sizes 1, 7, 1024 and 8192.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

@@ -4,6 +4,7 @@
 //!   same for every batch size;
 //! - the planted scenarios of the generator are present in the streams the
 //!   later stages read (checked on the generator's own output).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

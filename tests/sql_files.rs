@@ -6,6 +6,7 @@
 //!   must equal `tests/sql/<name>.out` for every batch size (rewrite goldens
 //!   with `EDDY_UPDATE_GOLDEN=1`).
 //! - `${DATA}` in a file is the `tests/data` directory.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
 

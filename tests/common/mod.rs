@@ -1,5 +1,6 @@
 //! Helpers shared by eddy's end-to-end tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

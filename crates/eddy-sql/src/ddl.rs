@@ -127,7 +127,7 @@ pub fn table_def(
                 let logical = planner
                     .sql_to_expr(expr, &physical_df, &mut PlannerContext::new())
                     .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
-                let physical_expr = crate::context::physical_expr(&state, logical, &physical_df)
+                let physical_expr = crate::context::physical_expr(state, logical, &physical_df)
                     .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
                 let out = field.as_ref().clone().with_nullable(true);
                 output_fields.push(out.clone());
