@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 
 SMALL=${SMALL:-1000000}
 BIG=${BIG:-10000000}
-cargo build -q -p eddy-cli
-EDDY=${CARGO_TARGET_DIR:-target}/debug/eddy
+. bench/lib.sh
+build_eddy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

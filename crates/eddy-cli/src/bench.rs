@@ -71,33 +71,16 @@ SELECT count(*) FROM (
 pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> Result<String> {
     let (orders, payments) = (orders.display().to_string(), payments.display().to_string());
     match engine {
-        "eddy" => {
-            let files = [SqlFile { name: "<bench>".into(), text: JOIN_SQL.into() }];
-            let params = BTreeMap::from([("ORDERS".to_string(), orders), ("PAYMENTS".to_string(), payments)]);
-            let started = Instant::now();
-            let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
-            let job = crate::job::run(&files, &params, config)?;
-            let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
-            let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
-            Ok(report("eddy", rows, out, started))
-        }
+        "eddy" => run_eddy(
+            JOIN_SQL,
+            BTreeMap::from([("ORDERS".to_string(), orders), ("PAYMENTS".to_string(), payments)]),
+            batch_size,
+        ),
         "datafusion" => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
-            runtime.block_on(async {
-                use eddy_connectors::generator::{stream_schema, GeneratedStream};
-                let started = Instant::now();
-                let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
-                let ctx = SessionContext::new_with_config(config);
-                for (name, path, stream) in
-                    [("orders", &orders, GeneratedStream::Orders), ("payments", &payments, GeneratedStream::Payments)]
-                {
-                    let schema = stream_schema(stream);
-                    let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
-                    ctx.register_json(name, path.as_str(), options).await?;
-                }
+            run_datafusion(batch_size, |ctx, started| async move {
+                use eddy_connectors::generator::GeneratedStream;
+                register_stream(&ctx, "orders", &orders, GeneratedStream::Orders).await?;
+                register_stream(&ctx, "payments", &payments, GeneratedStream::Payments).await?;
                 let batches = ctx.sql(JOIN_BATCH_SQL).await?.collect().await?;
                 let out = batches
                     .first()
@@ -144,32 +127,55 @@ fn report(engine: &str, rows: u64, output_rows: u64, started: Instant) -> String
     )
 }
 
+/// Runs eddy on benchmark SQL and reports source rows in, sink rows out.
+fn run_eddy(sql: &str, params: BTreeMap<String, String>, batch_size: usize) -> Result<String> {
+    let files = [SqlFile { name: "<bench>".into(), text: sql.into() }];
+    let started = Instant::now();
+    let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
+    let job = crate::job::run(&files, &params, config)?;
+    let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
+    let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
+    Ok(report("eddy", rows, out, started))
+}
+
+/// Runs a DataFusion batch baseline on a multi-threaded runtime.
+fn run_datafusion<F>(
+    batch_size: usize,
+    body: impl FnOnce(SessionContext, Instant) -> F,
+) -> Result<String>
+where
+    F: std::future::Future<Output = Result<String>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
+    let started = Instant::now();
+    let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
+    runtime.block_on(body(SessionContext::new_with_config(config), started))
+}
+
+fn register_stream<'a>(
+    ctx: &'a SessionContext,
+    name: &'a str,
+    path: &'a str,
+    stream: eddy_connectors::generator::GeneratedStream,
+) -> impl std::future::Future<Output = datafusion::error::Result<()>> + 'a {
+    async move {
+        let schema = eddy_connectors::generator::stream_schema(stream);
+        let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
+        ctx.register_json(name, path, options).await
+    }
+}
+
 /// Runs the tumbling-window benchmark with `engine` (`eddy` or `datafusion`).
 pub fn window(engine: &str, input: &Path, batch_size: usize) -> Result<String> {
     let path = input.display().to_string();
     match engine {
-        "eddy" => {
-            let files = [SqlFile { name: "<bench>".into(), text: WINDOW_SQL.into() }];
-            let params = BTreeMap::from([("INPUT".to_string(), path)]);
-            let started = Instant::now();
-            let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
-            let job = crate::job::run(&files, &params, config)?;
-            let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
-            let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
-            Ok(report("eddy", rows, out, started))
-        }
+        "eddy" => run_eddy(WINDOW_SQL, BTreeMap::from([("INPUT".to_string(), path)]), batch_size),
         "datafusion" => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
-            runtime.block_on(async {
-                let started = Instant::now();
-                let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
-                let ctx = SessionContext::new_with_config(config);
-                let schema = eddy_connectors::generator::stream_schema(eddy_connectors::generator::GeneratedStream::Orders);
-                let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
-                ctx.register_json("orders", &path, options).await?;
+            run_datafusion(batch_size, |ctx, started| async move {
+                register_stream(&ctx, "orders", &path, eddy_connectors::generator::GeneratedStream::Orders).await?;
                 let batches = ctx.sql(WINDOW_BATCH_SQL).await?.collect().await?;
                 let out: usize = batches.iter().map(|b| b.num_rows()).sum();
                 // Every input row is counted in exactly one window.

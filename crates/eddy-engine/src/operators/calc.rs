@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
-use datafusion::arrow::compute::{filter_record_batch, prep_null_mask_filter};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::physical_expr::PhysicalExpr;
 
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
 
 /// One step of a calc chain.
@@ -109,12 +109,7 @@ pub fn apply_steps(steps: &[CalcStep], mut batch: RecordBatch) -> Result<RecordB
         }
         batch = match step {
             CalcStep::Filter(predicate) => {
-                let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
-                let mask = mask
-                    .as_any()
-                    .downcast_ref::<BooleanArray>()
-                    .ok_or_else(|| EngineError::operator("filter", "predicate is not boolean"))?;
-                let mask = if mask.null_count() > 0 { prep_null_mask_filter(mask) } else { mask.clone() };
+                let mask = super::predicate_mask(predicate, &batch, "filter")?;
                 if mask.true_count() == mask.len() {
                     batch
                 } else {

@@ -25,8 +25,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
-use datafusion::arrow::compute::{filter_record_batch, interleave, prep_null_mask_filter, take};
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{filter_record_batch, interleave, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
@@ -275,12 +275,7 @@ impl Operator for IntervalJoinOperator {
         if !pairs.arriving.is_empty() {
             let mut joined = self.joined(input, &batch, &pairs)?;
             if let Some(residual) = &self.plan.residual {
-                let mask = residual.evaluate(&joined)?.into_array(joined.num_rows())?;
-                let mask = mask
-                    .as_any()
-                    .downcast_ref::<BooleanArray>()
-                    .ok_or_else(|| EngineError::operator("interval_join", "join condition is not boolean"))?;
-                let mask = if mask.null_count() > 0 { prep_null_mask_filter(mask) } else { mask.clone() };
+                let mask = super::predicate_mask(residual, &joined, "interval_join")?;
                 for (i, keep) in mask.iter().enumerate() {
                     if keep == Some(true) {
                         matched[pairs.arriving[i] as usize] = true;

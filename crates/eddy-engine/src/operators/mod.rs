@@ -11,7 +11,7 @@ pub mod window_aggregate;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
@@ -45,4 +45,14 @@ pub(crate) fn key_rows(
         converter.convert_columns(&columns)?
     };
     Ok((rows, columns))
+}
+
+/// Evaluates a predicate on `batch` as a filter mask: NULL counts as false.
+pub(crate) fn predicate_mask(predicate: &Arc<dyn PhysicalExpr>, batch: &RecordBatch, operator: &str) -> Result<BooleanArray> {
+    let mask = predicate.evaluate(batch)?.into_array(batch.num_rows())?;
+    let mask = mask
+        .as_any()
+        .downcast_ref::<BooleanArray>()
+        .ok_or_else(|| crate::error::EngineError::operator(operator, "condition is not boolean"))?;
+    Ok(if mask.null_count() > 0 { datafusion::arrow::compute::prep_null_mask_filter(mask) } else { mask.clone() })
 }
