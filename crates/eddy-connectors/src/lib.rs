@@ -56,6 +56,8 @@ pub struct ConnectorConfig {
     pub output_format: OutputFormat,
     /// Rows per source batch.
     pub batch_size: usize,
+    /// Threads decoding each NDJSON source (1 = decode on the source's own thread).
+    pub decode_threads: usize,
     /// Where stdout sinks print.
     pub stdout: StdoutTarget,
 }
@@ -67,6 +69,7 @@ impl Default for ConnectorConfig {
             output_dir: None,
             output_format: OutputFormat::Ndjson,
             batch_size: 8192,
+            decode_threads: std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1),
             stdout: StdoutTarget::Process,
         }
     }
@@ -88,11 +91,17 @@ impl Connectors {
         let batch_size = self.batch_size(spec)?;
         if path == "-" {
             let reader = Box::new(BufReader::new(std::io::stdin()));
-            return Ok(Box::new(NdjsonSource::new(reader, "stdin".into(), spec.schema.clone(), batch_size)));
+            return Ok(Box::new(NdjsonSource::new(
+                reader,
+                "stdin".into(),
+                spec.schema.clone(),
+                batch_size,
+                self.config.decode_threads,
+            )));
         }
         let file = File::open(path).map_err(|source| ConnectorError::Io { path: path.to_string(), source })?;
         let reader = Box::new(BufReader::with_capacity(1 << 20, file));
-        Ok(Box::new(NdjsonSource::new(reader, path.to_string(), spec.schema.clone(), batch_size)))
+        Ok(Box::new(NdjsonSource::new(reader, path.to_string(), spec.schema.clone(), batch_size, self.config.decode_threads)))
     }
 
     fn batch_size(&self, spec: &ConnectorSpec) -> Result<usize> {
