@@ -99,7 +99,7 @@ fn idle_job(dir: &std::path::Path, idle_timeout: &str) -> std::process::Child {
     )
     .expect("write sql");
     let child = Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(["run", "--quiet", "--batch-size", "1"])
+        .args(["run", "--quiet"])
         .arg(&sql)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -90,18 +90,27 @@ impl Connectors {
     fn open_ndjson(&self, spec: &ConnectorSpec, path: &str) -> Result<Box<dyn SourceReader>> {
         let batch_size = self.batch_size(spec)?;
         if path == "-" {
-            let reader = Box::new(BufReader::new(std::io::stdin()));
+            let reader = BufReader::new(Box::new(std::io::stdin()) as Box<dyn std::io::Read + Send>);
             return Ok(Box::new(NdjsonSource::new(
                 reader,
                 "stdin".into(),
                 spec.schema.clone(),
                 batch_size,
                 self.config.decode_threads,
+                true,
             )));
         }
         let file = File::open(path).map_err(|source| ConnectorError::Io { path: path.to_string(), source })?;
-        let reader = Box::new(BufReader::with_capacity(1 << 20, file));
-        Ok(Box::new(NdjsonSource::new(reader, path.to_string(), spec.schema.clone(), batch_size, self.config.decode_threads)))
+        let live = !file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        let reader = BufReader::with_capacity(1 << 20, Box::new(file) as Box<dyn std::io::Read + Send>);
+        Ok(Box::new(NdjsonSource::new(
+            reader,
+            path.to_string(),
+            spec.schema.clone(),
+            batch_size,
+            self.config.decode_threads,
+            live,
+        )))
     }
 
     fn batch_size(&self, spec: &ConnectorSpec) -> Result<usize> {

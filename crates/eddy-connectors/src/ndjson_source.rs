@@ -14,7 +14,7 @@
 //! and skipped, and the good lines are decoded together. A bad line never
 //! stops the job.
 
-use std::io::BufRead;
+use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use datafusion::arrow::datatypes::SchemaRef;
@@ -77,7 +77,7 @@ impl DecodePool {
 
 /// Reads NDJSON from any buffered reader.
 pub struct NdjsonSource {
-    reader: Box<dyn BufRead + Send>,
+    reader: BufReader<Box<dyn Read + Send>>,
     /// File path or `stdin`, used in bad-row reports.
     location: String,
     schema: SchemaRef,
@@ -85,18 +85,23 @@ pub struct NdjsonSource {
     line_number: u64,
     line: Vec<u8>,
     finished: bool,
+    /// A pipe or stdin: never wait for a full batch while nothing more is buffered.
+    live: bool,
     pool: Option<DecodePool>,
 }
 
 impl NdjsonSource {
     /// A source decoding `reader` into `schema`, `batch_size` rows at a
     /// time, on `decode_threads` worker threads (0 or 1: on the caller's).
+    /// A `live` input (stdin, a pipe) hands on what it has instead of waiting
+    /// for full batches.
     pub fn new(
-        reader: Box<dyn BufRead + Send>,
+        reader: BufReader<Box<dyn Read + Send>>,
         location: String,
         schema: SchemaRef,
         batch_size: usize,
         decode_threads: usize,
+        live: bool,
     ) -> Self {
         let pool = (decode_threads > 1).then(|| DecodePool::new(decode_threads, schema.clone(), location.clone()));
         Self {
@@ -107,14 +112,20 @@ impl NdjsonSource {
             line_number: 0,
             line: Vec::new(),
             finished: false,
+            live,
             pool: pool.filter(|p| p.capacity() > 0),
         }
     }
 
-    /// Reads up to `batch_size` non-blank lines.
+    /// Reads up to `batch_size` non-blank lines; from a live input, fewer
+    /// when nothing more is buffered, so a pipe or stdin is not held back
+    /// waiting for a full batch.
     fn read_chunk(&mut self) -> Result<Chunk, ConnectorError> {
         let mut chunk = Chunk { bytes: Vec::new(), lines: Vec::with_capacity(self.batch_size.min(1 << 16)) };
         while chunk.lines.len() < self.batch_size {
+            if self.live && !chunk.lines.is_empty() && self.reader.buffer().is_empty() {
+                break;
+            }
             self.line.clear();
             let read = self
                 .reader
@@ -217,6 +228,10 @@ impl NdjsonSource {
         };
         let result = (|| {
             while pool.in_flight < pool.capacity() && !self.finished {
+                // Do not block reading a live input while decoded rows wait.
+                if self.live && pool.in_flight > 0 && self.reader.buffer().is_empty() {
+                    break;
+                }
                 let chunk = self.read_chunk()?;
                 if chunk.lines.is_empty() {
                     continue;
@@ -273,8 +288,9 @@ mod tests {
             Field::new("id", DataType::Utf8, false),
             Field::new("amount", DataType::Float64, true),
         ]));
-        let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
-        let mut source = NdjsonSource::new(reader, "t.ndjson".into(), schema, batch_size, threads);
+        let reader: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+        let reader = BufReader::with_capacity(7, reader);
+        let mut source = NdjsonSource::new(reader, "t.ndjson".into(), schema, batch_size, threads, threads > 1);
         let metrics = NodeMetrics::new_shared(0);
         let mut ctx = SourceContext::new("t", metrics.clone());
         let mut batches = Vec::new();

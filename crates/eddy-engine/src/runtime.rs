@@ -308,15 +308,15 @@ fn run_source(
         }
         Some(timeout) => {
             // Read on a helper thread so that silence can be noticed.
-            let (tx, rx) = sync_channel::<Result<Option<(RecordBatch, SourceContext)>>>(1);
+            let (tx, rx) = sync_channel::<Result<Option<RecordBatch>>>(1);
             let reader_name = format!("eddy-read-{name}");
+            let mut main_ctx = SourceContext::new(name, metrics.clone());
             let helper = std::thread::Builder::new().name(reader_name).spawn(move || {
                 let (mut reader, mut ctx) = (reader, ctx);
                 loop {
                     let next = reader.next_batch(&mut ctx);
                     let done = !matches!(next, Ok(Some(_)));
-                    let message = next.map(|b| b.map(|b| (b, SourceContext::new(ctx.table(), ctx.metrics()))));
-                    if tx.send(message).is_err() || done {
+                    if tx.send(next).is_err() || done {
                         return;
                     }
                 }
@@ -330,9 +330,9 @@ fn run_source(
                     return Err(EngineError::Cancelled);
                 }
                 match rx.recv_timeout(timeout) {
-                    Ok(Ok(Some((raw, mut ctx)))) => {
+                    Ok(Ok(Some(raw))) => {
                         idle = false;
-                        emit(raw, &mut ctx)?;
+                        emit(raw, &mut main_ctx)?;
                     }
                     Ok(Ok(None)) => break,
                     Ok(Err(e)) => return Err(e),

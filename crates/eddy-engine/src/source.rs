@@ -76,10 +76,6 @@ impl SourceContext {
         &self.table
     }
 
-    /// The source's counters.
-    pub fn metrics(&self) -> Arc<NodeMetrics> {
-        self.metrics.clone()
-    }
 }
 
 /// A column computed from the physical columns when a row is read.
