@@ -155,17 +155,15 @@ where
     runtime.block_on(body(SessionContext::new_with_config(config), started))
 }
 
-fn register_stream<'a>(
-    ctx: &'a SessionContext,
-    name: &'a str,
-    path: &'a str,
+async fn register_stream(
+    ctx: &SessionContext,
+    name: &str,
+    path: &str,
     stream: eddy_connectors::generator::GeneratedStream,
-) -> impl std::future::Future<Output = datafusion::error::Result<()>> + 'a {
-    async move {
-        let schema = eddy_connectors::generator::stream_schema(stream);
-        let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
-        ctx.register_json(name, path, options).await
-    }
+) -> datafusion::error::Result<()> {
+    let schema = eddy_connectors::generator::stream_schema(stream);
+    let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
+    ctx.register_json(name, path, options).await
 }
 
 /// Runs the tumbling-window benchmark with `engine` (`eddy` or `datafusion`).
