@@ -132,3 +132,37 @@ fn unknown_set_and_input_names_are_rejected() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no query reads a source table named 'nope'"));
 }
+
+#[test]
+fn parquet_output_holds_the_same_rows_as_ndjson() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ndjson_dir, parquet_dir) = (dir.path().join("ndjson"), dir.path().join("parquet"));
+    for (out, format) in [(&ndjson_dir, "ndjson"), (&parquet_dir, "parquet")] {
+        let status = eddy()
+            .args(["run", "--quiet", "queries/", "--format", format, "--output"])
+            .arg(out)
+            .status()
+            .expect("eddy run");
+        assert!(status.success());
+    }
+    let mut expected: Vec<String> = std::fs::read_to_string(ndjson_dir.join("enriched_payments.ndjson"))
+        .expect("ndjson output")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let parquet = parquet_dir.join("enriched_payments/part-00000.parquet");
+    let file = std::fs::File::open(&parquet).expect("parquet file");
+    let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("a valid Parquet file")
+        .build()
+        .expect("reader");
+    let mut text = Vec::new();
+    for batch in reader {
+        eddy_connectors::json_lines::encode_json_lines(&batch.expect("batch"), &mut text).expect("encode");
+    }
+    let mut actual: Vec<String> = String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect();
+    expected.sort();
+    actual.sort();
+    assert_eq!(actual.len(), 103);
+    assert_eq!(actual, expected);
+}
