@@ -240,11 +240,21 @@ pub fn start_job(graph: &JobGraph, connectors: &dyn ConnectorFactory) -> Result<
         names.push((name.clone(), kind));
         let thread_name = format!("eddy-{id}-{name}");
         let body = move || {
-            let result = match item {
+            // A panic is a bug, but it must still end the job with a message
+            // that names the node, not take the process down.
+            let run = std::panic::AssertUnwindSafe(|| match item {
                 Work::Source(reader, runner, idle) => run_source(&name, reader, runner, idle, &outputs, &node_metrics),
                 Work::Operator(op) => run_operator(op, inbox, input_count, &outputs, &node_metrics, &cancel_flag),
                 Work::Sink(writer) => run_sink(writer, inbox, input_count, &node_metrics, &cancel_flag),
-            };
+            });
+            let result = std::panic::catch_unwind(run).unwrap_or_else(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Err(EngineError::operator(name.clone(), format!("internal error (please report): {message}")))
+            });
             if let Err(e) = result {
                 let e = match e {
                     EngineError::Operator { .. } | EngineError::Connector { .. } | EngineError::Cancelled => e,
