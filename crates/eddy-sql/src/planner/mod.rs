@@ -94,6 +94,8 @@ struct Output {
     sink: String,
     plan: LogicalPlan,
     position: Position,
+    /// Maps positions in the statement's (substituted) text back to its file.
+    map: SourceMap,
 }
 
 /// Holds declarations while statements are read, then builds the graph.
@@ -192,7 +194,7 @@ impl Compiler {
                 };
                 let sink = table_name.table().to_lowercase();
                 self.sinks.insert(sink.clone());
-                self.outputs.push(Output { sink, plan: input.as_ref().clone(), position });
+                self.outputs.push(Output { sink, plan: input.as_ref().clone(), position, map: map.clone() });
             }
             statement @ Statement::Query(_) => {
                 let plan = self.plan_statement(statement, &position)?;
@@ -213,7 +215,7 @@ impl Compiler {
                 };
                 self.tables.insert(sink.clone(), def);
                 self.sinks.insert(sink.clone());
-                self.outputs.push(Output { sink, plan, position });
+                self.outputs.push(Output { sink, plan, position, map: map.clone() });
             }
             other => {
                 let text = other.to_string();
@@ -234,7 +236,7 @@ impl Compiler {
         let outputs = std::mem::take(&mut self.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
         for output in &outputs {
-            self.current_map = SourceMap::default();
+            self.current_map = output.map.clone();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             let endpoint = stream.materialize(&mut self.graph);
             sink_inputs.entry(output.sink.clone()).or_default().push(endpoint);
