@@ -166,3 +166,20 @@ fn parquet_output_holds_the_same_rows_as_ndjson() {
     assert_eq!(actual.len(), 103);
     assert_eq!(actual, expected);
 }
+
+#[test]
+fn realtime_generation_follows_the_wall_clock() {
+    let started = std::time::Instant::now();
+    // 1,500 events at 1,000 per second span about 1.5 s of event time.
+    let out = eddy()
+        .args(["generate", "--stream", "devices", "--rate", "1000", "--count", "1500", "--realtime"])
+        .output()
+        .expect("eddy generate");
+    assert!(out.status.success());
+    let elapsed = started.elapsed();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1500);
+    assert!(elapsed >= std::time::Duration::from_millis(1_200), "paced output took only {elapsed:?}");
+    // Paced or not, the bytes are the same.
+    let fast = eddy().args(["generate", "--stream", "devices", "--rate", "1000", "--count", "1500"]).output().expect("eddy generate");
+    assert_eq!(fast.stdout, out.stdout);
+}

@@ -71,6 +71,9 @@ enum Command {
         /// Rows to print (default: the 60-second reference scenario).
         #[arg(long)]
         count: Option<u64>,
+        /// Pace the output so that event time advances with the wall clock.
+        #[arg(long)]
+        realtime: bool,
     },
     /// Benchmark drivers (see bench/).
     Bench {
@@ -141,10 +144,10 @@ fn execute(command: Command) -> Result<()> {
             print!("{}", compiled.graph.explain());
             Ok(())
         }
-        Command::Generate { stream, rate, seed, count } => {
+        Command::Generate { stream, rate, seed, count, realtime } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            generate::generate(&stream, seed, rate, count, &mut out)
+            generate::generate(&stream, seed, rate, count, realtime, &mut out)
         }
         Command::Bench { name, engine, input, orders, payments, batch_size } => {
             let line = match (name.as_str(), input, orders, payments) {
