@@ -13,7 +13,8 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::hash::BuildHasher;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
@@ -77,13 +78,73 @@ struct StoredBatch {
     matched: Vec<bool>,
 }
 
+/// Hashes a `u64` that already is a hash: the index is keyed by key hashes.
+#[derive(Default)]
+struct PrehashedKey(u64);
+
+impl Hasher for PrehashedKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+/// Stored batches by id; ids are consecutive, so a deque offset by the
+/// oldest live id finds a batch without hashing.
+#[derive(Default)]
+struct Batches {
+    first_id: u64,
+    slots: VecDeque<Option<StoredBatch>>,
+}
+
+impl Batches {
+    fn get(&self, id: u64) -> Option<&StoredBatch> {
+        let offset = id.checked_sub(self.first_id)? as usize;
+        self.slots.get(offset)?.as_ref()
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut StoredBatch> {
+        let offset = id.checked_sub(self.first_id)? as usize;
+        self.slots.get_mut(offset)?.as_mut()
+    }
+
+    fn insert(&mut self, id: u64, batch: StoredBatch) {
+        if self.slots.is_empty() {
+            self.first_id = id;
+        }
+        while self.first_id + (self.slots.len() as u64) < id {
+            self.slots.push_back(None);
+        }
+        self.slots.push_back(Some(batch));
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(offset) = id.checked_sub(self.first_id) {
+            if let Some(slot) = self.slots.get_mut(offset as usize) {
+                *slot = None;
+            }
+        }
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.first_id += 1;
+        }
+    }
+}
+
 /// All buffered rows of one side.
 #[derive(Default)]
 pub struct SideState {
-    batches: HashMap<u64, StoredBatch>,
+    batches: Batches,
     next_batch: u64,
     hasher: DefaultHashBuilder,
-    index: HashMap<u64, Bucket>,
+    index: HashMap<u64, Bucket, BuildHasherDefault<PrehashedKey>>,
     /// (time of the batch's next row to evict, batch id).
     by_time: BinaryHeap<Reverse<(Timestamp, u64)>>,
     rows: usize,
@@ -108,7 +169,7 @@ impl SideState {
     pub fn for_each_candidate(&self, key: &[u8], mut f: impl FnMut(RowRef)) {
         let Some(bucket) = self.index.get(&self.hash(key)) else { return };
         for r in bucket.as_slice() {
-            let same = self.batches.get(&r.batch).is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
+            let same = self.batches.get(r.batch).is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
             if same {
                 f(*r);
             }
@@ -117,12 +178,12 @@ impl SideState {
 
     /// The stored batch with id `batch`.
     pub fn batch(&self, batch: u64) -> Option<&RecordBatch> {
-        self.batches.get(&batch).map(|b| &b.batch)
+        self.batches.get(batch).map(|b| &b.batch)
     }
 
     /// Marks a buffered row as matched (outer joins).
     pub fn mark_matched(&mut self, row: RowRef) {
-        if let Some(flag) = self.batches.get_mut(&row.batch).and_then(|b| b.matched.get_mut(row.row as usize)) {
+        if let Some(flag) = self.batches.get_mut(row.batch).and_then(|b| b.matched.get_mut(row.row as usize)) {
             *flag = true;
         }
     }
@@ -172,7 +233,7 @@ impl SideState {
                 break;
             }
             self.by_time.pop();
-            let Some(stored) = self.batches.get_mut(&id) else { continue };
+            let Some(stored) = self.batches.get_mut(id) else { continue };
             while let Some(&(time, row)) = stored.order.get(stored.cursor) {
                 if time >= threshold {
                     break;
@@ -193,9 +254,7 @@ impl SideState {
             }
             match stored.order.get(stored.cursor) {
                 Some(&(next, _)) => self.by_time.push(Reverse((next, id))),
-                None => {
-                    self.batches.remove(&id);
-                }
+                None => self.batches.remove(id),
             }
         }
     }
