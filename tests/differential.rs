@@ -13,8 +13,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::prelude::{JsonReadOptions, SessionContext};
-use eddy_connectors::json_lines::encode_json_lines;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -125,16 +123,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn parse_lines(lines: &[String]) -> Vec<Value> {
-    lines
-        .iter()
-        .map(|l| {
-            let json = l.split_once("> ").map(|(_, j)| j).unwrap_or(l);
-            serde_json::from_str(json).expect("output line is JSON")
-        })
-        .collect()
-}
-
 /// A sort key from the non-float fields.
 fn key(row: &Value) -> String {
     let Value::Object(map) = row else { return row.to_string() };
@@ -145,40 +133,16 @@ fn key(row: &Value) -> String {
         .join(",")
 }
 
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
-            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
-            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let ctx = SessionContext::new();
-        let schema = Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Float64, true),
-            Field::new("n", DataType::Int64, true),
-            Field::new("ts", DataType::Int64, true),
-        ]);
-        let options = JsonReadOptions::default().schema(&schema).file_extension("");
-        ctx.register_json("events", input, options).await.expect("register");
-        let sql = format!("WITH e AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM events) {sql}");
-        let batches = ctx.sql(&sql).await.expect("batch sql").collect().await.expect("batch run");
-        let mut text = Vec::new();
-        for b in &batches {
-            encode_json_lines(b, &mut text).expect("encode");
-        }
-        let lines: Vec<String> = String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect();
-        parse_lines(&lines)
-    })
+    let schema = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Float64, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    let sql = format!("WITH e AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM events) {sql}");
+    let lines = common::datafusion_json_lines(&[("events", input, schema)], &sql);
+    common::json_rows(lines.iter().map(String::as_str))
 }
 
 #[test]
@@ -199,7 +163,7 @@ fn windows_match_datafusion_batch_queries() {
                     .unwrap_or_else(|e| panic!("{} (seed {seed}, batch {batch_size}): {e}", case.name));
                 let late: u64 = captured.report.nodes.iter().map(|n| n.metrics.late_rows).sum();
                 assert_eq!(late, 0, "the generated input has no late rows");
-                let mut actual = parse_lines(&captured.lines);
+                let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
                 actual.sort_by_key(key);
                 assert_eq!(
                     actual.len(),
@@ -208,7 +172,7 @@ fn windows_match_datafusion_batch_queries() {
                     case.name
                 );
                 for (a, e) in actual.iter().zip(&expected) {
-                    assert!(same(a, e), "{} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
+                    assert!(common::same_json(a, e), "{} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
                 }
             }
         }

@@ -10,8 +10,6 @@ mod common;
 use std::collections::BTreeMap;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::prelude::{JsonReadOptions, SessionContext};
-use eddy_connectors::json_lines::encode_json_lines;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -48,29 +46,19 @@ fn join_sql(kind: &str, condition: &str) -> String {
 }
 
 fn batch_rows(left: &str, right: &str, sql: &str) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let ctx = SessionContext::new();
-        for (name, path, value) in [("l_raw", left, "a"), ("r_raw", right, "b")] {
-            let schema = Schema::new(vec![
-                Field::new("k", DataType::Utf8, true),
-                Field::new(value, DataType::Int64, true),
-                Field::new("ts", DataType::Int64, true),
-            ]);
-            let options = JsonReadOptions::default().schema(&schema).file_extension("");
-            ctx.register_json(name, path, options).await.expect("register");
-        }
-        let sql = format!(
-            "WITH l AS (SELECT *, to_timestamp_millis(ts) AS et FROM l_raw),
-                  r AS (SELECT *, to_timestamp_millis(ts) AS et FROM r_raw) {sql}"
-        );
-        let batches = ctx.sql(&sql).await.expect("batch sql").collect().await.expect("batch run");
-        let mut text = Vec::new();
-        for b in &batches {
-            encode_json_lines(b, &mut text).expect("encode");
-        }
-        canonical(String::from_utf8(text).expect("utf8").lines())
-    })
+    let schema = |value: &str| {
+        Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new(value, DataType::Int64, true),
+            Field::new("ts", DataType::Int64, true),
+        ])
+    };
+    let sql = format!(
+        "WITH l AS (SELECT *, to_timestamp_millis(ts) AS et FROM l_raw),
+              r AS (SELECT *, to_timestamp_millis(ts) AS et FROM r_raw) {sql}"
+    );
+    let lines = common::datafusion_json_lines(&[("l_raw", left, schema("a")), ("r_raw", right, schema("b"))], &sql);
+    canonical(lines.iter().map(String::as_str))
 }
 
 fn canonical<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {

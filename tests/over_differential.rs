@@ -10,8 +10,6 @@ mod common;
 use std::collections::{BTreeMap, HashSet};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::prelude::{JsonReadOptions, SessionContext};
-use eddy_connectors::json_lines::encode_json_lines;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -61,45 +59,20 @@ const QUERIES: [&str; 3] = [
      FROM events WHERE v > 100",
 ];
 
-fn rows(lines: impl Iterator<Item = String>) -> Vec<Value> {
-    let mut rows: Vec<Value> = lines
-        .map(|l| serde_json::from_str(l.split_once("> ").map(|(_, j)| j).unwrap_or(&l)).expect("json"))
-        .collect();
+fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
     rows.sort_by_key(|r| format!("{}{}", r["k"], r["ts"]));
     rows
 }
 
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
-            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
-        }
-        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w))),
-        _ => a == b,
-    }
-}
-
 fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        let ctx = SessionContext::new();
-        eddy_sql::udaf::register_all(&ctx);
-        let schema = Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Float64, true),
-            Field::new("ts", DataType::Int64, true),
-        ]);
-        let options = JsonReadOptions::default().schema(&schema).file_extension("");
-        ctx.register_json("raw", input, options).await.expect("register");
-        let sql = format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
-        let batches = ctx.sql(&sql).await.expect("batch sql").collect().await.expect("batch run");
-        let mut text = Vec::new();
-        for b in &batches {
-            encode_json_lines(b, &mut text).expect("encode");
-        }
-        rows(String::from_utf8(text).expect("utf8").lines().map(str::to_string))
-    })
+    let schema = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Float64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    let sql = format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
+    let lines = common::datafusion_json_lines(&[("raw", input, schema)], &sql);
+    sorted(common::json_rows(lines.iter().map(String::as_str)))
 }
 
 #[test]
@@ -117,10 +90,10 @@ fn over_aggregates_match_datafusion_window_functions() {
                 let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
                 let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
                     .unwrap_or_else(|e| panic!("{query}: {e}"));
-                let actual = rows(captured.lines.into_iter());
+                let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
                 assert_eq!(actual.len(), expected.len(), "{query} (seed {seed}, batch {batch_size})");
                 for (a, e) in actual.iter().zip(&expected) {
-                    assert!(same(a, e), "{query} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}");
+                    assert!(common::same_json(a, e), "{query} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}");
                 }
             }
         }

@@ -73,3 +73,52 @@ pub fn check_golden(path: &PathBuf, actual: &[String]) {
         );
     }
 }
+
+/// Runs `sql` as a DataFusion batch query over NDJSON `tables` (name, path,
+/// schema), with eddy's functions registered, and returns the result rows as
+/// JSON lines in eddy's output encoding.
+pub fn datafusion_json_lines(
+    tables: &[(&str, &str, datafusion::arrow::datatypes::Schema)],
+    sql: &str,
+) -> Vec<String> {
+    use datafusion::prelude::{JsonReadOptions, SessionContext};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let ctx = SessionContext::new();
+        eddy_sql::udaf::register_all(&ctx);
+        for (name, path, schema) in tables {
+            let options = JsonReadOptions::default().schema(schema).file_extension("");
+            ctx.register_json(*name, *path, options).await.expect("register");
+        }
+        let batches = ctx.sql(sql).await.expect("batch sql").collect().await.expect("batch run");
+        let mut text = Vec::new();
+        for b in &batches {
+            eddy_connectors::json_lines::encode_json_lines(b, &mut text).expect("encode");
+        }
+        String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect()
+    })
+}
+
+/// Parses output lines (with or without a `TAG> ` prefix) as JSON.
+pub fn json_rows<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<serde_json::Value> {
+    lines
+        .into_iter()
+        .map(|l| serde_json::from_str(l.split_once("> ").map(|(_, j)| j).unwrap_or(l)).expect("output line is JSON"))
+        .collect()
+}
+
+/// JSON values equal, floating-point numbers within 1e-9 relative error
+/// (their last bits depend on summation order).
+pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}

@@ -129,12 +129,7 @@ impl std::fmt::Debug for RunningJob {
 impl RunningJob {
     /// Live counters of every node, in node order.
     pub fn snapshot(&self) -> Vec<NodeReport> {
-        self.names
-            .iter()
-            .zip(&self.metrics)
-            .enumerate()
-            .map(|(id, ((name, kind), m))| NodeReport { id, name: name.clone(), kind: kind.clone(), metrics: m.snapshot() })
-            .collect()
+        node_reports(&self.names, &self.metrics)
     }
 
     /// Asks every node to stop.
@@ -149,19 +144,22 @@ impl RunningJob {
                 record_error(&self.error, &self.cancel, EngineError::Graph("a node thread panicked".into()));
             }
         }
-        let nodes = self
-            .names
-            .iter()
-            .zip(&self.metrics)
-            .enumerate()
-            .map(|(id, ((name, kind), m))| NodeReport { id, name: name.clone(), kind: kind.clone(), metrics: m.snapshot() })
-            .collect();
+        let nodes = node_reports(&self.names, &self.metrics);
         let error = self.error.lock().map(|mut e| e.take()).unwrap_or(None);
         match error {
             Some(e) => Err(e),
             None => Ok(JobReport { nodes, elapsed_ms: self.started.elapsed().as_millis() }),
         }
     }
+}
+
+fn node_reports(names: &[(String, String)], metrics: &[Arc<NodeMetrics>]) -> Vec<NodeReport> {
+    names
+        .iter()
+        .zip(metrics)
+        .enumerate()
+        .map(|(id, ((name, kind), m))| NodeReport { id, name: name.clone(), kind: kind.clone(), metrics: m.snapshot() })
+        .collect()
 }
 
 fn record_error(slot: &Mutex<Option<EngineError>>, cancel: &AtomicBool, error: EngineError) {

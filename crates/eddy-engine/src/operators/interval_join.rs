@@ -178,28 +178,17 @@ impl IntervalJoinOperator {
         let arriving: Vec<ArrayRef> =
             batch.columns().iter().map(|c| take(c.as_ref(), &arriving_idx, None)).collect::<Result<_, _>>()?;
         // Gather buffered rows across their stored batches.
-        let mut slots: Vec<u64> = Vec::new();
-        let mut positions = Vec::with_capacity(pairs.buffered.len());
-        for r in &pairs.buffered {
-            let slot = match slots.iter().position(|b| *b == r.batch) {
-                Some(s) => s,
-                None => {
-                    slots.push(r.batch);
-                    slots.len() - 1
-                }
-            };
-            positions.push((slot, r.row as usize));
-        }
-        let stored: Vec<&RecordBatch> = slots
+        let rows = pairs
+            .buffered
             .iter()
-            .map(|b| other.batch(*b).ok_or_else(|| EngineError::operator("interval_join", "buffered batch missing")))
-            .collect::<Result<_>>()?;
-        let width = if input == 0 { self.plan.right_schema.fields().len() } else { self.plan.left_schema.fields().len() };
-        let mut gathered = Vec::with_capacity(width);
-        for c in 0..width {
-            let arrays: Vec<&dyn Array> = stored.iter().map(|b| b.column(c).as_ref()).collect();
-            gathered.push(interleave(&arrays, &positions)?);
-        }
+            .map(|r| {
+                let batch = other
+                    .batch(r.batch)
+                    .ok_or_else(|| EngineError::operator("interval_join", "buffered batch missing"))?;
+                Ok((batch, r.row))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let gathered = gather(&rows)?;
         let columns = if input == 0 { [arriving, gathered].concat() } else { [gathered, arriving].concat() };
         self.output(columns, pairs.arriving.len())
     }
@@ -217,24 +206,7 @@ impl IntervalJoinOperator {
         if rows.is_empty() {
             return Ok(None);
         }
-        let mut batches: Vec<&RecordBatch> = Vec::new();
-        let mut positions = Vec::with_capacity(rows.len());
-        for (batch, row) in rows {
-            let slot = match batches.iter().position(|b| std::ptr::eq(*b, batch)) {
-                Some(s) => s,
-                None => {
-                    batches.push(batch);
-                    batches.len() - 1
-                }
-            };
-            positions.push((slot, *row as usize));
-        }
-        let own_width = batches[0].num_columns();
-        let mut own = Vec::with_capacity(own_width);
-        for c in 0..own_width {
-            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
-            own.push(interleave(&arrays, &positions)?);
-        }
+        let own = gather(&rows.iter().map(|(batch, row)| (batch, *row)).collect::<Vec<_>>())?;
         let other_schema = if side == 0 { &self.plan.right_schema } else { &self.plan.left_schema };
         let nulls: Vec<ArrayRef> =
             other_schema.fields().iter().map(|f| new_null_array(f.data_type(), rows.len())).collect();
@@ -245,6 +217,30 @@ impl IntervalJoinOperator {
     fn keeps(&self, side: usize) -> bool {
         if side == 0 { self.plan.kind.keeps_left() } else { self.plan.kind.keeps_right() }
     }
+}
+
+/// Gathers rows spread over several batches (of one schema) into columns,
+/// in the given order, with Arrow's `interleave`.
+fn gather(rows: &[(&RecordBatch, u32)]) -> Result<Vec<ArrayRef>> {
+    let Some((first, _)) = rows.first() else { return Ok(Vec::new()) };
+    let mut batches: Vec<&RecordBatch> = Vec::new();
+    let mut positions = Vec::with_capacity(rows.len());
+    for (batch, row) in rows {
+        let slot = match batches.iter().position(|b| std::ptr::eq(*b, *batch)) {
+            Some(s) => s,
+            None => {
+                batches.push(batch);
+                batches.len() - 1
+            }
+        };
+        positions.push((slot, *row as usize));
+    }
+    (0..first.num_columns())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            Ok(interleave(&arrays, &positions)?)
+        })
+        .collect()
 }
 
 impl Operator for IntervalJoinOperator {
