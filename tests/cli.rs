@@ -16,11 +16,18 @@ fn eddy() -> Command {
 fn sql_errors_name_file_line_and_column() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("broken.sql");
-    std::fs::write(&path, "CREATE TABLE t (a BIGINT) WITH (connector = 'file', path = 'x');\n\nSELECT b FROM t;\n").expect("write");
+    std::fs::write(
+        &path,
+        "CREATE TABLE t (a BIGINT) WITH (connector = 'file', path = 'x');\n\nSELECT b FROM t;\n",
+    )
+    .expect("write");
     let out = eddy().arg("run").arg(&path).output().expect("run eddy");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("{}:3:8: column 'b' not found", path.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3:8: column 'b' not found", path.display())),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -37,13 +44,26 @@ fn bad_ndjson_lines_are_reported_and_the_job_goes_on() {
         .arg(&sql)
         .output()
         .expect("run eddy");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout, "QUERY1> {\"b\": 10}\nQUERY1> {\"b\": 40}\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("bad input row at {}:2", input.display())), "{stderr}");
-    assert!(stderr.contains(&format!("bad input row at {}:3", input.display())), "{stderr}");
-    assert!(stderr.contains("source t: 2 rows read, 0 late, 2 bad"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("bad input row at {}:2", input.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("bad input row at {}:3", input.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("source t: 2 rows read, 0 late, 2 bad"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -74,7 +94,10 @@ fn stdin_input_and_output_directory() {
     }
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success());
-    assert!(out.stdout.is_empty(), "with --output nothing goes to stdout");
+    assert!(
+        out.stdout.is_empty(),
+        "with --output nothing goes to stdout"
+    );
     let written = std::fs::read_to_string(out_dir.join("counts.ndjson")).expect("counts.ndjson");
     let mut lines: Vec<&str> = written.lines().collect();
     lines.sort();
@@ -90,7 +113,12 @@ fn stdin_input_and_output_directory() {
 #[test]
 fn generate_prints_the_same_bytes_for_the_same_seed() {
     let run = |seed: &str| {
-        let out = eddy().args(["generate", "--stream", "payments", "--seed", seed, "--count", "500"]).output().expect("eddy generate");
+        let out = eddy()
+            .args([
+                "generate", "--stream", "payments", "--seed", seed, "--count", "500",
+            ])
+            .output()
+            .expect("eddy generate");
         assert!(out.status.success());
         out.stdout
     };
@@ -99,38 +127,76 @@ fn generate_prints_the_same_bytes_for_the_same_seed() {
     assert_ne!(a, run("8"));
     let text = String::from_utf8(a).expect("utf8");
     assert_eq!(text.lines().count(), 500);
-    assert!(text.starts_with("{\"payment_id\":\"pay-"), "{}", &text[..80]);
+    assert!(
+        text.starts_with("{\"payment_id\":\"pay-"),
+        "{}",
+        &text[..80]
+    );
 }
 
 #[test]
 fn explain_prints_the_operator_graph() {
-    let out = eddy().args(["explain", "queries/"]).output().expect("eddy explain");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = eddy()
+        .args(["explain", "queries/"])
+        .output()
+        .expect("eddy explain");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("source devices [connector=generator"), "{text}");
-    assert!(text.contains("window_aggregate hop(slide 1000ms, width 5000ms)"), "{text}");
-    assert!(text.contains("sink device_metrics [connector=stdout]"), "{text}");
+    assert!(
+        text.contains("source devices [connector=generator"),
+        "{text}"
+    );
+    assert!(
+        text.contains("window_aggregate hop(slide 1000ms, width 5000ms)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sink device_metrics [connector=stdout]"),
+        "{text}"
+    );
 }
 
 #[test]
 fn explain_takes_sql_text() {
     let sql = "CREATE TABLE t (k VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'stdin'); \
                SELECT k, n FROM (SELECT tumble('1 minute') AS w, k, count(*) AS n FROM t GROUP BY w, k)";
-    let out = eddy().args(["explain", sql]).output().expect("eddy explain");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = eddy()
+        .args(["explain", sql])
+        .output()
+        .expect("eddy explain");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("window_aggregate tumble(60000ms) on ts"), "{text}");
+    assert!(
+        text.contains("window_aggregate tumble(60000ms) on ts"),
+        "{text}"
+    );
     assert!(text.contains("hash(k@0)"), "{text}");
 }
 
 #[test]
 fn unknown_set_and_input_names_are_rejected() {
-    let out = eddy().args(["run", "queries/", "--set", "NOT_A_PARAM=1"]).output().expect("eddy run");
+    let out = eddy()
+        .args(["run", "queries/", "--set", "NOT_A_PARAM=1"])
+        .output()
+        .expect("eddy run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--set NOT_A_PARAM names no parameter"));
-    let out = eddy().args(["run", "queries/", "--input", "nope=x.ndjson"]).output().expect("eddy run");
+    let out = eddy()
+        .args(["run", "queries/", "--input", "nope=x.ndjson"])
+        .output()
+        .expect("eddy run");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no query reads a source table named 'nope'"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no query reads a source table named 'nope'")
+    );
 }
 
 #[test]
@@ -145,22 +211,29 @@ fn parquet_output_holds_the_same_rows_as_ndjson() {
             .expect("eddy run");
         assert!(status.success());
     }
-    let mut expected: Vec<String> = std::fs::read_to_string(ndjson_dir.join("enriched_payments.ndjson"))
-        .expect("ndjson output")
+    let mut expected: Vec<String> =
+        std::fs::read_to_string(ndjson_dir.join("enriched_payments.ndjson"))
+            .expect("ndjson output")
+            .lines()
+            .map(str::to_string)
+            .collect();
+    let parquet = parquet_dir.join("enriched_payments/part-00000.parquet");
+    let file = std::fs::File::open(&parquet).expect("parquet file");
+    let reader =
+        datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("a valid Parquet file")
+            .build()
+            .expect("reader");
+    let mut text = Vec::new();
+    for batch in reader {
+        eddy_connectors::json_lines::encode_json_lines(&batch.expect("batch"), &mut text)
+            .expect("encode");
+    }
+    let mut actual: Vec<String> = String::from_utf8(text)
+        .expect("utf8")
         .lines()
         .map(str::to_string)
         .collect();
-    let parquet = parquet_dir.join("enriched_payments/part-00000.parquet");
-    let file = std::fs::File::open(&parquet).expect("parquet file");
-    let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .expect("a valid Parquet file")
-        .build()
-        .expect("reader");
-    let mut text = Vec::new();
-    for batch in reader {
-        eddy_connectors::json_lines::encode_json_lines(&batch.expect("batch"), &mut text).expect("encode");
-    }
-    let mut actual: Vec<String> = String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect();
     expected.sort();
     actual.sort();
     assert_eq!(actual.len(), 103);
@@ -172,14 +245,31 @@ fn realtime_generation_follows_the_wall_clock() {
     let started = std::time::Instant::now();
     // 1,500 events at 1,000 per second span about 1.5 s of event time.
     let out = eddy()
-        .args(["generate", "--stream", "devices", "--rate", "1000", "--count", "1500", "--realtime"])
+        .args([
+            "generate",
+            "--stream",
+            "devices",
+            "--rate",
+            "1000",
+            "--count",
+            "1500",
+            "--realtime",
+        ])
         .output()
         .expect("eddy generate");
     assert!(out.status.success());
     let elapsed = started.elapsed();
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1500);
-    assert!(elapsed >= std::time::Duration::from_millis(1_200), "paced output took only {elapsed:?}");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(1_200),
+        "paced output took only {elapsed:?}"
+    );
     // Paced or not, the bytes are the same.
-    let fast = eddy().args(["generate", "--stream", "devices", "--rate", "1000", "--count", "1500"]).output().expect("eddy generate");
+    let fast = eddy()
+        .args([
+            "generate", "--stream", "devices", "--rate", "1000", "--count", "1500",
+        ])
+        .output()
+        .expect("eddy generate");
     assert_eq!(fast.stdout, out.stdout);
 }

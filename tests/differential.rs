@@ -39,7 +39,9 @@ fn random_input(seed: u64, rows: usize) -> String {
         let k = format!("k{:02}", rng.random_range(0..17));
         let v = f64::from(rng.random_range(0..100_000)) / 100.0;
         let n = rng.random_range(0..40);
-        out.push_str(&format!("{{\"k\":\"{k}\",\"v\":{v},\"n\":{n},\"ts\":{ts}}}\n"));
+        out.push_str(&format!(
+            "{{\"k\":\"{k}\",\"v\":{v},\"n\":{n},\"ts\":{ts}}}\n"
+        ));
     }
     out
 }
@@ -55,7 +57,10 @@ fn hop_rows(slide_s: i64, width_s: i64) -> String {
             )
         })
         .collect();
-    format!("(SELECT * FROM ({}) WHERE event_time < ws + INTERVAL '{width_s} seconds')", parts.join(" UNION ALL "))
+    format!(
+        "(SELECT * FROM ({}) WHERE event_time < ws + INTERVAL '{width_s} seconds')",
+        parts.join(" UNION ALL ")
+    )
 }
 
 struct Case {
@@ -125,7 +130,9 @@ fn cases() -> Vec<Case> {
 
 /// A sort key from the non-float fields.
 fn key(row: &Value) -> String {
-    let Value::Object(map) = row else { return row.to_string() };
+    let Value::Object(map) = row else {
+        return row.to_string();
+    };
     map.iter()
         .filter(|(_, v)| !matches!(v, Value::Number(n) if n.is_f64()))
         .map(|(k, v)| format!("{k}={v}"))
@@ -140,7 +147,8 @@ fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
         Field::new("n", DataType::Int64, true),
         Field::new("ts", DataType::Int64, true),
     ]);
-    let sql = format!("WITH e AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM events) {sql}");
+    let sql =
+        format!("WITH e AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM events) {sql}");
     let lines = common::datafusion_json_lines(&[("events", input, schema)], &sql);
     common::json_rows(lines.iter().map(String::as_str))
 }
@@ -150,18 +158,34 @@ fn windows_match_datafusion_batch_queries() {
     let dir = tempfile::tempdir().expect("tempdir");
     for seed in [1u64, 2, 3] {
         let path = dir.path().join(format!("events-{seed}.ndjson"));
-        std::fs::File::create(&path).and_then(|mut f| f.write_all(random_input(seed, 4_000).as_bytes())).expect("write input");
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(random_input(seed, 4_000).as_bytes()))
+            .expect("write input");
         let input = path.display().to_string();
         for case in cases() {
             let mut expected = batch_rows(&input, &case.batch);
-            assert!(!expected.is_empty(), "{}: the batch query returned nothing", case.name);
+            assert!(
+                !expected.is_empty(),
+                "{}: the batch query returned nothing",
+                case.name
+            );
             expected.sort_by_key(key);
             for batch_size in [1usize, 7, 1024, 8192] {
-                let file = SqlFile { name: "<differential>".into(), text: format!("{SOURCE}\n{};", case.streaming) };
+                let file = SqlFile {
+                    name: "<differential>".into(),
+                    text: format!("{SOURCE}\n{};", case.streaming),
+                };
                 let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
                 let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
-                    .unwrap_or_else(|e| panic!("{} (seed {seed}, batch {batch_size}): {e}", case.name));
-                let late: u64 = captured.report.nodes.iter().map(|n| n.metrics.late_rows).sum();
+                    .unwrap_or_else(|e| {
+                        panic!("{} (seed {seed}, batch {batch_size}): {e}", case.name)
+                    });
+                let late: u64 = captured
+                    .report
+                    .nodes
+                    .iter()
+                    .map(|n| n.metrics.late_rows)
+                    .sum();
                 assert_eq!(late, 0, "the generated input has no late rows");
                 let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
                 actual.sort_by_key(key);

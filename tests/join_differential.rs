@@ -32,7 +32,11 @@ fn random_side(seed: u64, rows: usize, value: &str) -> String {
     for i in 0..rows {
         base += rng.random_range(0..60);
         let ts = base - rng.random_range(0..2_000);
-        let key = if rng.random_range(0..25) == 0 { "null".to_string() } else { format!("\"k{}\"", rng.random_range(0..30)) };
+        let key = if rng.random_range(0..25) == 0 {
+            "null".to_string()
+        } else {
+            format!("\"k{}\"", rng.random_range(0..30))
+        };
         out.push_str(&format!("{{\"k\":{key},\"{value}\":{i},\"ts\":{ts}}}\n"));
     }
     out
@@ -57,7 +61,10 @@ fn batch_rows(left: &str, right: &str, sql: &str) -> Vec<String> {
         "WITH l AS (SELECT *, to_timestamp_millis(ts) AS et FROM l_raw),
               r AS (SELECT *, to_timestamp_millis(ts) AS et FROM r_raw) {sql}"
     );
-    let lines = common::datafusion_json_lines(&[("l_raw", left, schema("a")), ("r_raw", right, schema("b"))], &sql);
+    let lines = common::datafusion_json_lines(
+        &[("l_raw", left, schema("a")), ("r_raw", right, schema("b"))],
+        &sql,
+    );
     canonical(lines.iter().map(String::as_str))
 }
 
@@ -65,7 +72,9 @@ fn canonical<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut rows: Vec<String> = lines
         .map(|l| {
             let json = l.split_once("> ").map(|(_, j)| j).unwrap_or(l);
-            serde_json::from_str::<serde_json::Value>(json).expect("json").to_string()
+            serde_json::from_str::<serde_json::Value>(json)
+                .expect("json")
+                .to_string()
         })
         .collect();
     rows.sort();
@@ -93,21 +102,44 @@ fn interval_joins_match_datafusion_batch_joins() {
                 assert!(!expected.is_empty());
                 for batch_size in [1usize, 7, 1024, 8192] {
                     let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
-                    let inputs = BTreeMap::from([("l".to_string(), left.clone()), ("r".to_string(), right.clone())]);
-                    let captured =
-                        common::run_captured(&[SqlFile { name: "<join>".into(), text }], &BTreeMap::new(), inputs, batch_size)
-                            .unwrap_or_else(|e| panic!("{kind} JOIN ON {condition}: {e}"));
+                    let inputs = BTreeMap::from([
+                        ("l".to_string(), left.clone()),
+                        ("r".to_string(), right.clone()),
+                    ]);
+                    let captured = common::run_captured(
+                        &[SqlFile {
+                            name: "<join>".into(),
+                            text,
+                        }],
+                        &BTreeMap::new(),
+                        inputs,
+                        batch_size,
+                    )
+                    .unwrap_or_else(|e| panic!("{kind} JOIN ON {condition}: {e}"));
                     let actual = canonical(captured.lines.iter().map(String::as_str));
                     if actual != expected {
-                        let missing: Vec<_> = expected.iter().filter(|r| !actual.contains(r)).take(3).collect();
-                        let extra: Vec<_> = actual.iter().filter(|r| !expected.contains(r)).take(3).collect();
+                        let missing: Vec<_> = expected
+                            .iter()
+                            .filter(|r| !actual.contains(r))
+                            .take(3)
+                            .collect();
+                        let extra: Vec<_> = actual
+                            .iter()
+                            .filter(|r| !expected.contains(r))
+                            .take(3)
+                            .collect();
                         panic!(
                             "{kind} JOIN ON {condition} (seed {seed}, batch {batch_size}): {} rows, expected {}\n missing {missing:?}\n extra {extra:?}",
                             actual.len(),
                             expected.len()
                         );
                     }
-                    let join = captured.report.nodes.iter().find(|n| n.kind == "interval_join").expect("join node");
+                    let join = captured
+                        .report
+                        .nodes
+                        .iter()
+                        .find(|n| n.kind == "interval_join")
+                        .expect("join node");
                     assert_eq!(join.metrics.state_rows, 0, "state is empty at the end");
                     assert_eq!(join.metrics.rows_in_by_input, vec![1_500, 1_500]);
                 }

@@ -56,12 +56,17 @@ fn every_row_is_on_time_or_late_never_both_never_neither() {
             );
             for batch_size in [1usize, 7, 8192] {
                 let inputs = BTreeMap::from([("t".to_string(), path.display().to_string())]);
-                let file = SqlFile { name: "<late>".into(), text: sql.clone() };
-                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size).expect("run");
+                let file = SqlFile {
+                    name: "<late>".into(),
+                    text: sql.clone(),
+                };
+                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
+                    .expect("run");
                 let mut seen = vec![0u32; times.len()];
                 let mut late = Vec::new();
                 for line in &captured.lines {
-                    let row: serde_json::Value = serde_json::from_str(line.split_once("> ").expect("tag").1).expect("json");
+                    let row: serde_json::Value =
+                        serde_json::from_str(line.split_once("> ").expect("tag").1).expect("json");
                     let id = row["id"].as_i64().expect("id");
                     seen[id as usize] += 1;
                     if row["path"] == "late" {
@@ -70,9 +75,21 @@ fn every_row_is_on_time_or_late_never_both_never_neither() {
                 }
                 assert!(seen.iter().all(|&n| n == 1), "seed {seed}, bound {bound_ms}, lateness {lateness_ms}, batch {batch_size}: a row came out {} times", seen.iter().max().unwrap_or(&0));
                 late.sort();
-                assert_eq!(late, expected_late, "seed {seed}, bound {bound_ms}, lateness {lateness_ms}, batch {batch_size}");
-                let source = captured.report.nodes.iter().find(|n| n.kind == "source").expect("source");
-                assert_eq!(source.metrics.late_rows as usize, expected_late.len(), "the late count is in the job metrics");
+                assert_eq!(
+                    late, expected_late,
+                    "seed {seed}, bound {bound_ms}, lateness {lateness_ms}, batch {batch_size}"
+                );
+                let source = captured
+                    .report
+                    .nodes
+                    .iter()
+                    .find(|n| n.kind == "source")
+                    .expect("source");
+                assert_eq!(
+                    source.metrics.late_rows as usize,
+                    expected_late.len(),
+                    "the late count is in the job metrics"
+                );
             }
         }
     }
@@ -107,7 +124,10 @@ fn idle_job(dir: &std::path::Path, idle_timeout: &str) -> std::process::Child {
         .spawn()
         .expect("spawn eddy");
     // Open the pipe for writing so that the quiet source's open() returns; write nothing.
-    let writer = std::fs::OpenOptions::new().write(true).open(&fifo).expect("open fifo");
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open fifo");
     std::mem::forget(writer); // stays open (silent) until the process ends
     child
 }
@@ -143,7 +163,10 @@ fn an_idle_source_stops_holding_back_the_watermark() {
     let line = first_line_within(&mut child, Duration::from_millis(1_500));
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(line, None, "no window may close while the silent source holds the watermark back");
+    assert_eq!(
+        line, None,
+        "no window may close while the silent source holds the watermark back"
+    );
 
     // With idle_timeout the busy source's windows close while the job runs.
     let mut child = idle_job(dir.path(), ", idle_timeout = '300ms'");
@@ -152,5 +175,8 @@ fn an_idle_source_stops_holding_back_the_watermark() {
     let _ = child.kill();
     let _ = child.wait();
     let line = line.expect("a window closed after the idle timeout");
-    assert_eq!(line, r#"QUERY1> {"window_start": "1970-01-01T00:00:01Z", "n": 10}"#);
+    assert_eq!(
+        line,
+        r#"QUERY1> {"window_start": "1970-01-01T00:00:01Z", "n": 10}"#
+    );
 }

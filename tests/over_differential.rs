@@ -70,7 +70,8 @@ fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
         Field::new("v", DataType::Float64, true),
         Field::new("ts", DataType::Int64, true),
     ]);
-    let sql = format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
+    let sql =
+        format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
     let lines = common::datafusion_json_lines(&[("raw", input, schema)], &sql);
     sorted(common::json_rows(lines.iter().map(String::as_str)))
 }
@@ -86,12 +87,19 @@ fn over_aggregates_match_datafusion_window_functions() {
             let expected = batch_rows(&input, query);
             assert!(expected.len() > 500);
             for batch_size in [1usize, 7, 1024, 8192] {
-                let file = SqlFile { name: "<over>".into(), text: format!("{SOURCE}\n{query};") };
+                let file = SqlFile {
+                    name: "<over>".into(),
+                    text: format!("{SOURCE}\n{query};"),
+                };
                 let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
                 let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
                     .unwrap_or_else(|e| panic!("{query}: {e}"));
                 let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
-                assert_eq!(actual.len(), expected.len(), "{query} (seed {seed}, batch {batch_size})");
+                assert_eq!(
+                    actual.len(),
+                    expected.len(),
+                    "{query} (seed {seed}, batch {batch_size})"
+                );
                 for (a, e) in actual.iter().zip(&expected) {
                     assert!(common::same_json(a, e), "{query} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}");
                 }

@@ -16,7 +16,8 @@ use eddy_connectors::json_lines::encode_json_lines;
 
 fn reference_output(batch_size: usize) -> common::Captured {
     let files = job::load_sql(&[common::repo_root().join("queries")]).expect("queries/");
-    common::run_captured(&files, &BTreeMap::new(), BTreeMap::new(), batch_size).expect("reference run")
+    common::run_captured(&files, &BTreeMap::new(), BTreeMap::new(), batch_size)
+        .expect("reference run")
 }
 
 #[test]
@@ -26,7 +27,11 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     let lines = common::sorted(first.lines);
     common::check_golden(&golden, &lines);
     for batch_size in [1, 5, 64] {
-        assert_eq!(common::sorted(reference_output(batch_size).lines), lines, "batch size {batch_size}");
+        assert_eq!(
+            common::sorted(reference_output(batch_size).lines),
+            lines,
+            "batch size {batch_size}"
+        );
     }
     // The planted amount mismatch and unmatched payment, exactly as the seed prints them.
     for seed_line in [
@@ -36,17 +41,48 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
         assert!(lines.iter().any(|l| l == seed_line), "missing: {seed_line}");
     }
     // Every payment is enriched exactly once; only the planted ones are flagged.
-    let enriched: Vec<&String> = lines.iter().filter(|l| l.starts_with("ENRICHED> ")).collect();
-    let payments = first.report.nodes.iter().find(|n| n.name == "payments").expect("payments source");
+    let enriched: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("ENRICHED> "))
+        .collect();
+    let payments = first
+        .report
+        .nodes
+        .iter()
+        .find(|n| n.name == "payments")
+        .expect("payments source");
     assert_eq!(enriched.len() as u64, payments.metrics.rows_in);
-    assert_eq!(enriched.iter().filter(|l| l.contains("\"unmatched\": true")).count(), 1);
-    assert_eq!(enriched.iter().filter(|l| l.contains("\"amount_mismatch\": true")).count(), 1);
+    assert_eq!(
+        enriched
+            .iter()
+            .filter(|l| l.contains("\"unmatched\": true"))
+            .count(),
+        1
+    );
+    assert_eq!(
+        enriched
+            .iter()
+            .filter(|l| l.contains("\"amount_mismatch\": true"))
+            .count(),
+        1
+    );
     // The join's state is empty once the inputs have ended.
-    let join = first.report.nodes.iter().find(|n| n.kind == "interval_join").expect("join node");
+    let join = first
+        .report
+        .nodes
+        .iter()
+        .find(|n| n.kind == "interval_join")
+        .expect("join node");
     assert_eq!(join.metrics.state_rows, 0);
-    assert_eq!(join.metrics.rows_in_by_input.iter().sum::<u64>(), join.metrics.rows_in);
+    assert_eq!(
+        join.metrics.rows_in_by_input.iter().sum::<u64>(),
+        join.metrics.rows_in
+    );
     // Every planted anomaly fires with the seed's values, and nothing else fires.
-    let anomalies: Vec<&String> = lines.iter().filter(|l| l.starts_with("ANOMALY> ") || l.starts_with("DEVICE_ANOMALY> ")).collect();
+    let anomalies: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("ANOMALY> ") || l.starts_with("DEVICE_ANOMALY> "))
+        .collect();
     for expected in [
         r#"ANOMALY> {"record_type": "anomaly", "anomaly_type": "amount", "customer_id": "cust-001", "payment_id": "pay-9003", "order_id": "order-9003", "amount": 9800.0, "threshold": 130.87, "event_time": "2023-11-14T22:13:48.057Z"}"#,
         r#"ANOMALY> {"record_type": "anomaly", "anomaly_type": "velocity", "customer_id": "cust-004", "transaction_count": 5, "total_amount": 430.52, "window_start": "2023-11-14T22:13:33Z", "window_end": "2023-11-14T22:13:38Z"}"#,
@@ -54,18 +90,30 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
         r#"DEVICE_ANOMALY> {"record_type": "anomaly", "anomaly_type": "device_reboot_loop", "device_id": "dev-300", "reboot_count": 4, "threshold": 3, "window_start": "2023-11-14T22:13:52Z", "window_end": "2023-11-14T22:13:57Z"}"#,
         r#"DEVICE_ANOMALY> {"record_type": "anomaly", "anomaly_type": "firmware_update_failure", "device_id": "dev-100", "site_id": "site-a", "failure_count": 1, "event_time": "2023-11-14T22:13:57.507Z"}"#,
     ] {
-        assert!(anomalies.iter().any(|l| *l == expected), "missing: {expected}");
+        assert!(
+            anomalies.iter().any(|l| *l == expected),
+            "missing: {expected}"
+        );
     }
     let planted = |l: &&&String| {
         l.contains("\"cust-001\"") && l.contains("pay-9003")
             || l.contains("\"cust-004\"")
-            || l.contains("\"site-b\"") && l.contains("device_fault_spike") && (l.contains("22:13:49Z\"") || l.contains("22:13:5"))
+            || l.contains("\"site-b\"")
+                && l.contains("device_fault_spike")
+                && (l.contains("22:13:49Z\"") || l.contains("22:13:5"))
             || l.contains("\"dev-300\"")
             || l.contains("\"dev-100\"") && l.contains("firmware_update_failure")
     };
     let unexpected: Vec<&&String> = anomalies.iter().filter(|l| !planted(l)).collect();
-    assert!(unexpected.is_empty(), "anomalies on clean data: {unexpected:?}");
-    assert_eq!(anomalies.len(), 10, "amount, velocity, 5 fault-spike windows, reboot loop, 2 firmware failures");
+    assert!(
+        unexpected.is_empty(),
+        "anomalies on clean data: {unexpected:?}"
+    );
+    assert_eq!(
+        anomalies.len(),
+        10,
+        "amount, velocity, 5 fault-spike windows, reboot loop, 2 firmware failures"
+    );
     // The late event, exactly as the seed prints it, and the four health alerts.
     for expected in [
         r#"LATE_EVENT> {"record_type": "device_event", "device_id": "dev-101", "site_id": "site-a", "event_type": "heartbeat", "status": "ok", "event_ts_ms": 1700000003507, "watermark_ms": 1700000039650, "lag_ms": 36143}"#,
@@ -76,20 +124,60 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     ] {
         assert!(lines.iter().any(|l| l == expected), "missing: {expected}");
     }
-    assert_eq!(lines.iter().filter(|l| l.starts_with("HEALTH_ALERT> ")).count(), 4, "no alert fires on clean data");
-    assert_eq!(lines.iter().filter(|l| l.starts_with("LATE_EVENT> ")).count(), 1);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("HEALTH_ALERT> "))
+            .count(),
+        4,
+        "no alert fires on clean data"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("LATE_EVENT> "))
+            .count(),
+        1
+    );
     // All seven seed streams are printed.
-    for tag in ["ENRICHED", "METRICS", "ANOMALY", "DEVICE_METRICS", "DEVICE_ANOMALY", "LATE_EVENT", "HEALTH_ALERT"] {
-        assert!(lines.iter().any(|l| l.starts_with(&format!("{tag}> "))), "no {tag} line");
+    for tag in [
+        "ENRICHED",
+        "METRICS",
+        "ANOMALY",
+        "DEVICE_METRICS",
+        "DEVICE_ANOMALY",
+        "LATE_EVENT",
+        "HEALTH_ALERT",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("{tag}> "))),
+            "no {tag} line"
+        );
     }
     // The planted late device event is diverted, not counted in any window.
-    let devices = first.report.nodes.iter().find(|n| n.name == "devices").expect("devices source");
+    let devices = first
+        .report
+        .nodes
+        .iter()
+        .find(|n| n.name == "devices")
+        .expect("devices source");
     assert_eq!(devices.metrics.late_rows, 1);
     assert_eq!(devices.metrics.bad_rows, 0);
 }
 
-fn stream_text(stream: GeneratedStream, seed: u64, count: Option<u64>, batch_size: usize) -> String {
-    let mut generator = Generator::new(GeneratorConfig { stream, seed, rate: 2, count, batch_size });
+fn stream_text(
+    stream: GeneratedStream,
+    seed: u64,
+    count: Option<u64>,
+    batch_size: usize,
+) -> String {
+    let mut generator = Generator::new(GeneratorConfig {
+        stream,
+        seed,
+        rate: 2,
+        count,
+        batch_size,
+    });
     let mut out = Vec::new();
     while let Some(batch) = generator.next_batch().expect("generate") {
         encode_json_lines(&batch, &mut out).expect("encode");
@@ -121,25 +209,47 @@ fn generator_plants_every_seed_scenario() {
     assert!(payments.contains("\"payment_id\":\"pay-9003\",\"order_id\":\"order-9003\",\"paid_amount\":9800.0,\"payment_ts\":1700000028057"));
     assert_eq!(orders.matches("\"customer_id\":\"cust-001\"").count(), 6);
     // Velocity burst: five cust-004 payments inside [13 s, 18 s).
-    let burst: Vec<&str> = orders.lines().filter(|l| l.contains("\"customer_id\":\"cust-004\"")).collect();
+    let burst: Vec<&str> = orders
+        .lines()
+        .filter(|l| l.contains("\"customer_id\":\"cust-004\""))
+        .collect();
     assert_eq!(burst.len(), 5);
     // Site fault spike, reboot loop, firmware failures.
-    let faults = devices.lines().filter(|l| l.contains("\"site_id\":\"site-b\"") && l.contains("\"fault\"")).count();
+    let faults = devices
+        .lines()
+        .filter(|l| l.contains("\"site_id\":\"site-b\"") && l.contains("\"fault\""))
+        .count();
     assert_eq!(faults, 8);
-    let reboots = devices.lines().filter(|l| l.contains("\"dev-300\"") && l.contains("\"reboot\"")).count();
+    let reboots = devices
+        .lines()
+        .filter(|l| l.contains("\"dev-300\"") && l.contains("\"reboot\""))
+        .count();
     assert_eq!(reboots, 4);
     assert!(devices.contains("{\"device_id\":\"dev-100\",\"site_id\":\"site-a\",\"event_type\":\"firmware_update\",\"status\":\"failed\",\"event_ts\":1700000037507}"));
     // The late event arrives right after the event at 41 650 ms.
     let lines: Vec<&str> = devices.lines().collect();
-    let late = lines.iter().position(|l| l.contains("\"event_ts\":1700000003507")).expect("late event");
+    let late = lines
+        .iter()
+        .position(|l| l.contains("\"event_ts\":1700000003507"))
+        .expect("late event");
     assert!(lines[late - 1].contains("\"event_ts\":1700000041650"));
     let max_before = lines[..late]
         .iter()
-        .filter_map(|l| l.rsplit("\"event_ts\":").next()?.trim_end_matches('}').parse::<i64>().ok())
+        .filter_map(|l| {
+            l.rsplit("\"event_ts\":")
+                .next()?
+                .trim_end_matches('}')
+                .parse::<i64>()
+                .ok()
+        })
         .max();
     assert_eq!(max_before, Some(1_700_000_041_650));
     // Throughput drop: no event of any stream strictly inside (44 000, 56 650).
-    for (text, field) in [(&orders, "order_ts"), (&payments, "payment_ts"), (&devices, "event_ts")] {
+    for (text, field) in [
+        (&orders, "order_ts"),
+        (&payments, "payment_ts"),
+        (&devices, "event_ts"),
+    ] {
         for line in text.lines() {
             let ts: i64 = line
                 .split(&format!("\"{field}\":"))
@@ -147,17 +257,32 @@ fn generator_plants_every_seed_scenario() {
                 .and_then(|r| r.split([',', '}']).next())
                 .and_then(|v| v.parse().ok())
                 .expect("timestamp");
-            assert!(!(1_700_000_044_000 < ts && ts < 1_700_000_056_650), "{line} falls into the planted gap");
+            assert!(
+                !(1_700_000_044_000 < ts && ts < 1_700_000_056_650),
+                "{line} falls into the planted gap"
+            );
         }
     }
 }
 
 #[test]
 fn generator_is_deterministic() {
-    for stream in [GeneratedStream::Orders, GeneratedStream::Payments, GeneratedStream::Devices] {
+    for stream in [
+        GeneratedStream::Orders,
+        GeneratedStream::Payments,
+        GeneratedStream::Devices,
+    ] {
         let a = stream_text(stream, 42, Some(3_000), 8192);
-        assert_eq!(a, stream_text(stream, 42, Some(3_000), 77), "batch size must not matter");
-        assert_ne!(a, stream_text(stream, 43, Some(3_000), 8192), "the seed must matter");
+        assert_eq!(
+            a,
+            stream_text(stream, 42, Some(3_000), 77),
+            "batch size must not matter"
+        );
+        assert_ne!(
+            a,
+            stream_text(stream, 43, Some(3_000), 8192),
+            "the seed must matter"
+        );
         assert_eq!(a.lines().count(), 3_000);
     }
 }

@@ -27,25 +27,46 @@ fn sql_files() {
     assert!(paths.len() >= 10, "expected the SQL test files");
     let mut failures = Vec::new();
     for path in &paths {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
         let text = std::fs::read_to_string(path).expect("read sql");
-        let file = SqlFile { name: name.clone(), text: text.clone() };
+        let file = SqlFile {
+            name: name.clone(),
+            text: text.clone(),
+        };
         let mut params = BTreeMap::new();
         if text.contains("${DATA") {
-            params.insert("DATA".to_string(), root.join("tests/data").display().to_string());
+            params.insert(
+                "DATA".to_string(),
+                root.join("tests/data").display().to_string(),
+            );
         }
-        let expected_failure = text.lines().next().and_then(|l| l.strip_prefix("-- fail: ")).map(str::to_string);
+        let expected_failure = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("-- fail: "))
+            .map(str::to_string);
         if let Some(expected) = expected_failure {
             match common::run_captured(&[file], &params, BTreeMap::new(), 8192) {
                 Ok(_) => failures.push(format!("{name}: ran, but must fail with '{expected}'")),
                 Err(e) if e.to_string().contains(&expected) => {}
-                Err(e) => failures.push(format!("{name}: failed with '{e}', expected '{expected}'")),
+                Err(e) => {
+                    failures.push(format!("{name}: failed with '{e}', expected '{expected}'"))
+                }
             }
             continue;
         }
         let mut outputs = Vec::new();
         for batch_size in [1, 3, 8192] {
-            match common::run_captured(std::slice::from_ref(&file), &params, BTreeMap::new(), batch_size) {
+            match common::run_captured(
+                std::slice::from_ref(&file),
+                &params,
+                BTreeMap::new(),
+                batch_size,
+            ) {
                 Ok(captured) => outputs.push((batch_size, common::sorted(captured.lines))),
                 Err(e) => failures.push(format!("{name} (batch size {batch_size}): {e}")),
             }
@@ -54,11 +75,17 @@ fn sql_files() {
             assert!(!first.is_empty(), "{name} printed nothing");
             for (batch_size, other) in &outputs[1..] {
                 if other != first {
-                    failures.push(format!("{name}: output with batch size {batch_size} differs from batch size 1"));
+                    failures.push(format!(
+                        "{name}: output with batch size {batch_size} differs from batch size 1"
+                    ));
                 }
             }
             common::check_golden(&path.with_extension("out"), first);
         }
     }
-    assert!(failures.is_empty(), "SQL test failures:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "SQL test failures:\n{}",
+        failures.join("\n")
+    );
 }

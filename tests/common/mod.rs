@@ -1,7 +1,6 @@
 //! Helpers shared by eddy's end-to-end tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -14,7 +13,10 @@ use eddy_sql::SqlFile;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 /// What a job printed (stdout sinks) and its report.
@@ -37,9 +39,17 @@ pub fn run_captured(
         stdout: StdoutTarget::Buffer(buffer.clone()),
         ..ConnectorConfig::default()
     };
-    let report = job::run(files, params, config)?;
+    let report = job::run(
+        files,
+        params,
+        config,
+        &eddy_engine::runtime::JobConfig::default(),
+    )?;
     let text = String::from_utf8(buffer.lock().expect("buffer").clone()).expect("utf8 output");
-    Ok(Captured { lines: text.lines().map(str::to_string).collect(), report })
+    Ok(Captured {
+        lines: text.lines().map(str::to_string).collect(),
+        report,
+    })
 }
 
 /// Sorted copy of lines (output order across keys is not defined).
@@ -51,17 +61,29 @@ pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
 /// Compares `actual` with the golden file at `path`, or rewrites it when
 /// `EDDY_UPDATE_GOLDEN=1`.
 pub fn check_golden(path: &PathBuf, actual: &[String]) {
-    let text = if actual.is_empty() { String::new() } else { format!("{}\n", actual.join("\n")) };
+    let text = if actual.is_empty() {
+        String::new()
+    } else {
+        format!("{}\n", actual.join("\n"))
+    };
     if std::env::var("EDDY_UPDATE_GOLDEN").as_deref() == Ok("1") {
         std::fs::write(path, &text).expect("write golden");
         return;
     }
-    let expected = std::fs::read_to_string(path)
-        .unwrap_or_else(|_| panic!("missing golden {} (run with EDDY_UPDATE_GOLDEN=1 to create it)", path.display()));
+    let expected = std::fs::read_to_string(path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden {} (run with EDDY_UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
     if expected != text {
         let exp: Vec<&str> = expected.lines().collect();
         let act: Vec<&str> = text.lines().collect();
-        let first = exp.iter().zip(&act).position(|(a, b)| a != b).unwrap_or(exp.len().min(act.len()));
+        let first = exp
+            .iter()
+            .zip(&act)
+            .position(|(a, b)| a != b)
+            .unwrap_or(exp.len().min(act.len()));
         panic!(
             "{} differs (expected {} lines, got {}); first difference at line {}:\n  expected: {}\n  actual:   {}",
             path.display(),
@@ -82,20 +104,35 @@ pub fn datafusion_json_lines(
     sql: &str,
 ) -> Vec<String> {
     use datafusion::prelude::{JsonReadOptions, SessionContext};
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
         let ctx = SessionContext::new();
         eddy_sql::udaf::register_all(&ctx);
         for (name, path, schema) in tables {
             let options = JsonReadOptions::default().schema(schema).file_extension("");
-            ctx.register_json(*name, *path, options).await.expect("register");
+            ctx.register_json(*name, *path, options)
+                .await
+                .expect("register");
         }
-        let batches = ctx.sql(sql).await.expect("batch sql").collect().await.expect("batch run");
+        let batches = ctx
+            .sql(sql)
+            .await
+            .expect("batch sql")
+            .collect()
+            .await
+            .expect("batch run");
         let mut text = Vec::new();
         for b in &batches {
             eddy_connectors::json_lines::encode_json_lines(b, &mut text).expect("encode");
         }
-        String::from_utf8(text).expect("utf8").lines().map(str::to_string).collect()
+        String::from_utf8(text)
+            .expect("utf8")
+            .lines()
+            .map(str::to_string)
+            .collect()
     })
 }
 
@@ -103,7 +140,10 @@ pub fn datafusion_json_lines(
 pub fn json_rows<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<serde_json::Value> {
     lines
         .into_iter()
-        .map(|l| serde_json::from_str(l.split_once("> ").map(|(_, j)| j).unwrap_or(l)).expect("output line is JSON"))
+        .map(|l| {
+            serde_json::from_str(l.split_once("> ").map(|(_, j)| j).unwrap_or(l))
+                .expect("output line is JSON")
+        })
         .collect()
 }
 
@@ -113,11 +153,16 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     use serde_json::Value;
     match (a, b) {
         (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
-            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
             (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
         }
         _ => a == b,
     }

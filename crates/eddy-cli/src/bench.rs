@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use datafusion::prelude::{JsonReadOptions, SessionContext};
 use eddy_connectors::ConnectorConfig;
+use eddy_engine::runtime::JobConfig;
 use eddy_sql::SqlFile;
 
 use crate::error::{CliError, Result};
@@ -73,24 +74,33 @@ pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> 
     match engine {
         "eddy" => run_eddy(
             JOIN_SQL,
-            BTreeMap::from([("ORDERS".to_string(), orders), ("PAYMENTS".to_string(), payments)]),
+            BTreeMap::from([
+                ("ORDERS".to_string(), orders),
+                ("PAYMENTS".to_string(), payments),
+            ]),
             batch_size,
+            &JobConfig::default(),
         ),
-        "datafusion" => {
-            run_datafusion(batch_size, |ctx, started| async move {
-                use eddy_connectors::generator::GeneratedStream;
-                register_stream(&ctx, "orders", &orders, GeneratedStream::Orders).await?;
-                register_stream(&ctx, "payments", &payments, GeneratedStream::Payments).await?;
-                let batches = ctx.sql(JOIN_BATCH_SQL).await?.collect().await?;
-                let out = batches
-                    .first()
-                    .and_then(|b| b.column(0).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>().map(|a| a.value(0)))
-                    .unwrap_or(0) as u64;
-                let rows = count_lines(&orders)? + count_lines(&payments)?;
-                Ok(report("datafusion", rows, out, started))
-            })
-        }
-        other => Err(CliError::Usage(format!("unknown engine '{other}' (use eddy or datafusion)"))),
+        "datafusion" => run_datafusion(batch_size, |ctx, started| async move {
+            use eddy_connectors::generator::GeneratedStream;
+            register_stream(&ctx, "orders", &orders, GeneratedStream::Orders).await?;
+            register_stream(&ctx, "payments", &payments, GeneratedStream::Payments).await?;
+            let batches = ctx.sql(JOIN_BATCH_SQL).await?.collect().await?;
+            let out = batches
+                .first()
+                .and_then(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                        .map(|a| a.value(0))
+                })
+                .unwrap_or(0) as u64;
+            let rows = count_lines(&orders)? + count_lines(&payments)?;
+            Ok(report("datafusion", rows, out, started))
+        }),
+        other => Err(CliError::Usage(format!(
+            "unknown engine '{other}' (use eddy or datafusion)"
+        ))),
     }
 }
 
@@ -98,11 +108,17 @@ pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> 
 /// the timed query would be fairer, but it is a small share of the time).
 fn count_lines(path: &str) -> Result<u64> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path).map_err(|source| CliError::Io { path: path.to_string(), source })?;
+    let mut file = std::fs::File::open(path).map_err(|source| CliError::Io {
+        path: path.to_string(),
+        source,
+    })?;
     let mut buffer = vec![0u8; 1 << 20];
     let mut lines = 0u64;
     loop {
-        let n = file.read(&mut buffer).map_err(|source| CliError::Io { path: path.to_string(), source })?;
+        let n = file.read(&mut buffer).map_err(|source| CliError::Io {
+            path: path.to_string(),
+            source,
+        })?;
         if n == 0 {
             return Ok(lines);
         }
@@ -128,14 +144,48 @@ fn report(engine: &str, rows: u64, output_rows: u64, started: Instant) -> String
 }
 
 /// Runs eddy on benchmark SQL and reports source rows in, sink rows out.
-fn run_eddy(sql: &str, params: BTreeMap<String, String>, batch_size: usize) -> Result<String> {
-    let files = [SqlFile { name: "<bench>".into(), text: sql.into() }];
+fn run_eddy(
+    sql: &str,
+    params: BTreeMap<String, String>,
+    batch_size: usize,
+    job: &JobConfig,
+) -> Result<String> {
+    let files = [SqlFile {
+        name: "<bench>".into(),
+        text: sql.into(),
+    }];
     let started = Instant::now();
-    let config = ConnectorConfig { batch_size, ..ConnectorConfig::default() };
-    let job = crate::job::run(&files, &params, config)?;
-    let rows = job.nodes.iter().filter(|n| n.kind == "source").map(|n| n.metrics.rows_in).sum();
-    let out = job.nodes.iter().filter(|n| n.kind == "sink").map(|n| n.metrics.rows_in).sum();
-    Ok(report("eddy", rows, out, started))
+    let config = ConnectorConfig {
+        batch_size,
+        ..ConnectorConfig::default()
+    };
+    let ended = crate::job::run(&files, &params, config, job)?;
+    let rows = ended
+        .nodes
+        .iter()
+        .filter(|n| n.kind == "source")
+        .map(|n| n.metrics.rows_in)
+        .sum();
+    let out = ended
+        .nodes
+        .iter()
+        .filter(|n| n.kind == "sink")
+        .map(|n| n.metrics.rows_in)
+        .sum();
+    let line = report("eddy", rows, out, started);
+    if job.checkpoints.is_none() {
+        return Ok(line);
+    }
+    // Checkpoint figures go at the end of the same JSON object.
+    let c = &ended.checkpoints;
+    let mean = c.total_duration_ms.checked_div(c.completed).unwrap_or(0);
+    Ok(format!(
+        "{},\"checkpoints\":{},\"checkpoint_bytes\":{},\"checkpoint_mean_ms\":{mean},\"checkpoint_max_ms\":{}}}",
+        line.trim_end_matches('}'),
+        c.completed,
+        c.last_bytes,
+        c.max_duration_ms
+    ))
 }
 
 /// Runs a DataFusion batch baseline on a multi-threaded runtime.
@@ -149,7 +199,10 @@ where
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|source| CliError::Io { path: "tokio runtime".into(), source })?;
+        .map_err(|source| CliError::Io {
+            path: "tokio runtime".into(),
+            source,
+        })?;
     let started = Instant::now();
     let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
     runtime.block_on(body(SessionContext::new_with_config(config), started))
@@ -162,30 +215,52 @@ async fn register_stream(
     stream: eddy_connectors::generator::GeneratedStream,
 ) -> datafusion::error::Result<()> {
     let schema = eddy_connectors::generator::stream_schema(stream);
-    let options = JsonReadOptions::default().schema(schema.as_ref()).file_extension("");
+    let options = JsonReadOptions::default()
+        .schema(schema.as_ref())
+        .file_extension("");
     ctx.register_json(name, path, options).await
 }
 
 /// Runs the tumbling-window benchmark with `engine` (`eddy` or `datafusion`).
-pub fn window(engine: &str, input: &Path, batch_size: usize) -> Result<String> {
+/// With `job.checkpoints`, eddy checkpoints as it runs and the report adds
+/// the checkpoint count, the last one's size and their mean and longest
+/// duration.
+pub fn window(engine: &str, input: &Path, batch_size: usize, job: &JobConfig) -> Result<String> {
     let path = input.display().to_string();
     match engine {
-        "eddy" => run_eddy(WINDOW_SQL, BTreeMap::from([("INPUT".to_string(), path)]), batch_size),
+        "eddy" => run_eddy(
+            WINDOW_SQL,
+            BTreeMap::from([("INPUT".to_string(), path)]),
+            batch_size,
+            job,
+        ),
         "datafusion" => {
             run_datafusion(batch_size, |ctx, started| async move {
-                register_stream(&ctx, "orders", &path, eddy_connectors::generator::GeneratedStream::Orders).await?;
+                register_stream(
+                    &ctx,
+                    "orders",
+                    &path,
+                    eddy_connectors::generator::GeneratedStream::Orders,
+                )
+                .await?;
                 let batches = ctx.sql(WINDOW_BATCH_SQL).await?.collect().await?;
                 let out: usize = batches.iter().map(|b| b.num_rows()).sum();
                 // Every input row is counted in exactly one window.
                 let rows: i64 = batches
                     .iter()
-                    .filter_map(|b| b.column(2).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>())
+                    .filter_map(|b| {
+                        b.column(2)
+                            .as_any()
+                            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                    })
                     .map(|counts| counts.values().iter().sum::<i64>())
                     .sum();
                 let rows = rows as u64;
                 Ok(report("datafusion", rows, out as u64, started))
             })
         }
-        other => Err(CliError::Usage(format!("unknown engine '{other}' (use eddy or datafusion)"))),
+        other => Err(CliError::Usage(format!(
+            "unknown engine '{other}' (use eddy or datafusion)"
+        ))),
     }
 }

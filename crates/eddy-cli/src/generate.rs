@@ -27,16 +27,37 @@ pub fn generate(
     }
     let stream: GeneratedStream = stream.parse()?;
     // Paced output goes in small batches (about 20 per second).
-    let batch_size = if realtime { (rate as usize / 20).max(1) } else { 8192 };
-    let mut generator = Generator::new(GeneratorConfig { stream, seed, rate, count, batch_size });
-    let time_column = stream_schema(stream).fields().iter().position(|f| f.name().ends_with("_ts")).unwrap_or(0);
+    let batch_size = if realtime {
+        (rate as usize / 20).max(1)
+    } else {
+        8192
+    };
+    let mut generator = Generator::new(GeneratorConfig {
+        stream,
+        seed,
+        rate,
+        count,
+        batch_size,
+    });
+    let time_column = stream_schema(stream)
+        .fields()
+        .iter()
+        .position(|f| f.name().ends_with("_ts"))
+        .unwrap_or(0);
     let started = Instant::now();
     let mut first_event: Option<i64> = None;
     let mut buffer = Vec::new();
-    let io = |source| CliError::Io { path: "stdout".into(), source };
+    let io = |source| CliError::Io {
+        path: "stdout".into(),
+        source,
+    };
     while let Some(batch) = generator.next_batch()? {
         if realtime {
-            let times = batch.column(time_column).as_any().downcast_ref::<Int64Array>().cloned();
+            let times = batch
+                .column(time_column)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .cloned();
             let (earliest, latest) = match times.as_ref() {
                 Some(t) => (t.iter().flatten().min(), t.iter().flatten().max()),
                 None => (None, None),
@@ -52,7 +73,9 @@ pub fn generate(
         }
         buffer.clear();
         encode_json_lines(&batch, &mut buffer)?;
-        let written = out.write_all(&buffer).and_then(|_| if realtime { out.flush() } else { Ok(()) });
+        let written = out
+            .write_all(&buffer)
+            .and_then(|_| if realtime { out.flush() } else { Ok(()) });
         match written {
             // The reader went away (`eddy generate | head`): stop quietly.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),

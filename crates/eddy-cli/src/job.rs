@@ -2,14 +2,17 @@
 //! (and the tests) call.
 //!
 //! In: paths to `.sql` files or directories (every `*.sql` inside, in name
-//! order), `--set` parameters and connector overrides. Out: the compiled
-//! graph, or a finished job's report.
+//! order), `--set` parameters, connector overrides and checkpoint settings.
+//! Out: the compiled graph, a running job's handle, or an ended job's
+//! report.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use eddy_connectors::{ConnectorConfig, Connectors};
-use eddy_engine::runtime::{run_job, JobReport};
+use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport, JobState};
 use eddy_sql::{compile, CompiledJob, SqlFile};
 
 use crate::error::{CliError, Result};
@@ -22,10 +25,16 @@ pub fn load_sql(paths: &[PathBuf]) -> Result<Vec<SqlFile>> {
     for path in paths {
         let text = path.to_string_lossy();
         if !path.exists() && text.contains(' ') {
-            files.push(SqlFile { name: "<sql>".into(), text: text.into_owned() });
+            files.push(SqlFile {
+                name: "<sql>".into(),
+                text: text.into_owned(),
+            });
             continue;
         }
-        let io = |source| CliError::Io { path: path.display().to_string(), source };
+        let io = |source| CliError::Io {
+            path: path.display().to_string(),
+            source,
+        };
         if path.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(io)?
@@ -34,7 +43,10 @@ pub fn load_sql(paths: &[PathBuf]) -> Result<Vec<SqlFile>> {
                 .collect();
             entries.sort();
             if entries.is_empty() {
-                return Err(CliError::Usage(format!("{}: no .sql files in this directory", path.display())));
+                return Err(CliError::Usage(format!(
+                    "{}: no .sql files in this directory",
+                    path.display()
+                )));
             }
             for entry in entries {
                 files.push(read_file(&entry)?);
@@ -47,8 +59,14 @@ pub fn load_sql(paths: &[PathBuf]) -> Result<Vec<SqlFile>> {
 }
 
 fn read_file(path: &Path) -> Result<SqlFile> {
-    let text = std::fs::read_to_string(path).map_err(|source| CliError::Io { path: path.display().to_string(), source })?;
-    Ok(SqlFile { name: path.display().to_string(), text })
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(SqlFile {
+        name: path.display().to_string(),
+        text,
+    })
 }
 
 /// Parses `K=V` pairs of `--set` and `--input`.
@@ -69,23 +87,44 @@ pub fn compile_files(files: &[SqlFile], params: &BTreeMap<String, String>) -> Re
     Ok(compile(files, params)?)
 }
 
-/// Compiles and runs a job to completion.
-pub fn run(files: &[SqlFile], params: &BTreeMap<String, String>, connectors: ConnectorConfig) -> Result<JobReport> {
+/// Compiles and starts a job; the handle watches and steers it.
+pub fn start(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    connectors: ConnectorConfig,
+    config: &JobConfig,
+) -> Result<JobHandle> {
     let job = compile_files(files, params)?;
-    for table in connectors.inputs.keys() {
-        let is_source = job.graph.nodes.iter().any(|n| {
-            matches!(&n.kind, eddy_engine::graph::NodeKind::Source { spec, .. } if &spec.table == table)
-        });
-        if !is_source {
-            return Err(CliError::Usage(format!("--input {table}=...: no query reads a source table named '{table}'")));
-        }
-    }
-    Ok(run_job(&job.graph, &Connectors::new(connectors))?)
+    Ok(start_job(
+        Arc::new(job.graph),
+        Arc::new(Connectors::new(connectors)),
+        config,
+    )?)
+}
+
+/// Compiles and runs a job to its end (finished or stopped).
+pub fn run(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    connectors: ConnectorConfig,
+    config: &JobConfig,
+) -> Result<JobReport> {
+    Ok(start(files, params, connectors, config)?.wait()?)
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// A short human summary of a finished job (sources, sinks).
 pub fn summary(report: &JobReport) -> String {
     let mut lines = Vec::new();
+    if let Some(checkpoint) = report.already_finished {
+        return format!("the job had already finished (its checkpoint {checkpoint} says so); nothing was run or written again");
+    }
+    if let Some(from) = report.checkpoints.restored_from {
+        lines.push(format!("resumed from checkpoint {from}"));
+    }
     for node in &report.nodes {
         let m = &node.metrics;
         match node.kind.as_str() {
@@ -98,17 +137,37 @@ pub fn summary(report: &JobReport) -> String {
             _ => {
                 let inputs: Vec<String> = m.rows_in_by_input.iter().map(u64::to_string).collect();
                 lines.push(format!(
-                    "{}: {} rows in ({}), {} rows out, {} in state{}",
+                    "{}: {} rows in ({}), {} rows out, {} in state ({}){}",
                     node.name,
                     m.rows_in,
                     inputs.join(" + "),
                     m.rows_out,
                     m.state_rows,
-                    if m.late_rows > 0 { format!(", {} late", m.late_rows) } else { String::new() }
+                    mebibytes(m.state_bytes),
+                    if m.late_rows > 0 {
+                        format!(", {} late", m.late_rows)
+                    } else {
+                        String::new()
+                    }
                 ));
             }
         }
     }
-    lines.push(format!("finished in {} ms", report.elapsed_ms));
+    let c = &report.checkpoints;
+    if let Some(last) = c.last_id {
+        lines.push(format!(
+            "checkpoints: {} taken, the last #{last} ({}, {} ms); longest {} ms",
+            c.completed,
+            mebibytes(c.last_bytes),
+            c.last_duration_ms,
+            c.max_duration_ms
+        ));
+    }
+    let verb = if report.state == JobState::Stopped {
+        "stopped"
+    } else {
+        "finished"
+    };
+    lines.push(format!("{verb} in {} ms", report.elapsed_ms));
     lines.join("\n")
 }

@@ -3,9 +3,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use eddy_cli::{bench, generate, job, CliError, Result};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
+use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
+use eddy_engine::runtime::{JobConfig, JobHandle};
+use eddy_engine::EngineError;
 use tracing_subscriber::EnvFilter;
 
 /// eddy: a streaming SQL engine on DataFusion and Arrow.
@@ -47,6 +53,17 @@ enum Command {
         /// Print no job summary on stderr.
         #[arg(long, short)]
         quiet: bool,
+        /// Checkpoint into DIR and resume from its latest checkpoint: a job
+        /// killed at any moment and started again with the same arguments
+        /// loses and repeats nothing in its file sinks.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Time between checkpoints (`100ms`, `5s`; default 10s). Needs --state-dir.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        checkpoint_interval: Option<Duration>,
+        /// Discard the checkpoints in --state-dir and start afresh.
+        #[arg(long, requires = "state_dir")]
+        ignore_state: bool,
     },
     /// Print the operator graph SQL compiles to.
     Explain {
@@ -95,17 +112,52 @@ enum Command {
         /// Rows per batch.
         #[arg(long, default_value_t = 8192)]
         batch_size: usize,
+        /// Checkpoint into DIR (a fresh directory each run).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Time between checkpoints.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "state_dir")]
+        checkpoint_interval: Option<Duration>,
     },
+}
+
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    eddy_engine::time::parse_duration(text)
+}
+
+/// Ctrl-C (or SIGTERM) once stops the job gracefully: a final checkpoint,
+/// sinks committed. A second Ctrl-C cancels it.
+fn stop_on_signals(handle: &JobHandle) {
+    static SIGNALS: AtomicU32 = AtomicU32::new(0);
+    let handle = handle.clone();
+    let installed = ctrlc::set_handler(move || {
+        if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!("stopping: committing output (and taking a final checkpoint with --state-dir); interrupt again to cancel");
+            handle.stop();
+        } else {
+            eprintln!("cancelling");
+            handle.cancel();
+        }
+    });
+    if let Err(e) = installed {
+        tracing::warn!("cannot handle Ctrl-C: {e}");
+    }
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
+        .with_env_filter(
+            EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
     match execute(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Engine(EngineError::Cancelled)) => {
+            eprintln!("error: the job was cancelled");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -115,10 +167,34 @@ fn main() -> ExitCode {
 
 fn execute(command: Command) -> Result<()> {
     match command {
-        Command::Run { paths, set, input, output, format, batch_size, quiet } => {
+        Command::Run {
+            paths,
+            set,
+            input,
+            output,
+            format,
+            batch_size,
+            quiet,
+            state_dir,
+            checkpoint_interval,
+            ignore_state,
+        } => {
             if batch_size == 0 {
                 return Err(CliError::Usage("--batch-size must be at least 1".into()));
             }
+            let checkpoints = match (state_dir, checkpoint_interval) {
+                (None, Some(_)) => {
+                    return Err(CliError::Usage(
+                        "--checkpoint-interval needs --state-dir".into(),
+                    ))
+                }
+                (None, None) => None,
+                (Some(dir), interval) => Some(CheckpointConfig {
+                    state_dir: dir,
+                    interval: interval.unwrap_or(DEFAULT_INTERVAL),
+                    ignore_state,
+                }),
+            };
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
             let config = ConnectorConfig {
@@ -131,8 +207,10 @@ fn execute(command: Command) -> Result<()> {
                 batch_size,
                 ..ConnectorConfig::default()
             };
-            let report = job::run(&files, &params, config)?;
-            if !quiet {
+            let handle = job::start(&files, &params, config, &JobConfig { checkpoints })?;
+            stop_on_signals(&handle);
+            let report = handle.wait()?;
+            if !quiet || report.already_finished.is_some() {
                 eprintln!("{}", job::summary(&report));
             }
             Ok(())
@@ -144,16 +222,44 @@ fn execute(command: Command) -> Result<()> {
             print!("{}", compiled.graph.explain());
             Ok(())
         }
-        Command::Generate { stream, rate, seed, count, realtime } => {
+        Command::Generate {
+            stream,
+            rate,
+            seed,
+            count,
+            realtime,
+        } => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             generate::generate(&stream, seed, rate, count, realtime, &mut out)
         }
-        Command::Bench { name, engine, input, orders, payments, batch_size } => {
+        Command::Bench {
+            name,
+            engine,
+            input,
+            orders,
+            payments,
+            batch_size,
+            state_dir,
+            checkpoint_interval,
+        } => {
+            let job = JobConfig {
+                checkpoints: state_dir.map(|dir| CheckpointConfig {
+                    state_dir: dir,
+                    interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
+                    ignore_state: true,
+                }),
+            };
             let line = match (name.as_str(), input, orders, payments) {
-                ("window", Some(input), _, _) => bench::window(&engine, &input, batch_size)?,
-                ("join", _, Some(orders), Some(payments)) => bench::join(&engine, &orders, &payments, batch_size)?,
-                _ => return Err(CliError::Usage("window needs --input; join needs --orders and --payments".into())),
+                ("window", Some(input), _, _) => bench::window(&engine, &input, batch_size, &job)?,
+                ("join", _, Some(orders), Some(payments)) => {
+                    bench::join(&engine, &orders, &payments, batch_size)?
+                }
+                _ => {
+                    return Err(CliError::Usage(
+                        "window needs --input; join needs --orders and --payments".into(),
+                    ))
+                }
             };
             println!("{line}");
             Ok(())

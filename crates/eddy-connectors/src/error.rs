@@ -47,6 +47,9 @@ impl ConnectorError {
 
     /// Shorthand for [`ConnectorError::BadOption`].
     pub fn bad_option(option: &str, reason: impl Into<String>) -> Self {
-        Self::BadOption { option: option.to_string(), reason: reason.into() }
+        Self::BadOption {
+            option: option.to_string(),
+            reason: reason.into(),
+        }
     }
 }

@@ -19,7 +19,11 @@ pub fn encode_json_lines(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
 /// Like [`encode_json_lines`]; with `explicit_nulls` false, NULL fields are
 /// left out of each object (one table can then carry records of several
 /// shapes, each showing only its own fields).
-pub fn encode_json_lines_with(batch: &RecordBatch, out: &mut Vec<u8>, explicit_nulls: bool) -> Result<()> {
+pub fn encode_json_lines_with(
+    batch: &RecordBatch,
+    out: &mut Vec<u8>,
+    explicit_nulls: bool,
+) -> Result<()> {
     let mut writer = WriterBuilder::new()
         .with_explicit_nulls(explicit_nulls)
         .with_timestamp_format("%Y-%m-%dT%H:%M:%S%.fZ".to_string())
@@ -62,6 +66,9 @@ mod tests {
     fn spaces_only_outside_strings() {
         let mut out = Vec::new();
         spaced_json(br#"{"a":1,"b":"x,y: \"z\",","c":[1,2]}"#, &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{"a": 1, "b": "x,y: \"z\",", "c": [1, 2]}"#);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"a": 1, "b": "x,y: \"z\",", "c": [1, 2]}"#
+        );
     }
 }

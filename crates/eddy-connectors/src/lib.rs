@@ -17,22 +17,24 @@
 pub mod error;
 pub mod generator;
 pub mod json_lines;
-pub mod ndjson_source;
+pub mod ndjson;
 pub mod sinks;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 
-use eddy_engine::graph::{ConnectorFactory, ConnectorSpec};
-use eddy_engine::sink::SinkWriter;
+use eddy_engine::graph::{ConnectorFactory, ConnectorSpec, JobGraph, NodeKind};
+use eddy_engine::sink::{SinkMode, SinkWriter};
 use eddy_engine::source::SourceReader;
-use eddy_engine::Result as EngineResult;
+use eddy_engine::state::StateSnapshot;
+use eddy_engine::{EngineError, Result as EngineResult};
 
 pub use error::{ConnectorError, Result};
 use generator::{GeneratedStream, GeneratorConfig, GeneratorSource};
-use ndjson_source::NdjsonSource;
+use ndjson::source::NdjsonPosition;
+use ndjson::NdjsonSource;
 use sinks::{BlackholeSink, NdjsonSink, ParquetSink, StdoutSink, StdoutTarget};
 
 /// File format of `--output`.
@@ -69,7 +71,9 @@ impl Default for ConnectorConfig {
             output_dir: None,
             output_format: OutputFormat::Ndjson,
             batch_size: 8192,
-            decode_threads: std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(1),
+            decode_threads: std::thread::available_parallelism()
+                .map(|n| n.get().min(4))
+                .unwrap_or(1),
             stdout: StdoutTarget::Process,
         }
     }
@@ -87,30 +91,88 @@ impl Connectors {
         Self { config }
     }
 
-    fn open_ndjson(&self, spec: &ConnectorSpec, path: &str) -> Result<Box<dyn SourceReader>> {
+    fn open_ndjson(
+        &self,
+        spec: &ConnectorSpec,
+        path: &str,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
         let batch_size = self.batch_size(spec)?;
-        if path == "-" {
-            let reader = BufReader::new(Box::new(std::io::stdin()) as Box<dyn std::io::Read + Send>);
-            return Ok(Box::new(NdjsonSource::new(
-                reader,
-                "stdin".into(),
-                spec.schema.clone(),
-                batch_size,
-                self.config.decode_threads,
-                true,
-            )));
+        let resume: Option<NdjsonPosition> = resume
+            .map(|r| serde_json::from_value(r.clone()))
+            .transpose()
+            .map_err(|e| {
+                ConnectorError::bad_option("path", format!("checkpointed position: {e}"))
+            })?;
+        let location = if path == "-" {
+            "stdin".to_string()
+        } else {
+            path.to_string()
+        };
+        if let Some(resume) = &resume {
+            if resume.path != location {
+                return Err(ConnectorError::bad_option(
+                    "path",
+                    format!(
+                        "the checkpoint was reading {}, the job now reads {} (use --ignore-state to start afresh)",
+                        resume.path, location
+                    ),
+                ));
+            }
         }
-        let file = File::open(path).map_err(|source| ConnectorError::Io { path: path.to_string(), source })?;
-        let live = !file.metadata().map(|m| m.is_file()).unwrap_or(false);
-        let reader = BufReader::with_capacity(1 << 20, Box::new(file) as Box<dyn std::io::Read + Send>);
-        Ok(Box::new(NdjsonSource::new(
-            reader,
-            path.to_string(),
+        let (reader, live): (Box<dyn std::io::Read + Send>, bool) = if path == "-" {
+            (Box::new(std::io::stdin()), true)
+        } else {
+            let file = File::open(path).map_err(|source| ConnectorError::Io {
+                path: path.to_string(),
+                source,
+            })?;
+            let live = !file.metadata().map(|m| m.is_file()).unwrap_or(false);
+            (Box::new(file), live)
+        };
+        let mut reader = reader;
+        if let Some(resume) = &resume {
+            if live {
+                tracing::warn!(
+                    source = %spec.table,
+                    "{location} cannot be read again: the resumed job reads what it gives from now on (rows sent since the checkpoint are not replayed)"
+                );
+            } else {
+                let mut file = File::open(path).map_err(|source| ConnectorError::Io {
+                    path: path.to_string(),
+                    source,
+                })?;
+                let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+                if size < resume.offset {
+                    return Err(ConnectorError::bad_option(
+                        "path",
+                        format!(
+                            "{path} has {size} bytes, but the checkpoint had read {} of it",
+                            resume.offset
+                        ),
+                    ));
+                }
+                file.seek(SeekFrom::Start(resume.offset))
+                    .map_err(|source| ConnectorError::Io {
+                        path: path.to_string(),
+                        source,
+                    })?;
+                reader = Box::new(file);
+            }
+        }
+        let capacity = if live { 1 << 16 } else { 1 << 20 };
+        let source = NdjsonSource::new(
+            BufReader::with_capacity(capacity, reader),
+            location,
             spec.schema.clone(),
             batch_size,
             self.config.decode_threads,
             live,
-        )))
+        );
+        Ok(Box::new(match &resume {
+            Some(position) => source.starting_at(position),
+            None => source,
+        }))
     }
 
     fn batch_size(&self, spec: &ConnectorSpec) -> Result<usize> {
@@ -120,73 +182,136 @@ impl Connectors {
         }
     }
 
-    fn source(&self, spec: &ConnectorSpec) -> Result<Box<dyn SourceReader>> {
+    fn source(
+        &self,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
         if let Some(path) = self.config.inputs.get(&spec.table) {
-            return self.open_ndjson(spec, path);
+            return self.open_ndjson(spec, path, resume);
         }
         match spec.connector.as_str() {
             "file" | "ndjson" => {
                 if let Some(format) = spec.options.get("format") {
                     if !matches!(format.as_str(), "json" | "ndjson") {
-                        return Err(ConnectorError::bad_option("format", format!("'{format}' is not supported (use 'json')")));
+                        return Err(ConnectorError::bad_option(
+                            "format",
+                            format!("'{format}' is not supported (use 'json')"),
+                        ));
                     }
                 }
-                let path = spec
-                    .options
-                    .get("path")
-                    .ok_or_else(|| ConnectorError::bad_option("path", "a file source needs a path"))?;
-                self.open_ndjson(spec, path)
+                let path = spec.options.get("path").ok_or_else(|| {
+                    ConnectorError::bad_option("path", "a file source needs a path")
+                })?;
+                self.open_ndjson(spec, path, resume)
             }
-            "stdin" => self.open_ndjson(spec, "-"),
+            "stdin" => self.open_ndjson(spec, "-", resume),
             "generator" => {
-                let stream: GeneratedStream = spec.options.get("stream").unwrap_or(&spec.table).parse()?;
+                let stream: GeneratedStream =
+                    spec.options.get("stream").unwrap_or(&spec.table).parse()?;
                 let config = GeneratorConfig {
                     stream,
-                    seed: spec.options.get("seed").map(|v| parse_option(v, "seed")).transpose()?.unwrap_or(7),
-                    rate: spec.options.get("rate").map(|v| parse_option(v, "rate")).transpose()?.unwrap_or(2),
-                    count: spec.options.get("count").map(|v| parse_option(v, "count")).transpose()?,
+                    seed: spec
+                        .options
+                        .get("seed")
+                        .map(|v| parse_option(v, "seed"))
+                        .transpose()?
+                        .unwrap_or(7),
+                    rate: spec
+                        .options
+                        .get("rate")
+                        .map(|v| parse_option(v, "rate"))
+                        .transpose()?
+                        .unwrap_or(2),
+                    count: spec
+                        .options
+                        .get("count")
+                        .map(|v| parse_option(v, "count"))
+                        .transpose()?,
                     batch_size: self.batch_size(spec)?,
                 };
-                Ok(Box::new(GeneratorSource::new(config, spec.schema.clone())?))
+                Ok(Box::new(GeneratorSource::new(
+                    config,
+                    spec.schema.clone(),
+                    resume,
+                )?))
             }
-            other => Err(ConnectorError::UnknownConnector { connector: other.to_string() }),
+            other => Err(ConnectorError::UnknownConnector {
+                connector: other.to_string(),
+            }),
         }
     }
 
-    fn sink(&self, spec: &ConnectorSpec) -> Result<Box<dyn SinkWriter>> {
-        let explicit_nulls = match spec.options.get("omit_nulls").map(|v| v.to_ascii_lowercase()) {
+    fn sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
+        let explicit_nulls = match spec
+            .options
+            .get("omit_nulls")
+            .map(|v| v.to_ascii_lowercase())
+        {
             None => true,
             Some(v) if v == "true" => false,
             Some(v) if v == "false" => true,
-            Some(v) => return Err(ConnectorError::bad_option("omit_nulls", format!("'{v}' is not true or false"))),
+            Some(v) => {
+                return Err(ConnectorError::bad_option(
+                    "omit_nulls",
+                    format!("'{v}' is not true or false"),
+                ))
+            }
         };
         if let Some(dir) = &self.config.output_dir {
             return match self.config.output_format {
-                OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::create(
+                OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::open(
                     &spec.table,
                     dir.join(format!("{}.ndjson", spec.table)),
                     explicit_nulls,
+                    mode,
                 )?)),
-                OutputFormat::Parquet => {
-                    Ok(Box::new(ParquetSink::create(&spec.table, &dir.join(&spec.table), spec.schema.clone())?))
-                }
+                OutputFormat::Parquet => Ok(Box::new(ParquetSink::open(
+                    &spec.table,
+                    &dir.join(&spec.table),
+                    spec.schema.clone(),
+                    mode,
+                )?)),
             };
         }
         let path = || {
-            spec.options
-                .get("path")
-                .map(PathBuf::from)
-                .ok_or_else(|| ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector)))
+            spec.options.get("path").map(PathBuf::from).ok_or_else(|| {
+                ConnectorError::bad_option(
+                    "path",
+                    format!("a {} sink needs a path", spec.connector),
+                )
+            })
         };
         match spec.connector.as_str() {
             "stdout" | "print" => {
-                let tag = spec.options.get("tag").cloned().unwrap_or_else(|| spec.table.to_uppercase());
-                Ok(Box::new(StdoutSink::new(&spec.table, tag, explicit_nulls, self.config.stdout.clone())))
+                let tag = spec
+                    .options
+                    .get("tag")
+                    .cloned()
+                    .unwrap_or_else(|| spec.table.to_uppercase());
+                Ok(Box::new(StdoutSink::new(
+                    &spec.table,
+                    tag,
+                    explicit_nulls,
+                    self.config.stdout.clone(),
+                )))
             }
-            "ndjson" | "file" => Ok(Box::new(NdjsonSink::create(&spec.table, path()?, explicit_nulls)?)),
-            "parquet" => Ok(Box::new(ParquetSink::create(&spec.table, &path()?, spec.schema.clone())?)),
+            "ndjson" | "file" => Ok(Box::new(NdjsonSink::open(
+                &spec.table,
+                path()?,
+                explicit_nulls,
+                mode,
+            )?)),
+            "parquet" => Ok(Box::new(ParquetSink::open(
+                &spec.table,
+                &path()?,
+                spec.schema.clone(),
+                mode,
+            )?)),
             "blackhole" => Ok(Box::new(BlackholeSink)),
-            other => Err(ConnectorError::UnknownConnector { connector: other.to_string() }),
+            other => Err(ConnectorError::UnknownConnector {
+                connector: other.to_string(),
+            }),
         }
     }
 }
@@ -199,11 +324,39 @@ fn parse_option<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
 }
 
 impl ConnectorFactory for Connectors {
-    fn open_source(&self, spec: &ConnectorSpec) -> EngineResult<Box<dyn SourceReader>> {
-        self.source(spec).map_err(|e| e.for_table(&spec.table))
+    fn check(&self, graph: &JobGraph) -> EngineResult<()> {
+        for table in self.config.inputs.keys() {
+            let is_source = graph
+                .nodes
+                .iter()
+                .any(|n| matches!(&n.kind, NodeKind::Source { spec, .. } if &spec.table == table));
+            if !is_source {
+                return Err(EngineError::Config(format!(
+                    "--input {table}=...: no query reads a source table named '{table}'"
+                )));
+            }
+        }
+        Ok(())
     }
 
-    fn open_sink(&self, spec: &ConnectorSpec) -> EngineResult<Box<dyn SinkWriter>> {
-        self.sink(spec).map_err(|e| e.for_table(&spec.table))
+    fn open_source(
+        &self,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> EngineResult<Box<dyn SourceReader>> {
+        self.source(spec, resume)
+            .map_err(|e| e.for_table(&spec.table))
+    }
+
+    fn open_sink(
+        &self,
+        spec: &ConnectorSpec,
+        mode: SinkMode<'_>,
+    ) -> EngineResult<Box<dyn SinkWriter>> {
+        self.sink(spec, mode).map_err(|e| e.for_table(&spec.table))
+    }
+
+    fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> EngineResult<()> {
+        sinks::commit::commit(state).map_err(|e| e.for_table(&spec.table))
     }
 }

@@ -1,6 +1,7 @@
 //! The engine's error type. Everything that can go wrong while a job runs
 //! (an operator failing on a batch, a connector failing to read or write, a
-//! node disconnecting) becomes an [`EngineError`].
+//! checkpoint that cannot be written or restored) becomes an
+//! [`EngineError`].
 
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
@@ -30,12 +31,30 @@ pub enum EngineError {
         /// What went wrong.
         message: String,
     },
+    /// The job cannot start as configured (an `--input` naming no source,
+    /// say). Found before anything runs.
+    #[error("{0}")]
+    Config(String),
+    /// Checkpointed state could not be encoded, decoded or applied.
+    #[error("checkpoint state: {0}")]
+    State(String),
+    /// The state directory cannot be used (I/O, a checkpoint of another
+    /// query).
+    #[error("{0}")]
+    Checkpoint(String),
     /// The graph itself is malformed (a planner bug, not a user error).
     #[error("invalid job graph: {0}")]
     Graph(String),
-    /// The job was cancelled because another node failed.
-    #[error("cancelled")]
+    /// The job failed; the message is the error of the node that ended it.
+    #[error("{0}")]
+    Failed(String),
+    /// The job was cancelled ([`crate::runtime::JobHandle::cancel`]).
+    #[error("the job was cancelled")]
     Cancelled,
+    /// A node gave up because the job is ending (another node failed, or
+    /// the job was cancelled); never a job's own result.
+    #[error("aborted")]
+    Aborted,
 }
 
 /// Result alias used throughout the engine.
@@ -44,11 +63,17 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 impl EngineError {
     /// Shorthand for an [`EngineError::Connector`].
     pub fn connector(node: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Connector { node: node.into(), message: message.into() }
+        Self::Connector {
+            node: node.into(),
+            message: message.into(),
+        }
     }
 
     /// Shorthand for an [`EngineError::Operator`].
     pub fn operator(operator: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Operator { operator: operator.into(), message: message.into() }
+        Self::Operator {
+            operator: operator.into(),
+            message: message.into(),
+        }
     }
 }

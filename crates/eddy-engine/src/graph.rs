@@ -19,8 +19,9 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
 use crate::operator::OperatorPlan;
-use crate::sink::SinkWriter;
+use crate::sink::{SinkMode, SinkWriter};
 use crate::source::{SourceLayout, SourceReader};
+use crate::state::StateSnapshot;
 
 /// Index of a node in [`JobGraph::nodes`].
 pub type NodeId = usize;
@@ -42,10 +43,28 @@ pub struct ConnectorSpec {
 /// Opens the connectors a graph names. Overrides such as `--input` and
 /// `--output` live in the factory's own configuration.
 pub trait ConnectorFactory: Send + Sync {
-    /// Opens a source reader for `spec`.
-    fn open_source(&self, spec: &ConnectorSpec) -> Result<Box<dyn SourceReader>>;
+    /// Checks the factory's configuration against a graph before the job
+    /// starts (an override naming no table, say). Every front end gets the
+    /// same checks because the runtime calls this.
+    fn check(&self, _graph: &JobGraph) -> Result<()> {
+        Ok(())
+    }
+    /// Opens a source reader for `spec`; `resume` is the reader's
+    /// [`SourceReader::position`] from the checkpoint the job resumes from.
+    fn open_source(
+        &self,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>>;
     /// Opens a sink writer for `spec`.
-    fn open_sink(&self, spec: &ConnectorSpec) -> Result<Box<dyn SinkWriter>>;
+    fn open_sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>>;
+    /// Publishes what a transactional sink pre-committed (its
+    /// [`SinkWriter::precommit`] state) once the checkpoint holding it is
+    /// complete. Must be idempotent: a resumed job commits its checkpoint
+    /// again.
+    fn commit_sink(&self, _spec: &ConnectorSpec, _state: &StateSnapshot) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// How an edge routes rows to the parallel instances of its consumer.
@@ -144,7 +163,10 @@ impl JobGraph {
         loop {
             let dead: Option<NodeId> = (0..self.nodes.len()).rev().find(|&id| {
                 matches!(self.nodes[id].kind, NodeKind::Operator(_))
-                    && !self.nodes.iter().any(|n| n.inputs.iter().any(|e| e.from == id))
+                    && !self
+                        .nodes
+                        .iter()
+                        .any(|n| n.inputs.iter().any(|e| e.from == id))
             });
             let Some(dead) = dead else { return };
             self.nodes.remove(dead);
@@ -158,48 +180,85 @@ impl JobGraph {
         }
     }
 
+    /// One node as `eddy explain` prints it: what it does, where its inputs
+    /// come from, and its schema.
+    pub fn describe_node(&self, id: NodeId) -> String {
+        let node = &self.nodes[id];
+        let what = match &node.kind {
+            NodeKind::Source { spec, layout } => {
+                let time = match layout.event_time {
+                    Some(et) => format!(
+                        ", event time {} (watermark = max - {}ms, allowed lateness {}ms)",
+                        layout.output_schema.field(et.column).name(),
+                        et.bound_ms,
+                        et.allowed_lateness_ms
+                    ),
+                    None => ", no event time".to_string(),
+                };
+                format!(
+                    "source {} [connector={}{}]",
+                    spec.table, spec.connector, time
+                )
+            }
+            NodeKind::Operator(plan) => {
+                format!("{} {}", plan.kind(), plan.describe())
+            }
+            NodeKind::Sink { spec } => {
+                format!("sink {} [connector={}]", spec.table, spec.connector)
+            }
+        };
+        let inputs: Vec<String> = node
+            .inputs
+            .iter()
+            .map(|e| {
+                let port = if e.port == 0 { "" } else { ".late" };
+                let part = match &e.partitioning {
+                    Partitioning::Forward => String::new(),
+                    Partitioning::Hash(keys) => {
+                        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+                        format!(" hash({})", keys.join(", "))
+                    }
+                };
+                format!("#{}{}{}", e.from, port, part)
+            })
+            .collect();
+        let arrow = if inputs.is_empty() {
+            String::new()
+        } else {
+            format!(" <- {}", inputs.join(", "))
+        };
+        let cols: Vec<String> = node
+            .schema
+            .fields()
+            .iter()
+            .map(|f| format!("{}: {}", f.name(), f.data_type()))
+            .collect();
+        format!("#{id} {what}{arrow}\n     schema: {}", cols.join(", "))
+    }
+
+    /// What a node's checkpointed state depends on: its description, its
+    /// inputs and schema and, for connectors, every option. A resumed job
+    /// refuses state whose fingerprint differs from the node's.
+    pub fn fingerprint(&self, id: NodeId) -> String {
+        let options = match &self.nodes[id].kind {
+            NodeKind::Source { spec, .. } | NodeKind::Sink { spec } => {
+                let options: Vec<String> = spec
+                    .options
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                format!("\n     options: {}", options.join(", "))
+            }
+            NodeKind::Operator(_) => String::new(),
+        };
+        format!("{}{options}", self.describe_node(id))
+    }
+
     /// Renders the graph for `eddy explain`.
     pub fn explain(&self) -> String {
         let mut out = String::new();
-        for (id, node) in self.nodes.iter().enumerate() {
-            let what = match &node.kind {
-                NodeKind::Source { spec, layout } => {
-                    let time = match layout.event_time {
-                        Some(et) => format!(
-                            ", event time {} (watermark = max - {}ms, allowed lateness {}ms)",
-                            layout.output_schema.field(et.column).name(),
-                            et.bound_ms,
-                            et.allowed_lateness_ms
-                        ),
-                        None => ", no event time".to_string(),
-                    };
-                    format!("source {} [connector={}{}]", spec.table, spec.connector, time)
-                }
-                NodeKind::Operator(plan) => {
-                    format!("{} {}", plan.kind(), plan.describe())
-                }
-                NodeKind::Sink { spec } => format!("sink {} [connector={}]", spec.table, spec.connector),
-            };
-            let inputs: Vec<String> = node
-                .inputs
-                .iter()
-                .map(|e| {
-                    let port = if e.port == 0 { "" } else { ".late" };
-                    let part = match &e.partitioning {
-                        Partitioning::Forward => String::new(),
-                        Partitioning::Hash(keys) => {
-                            let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-                            format!(" hash({})", keys.join(", "))
-                        }
-                    };
-                    format!("#{}{}{}", e.from, port, part)
-                })
-                .collect();
-            let arrow = if inputs.is_empty() { String::new() } else { format!(" <- {}", inputs.join(", ")) };
-            let _ = writeln!(out, "#{id} {what}{arrow}");
-            let cols: Vec<String> =
-                node.schema.fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
-            let _ = writeln!(out, "     schema: {}", cols.join(", "));
+        for id in 0..self.nodes.len() {
+            let _ = writeln!(out, "{}", self.describe_node(id));
         }
         out
     }

@@ -2,15 +2,18 @@
 //!
 //! The dataflow runtime of eddy. A [`graph::JobGraph`] of sources, operators
 //! and sinks goes in; [`runtime::start_job`] runs it with one thread per node
-//! and bounded channels between them; result rows leave through sinks and
-//! per-node counters through [`metrics`].
+//! and bounded channels between them and returns a
+//! [`runtime::JobHandle`]; result rows leave through sinks and per-node
+//! counters through [`metrics`]. With a state directory the job takes
+//! [`checkpoint`]s and resumes from the latest one after a crash.
 //!
-//! Edges carry [`message::Message`]s: record batches, watermarks and
-//! end-of-stream. Event time is epoch milliseconds ([`time`]); sources judge
+//! Edges carry [`message::Message`]s: record batches, watermarks,
+//! checkpoint barriers and end-of-stream. Event time is epoch milliseconds ([`time`]); sources judge
 //! lateness and produce watermarks ([`source`]); operators implement one
 //! lifecycle trait ([`operator::Operator`]); windows are defined in
 //! [`window`]; the built-in operators live in [`operators`].
 
+pub mod checkpoint;
 pub mod error;
 pub mod graph;
 pub mod message;
@@ -20,6 +23,7 @@ pub mod operators;
 pub mod runtime;
 pub mod sink;
 pub mod source;
+pub mod state;
 pub mod time;
 pub mod window;
 

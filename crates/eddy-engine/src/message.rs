@@ -3,12 +3,29 @@
 //! An edge carries a totally ordered sequence of [`Message`]s from one node's
 //! output port to one input of another node: data batches, watermarks that
 //! promise no earlier event time will follow on that edge (except rows the
-//! source already judged late), and finally [`Message::End`] once the
-//! producer has finished.
+//! source already judged late), checkpoint barriers, and finally
+//! [`Message::End`] once the producer has finished.
 
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::time::Timestamp;
+
+/// Identifies a checkpoint; checkpoints of a job are numbered 1, 2, ...
+/// across restarts (a restored job continues after the checkpoint it
+/// restored).
+pub type CheckpointId = u64;
+
+/// A checkpoint barrier: everything before it on an edge belongs to
+/// checkpoint `checkpoint`, everything after it to later ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Barrier {
+    /// The checkpoint this barrier closes.
+    pub checkpoint: CheckpointId,
+    /// The job is stopping: after this barrier nothing follows on the edge
+    /// (no `End`, no final watermark) and every node exits once it has
+    /// passed the barrier on.
+    pub stop: bool,
+}
 
 /// One item on an edge.
 #[derive(Debug, Clone)]
@@ -21,6 +38,10 @@ pub enum Message {
     /// The producer has had no input for its idle timeout: until it sends
     /// again, its watermark does not hold back the consumer's minimum.
     Idle,
+    /// A checkpoint barrier (see [`Barrier`]). A node with several inputs
+    /// stops reading an input once its barrier arrived and snapshots its
+    /// state when the barrier has arrived on every input (aligned barriers).
+    Barrier(Barrier),
     /// The producer has finished; nothing follows.
     End,
 }

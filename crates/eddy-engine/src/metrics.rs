@@ -1,13 +1,14 @@
 //! Per-node counters, shared between the thread running a node and whoever
 //! observes the job (the CLI's summary, the HTTP API).
 //!
-//! Counters are monotonic atomics; `state_rows` is a gauge. Reading them never
-//! blocks the running node.
+//! Counters are monotonic atomics; `state_rows` and `state_bytes` are
+//! gauges. Reading them never blocks the running node. Counters are part of
+//! every checkpoint, so a resumed job's counts continue where they were.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -19,6 +20,7 @@ pub struct NodeMetrics {
     late_rows: AtomicU64,
     bad_rows: AtomicU64,
     state_rows: AtomicU64,
+    state_bytes: AtomicU64,
     watermark: AtomicI64,
     rows_in_by_input: Vec<AtomicU64>,
 }
@@ -32,13 +34,14 @@ impl Default for NodeMetrics {
             late_rows: AtomicU64::new(0),
             bad_rows: AtomicU64::new(0),
             state_rows: AtomicU64::new(0),
+            state_bytes: AtomicU64::new(0),
             watermark: AtomicI64::new(WATERMARK_MIN),
         }
     }
 }
 
 /// A point-in-time copy of a node's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricsSnapshot {
     /// Rows received on all inputs (for a source: rows decoded).
     pub rows_in: u64,
@@ -52,6 +55,9 @@ pub struct MetricsSnapshot {
     pub bad_rows: u64,
     /// Rows (or groups) currently held in operator state.
     pub state_rows: u64,
+    /// Approximate bytes of memory held in operator state.
+    #[serde(default)]
+    pub state_bytes: u64,
     /// The node's current input watermark, epoch ms (`i64::MIN` before any).
     pub watermark: Timestamp,
 }
@@ -59,7 +65,10 @@ pub struct MetricsSnapshot {
 impl NodeMetrics {
     /// A fresh, shareable set of counters for a node with `inputs` inputs.
     pub fn new_shared(inputs: usize) -> Arc<Self> {
-        Arc::new(Self { rows_in_by_input: (0..inputs).map(|_| AtomicU64::new(0)).collect(), ..Self::default() })
+        Arc::new(Self {
+            rows_in_by_input: (0..inputs).map(|_| AtomicU64::new(0)).collect(),
+            ..Self::default()
+        })
     }
     /// Adds rows received on input `input`.
     pub fn add_input_rows(&self, input: usize, n: usize) {
@@ -92,6 +101,23 @@ impl NodeMetrics {
     pub fn set_state_rows(&self, n: usize) {
         self.state_rows.store(n as u64, Ordering::Relaxed);
     }
+    /// Sets the state-memory gauge.
+    pub fn set_state_bytes(&self, n: usize) {
+        self.state_bytes.store(n as u64, Ordering::Relaxed);
+    }
+    /// Sets every counter to a checkpointed value (a resumed job).
+    pub fn restore(&self, from: &MetricsSnapshot) {
+        self.rows_in.store(from.rows_in, Ordering::Relaxed);
+        self.rows_out.store(from.rows_out, Ordering::Relaxed);
+        self.late_rows.store(from.late_rows, Ordering::Relaxed);
+        self.bad_rows.store(from.bad_rows, Ordering::Relaxed);
+        self.state_rows.store(from.state_rows, Ordering::Relaxed);
+        self.state_bytes.store(from.state_bytes, Ordering::Relaxed);
+        self.watermark.store(from.watermark, Ordering::Relaxed);
+        for (counter, value) in self.rows_in_by_input.iter().zip(&from.rows_in_by_input) {
+            counter.store(*value, Ordering::Relaxed);
+        }
+    }
     /// Records the node's current watermark.
     pub fn set_watermark(&self, watermark: Timestamp) {
         self.watermark.store(watermark, Ordering::Relaxed);
@@ -100,11 +126,16 @@ impl NodeMetrics {
     pub fn snapshot(&self) -> MetricsSnapshot {
         MetricsSnapshot {
             rows_in: self.rows_in.load(Ordering::Relaxed),
-            rows_in_by_input: self.rows_in_by_input.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+            rows_in_by_input: self
+                .rows_in_by_input
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect(),
             rows_out: self.rows_out.load(Ordering::Relaxed),
             late_rows: self.late_rows.load(Ordering::Relaxed),
             bad_rows: self.bad_rows.load(Ordering::Relaxed),
             state_rows: self.state_rows.load(Ordering::Relaxed),
+            state_bytes: self.state_bytes.load(Ordering::Relaxed),
             watermark: self.watermark.load(Ordering::Relaxed),
         }
     }

@@ -16,6 +16,12 @@
 //! forwarded by the runtime after `on_watermark` returns, so an operator never
 //! emits them itself and rows it emits in `on_watermark` precede the watermark
 //! that caused them.
+//!
+//! Checkpoints: once a barrier has arrived on every input the runtime calls
+//! [`Operator::snapshot`]; a resumed job creates the operator afresh and
+//! calls [`Operator::restore`] with that snapshot before any input. The
+//! runtime itself keeps the input watermarks and counters; an operator
+//! snapshots only its own state. Stateless operators keep the defaults.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -25,7 +31,8 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
+use crate::state::StateSnapshot;
 use crate::time::Timestamp;
 
 /// Output port a source uses for rows it judged late.
@@ -74,6 +81,30 @@ pub trait Operator: Send {
     /// Rows or groups currently held in state, for metrics.
     fn state_rows(&self) -> usize {
         0
+    }
+
+    /// Approximate bytes of memory held in state, for metrics.
+    fn state_bytes(&self) -> usize {
+        0
+    }
+
+    /// The operator's state at a checkpoint barrier. Must leave the
+    /// operator able to go on exactly as if nothing had happened (some
+    /// DataFusion accumulators hand over their state only by draining it;
+    /// such operators rebuild themselves from the snapshot they return).
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        Ok(StateSnapshot::default())
+    }
+
+    /// Restores a freshly created operator from [`Operator::snapshot`]'s output.
+    fn restore(&mut self, state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            Ok(())
+        } else {
+            Err(EngineError::State(
+                "a stateless operator was given state".into(),
+            ))
+        }
     }
 
     /// Rows skipped so far because they arrived behind the operator's

@@ -55,19 +55,25 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a duration (expected e.g. '100ms', '2s', '5 seconds')"))?;
+    let value: f64 = number.parse().map_err(|_| {
+        format!("'{text}' is not a duration (expected e.g. '100ms', '2s', '5 seconds')")
+    })?;
     let unit_ms = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1.0,
         "s" | "sec" | "secs" | "second" | "seconds" => 1_000.0,
         "m" | "min" | "mins" | "minute" | "minutes" => 60_000.0,
         "h" | "hour" | "hours" => 3_600_000.0,
         "d" | "day" | "days" => 86_400_000.0,
-        other => return Err(format!("unknown time unit '{other}' in '{text}' (use ms, s, minutes, hours)")),
+        other => {
+            return Err(format!(
+                "unknown time unit '{other}' in '{text}' (use ms, s, minutes, hours)"
+            ))
+        }
     };
     if value < 0.0 || !value.is_finite() {
-        return Err(format!("duration '{text}' must be a finite, non-negative number"));
+        return Err(format!(
+            "duration '{text}' must be a finite, non-negative number"
+        ));
     }
     Ok(Duration::from_millis((value * unit_ms).round() as u64))
 }

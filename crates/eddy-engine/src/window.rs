@@ -71,7 +71,9 @@ impl std::fmt::Display for WindowSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WindowSpec::Tumble { width_ms } => write!(f, "tumble({width_ms}ms)"),
-            WindowSpec::Hop { slide_ms, width_ms } => write!(f, "hop(slide {slide_ms}ms, width {width_ms}ms)"),
+            WindowSpec::Hop { slide_ms, width_ms } => {
+                write!(f, "hop(slide {slide_ms}ms, width {width_ms}ms)")
+            }
         }
     }
 }
@@ -83,8 +85,16 @@ pub fn window_struct_type() -> DataType {
 
 fn window_fields() -> Fields {
     Fields::from(vec![
-        Field::new("start", DataType::Timestamp(TimeUnit::Millisecond, None), false),
-        Field::new("end", DataType::Timestamp(TimeUnit::Millisecond, None), false),
+        Field::new(
+            "start",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
+        Field::new(
+            "end",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
     ])
 }
 
@@ -100,7 +110,9 @@ mod tests {
     use super::*;
 
     fn windows(spec: WindowSpec, t: i64) -> Vec<i64> {
-        (0..spec.windows_per_row()).filter_map(|k| spec.start_for(t, k)).collect()
+        (0..spec.windows_per_row())
+            .filter_map(|k| spec.start_for(t, k))
+            .collect()
     }
 
     #[test]
@@ -114,11 +126,17 @@ mod tests {
 
     #[test]
     fn hop_assigns_every_containing_window() {
-        let spec = WindowSpec::Hop { slide_ms: 2, width_ms: 5 };
+        let spec = WindowSpec::Hop {
+            slide_ms: 2,
+            width_ms: 5,
+        };
         // windows starting at multiples of 2 with start <= t < start + 5
         assert_eq!(windows(spec, 6), vec![6, 4, 2]);
         assert_eq!(windows(spec, 7), vec![6, 4]);
-        let spec = WindowSpec::Hop { slide_ms: 1000, width_ms: 5000 };
+        let spec = WindowSpec::Hop {
+            slide_ms: 1000,
+            width_ms: 5000,
+        };
         assert_eq!(windows(spec, 13_100).len(), 5);
     }
 }

@@ -11,15 +11,14 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::{plan_datafusion_err, DFSchema, Result, TableReference};
-use datafusion::logical_expr::simplify::SimplifyContext;
-use datafusion::logical_expr::Expr;
-use datafusion::optimizer::simplify_expressions::ExprSimplifier;
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::context::{SessionConfig, SessionContext, SessionState};
 use datafusion::logical_expr::planner::{ContextProvider, ExprPlanner};
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::{AggregateUDF, HigherOrderUDF, ScalarUDF, TableSource, WindowUDF};
-
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::physical_expr::PhysicalExpr;
 
 /// A session for planning streaming SQL.
 pub fn new_session() -> SessionContext {
@@ -75,7 +74,11 @@ impl ContextProvider for DdlContext<'_> {
         self.state.scalar_functions().keys().cloned().collect()
     }
     fn higher_order_function_names(&self) -> Vec<String> {
-        self.state.higher_order_functions().keys().cloned().collect()
+        self.state
+            .higher_order_functions()
+            .keys()
+            .cloned()
+            .collect()
     }
     fn udaf_names(&self) -> Vec<String> {
         self.state.aggregate_functions().keys().cloned().collect()

@@ -43,7 +43,9 @@ impl TableDef {
 fn option_value(expr: &SqlExpr) -> Option<String> {
     match expr {
         SqlExpr::Value(v) => match &v.value {
-            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) | Value::Number(s, _) => Some(s.clone()),
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) | Value::Number(s, _) => {
+                Some(s.clone())
+            }
             Value::Boolean(b) => Some(b.to_string()),
             _ => None,
         },
@@ -62,7 +64,10 @@ pub fn table_def(
 ) -> Result<TableDef> {
     let name = create.name.to_string().to_lowercase();
     if create.query.is_some() {
-        return Err(SqlError::at(position, "CREATE TABLE ... AS SELECT is not supported; use CREATE VIEW"));
+        return Err(SqlError::at(
+            position,
+            "CREATE TABLE ... AS SELECT is not supported; use CREATE VIEW",
+        ));
     }
     let provider = DdlContext::new(ctx, state);
     let planner = SqlToRel::new(&provider);
@@ -71,21 +76,40 @@ pub fn table_def(
     let raw_options = match &create.table_options {
         CreateTableOptions::With(options) | CreateTableOptions::Options(options) => options.clone(),
         CreateTableOptions::None => Vec::new(),
-        _ => return Err(SqlError::at(position, "table options must be given as WITH (key = 'value', ...)")),
+        _ => {
+            return Err(SqlError::at(
+                position,
+                "table options must be given as WITH (key = 'value', ...)",
+            ))
+        }
     };
     let mut options = BTreeMap::new();
     for option in raw_options {
         let SqlOption::KeyValue { key, value } = option else {
-            return Err(SqlError::at(position, "table options must be key = 'value' pairs"));
+            return Err(SqlError::at(
+                position,
+                "table options must be key = 'value' pairs",
+            ));
         };
         let text = option_value(&value).ok_or_else(|| {
-            SqlError::at(position, format!("option '{}' needs a literal value, found {value}", key.value))
+            SqlError::at(
+                position,
+                format!(
+                    "option '{}' needs a literal value, found {value}",
+                    key.value
+                ),
+            )
         })?;
         options.insert(key.value.to_lowercase(), text);
     }
     let connector = options
         .remove("connector")
-        .ok_or_else(|| SqlError::at(position, format!("table '{name}' needs WITH (connector = '...')")))?
+        .ok_or_else(|| {
+            SqlError::at(
+                position,
+                format!("table '{name}' needs WITH (connector = '...')"),
+            )
+        })?
         .to_lowercase();
 
     // Columns: physical ones first get a schema of their own.
@@ -96,7 +120,10 @@ pub fn table_def(
         let mut plain = column.clone();
         let mut generation = None;
         plain.options.retain(|o| match &o.option {
-            ColumnOption::Generated { generation_expr: Some(expr), .. } => {
+            ColumnOption::Generated {
+                generation_expr: Some(expr),
+                ..
+            } => {
                 generation = Some(expr.clone());
                 false
             }
@@ -108,7 +135,8 @@ pub fn table_def(
         all_defs.push(plain);
         generated.push(generation);
     }
-    let plan_error = |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
+    let plan_error =
+        |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
     let declared = planner.build_schema(all_defs).map_err(plan_error)?;
     let physical = Arc::new(planner.build_schema(physical_defs).map_err(plan_error)?);
     let physical_df = DFSchema::try_from(physical.as_ref().clone()).map_err(plan_error)?;
@@ -126,12 +154,33 @@ pub fn table_def(
             Some(expr) => {
                 let logical = planner
                     .sql_to_expr(expr, &physical_df, &mut PlannerContext::new())
-                    .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
+                    .map_err(|e| {
+                        SqlError::at(
+                            position,
+                            format!(
+                                "computed column '{}': {}",
+                                field.name(),
+                                e.strip_backtrace()
+                            ),
+                        )
+                    })?;
                 let physical_expr = crate::context::physical_expr(state, logical, &physical_df)
-                    .map_err(|e| SqlError::at(position, format!("computed column '{}': {}", field.name(), e.strip_backtrace())))?;
+                    .map_err(|e| {
+                        SqlError::at(
+                            position,
+                            format!(
+                                "computed column '{}': {}",
+                                field.name(),
+                                e.strip_backtrace()
+                            ),
+                        )
+                    })?;
                 let out = field.as_ref().clone().with_nullable(true);
                 output_fields.push(out.clone());
-                columns.push(SourceColumn::Computed(ComputedColumn { field: out, expr: physical_expr }));
+                columns.push(SourceColumn::Computed(ComputedColumn {
+                    field: out,
+                    expr: physical_expr,
+                }));
             }
         }
     }
@@ -146,7 +195,8 @@ pub fn table_def(
     };
     let idle_timeout = match options.remove("idle_timeout") {
         Some(text) => Some(
-            eddy_engine::time::parse_duration(&text).map_err(|e| SqlError::at(position, format!("idle_timeout: {e}")))?,
+            eddy_engine::time::parse_duration(&text)
+                .map_err(|e| SqlError::at(position, format!("idle_timeout: {e}")))?,
         )
         .filter(|d| !d.is_zero()),
         None => None,
@@ -154,14 +204,25 @@ pub fn table_def(
     let event_time = match watermark {
         None => {
             if allowed_lateness_ms > 0 {
-                return Err(SqlError::at(position, "allowed_lateness needs a WATERMARK FOR clause"));
+                return Err(SqlError::at(
+                    position,
+                    "allowed_lateness needs a WATERMARK FOR clause",
+                ));
             }
             None
         }
         Some(w) => {
-            let column = output_schema.index_of(&w.column.to_lowercase()).map_err(|_| {
-                SqlError::at(&w.position, format!("watermark column '{}' is not a column of '{name}'", w.column))
-            })?;
+            let column = output_schema
+                .index_of(&w.column.to_lowercase())
+                .map_err(|_| {
+                    SqlError::at(
+                        &w.position,
+                        format!(
+                            "watermark column '{}' is not a column of '{name}'",
+                            w.column
+                        ),
+                    )
+                })?;
             match output_schema.field(column).data_type() {
                 DataType::Timestamp(_, _) | DataType::Int64 => {}
                 other => {
@@ -171,12 +232,22 @@ pub fn table_def(
                     ))
                 }
             }
-            Some(EventTimeSpec { column, bound_ms: w.bound_ms, allowed_lateness_ms })
+            Some(EventTimeSpec {
+                column,
+                bound_ms: w.bound_ms,
+                allowed_lateness_ms,
+            })
         }
     };
     Ok(TableDef {
         name,
-        layout: SourceLayout { physical_schema: physical, output_schema, columns, event_time, idle_timeout },
+        layout: SourceLayout {
+            physical_schema: physical,
+            output_schema,
+            columns,
+            event_time,
+            idle_timeout,
+        },
         connector,
         options,
         position: position.clone(),

@@ -45,7 +45,10 @@ pub type Result<T, E = SqlError> = std::result::Result<T, E>;
 impl SqlError {
     /// A user error at `position`.
     pub fn at(position: &Position, message: impl Into<String>) -> Self {
-        Self::At { position: position.clone(), message: message.into() }
+        Self::At {
+            position: position.clone(),
+            message: message.into(),
+        }
     }
 
     /// The message without the position.

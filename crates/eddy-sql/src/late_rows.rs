@@ -42,10 +42,17 @@ impl TableFunctionImpl for LateRowsFunction {
         let name = match args.exprs() {
             [Expr::Column(c)] if c.relation.is_none() => c.name.clone(),
             [Expr::Literal(ScalarValue::Utf8(Some(s)), _)] => s.clone(),
-            _ => return plan_err!("late_rows() takes one source table name, e.g. late_rows(devices)"),
+            _ => {
+                return plan_err!(
+                    "late_rows() takes one source table name, e.g. late_rows(devices)"
+                )
+            }
         };
         let name = name.to_lowercase();
-        let schemas = self.schemas.read().map_err(|_| datafusion::error::DataFusionError::Internal("lock".into()))?;
+        let schemas = self
+            .schemas
+            .read()
+            .map_err(|_| datafusion::error::DataFusionError::Internal("lock".into()))?;
         let Some(schema) = schemas.get(&name) else {
             return plan_err!(
                 "late_rows({name}): no source table '{name}' with a WATERMARK (only tables with event time have late rows)"

@@ -40,7 +40,11 @@ impl SourceMap {
                 }
             }
         }
-        Position { file: self.file.clone(), line, column: original.max(1) as u64 }
+        Position {
+            file: self.file.clone(),
+            line,
+            column: original.max(1) as u64,
+        }
     }
 
     /// The file's name.
@@ -57,7 +61,10 @@ pub fn substitute(
     used: &mut BTreeSet<String>,
 ) -> Result<(String, SourceMap)> {
     let mut out = String::with_capacity(text.len());
-    let mut map = SourceMap { file: file.to_string(), lines: BTreeMap::new() };
+    let mut map = SourceMap {
+        file: file.to_string(),
+        lines: BTreeMap::new(),
+    };
     for (index, full_line) in text.split_inclusive('\n').enumerate() {
         let line_no = index as u64 + 1;
         // Parameters in a `--` comment stay as written.
@@ -75,7 +82,11 @@ pub fn substitute(
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
                 return Err(SqlError::at(
-                    &Position { file: file.to_string(), line: line_no, column: old_col },
+                    &Position {
+                        file: file.to_string(),
+                        line: line_no,
+                        column: old_col,
+                    },
                     "unterminated parameter: expected '}' after '${'",
                 ));
             };
@@ -86,7 +97,11 @@ pub fn substitute(
             };
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(SqlError::at(
-                    &Position { file: file.to_string(), line: line_no, column: old_col },
+                    &Position {
+                        file: file.to_string(),
+                        line: line_no,
+                        column: old_col,
+                    },
                     format!("bad parameter name '{name}' (use letters, digits and '_')"),
                 ));
             }
@@ -96,7 +111,11 @@ pub fn substitute(
                 (None, Some(d)) => d,
                 (None, None) => {
                     return Err(SqlError::at(
-                        &Position { file: file.to_string(), line: line_no, column: old_col },
+                        &Position {
+                            file: file.to_string(),
+                            line: line_no,
+                            column: old_col,
+                        },
                         format!("parameter ${{{name}}} has no default; pass --set {name}=VALUE"),
                     ))
                 }
@@ -146,7 +165,8 @@ mod tests {
         let mut values = BTreeMap::new();
         values.insert("B".to_string(), "20".to_string());
         let mut used = BTreeSet::new();
-        let (text, map) = substitute("f.sql", "x ${A:1} ${B:2} y\nz ${B}", &values, &mut used).unwrap();
+        let (text, map) =
+            substitute("f.sql", "x ${A:1} ${B:2} y\nz ${B}", &values, &mut used).unwrap();
         assert_eq!(text, "x 1 20 y\nz 20");
         assert_eq!(used.len(), 2);
         // 'y' is at column 8 in the new text and column 17 in the original.
@@ -156,13 +176,28 @@ mod tests {
 
     #[test]
     fn comments_keep_their_parameters() {
-        let (text, _) = substitute("f.sql", "a -- ${X}\nb '--${Y:1}'", &BTreeMap::new(), &mut BTreeSet::new()).unwrap();
+        let (text, _) = substitute(
+            "f.sql",
+            "a -- ${X}\nb '--${Y:1}'",
+            &BTreeMap::new(),
+            &mut BTreeSet::new(),
+        )
+        .unwrap();
         assert_eq!(text, "a -- ${X}\nb '--1'");
     }
 
     #[test]
     fn missing_parameter_is_an_error_at_its_position() {
-        let err = substitute("f.sql", "select\n  ${NOPE}", &BTreeMap::new(), &mut BTreeSet::new()).unwrap_err();
-        assert_eq!(err.to_string(), "f.sql:2:3: parameter ${NOPE} has no default; pass --set NOPE=VALUE");
+        let err = substitute(
+            "f.sql",
+            "select\n  ${NOPE}",
+            &BTreeMap::new(),
+            &mut BTreeSet::new(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "f.sql:2:3: parameter ${NOPE} has no default; pass --set NOPE=VALUE"
+        );
     }
 }

@@ -8,13 +8,15 @@
 //! the parser's error positions are positions in the file. A `WATERMARK FOR
 //! col AS expr` clause inside a `CREATE TABLE` column list is not standard
 //! SQL: it is cut out of the token stream (with its comma) before parsing and
-//! returned alongside the statement.
+//! returned alongside the statement. Flink's `SET 'key' = 'value'` names its
+//! key with a string; the key is turned into a quoted identifier so that
+//! sqlparser reads it as an ordinary `SET`.
 
 use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Statement, Value};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Word};
 
 use crate::error::{Position, Result, SqlError};
 use crate::params::SourceMap;
@@ -73,12 +75,14 @@ pub fn parser_error(map: &SourceMap, fallback: &Position, error: &ParserError) -
 /// Tokenizes, splits and parses a file.
 pub fn parse_file(text: &str, map: &SourceMap) -> Result<Vec<ParsedStatement>> {
     let dialect = GenericDialect {};
-    let tokens = Tokenizer::new(&dialect, text).tokenize_with_location().map_err(|e| {
-        SqlError::at(
-            &map.position(e.location.line, e.location.column),
-            e.message.clone(),
-        )
-    })?;
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| {
+            SqlError::at(
+                &map.position(e.location.line, e.location.column),
+                e.message.clone(),
+            )
+        })?;
     let mut statements = Vec::new();
     let mut current: Vec<TokenWithSpan> = Vec::new();
     let mut depth = 0i32;
@@ -106,17 +110,47 @@ pub fn parse_file(text: &str, map: &SourceMap) -> Result<Vec<ParsedStatement>> {
     Ok(statements)
 }
 
-fn parse_one(tokens: Vec<TokenWithSpan>, map: &SourceMap, dialect: &GenericDialect) -> Result<Option<ParsedStatement>> {
+fn parse_one(
+    tokens: Vec<TokenWithSpan>,
+    map: &SourceMap,
+    dialect: &GenericDialect,
+) -> Result<Option<ParsedStatement>> {
     let Some(first) = tokens.iter().find(|t| !is_trivia(&t.token)) else {
         return Ok(None);
     };
     let position = map.position(first.span.start.line, first.span.start.column);
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
+    let tokens = quote_set_key(tokens);
     let statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
-    Ok(Some(ParsedStatement { statement, position, watermark }))
+    Ok(Some(ParsedStatement {
+        statement,
+        position,
+        watermark,
+    }))
+}
+
+/// `SET 'a.b' = ...` (Flink's form): the string key becomes the quoted
+/// identifier `"a.b"`.
+fn quote_set_key(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    if let [first, second, ..] = significant[..] {
+        if is_keyword(&tokens[first].token, Keyword::SET) {
+            if let Token::SingleQuotedString(key) = &tokens[second].token {
+                let word = Word {
+                    value: key.clone(),
+                    quote_style: Some('"'),
+                    keyword: Keyword::NoKeyword,
+                };
+                tokens[second].token = Token::Word(word);
+            }
+        }
+    }
+    tokens
 }
 
 /// Removes `[,] WATERMARK FOR col AS expr` from a parenthesised column list.
@@ -125,7 +159,9 @@ fn cut_watermark(
     map: &SourceMap,
     dialect: &GenericDialect,
 ) -> Result<(Vec<TokenWithSpan>, Option<WatermarkClause>)> {
-    let significant: Vec<usize> = (0..tokens.len()).filter(|&i| !is_trivia(&tokens[i].token)).collect();
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
     let mut depth = 0i32;
     let mut found = None;
     for (k, &i) in significant.iter().enumerate() {
@@ -134,15 +170,22 @@ fn cut_watermark(
             Token::RParen => depth -= 1,
             _ => {}
         }
-        let next_is_for = significant.get(k + 1).is_some_and(|&j| is_keyword(&tokens[j].token, Keyword::FOR));
+        let next_is_for = significant
+            .get(k + 1)
+            .is_some_and(|&j| is_keyword(&tokens[j].token, Keyword::FOR));
         if depth == 1 && is_watermark(&tokens[i].token) && next_is_for {
             found = Some(k);
             break;
         }
     }
-    let Some(k) = found else { return Ok((tokens, None)) };
+    let Some(k) = found else {
+        return Ok((tokens, None));
+    };
     let start = significant[k];
-    let position = map.position(tokens[start].span.start.line, tokens[start].span.start.column);
+    let position = map.position(
+        tokens[start].span.start.line,
+        tokens[start].span.start.column,
+    );
     // The clause ends before the next ',' at depth 1 or the ')' closing the list.
     let mut end = tokens.len();
     let mut inner = 0i32;
@@ -191,30 +234,36 @@ fn parse_watermark(
     let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";
     let bound_ms = match &expr {
         SqlExpr::Identifier(id) if id.value == column => 0,
-        SqlExpr::BinaryOp { left, op: BinaryOperator::Minus, right } => {
-            match (left.as_ref(), right.as_ref()) {
-                (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if id.value == column => {
-                    let text = match interval.value.as_ref() {
-                        SqlExpr::Value(v) => match &v.value {
-                            Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
-                            _ => return Err(SqlError::at(&position, shape)),
-                        },
+        SqlExpr::BinaryOp {
+            left,
+            op: BinaryOperator::Minus,
+            right,
+        } => match (left.as_ref(), right.as_ref()) {
+            (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if id.value == column => {
+                let text = match interval.value.as_ref() {
+                    SqlExpr::Value(v) => match &v.value {
+                        Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
                         _ => return Err(SqlError::at(&position, shape)),
-                    };
-                    let text = match &interval.leading_field {
-                        Some(unit) => format!("{text} {unit}"),
-                        None => text,
-                    };
-                    let duration = eddy_engine::time::parse_duration(&text)
-                        .map_err(|e| SqlError::at(&position, format!("watermark interval: {e}")))?;
-                    duration.as_millis() as i64
-                }
-                _ => return Err(SqlError::at(&position, shape)),
+                    },
+                    _ => return Err(SqlError::at(&position, shape)),
+                };
+                let text = match &interval.leading_field {
+                    Some(unit) => format!("{text} {unit}"),
+                    None => text,
+                };
+                let duration = eddy_engine::time::parse_duration(&text)
+                    .map_err(|e| SqlError::at(&position, format!("watermark interval: {e}")))?;
+                duration.as_millis() as i64
             }
-        }
+            _ => return Err(SqlError::at(&position, shape)),
+        },
         _ => return Err(SqlError::at(&position, shape)),
     };
-    Ok(WatermarkClause { column, bound_ms, position })
+    Ok(WatermarkClause {
+        column,
+        bound_ms,
+        position,
+    })
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{plan_err, Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility,
+};
 use datafusion::physical_expr::expressions::Literal;
 
 /// Running count, mean and sum of squared deviations.
@@ -103,21 +105,44 @@ impl AggregateUDFImpl for WelfordUdaf {
                     .map(|l| l.value().clone());
                 match value.map(|v| v.cast_to(&DataType::Float64)) {
                     Some(Ok(ScalarValue::Float64(Some(v)))) => Ok(v),
-                    _ => plan_err!("dynamic_threshold: {what} (argument {}) must be a constant number", i + 1),
+                    _ => plan_err!(
+                        "dynamic_threshold: {what} (argument {}) must be a constant number",
+                        i + 1
+                    ),
                 }
             };
-            Some(ThresholdSettings { k: constant(1, "k")?, floor: constant(2, "floor")?, min_samples: constant(3, "min_samples")? as u64 })
+            Some(ThresholdSettings {
+                k: constant(1, "k")?,
+                floor: constant(2, "floor")?,
+                min_samples: constant(3, "min_samples")? as u64,
+            })
         } else {
             None
         };
-        Ok(Box::new(WelfordAccumulator { state: Welford::default(), output: self.output, settings }))
+        Ok(Box::new(WelfordAccumulator {
+            state: Welford::default(),
+            output: self.output,
+            settings,
+        }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(vec![
-            Arc::new(Field::new(format!("{}[count]", args.name), DataType::UInt64, true)),
-            Arc::new(Field::new(format!("{}[mean]", args.name), DataType::Float64, true)),
-            Arc::new(Field::new(format!("{}[m2]", args.name), DataType::Float64, true)),
+            Arc::new(Field::new(
+                format!("{}[count]", args.name),
+                DataType::UInt64,
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[mean]", args.name),
+                DataType::Float64,
+                true,
+            )),
+            Arc::new(Field::new(
+                format!("{}[m2]", args.name),
+                DataType::Float64,
+                true,
+            )),
         ])
     }
 }
@@ -138,7 +163,9 @@ struct WelfordAccumulator {
 
 impl Accumulator for WelfordAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let Some(values) = values.first() else { return Ok(()) };
+        let Some(values) = values.first() else {
+            return Ok(());
+        };
         let values = cast(values, &DataType::Float64)?;
         let Some(values) = values.as_any().downcast_ref::<Float64Array>() else {
             return plan_err!("welford: expected numbers");
@@ -156,7 +183,9 @@ impl Accumulator for WelfordAccumulator {
             Output::VarPop => s.var_pop(),
             Output::StddevPop => s.var_pop().map(f64::sqrt),
             Output::Threshold => match self.settings {
-                Some(t) if s.count >= t.min_samples.max(1) => s.var_pop().map(|v| s.mean + t.k * v.sqrt()),
+                Some(t) if s.count >= t.min_samples.max(1) => {
+                    s.var_pop().map(|v| s.mean + t.k * v.sqrt())
+                }
                 Some(t) => Some(t.floor),
                 None => None,
             },
@@ -178,15 +207,25 @@ impl Accumulator for WelfordAccumulator {
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         let (Some(count), Some(mean), Some(m2)) = (
-            states.first().and_then(|a| a.as_any().downcast_ref::<UInt64Array>()),
-            states.get(1).and_then(|a| a.as_any().downcast_ref::<Float64Array>()),
-            states.get(2).and_then(|a| a.as_any().downcast_ref::<Float64Array>()),
+            states
+                .first()
+                .and_then(|a| a.as_any().downcast_ref::<UInt64Array>()),
+            states
+                .get(1)
+                .and_then(|a| a.as_any().downcast_ref::<Float64Array>()),
+            states
+                .get(2)
+                .and_then(|a| a.as_any().downcast_ref::<Float64Array>()),
         ) else {
             return plan_err!("welford: bad intermediate state");
         };
         for i in 0..count.len() {
             if count.is_valid(i) {
-                self.state.merge(Welford { count: count.value(i), mean: mean.value(i), m2: m2.value(i) });
+                self.state.merge(Welford {
+                    count: count.value(i),
+                    mean: mean.value(i),
+                    m2: m2.value(i),
+                });
             }
         }
         Ok(())
@@ -194,7 +233,14 @@ impl Accumulator for WelfordAccumulator {
 }
 
 fn numeric(arity: usize) -> Signature {
-    let numeric_types = [DataType::Float64, DataType::Float32, DataType::Int64, DataType::Int32, DataType::UInt64, DataType::UInt32];
+    let numeric_types = [
+        DataType::Float64,
+        DataType::Float32,
+        DataType::Int64,
+        DataType::Int32,
+        DataType::UInt64,
+        DataType::UInt32,
+    ];
     let mut variants = Vec::new();
     for t in numeric_types {
         let mut args = vec![t.clone()];
@@ -203,9 +249,11 @@ fn numeric(arity: usize) -> Signature {
     }
     variants.push(TypeSignature::Coercible(
         std::iter::repeat_n(
-            datafusion::logical_expr::Coercion::new_exact(datafusion::logical_expr::TypeSignatureClass::Native(
-                datafusion::common::types::logical_float64(),
-            )),
+            datafusion::logical_expr::Coercion::new_exact(
+                datafusion::logical_expr::TypeSignatureClass::Native(
+                    datafusion::common::types::logical_float64(),
+                ),
+            ),
             arity,
         )
         .collect(),
@@ -215,7 +263,13 @@ fn numeric(arity: usize) -> Signature {
 
 /// eddy's aggregate functions, ready to register.
 pub fn aggregate_functions() -> Vec<AggregateUDF> {
-    let make = |name, output, arity| AggregateUDF::from(WelfordUdaf { name, output, signature: numeric(arity) });
+    let make = |name, output, arity| {
+        AggregateUDF::from(WelfordUdaf {
+            name,
+            output,
+            signature: numeric(arity),
+        })
+    };
     vec![
         make("welford_mean", Output::Mean, 1),
         make("welford_var_pop", Output::VarPop, 1),
@@ -266,14 +320,21 @@ mod tests {
             values.iter().for_each(|x| w.push(*x));
             let (mean, var) = two_pass(&values);
             assert!(close(w.mean, mean), "mean n={n}");
-            assert!(close(w.var_pop().unwrap(), var) || var < 1e-12, "var n={n}: {} vs {var}", w.var_pop().unwrap());
+            assert!(
+                close(w.var_pop().unwrap(), var) || var < 1e-12,
+                "var n={n}: {} vs {var}",
+                w.var_pop().unwrap()
+            );
             // Merging halves gives the same state.
             let (a, b) = values.split_at(n / 2);
             let (mut wa, mut wb) = (Welford::default(), Welford::default());
             a.iter().for_each(|x| wa.push(*x));
             b.iter().for_each(|x| wb.push(*x));
             wa.merge(wb);
-            assert!(close(wa.mean, mean) && (close(wa.var_pop().unwrap(), var) || var < 1e-12), "merge n={n}");
+            assert!(
+                close(wa.mean, mean) && (close(wa.var_pop().unwrap(), var) || var < 1e-12),
+                "merge n={n}"
+            );
         }
     }
 
@@ -282,14 +343,21 @@ mod tests {
         let mut acc = WelfordAccumulator {
             state: Welford::default(),
             output: Output::Threshold,
-            settings: Some(ThresholdSettings { k: 3.0, floor: 5000.0, min_samples: 5 }),
+            settings: Some(ThresholdSettings {
+                k: 3.0,
+                floor: 5000.0,
+                min_samples: 5,
+            }),
         };
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Float64(Some(5000.0)));
         let values: ArrayRef = Arc::new(Float64Array::from(vec![99.66, 119.66, 104.66, 114.66]));
         acc.update_batch(&[values]).unwrap();
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Float64(Some(5000.0)));
-        acc.update_batch(&[Arc::new(Float64Array::from(vec![109.66])) as ArrayRef]).unwrap();
-        let ScalarValue::Float64(Some(t)) = acc.evaluate().unwrap() else { panic!() };
+        acc.update_batch(&[Arc::new(Float64Array::from(vec![109.66])) as ArrayRef])
+            .unwrap();
+        let ScalarValue::Float64(Some(t)) = acc.evaluate().unwrap() else {
+            panic!()
+        };
         assert!((t - (109.66 + 3.0 * 50f64.sqrt())).abs() < 1e-9, "{t}");
         assert_eq!(format!("{:.2}", t), "130.87");
     }

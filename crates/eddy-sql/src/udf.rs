@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{plan_err, Result, ScalarValue};
-use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 use eddy_engine::window::{window_struct_type, WindowSpec};
 
 /// Name of the tumbling-window function.
@@ -44,8 +46,14 @@ impl ScalarUDFImpl for WindowFunction {
 /// The `tumble` and `hop` functions, ready to register.
 pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
     vec![
-        Arc::new(ScalarUDF::from(WindowFunction { name: TUMBLE, signature: Signature::any(1, Volatility::Volatile) })),
-        Arc::new(ScalarUDF::from(WindowFunction { name: HOP, signature: Signature::any(2, Volatility::Volatile) })),
+        Arc::new(ScalarUDF::from(WindowFunction {
+            name: TUMBLE,
+            signature: Signature::any(1, Volatility::Volatile),
+        })),
+        Arc::new(ScalarUDF::from(WindowFunction {
+            name: HOP,
+            signature: Signature::any(2, Volatility::Volatile),
+        })),
     ]
 }
 
@@ -63,11 +71,17 @@ fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> 
             }
             i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000
         }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds),
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds)
+        }
         Expr::Literal(ScalarValue::Utf8(Some(s)), _) => eddy_engine::time::parse_duration(s)
             .map_err(|e| format!("{function}(): {e}"))?
             .as_millis() as i64,
-        other => return Err(format!("{function}() takes constant intervals such as INTERVAL '10' SECOND, not {other}")),
+        other => {
+            return Err(format!(
+                "{function}() takes constant intervals such as INTERVAL '10' SECOND, not {other}"
+            ))
+        }
     };
     if ms <= 0 {
         return Err(format!("{function}(): window sizes must be positive"));
@@ -81,18 +95,29 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
         Expr::Alias(a) => a.expr.as_ref(),
         e => e,
     };
-    let Expr::ScalarFunction(call) = expr else { return None };
+    let Expr::ScalarFunction(call) = expr else {
+        return None;
+    };
     match call.func.name() {
-        TUMBLE => Some(call.args.first().ok_or_else(|| "tumble() needs a width".to_string()).and_then(|w| {
-            Ok(WindowSpec::Tumble { width_ms: duration_ms(TUMBLE, w)? })
-        })),
+        TUMBLE => Some(
+            call.args
+                .first()
+                .ok_or_else(|| "tumble() needs a width".to_string())
+                .and_then(|w| {
+                    Ok(WindowSpec::Tumble {
+                        width_ms: duration_ms(TUMBLE, w)?,
+                    })
+                }),
+        ),
         HOP => Some((|| {
             let [slide, width] = call.args.as_slice() else {
                 return Err("hop() takes (slide, width)".to_string());
             };
             let (slide_ms, width_ms) = (duration_ms(HOP, slide)?, duration_ms(HOP, width)?);
             if slide_ms > width_ms {
-                return Err(format!("hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)"));
+                return Err(format!(
+                    "hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)"
+                ));
             }
             Ok(WindowSpec::Hop { slide_ms, width_ms })
         })()),

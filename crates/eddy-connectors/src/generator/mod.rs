@@ -55,9 +55,27 @@ pub fn stream_schema(stream: GeneratedStream) -> SchemaRef {
     let f = |n: &str| Field::new(n, DataType::Float64, false);
     let i = |n: &str| Field::new(n, DataType::Int64, false);
     Arc::new(Schema::new(match stream {
-        GeneratedStream::Orders => vec![s("order_id"), s("customer_id"), f("order_amount"), i("order_ts"), s("country")],
-        GeneratedStream::Payments => vec![s("payment_id"), s("order_id"), f("paid_amount"), i("payment_ts"), s("method")],
-        GeneratedStream::Devices => vec![s("device_id"), s("site_id"), s("event_type"), s("status"), i("event_ts")],
+        GeneratedStream::Orders => vec![
+            s("order_id"),
+            s("customer_id"),
+            f("order_amount"),
+            i("order_ts"),
+            s("country"),
+        ],
+        GeneratedStream::Payments => vec![
+            s("payment_id"),
+            s("order_id"),
+            f("paid_amount"),
+            i("payment_ts"),
+            s("method"),
+        ],
+        GeneratedStream::Devices => vec![
+            s("device_id"),
+            s("site_id"),
+            s("event_type"),
+            s("status"),
+            i("event_ts"),
+        ],
     }))
 }
 
@@ -76,6 +94,19 @@ pub struct GeneratorConfig {
     pub batch_size: usize,
 }
 
+/// Where a generator stands: how many blocks it generated, how far into the
+/// last one it is, and how many rows it emitted. Generation is
+/// deterministic, so this is all a resumed generator needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GeneratorPosition {
+    /// Blocks generated.
+    pub block: i64,
+    /// Rows of the last block emitted.
+    pub offset: usize,
+    /// Rows emitted in all.
+    pub emitted: u64,
+}
+
 /// Produces a generated stream batch by batch.
 pub struct Generator {
     config: GeneratorConfig,
@@ -89,11 +120,42 @@ pub struct Generator {
 impl Generator {
     /// A generator at the start of its stream.
     pub fn new(config: GeneratorConfig) -> Self {
-        Self { config, block: 0, pending: Vec::new(), pending_rows: 0, offset: 0, emitted: 0 }
+        Self {
+            config,
+            block: 0,
+            pending: Vec::new(),
+            pending_rows: 0,
+            offset: 0,
+            emitted: 0,
+        }
+    }
+
+    /// Where the generator stands.
+    pub fn position(&self) -> GeneratorPosition {
+        GeneratorPosition {
+            block: self.block,
+            offset: self.offset,
+            emitted: self.emitted,
+        }
+    }
+
+    /// A generator continuing from `position`.
+    pub fn resumed(config: GeneratorConfig, position: GeneratorPosition) -> Result<Self> {
+        let mut generator = Self::new(config);
+        if position.block > 0 {
+            generator.block = position.block - 1;
+            generator.load_block()?;
+            generator.offset = position.offset.min(generator.pending_rows);
+        }
+        generator.emitted = position.emitted;
+        Ok(generator)
     }
 
     fn background(&self) -> Background {
-        Background { seed: self.config.seed, rate: self.config.rate.max(1) }
+        Background {
+            seed: self.config.seed,
+            rate: self.config.rate.max(1),
+        }
     }
 
     fn load_block(&mut self) -> Result<()> {
@@ -103,33 +165,60 @@ impl Generator {
         let strings = |v: Vec<String>| -> ArrayRef { Arc::new(StringArray::from(v)) };
         let columns: Vec<ArrayRef> = match self.config.stream {
             GeneratedStream::Orders => {
-                let rows: Vec<_> = scenario::orders(&bg, block).into_iter().map(|a| a.event).collect();
+                let rows: Vec<_> = scenario::orders(&bg, block)
+                    .into_iter()
+                    .map(|a| a.event)
+                    .collect();
                 vec![
                     strings(rows.iter().map(|r| r.order_id.clone()).collect()),
                     strings(rows.iter().map(|r| r.customer_id.clone()).collect()),
-                    Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.order_amount))),
-                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.order_ts))),
-                    Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.country))),
+                    Arc::new(Float64Array::from_iter_values(
+                        rows.iter().map(|r| r.order_amount),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|r| r.order_ts),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|r| r.country),
+                    )),
                 ]
             }
             GeneratedStream::Payments => {
-                let rows: Vec<_> = scenario::payments(&bg, block).into_iter().map(|a| a.event).collect();
+                let rows: Vec<_> = scenario::payments(&bg, block)
+                    .into_iter()
+                    .map(|a| a.event)
+                    .collect();
                 vec![
                     strings(rows.iter().map(|r| r.payment_id.clone()).collect()),
                     strings(rows.iter().map(|r| r.order_id.clone()).collect()),
-                    Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.paid_amount))),
-                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.payment_ts))),
+                    Arc::new(Float64Array::from_iter_values(
+                        rows.iter().map(|r| r.paid_amount),
+                    )),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|r| r.payment_ts),
+                    )),
                     Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.method))),
                 ]
             }
             GeneratedStream::Devices => {
-                let rows: Vec<_> = scenario::devices(&bg, block).into_iter().map(|a| a.event).collect();
+                let rows: Vec<_> = scenario::devices(&bg, block)
+                    .into_iter()
+                    .map(|a| a.event)
+                    .collect();
                 vec![
-                    Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.device_id))),
-                    Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.site_id))),
-                    Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.event_type))),
+                    Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|r| r.device_id),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|r| r.site_id),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|r| r.event_type),
+                    )),
                     Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.status))),
-                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.event_ts))),
+                    Arc::new(Int64Array::from_iter_values(
+                        rows.iter().map(|r| r.event_ts),
+                    )),
                 ]
             }
         };
@@ -149,14 +238,25 @@ impl Generator {
                 }
             }
             if self.offset < self.pending_rows {
-                let mut len = self.config.batch_size.max(1).min(self.pending_rows - self.offset);
+                let mut len = self
+                    .config
+                    .batch_size
+                    .max(1)
+                    .min(self.pending_rows - self.offset);
                 if let Some(limit) = limit {
                     len = len.min((limit - self.emitted) as usize);
                 }
-                let columns = self.pending.iter().map(|c| c.slice(self.offset, len)).collect();
+                let columns = self
+                    .pending
+                    .iter()
+                    .map(|c| c.slice(self.offset, len))
+                    .collect();
                 self.offset += len;
                 self.emitted += len as u64;
-                return Ok(Some(RecordBatch::try_new(stream_schema(self.config.stream), columns)?));
+                return Ok(Some(RecordBatch::try_new(
+                    stream_schema(self.config.stream),
+                    columns,
+                )?));
             }
             if self.block > 0 && limit.is_none() {
                 return Ok(None);
@@ -175,30 +275,62 @@ pub struct GeneratorSource {
 }
 
 impl GeneratorSource {
-    /// Binds `config`'s stream to the declared physical `schema`.
-    pub fn new(config: GeneratorConfig, schema: SchemaRef) -> Result<Self> {
+    /// Binds `config`'s stream to the declared physical `schema`, starting
+    /// at `resume` (a checkpointed [`GeneratorPosition`]) if given.
+    pub fn new(
+        config: GeneratorConfig,
+        schema: SchemaRef,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Self> {
         let canonical = stream_schema(config.stream);
         let picks = schema
             .fields()
             .iter()
             .map(|f| {
                 canonical.index_of(f.name()).map_err(|_| {
-                    let names: Vec<&str> = canonical.fields().iter().map(|f| f.name().as_str()).collect();
+                    let names: Vec<&str> = canonical
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect();
                     ConnectorError::bad_option(
                         "stream",
-                        format!("the generator's {:?} stream has no column '{}' (it has {})", config.stream, f.name(), names.join(", ")),
+                        format!(
+                            "the generator's {:?} stream has no column '{}' (it has {})",
+                            config.stream,
+                            f.name(),
+                            names.join(", ")
+                        ),
                     )
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Self { generator: Generator::new(config), schema, picks })
+        let generator = match resume {
+            None => Generator::new(config),
+            Some(value) => {
+                let position: GeneratorPosition =
+                    serde_json::from_value(value.clone()).map_err(|e| {
+                        ConnectorError::bad_option("stream", format!("checkpointed position: {e}"))
+                    })?;
+                Generator::resumed(config, position)?
+            }
+        };
+        Ok(Self {
+            generator,
+            schema,
+            picks,
+        })
     }
 }
 
 impl SourceReader for GeneratorSource {
     fn next_batch(&mut self, ctx: &mut SourceContext) -> EngineResult<Option<RecordBatch>> {
         let table = ctx.table().to_string();
-        let Some(batch) = self.generator.next_batch().map_err(|e| e.for_table(&table))? else {
+        let Some(batch) = self
+            .generator
+            .next_batch()
+            .map_err(|e| e.for_table(&table))?
+        else {
             return Ok(None);
         };
         let columns = self
@@ -207,12 +339,17 @@ impl SourceReader for GeneratorSource {
             .zip(self.schema.fields())
             .map(|(&i, field)| {
                 let c = batch.column(i);
-                if c.data_type() == field.data_type() { Ok(c.clone()) } else { cast(c, field.data_type()) }
+                if c.data_type() == field.data_type() {
+                    Ok(c.clone())
+                } else {
+                    cast(c, field.data_type())
+                }
             })
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| ConnectorError::from(e).for_table(&table))?;
         Ok(Some(
-            RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| ConnectorError::from(e).for_table(&table))?,
+            RecordBatch::try_new(self.schema.clone(), columns)
+                .map_err(|e| ConnectorError::from(e).for_table(&table))?,
         ))
     }
 }
@@ -221,8 +358,19 @@ impl SourceReader for GeneratorSource {
 mod tests {
     use super::*;
 
-    fn all(stream: GeneratedStream, seed: u64, count: Option<u64>, batch_size: usize) -> Vec<RecordBatch> {
-        let mut g = Generator::new(GeneratorConfig { stream, seed, rate: 2, count, batch_size });
+    fn all(
+        stream: GeneratedStream,
+        seed: u64,
+        count: Option<u64>,
+        batch_size: usize,
+    ) -> Vec<RecordBatch> {
+        let mut g = Generator::new(GeneratorConfig {
+            stream,
+            seed,
+            rate: 2,
+            count,
+            batch_size,
+        });
         let mut out = Vec::new();
         while let Some(b) = g.next_batch().unwrap() {
             out.push(b);
@@ -232,18 +380,72 @@ mod tests {
 
     #[test]
     fn same_seed_same_rows_any_batch_size() {
-        for stream in [GeneratedStream::Orders, GeneratedStream::Payments, GeneratedStream::Devices] {
-            let a = datafusion::arrow::compute::concat_batches(&stream_schema(stream), &all(stream, 7, None, 7)).unwrap();
-            let b = datafusion::arrow::compute::concat_batches(&stream_schema(stream), &all(stream, 7, None, 1000)).unwrap();
+        for stream in [
+            GeneratedStream::Orders,
+            GeneratedStream::Payments,
+            GeneratedStream::Devices,
+        ] {
+            let a = datafusion::arrow::compute::concat_batches(
+                &stream_schema(stream),
+                &all(stream, 7, None, 7),
+            )
+            .unwrap();
+            let b = datafusion::arrow::compute::concat_batches(
+                &stream_schema(stream),
+                &all(stream, 7, None, 1000),
+            )
+            .unwrap();
             assert_eq!(a, b);
-            let c = datafusion::arrow::compute::concat_batches(&stream_schema(stream), &all(stream, 8, None, 1000)).unwrap();
+            let c = datafusion::arrow::compute::concat_batches(
+                &stream_schema(stream),
+                &all(stream, 8, None, 1000),
+            )
+            .unwrap();
             assert_ne!(a, c, "a different seed changes the data");
         }
     }
 
     #[test]
+    fn a_resumed_generator_continues_where_it_stood() {
+        let config = GeneratorConfig {
+            stream: GeneratedStream::Payments,
+            seed: 7,
+            rate: 2,
+            count: Some(3000),
+            batch_size: 97,
+        };
+        let schema = stream_schema(config.stream);
+        let whole = datafusion::arrow::compute::concat_batches(
+            &schema,
+            &all(config.stream, 7, Some(3000), 97),
+        )
+        .unwrap();
+        for stop_after in [0, 1, 5, 20] {
+            let mut first = Generator::new(config);
+            let mut batches = Vec::new();
+            for _ in 0..stop_after {
+                if let Some(b) = first.next_batch().unwrap() {
+                    batches.push(b);
+                }
+            }
+            let mut second = Generator::resumed(config, first.position()).unwrap();
+            while let Some(b) = second.next_batch().unwrap() {
+                batches.push(b);
+            }
+            assert_eq!(
+                datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap(),
+                whole,
+                "stopped after {stop_after}"
+            );
+        }
+    }
+
+    #[test]
     fn count_extends_past_the_scenario() {
-        let rows: usize = all(GeneratedStream::Orders, 7, Some(500), 64).iter().map(|b| b.num_rows()).sum();
+        let rows: usize = all(GeneratedStream::Orders, 7, Some(500), 64)
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
         assert_eq!(rows, 500);
     }
 }

@@ -201,7 +201,13 @@ pub fn background_orders(bg: &Background, block: i64) -> Vec<Order> {
     out
 }
 
-fn planted_order(id: &str, customer: &str, amount: f64, offset: i64, country: &'static str) -> Order {
+fn planted_order(
+    id: &str,
+    customer: &str,
+    amount: f64,
+    offset: i64,
+    country: &'static str,
+) -> Order {
     Order {
         order_id: id.to_string(),
         customer_id: customer.to_string(),
@@ -211,7 +217,13 @@ fn planted_order(id: &str, customer: &str, amount: f64, offset: i64, country: &'
     }
 }
 
-fn planted_payment(id: &str, order: &str, amount: f64, offset: i64, method: &'static str) -> Payment {
+fn planted_payment(
+    id: &str,
+    order: &str,
+    amount: f64,
+    offset: i64,
+    method: &'static str,
+) -> Payment {
     Payment {
         payment_id: id.to_string(),
         order_id: order.to_string(),
@@ -231,7 +243,13 @@ fn planted_pairs() -> Vec<(Order, Payment)> {
         let id = 9101 + k;
         pairs.push((
             planted_order(&format!("order-{id}"), "cust-001", amount, *offset, "US"),
-            planted_payment(&format!("pay-{id}"), &format!("order-{id}"), amount, offset + 400, "card"),
+            planted_payment(
+                &format!("pay-{id}"),
+                &format!("order-{id}"),
+                amount,
+                offset + 400,
+                "card",
+            ),
         ));
     }
     let burst = [80.10, 85.22, 90.40, 84.30, 90.50];
@@ -239,8 +257,20 @@ fn planted_pairs() -> Vec<(Order, Payment)> {
         let id = 9201 + k;
         let offset = 13_000 + 1_000 * k as i64;
         pairs.push((
-            planted_order(&format!("order-{id}"), "cust-004", *amount, offset - 300, "CA"),
-            planted_payment(&format!("pay-{id}"), &format!("order-{id}"), *amount, offset + 100, "card"),
+            planted_order(
+                &format!("order-{id}"),
+                "cust-004",
+                *amount,
+                offset - 300,
+                "CA",
+            ),
+            planted_payment(
+                &format!("pay-{id}"),
+                &format!("order-{id}"),
+                *amount,
+                offset + 100,
+                "card",
+            ),
         ));
     }
     pairs.push((
@@ -279,15 +309,32 @@ pub fn payments(bg: &Background, block: i64) -> Vec<Arriving<Payment>> {
         .collect();
     if block == 0 {
         events.extend(planted_pairs().into_iter().map(|(_, p)| p));
-        events.push(planted_payment("pay-9002", "order-DOES-NOT-EXIST", 55.0, 26_557, "wallet"));
+        events.push(planted_payment(
+            "pay-9002",
+            "order-DOES-NOT-EXIST",
+            55.0,
+            26_557,
+            "wallet",
+        ));
     }
     let mut rng = SplitMix64::new(bg.seed, 0xB0B0 + block as u64);
     arrive(events, |p| p.payment_ts, &mut rng)
 }
 
-fn device(index: usize, event_type: &'static str, status: &'static str, offset: i64) -> DeviceEvent {
+fn device(
+    index: usize,
+    event_type: &'static str,
+    status: &'static str,
+    offset: i64,
+) -> DeviceEvent {
     let (device_id, site_id) = DEVICES[index];
-    DeviceEvent { device_id, site_id, event_type, status, event_ts: T0 + offset }
+    DeviceEvent {
+        device_id,
+        site_id,
+        event_type,
+        status,
+        event_ts: T0 + offset,
+    }
 }
 
 /// Device events of `block` in arrival order.
@@ -300,13 +347,25 @@ pub fn devices(bg: &Background, block: i64) -> Vec<Arriving<DeviceEvent>> {
             continue;
         }
         let (device_id, site_id) = DEVICES[(i % DEVICES.len() as u64) as usize];
-        let (event_type, status) = if i % 10 == 9 { ("firmware_update", "ok") } else { ("heartbeat", "ok") };
-        events.push(DeviceEvent { device_id, site_id, event_type, status, event_ts: ts });
+        let (event_type, status) = if i % 10 == 9 {
+            ("firmware_update", "ok")
+        } else {
+            ("heartbeat", "ok")
+        };
+        events.push(DeviceEvent {
+            device_id,
+            site_id,
+            event_type,
+            status,
+            event_ts: ts,
+        });
     }
     let mut late = None;
     if block == 0 {
         // Site-b fault spike.
-        let faults = [31_700, 32_100, 32_600, 33_200, 33_900, 34_500, 35_200, 35_700];
+        let faults = [
+            31_700, 32_100, 32_600, 33_200, 33_900, 34_500, 35_200, 35_700,
+        ];
         for (k, offset) in faults.iter().enumerate() {
             events.push(device(3 + k % 3, "fault", "degraded", *offset));
         }
@@ -332,7 +391,14 @@ pub fn devices(bg: &Background, block: i64) -> Vec<Arriving<DeviceEvent>> {
             .position(|a| a.event.event_ts == T0 + 41_650)
             .map(|p| p + 1)
             .unwrap_or(arriving.len());
-        arriving.insert(position, Arriving { arrival: T0 + 41_650, seq: u64::MAX, event: late });
+        arriving.insert(
+            position,
+            Arriving {
+                arrival: T0 + 41_650,
+                seq: u64::MAX,
+                event: late,
+            },
+        );
     }
     arriving
 }
@@ -346,8 +412,16 @@ fn arrive<E>(events: Vec<E>, time: impl Fn(&E) -> i64, rng: &mut SplitMix64) -> 
         .map(|(seq, event)| {
             let t = time(&event);
             let exact = matches!(t - T0, 41_650 | 44_000 | 56_650);
-            let delay = if exact { 0 } else { rng.below(MAX_DELAY_MS) as i64 };
-            Arriving { arrival: t + delay, seq: seq as u64, event }
+            let delay = if exact {
+                0
+            } else {
+                rng.below(MAX_DELAY_MS) as i64
+            };
+            Arriving {
+                arrival: t + delay,
+                seq: seq as u64,
+                event,
+            }
         })
         .collect();
     arriving.sort_by_key(|a| (a.arrival, a.seq));

@@ -40,7 +40,10 @@ pub struct CalcPlan {
 impl CalcPlan {
     /// An empty chain over `input_schema`.
     pub fn new(input_schema: SchemaRef) -> Self {
-        Self { steps: Vec::new(), input_schema }
+        Self {
+            steps: Vec::new(),
+            input_schema,
+        }
     }
 
     /// Appends a step.
@@ -71,7 +74,11 @@ impl OperatorPlan for CalcPlan {
                         .zip(schema.fields())
                         .map(|(e, f)| {
                             let text = e.to_string();
-                            if text.starts_with(&format!("{}@", f.name())) { f.name().to_string() } else { format!("{text} AS {}", f.name()) }
+                            if text.starts_with(&format!("{}@", f.name())) {
+                                f.name().to_string()
+                            } else {
+                                format!("{text} AS {}", f.name())
+                            }
                         })
                         .collect();
                     format!("project({})", cols.join(", "))

@@ -22,12 +22,18 @@
 //! Output rows carry the left row's event time. Rows emitted later can be up
 //! to `upper` older than `W - L`, so the operator forwards `W - max(upper, 0)`
 //! as its watermark: no output row is ever late downstream.
+//!
+//! Checkpoints: tables `left` and `right` hold each side's buffered rows in
+//! the input's columns plus a `__matched` flag; a restore inserts them as
+//! if they had just arrived, without probing.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, Int64Array, UInt32Array};
-use datafusion::arrow::compute::{filter_record_batch, interleave, take};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, BooleanArray, Int64Array, UInt32Array,
+};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
@@ -35,6 +41,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::join_state::{RowRef, SideState};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
 /// Which rows without a partner are kept.
@@ -76,8 +83,16 @@ impl TimeBound {
     /// Whether a left row at `left` and a right row at `right` are close enough.
     pub fn holds(&self, left: Timestamp, right: Timestamp) -> bool {
         let d = right.saturating_sub(left);
-        let above = if self.lower_inclusive { d >= self.lower_ms } else { d > self.lower_ms };
-        let below = if self.upper_inclusive { d <= self.upper_ms } else { d < self.upper_ms };
+        let above = if self.lower_inclusive {
+            d >= self.lower_ms
+        } else {
+            d > self.lower_ms
+        };
+        let below = if self.upper_inclusive {
+            d <= self.upper_ms
+        } else {
+            d < self.upper_ms
+        };
         above && below
     }
 }
@@ -86,7 +101,11 @@ impl std::fmt::Display for TimeBound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let lo = if self.lower_inclusive { "<=" } else { "<" };
         let hi = if self.upper_inclusive { "<=" } else { "<" };
-        write!(f, "{}ms {lo} right.t - left.t {hi} {}ms", self.lower_ms, self.upper_ms)
+        write!(
+            f,
+            "{}ms {lo} right.t - left.t {hi} {}ms",
+            self.lower_ms, self.upper_ms
+        )
     }
 }
 
@@ -123,8 +142,17 @@ impl OperatorPlan for IntervalJoinPlan {
     }
 
     fn describe(&self) -> String {
-        let keys = |k: &[Arc<dyn PhysicalExpr>]| k.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ");
-        let residual = self.residual.as_ref().map(|r| format!(" and {r}")).unwrap_or_default();
+        let keys = |k: &[Arc<dyn PhysicalExpr>]| {
+            k.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let residual = self
+            .residual
+            .as_ref()
+            .map(|r| format!(" and {r}"))
+            .unwrap_or_default();
         format!(
             "{:?} on [{}] = [{}], {}{residual}",
             self.kind,
@@ -168,28 +196,39 @@ struct Pairs {
 
 impl IntervalJoinOperator {
     fn keys(&self, input: usize) -> &[Arc<dyn PhysicalExpr>] {
-        if input == 0 { &self.plan.left_keys } else { &self.plan.right_keys }
+        if input == 0 {
+            &self.plan.left_keys
+        } else {
+            &self.plan.right_keys
+        }
     }
 
     /// Builds the joined batch for `pairs` (arriving rows on side `input`).
     fn joined(&self, input: usize, batch: &RecordBatch, pairs: &Pairs) -> Result<RecordBatch> {
         let other = &self.sides[1 - input];
         let arriving_idx = UInt32Array::from(pairs.arriving.clone());
-        let arriving: Vec<ArrayRef> =
-            batch.columns().iter().map(|c| take(c.as_ref(), &arriving_idx, None)).collect::<Result<_, _>>()?;
+        let arriving: Vec<ArrayRef> = batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &arriving_idx, None))
+            .collect::<Result<_, _>>()?;
         // Gather buffered rows across their stored batches.
         let rows = pairs
             .buffered
             .iter()
             .map(|r| {
-                let batch = other
-                    .batch(r.batch)
-                    .ok_or_else(|| EngineError::operator("interval_join", "buffered batch missing"))?;
+                let batch = other.batch(r.batch).ok_or_else(|| {
+                    EngineError::operator("interval_join", "buffered batch missing")
+                })?;
                 Ok((batch, r.row))
             })
             .collect::<Result<Vec<_>>>()?;
         let gathered = gather(&rows)?;
-        let columns = if input == 0 { [arriving, gathered].concat() } else { [gathered, arriving].concat() };
+        let columns = if input == 0 {
+            [arriving, gathered].concat()
+        } else {
+            [gathered, arriving].concat()
+        };
         self.output(columns, pairs.arriving.len())
     }
 
@@ -206,23 +245,129 @@ impl IntervalJoinOperator {
         if rows.is_empty() {
             return Ok(None);
         }
-        let own = gather(&rows.iter().map(|(batch, row)| (batch, *row)).collect::<Vec<_>>())?;
-        let other_schema = if side == 0 { &self.plan.right_schema } else { &self.plan.left_schema };
-        let nulls: Vec<ArrayRef> =
-            other_schema.fields().iter().map(|f| new_null_array(f.data_type(), rows.len())).collect();
-        let columns = if side == 0 { [own, nulls].concat() } else { [nulls, own].concat() };
+        let own = gather(
+            &rows
+                .iter()
+                .map(|(batch, row)| (batch, *row))
+                .collect::<Vec<_>>(),
+        )?;
+        let other_schema = if side == 0 {
+            &self.plan.right_schema
+        } else {
+            &self.plan.left_schema
+        };
+        let nulls: Vec<ArrayRef> = other_schema
+            .fields()
+            .iter()
+            .map(|f| new_null_array(f.data_type(), rows.len()))
+            .collect();
+        let columns = if side == 0 {
+            [own, nulls].concat()
+        } else {
+            [nulls, own].concat()
+        };
         self.output(columns, rows.len()).map(Some)
     }
 
     fn keeps(&self, side: usize) -> bool {
-        if side == 0 { self.plan.kind.keeps_left() } else { self.plan.kind.keeps_right() }
+        if side == 0 {
+            self.plan.kind.keeps_left()
+        } else {
+            self.plan.kind.keeps_right()
+        }
+    }
+
+    fn side_schema(&self, side: usize) -> &SchemaRef {
+        if side == 0 {
+            &self.plan.left_schema
+        } else {
+            &self.plan.right_schema
+        }
+    }
+
+    /// Evaluates keys and times of `batch` for side `side`.
+    #[allow(clippy::type_complexity)]
+    fn keys_and_times(
+        &self,
+        side: usize,
+        batch: &RecordBatch,
+    ) -> Result<(
+        datafusion::arrow::row::Rows,
+        Vec<bool>,
+        Vec<Option<Timestamp>>,
+    )> {
+        let rows = batch.num_rows();
+        let (keys, key_columns) = super::key_rows(&self.converter, self.keys(side), batch)?;
+        let key_valid: Vec<bool> = (0..rows)
+            .map(|i| key_columns.iter().all(|c| c.is_valid(i)))
+            .collect();
+        let time_column = if side == 0 {
+            self.plan.left_time
+        } else {
+            self.plan.right_time
+        };
+        let times: Int64Array = to_epoch_millis(batch.column(time_column))?;
+        let times = (0..rows)
+            .map(|i| times.is_valid(i).then(|| times.value(i)))
+            .collect();
+        Ok((keys, key_valid, times))
+    }
+
+    /// One side's buffered rows with a `__matched` column, for a checkpoint.
+    fn side_table(&self, side: usize) -> Result<RecordBatch> {
+        let schema = self.side_schema(side);
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new(MATCHED, DataType::Boolean, false));
+        let table_schema = Arc::new(Schema::new(fields));
+        let parts = self.sides[side].live_rows()?;
+        let rows: Vec<RecordBatch> = parts.iter().map(|(b, _)| b.clone()).collect();
+        let data = concat_batches(schema, &rows)?;
+        let matched: BooleanArray = parts
+            .iter()
+            .flat_map(|(_, m)| m.iter().copied())
+            .map(Some)
+            .collect();
+        let mut columns = data.columns().to_vec();
+        columns.push(Arc::new(matched));
+        Ok(RecordBatch::try_new(table_schema, columns)?)
+    }
+
+    /// Buffers a side's checkpointed rows again.
+    fn load_side(&mut self, side: usize, table: RecordBatch) -> Result<()> {
+        let width = self.side_schema(side).fields().len();
+        if table.num_columns() != width + 1 {
+            return Err(EngineError::State(
+                "interval_join: checkpoint table has the wrong columns".into(),
+            ));
+        }
+        let matched = table
+            .column(width)
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| EngineError::State("interval_join: __matched is not BOOLEAN".into()))?
+            .iter()
+            .map(|m| m.unwrap_or(false))
+            .collect();
+        let batch = RecordBatch::try_new(
+            self.side_schema(side).clone(),
+            table.columns()[..width].to_vec(),
+        )?;
+        let (keys, key_valid, times) = self.keys_and_times(side, &batch)?;
+        self.sides[side].insert(batch, keys, &times, &key_valid, matched);
+        Ok(())
     }
 }
+
+/// Name of the matched-flag column in checkpoint tables.
+const MATCHED: &str = "__matched";
+const SIDE_TABLES: [&str; 2] = ["left", "right"];
 
 /// Gathers rows spread over several batches (of one schema) into columns,
 /// in the given order, with Arrow's `interleave`.
 fn gather(rows: &[(&RecordBatch, u32)]) -> Result<Vec<ArrayRef>> {
-    let Some((first, _)) = rows.first() else { return Ok(Vec::new()) };
+    let Some((first, _)) = rows.first() else {
+        return Ok(Vec::new());
+    };
     let mut batches: Vec<&RecordBatch> = Vec::new();
     let mut positions = Vec::with_capacity(rows.len());
     for (batch, row) in rows {
@@ -247,20 +392,25 @@ impl Operator for IntervalJoinOperator {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let input = input.min(1);
         let rows = batch.num_rows();
-        let (keys, key_columns) = super::key_rows(&self.converter, self.keys(input), &batch)?;
-        let key_valid: Vec<bool> = (0..rows).map(|i| key_columns.iter().all(|c| c.is_valid(i))).collect();
-        let time_column = if input == 0 { self.plan.left_time } else { self.plan.right_time };
-        let times: Int64Array = to_epoch_millis(batch.column(time_column))?;
-        let times: Vec<Option<Timestamp>> = (0..rows).map(|i| times.is_valid(i).then(|| times.value(i))).collect();
+        let (keys, key_valid, times) = self.keys_and_times(input, &batch)?;
 
         // Probe the other side.
-        let mut pairs = Pairs { arriving: Vec::new(), buffered: Vec::new() };
+        let mut pairs = Pairs {
+            arriving: Vec::new(),
+            buffered: Vec::new(),
+        };
         let other = &self.sides[1 - input];
         for row in 0..rows {
-            let (Some(t), true) = (times[row], key_valid[row]) else { continue };
+            let (Some(t), true) = (times[row], key_valid[row]) else {
+                continue;
+            };
             let bound = self.plan.bound;
             other.for_each_candidate(keys.row(row).as_ref(), |candidate| {
-                let holds = if input == 0 { bound.holds(t, candidate.time) } else { bound.holds(candidate.time, t) };
+                let holds = if input == 0 {
+                    bound.holds(t, candidate.time)
+                } else {
+                    bound.holds(candidate.time, t)
+                };
                 if holds {
                     pairs.arriving.push(row as u32);
                     pairs.buffered.push(candidate);
@@ -289,8 +439,10 @@ impl Operator for IntervalJoinOperator {
         }
         // Rows without a time can never match: an outer join emits them now.
         if self.keeps(input) {
-            let timeless: Vec<(RecordBatch, u32)> =
-                (0..rows).filter(|&i| times[i].is_none()).map(|i| (batch.clone(), i as u32)).collect();
+            let timeless: Vec<(RecordBatch, u32)> = (0..rows)
+                .filter(|&i| times[i].is_none())
+                .map(|i| (batch.clone(), i as u32))
+                .collect();
             if let Some(padded) = self.padded(input, &timeless)? {
                 out.emit(padded);
             }
@@ -311,7 +463,10 @@ impl Operator for IntervalJoinOperator {
         let thresholds = if horizon == WATERMARK_MAX {
             [WATERMARK_MAX, WATERMARK_MAX]
         } else {
-            [horizon.saturating_sub(self.plan.bound.upper_ms), horizon.saturating_add(self.plan.bound.lower_ms)]
+            [
+                horizon.saturating_sub(self.plan.bound.upper_ms),
+                horizon.saturating_add(self.plan.bound.lower_ms),
+            ]
         };
         for side in 0..2 {
             let mut unmatched = Vec::new();
@@ -327,6 +482,27 @@ impl Operator for IntervalJoinOperator {
 
     fn state_rows(&self) -> usize {
         self.sides[0].len() + self.sides[1].len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.sides[0].size_bytes() + self.sides[1].size_bytes()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&self.watermark)?;
+        for (side, name) in SIDE_TABLES.iter().enumerate() {
+            snapshot.push_table(*name, self.side_table(side)?);
+        }
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        self.watermark = state.meta()?;
+        for (side, name) in SIDE_TABLES.iter().enumerate() {
+            let table = state.take_table(name)?;
+            self.load_side(side, table)?;
+        }
+        Ok(())
     }
 
     fn output_watermark(&self, input: Timestamp) -> Timestamp {
@@ -353,7 +529,10 @@ mod tests {
         ]));
         RecordBatch::try_new(
             schema,
-            vec![Arc::new(StringArray::from(keys.to_vec())), Arc::new(Int64Array::from(times.to_vec()))],
+            vec![
+                Arc::new(StringArray::from(keys.to_vec())),
+                Arc::new(Int64Array::from(times.to_vec())),
+            ],
         )
         .unwrap()
     }
@@ -372,7 +551,12 @@ mod tests {
             right_keys: vec![Arc::new(Column::new("k", 0))],
             left_time: 1,
             right_time: 1,
-            bound: TimeBound { lower_ms: -1_000, lower_inclusive: true, upper_ms: 3_000, upper_inclusive: true },
+            bound: TimeBound {
+                lower_ms: -1_000,
+                lower_inclusive: true,
+                upper_ms: 3_000,
+                upper_inclusive: true,
+            },
             allowed_lateness_ms: 500,
             residual: None,
         }
@@ -386,24 +570,43 @@ mod tests {
     fn state_empties_once_the_watermark_passes_the_last_interval() {
         let mut op = plan(JoinKind::Left).create().unwrap();
         let mut out = Collector::default();
-        op.on_batch(0, side(&["a", "b"], &[10_000, 10_000]), &mut out).unwrap();
-        op.on_batch(1, side(&["a", "c"], &[12_000, 10_500]), &mut out).unwrap();
+        op.on_batch(0, side(&["a", "b"], &[10_000, 10_000]), &mut out)
+            .unwrap();
+        op.on_batch(1, side(&["a", "c"], &[12_000, 10_500]), &mut out)
+            .unwrap();
         assert_eq!(rows(&mut out), 1, "a matched");
         assert_eq!(op.state_rows(), 4);
         // Left rows stay while tl + 3000 >= W - 500; right rows while tr + 1000 >= W - 500.
         op.on_watermark(13_500, &mut out).unwrap();
-        assert_eq!(op.state_rows(), 3, "a right row arriving at 13 000 could still match both left rows");
-        assert_eq!(rows(&mut out), 0, "the unmatched right row c is dropped: a LEFT join does not keep it");
+        assert_eq!(
+            op.state_rows(),
+            3,
+            "a right row arriving at 13 000 could still match both left rows"
+        );
+        assert_eq!(
+            rows(&mut out),
+            0,
+            "the unmatched right row c is dropped: a LEFT join does not keep it"
+        );
         op.on_watermark(13_501, &mut out).unwrap();
         assert_eq!(op.state_rows(), 0);
-        assert_eq!(rows(&mut out), 1, "b is emitted null-padded once its interval has passed");
+        assert_eq!(
+            rows(&mut out),
+            1,
+            "b is emitted null-padded once its interval has passed"
+        );
         // The output watermark is held back by the upper bound.
         assert_eq!(op.output_watermark(13_501), 10_501);
     }
 
     #[test]
     fn time_bound_edges() {
-        let b = TimeBound { lower_ms: -10, lower_inclusive: true, upper_ms: 10, upper_inclusive: false };
+        let b = TimeBound {
+            lower_ms: -10,
+            lower_inclusive: true,
+            upper_ms: 10,
+            upper_inclusive: false,
+        };
         assert!(b.holds(100, 90));
         assert!(!b.holds(100, 89));
         assert!(b.holds(100, 109));

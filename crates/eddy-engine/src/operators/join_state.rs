@@ -10,16 +10,22 @@
 //! probes confirm candidates by comparing key bytes. For eviction each batch
 //! keeps its rows sorted by time with a cursor, and a min-heap holds one
 //! entry per batch: the time of its next row to evict.
+//!
+//! A checkpoint keeps the rows not yet evicted with their matched flags
+//! ([`SideState::live_rows`]); a restore inserts them again.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
+use datafusion::arrow::array::UInt32Array;
+use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
 use hashbrown::{DefaultHashBuilder, HashMap};
 
+use crate::error::Result;
 use crate::time::Timestamp;
 
 /// A buffered row: batch id, row within it, event time.
@@ -167,9 +173,14 @@ impl SideState {
 
     /// Calls `f` for every buffered row whose key equals `key`.
     pub fn for_each_candidate(&self, key: &[u8], mut f: impl FnMut(RowRef)) {
-        let Some(bucket) = self.index.get(&self.hash(key)) else { return };
+        let Some(bucket) = self.index.get(&self.hash(key)) else {
+            return;
+        };
         for r in bucket.as_slice() {
-            let same = self.batches.get(r.batch).is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
+            let same = self
+                .batches
+                .get(r.batch)
+                .is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
             if same {
                 f(*r);
             }
@@ -183,7 +194,11 @@ impl SideState {
 
     /// Marks a buffered row as matched (outer joins).
     pub fn mark_matched(&mut self, row: RowRef) {
-        if let Some(flag) = self.batches.get_mut(row.batch).and_then(|b| b.matched.get_mut(row.row as usize)) {
+        if let Some(flag) = self
+            .batches
+            .get_mut(row.batch)
+            .and_then(|b| b.matched.get_mut(row.row as usize))
+        {
             *flag = true;
         }
     }
@@ -202,15 +217,22 @@ impl SideState {
     ) {
         let id = self.next_batch;
         self.next_batch += 1;
-        let mut order: Vec<(Timestamp, u32)> =
-            times.iter().enumerate().filter_map(|(row, t)| t.map(|t| (t, row as u32))).collect();
+        let mut order: Vec<(Timestamp, u32)> = times
+            .iter()
+            .enumerate()
+            .filter_map(|(row, t)| t.map(|t| (t, row as u32)))
+            .collect();
         if order.is_empty() {
             return;
         }
         order.sort_unstable();
         for &(time, row) in &order {
             if key_valid[row as usize] {
-                let r = RowRef { time, batch: id, row };
+                let r = RowRef {
+                    time,
+                    batch: id,
+                    row,
+                };
                 let hash = self.hash(keys.row(row as usize).as_ref());
                 match self.index.get_mut(&hash) {
                     Some(bucket) => bucket.push(r),
@@ -222,7 +244,54 @@ impl SideState {
         }
         self.rows += order.len();
         self.by_time.push(Reverse((order[0].0, id)));
-        self.batches.insert(id, StoredBatch { batch, keys, order, cursor: 0, indexed: key_valid.to_vec(), matched });
+        self.batches.insert(
+            id,
+            StoredBatch {
+                batch,
+                keys,
+                order,
+                cursor: 0,
+                indexed: key_valid.to_vec(),
+                matched,
+            },
+        );
+    }
+
+    /// Approximate bytes held: the buffered batches, their key rows and the index.
+    pub fn size_bytes(&self) -> usize {
+        let batches: usize = self
+            .batches
+            .slots
+            .iter()
+            .flatten()
+            .map(|b| {
+                b.batch.get_array_memory_size()
+                    + b.keys.size()
+                    + b.order.capacity() * 16
+                    + b.matched.capacity() * 2
+            })
+            .sum();
+        batches + self.index.capacity() * 40
+    }
+
+    /// The rows still buffered (not evicted), batch by batch, each with its
+    /// matched flags: what a checkpoint keeps of this side.
+    pub fn live_rows(&self) -> Result<Vec<(RecordBatch, Vec<bool>)>> {
+        let mut out = Vec::new();
+        for stored in self.batches.slots.iter().flatten() {
+            let rest = &stored.order[stored.cursor..];
+            if rest.is_empty() {
+                continue;
+            }
+            let indices = UInt32Array::from_iter_values(rest.iter().map(|&(_, row)| row));
+            let rows = take_record_batch(&stored.batch, &indices)?;
+            let matched = rest
+                .iter()
+                .map(|&(_, row)| stored.matched[row as usize])
+                .collect();
+            out.push((rows, matched));
+        }
+        Ok(out)
     }
 
     /// Removes every row with time below `threshold`, collecting the rows
@@ -233,7 +302,9 @@ impl SideState {
                 break;
             }
             self.by_time.pop();
-            let Some(stored) = self.batches.get_mut(id) else { continue };
+            let Some(stored) = self.batches.get_mut(id) else {
+                continue;
+            };
             while let Some(&(time, row)) = stored.order.get(stored.cursor) {
                 if time >= threshold {
                     break;
@@ -243,7 +314,11 @@ impl SideState {
                 if stored.indexed[row as usize] {
                     let hash = self.hasher.hash_one(stored.keys.row(row as usize).as_ref());
                     if let Some(bucket) = self.index.get_mut(&hash) {
-                        if bucket.remove(RowRef { time, batch: id, row }) {
+                        if bucket.remove(RowRef {
+                            time,
+                            batch: id,
+                            row,
+                        }) {
                             self.index.remove(&hash);
                         }
                     }

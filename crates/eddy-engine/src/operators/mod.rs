@@ -21,11 +21,16 @@ use crate::error::Result;
 
 /// A row converter for key expressions. With no keys every row gets the same
 /// key (a constant column), so keyed state code needs no special case.
-pub(crate) fn key_converter(keys: &[Arc<dyn PhysicalExpr>], schema: &Schema) -> Result<RowConverter> {
+pub(crate) fn key_converter(
+    keys: &[Arc<dyn PhysicalExpr>],
+    schema: &Schema,
+) -> Result<RowConverter> {
     let fields = if keys.is_empty() {
         vec![SortField::new(DataType::Boolean)]
     } else {
-        keys.iter().map(|k| Ok(SortField::new(k.data_type(schema)?))).collect::<Result<Vec<_>>>()?
+        keys.iter()
+            .map(|k| Ok(SortField::new(k.data_type(schema)?)))
+            .collect::<Result<Vec<_>>>()?
     };
     Ok(RowConverter::new(fields)?)
 }
@@ -38,7 +43,10 @@ pub(crate) fn key_rows(
     batch: &RecordBatch,
 ) -> Result<(Rows, Vec<ArrayRef>)> {
     let n = batch.num_rows();
-    let columns = keys.iter().map(|k| Ok(k.evaluate(batch)?.into_array(n)?)).collect::<Result<Vec<ArrayRef>>>()?;
+    let columns = keys
+        .iter()
+        .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
+        .collect::<Result<Vec<ArrayRef>>>()?;
     let rows = if columns.is_empty() {
         converter.convert_columns(&[Arc::new(BooleanArray::from(vec![true; n])) as ArrayRef])?
     } else {
@@ -48,11 +56,19 @@ pub(crate) fn key_rows(
 }
 
 /// Evaluates a predicate on `batch` as a filter mask: NULL counts as false.
-pub(crate) fn predicate_mask(predicate: &Arc<dyn PhysicalExpr>, batch: &RecordBatch, operator: &str) -> Result<BooleanArray> {
+pub(crate) fn predicate_mask(
+    predicate: &Arc<dyn PhysicalExpr>,
+    batch: &RecordBatch,
+    operator: &str,
+) -> Result<BooleanArray> {
     let mask = predicate.evaluate(batch)?.into_array(batch.num_rows())?;
     let mask = mask
         .as_any()
         .downcast_ref::<BooleanArray>()
         .ok_or_else(|| crate::error::EngineError::operator(operator, "condition is not boolean"))?;
-    Ok(if mask.null_count() > 0 { datafusion::arrow::compute::prep_null_mask_filter(mask) } else { mask.clone() })
+    Ok(if mask.null_count() > 0 {
+        datafusion::arrow::compute::prep_null_mask_filter(mask)
+    } else {
+        mask.clone()
+    })
 }

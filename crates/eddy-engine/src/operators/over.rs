@@ -15,6 +15,18 @@
 //! DataFusion `Accumulator` per aggregate (running frames only), a counter
 //! for `row_number`, the last `n` values for `lag(x, n)`.
 //!
+//! State time-to-live (`SET 'table.exec.state.ttl'`): a key whose last row is
+//! more than the TTL of event time before its next one starts that row from
+//! empty state, exactly as if it had never been seen; keys idle that long
+//! are dropped from memory as the watermark passes them (a sweep every half
+//! TTL of event time), so state stays bounded by the keys active within
+//! the TTL.
+//!
+//! Checkpoints: table `pending` (rows waiting for the watermark), table
+//! `keys` (per key: its key bytes, last event time, row count, and per
+//! function the rows seen and the accumulator's intermediate state), and a
+//! table `lag<f>` per `lag` function with each key's remembered values.
+//!
 //! Frames: `ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW` (the row is
 //! folded in, then the value read), `... AND 1 PRECEDING` (read, then fold:
 //! the value over earlier rows only; a key's first row has an empty frame
@@ -26,9 +38,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
-use datafusion::arrow::compute::{concat_batches, filter_record_batch, lexsort_to_indices, not, take_record_batch, SortColumn};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::compute::{
+    concat_batches, filter_record_batch, lexsort_to_indices, not, take_record_batch, SortColumn,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::common::ScalarValue;
@@ -39,7 +55,8 @@ use hashbrown::HashMap;
 
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX};
+use crate::state::{scalars_to_array, StateSnapshot};
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
 /// Which rows an aggregate sees for the current row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +109,8 @@ pub struct OverPlan {
     pub allowed_lateness_ms: i64,
     /// The window functions.
     pub functions: Vec<OverFunction>,
+    /// Drop a key's state after this much event time without a row.
+    pub state_ttl_ms: Option<i64>,
 }
 
 impl OperatorPlan for OverPlan {
@@ -109,8 +128,12 @@ impl OperatorPlan for OverPlan {
                 OverFunction::Lag { value, offset, .. } => format!("lag({value}, {offset})"),
             })
             .collect();
+        let ttl = self
+            .state_ttl_ms
+            .map(|t| format!(", state ttl {t}ms"))
+            .unwrap_or_default();
         format!(
-            "ordered by {} (released at watermark > t + {}ms): [{}]",
+            "ordered by {} (released at watermark > t + {}ms{ttl}): [{}]",
             self.input_schema.field(self.time_column).name(),
             self.allowed_lateness_ms,
             functions.join(", ")
@@ -132,6 +155,7 @@ impl OperatorPlan for OverPlan {
             pending: Vec::new(),
             pending_rows: 0,
             keys: HashMap::new(),
+            last_sweep: WATERMARK_MIN,
         }))
     }
 }
@@ -144,6 +168,8 @@ struct KeyState {
     seen: Vec<u64>,
     rows: i64,
     lags: Vec<VecDeque<ScalarValue>>,
+    /// Event time of the key's latest row (state time-to-live).
+    last_time: Timestamp,
 }
 
 struct OverOperator {
@@ -152,6 +178,8 @@ struct OverOperator {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     keys: HashMap<Vec<u8>, KeyState>,
+    /// Horizon of the last time-to-live sweep.
+    last_sweep: Timestamp,
 }
 
 impl OverOperator {
@@ -166,13 +194,21 @@ impl OverOperator {
             })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
         let functions = self.plan.functions.len();
-        Ok(KeyState { accumulators, seen: vec![0; functions], rows: 0, lags: vec![VecDeque::new(); functions] })
+        Ok(KeyState {
+            accumulators,
+            seen: vec![0; functions],
+            rows: 0,
+            lags: vec![VecDeque::new(); functions],
+            last_time: WATERMARK_MIN,
+        })
     }
 
     /// Runs released rows (sorted by time, arrival) through the functions.
     fn process(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
-        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> { Ok(e.evaluate(&batch)?.into_array(n)?) };
+        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
+            Ok(e.evaluate(&batch)?.into_array(n)?)
+        };
         let (keys, _) = super::key_rows(&self.converter, &self.plan.partition_by, &batch)?;
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
         let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.functions.len());
@@ -187,7 +223,9 @@ impl OverOperator {
                                 .as_any()
                                 .downcast_ref::<BooleanArray>()
                                 .cloned()
-                                .ok_or_else(|| EngineError::operator("over", "FILTER clause is not boolean"))?,
+                                .ok_or_else(|| {
+                                    EngineError::operator("over", "FILTER clause is not boolean")
+                                })?,
                         ),
                         None => None,
                     };
@@ -203,7 +241,8 @@ impl OverOperator {
                 }
             }
         }
-        let mut values: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); self.plan.functions.len()];
+        let mut values: Vec<Vec<ScalarValue>> =
+            vec![Vec::with_capacity(n); self.plan.functions.len()];
         for value in values.iter_mut() {
             value.resize(n, ScalarValue::Null);
         }
@@ -217,18 +256,30 @@ impl OverOperator {
             }
             for row in start..end {
                 let key = keys.row(row);
-                if !self.keys.contains_key(key.as_ref()) {
+                let expired = match (self.keys.get(key.as_ref()), self.plan.state_ttl_ms) {
+                    (None, _) => true,
+                    (Some(state), Some(ttl)) => t.saturating_sub(state.last_time) > ttl,
+                    (Some(_), None) => false,
+                };
+                if expired {
                     let state = self.new_key_state()?;
                     self.keys.insert(key.as_ref().to_vec(), state);
+                }
+                if let Some(state) = self.keys.get_mut(key.as_ref()) {
+                    state.last_time = t;
                 }
             }
             for (f, function) in self.plan.functions.iter().enumerate() {
                 let fold = |state: &mut KeyState, row: usize| -> Result<()> {
-                    if filters[f].as_ref().is_some_and(|m| !m.is_valid(row) || !m.value(row)) {
+                    if filters[f]
+                        .as_ref()
+                        .is_some_and(|m| !m.is_valid(row) || !m.value(row))
+                    {
                         return Ok(());
                     }
                     if let Some(acc) = state.accumulators[f].as_mut() {
-                        let slice: Vec<ArrayRef> = args[f].iter().map(|a| a.slice(row, 1)).collect();
+                        let slice: Vec<ArrayRef> =
+                            args[f].iter().map(|a| a.slice(row, 1)).collect();
                         acc.update_batch(&slice)?;
                     }
                     Ok(())
@@ -240,7 +291,10 @@ impl OverOperator {
                     }
                 };
                 match function {
-                    OverFunction::Aggregate { frame: Frame::UpToPeers, .. } => {
+                    OverFunction::Aggregate {
+                        frame: Frame::UpToPeers,
+                        ..
+                    } => {
                         for row in start..end {
                             if let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) {
                                 fold(state, row)?;
@@ -254,7 +308,9 @@ impl OverOperator {
                     }
                     OverFunction::Aggregate { frame, expr, .. } => {
                         for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else { continue };
+                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                                continue;
+                            };
                             if *frame == Frame::UpToCurrentRow {
                                 fold(state, row)?;
                                 values[f][row] = read(state)?;
@@ -271,18 +327,28 @@ impl OverOperator {
                     }
                     OverFunction::RowNumber => {
                         for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else { continue };
+                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                                continue;
+                            };
                             state.rows += 1;
                             values[f][row] = ScalarValue::UInt64(Some(state.rows as u64));
                         }
                     }
-                    OverFunction::Lag { offset, default, .. } => {
+                    OverFunction::Lag {
+                        offset, default, ..
+                    } => {
                         for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else { continue };
+                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                                continue;
+                            };
                             let history = &mut state.lags[f];
-                            values[f][row] =
-                                if history.len() == *offset { history.front().cloned().unwrap_or(default.clone()) } else { default.clone() };
-                            history.push_back(ScalarValue::try_from_array(args[f][0].as_ref(), row)?);
+                            values[f][row] = if history.len() == *offset {
+                                history.front().cloned().unwrap_or(default.clone())
+                            } else {
+                                default.clone()
+                            };
+                            history
+                                .push_back(ScalarValue::try_from_array(args[f][0].as_ref(), row)?);
                             if history.len() > *offset {
                                 history.pop_front();
                             }
@@ -316,6 +382,212 @@ impl OverOperator {
     }
 }
 
+/// What an OVER node checkpoints besides its tables.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct OverMeta {
+    last_sweep: Timestamp,
+}
+
+impl OverOperator {
+    /// Drops keys idle for longer than the time-to-live before `horizon`
+    /// (every row still to come has a time at or after it). Runs every half
+    /// TTL of event time.
+    fn sweep(&mut self, horizon: Timestamp) {
+        let Some(ttl) = self.plan.state_ttl_ms else {
+            return;
+        };
+        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
+            return;
+        }
+        self.last_sweep = horizon;
+        let cutoff = horizon.saturating_sub(ttl);
+        self.keys.retain(|_, state| state.last_time >= cutoff);
+    }
+
+    fn keys_schema(&self) -> Result<Schema> {
+        let mut fields = vec![
+            Field::new("key", DataType::Binary, false),
+            Field::new("last_time", DataType::Int64, false),
+            Field::new("rows", DataType::Int64, false),
+        ];
+        for (f, function) in self.plan.functions.iter().enumerate() {
+            fields.push(Field::new(format!("seen_{f}"), DataType::UInt64, false));
+            if let OverFunction::Aggregate { expr, .. } = function {
+                for (i, field) in expr.state_fields()?.iter().enumerate() {
+                    fields.push(Field::new(
+                        format!("state_{f}_{i}"),
+                        field.data_type().clone(),
+                        true,
+                    ));
+                }
+            }
+        }
+        Ok(Schema::new(fields))
+    }
+
+    /// The per-key state as checkpoint tables. Accumulators hand their state
+    /// over by draining it, so each is replaced by a fresh one holding the
+    /// same state.
+    fn key_tables(&mut self) -> Result<Vec<(String, RecordBatch)>> {
+        let schema = Arc::new(self.keys_schema()?);
+        let functions = self.plan.functions.clone();
+        let count = self.keys.len();
+        let mut key_bytes: Vec<&[u8]> = Vec::with_capacity(count);
+        let mut last_times = Vec::with_capacity(count);
+        let mut rows = Vec::with_capacity(count);
+        let mut seen: Vec<Vec<u64>> = vec![Vec::with_capacity(count); functions.len()];
+        let mut states: Vec<Vec<Vec<ScalarValue>>> = functions
+            .iter()
+            .map(|f| match f {
+                OverFunction::Aggregate { expr, .. } => {
+                    Ok(vec![Vec::with_capacity(count); expr.state_fields()?.len()])
+                }
+                _ => Ok(Vec::new()),
+            })
+            .collect::<Result<_>>()?;
+        let mut lag_keys: Vec<Vec<u64>> = vec![Vec::new(); functions.len()];
+        let mut lag_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); functions.len()];
+        for (index, (key, state)) in self.keys.iter_mut().enumerate() {
+            key_bytes.push(key.as_slice());
+            last_times.push(state.last_time);
+            rows.push(state.rows);
+            for (f, function) in functions.iter().enumerate() {
+                seen[f].push(state.seen[f]);
+                match function {
+                    OverFunction::Aggregate { expr, .. } => {
+                        let Some(acc) = state.accumulators[f].as_mut() else {
+                            return Err(EngineError::operator("over", "missing accumulator"));
+                        };
+                        let values = acc.state()?;
+                        let arrays = values
+                            .iter()
+                            .map(|v| v.to_array())
+                            .collect::<datafusion::error::Result<Vec<_>>>()?;
+                        let mut fresh = expr.create_accumulator()?;
+                        fresh.merge_batch(&arrays)?;
+                        *acc = fresh;
+                        for (column, value) in states[f].iter_mut().zip(values) {
+                            column.push(value);
+                        }
+                    }
+                    OverFunction::Lag { .. } => {
+                        for value in &state.lags[f] {
+                            lag_keys[f].push(index as u64);
+                            lag_values[f].push(value.clone());
+                        }
+                    }
+                    OverFunction::RowNumber => {}
+                }
+            }
+        }
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(BinaryArray::from(key_bytes)),
+            Arc::new(Int64Array::from(last_times)),
+            Arc::new(Int64Array::from(rows)),
+        ];
+        for (f, values) in seen.into_iter().enumerate() {
+            columns.push(Arc::new(UInt64Array::from(values)));
+            for column in std::mem::take(&mut states[f]) {
+                let field = schema.field(columns.len());
+                columns.push(scalars_to_array(column, field.data_type())?);
+            }
+        }
+        let mut tables = vec![("keys".to_string(), RecordBatch::try_new(schema, columns)?)];
+        for (f, function) in functions.iter().enumerate() {
+            if let OverFunction::Lag { value, .. } = function {
+                let data_type = value.data_type(&self.plan.input_schema)?;
+                let schema = Arc::new(Schema::new(vec![
+                    Field::new("key_index", DataType::UInt64, false),
+                    Field::new("value", data_type.clone(), true),
+                ]));
+                let keys: ArrayRef = Arc::new(UInt64Array::from(std::mem::take(&mut lag_keys[f])));
+                let values = scalars_to_array(std::mem::take(&mut lag_values[f]), &data_type)?;
+                tables.push((
+                    format!("lag{f}"),
+                    RecordBatch::try_new(schema, vec![keys, values])?,
+                ));
+            }
+        }
+        Ok(tables)
+    }
+
+    fn load_keys(&mut self, state: &mut StateSnapshot) -> Result<()> {
+        let table = state.take_table("keys")?;
+        let bad = |what: &str| {
+            EngineError::State(format!("over: checkpoint column {what} has the wrong type"))
+        };
+        let keys = table
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(|| bad("key"))?;
+        let last_times = table
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| bad("last_time"))?;
+        let rows = table
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| bad("rows"))?;
+        let mut states = Vec::with_capacity(table.num_rows());
+        for i in 0..table.num_rows() {
+            let mut key_state = self.new_key_state()?;
+            key_state.last_time = last_times.value(i);
+            key_state.rows = rows.value(i);
+            states.push(key_state);
+        }
+        let mut column = 3;
+        for (f, function) in self.plan.functions.clone().iter().enumerate() {
+            let seen = table
+                .column(column)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| bad("seen"))?;
+            column += 1;
+            for (i, key_state) in states.iter_mut().enumerate() {
+                key_state.seen[f] = seen.value(i);
+            }
+            match function {
+                OverFunction::Aggregate { expr, .. } => {
+                    let width = expr.state_fields()?.len();
+                    let columns = &table.columns()[column..column + width];
+                    column += width;
+                    for (i, key_state) in states.iter_mut().enumerate() {
+                        if let Some(acc) = key_state.accumulators[f].as_mut() {
+                            let slice: Vec<ArrayRef> =
+                                columns.iter().map(|c| c.slice(i, 1)).collect();
+                            acc.merge_batch(&slice)?;
+                        }
+                    }
+                }
+                OverFunction::Lag { .. } => {
+                    let lags = state.take_table(&format!("lag{f}"))?;
+                    let owners = lags
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<UInt64Array>()
+                        .ok_or_else(|| bad("key_index"))?;
+                    for j in 0..lags.num_rows() {
+                        let owner = states.get_mut(owners.value(j) as usize).ok_or_else(|| {
+                            EngineError::State("over: lag value of an unknown key".into())
+                        })?;
+                        owner.lags[f]
+                            .push_back(ScalarValue::try_from_array(lags.column(1).as_ref(), j)?);
+                    }
+                }
+                OverFunction::RowNumber => {}
+            }
+        }
+        self.keys = (0..table.num_rows())
+            .map(|i| keys.value(i).to_vec())
+            .zip(states)
+            .collect();
+        Ok(())
+    }
+}
+
 impl Operator for OverOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
         self.pending_rows += batch.num_rows();
@@ -324,13 +596,86 @@ impl Operator for OverOperator {
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        let horizon = if watermark == WATERMARK_MAX {
+            WATERMARK_MAX
+        } else {
+            watermark.saturating_sub(self.plan.allowed_lateness_ms)
+        };
+        self.release(watermark, horizon, out)?;
+        self.sweep(horizon);
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.pending_rows + self.keys.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        let pending: usize = self
+            .pending
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
+        let keys: usize = self
+            .keys
+            .iter()
+            .map(|(key, state)| {
+                key.capacity()
+                    + std::mem::size_of::<KeyState>()
+                    + state
+                        .accumulators
+                        .iter()
+                        .flatten()
+                        .map(|a| a.size())
+                        .sum::<usize>()
+                    + state
+                        .lags
+                        .iter()
+                        .flatten()
+                        .map(ScalarValue::size)
+                        .sum::<usize>()
+            })
+            .sum();
+        pending + keys
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&OverMeta {
+            last_sweep: self.last_sweep,
+        })?;
+        let pending = concat_batches(&self.plan.input_schema, &self.pending)?;
+        snapshot.push_table("pending", pending);
+        for (name, table) in self.key_tables()? {
+            snapshot.push_table(name, table);
+        }
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: OverMeta = state.meta()?;
+        self.last_sweep = meta.last_sweep;
+        let pending = state.take_table("pending")?;
+        self.pending_rows = pending.num_rows();
+        if pending.num_rows() > 0 {
+            self.pending = vec![pending];
+        }
+        self.load_keys(&mut state)
+    }
+}
+
+impl OverOperator {
+    /// Releases pending rows before `horizon` in event-time order.
+    fn release(
+        &mut self,
+        watermark: Timestamp,
+        horizon: Timestamp,
+        out: &mut Collector,
+    ) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         // Split each pending batch on its own (never concatenating what stays:
         // a string-view column would keep every earlier batch's buffers alive).
-        let horizon =
-            if watermark == WATERMARK_MAX { WATERMARK_MAX } else { watermark.saturating_sub(self.plan.allowed_lateness_ms) };
         let mut released_parts = Vec::new();
         let mut kept = Vec::new();
         for batch in std::mem::take(&mut self.pending) {
@@ -338,7 +683,10 @@ impl Operator for OverOperator {
             let release: BooleanArray = if watermark == WATERMARK_MAX {
                 BooleanArray::from(vec![true; batch.num_rows()])
             } else {
-                times.iter().map(|t| Some(t.is_some_and(|t| t < horizon))).collect()
+                times
+                    .iter()
+                    .map(|t| Some(t.is_some_and(|t| t < horizon)))
+                    .collect()
             };
             match release.true_count() {
                 0 => kept.push(batch),
@@ -356,16 +704,28 @@ impl Operator for OverOperator {
         }
         let released = concat_batches(&self.plan.input_schema, &released_parts)?;
         // Sort by (event time, arrival order).
-        let released_times: ArrayRef = Arc::new(to_epoch_millis(released.column(self.plan.time_column))?);
-        let arrival: ArrayRef = Arc::new(UInt32Array::from_iter_values(0..released.num_rows() as u32));
+        let released_times: ArrayRef =
+            Arc::new(to_epoch_millis(released.column(self.plan.time_column))?);
+        let arrival: ArrayRef =
+            Arc::new(UInt32Array::from_iter_values(0..released.num_rows() as u32));
         let order = lexsort_to_indices(
-            &[SortColumn { values: released_times, options: None }, SortColumn { values: arrival, options: None }],
+            &[
+                SortColumn {
+                    values: released_times,
+                    options: None,
+                },
+                SortColumn {
+                    values: arrival,
+                    options: None,
+                },
+            ],
             None,
         )?;
         let sorted = take_record_batch(&released, &order)?;
         // Rows without an event time cannot be ordered; they were counted as bad at the source.
         let sorted = if sorted.column(self.plan.time_column).null_count() > 0 {
-            let valid = datafusion::arrow::compute::is_not_null(sorted.column(self.plan.time_column))?;
+            let valid =
+                datafusion::arrow::compute::is_not_null(sorted.column(self.plan.time_column))?;
             filter_record_batch(&sorted, &valid)?
         } else {
             sorted
@@ -373,9 +733,4 @@ impl Operator for OverOperator {
         out.emit(self.process(sorted)?);
         Ok(())
     }
-
-    fn state_rows(&self) -> usize {
-        self.pending_rows + self.keys.len()
-    }
 }
-

@@ -35,7 +35,9 @@ impl OperatorPlan for UnionPlan {
         self.schema.clone()
     }
     fn create(&self) -> Result<Box<dyn Operator>> {
-        Ok(Box::new(UnionOperator { schema: self.schema.clone() }))
+        Ok(Box::new(UnionOperator {
+            schema: self.schema.clone(),
+        }))
     }
 }
 

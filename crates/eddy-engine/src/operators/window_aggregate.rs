@@ -22,13 +22,20 @@
 //! A row whose window already fired is counted as late and skipped; sources
 //! judge lateness with the same bound, so on-time rows never meet that case
 //! (rows of a formerly idle input, or of a late-row stream, can).
+//!
+//! Checkpoints: one table `windows` with a row per (window, key): the
+//! window start, the key columns, then every accumulator's intermediate
+//! state columns (DataFusion's `GroupsAccumulator::state`, the same state
+//! its multi-phase aggregation merges). DataFusion hands state over only by
+//! draining it, so a snapshot rebuilds the open windows from the table it
+//! returns, through the very code a restore runs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
-use datafusion::arrow::compute::{cast, is_not_null, take};
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{cast, concat, is_not_null, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -37,8 +44,11 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 use hashbrown::HashMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::{window_struct_array, WindowSpec};
 
@@ -87,7 +97,11 @@ impl OperatorPlan for WindowAggregatePlan {
     }
 
     fn describe(&self) -> String {
-        let aggs: Vec<String> = self.aggregates.iter().map(|a| a.expr.name().to_string()).collect();
+        let aggs: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| a.expr.name().to_string())
+            .collect();
         format!(
             "{} on {} (fires at watermark >= end + {}ms): [{}]",
             self.window,
@@ -111,8 +125,21 @@ impl OperatorPlan for WindowAggregatePlan {
             .iter()
             .map(|(expr, name)| Ok(Field::new(name, expr.data_type(&self.input_schema)?, true)))
             .collect::<Result<Vec<_>>>()?;
+        let mut state_fields = vec![Field::new("window_start", DataType::Int64, false)];
+        state_fields.extend(key_fields.iter().cloned());
+        let mut state_widths = Vec::with_capacity(self.aggregates.len());
+        for aggregate in &self.aggregates {
+            let fields = aggregate.expr.state_fields()?;
+            state_widths.push(fields.len());
+            for field in fields {
+                let name = format!("{}_{}", state_fields.len(), field.name());
+                state_fields.push(Field::new(name, field.data_type().clone(), true));
+            }
+        }
         Ok(Box::new(WindowAggregateOperator {
             plan: self.clone(),
+            state_schema: Arc::new(Schema::new(state_fields)),
+            state_widths,
             key_schema: Arc::new(Schema::new(key_fields)),
             windows: BTreeMap::new(),
             watermark: WATERMARK_MIN,
@@ -133,6 +160,10 @@ struct OpenWindow {
 struct WindowAggregateOperator {
     plan: WindowAggregatePlan,
     key_schema: SchemaRef,
+    /// Layout of the checkpoint table: window start, keys, accumulator states.
+    state_schema: SchemaRef,
+    /// Number of state columns of each aggregate.
+    state_widths: Vec<usize>,
     windows: BTreeMap<i64, OpenWindow>,
     watermark: Timestamp,
     group_indices: Vec<usize>,
@@ -144,7 +175,9 @@ fn create_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn Group
         Ok(expr.create_groups_accumulator()?)
     } else {
         let captured = Arc::clone(expr);
-        Ok(Box::new(GroupsAccumulatorAdapter::new(move || captured.create_accumulator())))
+        Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+            captured.create_accumulator()
+        })))
     }
 }
 
@@ -165,7 +198,11 @@ impl Evaluated {
                 .iter()
                 .map(|cols| cols.iter().map(pick).collect::<Result<Vec<_>, _>>())
                 .collect::<Result<_, _>>()?,
-            filters: self.filters.iter().map(|f| f.as_ref().map(pick).transpose()).collect::<Result<_, _>>()?,
+            filters: self
+                .filters
+                .iter()
+                .map(|f| f.as_ref().map(pick).transpose())
+                .collect::<Result<_, _>>()?,
         })
     }
 }
@@ -175,25 +212,54 @@ impl WindowAggregateOperator {
         let groups = if self.plan.keys.is_empty() {
             None
         } else {
-            Some(new_group_values(self.key_schema.clone(), &GroupOrdering::None)?)
+            Some(new_group_values(
+                self.key_schema.clone(),
+                &GroupOrdering::None,
+            )?)
         };
-        let accumulators =
-            self.plan.aggregates.iter().map(|a| create_accumulator(&a.expr)).collect::<Result<Vec<_>>>()?;
-        Ok(OpenWindow { groups, accumulators, num_groups: 0 })
+        let accumulators = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| create_accumulator(&a.expr))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(OpenWindow {
+            groups,
+            accumulators,
+            num_groups: 0,
+        })
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<Evaluated> {
         let rows = batch.num_rows();
-        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> { Ok(e.evaluate(batch)?.into_array(rows)?) };
+        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
+            Ok(e.evaluate(batch)?.into_array(rows)?)
+        };
         Ok(Evaluated {
-            keys: self.plan.keys.iter().map(|(e, _)| eval(e)).collect::<Result<_>>()?,
+            keys: self
+                .plan
+                .keys
+                .iter()
+                .map(|(e, _)| eval(e))
+                .collect::<Result<_>>()?,
             args: self
                 .plan
                 .aggregates
                 .iter()
-                .map(|a| a.expr.expressions().iter().map(eval).collect::<Result<Vec<_>>>())
+                .map(|a| {
+                    a.expr
+                        .expressions()
+                        .iter()
+                        .map(eval)
+                        .collect::<Result<Vec<_>>>()
+                })
                 .collect::<Result<_>>()?,
-            filters: self.plan.aggregates.iter().map(|a| a.filter.as_ref().map(eval).transpose()).collect::<Result<_>>()?,
+            filters: self
+                .plan
+                .aggregates
+                .iter()
+                .map(|a| a.filter.as_ref().map(eval).transpose())
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -224,10 +290,20 @@ impl WindowAggregateOperator {
                     f.as_any()
                         .downcast_ref::<BooleanArray>()
                         .cloned()
-                        .ok_or_else(|| EngineError::operator("window_aggregate", "FILTER clause is not boolean"))
+                        .ok_or_else(|| {
+                            EngineError::operator(
+                                "window_aggregate",
+                                "FILTER clause is not boolean",
+                            )
+                        })
                 })
                 .transpose()?;
-            acc.update_batch(&columns.args[i], &self.group_indices, filter.as_ref(), window.num_groups)?;
+            acc.update_batch(
+                &columns.args[i],
+                &self.group_indices,
+                filter.as_ref(),
+                window.num_groups,
+            )?;
         }
         Ok(())
     }
@@ -249,10 +325,9 @@ impl WindowAggregateOperator {
         for column in &self.plan.group_columns {
             columns.push(match column {
                 GroupColumn::Window => window_struct_array(start, end, n),
-                GroupColumn::Key(i) => keys
-                    .get(*i)
-                    .cloned()
-                    .ok_or_else(|| EngineError::operator("window_aggregate", "missing key column"))?,
+                GroupColumn::Key(i) => keys.get(*i).cloned().ok_or_else(|| {
+                    EngineError::operator("window_aggregate", "missing key column")
+                })?,
             });
         }
         for acc in window.accumulators.iter_mut() {
@@ -261,13 +336,117 @@ impl WindowAggregateOperator {
         let columns = columns
             .into_iter()
             .zip(self.plan.output_schema.fields())
-            .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    cast(&c, f.data_type())
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RecordBatch::try_new_with_options(
             self.plan.output_schema.clone(),
             columns,
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )?)
+    }
+}
+
+/// What a window aggregation checkpoints besides its `windows` table.
+#[derive(Debug, Serialize, Deserialize)]
+struct WindowMeta {
+    watermark: Timestamp,
+    late_rows: u64,
+}
+
+impl WindowAggregateOperator {
+    /// Drains every open window into the checkpoint table.
+    fn drain_windows(&mut self) -> Result<RecordBatch> {
+        let columns_count = self.state_schema.fields().len();
+        let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); columns_count];
+        for (start, mut window) in std::mem::take(&mut self.windows) {
+            let n = window.num_groups;
+            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![start; n]))];
+            if let Some(groups) = window.groups.as_mut() {
+                columns.extend(groups.emit(EmitTo::All)?);
+            }
+            for acc in window.accumulators.iter_mut() {
+                columns.extend(acc.state(EmitTo::All)?);
+            }
+            if columns.len() != columns_count {
+                return Err(EngineError::State(
+                    "window_aggregate: accumulator state has an unexpected shape".into(),
+                ));
+            }
+            for (part, column) in parts.iter_mut().zip(columns) {
+                part.push(column);
+            }
+        }
+        let columns = parts
+            .into_iter()
+            .zip(self.state_schema.fields())
+            .map(|(part, field)| {
+                let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
+                let column = if refs.is_empty() {
+                    datafusion::arrow::array::new_empty_array(field.data_type())
+                } else {
+                    concat(&refs)?
+                };
+                if column.data_type() == field.data_type() {
+                    Ok(column)
+                } else {
+                    cast(&column, field.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new(self.state_schema.clone(), columns)?)
+    }
+
+    /// Opens the windows of a checkpoint table (rows of one window together).
+    fn load_windows(&mut self, table: &RecordBatch) -> Result<()> {
+        if table.num_columns() != self.state_schema.fields().len() {
+            return Err(EngineError::State(
+                "window_aggregate: checkpoint table has the wrong columns".into(),
+            ));
+        }
+        let starts = table
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| {
+                EngineError::State("window_aggregate: window_start is not BIGINT".into())
+            })?
+            .clone();
+        let keys = self.plan.keys.len();
+        let mut row = 0;
+        while row < table.num_rows() {
+            let start = starts.value(row);
+            let mut end = row + 1;
+            while end < table.num_rows() && starts.value(end) == start {
+                end += 1;
+            }
+            let n = end - row;
+            let slice = table.slice(row, n);
+            let mut window = self.open_window()?;
+            let indices: Vec<usize> = match window.groups.as_mut() {
+                Some(groups) => {
+                    let mut indices = Vec::with_capacity(n);
+                    groups.intern(&slice.columns()[1..1 + keys], &mut indices)?;
+                    indices
+                }
+                None => vec![0; n],
+            };
+            let total = indices.iter().copied().max().map_or(0, |m| m + 1);
+            let mut column = 1 + keys;
+            for (acc, &width) in window.accumulators.iter_mut().zip(&self.state_widths) {
+                acc.merge_batch(&slice.columns()[column..column + width], &indices, total)?;
+                column += width;
+            }
+            window.num_groups = total;
+            self.windows.insert(start, window);
+            row = end;
+        }
+        Ok(())
     }
 }
 
@@ -290,21 +469,28 @@ impl Operator for WindowAggregateOperator {
         for k in 0..spec.windows_per_row() {
             // Fast path: every row falls into the same k-th window.
             let first = spec.start_for(times.value(0), k);
-            let uniform = first.is_some() && times.values().iter().all(|&t| spec.start_for(t, k) == first);
-            let buckets: Vec<(i64, Option<UInt32Array>)> = if let (true, Some(start)) = (uniform, first) {
-                vec![(start, None)]
-            } else {
-                let mut by_start: HashMap<i64, Vec<u32>> = HashMap::new();
-                for (row, &t) in times.values().iter().enumerate() {
-                    if let Some(start) = spec.start_for(t, k) {
-                        by_start.entry(start).or_default().push(row as u32);
+            let uniform = first.is_some()
+                && times
+                    .values()
+                    .iter()
+                    .all(|&t| spec.start_for(t, k) == first);
+            let buckets: Vec<(i64, Option<UInt32Array>)> =
+                if let (true, Some(start)) = (uniform, first) {
+                    vec![(start, None)]
+                } else {
+                    let mut by_start: HashMap<i64, Vec<u32>> = HashMap::new();
+                    for (row, &t) in times.values().iter().enumerate() {
+                        if let Some(start) = spec.start_for(t, k) {
+                            by_start.entry(start).or_default().push(row as u32);
+                        }
                     }
-                }
-                let mut buckets: Vec<_> =
-                    by_start.into_iter().map(|(s, rows)| (s, Some(UInt32Array::from(rows)))).collect();
-                buckets.sort_by_key(|(s, _)| *s);
-                buckets
-            };
+                    let mut buckets: Vec<_> = by_start
+                        .into_iter()
+                        .map(|(s, rows)| (s, Some(UInt32Array::from(rows))))
+                        .collect();
+                    buckets.sort_by_key(|(s, _)| *s);
+                    buckets
+                };
             for (start, indices) in buckets {
                 if self.fires_at(start) <= self.watermark {
                     // The window already fired: only rows of a formerly idle
@@ -313,7 +499,11 @@ impl Operator for WindowAggregateOperator {
                     if k == 0 {
                         self.late_rows += n as u64;
                     }
-                    tracing::debug!(window_start = start, rows = n, "rows for a window that already fired; skipped");
+                    tracing::debug!(
+                        window_start = start,
+                        rows = n,
+                        "rows for a window that already fired; skipped"
+                    );
                     continue;
                 }
                 match indices {
@@ -346,8 +536,36 @@ impl Operator for WindowAggregateOperator {
         self.windows.values().map(|w| w.num_groups).sum()
     }
 
+    fn state_bytes(&self) -> usize {
+        self.windows
+            .values()
+            .map(|w| {
+                w.groups.as_ref().map_or(0, |g| g.size())
+                    + w.accumulators.iter().map(|a| a.size()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let table = self.drain_windows()?;
+        self.load_windows(&table)?;
+        let mut snapshot = StateSnapshot::with_meta(&WindowMeta {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+        })?;
+        snapshot.push_table("windows", table);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: WindowMeta = state.meta()?;
+        self.watermark = meta.watermark;
+        self.late_rows = meta.late_rows;
+        let table = state.take_table("windows")?;
+        self.load_windows(&table)
+    }
+
     fn late_rows(&self) -> u64 {
         self.late_rows
     }
 }
-

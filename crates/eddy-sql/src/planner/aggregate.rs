@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
-use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operator::OperatorPlan;
 use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregate, WindowAggregatePlan};
@@ -22,7 +22,11 @@ use crate::error::{Position, Result, SqlError};
 use crate::udf::window_spec;
 
 impl Compiler {
-    pub(super) fn plan_aggregate(&mut self, aggregate: &Aggregate, position: &Position) -> Result<Stream> {
+    pub(super) fn plan_aggregate(
+        &mut self,
+        aggregate: &Aggregate,
+        position: &Position,
+    ) -> Result<Stream> {
         let mut input = self.plan_stream(&aggregate.input, position)?;
         let state = self.ctx.state();
         let input_arrow = Arc::new(input.schema.as_arrow().clone());
@@ -35,13 +39,17 @@ impl Compiler {
                 Some(spec) => {
                     let spec = spec.map_err(|m| SqlError::at(position, m))?;
                     if window.replace(spec).is_some() {
-                        return Err(SqlError::at(position, "GROUP BY may contain only one window (tumble or hop)"));
+                        return Err(SqlError::at(
+                            position,
+                            "GROUP BY may contain only one window (tumble or hop)",
+                        ));
                     }
                     group_columns.push(GroupColumn::Window);
                 }
                 None => {
-                    let physical = crate::context::physical_expr(&state, expr.clone(), &input.schema)
-                        .map_err(|e| self.df_error(position, e))?;
+                    let physical =
+                        crate::context::physical_expr(&state, expr.clone(), &input.schema)
+                            .map_err(|e| self.df_error(position, e))?;
                     let name = aggregate.schema.field(i).name().clone();
                     group_columns.push(GroupColumn::Key(keys.len()));
                     keys.push((physical, name));
@@ -64,11 +72,17 @@ impl Compiler {
         let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
         for expr in &aggregate.aggr_expr {
             let planning = PhysicalPlanningContext::default();
-            let expr = crate::context::simplify(&state, expr.clone(), &input.schema).map_err(|e| self.df_error(position, e))?;
-            let lowered =
-                LoweredAggregateBuilder::new(&expr, &input.schema, &input_arrow, state.execution_props(), &planning)
-                    .build()
-                    .map_err(|e| self.df_error(position, e))?;
+            let expr = crate::context::simplify(&state, expr.clone(), &input.schema)
+                .map_err(|e| self.df_error(position, e))?;
+            let lowered = LoweredAggregateBuilder::new(
+                &expr,
+                &input.schema,
+                &input_arrow,
+                state.execution_props(),
+                &planning,
+            )
+            .build()
+            .map_err(|e| self.df_error(position, e))?;
             let (function, filter) = (lowered.aggregate, lowered.filter);
             if !lowered.order_bys.is_empty() {
                 return Err(SqlError::at(
@@ -76,7 +90,10 @@ impl Compiler {
                     format!("aggregate {} orders its input; ordered aggregates are not supported in windows", function.name()),
                 ));
             }
-            aggregates.push(WindowAggregate { expr: function, filter });
+            aggregates.push(WindowAggregate {
+                expr: function,
+                filter,
+            });
         }
 
         // Output schema as DataFusion's Aggregate lays it out; the window column
@@ -114,7 +131,11 @@ impl Compiler {
         let node = self.graph.add(Node {
             name: format!("window_aggregate#{id}"),
             kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![Edge { from: from.node, port: from.port, partitioning }],
+            inputs: vec![Edge {
+                from: from.node,
+                port: from.port,
+                partitioning,
+            }],
             schema: output_schema.clone(),
         });
         Ok(Stream {

@@ -56,7 +56,9 @@ fn interval_ms(expr: &Expr) -> Option<i64> {
         Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
             Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
         }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds)),
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
+        }
         _ => None,
     }
 }
@@ -73,11 +75,19 @@ fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
                 None
             }
         }
-        Expr::BinaryExpr(BinaryExpr { left, op: BinaryOp::Plus, right }) => {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: BinaryOp::Plus,
+            right,
+        }) => {
             let (side, offset) = time_term(left, ctx)?;
             Some((side, offset + interval_ms(right)?))
         }
-        Expr::BinaryExpr(BinaryExpr { left, op: BinaryOp::Minus, right }) => {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: BinaryOp::Minus,
+            right,
+        }) => {
             let (side, offset) = time_term(left, ctx)?;
             Some((side, offset - interval_ms(right)?))
         }
@@ -157,7 +167,12 @@ impl Compiler {
             JoinType::Left => JoinKind::Left,
             JoinType::Right => JoinKind::Right,
             JoinType::Full => JoinKind::Full,
-            other => return Err(SqlError::at(position, format!("{other} joins of streams are not supported"))),
+            other => {
+                return Err(SqlError::at(
+                    position,
+                    format!("{other} joins of streams are not supported"),
+                ))
+            }
         };
         let mut left = self.plan_stream(&join.left, position)?;
         let mut right = self.plan_stream(&join.right, position)?;
@@ -167,8 +182,14 @@ impl Compiler {
                 "both inputs of a stream join need event time: declare WATERMARK FOR on their source tables and keep the event-time columns",
             ));
         };
-        let (left_schema, right_schema) = (join.left.schema().as_ref(), join.right.schema().as_ref());
-        let times = TimeColumns { left: left_schema, right: right_schema, left_time: left_time.column, right_time: right_time.column };
+        let (left_schema, right_schema) =
+            (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let times = TimeColumns {
+            left: left_schema,
+            right: right_schema,
+            left_time: left_time.column,
+            right_time: right_time.column,
+        };
 
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
@@ -178,11 +199,22 @@ impl Compiler {
             left_keys.push(l.clone());
             right_keys.push(r.clone());
         }
-        let conjuncts: Vec<&Expr> = join.filter.as_ref().map(split_conjunction).unwrap_or_default();
+        let conjuncts: Vec<&Expr> = join
+            .filter
+            .as_ref()
+            .map(split_conjunction)
+            .unwrap_or_default();
         for conjunct in conjuncts {
             match conjunct {
-                Expr::BinaryExpr(BinaryExpr { left: a, op: BinaryOp::Eq, right: b }) => {
-                    match (side_of(a, left_schema, right_schema), side_of(b, left_schema, right_schema)) {
+                Expr::BinaryExpr(BinaryExpr {
+                    left: a,
+                    op: BinaryOp::Eq,
+                    right: b,
+                }) => {
+                    match (
+                        side_of(a, left_schema, right_schema),
+                        side_of(b, left_schema, right_schema),
+                    ) {
                         (Some(Side::Left), Some(Side::Right)) => {
                             left_keys.push(a.as_ref().clone());
                             right_keys.push(b.as_ref().clone());
@@ -196,8 +228,14 @@ impl Compiler {
                         _ => {}
                     }
                 }
-                Expr::BinaryExpr(BinaryExpr { left: a, op, right: b })
-                    if matches!(op, BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq) =>
+                Expr::BinaryExpr(BinaryExpr {
+                    left: a,
+                    op,
+                    right: b,
+                }) if matches!(
+                    op,
+                    BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq
+                ) =>
                 {
                     if let (Some(ta), Some(tb)) = (time_term(a, &times), time_term(b, &times)) {
                         if bounds.add_comparison(ta, *op, tb) {
@@ -206,10 +244,14 @@ impl Compiler {
                     }
                 }
                 Expr::Between(between) if !between.negated => {
-                    if let (Some(x), Some(lo), Some(hi)) =
-                        (time_term(&between.expr, &times), time_term(&between.low, &times), time_term(&between.high, &times))
-                    {
-                        if bounds.add_comparison(x, BinaryOp::GtEq, lo) && bounds.add_comparison(x, BinaryOp::LtEq, hi) {
+                    if let (Some(x), Some(lo), Some(hi)) = (
+                        time_term(&between.expr, &times),
+                        time_term(&between.low, &times),
+                        time_term(&between.high, &times),
+                    ) {
+                        if bounds.add_comparison(x, BinaryOp::GtEq, lo)
+                            && bounds.add_comparison(x, BinaryOp::LtEq, hi)
+                        {
                             continue;
                         }
                     }
@@ -218,14 +260,19 @@ impl Compiler {
             }
             residual.push(conjunct.clone());
         }
-        let (Some((lower_ms, lower_inclusive)), Some((upper_ms, upper_inclusive))) = (bounds.lower, bounds.upper) else {
+        let (Some((lower_ms, lower_inclusive)), Some((upper_ms, upper_inclusive))) =
+            (bounds.lower, bounds.upper)
+        else {
             return Err(SqlError::at(
                 position,
                 "a join of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`; without one, both sides' state grows forever",
             ));
         };
         if lower_ms > upper_ms {
-            return Err(SqlError::at(position, "the join's time bound is empty (its lower end is above its upper end)"));
+            return Err(SqlError::at(
+                position,
+                "the join's time bound is empty (its lower end is above its upper end)",
+            ));
         }
 
         let state = self.ctx.state();
@@ -235,23 +282,40 @@ impl Compiler {
                 .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
                 .collect::<datafusion::error::Result<Vec<_>>>()
         };
-        let left_key_exprs = physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
-        let right_key_exprs = physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
+        let left_key_exprs =
+            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
+        let right_key_exprs =
+            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
         for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
-            let (lt, rt) = (l.data_type(left_schema.as_arrow()), r.data_type(right_schema.as_arrow()));
+            let (lt, rt) = (
+                l.data_type(left_schema.as_arrow()),
+                r.data_type(right_schema.as_arrow()),
+            );
             if lt.as_ref().ok() != rt.as_ref().ok() {
-                return Err(SqlError::at(position, format!("join keys {l} and {r} have different types; CAST one of them")));
+                return Err(SqlError::at(
+                    position,
+                    format!("join keys {l} and {r} have different types; CAST one of them"),
+                ));
             }
         }
         let residual = match datafusion::logical_expr::utils::conjunction(residual) {
-            Some(expr) => Some(crate::context::physical_expr(&state, expr, &join.schema).map_err(|e| self.df_error(position, e))?),
+            Some(expr) => Some(
+                crate::context::physical_expr(&state, expr, &join.schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
             None => None,
         };
 
         let output_schema = Arc::new(Schema::new(
-            join.schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+            join.schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
         ));
-        let allowed_lateness_ms = left_time.allowed_lateness_ms.max(right_time.allowed_lateness_ms);
+        let allowed_lateness_ms = left_time
+            .allowed_lateness_ms
+            .max(right_time.allowed_lateness_ms);
         let plan = IntervalJoinPlan {
             kind,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
@@ -261,11 +325,22 @@ impl Compiler {
             right_keys: right_key_exprs.clone(),
             left_time: left_time.column,
             right_time: right_time.column,
-            bound: TimeBound { lower_ms, lower_inclusive, upper_ms, upper_inclusive },
+            bound: TimeBound {
+                lower_ms,
+                lower_inclusive,
+                upper_ms,
+                upper_inclusive,
+            },
             allowed_lateness_ms,
             residual,
         };
-        let hash = |keys: Vec<_>| if keys.is_empty() { Partitioning::Forward } else { Partitioning::Hash(keys) };
+        let hash = |keys: Vec<_>| {
+            if keys.is_empty() {
+                Partitioning::Forward
+            } else {
+                Partitioning::Hash(keys)
+            }
+        };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
         let id = self.graph.nodes.len();
@@ -273,17 +348,34 @@ impl Compiler {
             name: format!("interval_join#{id}"),
             kind: NodeKind::Operator(Arc::new(plan)),
             inputs: vec![
-                Edge { from: from_left.node, port: from_left.port, partitioning: hash(left_key_exprs) },
-                Edge { from: from_right.node, port: from_right.port, partitioning: hash(right_key_exprs) },
+                Edge {
+                    from: from_left.node,
+                    port: from_left.port,
+                    partitioning: hash(left_key_exprs),
+                },
+                Edge {
+                    from: from_right.node,
+                    port: from_right.port,
+                    partitioning: hash(right_key_exprs),
+                },
             ],
             schema: output_schema.clone(),
         });
         // Output rows carry the left row's event time; right-only rows of
         // RIGHT/FULL joins have none, so those outputs have no event time.
         let time = match kind {
-            JoinKind::Inner | JoinKind::Left => Some(TimeAttr { column: left_time.column, allowed_lateness_ms }),
+            JoinKind::Inner | JoinKind::Left => Some(TimeAttr {
+                column: left_time.column,
+                allowed_lateness_ms,
+            }),
             JoinKind::Right | JoinKind::Full => None,
         };
-        Ok(Stream { endpoint: Endpoint { node, port: 0 }, endpoint_schema: output_schema, steps: Vec::new(), schema: join.schema.clone(), time })
+        Ok(Stream {
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: output_schema,
+            steps: Vec::new(),
+            schema: join.schema.clone(),
+            time,
+        })
     }
 }

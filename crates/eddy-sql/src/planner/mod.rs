@@ -38,7 +38,9 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{
+    Expr as SqlExpr, ObjectName, Set, Statement, Value as SqlValue,
+};
 use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use eddy_engine::operators::calc::CalcStep;
 use eddy_engine::operators::union::UnionPlan;
@@ -110,13 +112,18 @@ pub(crate) struct Compiler {
     view_streams: HashMap<String, Stream>,
     sinks: BTreeSet<String>,
     current_map: SourceMap,
+    /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this long.
+    state_ttl_ms: Option<i64>,
 }
 
 impl Compiler {
     fn new() -> Self {
         let ctx = new_session();
         let late_schemas = LateSchemas::default();
-        ctx.register_udtf("late_rows", Arc::new(LateRowsFunction::new(late_schemas.clone())));
+        ctx.register_udtf(
+            "late_rows",
+            Arc::new(LateRowsFunction::new(late_schemas.clone())),
+        );
         Self {
             ctx,
             late_schemas,
@@ -128,6 +135,7 @@ impl Compiler {
             view_streams: HashMap::new(),
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
+            state_ttl_ms: None,
         }
     }
 
@@ -136,7 +144,10 @@ impl Compiler {
         let position = error
             .diagnostic()
             .and_then(|d| d.span)
-            .map(|span| self.current_map.position(span.start.line, span.start.column))
+            .map(|span| {
+                self.current_map
+                    .position(span.start.line, span.start.column)
+            })
             .unwrap_or_else(|| fallback.clone());
         let message = match error.diagnostic() {
             Some(d) => d.message.clone(),
@@ -145,19 +156,31 @@ impl Compiler {
         SqlError::at(&position, message)
     }
 
-    fn register(&self, name: &str, schema: datafusion::arrow::datatypes::SchemaRef, position: &Position) -> Result<()> {
+    fn register(
+        &self,
+        name: &str,
+        schema: datafusion::arrow::datatypes::SchemaRef,
+        position: &Position,
+    ) -> Result<()> {
         let provider: Arc<dyn TableProvider> = Arc::new(EmptyTable::new(schema));
         if self.ctx.table_exist(name).unwrap_or(false) {
-            return Err(SqlError::at(position, format!("'{name}' is already defined")));
+            return Err(SqlError::at(
+                position,
+                format!("'{name}' is already defined"),
+            ));
         }
-        self.ctx.register_table(name, provider).map_err(|e| self.df_error(position, e))?;
+        self.ctx
+            .register_table(name, provider)
+            .map_err(|e| self.df_error(position, e))?;
         Ok(())
     }
 
     fn plan_statement(&self, statement: Statement, position: &Position) -> Result<LogicalPlan> {
         let state = self.ctx.state();
-        let plan = futures::executor::block_on(state.statement_to_plan(DFStatement::Statement(Box::new(statement))))
-            .map_err(|e| self.df_error(position, e))?;
+        let plan = futures::executor::block_on(
+            state.statement_to_plan(DFStatement::Statement(Box::new(statement))),
+        )
+        .map_err(|e| self.df_error(position, e))?;
         state
             .analyzer()
             .execute_and_check(plan, state.config_options(), |_, _| {})
@@ -170,7 +193,13 @@ impl Compiler {
         match parsed.statement {
             Statement::CreateTable(create) => {
                 let state = self.ctx.state();
-                let def = table_def(&self.ctx, &state, &create, parsed.watermark.as_ref(), &position)?;
+                let def = table_def(
+                    &self.ctx,
+                    &state,
+                    &create,
+                    parsed.watermark.as_ref(),
+                    &position,
+                )?;
                 self.register(&def.name, def.schema(), &position)?;
                 if def.layout.event_time.is_some() {
                     if let Ok(mut late) = self.late_schemas.write() {
@@ -189,16 +218,32 @@ impl Compiler {
             }
             statement @ Statement::Insert(_) => {
                 let plan = self.plan_statement(statement, &position)?;
-                let LogicalPlan::Dml(DmlStatement { table_name, op: WriteOp::Insert(_), input, .. }) = plan else {
+                let LogicalPlan::Dml(DmlStatement {
+                    table_name,
+                    op: WriteOp::Insert(_),
+                    input,
+                    ..
+                }) = plan
+                else {
                     return Err(SqlError::at(&position, "only INSERT INTO is supported"));
                 };
                 let sink = table_name.table().to_lowercase();
                 self.sinks.insert(sink.clone());
-                self.outputs.push(Output { sink, plan: input.as_ref().clone(), position, map: map.clone() });
+                self.outputs.push(Output {
+                    sink,
+                    plan: input.as_ref().clone(),
+                    position,
+                    map: map.clone(),
+                });
             }
             statement @ Statement::Query(_) => {
                 let plan = self.plan_statement(statement, &position)?;
-                let n = self.outputs.iter().filter(|o| o.sink.starts_with("query")).count() + 1;
+                let n = self
+                    .outputs
+                    .iter()
+                    .filter(|o| o.sink.starts_with("query"))
+                    .count()
+                    + 1;
                 let sink = format!("query{n}");
                 let def = TableDef {
                     name: sink.clone(),
@@ -215,23 +260,77 @@ impl Compiler {
                 };
                 self.tables.insert(sink.clone(), def);
                 self.sinks.insert(sink.clone());
-                self.outputs.push(Output { sink, plan, position, map: map.clone() });
+                self.outputs.push(Output {
+                    sink,
+                    plan,
+                    position,
+                    map: map.clone(),
+                });
+            }
+            Statement::Set(Set::SingleAssignment {
+                variable, values, ..
+            }) => {
+                self.apply_setting(&variable, &values, &position)?;
             }
             other => {
                 let text = other.to_string();
-                let head: String = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                let head: String = text
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 return Err(SqlError::at(
                     &position,
-                    format!("'{head}' is not supported; eddy takes CREATE TABLE, CREATE VIEW, INSERT INTO and SELECT"),
+                    format!("'{head}' is not supported; eddy takes CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT and SET"),
                 ));
             }
         }
         Ok(())
     }
 
+    /// `SET key = value`: job-wide settings.
+    fn apply_setting(
+        &mut self,
+        variable: &ObjectName,
+        values: &[SqlExpr],
+        position: &Position,
+    ) -> Result<()> {
+        let key: Vec<String> = variable
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident())
+            .map(|i| i.value.clone())
+            .collect();
+        let key = key.join(".").to_lowercase();
+        let value = match values {
+            [SqlExpr::Value(v)] => match &v.value {
+                SqlValue::SingleQuotedString(s)
+                | SqlValue::DoubleQuotedString(s)
+                | SqlValue::Number(s, _) => s.clone(),
+                other => other.to_string(),
+            },
+            [other] => other.to_string(),
+            _ => return Err(SqlError::at(position, format!("SET {key} takes one value"))),
+        };
+        match key.as_str() {
+            "table.exec.state.ttl" | "state_ttl" | "state.ttl" => {
+                let ttl = eddy_engine::time::parse_duration(&value)
+                    .map_err(|e| SqlError::at(position, format!("SET {key}: {e}")))?;
+                self.state_ttl_ms = (!ttl.is_zero()).then_some(ttl.as_millis() as i64);
+                Ok(())
+            }
+            _ => Err(SqlError::at(
+                position,
+                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' OVER state)"),
+            )),
+        }
+    }
+
     fn finish(mut self) -> Result<CompiledJob> {
         if self.outputs.is_empty() {
-            return Err(SqlError::Job("nothing to run: no INSERT INTO or SELECT statement".into()));
+            return Err(SqlError::Job(
+                "nothing to run: no INSERT INTO or SELECT statement".into(),
+            ));
         }
         let outputs = std::mem::take(&mut self.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
@@ -239,7 +338,10 @@ impl Compiler {
             self.current_map = output.map.clone();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             let endpoint = stream.materialize(&mut self.graph);
-            sink_inputs.entry(output.sink.clone()).or_default().push(endpoint);
+            sink_inputs
+                .entry(output.sink.clone())
+                .or_default()
+                .push(endpoint);
         }
         for (sink, endpoints) in sink_inputs {
             let def = self
@@ -261,13 +363,20 @@ impl Compiler {
                 },
                 inputs: endpoints
                     .into_iter()
-                    .map(|e| Edge { from: e.node, port: e.port, partitioning: Partitioning::Forward })
+                    .map(|e| Edge {
+                        from: e.node,
+                        port: e.port,
+                        partitioning: Partitioning::Forward,
+                    })
                     .collect(),
                 schema: def.schema(),
             });
         }
         self.graph.prune_dead_operators();
-        Ok(CompiledJob { graph: self.graph, tables: self.tables })
+        Ok(CompiledJob {
+            graph: self.graph,
+            tables: self.tables,
+        })
     }
 
     fn source_stream(&mut self, name: &str, position: &Position) -> Result<Stream> {
@@ -310,10 +419,10 @@ impl Compiler {
             endpoint_schema: def.schema(),
             steps: Vec::new(),
             schema: Arc::new(schema),
-            time: def
-                .layout
-                .event_time
-                .map(|et| TimeAttr { column: et.column, allowed_lateness_ms: et.allowed_lateness_ms }),
+            time: def.layout.event_time.map(|et| TimeAttr {
+                column: et.column,
+                allowed_lateness_ms: et.allowed_lateness_ms,
+            }),
         })
     }
 
@@ -325,13 +434,20 @@ impl Compiler {
             .get(table)
             .ok_or_else(|| SqlError::at(position, format!("table '{table}' not found")))?;
         let late_schema = def.layout.late_schema();
-        let schema = DFSchema::try_from_qualified_schema(table, late_schema.as_ref()).map_err(|e| self.df_error(position, e))?;
+        let schema = DFSchema::try_from_qualified_schema(table, late_schema.as_ref())
+            .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
-            endpoint: Endpoint { node: main.endpoint.node, port: eddy_engine::operator::LATE_PORT },
+            endpoint: Endpoint {
+                node: main.endpoint.node,
+                port: eddy_engine::operator::LATE_PORT,
+            },
             endpoint_schema: late_schema,
             steps: Vec::new(),
             schema: Arc::new(schema),
-            time: main.time.map(|t| TimeAttr { column: t.column, allowed_lateness_ms: 0 }),
+            time: main.time.map(|t| TimeAttr {
+                column: t.column,
+                allowed_lateness_ms: 0,
+            }),
         })
     }
 

@@ -12,8 +12,10 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::{AggregateFunction, WindowFunction};
-use datafusion::logical_expr::{Expr, ExprSchemable, Window, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
+use datafusion::logical_expr::{
+    Expr, ExprSchemable, Window, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition,
+};
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operators::over::{Frame, OverFunction, OverPlan};
@@ -52,7 +54,9 @@ impl Compiler {
                 e => e,
             };
             let Expr::WindowFunction(function) = inner else {
-                return Err(SqlError::Internal(format!("unexpected window expression {expr}")));
+                return Err(SqlError::Internal(format!(
+                    "unexpected window expression {expr}"
+                )));
             };
             let WindowFunction { fun, params } = function.as_ref();
             let order_ok = params.order_by.len() == 1
@@ -66,7 +70,10 @@ impl Compiler {
             }
             match &partition_by {
                 Some(p) if *p != params.partition_by => {
-                    return Err(SqlError::at(position, "all OVER clauses of one SELECT must use the same PARTITION BY"));
+                    return Err(SqlError::at(
+                        position,
+                        "all OVER clauses of one SELECT must use the same PARTITION BY",
+                    ));
                 }
                 _ => partition_by = Some(params.partition_by.clone()),
             }
@@ -156,7 +163,12 @@ impl Compiler {
             .collect::<datafusion::error::Result<Vec<_>>>()
             .map_err(|e| self.df_error(position, e))?;
         let output_schema = Arc::new(Schema::new(
-            window.schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect::<Vec<_>>(),
+            window
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
         ));
         let plan = OverPlan {
             input_schema: input_arrow,
@@ -165,6 +177,7 @@ impl Compiler {
             time_column: time.column,
             allowed_lateness_ms: time.allowed_lateness_ms,
             functions,
+            state_ttl_ms: self.state_ttl_ms,
         };
         let from = input.materialize(&mut self.graph);
         let id = self.graph.nodes.len();
@@ -174,7 +187,11 @@ impl Compiler {
             inputs: vec![Edge {
                 from: from.node,
                 port: from.port,
-                partitioning: if partition_by.is_empty() { Partitioning::Forward } else { Partitioning::Hash(partition_by) },
+                partitioning: if partition_by.is_empty() {
+                    Partitioning::Forward
+                } else {
+                    Partitioning::Hash(partition_by)
+                },
             }],
             schema: output_schema.clone(),
         });

@@ -61,7 +61,11 @@ impl Stream {
         let node = graph.add(Node {
             name: format!("calc#{id}"),
             kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![Edge { from: self.endpoint.node, port: self.endpoint.port, partitioning: Partitioning::Forward }],
+            inputs: vec![Edge {
+                from: self.endpoint.node,
+                port: self.endpoint.port,
+                partitioning: Partitioning::Forward,
+            }],
             schema: schema.clone(),
         });
         self.endpoint = Endpoint { node, port: 0 };

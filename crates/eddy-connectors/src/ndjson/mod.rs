@@ -1,0 +1,12 @@
+//! NDJSON input: newline-delimited JSON objects from a file, a pipe or
+//! stdin, decoded into record batches with arrow-json.
+//!
+//! - [`source`]: [`NdjsonSource`], the reader: lines in input order, byte
+//!   offsets and line numbers for checkpoints and bad-row reports;
+//! - [`decode`]: chunks of lines into batches, on worker threads, bad
+//!   lines found and reported one by one.
+
+pub mod decode;
+pub mod source;
+
+pub use source::NdjsonSource;

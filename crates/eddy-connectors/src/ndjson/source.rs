@@ -1,0 +1,327 @@
+//! [`NdjsonSource`]: reads newline-delimited JSON objects from any reader
+//! and hands on decoded batches in input order.
+//!
+//! In: lines of JSON objects (blank lines ignored, `\r\n` accepted). Out:
+//! batches of up to `batch_size` rows in the table's physical schema, and
+//! after each batch its [position](NdjsonSource::position): the byte offset
+//! and line number just after the rows handed on. A checkpoint records it;
+//! a resumed job seeks the file there.
+//!
+//! Lines are read in chunks of `batch_size` on the reading thread and
+//! decoded on worker threads ([`super::decode`]). A bad line never stops
+//! the job: it is reported with its source, line number and reason.
+
+use std::io::{BufRead, BufReader, Read};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::source::{SourceContext, SourceReader};
+use eddy_engine::Result as EngineResult;
+use serde::{Deserialize, Serialize};
+
+use super::decode::{decode, Chunk, DecodePool, Decoded, LinePosition};
+use crate::error::ConnectorError;
+
+/// What an NDJSON source checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NdjsonPosition {
+    /// The file read (`stdin` for standard input).
+    pub path: String,
+    /// Bytes consumed.
+    pub offset: u64,
+    /// Lines consumed.
+    pub line: u64,
+}
+
+/// Reads NDJSON from any buffered reader.
+pub struct NdjsonSource {
+    reader: BufReader<Box<dyn Read + Send>>,
+    /// File path or `stdin`, used in bad-row reports and positions.
+    location: String,
+    schema: SchemaRef,
+    batch_size: usize,
+    /// Position of the reader (what has been read into chunks).
+    read: LinePosition,
+    /// Position after the last batch handed on.
+    returned: LinePosition,
+    line: Vec<u8>,
+    finished: bool,
+    /// A pipe or stdin: never wait for a full batch while nothing more is buffered.
+    live: bool,
+    pool: Option<DecodePool>,
+}
+
+impl NdjsonSource {
+    /// A source decoding `reader` into `schema`, `batch_size` rows at a
+    /// time, on `decode_threads` worker threads (0 or 1: on the caller's).
+    /// A `live` input (stdin, a pipe) hands on what it has instead of waiting
+    /// for full batches.
+    pub fn new(
+        reader: BufReader<Box<dyn Read + Send>>,
+        location: String,
+        schema: SchemaRef,
+        batch_size: usize,
+        decode_threads: usize,
+        live: bool,
+    ) -> Self {
+        let pool = (decode_threads > 1)
+            .then(|| DecodePool::new(decode_threads, schema.clone(), location.clone()));
+        Self {
+            reader,
+            location,
+            schema,
+            batch_size: batch_size.max(1),
+            read: LinePosition::default(),
+            returned: LinePosition::default(),
+            line: Vec::new(),
+            finished: false,
+            live,
+            pool: pool.filter(|p| p.capacity() > 0),
+        }
+    }
+
+    /// Counts offsets and line numbers from `position` (the reader must
+    /// already stand there: a resumed job seeks the file first).
+    pub fn starting_at(mut self, position: &NdjsonPosition) -> Self {
+        let at = LinePosition {
+            offset: position.offset,
+            line: position.line,
+        };
+        self.read = at;
+        self.returned = at;
+        self
+    }
+
+    /// Reads up to `batch_size` non-blank lines; from a live input, fewer
+    /// when nothing more is buffered, so a pipe or stdin is not held back
+    /// waiting for a full batch.
+    fn read_chunk(&mut self) -> Result<Chunk, ConnectorError> {
+        let mut chunk = Chunk {
+            bytes: Vec::new(),
+            lines: Vec::with_capacity(self.batch_size.min(1 << 16)),
+            end: self.read,
+        };
+        while chunk.lines.len() < self.batch_size {
+            if self.live && !chunk.lines.is_empty() && self.reader.buffer().is_empty() {
+                break;
+            }
+            self.line.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .map_err(|source| ConnectorError::Io {
+                    path: self.location.clone(),
+                    source,
+                })?;
+            if read == 0 {
+                self.finished = true;
+                break;
+            }
+            self.read.offset += read as u64;
+            self.read.line += 1;
+            let text = trim_line(&self.line);
+            if text.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            let start = chunk.bytes.len();
+            chunk.bytes.extend_from_slice(text);
+            chunk.bytes.push(b'\n');
+            chunk.lines.push((self.read.line, start, chunk.bytes.len()));
+        }
+        chunk.end = self.read;
+        Ok(chunk)
+    }
+
+    /// The next decoded chunk, in input order; `None` at the end.
+    fn next_decoded(&mut self) -> Result<Option<Decoded>, ConnectorError> {
+        let Some(mut pool) = self.pool.take() else {
+            if self.finished {
+                return Ok(None);
+            }
+            let chunk = self.read_chunk()?;
+            return Ok(Some(decode(&self.schema, &self.location, &chunk)));
+        };
+        let result = (|| {
+            while pool.in_flight() < pool.capacity() && !self.finished {
+                // Do not block reading a live input while decoded rows wait.
+                if self.live && pool.in_flight() > 0 && self.reader.buffer().is_empty() {
+                    break;
+                }
+                let chunk = self.read_chunk()?;
+                if chunk.lines.is_empty() {
+                    // Only blank lines (or none): nothing to decode, but
+                    // the position moves on once earlier chunks are handed on.
+                    if pool.in_flight() == 0 {
+                        self.returned = chunk.end;
+                    }
+                    continue;
+                }
+                pool.submit(chunk)?;
+            }
+            if pool.in_flight() == 0 {
+                return Ok(None);
+            }
+            pool.take().map(Some)
+        })();
+        self.pool = Some(pool);
+        result
+    }
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let mut end = line.len();
+    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+impl SourceReader for NdjsonSource {
+    fn next_batch(&mut self, ctx: &mut SourceContext) -> EngineResult<Option<RecordBatch>> {
+        let table = ctx.table().to_string();
+        loop {
+            let Some(decoded) = self.next_decoded().map_err(|e| e.for_table(&table))? else {
+                self.returned = self.read;
+                return Ok(None);
+            };
+            for (location, reason) in &decoded.bad {
+                ctx.bad_row(location, reason);
+            }
+            self.returned = decoded.end;
+            if let Some(batch) = decoded
+                .batch
+                .map_err(|e| e.for_table(&table))?
+                .filter(|b| b.num_rows() > 0)
+            {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    fn position(&self) -> serde_json::Value {
+        let position = NdjsonPosition {
+            path: self.location.clone(),
+            offset: self.returned.offset,
+            line: self.returned.line,
+        };
+        serde_json::to_value(position).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, false),
+            Field::new("amount", DataType::Float64, true),
+        ]))
+    }
+
+    fn source(text: &str, batch_size: usize, threads: usize) -> NdjsonSource {
+        let reader: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+        let reader = BufReader::with_capacity(7, reader);
+        NdjsonSource::new(
+            reader,
+            "t.ndjson".into(),
+            schema(),
+            batch_size,
+            threads,
+            threads > 1,
+        )
+    }
+
+    fn ids(batches: &[RecordBatch]) -> Vec<String> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let ids = datafusion::arrow::compute::cast(b.column(0), &DataType::Utf8).unwrap();
+                let ids = ids
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::StringArray>()
+                    .unwrap()
+                    .clone();
+                ids.iter()
+                    .map(|v| v.unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    fn read_all(text: &str, batch_size: usize, threads: usize) -> (Vec<RecordBatch>, u64) {
+        let mut source = source(text, batch_size, threads);
+        let mut ctx = SourceContext::new("t");
+        let mut batches = Vec::new();
+        let mut bad = 0;
+        while let Some(b) = source.next_batch(&mut ctx).unwrap() {
+            batches.push(b);
+            bad += ctx.take_bad_rows();
+        }
+        (batches, bad + ctx.take_bad_rows())
+    }
+
+    #[test]
+    fn decodes_and_skips_bad_lines() {
+        let text = "{\"id\":\"a\",\"amount\":1.5}\n\nnot json\n{\"id\":\"b\",\"amount\":\"x\"}\n{\"amount\":2}\n{\"id\":\"c\"}\r\n";
+        for threads in [1, 3] {
+            for size in [1, 2, 3, 100] {
+                let (batches, bad) = read_all(text, size, threads);
+                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                assert_eq!(rows, 2, "batch size {size}, {threads} threads");
+                assert_eq!(bad, 3, "batch size {size}, {threads} threads");
+                assert_eq!(ids(&batches), vec!["a", "c"], "rows keep their input order");
+            }
+        }
+    }
+
+    #[test]
+    fn resuming_at_a_position_reads_exactly_the_rest() {
+        let text: String = (0..50)
+            .map(|i| {
+                if i % 7 == 3 {
+                    "\n".to_string()
+                } else {
+                    format!("{{\"id\":\"r{i}\"}}\n")
+                }
+            })
+            .collect();
+        let (all, _) = read_all(&text, 100, 1);
+        let everything = ids(&all);
+        for threads in [1, 3] {
+            for size in [1, 4, 9] {
+                let mut first = source(&text, size, threads);
+                let mut ctx = SourceContext::new("t");
+                let mut seen = Vec::new();
+                for _ in 0..3 {
+                    if let Some(b) = first.next_batch(&mut ctx).unwrap() {
+                        seen.extend(ids(&[b]));
+                    }
+                }
+                let position: NdjsonPosition = serde_json::from_value(first.position()).unwrap();
+                let rest = &text.as_bytes()[position.offset as usize..];
+                let reader: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(rest.to_vec()));
+                let mut second = NdjsonSource::new(
+                    BufReader::new(reader),
+                    "t.ndjson".into(),
+                    schema(),
+                    size,
+                    threads,
+                    false,
+                )
+                .starting_at(&position);
+                while let Some(b) = second.next_batch(&mut ctx).unwrap() {
+                    seen.extend(ids(&[b]));
+                }
+                assert_eq!(seen, everything, "batch size {size}, {threads} threads");
+                let end: NdjsonPosition = serde_json::from_value(second.position()).unwrap();
+                assert_eq!(end.offset, text.len() as u64);
+                assert_eq!(end.line, 50);
+            }
+        }
+    }
+}

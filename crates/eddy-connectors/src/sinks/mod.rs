@@ -1,0 +1,108 @@
+//! Sinks: tagged lines on stdout, NDJSON files, Parquet files, and a
+//! blackhole for benchmarks.
+//!
+//! In: result batches in the sink table's schema. Out:
+//! - [`stdout`]: one `TAG> {json}` line per row; at-least-once (what was
+//!   printed before a crash is printed again after a restart);
+//! - [`ndjson`]: one JSON object per line in a file;
+//! - [`parquet`]: Parquet files in a directory;
+//! - [`BlackholeSink`]: discards rows.
+//!
+//! The file sinks are exactly-once when the job checkpoints: rows are
+//! staged in hidden in-progress files and published (appended to the final
+//! NDJSON file, or renamed to their final Parquet name) only when the
+//! checkpoint covering them completes; [`commit`] publishes, idempotently,
+//! whatever a checkpoint's sink state lists.
+
+pub mod commit;
+pub mod ndjson;
+pub mod parquet;
+pub mod stdout;
+
+use std::fs::File;
+use std::path::Path;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::sink::SinkWriter;
+use eddy_engine::Result as EngineResult;
+
+use crate::error::{ConnectorError, Result};
+pub use ndjson::NdjsonSink;
+pub use parquet::ParquetSink;
+pub use stdout::{StdoutSink, StdoutTarget};
+
+/// Discards rows (benchmarks); the sink node still counts them.
+#[derive(Debug, Default)]
+pub struct BlackholeSink;
+
+impl SinkWriter for BlackholeSink {
+    fn write(&mut self, _batch: &RecordBatch) -> EngineResult<()> {
+        Ok(())
+    }
+
+    fn finish(&mut self) -> EngineResult<()> {
+        Ok(())
+    }
+}
+
+pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ConnectorError {
+    ConnectorError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Creates the parent directory of `path` if needed.
+pub(crate) fn create_parent(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    }
+    Ok(())
+}
+
+/// Creates (truncates) `path`, and its directory if needed.
+pub(crate) fn create_file(path: &Path) -> Result<File> {
+    create_parent(path)?;
+    File::create(path).map_err(|e| io_error(path, e))
+}
+
+/// Makes a directory's entries (new names, renames) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, e))
+}
+
+/// Files in `dir` whose names satisfy `keep` (an absent directory has none).
+pub(crate) fn files_matching(
+    dir: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<std::path::PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(dir, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(dir, e))?;
+        if keep(&entry.file_name().to_string_lossy()) {
+            found.push(entry.path());
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Removes files, failing on the first that cannot be removed.
+pub(crate) fn remove_files(files: &[std::path::PathBuf]) -> Result<()> {
+    for file in files {
+        std::fs::remove_file(file).map_err(|e| io_error(file, e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! The stdout sink: one `TAG> {json}` line per row (`tag` option, default
+//! the upper-cased table name; JSON spaced like Python's `json.dumps`;
+//! NULL fields left out with `omit_nulls = 'true'`), written whole under the
+//! stdout lock so lines of concurrently running sinks never interleave.
+//!
+//! Stdout cannot take back what it printed: with checkpoints, a job that
+//! crashes and resumes prints the rows after its last checkpoint again
+//! (at-least-once). Use a file sink for exactly-once output.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::sink::SinkWriter;
+use eddy_engine::Result as EngineResult;
+
+use crate::error::ConnectorError;
+use crate::json_lines::{encode_json_lines_with, spaced_json};
+
+/// Where stdout sinks print.
+#[derive(Debug, Clone, Default)]
+pub enum StdoutTarget {
+    /// The process's standard output.
+    #[default]
+    Process,
+    /// An in-memory buffer (tests, the HTTP server).
+    Buffer(Arc<Mutex<Vec<u8>>>),
+}
+
+/// Prints `TAG> {json}` lines.
+pub struct StdoutSink {
+    table: String,
+    tag: String,
+    explicit_nulls: bool,
+    target: StdoutTarget,
+    scratch: Vec<u8>,
+    text: Vec<u8>,
+}
+
+impl StdoutSink {
+    /// A stdout sink for `table` printing with `tag`; NULL fields are
+    /// printed as `null` when `explicit_nulls`, left out otherwise.
+    pub fn new(table: &str, tag: String, explicit_nulls: bool, target: StdoutTarget) -> Self {
+        Self {
+            table: table.to_string(),
+            tag,
+            explicit_nulls,
+            target,
+            scratch: Vec::new(),
+            text: Vec::new(),
+        }
+    }
+}
+
+impl SinkWriter for StdoutSink {
+    fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
+        self.scratch.clear();
+        self.text.clear();
+        encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls)
+            .map_err(|e| e.for_table(&self.table))?;
+        for line in self
+            .scratch
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            self.text.extend_from_slice(self.tag.as_bytes());
+            self.text.extend_from_slice(b"> ");
+            spaced_json(line, &mut self.text);
+            self.text.push(b'\n');
+        }
+        let io = |source| {
+            ConnectorError::Io {
+                path: "stdout".into(),
+                source,
+            }
+            .for_table(&self.table)
+        };
+        match &self.target {
+            StdoutTarget::Process => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&self.text).map_err(io)?;
+                out.flush().map_err(io)?;
+            }
+            StdoutTarget::Buffer(buffer) => {
+                if let Ok(mut buffer) = buffer.lock() {
+                    buffer.extend_from_slice(&self.text);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> EngineResult<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,425 @@
+//! The state directory: where checkpoints are written, found and checked.
+//!
+//! ```text
+//!  STATE_DIR/
+//!    chk-00000012/
+//!      n003-windows.arrow      one Arrow IPC file per state table of a node
+//!      n007-left.arrow
+//!      MANIFEST                written last: MANIFEST.tmp, fsync, rename, fsync dir
+//!    chk-00000013/ ...
+//! ```
+//!
+//! A checkpoint exists once its `MANIFEST` does. The manifest's first line
+//! carries a CRC-32 of the JSON that follows; the JSON lists every node's
+//! fingerprint (see [`crate::graph::JobGraph::fingerprint`]), its runtime
+//! state and small values, and each state file with its size and CRC-32.
+//! Loading walks checkpoints newest first and takes the first whose
+//! manifest and files all check out, warning about each one it skips, so a
+//! truncated file or a flipped byte costs one checkpoint, never the job.
+//! A checkpoint taken by a different query is refused with the node whose
+//! state no longer fits. The two newest checkpoints are kept.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::ipc::writer::FileWriter;
+use datafusion::arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use super::{Checkpoint, CheckpointKind, NodeCheckpoint, NodeRuntimeState};
+use crate::error::{EngineError, Result};
+use crate::graph::JobGraph;
+use crate::message::CheckpointId;
+use crate::state::{StateSnapshot, StateTable};
+
+/// Manifest format version.
+const FORMAT: u32 = 1;
+/// Completed checkpoints kept.
+const KEEP: usize = 2;
+const MANIFEST: &str = "MANIFEST";
+const MANIFEST_HEADER: &str = "eddy-checkpoint-manifest crc32=";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    checkpoint: CheckpointId,
+    kind: CheckpointKind,
+    /// Wall-clock time of writing, epoch ms (informational).
+    created_ms: u64,
+    nodes: Vec<ManifestNode>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ManifestNode {
+    fingerprint: String,
+    runtime: NodeRuntimeState,
+    meta: serde_json::Value,
+    tables: Vec<ManifestTable>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ManifestTable {
+    name: String,
+    file: String,
+    bytes: u64,
+    crc32: u32,
+    rows: u64,
+}
+
+/// A state directory (`--state-dir`).
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+/// Counts and checksums what passes through to the file.
+struct ChecksumWriter<W: Write> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    bytes: u64,
+}
+
+impl<W: Write> Write for ChecksumWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Checkpoint(format!("{}: {e}", path.display()))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, e))
+}
+
+impl StateDir {
+    /// Opens (creating it if needed) the state directory at `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|e| io_error(&root, e))?;
+        Ok(Self { root })
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn checkpoint_dir(&self, id: CheckpointId) -> PathBuf {
+        self.root.join(format!("chk-{id:08}"))
+    }
+
+    /// Checkpoint directories (complete or not), oldest first.
+    fn list(&self) -> Result<Vec<(CheckpointId, PathBuf)>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&self.root).map_err(|e| io_error(&self.root, e))? {
+            let entry = entry.map_err(|e| io_error(&self.root, e))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            if let Some(id) = name
+                .strip_prefix("chk-")
+                .and_then(|n| n.parse::<CheckpointId>().ok())
+            {
+                found.push((id, entry.path()));
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Removes every checkpoint (`--ignore-state`).
+    pub fn clear(&self) -> Result<()> {
+        for (_, dir) in self.list()? {
+            std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `checkpoint` for `graph` durably, then drops checkpoints older
+    /// than the last two. Returns the bytes written.
+    pub fn write(&self, graph: &JobGraph, checkpoint: &Checkpoint) -> Result<u64> {
+        let dir = self.checkpoint_dir(checkpoint.id);
+        if dir.exists() {
+            // Left by an earlier run that did not get past this checkpoint.
+            std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        let mut total = 0;
+        let mut nodes = Vec::with_capacity(checkpoint.nodes.len());
+        for (id, node) in checkpoint.nodes.iter().enumerate() {
+            let mut tables = Vec::with_capacity(node.state.tables.len());
+            for table in &node.state.tables {
+                let file = format!("n{id:03}-{}.arrow", table.name);
+                let (bytes, crc32) = write_table(&dir.join(&file), &table.batch)?;
+                total += bytes;
+                tables.push(ManifestTable {
+                    name: table.name.clone(),
+                    file,
+                    bytes,
+                    crc32,
+                    rows: table.batch.num_rows() as u64,
+                });
+            }
+            nodes.push(ManifestNode {
+                fingerprint: graph.fingerprint(id),
+                runtime: node.runtime.clone(),
+                meta: node.state.meta.clone(),
+                tables,
+            });
+        }
+        let created_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let manifest = Manifest {
+            format: FORMAT,
+            checkpoint: checkpoint.id,
+            kind: checkpoint.kind,
+            created_ms,
+            nodes,
+        };
+        let json = serde_json::to_vec(&manifest)
+            .map_err(|e| EngineError::State(format!("manifest: {e}")))?;
+        let mut text = format!("{MANIFEST_HEADER}{:08x}\n", crc32fast::hash(&json)).into_bytes();
+        text.extend_from_slice(&json);
+        let tmp = dir.join("MANIFEST.tmp");
+        let path = dir.join(MANIFEST);
+        let mut file = File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
+        file.write_all(&text)
+            .and_then(|_| file.sync_all())
+            .map_err(|e| io_error(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
+        sync_dir(&dir)?;
+        sync_dir(&self.root)?;
+        total += text.len() as u64;
+        self.retain(checkpoint.id);
+        Ok(total)
+    }
+
+    /// Keeps the newest [`KEEP`] complete checkpoints up to `current`;
+    /// removes older ones and incomplete ones before `current`. Failing to
+    /// remove is only logged: the checkpoint itself is already safe.
+    fn retain(&self, current: CheckpointId) {
+        let Ok(all) = self.list() else { return };
+        let mut complete_kept = 0;
+        for (id, dir) in all.into_iter().rev() {
+            if id > current {
+                continue;
+            }
+            let complete = dir.join(MANIFEST).exists();
+            let keep = complete && complete_kept < KEEP;
+            if keep {
+                complete_kept += 1;
+            } else if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!("cannot remove old checkpoint {}: {e}", dir.display());
+            }
+        }
+    }
+
+    /// The newest usable checkpoint for `graph`, or `None` when there is
+    /// none. Unusable checkpoints (incomplete, truncated, corrupt) are
+    /// skipped with a warning and removed, together with anything newer
+    /// than the one chosen. A checkpoint of another query is an error.
+    pub fn load_latest(&self, graph: &JobGraph) -> Result<Option<Checkpoint>> {
+        let all = self.list()?;
+        let mut chosen = None;
+        for (id, dir) in all.iter().rev() {
+            if !dir.join(MANIFEST).exists() {
+                tracing::debug!(
+                    "checkpoint {id} in {} is incomplete; skipped",
+                    self.root.display()
+                );
+                continue;
+            }
+            match read_checkpoint(dir) {
+                Ok(found) => {
+                    chosen = Some(found);
+                    break;
+                }
+                Err(reason) => {
+                    tracing::warn!(
+                        "checkpoint {id} in {} is unusable ({reason}); trying the one before it",
+                        self.root.display()
+                    );
+                }
+            }
+        }
+        let Some((manifest, checkpoint)) = chosen else {
+            if all.iter().any(|(_, dir)| dir.join(MANIFEST).exists()) {
+                tracing::warn!(
+                    "no usable checkpoint in {}; starting afresh",
+                    self.root.display()
+                );
+            }
+            self.clear()?;
+            return Ok(None);
+        };
+        check_fingerprints(&self.root, graph, &manifest)?;
+        for (id, dir) in all {
+            if id > checkpoint.id {
+                std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+            }
+        }
+        Ok(Some(checkpoint))
+    }
+}
+
+fn write_table(path: &Path, batch: &RecordBatch) -> Result<(u64, u32)> {
+    let file = File::create(path).map_err(|e| io_error(path, e))?;
+    let sink = ChecksumWriter {
+        inner: BufWriter::with_capacity(1 << 16, file),
+        crc: crc32fast::Hasher::new(),
+        bytes: 0,
+    };
+    let mut writer = FileWriter::try_new(sink, &batch.schema()).map_err(|e| io_error(path, e))?;
+    writer.write(batch).map_err(|e| io_error(path, e))?;
+    writer.finish().map_err(|e| io_error(path, e))?;
+    let mut sink = writer.into_inner().map_err(|e| io_error(path, e))?;
+    sink.flush().map_err(|e| io_error(path, e))?;
+    let (bytes, crc) = (sink.bytes, sink.crc.finalize());
+    let file = sink
+        .inner
+        .into_inner()
+        .map_err(|e| io_error(path, e.error()))?;
+    file.sync_all().map_err(|e| io_error(path, e))?;
+    Ok((bytes, crc))
+}
+
+/// Reads and checks a checkpoint directory; the error says what is wrong.
+fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
+    let path = dir.join(MANIFEST);
+    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let newline = text
+        .iter()
+        .position(|b| *b == b'\n')
+        .ok_or("the manifest has no header line")?;
+    let header =
+        std::str::from_utf8(&text[..newline]).map_err(|_| "the manifest header is not text")?;
+    let expected = header
+        .strip_prefix(MANIFEST_HEADER)
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or("the manifest header is damaged")?;
+    let json = &text[newline + 1..];
+    if crc32fast::hash(json) != expected {
+        return Err("the manifest's checksum does not match".into());
+    }
+    let manifest: Manifest =
+        serde_json::from_slice(json).map_err(|e| format!("the manifest cannot be read: {e}"))?;
+    if manifest.format != FORMAT {
+        return Err(format!(
+            "manifest format {} (this eddy reads {FORMAT})",
+            manifest.format
+        ));
+    }
+    let mut nodes = Vec::with_capacity(manifest.nodes.len());
+    for node in &manifest.nodes {
+        let mut tables = Vec::with_capacity(node.tables.len());
+        for table in &node.tables {
+            let batch = read_table(&dir.join(&table.file), table)?;
+            tables.push(StateTable {
+                name: table.name.clone(),
+                batch,
+            });
+        }
+        nodes.push(NodeCheckpoint {
+            runtime: node.runtime.clone(),
+            state: StateSnapshot {
+                meta: node.meta.clone(),
+                tables,
+            },
+        });
+    }
+    let checkpoint = Checkpoint {
+        id: manifest.checkpoint,
+        kind: manifest.kind,
+        nodes,
+    };
+    Ok((manifest, checkpoint))
+}
+
+fn read_table(path: &Path, expected: &ManifestTable) -> std::result::Result<RecordBatch, String> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|f| BufReader::new(f).read_to_end(&mut bytes))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 != expected.bytes {
+        return Err(format!(
+            "{} has {} bytes, {} were written",
+            path.display(),
+            bytes.len(),
+            expected.bytes
+        ));
+    }
+    if crc32fast::hash(&bytes) != expected.crc32 {
+        return Err(format!("{}: checksum does not match", path.display()));
+    }
+    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let batch =
+        concat_batches(&schema, &batches).map_err(|e| format!("{}: {e}", path.display()))?;
+    if batch.num_rows() as u64 != expected.rows {
+        return Err(format!(
+            "{} holds {} rows, {} were written",
+            path.display(),
+            batch.num_rows(),
+            expected.rows
+        ));
+    }
+    Ok(batch)
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Result<()> {
+    let refuse = |detail: String| {
+        Err(EngineError::Checkpoint(format!(
+            "the state in {} (checkpoint {}) was written by a different query: {detail}. \
+             Run with --ignore-state to start afresh (the state and the output it covers are discarded), \
+             or use another --state-dir",
+            root.display(),
+            manifest.checkpoint
+        )))
+    };
+    for (id, node) in manifest.nodes.iter().enumerate() {
+        if id >= graph.nodes.len() {
+            return refuse(format!(
+                "the checkpoint has a node #{id} ({}) that the query lacks",
+                first_line(&node.fingerprint)
+            ));
+        }
+        let now = graph.fingerprint(id);
+        if now != node.fingerprint {
+            return refuse(format!(
+                "the state of '{}' no longer fits: it was taken for\n  {}\nand the query now has\n  {}",
+                graph.nodes[id].name,
+                node.fingerprint.replace('\n', "\n  "),
+                now.replace('\n', "\n  ")
+            ));
+        }
+    }
+    if graph.nodes.len() > manifest.nodes.len() {
+        let id = manifest.nodes.len();
+        return refuse(format!(
+            "the query has a node #{id} ('{}') that the checkpoint lacks",
+            graph.nodes[id].name
+        ));
+    }
+    Ok(())
+}

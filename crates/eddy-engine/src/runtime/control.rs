@@ -1,0 +1,142 @@
+//! What the threads of one job share: the control flags that stop, cancel
+//! and checkpoint it, the first error, and the events nodes send the
+//! checkpoint coordinator.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use crate::checkpoint::NodeCheckpoint;
+use crate::error::EngineError;
+use crate::graph::NodeId;
+use crate::message::CheckpointId;
+use crate::metrics::NodeMetrics;
+
+/// Flags every thread of a job polls.
+#[derive(Debug)]
+pub(crate) struct Control {
+    /// Every thread gives up at its next poll.
+    cancel: AtomicBool,
+    /// The user cancelled (as opposed to a node failing).
+    user_cancel: AtomicBool,
+    /// The user asked for a graceful stop; the coordinator turns it into a
+    /// stop barrier.
+    stop_requested: AtomicBool,
+    /// Sources inject barriers up to this checkpoint.
+    requested: AtomicU64,
+    /// The barrier of this checkpoint is a stop barrier (0: none yet).
+    stop_at: AtomicU64,
+    /// The latest checkpoint whose sinks are committed.
+    completed: AtomicU64,
+    /// Whether nodes snapshot state at barriers.
+    pub checkpointing: bool,
+    /// The first error of the job.
+    error: Mutex<Option<String>>,
+}
+
+impl Control {
+    pub fn new(checkpointing: bool, restored: CheckpointId) -> Arc<Self> {
+        Arc::new(Self {
+            cancel: AtomicBool::new(false),
+            user_cancel: AtomicBool::new(false),
+            stop_requested: AtomicBool::new(false),
+            requested: AtomicU64::new(restored),
+            stop_at: AtomicU64::new(0),
+            completed: AtomicU64::new(restored),
+            checkpointing,
+            error: Mutex::new(None),
+        })
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    pub fn cancel_by_user(&self) {
+        self.user_cancel.store(true, Ordering::SeqCst);
+        self.cancel.store(true, Ordering::SeqCst);
+    }
+
+    pub fn cancelled_by_user(&self) -> bool {
+        self.user_cancel.load(Ordering::SeqCst)
+    }
+
+    pub fn request_stop(&self) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.stop_requested.load(Ordering::SeqCst)
+    }
+
+    /// Asks sources for barriers up to `checkpoint`; `stop` marks it the
+    /// job's last.
+    pub fn request_checkpoint(&self, checkpoint: CheckpointId, stop: bool) {
+        if stop {
+            self.stop_at.store(checkpoint, Ordering::SeqCst);
+        }
+        self.requested.store(checkpoint, Ordering::SeqCst);
+    }
+
+    /// The latest requested checkpoint and whether it is a stop.
+    pub fn requested(&self) -> (CheckpointId, CheckpointId) {
+        let requested = self.requested.load(Ordering::SeqCst);
+        (requested, self.stop_at.load(Ordering::SeqCst))
+    }
+
+    pub fn set_completed(&self, checkpoint: CheckpointId) {
+        self.completed.store(checkpoint, Ordering::SeqCst);
+    }
+
+    pub fn completed(&self) -> CheckpointId {
+        self.completed.load(Ordering::SeqCst)
+    }
+
+    /// Records a failure (the first one wins) and ends the job.
+    pub fn fail(&self, error: EngineError) {
+        self.cancel.store(true, Ordering::SeqCst);
+        if matches!(error, EngineError::Aborted | EngineError::Cancelled) {
+            return;
+        }
+        if let Ok(mut slot) = self.error.lock() {
+            if slot.is_none() {
+                *slot = Some(error.to_string());
+            }
+        }
+    }
+
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|e| e.clone())
+    }
+}
+
+/// What nodes tell the coordinator.
+#[derive(Debug)]
+pub(crate) enum NodeEvent {
+    /// The node's state at a barrier.
+    Snapshot {
+        node: NodeId,
+        checkpoint: CheckpointId,
+        data: NodeCheckpoint,
+    },
+    /// The node ended normally (it sent `End`); its final state.
+    Finished { node: NodeId, data: NodeCheckpoint },
+    /// A node passed a stop barrier on and exited.
+    Stopped,
+}
+
+/// What every node thread gets.
+pub(crate) struct NodeContext {
+    pub id: NodeId,
+    pub name: String,
+    pub metrics: Arc<NodeMetrics>,
+    pub control: Arc<Control>,
+    pub events: Sender<NodeEvent>,
+}
+
+impl NodeContext {
+    /// Tells the coordinator; a coordinator that is gone means the job is ending.
+    pub fn report(&self, event: NodeEvent) -> crate::Result<()> {
+        self.events.send(event).map_err(|_| EngineError::Aborted)
+    }
+}

@@ -1,0 +1,375 @@
+//! Executes a [`JobGraph`]: one thread per node, one bounded channel per
+//! edge, a checkpoint coordinator, and a [`JobHandle`] to watch and steer it.
+//!
+//! ```text
+//!  source thread:   reader thread -> SourceRunner -> Batch / Watermark / Barrier ... Watermark(+inf), End
+//!  operator thread: inputs (aligned) -> Operator::{on_batch, on_watermark, snapshot, on_end} -> consumers
+//!  sink thread:     inputs (aligned) -> SinkWriter::{write, precommit, finish}
+//!  coordinator:     triggers checkpoints, writes them, commits sinks
+//!  supervisor:      joins them all and sets the job's final state
+//! ```
+//!
+//! Each edge is its own bounded channel: a slow consumer blocks its
+//! producers (backpressure), and a node can stop reading one input while a
+//! checkpoint barrier is aligned. A node tracks one watermark per input and
+//! acts on their minimum; an ended input no longer holds the minimum back.
+//!
+//! When a node fails, it records the error and cancels the job; every other
+//! node gives up at its next message or poll. The first error is the job's
+//! result.
+//!
+//! - [`control`]: the flags and events the threads share;
+//! - `inputs` / `outputs`: channels, the input clock, barrier alignment;
+//! - `source_task`, `operator_task`, `sink_task`: the three kinds of node thread;
+//! - [`handle`]: [`JobHandle`], [`JobState`], [`JobReport`].
+
+pub(crate) mod control;
+pub mod handle;
+mod inputs;
+mod operator_task;
+mod outputs;
+mod sink_task;
+mod source_task;
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+pub use handle::{JobHandle, JobReport, JobState, NodeReport};
+
+use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
+use crate::checkpoint::store::StateDir;
+use crate::checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL,
+};
+use crate::error::{EngineError, Result};
+use crate::graph::{check_topological, ConnectorFactory, JobGraph, NodeKind};
+use crate::message::Message;
+use crate::metrics::NodeMetrics;
+use crate::sink::{SinkMode, SinkWriter};
+use crate::source::SourceRunner;
+use control::{Control, NodeContext};
+use handle::JobInner;
+use inputs::{InputClock, Inputs};
+use operator_task::OperatorWork;
+use outputs::Outputs;
+use source_task::{SourceMeta, SourceWork};
+
+/// Messages buffered per edge before the producer blocks.
+const EDGE_CAPACITY: usize = 16;
+
+/// How a job runs.
+#[derive(Debug, Clone, Default)]
+pub struct JobConfig {
+    /// Checkpoints (`--state-dir`); `None` runs without them.
+    pub checkpoints: Option<CheckpointConfig>,
+}
+
+enum Work {
+    Source(SourceWork),
+    Operator(OperatorWork),
+    Sink(Box<dyn SinkWriter>, Inputs),
+    /// Finished in the run the job resumes from.
+    Done,
+}
+
+fn node_kind(kind: &NodeKind) -> String {
+    match kind {
+        NodeKind::Source { .. } => "source".to_string(),
+        NodeKind::Operator(plan) => plan.kind().to_string(),
+        NodeKind::Sink { .. } => "sink".to_string(),
+    }
+}
+
+fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> Result<InputClock> {
+    match saved.and_then(|s| s.runtime.clock.as_ref()) {
+        None => Ok(InputClock::new(inputs)),
+        Some(state) => InputClock::restored(state, inputs).ok_or_else(|| {
+            EngineError::State(format!(
+                "{node}: the checkpointed inputs do not fit the node"
+            ))
+        }),
+    }
+}
+
+/// Opens every connector, restores state when resuming, and starts the job.
+/// Configuration errors (a missing input file, an `--input` naming no
+/// source, a state directory of another query) are returned before any
+/// thread starts.
+pub fn start_job(
+    graph: Arc<JobGraph>,
+    connectors: Arc<dyn ConnectorFactory>,
+    config: &JobConfig,
+) -> Result<JobHandle> {
+    check_topological(&graph)?;
+    connectors.check(&graph)?;
+    let n = graph.nodes.len();
+
+    let (store, restored) = match &config.checkpoints {
+        Some(c) => {
+            let store = StateDir::open(&c.state_dir)?;
+            if c.ignore_state {
+                store.clear()?;
+            }
+            let restored = store.load_latest(&graph)?;
+            (Some(store), restored)
+        }
+        None => (None, None),
+    };
+    if let Some(checkpoint) = &restored {
+        commit_sinks(&graph, connectors.as_ref(), checkpoint)?;
+        tracing::info!(
+            "resuming from checkpoint {} ({:?})",
+            checkpoint.id,
+            checkpoint.kind
+        );
+    }
+    let restored_id = restored.as_ref().map(|c| c.id).unwrap_or(0);
+    let already_finished = restored
+        .as_ref()
+        .filter(|c| c.kind == CheckpointKind::Finished)
+        .map(|c| c.id);
+    let interval = config
+        .checkpoints
+        .as_ref()
+        .map(|c| c.interval)
+        .unwrap_or(DEFAULT_INTERVAL);
+
+    let control = Control::new(store.is_some(), restored_id);
+    let metrics: Vec<Arc<NodeMetrics>> = graph
+        .nodes
+        .iter()
+        .map(|node| NodeMetrics::new_shared(node.inputs.len()))
+        .collect();
+    let mut saved: Vec<Option<NodeCheckpoint>> = match restored {
+        Some(Checkpoint { nodes, .. }) => nodes.into_iter().map(Some).collect(),
+        None => vec![None; n],
+    };
+    for (m, s) in metrics.iter().zip(&saved) {
+        if let Some(s) = s {
+            m.restore(&s.runtime.metrics);
+        }
+    }
+    let stats = Arc::new(Mutex::new(CheckpointStats {
+        restored_from: (restored_id > 0).then_some(restored_id),
+        ..Default::default()
+    }));
+    let names: Vec<(String, String)> = graph
+        .nodes
+        .iter()
+        .map(|node| (node.name.clone(), node_kind(&node.kind)))
+        .collect();
+    let handle = JobHandle {
+        inner: Arc::new(JobInner {
+            names,
+            metrics: metrics.clone(),
+            control: control.clone(),
+            stats: stats.clone(),
+            started: Instant::now(),
+            already_finished,
+            state: Mutex::new((JobState::Running, None)),
+            changed: Condvar::new(),
+        }),
+    };
+    if already_finished.is_some() {
+        handle.set_state(JobState::Finished);
+        return Ok(handle);
+    }
+
+    // One channel per edge.
+    let mut receivers: Vec<Vec<Receiver<Message>>> = (0..n).map(|_| Vec::new()).collect();
+    let mut ports: Vec<Vec<Vec<Sender<Message>>>> = (0..n)
+        .map(|id| vec![Vec::new(); graph.port_count(id)])
+        .collect();
+    for (id, node) in graph.nodes.iter().enumerate() {
+        for edge in &node.inputs {
+            let (tx, rx) = bounded(EDGE_CAPACITY);
+            receivers[id].push(rx);
+            let port = ports
+                .get_mut(edge.from)
+                .and_then(|p| p.get_mut(edge.port))
+                .ok_or_else(|| {
+                    EngineError::Graph(format!("node #{id} reads a port that does not exist"))
+                })?;
+            port.push(tx);
+        }
+    }
+
+    // Open and restore everything before any thread starts.
+    let mut work = Vec::with_capacity(n);
+    for (id, node) in graph.nodes.iter().enumerate() {
+        let saved = saved[id].take();
+        if saved.as_ref().is_some_and(|s| s.runtime.finished) {
+            work.push(Work::Done);
+            continue;
+        }
+        let inputs = std::mem::take(&mut receivers[id]);
+        work.push(match &node.kind {
+            NodeKind::Source { spec, layout } => {
+                let meta: Option<SourceMeta> =
+                    saved.as_ref().map(|s| s.state.meta()).transpose()?;
+                let resume = meta.as_ref().map(|m| &m.position).filter(|p| !p.is_null());
+                let reader = connectors.open_source(spec, resume)?;
+                let mut runner = SourceRunner::new(layout.clone());
+                if let Some(meta) = &meta {
+                    runner.restore(&meta.runner);
+                }
+                let position = reader.position();
+                Work::Source(SourceWork {
+                    reader,
+                    runner,
+                    idle_timeout: layout.idle_timeout,
+                    position,
+                    injected: restored_id,
+                })
+            }
+            NodeKind::Operator(plan) => {
+                let clock = restored_clock(&node.name, node.inputs.len(), saved.as_ref())?;
+                let mut operator = plan.create()?;
+                let mut forwarded = crate::time::WATERMARK_MIN;
+                if let Some(saved) = saved {
+                    forwarded = saved.runtime.forwarded;
+                    operator
+                        .restore(saved.state)
+                        .map_err(|e| EngineError::State(format!("{}: {e}", node.name)))?;
+                }
+                Work::Operator(OperatorWork {
+                    operator,
+                    inputs: Inputs::new(inputs, clock),
+                    forwarded,
+                })
+            }
+            NodeKind::Sink { spec } => {
+                let clock = restored_clock(&node.name, node.inputs.len(), saved.as_ref())?;
+                let mode = if store.is_some() {
+                    SinkMode::Transactional {
+                        resume: saved.as_ref().map(|s| &s.state),
+                    }
+                } else {
+                    SinkMode::Direct
+                };
+                Work::Sink(
+                    connectors.open_sink(spec, mode)?,
+                    Inputs::new(inputs, clock),
+                )
+            }
+        });
+    }
+
+    let (events_tx, events_rx) = std::sync::mpsc::channel();
+    let mut threads = Vec::with_capacity(n + 1);
+    let mut finished = vec![None; n];
+    for (id, item) in work.into_iter().enumerate() {
+        let node = &graph.nodes[id];
+        let node_ports = std::mem::take(&mut ports[id]);
+        if matches!(item, Work::Done) {
+            finished[id] = Some(NodeCheckpoint {
+                runtime: crate::checkpoint::NodeRuntimeState {
+                    finished: true,
+                    metrics: metrics[id].snapshot(),
+                    ..Default::default()
+                },
+                state: Default::default(),
+            });
+            continue;
+        }
+        let outputs = Outputs {
+            ports: node_ports,
+            metrics: metrics[id].clone(),
+            control: control.clone(),
+        };
+        let ctx = NodeContext {
+            id,
+            name: node.name.clone(),
+            metrics: metrics[id].clone(),
+            control: control.clone(),
+            events: events_tx.clone(),
+        };
+        let body = move || {
+            // A panic is a bug, but it must still end the job with a message
+            // that names the node, not take the process down.
+            let run = std::panic::AssertUnwindSafe(|| match item {
+                Work::Source(source) => source_task::run_source(&ctx, source, &outputs),
+                Work::Operator(operator) => operator_task::run_operator(&ctx, operator, &outputs),
+                Work::Sink(writer, inputs) => sink_task::run_sink(&ctx, writer, inputs),
+                Work::Done => Ok(()),
+            });
+            let result = std::panic::catch_unwind(run).unwrap_or_else(|payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Err(EngineError::operator(
+                    ctx.name.clone(),
+                    format!("internal error (please report): {message}"),
+                ))
+            });
+            if let Err(e) = result {
+                let e = match e {
+                    EngineError::Operator { .. }
+                    | EngineError::Connector { .. }
+                    | EngineError::Aborted => e,
+                    other => EngineError::operator(ctx.name.clone(), other.to_string()),
+                };
+                ctx.control.fail(e);
+            }
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("eddy-{id}-{}", node.name))
+            .spawn(body)
+            .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
+        threads.push(thread);
+    }
+    drop(events_tx);
+
+    let coordinator = Coordinator {
+        graph: graph.clone(),
+        connectors,
+        store,
+        interval,
+        control: control.clone(),
+        events: events_rx,
+        stats,
+        next_id: restored_id + 1,
+        finished,
+    };
+    let coordinator = std::thread::Builder::new()
+        .name("eddy-checkpoints".into())
+        .spawn(move || coordinator.run())
+        .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
+    let supervisor = handle.clone();
+    std::thread::Builder::new()
+        .name("eddy-supervisor".into())
+        .spawn(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+            let outcome = coordinator.join().unwrap_or(Outcome::Aborted);
+            let control = &supervisor.inner.control;
+            let state = if let Some(error) = control.error() {
+                JobState::Failed(error)
+            } else if control.cancelled_by_user() {
+                JobState::Cancelled
+            } else {
+                match outcome {
+                    Outcome::Finished => JobState::Finished,
+                    Outcome::Stopped => JobState::Stopped,
+                    Outcome::Aborted => JobState::Failed("the job was aborted".into()),
+                }
+            };
+            supervisor.set_state(state);
+        })
+        .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
+    Ok(handle)
+}
+
+/// Runs a job to completion.
+pub fn run_job(
+    graph: Arc<JobGraph>,
+    connectors: Arc<dyn ConnectorFactory>,
+    config: &JobConfig,
+) -> Result<JobReport> {
+    start_job(graph, connectors, config)?.wait()
+}

@@ -1,0 +1,117 @@
+//! The thread of an operator node.
+//!
+//! ```text
+//!  inputs ─> Batch:      Operator::on_batch ─> Collector ─> outputs
+//!            Watermark:  clock (minimum over inputs) ─> on_watermark ─> output watermark
+//!            Idle:       clock; forwarded once every input is idle
+//!            Barrier(n): aligned ─> Operator::snapshot ─> coordinator; Barrier(n) forwarded
+//!            End:        clock; once every input ended: on_end, End forwarded
+//! ```
+
+use super::control::{NodeContext, NodeEvent};
+use super::inputs::Inputs;
+use super::outputs::Outputs;
+use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
+use crate::error::Result;
+use crate::message::Message;
+use crate::operator::{Collector, Operator};
+use crate::time::Timestamp;
+
+/// An operator node ready to run.
+pub(crate) struct OperatorWork {
+    pub operator: Box<dyn Operator>,
+    pub inputs: Inputs,
+    /// The watermark last forwarded (restored from a checkpoint).
+    pub forwarded: Timestamp,
+}
+
+fn runtime_state(
+    ctx: &NodeContext,
+    inputs: &Inputs,
+    forwarded: Timestamp,
+    finished: bool,
+) -> NodeRuntimeState {
+    NodeRuntimeState {
+        finished,
+        metrics: ctx.metrics.snapshot(),
+        clock: Some(inputs.clock.state()),
+        forwarded,
+    }
+}
+
+/// Runs an operator until every input ended, the job stops, or it fails.
+pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outputs) -> Result<()> {
+    let OperatorWork {
+        operator: mut op,
+        mut inputs,
+        mut forwarded,
+    } = work;
+    let metrics = &ctx.metrics;
+    let mut collector = Collector::default();
+    while !inputs.done() {
+        let (input, message) = inputs.next(&ctx.control)?;
+        let advanced = match message {
+            Message::Batch(batch) => {
+                inputs.clock.active(input);
+                metrics.add_input_rows(input, batch.num_rows());
+                op.on_batch(input, batch, &mut collector)?;
+                outputs.flush(&mut collector)?;
+                None
+            }
+            Message::Watermark(wm) => inputs.clock.advance(input, wm),
+            Message::Idle => {
+                let advanced = inputs.clock.go_idle(input);
+                if inputs.clock.all_idle() {
+                    outputs.send_all(Message::Idle)?;
+                }
+                advanced
+            }
+            Message::Barrier(barrier) => {
+                inputs.barrier(input, barrier)?;
+                None
+            }
+            Message::End => inputs.clock.end(input),
+        };
+        if let Some(wm) = advanced {
+            metrics.set_watermark(wm);
+            op.on_watermark(wm, &mut collector)?;
+            outputs.flush(&mut collector)?;
+            let out = op.output_watermark(wm);
+            if out > forwarded {
+                forwarded = out;
+                outputs.send_all(Message::Watermark(out))?;
+            }
+        }
+        metrics.set_state_rows(op.state_rows());
+        metrics.set_late_rows(op.late_rows());
+        if let Some(barrier) = inputs.take_aligned() {
+            if ctx.control.checkpointing {
+                let state = op.snapshot()?;
+                metrics.set_state_bytes(op.state_bytes());
+                let data = NodeCheckpoint {
+                    runtime: runtime_state(ctx, &inputs, forwarded, false),
+                    state,
+                };
+                ctx.report(NodeEvent::Snapshot {
+                    node: ctx.id,
+                    checkpoint: barrier.checkpoint,
+                    data,
+                })?;
+            }
+            outputs.send_all(Message::Barrier(barrier))?;
+            if barrier.stop {
+                return ctx.report(NodeEvent::Stopped);
+            }
+        }
+    }
+    op.on_end(&mut collector)?;
+    outputs.flush(&mut collector)?;
+    metrics.set_state_rows(op.state_rows());
+    metrics.set_state_bytes(op.state_bytes());
+    outputs.send_all(Message::End)?;
+    let data = NodeCheckpoint {
+        runtime: runtime_state(ctx, &inputs, forwarded, true),
+        state: Default::default(),
+    };
+    ctx.report(NodeEvent::Finished { node: ctx.id, data })
+}

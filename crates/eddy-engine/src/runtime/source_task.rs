@@ -1,0 +1,213 @@
+//! The thread of a source node, and the reader thread beside it.
+//!
+//! ```text
+//!  reader thread:  SourceReader::next_batch ──(batch, position, bad rows)──┐
+//!                                                                          ▼
+//!  source thread:  control (stop / cancel / checkpoint) ─ recv with timeout ─ SourceRunner::process
+//!                  ─> Batch(port 0), Batch(late port), Watermark ... Barrier(n) ... Watermark(+inf), End
+//! ```
+//!
+//! Reading happens on a thread of its own so that a read blocked on a
+//! silent pipe never keeps the source from injecting a barrier, noticing a
+//! stop or cancel, or declaring itself idle. Each batch carries the
+//! reader's position after it and the bad rows found while reading it, so
+//! that a checkpoint covers exactly the rows sent downstream.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError};
+use datafusion::arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use super::control::{NodeContext, NodeEvent};
+use super::outputs::{Outputs, POLL};
+use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
+use crate::error::{EngineError, Result};
+use crate::message::{Barrier, CheckpointId, Message};
+use crate::operator::LATE_PORT;
+use crate::source::{SourceContext, SourceReader, SourceRunner, SourceRunnerState};
+use crate::state::StateSnapshot;
+use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
+
+/// A source node ready to run.
+pub(crate) struct SourceWork {
+    pub reader: Box<dyn SourceReader>,
+    pub runner: SourceRunner,
+    pub idle_timeout: Option<Duration>,
+    /// The reader's position when the job (re)starts.
+    pub position: serde_json::Value,
+    /// The last checkpoint already injected (the one resumed from).
+    pub injected: CheckpointId,
+}
+
+/// What a source checkpoints.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct SourceMeta {
+    pub position: serde_json::Value,
+    pub runner: SourceRunnerState,
+}
+
+enum Read {
+    Batch {
+        batch: RecordBatch,
+        position: serde_json::Value,
+        bad: u64,
+    },
+    End {
+        position: serde_json::Value,
+        bad: u64,
+    },
+    Failed(EngineError),
+}
+
+fn spawn_reader(
+    name: &str,
+    mut reader: Box<dyn SourceReader>,
+) -> Result<crossbeam_channel::Receiver<Read>> {
+    let (tx, rx) = bounded::<Read>(2);
+    let mut ctx = SourceContext::new(name);
+    std::thread::Builder::new()
+        .name(format!("eddy-read-{name}"))
+        .spawn(move || loop {
+            let read = match reader.next_batch(&mut ctx) {
+                Ok(Some(batch)) => Read::Batch {
+                    batch,
+                    position: reader.position(),
+                    bad: ctx.take_bad_rows(),
+                },
+                Ok(None) => Read::End {
+                    position: reader.position(),
+                    bad: ctx.take_bad_rows(),
+                },
+                Err(e) => Read::Failed(e),
+            };
+            let last = !matches!(read, Read::Batch { .. });
+            if tx.send(read).is_err() || last {
+                return;
+            }
+        })
+        .map_err(|e| EngineError::Graph(format!("cannot start a reader thread: {e}")))?;
+    Ok(rx)
+}
+
+/// Runs a source until its input ends, the job stops, or it fails.
+pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs) -> Result<()> {
+    let SourceWork {
+        reader,
+        mut runner,
+        idle_timeout,
+        mut position,
+        mut injected,
+    } = work;
+    let metrics = &ctx.metrics;
+    let control = &ctx.control;
+    let reads = spawn_reader(&ctx.name, reader)?;
+    let mut source_ctx = SourceContext::new(&ctx.name);
+    let mut idle = false;
+    let mut last_input = Instant::now();
+    let snapshot = |runner: &SourceRunner,
+                    position: &serde_json::Value,
+                    finished: bool|
+     -> Result<NodeCheckpoint> {
+        let meta = SourceMeta {
+            position: position.clone(),
+            runner: runner.state(),
+        };
+        Ok(NodeCheckpoint {
+            runtime: NodeRuntimeState {
+                finished,
+                metrics: metrics.snapshot(),
+                clock: None,
+                forwarded: WATERMARK_MIN,
+            },
+            state: StateSnapshot::with_meta(&meta)?,
+        })
+    };
+    loop {
+        if control.cancelled() {
+            return Err(EngineError::Aborted);
+        }
+        let (requested, stop_at) = control.requested();
+        while injected < requested {
+            injected += 1;
+            let stop = injected == stop_at;
+            if control.checkpointing {
+                let data = snapshot(&runner, &position, false)?;
+                ctx.report(NodeEvent::Snapshot {
+                    node: ctx.id,
+                    checkpoint: injected,
+                    data,
+                })?;
+            }
+            outputs.send_all(Message::Barrier(Barrier {
+                checkpoint: injected,
+                stop,
+            }))?;
+            if stop {
+                return ctx.report(NodeEvent::Stopped);
+            }
+        }
+        match reads.recv_timeout(POLL) {
+            Ok(Read::Batch {
+                batch,
+                position: after,
+                bad,
+            }) => {
+                metrics.add_bad_rows(bad as usize);
+                idle = false;
+                last_input = Instant::now();
+                metrics.add_rows_in(batch.num_rows());
+                let out = runner.process(&batch, &mut source_ctx)?;
+                metrics.add_bad_rows(source_ctx.take_bad_rows() as usize);
+                if let Some(late) = out.late {
+                    metrics.add_late_rows(late.num_rows());
+                    outputs.send_port(LATE_PORT, Message::Batch(late))?;
+                }
+                if let Some(on_time) = out.on_time.filter(|b| b.num_rows() > 0) {
+                    outputs.send_port(0, Message::Batch(on_time))?;
+                }
+                if let Some(wm) = out.watermark {
+                    metrics.set_watermark(wm);
+                    outputs.send_port(0, Message::Watermark(wm))?;
+                }
+                if let Some(wm) = out.late_watermark {
+                    outputs.send_port(LATE_PORT, Message::Watermark(wm))?;
+                }
+                position = after;
+            }
+            Ok(Read::End {
+                position: after,
+                bad,
+            }) => {
+                metrics.add_bad_rows(bad as usize);
+                position = after;
+                break;
+            }
+            Ok(Read::Failed(e)) => return Err(e),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(timeout) = idle_timeout {
+                    if !idle && last_input.elapsed() >= timeout {
+                        idle = true;
+                        tracing::info!(source = %ctx.name, "idle: no input for {timeout:?}; its watermark no longer holds the job back");
+                        outputs.send_all(Message::Idle)?;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(EngineError::connector(
+                    &ctx.name,
+                    "the reader stopped unexpectedly",
+                ))
+            }
+        }
+    }
+    metrics.set_watermark(WATERMARK_MAX);
+    outputs.send_all(Message::Watermark(WATERMARK_MAX))?;
+    outputs.send_all(Message::End)?;
+    let data = if control.checkpointing {
+        snapshot(&runner, &position, true)?
+    } else {
+        NodeCheckpoint::default()
+    };
+    ctx.report(NodeEvent::Finished { node: ctx.id, data })
+}

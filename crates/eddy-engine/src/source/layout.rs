@@ -1,0 +1,68 @@
+//! The immutable description of how a source's rows become a stream:
+//! physical and computed columns, event time and lateness, idleness.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::physical_expr::PhysicalExpr;
+
+/// A column computed from the physical columns when a row is read.
+#[derive(Debug, Clone)]
+pub struct ComputedColumn {
+    /// The column as declared.
+    pub field: Field,
+    /// Expression over the physical columns.
+    pub expr: Arc<dyn PhysicalExpr>,
+}
+
+/// How a source derives event time and judges lateness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTimeSpec {
+    /// Index of the event-time column in the source's output schema.
+    pub column: usize,
+    /// Out-of-orderness bound: watermark = max event time - bound.
+    pub bound_ms: i64,
+    /// Extra lateness tolerated on top of the watermark.
+    pub allowed_lateness_ms: i64,
+}
+
+/// Layout of one output column of a source: read or computed.
+#[derive(Debug, Clone)]
+pub enum SourceColumn {
+    /// Column `i` of the raw batch.
+    Physical(usize),
+    /// Computed from the raw batch.
+    Computed(ComputedColumn),
+}
+
+/// Immutable description of how a source's rows become a stream.
+#[derive(Debug, Clone)]
+pub struct SourceLayout {
+    /// The raw (physical) columns a connector must produce.
+    pub physical_schema: SchemaRef,
+    /// The stream's schema, columns in declared order.
+    pub output_schema: SchemaRef,
+    /// Where each output column comes from.
+    pub columns: Vec<SourceColumn>,
+    /// Event time and lateness, if the table declares a watermark.
+    pub event_time: Option<EventTimeSpec>,
+    /// After this long without input the source is idle: its watermark no
+    /// longer holds back the job (option `idle_timeout`).
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
+impl SourceLayout {
+    /// The schema of the late-row port: the output schema plus `watermark_ms`
+    /// and `lag_ms`.
+    pub fn late_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = self
+            .output_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("watermark_ms", DataType::Int64, false));
+        fields.push(Field::new("lag_ms", DataType::Int64, false));
+        Arc::new(Schema::new(fields))
+    }
+}

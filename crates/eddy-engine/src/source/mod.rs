@@ -1,0 +1,135 @@
+//! Sources: the connector-facing [`SourceReader`] trait, and how raw
+//! connector batches become the stream the rest of the job sees.
+//!
+//! ```text
+//!  SourceReader::next_batch ──> raw batch (declared physical columns)
+//!        │                       + SourceReader::position (for checkpoints)
+//!        ▼  SourceRunner::process
+//!  computed columns appended (e.g. event_time = to_timestamp_millis(order_ts))
+//!        │
+//!        ▼  lateness, per row in source order (WatermarkTracker)
+//!  on-time rows ──> port 0            late rows + watermark_ms, lag_ms ──> port 1
+//!        │
+//!        ▼
+//!  Watermark(max event time seen - bound) on port 0;
+//!  the late rows' own Watermark(max late event time seen - bound) on port 1
+//! ```
+//!
+//! - [`layout`]: the immutable description of a source's columns and event time;
+//! - [`watermark`]: per-row lateness and the watermark;
+//! - [`runner`]: the per-run state tying them together (checkpointed).
+//!
+//! The late stream is a stream of its own: its rows keep their event time
+//! (so a window over late rows groups them by when they happened) and its
+//! watermark is derived from the late rows alone.
+//!
+//! A reader runs on a thread of its own, so a read that blocks (stdin, a
+//! pipe) never keeps the job from noticing a stop or a checkpoint; its
+//! position travels with each batch, so a checkpoint records exactly the
+//! rows the job has consumed.
+
+pub mod layout;
+pub mod runner;
+pub mod watermark;
+
+pub use layout::{ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout};
+pub use runner::{SourceOutput, SourceRunner, SourceRunnerState};
+pub use watermark::{Judged, WatermarkTracker};
+
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::error::Result;
+
+/// Reads raw batches from the outside world (a file, stdin, a generator).
+///
+/// Batches carry the table's physical (non-computed) columns in declared
+/// order. Malformed input is reported through [`SourceContext::bad_row`] and
+/// skipped; only failures that make further reading impossible are errors.
+///
+/// ```
+/// use std::sync::Arc;
+/// use datafusion::arrow::array::Int64Array;
+/// use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+/// use datafusion::arrow::record_batch::RecordBatch;
+/// use eddy_engine::source::{SourceContext, SourceReader};
+///
+/// /// Counts 0..limit, two rows a batch; resumable at any batch boundary.
+/// struct Counter { next: i64, limit: i64, schema: SchemaRef }
+///
+/// impl SourceReader for Counter {
+///     fn next_batch(&mut self, _ctx: &mut SourceContext) -> eddy_engine::Result<Option<RecordBatch>> {
+///         if self.next >= self.limit {
+///             return Ok(None);
+///         }
+///         let values: Vec<i64> = (self.next..(self.next + 2).min(self.limit)).collect();
+///         self.next += values.len() as i64;
+///         Ok(Some(RecordBatch::try_new(self.schema.clone(), vec![Arc::new(Int64Array::from(values))])?))
+///     }
+///     fn position(&self) -> serde_json::Value {
+///         serde_json::json!({ "next": self.next })
+///     }
+/// }
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+/// let mut source = Counter { next: 0, limit: 3, schema };
+/// let mut ctx = SourceContext::new("numbers");
+/// assert_eq!(source.next_batch(&mut ctx).unwrap().unwrap().num_rows(), 2);
+/// assert_eq!(source.position(), serde_json::json!({ "next": 2 }));
+/// ```
+pub trait SourceReader: Send {
+    /// The next batch, or `None` once a bounded input is exhausted.
+    fn next_batch(&mut self, ctx: &mut SourceContext) -> Result<Option<RecordBatch>>;
+
+    /// Where reading resumes after the last batch [`SourceReader::next_batch`]
+    /// returned (a file offset, a sequence number). It is checkpointed with
+    /// the rows before it and handed back to the connector when the job
+    /// resumes. `Null` (the default) means the source cannot resume.
+    fn position(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// What a source connector may report while it reads.
+#[derive(Debug)]
+pub struct SourceContext {
+    table: String,
+    reported: u64,
+    bad_rows: u64,
+}
+
+/// How many malformed rows per source are logged in full before the rest are
+/// only counted.
+const BAD_ROWS_LOGGED: u64 = 20;
+
+impl SourceContext {
+    /// A context for the source of `table`.
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            reported: 0,
+            bad_rows: 0,
+        }
+    }
+
+    /// Reports a malformed input row at `location` (e.g. `orders.ndjson:17`):
+    /// it is counted with the batch being read and logged.
+    pub fn bad_row(&mut self, location: &str, reason: &str) {
+        self.bad_rows += 1;
+        self.reported += 1;
+        if self.reported <= BAD_ROWS_LOGGED {
+            tracing::warn!(source = %self.table, "bad input row at {location}: {reason}");
+        } else if self.reported == BAD_ROWS_LOGGED + 1 {
+            tracing::warn!(source = %self.table, "more bad input rows; counting them without logging");
+        }
+    }
+
+    /// Takes the count of bad rows reported since the last call.
+    pub fn take_bad_rows(&mut self) -> u64 {
+        std::mem::take(&mut self.bad_rows)
+    }
+
+    /// The table this source feeds.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+}
