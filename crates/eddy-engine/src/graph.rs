@@ -50,7 +50,9 @@ pub trait ConnectorFactory: Send + Sync {
         Ok(())
     }
     /// Opens a source reader for `spec`; `resume` is the reader's
-    /// [`SourceReader::position`] from the checkpoint the job resumes from.
+    /// [`SourceReader::position`] from the checkpoint the job resumes from
+    /// (`Null` from a reader that has no position: the connector decides
+    /// whether it can go on, and must not silently start over).
     fn open_source(
         &self,
         spec: &ConnectorSpec,

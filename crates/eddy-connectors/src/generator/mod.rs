@@ -352,6 +352,10 @@ impl SourceReader for GeneratorSource {
                 .map_err(|e| ConnectorError::from(e).for_table(&table))?,
         ))
     }
+
+    fn position(&self) -> serde_json::Value {
+        serde_json::to_value(self.generator.position()).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

@@ -172,6 +172,11 @@ impl Coordinator {
                     break;
                 }
                 let (id, done) = entry.remove_entry();
+                tracing::debug!(
+                    checkpoint = id,
+                    aligned_ms = done.started.elapsed().as_millis() as u64,
+                    "every node's state is in"
+                );
                 let kind = self.complete(id, done)?;
                 if kind != CheckpointKind::Running {
                     stopped_at = Some(kind);

@@ -57,7 +57,7 @@ use outputs::Outputs;
 use source_task::{SourceMeta, SourceWork};
 
 /// Messages buffered per edge before the producer blocks.
-const EDGE_CAPACITY: usize = 16;
+const EDGE_CAPACITY: usize = 4;
 
 /// How a job runs.
 #[derive(Debug, Clone, Default)]
@@ -209,7 +209,7 @@ pub fn start_job(
             NodeKind::Source { spec, layout } => {
                 let meta: Option<SourceMeta> =
                     saved.as_ref().map(|s| s.state.meta()).transpose()?;
-                let resume = meta.as_ref().map(|m| &m.position).filter(|p| !p.is_null());
+                let resume = meta.as_ref().map(|m| &m.position);
                 let reader = connectors.open_source(spec, resume)?;
                 let mut runner = SourceRunner::new(layout.clone());
                 if let Some(meta) = &meta {

@@ -1,0 +1,600 @@
+//! Jobs that survive: real processes killed with SIGKILL at seeded random
+//! moments and started again with the same `--state-dir` and `--output`.
+//!
+//! - The reference pipeline over generated NDJSON inputs, and a windows +
+//!   join job on the generator writing Parquet: after at least ten kills
+//!   (`EDDY_KILLS` to change) the final outputs equal an uninterrupted run's
+//!   as row multisets (nothing lost, nothing twice).
+//! - A damaged checkpoint (a truncated state file, a flipped byte in a
+//!   manifest) is skipped with a warning; the previous one is used and the
+//!   output is still exact.
+//! - A changed query is refused with the operator named; `--ignore-state`
+//!   starts afresh.
+//! - A finished job run again says so and writes nothing.
+//! - SIGTERM stops a job blocked on silent stdin within a second, with its
+//!   output committed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
+use eddy_connectors::json_lines::encode_json_lines;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+fn eddy() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.current_dir(common::repo_root());
+    command
+}
+
+/// How many kills each kill test makes.
+fn kills() -> usize {
+    std::env::var("EDDY_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(10)
+}
+
+/// Writes `count` rows of a generated stream as NDJSON.
+fn write_stream(path: &Path, stream: GeneratedStream, count: u64) {
+    let mut generator = Generator::new(GeneratorConfig {
+        stream,
+        seed: 11,
+        rate: 200,
+        count: Some(count),
+        batch_size: 8192,
+    });
+    let mut text = Vec::new();
+    while let Some(batch) = generator.next_batch().unwrap() {
+        encode_json_lines(&batch, &mut text).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The sorted lines of every `*.ndjson` file in `dir`, by file name.
+fn ndjson_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".ndjson") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.insert(
+                name,
+                common::sorted(text.lines().map(str::to_string).collect()),
+            );
+        }
+    }
+    out
+}
+
+/// The rows of every sink directory of Parquet files in `dir`, as sorted
+/// JSON lines per sink; also checks no hidden in-progress file is left.
+fn parquet_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let sink = entry.unwrap().path();
+        if !sink.is_dir() {
+            continue;
+        }
+        let mut lines = Vec::new();
+        for file in std::fs::read_dir(&sink).unwrap() {
+            let path = file.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            assert!(
+                !name.starts_with('.'),
+                "an in-progress file is left: {}",
+                path.display()
+            );
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
+            for batch in reader {
+                let mut text = Vec::new();
+                encode_json_lines(&batch.unwrap(), &mut text).unwrap();
+                lines.extend(String::from_utf8(text).unwrap().lines().map(str::to_string));
+            }
+        }
+        out.insert(
+            sink.file_name().unwrap().to_string_lossy().to_string(),
+            common::sorted(lines),
+        );
+    }
+    out
+}
+
+fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A job as a command line (without `--state-dir` and `--output`).
+struct JobArgs(Vec<String>);
+
+impl JobArgs {
+    fn command(&self, output: &Path, state: Option<&Path>) -> Command {
+        let mut command = eddy();
+        command
+            .arg("run")
+            .arg("--quiet")
+            .args(&self.0)
+            .arg("--output")
+            .arg(output);
+        if let Some(state) = state {
+            command
+                .arg("--state-dir")
+                .arg(state)
+                .args(["--checkpoint-interval", "100ms"]);
+        }
+        command
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    }
+}
+
+/// What a run with kills went through.
+struct KillRun {
+    kills: usize,
+    resumed_from: Vec<u64>,
+}
+
+fn resumed_from(stderr: &str) -> Option<u64> {
+    let at = stderr.find("resuming from checkpoint ")?;
+    stderr[at + "resuming from checkpoint ".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn stderr_of(child: Child) -> String {
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).to_string()
+}
+
+/// Runs `job` with checkpoints, killing it with SIGKILL `kills` times at
+/// random moments (a fraction of `baseline`, the uninterrupted run's
+/// duration), then lets it finish.
+fn run_with_kills(
+    job: &JobArgs,
+    output: &Path,
+    state: &Path,
+    kills: usize,
+    baseline: Duration,
+    seed: u64,
+) -> KillRun {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut run = KillRun {
+        kills: 0,
+        resumed_from: Vec::new(),
+    };
+    let low = (baseline.as_millis() as u64 / 12).max(300);
+    while run.kills < kills {
+        let mut child = job.command(output, Some(state)).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_millis(rng.random_range(low..low * 3));
+        while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if child.try_wait().unwrap().is_some() {
+            let stderr = stderr_of(child);
+            panic!(
+                "the job finished after only {} kills; give it more input\n{stderr}",
+                run.kills
+            );
+        }
+        child.kill().unwrap(); // SIGKILL
+        let stderr = stderr_of(child);
+        run.resumed_from.extend(resumed_from(&stderr));
+        run.kills += 1;
+    }
+    let out = job.command(output, Some(state)).output().unwrap();
+    assert_success(&out, "the final run");
+    run.resumed_from
+        .extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
+    run
+}
+
+fn reference_job(dir: &Path, rows: u64) -> JobArgs {
+    let mut args = vec![common::repo_root().join("queries").display().to_string()];
+    for (name, stream) in [
+        ("orders", GeneratedStream::Orders),
+        ("payments", GeneratedStream::Payments),
+        ("devices", GeneratedStream::Devices),
+    ] {
+        let path = dir.join(format!("{name}.ndjson"));
+        write_stream(&path, stream, rows);
+        args.push("--input".into());
+        args.push(format!("{name}={}", path.display()));
+    }
+    JobArgs(args)
+}
+
+#[test]
+fn the_reference_pipeline_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = reference_job(dir.path(), 1_000_000);
+    let started = Instant::now();
+    let out = job
+        .command(&dir.path().join("expected"), None)
+        .output()
+        .unwrap();
+    assert_success(&out, "the uninterrupted run");
+    let baseline = started.elapsed();
+    let expected = ndjson_outputs(&dir.path().join("expected"));
+    assert_eq!(
+        expected.len(),
+        7,
+        "every sink of the reference pipeline wrote a file"
+    );
+    assert!(expected["enriched_payments.ndjson"].len() == 1_000_000);
+
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    let run = run_with_kills(&job, &output, &state, kills(), baseline, 42);
+    assert!(run.kills >= kills());
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    let actual = ndjson_outputs(&output);
+    for (sink, rows) in &expected {
+        assert!(
+            actual.get(sink) == Some(rows),
+            "{sink} differs after {} kills",
+            run.kills
+        );
+    }
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "no other file is visible in the output directory"
+    );
+    eprintln!(
+        "reference pipeline: {} kills, resumed from checkpoints {:?}, uninterrupted run {baseline:?}",
+        run.kills, run.resumed_from
+    );
+}
+
+const WINDOWS_AND_JOIN: &str = "
+CREATE TABLE orders (
+  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'orders', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE payments (
+  payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'payments', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE per_country (window_start TIMESTAMP, country VARCHAR, payments BIGINT, unmatched BIGINT, revenue DOUBLE)
+  WITH (connector = 'stdout');
+CREATE TABLE per_method (window_start TIMESTAMP, window_end TIMESTAMP, method VARCHAR, n BIGINT, biggest DOUBLE)
+  WITH (connector = 'stdout');
+CREATE VIEW enriched AS
+SELECT p.payment_id, p.method, p.paid_amount, o.country, o.order_id IS NULL AS unmatched, p.event_time
+FROM payments p LEFT JOIN orders o
+  ON p.order_id = o.order_id
+ AND o.event_time BETWEEN p.event_time - INTERVAL '10' SECOND AND p.event_time + INTERVAL '10' SECOND;
+INSERT INTO per_country
+SELECT w.start, country, n, unmatched, revenue FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, country, count(*) AS n,
+         count(*) FILTER (WHERE unmatched) AS unmatched, round(sum(paid_amount), 2) AS revenue
+  FROM enriched GROUP BY w, country);
+INSERT INTO per_method
+SELECT w.start, w.end, method, n, biggest FROM (
+  SELECT hop(INTERVAL '2' SECOND, INTERVAL '6' SECOND) AS w, method, count(*) AS n, max(paid_amount) AS biggest
+  FROM enriched GROUP BY w, method);
+";
+
+#[test]
+fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("job.sql");
+    std::fs::write(&sql, WINDOWS_AND_JOIN).unwrap();
+    let job = JobArgs(vec![
+        sql.display().to_string(),
+        "--set".into(),
+        "ROWS=1500000".into(),
+        "--format".into(),
+        "parquet".into(),
+    ]);
+    let started = Instant::now();
+    let out = job
+        .command(&dir.path().join("expected"), None)
+        .output()
+        .unwrap();
+    assert_success(&out, "the uninterrupted run");
+    let baseline = started.elapsed();
+    let expected = parquet_outputs(&dir.path().join("expected"));
+    assert_eq!(expected.len(), 2);
+    assert!(
+        expected.values().all(|rows| rows.len() > 100),
+        "both sinks have rows"
+    );
+
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    let run = run_with_kills(&job, &output, &state, kills(), baseline, 7);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    let actual = parquet_outputs(&output);
+    assert!(
+        actual == expected,
+        "Parquet output differs after {} kills",
+        run.kills
+    );
+    let parts = std::fs::read_dir(output.join("per_country"))
+        .unwrap()
+        .count();
+    assert!(
+        parts > 1,
+        "checkpoints publish one file per interval ({parts})"
+    );
+    eprintln!(
+        "windows + join: {} kills, resumed from checkpoints {:?}, {parts} Parquet files, uninterrupted run {baseline:?}",
+        run.kills, run.resumed_from
+    );
+}
+
+/// Runs until at least two checkpoints are complete, then kills the job.
+fn kill_after_two_checkpoints(job: &JobArgs, output: &Path, state: &Path) {
+    let mut child = job.command(output, Some(state)).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let complete = std::fs::read_dir(state)
+            .map(|entries| {
+                entries
+                    .filter(|e| e.as_ref().is_ok_and(|e| e.path().join("MANIFEST").exists()))
+                    .count()
+            })
+            .unwrap_or(0);
+        if complete >= 2 {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before two checkpoints"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no two checkpoints within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn newest_checkpoint(state: &Path) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("MANIFEST").exists())
+        .collect();
+    dirs.sort();
+    dirs.pop().unwrap()
+}
+
+#[test]
+fn a_damaged_checkpoint_is_skipped_and_the_one_before_it_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = reference_job(dir.path(), 400_000);
+    let out = job
+        .command(&dir.path().join("expected"), None)
+        .output()
+        .unwrap();
+    assert_success(&out, "the uninterrupted run");
+    let expected = ndjson_outputs(&dir.path().join("expected"));
+
+    type Damage = fn(&Path);
+    let truncate_a_state_file: Damage = |checkpoint| {
+        let file = std::fs::read_dir(checkpoint)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+            .max_by_key(|p| p.metadata().unwrap().len())
+            .unwrap();
+        let len = file.metadata().unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+    };
+    let flip_a_manifest_byte: Damage = |checkpoint| {
+        let path = checkpoint.join("MANIFEST");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x01;
+        std::fs::write(&path, bytes).unwrap();
+    };
+    for (name, damage) in [
+        ("truncated state file", truncate_a_state_file),
+        ("flipped manifest byte", flip_a_manifest_byte),
+    ] {
+        let (output, state) = (
+            dir.path().join(format!("out-{name}")),
+            dir.path().join(format!("state-{name}")),
+        );
+        kill_after_two_checkpoints(&job, &output, &state);
+        let damaged = newest_checkpoint(&state);
+        damage(&damaged);
+        let out = job.command(&output, Some(&state)).output().unwrap();
+        assert_success(&out, "the run after the damage");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let id: u64 = damaged
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_start_matches("chk-")
+            .parse()
+            .unwrap();
+        assert!(
+            stderr.contains(&format!("checkpoint {id} in")) && stderr.contains("is unusable"),
+            "{name}: {stderr}"
+        );
+        assert_eq!(
+            resumed_from(&stderr),
+            Some(id - 1),
+            "{name}: the previous checkpoint is used\n{stderr}"
+        );
+        assert!(
+            ndjson_outputs(&output) == expected,
+            "{name}: output differs"
+        );
+    }
+}
+
+#[test]
+fn a_changed_query_is_refused_naming_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("job.sql");
+    std::fs::write(&sql, WINDOWS_AND_JOIN).unwrap();
+    let job = |rows: &str, width: &str| {
+        let text = WINDOWS_AND_JOIN.replace(
+            "tumble(INTERVAL '10' SECOND)",
+            &format!("tumble(INTERVAL '{width}' SECOND)"),
+        );
+        std::fs::write(&sql, text).unwrap();
+        JobArgs(vec![
+            sql.display().to_string(),
+            "--set".into(),
+            format!("ROWS={rows}"),
+        ])
+    };
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(&job("2000000", "10"), &output, &state);
+
+    let out = job("2000000", "20")
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("written by a different query"), "{stderr}");
+    assert!(
+        stderr.contains("window_aggregate#")
+            && stderr.contains("tumble(10000ms)")
+            && stderr.contains("tumble(20000ms)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--ignore-state"), "{stderr}");
+
+    // --ignore-state starts afresh: the output is the changed query's, whole.
+    let changed = job("20000", "20");
+    let expected_dir = dir.path().join("expected");
+    assert_success(
+        &changed.command(&expected_dir, None).output().unwrap(),
+        "the changed query",
+    );
+    let mut afresh = changed.command(&output, Some(&state));
+    afresh.arg("--ignore-state");
+    assert_success(&afresh.output().unwrap(), "--ignore-state");
+    assert!(ndjson_outputs(&output) == ndjson_outputs(&expected_dir));
+}
+
+#[test]
+fn a_finished_job_run_again_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("job.sql");
+    std::fs::write(&sql, WINDOWS_AND_JOIN).unwrap();
+    let job = JobArgs(vec![
+        sql.display().to_string(),
+        "--set".into(),
+        "ROWS=20000".into(),
+    ]);
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    assert_success(
+        &job.command(&output, Some(&state)).output().unwrap(),
+        "the first run",
+    );
+    let first = ndjson_outputs(&output);
+    let modified = std::fs::metadata(output.join("per_country.ndjson"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let again = job.command(&output, Some(&state)).output().unwrap();
+    assert_success(&again, "the second run");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("had already finished"));
+    assert!(ndjson_outputs(&output) == first);
+    assert_eq!(
+        std::fs::metadata(output.join("per_country.ndjson"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        modified
+    );
+}
+
+#[test]
+fn sigterm_stops_a_job_on_silent_stdin_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("job.sql");
+    std::fs::write(
+        &sql,
+        "CREATE TABLE t (k VARCHAR, ts BIGINT) WITH (connector = 'stdin');
+         CREATE TABLE copy (k VARCHAR, ts BIGINT) WITH (connector = 'ndjson', path = 'unused');
+         INSERT INTO copy SELECT k, ts FROM t;",
+    )
+    .unwrap();
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    let mut child = eddy()
+        .args(["run", "--output"])
+        .arg(&output)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg(&sql)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin
+            .write_all(b"{\"k\":\"a\",\"ts\":1}\n{\"k\":\"b\",\"ts\":2}\n")
+            .unwrap();
+        stdin.flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(700)); // the job reads both rows, then waits on stdin
+    assert!(child.try_wait().unwrap().is_none());
+    let signalled = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            signalled.elapsed() < Duration::from_secs(1),
+            "not stopped within a second"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_success(&out, "the stopped job");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopping") && stderr.contains("stopped in"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(output.join("copy.ndjson")).unwrap(),
+        "{\"k\":\"a\",\"ts\":1}\n{\"k\":\"b\",\"ts\":2}\n",
+        "the stopped job's output is committed"
+    );
+}
