@@ -107,3 +107,90 @@ fn over_aggregates_match_datafusion_window_functions() {
         }
     }
 }
+
+/// `SET 'table.exec.state.ttl'`: a key's row more than the TTL after its
+/// previous row starts from empty state. The batch equivalent numbers each
+/// key's runs of rows separated by gaps over the TTL and partitions by them.
+#[test]
+fn state_ttl_restarts_idle_keys_like_a_batch_query_over_gap_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("events.ndjson");
+    std::fs::write(&path, random_input(31, 3_000)).expect("write");
+    let input = path.display().to_string();
+    let expected = batch_rows(
+        &input,
+        "SELECT k, ts, count(*) OVER (PARTITION BY k, s ORDER BY event_time) AS c,
+                sum(v) OVER (PARTITION BY k, s ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total
+         FROM (SELECT *, sum(fresh) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s
+               FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY event_time) > 300 THEN 1 ELSE 0 END AS fresh
+                     FROM events))",
+    );
+    let restarts = expected.iter().filter(|r| r["c"] == 1).count();
+    assert!(
+        restarts > 12 * 5,
+        "the TTL restarts keys often ({restarts})"
+    );
+    for batch_size in [1usize, 64, 8192] {
+        let file = SqlFile {
+            name: "<ttl>".into(),
+            text: format!(
+                "{SOURCE}\nSET 'table.exec.state.ttl' = '300ms';
+                 SELECT k, ts, count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
+                        sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total
+                 FROM events;"
+            ),
+        };
+        let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
+        let captured =
+            common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size).expect("ttl job");
+        let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
+        assert_eq!(actual.len(), expected.len());
+        for (a, e) in actual.iter().zip(&expected) {
+            assert!(
+                common::same_json(a, e),
+                "batch {batch_size}:\n  eddy:       {a}\n  datafusion: {e}"
+            );
+        }
+    }
+}
+
+/// Keys that stop sending are dropped from memory once the TTL has passed
+/// them; without a TTL they stay.
+#[test]
+fn state_ttl_bounds_the_keys_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rotating.ndjson");
+    // 100 keys, each active for 40 rows (about 1 s of event time), never again.
+    let text: String = (0..4_000)
+        .map(|i| {
+            format!(
+                "{{\"k\":\"k{}\",\"v\":1.0,\"ts\":{}}}\n",
+                i / 40,
+                1_700_000_000_000i64 + i * 25
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let held = |settings: &str| {
+        let file = SqlFile {
+            name: "<ttl>".into(),
+            text: format!("{SOURCE}\n{settings}\nSELECT k, count(*) OVER (PARTITION BY k ORDER BY event_time) AS c FROM events;"),
+        };
+        let inputs = BTreeMap::from([("events".to_string(), path.display().to_string())]);
+        let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, 100).expect("job");
+        captured
+            .report
+            .nodes
+            .iter()
+            .find(|n| n.kind == "over")
+            .expect("over node")
+            .metrics
+            .state_rows
+    };
+    assert_eq!(held(""), 100, "without a TTL every key stays");
+    let with_ttl = held("SET 'table.exec.state.ttl' = '2s';");
+    assert!(
+        with_ttl <= 5,
+        "with a 2 s TTL only the last keys stay ({with_ttl})"
+    );
+}

@@ -8,6 +8,8 @@
 //!            End:        clock; once every input ended: on_end, End forwarded
 //! ```
 
+use std::time::{Duration, Instant};
+
 use super::control::{NodeContext, NodeEvent};
 use super::inputs::Inputs;
 use super::outputs::Outputs;
@@ -16,6 +18,9 @@ use crate::error::Result;
 use crate::message::Message;
 use crate::operator::{Collector, Operator};
 use crate::time::Timestamp;
+
+/// How often the state-memory gauge is refreshed.
+const STATE_SIZE_EVERY: Duration = Duration::from_millis(200);
 
 /// An operator node ready to run.
 pub(crate) struct OperatorWork {
@@ -48,6 +53,7 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
     } = work;
     let metrics = &ctx.metrics;
     let mut collector = Collector::default();
+    let mut sized = Instant::now();
     while !inputs.done() {
         let (input, message) = inputs.next(&ctx.control)?;
         let advanced = match message {
@@ -84,6 +90,11 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
         }
         metrics.set_state_rows(op.state_rows());
         metrics.set_late_rows(op.late_rows());
+        if sized.elapsed() >= STATE_SIZE_EVERY {
+            // Sizing can walk the whole state, so it is not done per message.
+            metrics.set_state_bytes(op.state_bytes());
+            sized = Instant::now();
+        }
         if let Some(barrier) = inputs.take_aligned() {
             if ctx.control.checkpointing {
                 let state = op.snapshot()?;
