@@ -236,3 +236,76 @@ fn every_front_end_gets_the_same_checks_before_anything_runs() {
         "{error}"
     );
 }
+
+#[test]
+fn a_stopped_job_resumes_and_its_counters_continue() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = GENERATED.replace("count = '50000000'", "count = '3000000'");
+    let config = || ConnectorConfig {
+        output_dir: Some(dir.path().join("out")),
+        output_format: OutputFormat::Parquet,
+        ..ConnectorConfig::default()
+    };
+    let job = JobConfig {
+        checkpoints: Some(CheckpointConfig::new(dir.path().join("state"))),
+    };
+    let handle = job::start(&sql(&text), &BTreeMap::new(), config(), &job).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    handle.stop();
+    let stopped = handle.wait().unwrap();
+    let read_before = stopped
+        .nodes
+        .iter()
+        .find(|n| n.name == "orders")
+        .unwrap()
+        .metrics
+        .rows_in;
+    assert!(
+        read_before > 0 && read_before < 3_000_000,
+        "stopped part-way ({read_before} rows read)"
+    );
+    assert_eq!(
+        parquet_rows(&dir.path().join("out/copy")) as u64,
+        read_before,
+        "what was read before the stop is published"
+    );
+
+    let resumed = job::start(&sql(&text), &BTreeMap::new(), config(), &job)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(resumed.state, JobState::Finished);
+    assert_eq!(
+        resumed.checkpoints.restored_from,
+        stopped.checkpoints.last_id
+    );
+    let source = resumed
+        .nodes
+        .iter()
+        .find(|n| n.name == "orders")
+        .unwrap()
+        .metrics
+        .clone();
+    let sink = resumed
+        .nodes
+        .iter()
+        .find(|n| n.name == "copy")
+        .unwrap()
+        .metrics
+        .clone();
+    assert_eq!(
+        source.rows_in, 3_000_000,
+        "the source's count continues from the checkpoint"
+    );
+    assert_eq!(sink.rows_in, 3_000_000);
+    assert_eq!(
+        parquet_rows(&dir.path().join("out/copy")),
+        3_000_000,
+        "every row once"
+    );
+    let checkpoints = std::fs::read_dir(dir.path().join("state")).unwrap().count();
+    assert!(
+        checkpoints <= 2,
+        "only the last two checkpoints are kept ({checkpoints})"
+    );
+}

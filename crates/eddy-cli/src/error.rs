@@ -21,6 +21,12 @@ pub enum CliError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A server said no, or could not be reached.
+    #[error("{0}")]
+    Server(String),
+    /// The server failed.
+    #[error("{0}")]
+    Serve(#[from] eddy_server::ServerError),
     /// A flag has a bad value.
     #[error("{0}")]
     Usage(String),

@@ -1,4 +1,5 @@
-//! The `eddy` command line: `run`, `explain`, `generate`, `bench`.
+//! The `eddy` command line: `run`, `serve` and its clients (`submit`,
+//! `jobs`, `job`, `stop`, `health`), `explain`, `generate`, `bench`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,7 +7,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use eddy_cli::client::{self, Client};
 use eddy_cli::{bench, generate, job, CliError, Result};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
@@ -65,6 +67,66 @@ enum Command {
         #[arg(long, requires = "state_dir")]
         ignore_state: bool,
     },
+    /// Run the job server: an HTTP API (and, later, a web page) to submit
+    /// and watch jobs; jobs checkpoint and survive restarts.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        /// Jobs' sources read files below this directory only.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        data_root: PathBuf,
+        /// Jobs' sinks write below this directory only.
+        #[arg(long, value_name = "DIR", default_value = "eddy-output")]
+        output_root: PathBuf,
+        /// Job definitions and checkpoints.
+        #[arg(long, value_name = "DIR", default_value = "eddy-state")]
+        state_dir: PathBuf,
+        /// Require `Authorization: Bearer TOKEN` on every route but /metrics and /healthz.
+        #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Time between checkpoints of every job.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+        checkpoint_interval: Duration,
+    },
+    /// Submit SQL files (or directories of them) to a server as one job.
+    Submit {
+        /// `.sql` files or directories of `.sql` files.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Set a `${NAME}` parameter: NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// The job's name.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List a server's jobs.
+    Jobs {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show one job of a server: state, checkpoints, per-node counters.
+    Job {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Stop a job of a server gracefully (final checkpoint, output committed).
+    Stop {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Check that a server answers (exit 0 when it does).
+    Health {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// Print the operator graph SQL compiles to.
     Explain {
         /// `.sql` files, directories, or SQL text.
@@ -94,11 +156,11 @@ enum Command {
     },
     /// Benchmark drivers (see bench/).
     Bench {
-        /// Which benchmark: window or join.
-        #[arg(value_parser = ["window", "join"])]
+        /// Which benchmark: window, join, or api (load on a running server).
+        #[arg(value_parser = ["window", "join", "api"])]
         name: String,
-        /// eddy or datafusion.
-        #[arg(long)]
+        /// eddy or datafusion (window, join).
+        #[arg(long, default_value = "eddy")]
         engine: String,
         /// NDJSON input file (window).
         #[arg(long, required_if_eq("name", "window"))]
@@ -118,7 +180,37 @@ enum Command {
         /// Time between checkpoints.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "state_dir")]
         checkpoint_interval: Option<Duration>,
+        /// api: concurrent clients.
+        #[arg(long, default_value_t = 20)]
+        clients: usize,
+        /// api: how long to load the server.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// api: the server.
+        #[command(flatten)]
+        server: ServerArgs,
     },
+}
+
+/// Which server a client command talks to.
+#[derive(Args, Debug)]
+struct ServerArgs {
+    /// The server's URL.
+    #[arg(
+        long = "server",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    url: String,
+    /// Its token, if it has one.
+    #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl ServerArgs {
+    fn client(&self) -> Client {
+        Client::new(&self.url, self.token.clone().filter(|t| !t.is_empty()))
+    }
 }
 
 fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
@@ -215,6 +307,89 @@ fn execute(command: Command) -> Result<()> {
             }
             Ok(())
         }
+        Command::Serve {
+            addr,
+            data_root,
+            output_root,
+            state_dir,
+            token,
+            checkpoint_interval,
+        } => {
+            for dir in [&output_root, &state_dir] {
+                std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
+                    path: dir.display().to_string(),
+                    source,
+                })?;
+            }
+            if !data_root.is_dir() {
+                return Err(CliError::Usage(format!(
+                    "--data-root {}: no such directory",
+                    data_root.display()
+                )));
+            }
+            let config = eddy_server::ServerConfig {
+                addr,
+                token: token.filter(|t| !t.is_empty()),
+                checkpoint_interval,
+                ..eddy_server::ServerConfig::new(data_root, output_root, state_dir)
+            };
+            let (data, output, state) = (
+                config.data_root.display().to_string(),
+                config.output_root.display().to_string(),
+                config.state_dir.display().to_string(),
+            );
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| CliError::Io {
+                    path: "tokio runtime".into(),
+                    source,
+                })?;
+            runtime.block_on(eddy_server::serve(config, |bound| {
+                eprintln!("eddy serving on http://{bound} (data root {data}, output root {output}, state in {state})");
+            }))?;
+            Ok(())
+        }
+        Command::Submit {
+            paths,
+            set,
+            name,
+            server,
+        } => {
+            let files = job::load_sql(&paths)?;
+            let sql = files
+                .iter()
+                .map(|f| f.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n;\n");
+            println!(
+                "{}",
+                client::submit(
+                    &server.client(),
+                    name,
+                    sql,
+                    job::parse_pairs(&set, "--set")?
+                )?
+            );
+            Ok(())
+        }
+        Command::Jobs { server } => {
+            println!("{}", client::jobs(&server.client())?);
+            Ok(())
+        }
+        Command::Job { id, server } => {
+            println!("{}", client::job(&server.client(), &id)?);
+            Ok(())
+        }
+        Command::Stop { id, server } => {
+            println!("{}", client::stop(&server.client(), &id)?);
+            Ok(())
+        }
+        Command::Health { server } => {
+            server.client().get("/healthz")?;
+            println!("ok");
+            Ok(())
+        }
         Command::Explain { paths, set } => {
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
@@ -242,6 +417,9 @@ fn execute(command: Command) -> Result<()> {
             batch_size,
             state_dir,
             checkpoint_interval,
+            clients,
+            seconds,
+            server,
         } => {
             let job = JobConfig {
                 checkpoints: state_dir.map(|dir| CheckpointConfig {
@@ -250,6 +428,18 @@ fn execute(command: Command) -> Result<()> {
                     ignore_state: true,
                 }),
             };
+            if name == "api" {
+                println!(
+                    "{}",
+                    bench::api(
+                        &server.url,
+                        server.token.clone().filter(|t| !t.is_empty()),
+                        clients,
+                        seconds
+                    )?
+                );
+                return Ok(());
+            }
             let line = match (name.as_str(), input, orders, payments) {
                 ("window", Some(input), _, _) => bench::window(&engine, &input, batch_size, &job)?,
                 ("join", _, Some(orders), Some(payments)) => {

@@ -18,6 +18,7 @@ pub mod error;
 pub mod generator;
 pub mod json_lines;
 pub mod ndjson;
+pub mod roots;
 pub mod sinks;
 
 use std::collections::BTreeMap;
@@ -35,6 +36,7 @@ pub use error::{ConnectorError, Result};
 use generator::{GeneratedStream, GeneratorConfig, GeneratorSource};
 use ndjson::source::NdjsonPosition;
 use ndjson::NdjsonSource;
+pub use roots::PathRoots;
 use sinks::{BlackholeSink, NdjsonSink, ParquetSink, StdoutSink, StdoutTarget};
 
 /// File format of `--output`.
@@ -62,6 +64,9 @@ pub struct ConnectorConfig {
     pub decode_threads: usize,
     /// Where stdout sinks print.
     pub stdout: StdoutTarget,
+    /// Keeps file paths inside these directories (jobs submitted to a
+    /// server); `None` lets a job use any path.
+    pub roots: Option<PathRoots>,
 }
 
 impl Default for ConnectorConfig {
@@ -75,6 +80,7 @@ impl Default for ConnectorConfig {
                 .map(|n| n.get().min(4))
                 .unwrap_or(1),
             stdout: StdoutTarget::Process,
+            roots: None,
         }
     }
 }
@@ -200,11 +206,13 @@ impl Connectors {
                         ));
                     }
                 }
-                let path = spec.options.get("path").ok_or_else(|| {
-                    ConnectorError::bad_option("path", "a file source needs a path")
-                })?;
-                self.open_ndjson(spec, path, resume)
+                let path = self.source_path(spec)?;
+                self.open_ndjson(spec, &path, resume)
             }
+            "stdin" if self.config.roots.is_some() => Err(ConnectorError::bad_option(
+                "connector",
+                "a submitted job cannot read stdin",
+            )),
             "stdin" => self.open_ndjson(spec, "-", resume),
             "generator" => {
                 let stream: GeneratedStream =
@@ -242,6 +250,29 @@ impl Connectors {
         }
     }
 
+    /// A file source's path, inside the data root when there is one.
+    fn source_path(&self, spec: &ConnectorSpec) -> Result<String> {
+        let path = spec
+            .options
+            .get("path")
+            .ok_or_else(|| ConnectorError::bad_option("path", "a file source needs a path"))?;
+        match &self.config.roots {
+            Some(roots) => Ok(roots.source(path)?.display().to_string()),
+            None => Ok(path.clone()),
+        }
+    }
+
+    /// A file sink's path, inside the output root when there is one.
+    fn sink_path(&self, spec: &ConnectorSpec) -> Result<PathBuf> {
+        let path = spec.options.get("path").ok_or_else(|| {
+            ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
+        })?;
+        match &self.config.roots {
+            Some(roots) => roots.sink(path),
+            None => Ok(PathBuf::from(path)),
+        }
+    }
+
     fn sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
         let explicit_nulls = match spec
             .options
@@ -274,14 +305,7 @@ impl Connectors {
                 )?)),
             };
         }
-        let path = || {
-            spec.options.get("path").map(PathBuf::from).ok_or_else(|| {
-                ConnectorError::bad_option(
-                    "path",
-                    format!("a {} sink needs a path", spec.connector),
-                )
-            })
-        };
+        let path = || self.sink_path(spec);
         match spec.connector.as_str() {
             "stdout" | "print" => {
                 let tag = spec
@@ -325,6 +349,32 @@ fn parse_option<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
 
 impl ConnectorFactory for Connectors {
     fn check(&self, graph: &JobGraph) -> EngineResult<()> {
+        if self.config.roots.is_some() {
+            for node in &graph.nodes {
+                let checked = match &node.kind {
+                    NodeKind::Source { spec, .. }
+                        if matches!(spec.connector.as_str(), "file" | "ndjson") =>
+                    {
+                        self.source_path(spec).map(|_| ())
+                    }
+                    NodeKind::Source { spec, .. } if spec.connector == "stdin" => {
+                        Err(ConnectorError::bad_option(
+                            "connector",
+                            "a submitted job cannot read stdin",
+                        ))
+                    }
+                    NodeKind::Sink { spec }
+                        if matches!(spec.connector.as_str(), "ndjson" | "file" | "parquet") =>
+                    {
+                        self.sink_path(spec).map(|_| ())
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(e) = checked {
+                    return Err(EngineError::Config(format!("{}: {e}", node.name)));
+                }
+            }
+        }
         for table in self.config.inputs.keys() {
             let is_source = graph
                 .nodes

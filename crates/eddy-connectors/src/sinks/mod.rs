@@ -52,6 +52,26 @@ pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ConnectorError {
     }
 }
 
+/// A resumed sink whose checkpoint wrote somewhere else.
+pub(crate) fn written_elsewhere(was: &Path, now: &Path) -> ConnectorError {
+    ConnectorError::bad_option(
+        "path",
+        format!(
+            "the checkpoint was writing {}, the job now writes {} (use --ignore-state to start afresh)",
+            was.display(),
+            now.display()
+        ),
+    )
+}
+
+/// A resumed sink whose checkpointed state is another kind of sink's.
+pub(crate) fn another_sinks_state() -> ConnectorError {
+    ConnectorError::bad_option(
+        "connector",
+        "the checkpoint holds another kind of sink's state",
+    )
+}
+
 /// Creates the parent directory of `path` if needed.
 pub(crate) fn create_parent(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -28,7 +28,10 @@ use eddy_engine::state::StateSnapshot;
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
-use super::{create_file, create_parent, files_matching, io_error, remove_files, sync_dir};
+use super::{
+    another_sinks_state, create_file, create_parent, files_matching, io_error, remove_files,
+    sync_dir, written_elsewhere,
+};
 use crate::error::{ConnectorError, Result};
 use crate::json_lines::encode_json_lines_with;
 use crate::sinks::commit::SinkState;
@@ -132,34 +135,20 @@ impl NdjsonSink {
             SinkMode::Transactional { resume } => {
                 create_parent(&path)?;
                 remove_files(&stale_parts(&path)?)?;
-                let (committed, next_seq) = match resume
-                    .map(SinkState::from_snapshot)
-                    .transpose()?
-                {
-                    Some(Some(SinkState::Ndjson(state))) => {
-                        if state.path != path {
-                            return Err(ConnectorError::bad_option(
-                                "path",
-                                format!(
-                                    "the checkpoint was writing {}, the job now writes {} (use --ignore-state to start afresh)",
-                                    state.path.display(),
-                                    path.display()
-                                ),
-                            ));
+                let (committed, next_seq) =
+                    match resume.map(SinkState::from_snapshot).transpose()? {
+                        Some(Some(SinkState::Ndjson(state))) => {
+                            if state.path != path {
+                                return Err(written_elsewhere(&state.path, &path));
+                            }
+                            (state.target_len(), state.next_seq)
                         }
-                        (state.target_len(), state.next_seq)
-                    }
-                    None | Some(None) => {
-                        create_file(&path)?;
-                        (0, 0)
-                    }
-                    Some(Some(_)) => {
-                        return Err(ConnectorError::bad_option(
-                            "connector",
-                            "the checkpoint holds another sink's state",
-                        ))
-                    }
-                };
+                        None | Some(None) => {
+                            create_file(&path)?;
+                            (0, 0)
+                        }
+                        Some(Some(_)) => return Err(another_sinks_state()),
+                    };
                 Output::Staged(Staging {
                     committed,
                     pending: Vec::new(),

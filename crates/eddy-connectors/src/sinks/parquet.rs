@@ -22,7 +22,10 @@ use eddy_engine::state::StateSnapshot;
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
-use super::{create_file, files_matching, io_error, remove_files, sync_dir};
+use super::{
+    another_sinks_state, create_file, files_matching, io_error, remove_files, sync_dir,
+    written_elsewhere,
+};
 use crate::error::{ConnectorError, Result};
 use crate::sinks::commit::SinkState;
 
@@ -102,20 +105,10 @@ impl ParquetSink {
                 sink.staged = true;
                 if let Some(state) = resume.map(SinkState::from_snapshot).transpose()?.flatten() {
                     let SinkState::Parquet(state) = state else {
-                        return Err(ConnectorError::bad_option(
-                            "connector",
-                            "the checkpoint holds another sink's state",
-                        ));
+                        return Err(another_sinks_state());
                     };
                     if state.dir != dir {
-                        return Err(ConnectorError::bad_option(
-                            "path",
-                            format!(
-                                "the checkpoint was writing {}, the job now writes {} (use --ignore-state to start afresh)",
-                                state.dir.display(),
-                                dir.display()
-                            ),
-                        ));
+                        return Err(written_elsewhere(&state.dir, dir));
                     }
                     sink.next_seq = state.next_seq;
                 }

@@ -23,8 +23,10 @@ pub enum StdoutTarget {
     /// The process's standard output.
     #[default]
     Process,
-    /// An in-memory buffer (tests, the HTTP server).
+    /// An in-memory buffer (tests).
     Buffer(Arc<Mutex<Vec<u8>>>),
+    /// Nowhere: the rows are only counted (and seen by a server's tail).
+    Discard,
 }
 
 /// Prints `TAG> {json}` lines.
@@ -54,6 +56,9 @@ impl StdoutSink {
 
 impl SinkWriter for StdoutSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
+        if matches!(self.target, StdoutTarget::Discard) {
+            return Ok(());
+        }
         self.scratch.clear();
         self.text.clear();
         encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls)
@@ -86,6 +91,7 @@ impl SinkWriter for StdoutSink {
                     buffer.extend_from_slice(&self.text);
                 }
             }
+            StdoutTarget::Discard => {}
         }
         Ok(())
     }

@@ -12,7 +12,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::control::Control;
 use crate::checkpoint::CheckpointStats;
@@ -56,7 +56,7 @@ impl JobState {
 }
 
 /// Counters of one node.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeReport {
     /// Node id in the graph.
     pub id: usize,

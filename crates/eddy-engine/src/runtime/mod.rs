@@ -216,12 +216,14 @@ pub fn start_job(
                     runner.restore(&meta.runner);
                 }
                 let position = reader.position();
+                let idle = meta.as_ref().is_some_and(|m| m.idle);
                 Work::Source(SourceWork {
                     reader,
                     runner,
                     idle_timeout: layout.idle_timeout,
                     position,
                     injected: restored_id,
+                    idle,
                 })
             }
             NodeKind::Operator(plan) => {

@@ -38,6 +38,8 @@ pub(crate) struct SourceWork {
     pub position: serde_json::Value,
     /// The last checkpoint already injected (the one resumed from).
     pub injected: CheckpointId,
+    /// The source was idle at that checkpoint.
+    pub idle: bool,
 }
 
 /// What a source checkpoints.
@@ -45,6 +47,9 @@ pub(crate) struct SourceWork {
 pub(crate) struct SourceMeta {
     pub position: serde_json::Value,
     pub runner: SourceRunnerState,
+    /// The source had declared itself idle.
+    #[serde(default)]
+    pub idle: bool,
 }
 
 enum Read {
@@ -98,20 +103,22 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
         idle_timeout,
         mut position,
         mut injected,
+        mut idle,
     } = work;
     let metrics = &ctx.metrics;
     let control = &ctx.control;
     let reads = spawn_reader(&ctx.name, reader)?;
     let mut source_ctx = SourceContext::new(&ctx.name);
-    let mut idle = false;
     let mut last_input = Instant::now();
     let snapshot = |runner: &SourceRunner,
                     position: &serde_json::Value,
+                    idle: bool,
                     finished: bool|
      -> Result<NodeCheckpoint> {
         let meta = SourceMeta {
             position: position.clone(),
             runner: runner.state(),
+            idle,
         };
         Ok(NodeCheckpoint {
             runtime: NodeRuntimeState {
@@ -132,7 +139,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             injected += 1;
             let stop = injected == stop_at;
             if control.checkpointing {
-                let data = snapshot(&runner, &position, false)?;
+                let data = snapshot(&runner, &position, idle, false)?;
                 ctx.report(NodeEvent::Snapshot {
                     node: ctx.id,
                     checkpoint: injected,
@@ -205,7 +212,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
     outputs.send_all(Message::Watermark(WATERMARK_MAX))?;
     outputs.send_all(Message::End)?;
     let data = if control.checkpointing {
-        snapshot(&runner, &position, true)?
+        snapshot(&runner, &position, false, true)?
     } else {
         NodeCheckpoint::default()
     };

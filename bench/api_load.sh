@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Load on `eddy serve`: CLIENTS concurrent clients for DURATION seconds, each
+# looping over submit a job (3M generated rows), tail 100 of its rows over
+# SSE, poll GET /api/v1/jobs/{id} while it runs, delete it. Prints requests,
+# errors, the GET latency percentiles and the server's memory (current and
+# peak RSS). Loopback only.
+#
+#   bench/api_load.sh                        # 20 clients, 60 s, dev profile
+#   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/api_load.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CLIENTS=${CLIENTS:-20}
+DURATION=${DURATION:-60}
+. bench/lib.sh
+build_eddy
+
+work=$(mktemp -d)
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$EDDY" serve --addr 127.0.0.1:0 --data-root "$work" --output-root "$work/out" --state-dir "$work/state" 2> "$work/serve.log" &
+server=$!
+base=""
+for _ in $(seq 300); do
+  base=$(sed -n 's/^eddy serving on \(http:[^ ]*\).*/\1/p' "$work/serve.log")
+  [ -n "$base" ] && break
+  sleep 0.1
+done
+[ -n "$base" ] || { cat "$work/serve.log"; exit 1; }
+
+result=$("$EDDY" bench api --server "$base" --clients "$CLIENTS" --seconds "$DURATION")
+echo "load:   $result"
+echo "server: $(grep -E 'VmRSS|VmHWM' /proc/$server/status | tr -s ' \t' ' ' | tr '\n' ' ')"

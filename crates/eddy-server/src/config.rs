@@ -1,0 +1,41 @@
+//! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
+//! `--state-dir`, `--token`), passed explicitly to everything that needs it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on (default `127.0.0.1:8080`).
+    pub addr: SocketAddr,
+    /// Sources of submitted jobs read files below this directory only.
+    pub data_root: PathBuf,
+    /// Sinks of submitted jobs write below this directory only.
+    pub output_root: PathBuf,
+    /// Job definitions and checkpoints.
+    pub state_dir: PathBuf,
+    /// When set, every route but `/metrics` and `/healthz` needs
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Time between checkpoints of every job.
+    pub checkpoint_interval: Duration,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    /// Settings with the defaults for everything but the directories.
+    pub fn new(data_root: PathBuf, output_root: PathBuf, state_dir: PathBuf) -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_root,
+            output_root,
+            state_dir,
+            token: None,
+            checkpoint_interval: Duration::from_secs(10),
+            max_body_bytes: 1 << 20,
+        }
+    }
+}

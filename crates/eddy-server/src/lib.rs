@@ -1,0 +1,76 @@
+//! # eddy-server
+//!
+//! `eddy serve`: the long-running form of eddy. Jobs are submitted over an
+//! HTTP API, run on the engine's threads, checkpoint into the server's state
+//! directory, and outlive the server process: a server restarted after a
+//! crash resumes every job that was running from its latest checkpoint.
+//!
+//! ```text
+//!  HTTP (axum) ──> api ──> jobs::JobManager ──> eddy_sql::compile ──> eddy_engine::start_job ──> JobHandle
+//!                   │            │ store: STATE/jobs/<id>/job.json (definition, state), .../state (checkpoints)
+//!                   │            └ sampler: events/s, watermark lag, history for charts
+//!                   ├─ tail: sink rows over Server-Sent Events (a broadcast per sink; slow readers skip)
+//!                   ├─ prometheus: GET /metrics
+//!                   └─ openapi: GET /api/v1/openapi.json (utoipa, from the handlers' types)
+//! ```
+//!
+//! - [`config`]: what `eddy serve` is given;
+//! - [`error`]: the crate's error type and how it becomes an HTTP response;
+//! - [`jobs`]: the job manager; [`store`]: job definitions on disk;
+//! - [`connectors`]: the server's connector factory (path roots, sink taps);
+//! - [`tail`], [`prometheus`], [`api`], [`openapi`]: the HTTP side.
+
+pub mod api;
+pub mod config;
+pub mod connectors;
+pub mod error;
+pub mod jobs;
+pub mod openapi;
+pub mod prometheus;
+pub mod store;
+pub mod tail;
+pub mod views;
+
+use std::sync::Arc;
+
+pub use config::ServerConfig;
+pub use error::{Result, ServerError};
+
+/// Starts the job manager (resuming jobs of an earlier run) and serves the
+/// API until the process ends; `ready` gets the address bound (useful with
+/// port 0).
+pub async fn serve(config: ServerConfig, ready: impl FnOnce(std::net::SocketAddr)) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|e| ServerError::Io {
+            path: config.addr.to_string(),
+            source: e,
+        })?;
+    let addr = listener.local_addr().map_err(|e| ServerError::Io {
+        path: config.addr.to_string(),
+        source: e,
+    })?;
+    let config = Arc::new(config);
+    let manager = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || jobs::JobManager::open(config))
+            .await
+            .map_err(|e| ServerError::Internal(e.to_string()))??
+    };
+    let sampler = manager.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            sampler.sample();
+        }
+    });
+    let app = api::router(api::AppState { manager, config });
+    ready(addr);
+    axum::serve(listener, app)
+        .await
+        .map_err(|e| ServerError::Io {
+            path: addr.to_string(),
+            source: e,
+        })
+}

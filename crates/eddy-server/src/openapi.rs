@@ -1,0 +1,50 @@
+//! The OpenAPI 3 document of the API, generated from the handlers'
+//! annotations and the views' types (utoipa), served at
+//! `GET /api/v1/openapi.json`.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::error::ErrorBody;
+use crate::views::{
+    CheckpointView, GraphEdge, GraphNode, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
+    SubmitRequest, ValidateRequest, ValidateResponse,
+};
+
+/// The API document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "eddy", description = "Submit, watch and stop eddy's streaming SQL jobs."),
+    paths(
+        crate::api::submit_job,
+        crate::api::list_jobs,
+        crate::api::get_job,
+        crate::api::stop_job,
+        crate::api::delete_job,
+        crate::api::validate,
+        crate::api::tail,
+        crate::api::metrics,
+        crate::api::health,
+    ),
+    components(schemas(
+        SubmitRequest, ValidateRequest, ValidateResponse, JobSummary, JobView, GraphNode, GraphEdge,
+        NodeMetrics, CheckpointView, Sample, SourceSample, ErrorBody
+    )),
+    modifiers(&BearerToken),
+    tags((name = "jobs", description = "Streaming jobs"))
+)]
+pub struct ApiDoc;
+
+/// Declares the bearer token (`eddy serve --token`).
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = openapi.components.as_mut() {
+            components.add_security_scheme(
+                "token",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! `GET /metrics`: every job's per-node counters in the Prometheus text
+//! exposition format (version 0.0.4), labelled `job` (the id), `job_name`,
+//! `node` and `kind`.
+
+use std::fmt::Write as _;
+
+use crate::views::{JobSummary, NodeMetrics};
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    value: fn(&NodeMetrics) -> Option<f64>,
+}
+
+const FAMILIES: [Family; 9] = [
+    Family {
+        name: "eddy_rows_in_total",
+        kind: "counter",
+        help: "Rows a node received (sources: rows read).",
+        value: |m| Some(m.rows_in as f64),
+    },
+    Family {
+        name: "eddy_rows_out_total",
+        kind: "counter",
+        help: "Rows a node emitted.",
+        value: |m| Some(m.rows_out as f64),
+    },
+    Family {
+        name: "eddy_late_rows_total",
+        kind: "counter",
+        help: "Rows judged late.",
+        value: |m| Some(m.late_rows as f64),
+    },
+    Family {
+        name: "eddy_bad_rows_total",
+        kind: "counter",
+        help: "Malformed input rows.",
+        value: |m| Some(m.bad_rows as f64),
+    },
+    Family {
+        name: "eddy_state_rows",
+        kind: "gauge",
+        help: "Rows or groups held in operator state.",
+        value: |m| Some(m.state_rows as f64),
+    },
+    Family {
+        name: "eddy_state_bytes",
+        kind: "gauge",
+        help: "Approximate bytes held in operator state.",
+        value: |m| Some(m.state_bytes as f64),
+    },
+    Family {
+        name: "eddy_watermark_ms",
+        kind: "gauge",
+        help: "The node's watermark, epoch milliseconds.",
+        value: |m| m.watermark.map(|w| w as f64),
+    },
+    Family {
+        name: "eddy_watermark_lag_ms",
+        kind: "gauge",
+        help: "Wall-clock time minus the watermark.",
+        value: |m| m.watermark_lag_ms.map(|w| w as f64),
+    },
+    Family {
+        name: "eddy_events_per_second",
+        kind: "gauge",
+        help: "Rows received per second.",
+        value: |m| Some(m.events_per_second),
+    },
+];
+
+/// Renders the exposition.
+pub fn render(jobs: &[(JobSummary, Vec<NodeMetrics>)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP eddy_job_running Whether a job is running (1) or ended (0)."
+    );
+    let _ = writeln!(out, "# TYPE eddy_job_running gauge");
+    for (job, _) in jobs {
+        let running = if job.state == "running" { 1 } else { 0 };
+        let _ = writeln!(
+            out,
+            "eddy_job_running{{job=\"{}\",job_name=\"{}\",state=\"{}\"}} {running}",
+            escape(&job.id),
+            escape(&job.name),
+            escape(&job.state)
+        );
+    }
+    for family in &FAMILIES {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
+        for (job, nodes) in jobs {
+            for node in nodes {
+                if let Some(value) = (family.value)(node) {
+                    let _ = writeln!(
+                        out,
+                        "{}{{job=\"{}\",job_name=\"{}\",node=\"{}\",kind=\"{}\"}} {value}",
+                        family.name,
+                        escape(&job.id),
+                        escape(&job.name),
+                        escape(&node.name),
+                        escape(&node.kind)
+                    );
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,220 @@
+//! What the API returns and accepts: plain serializable views of jobs,
+//! their operator graphs and metrics, each with an OpenAPI schema.
+
+use std::collections::BTreeMap;
+
+use eddy_engine::graph::{JobGraph, NodeKind};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ErrorBody;
+
+/// `POST /api/v1/jobs`: a job to run.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct SubmitRequest {
+    /// A name for people (default: `job-<id>`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The job's SQL: sources, sinks, views and queries, as in a `.sql` file.
+    pub sql: String,
+    /// `${NAME}` parameter values.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// `POST /api/v1/validate`: SQL to check without running it.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct ValidateRequest {
+    /// The SQL.
+    pub sql: String,
+    /// `${NAME}` parameter values.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// The result of a validation: the operator graph, or the errors.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ValidateResponse {
+    /// Whether the SQL compiles (and its paths are allowed).
+    pub valid: bool,
+    /// The operator graph when valid.
+    pub graph: Vec<GraphNode>,
+    /// The errors, with positions for SQL errors.
+    pub errors: Vec<ErrorBody>,
+}
+
+/// One input of a node.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GraphEdge {
+    /// The producing node's id.
+    pub from: usize,
+    /// `main`, or `late` for a source's late rows.
+    pub port: String,
+}
+
+/// A node of a job's operator graph.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GraphNode {
+    /// Id (position in the graph).
+    pub id: usize,
+    /// Table name for sources and sinks, `kind#id` for operators.
+    pub name: String,
+    /// `source`, `sink`, or the operator kind (`window_aggregate`, ...).
+    pub kind: String,
+    /// What it does, as `eddy explain` prints it.
+    pub description: String,
+    /// Its inputs.
+    pub inputs: Vec<GraphEdge>,
+}
+
+/// The graph of a compiled job.
+pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(id, node)| GraphNode {
+            id,
+            name: node.name.clone(),
+            kind: match &node.kind {
+                NodeKind::Source { .. } => "source".into(),
+                NodeKind::Sink { .. } => "sink".into(),
+                NodeKind::Operator(plan) => plan.kind().into(),
+            },
+            description: graph.describe_node(id),
+            inputs: node
+                .inputs
+                .iter()
+                .map(|e| GraphEdge {
+                    from: e.from,
+                    port: if e.port == 0 {
+                        "main".into()
+                    } else {
+                        "late".into()
+                    },
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Live counters of one node.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeMetrics {
+    /// Node id.
+    pub id: usize,
+    /// Node name.
+    pub name: String,
+    /// Node kind.
+    pub kind: String,
+    /// Rows received (sources: rows read).
+    pub rows_in: u64,
+    /// Rows emitted.
+    pub rows_out: u64,
+    /// Late rows (sources: judged late; operators: arrived for a closed window).
+    pub late_rows: u64,
+    /// Malformed input rows (sources).
+    pub bad_rows: u64,
+    /// Rows or groups held in state.
+    pub state_rows: u64,
+    /// Approximate bytes held in state.
+    pub state_bytes: u64,
+    /// The node's watermark, epoch ms (absent before the first one and after the end).
+    pub watermark: Option<i64>,
+    /// Wall-clock time minus the watermark, ms.
+    pub watermark_lag_ms: Option<i64>,
+    /// Rows received per second over the last sampling interval.
+    pub events_per_second: f64,
+}
+
+/// Checkpoint figures of a job.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct CheckpointView {
+    /// Checkpoints completed by the current run.
+    pub completed: u64,
+    /// The latest completed checkpoint.
+    pub last_id: Option<u64>,
+    /// Its size in bytes.
+    pub last_bytes: u64,
+    /// Its duration, trigger to sinks committed.
+    pub last_duration_ms: u64,
+    /// The checkpoint the current run resumed from.
+    pub restored_from: Option<u64>,
+}
+
+/// One sample of a source's health.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SourceSample {
+    /// The source table.
+    pub name: String,
+    /// Rows read so far.
+    pub rows_in: u64,
+    /// Rows per second.
+    pub events_per_second: f64,
+    /// Wall-clock time minus the source's watermark, ms.
+    pub watermark_lag_ms: Option<i64>,
+    /// Late rows so far.
+    pub late_rows: u64,
+    /// Bad rows so far.
+    pub bad_rows: u64,
+}
+
+/// A point of a job's history (one per second while it runs, the last 600 kept).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Sample {
+    /// Wall-clock time, epoch ms.
+    pub at_ms: i64,
+    /// Rows read per second, all sources.
+    pub events_per_second: f64,
+    /// Per source.
+    pub sources: Vec<SourceSample>,
+}
+
+/// A job in the list.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobSummary {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// `running`, `finished`, `failed`, `stopped` or `cancelled`.
+    pub state: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Submission time (RFC 3339).
+    pub created_at: String,
+    /// Time its current run started.
+    pub started_at: Option<String>,
+    /// Time it ended.
+    pub ended_at: Option<String>,
+    /// Rows read per second, all sources.
+    pub events_per_second: f64,
+    /// The largest watermark lag of its sources, ms.
+    pub watermark_lag_ms: Option<i64>,
+    /// Late rows of all sources.
+    pub late_rows: u64,
+    /// Bad rows of all sources.
+    pub bad_rows: u64,
+}
+
+/// A job in full.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct JobView {
+    /// Summary fields.
+    #[serde(flatten)]
+    pub summary: JobSummary,
+    /// Its SQL.
+    pub sql: String,
+    /// Its parameters.
+    pub params: BTreeMap<String, String>,
+    /// Its operator graph.
+    pub graph: Vec<GraphNode>,
+    /// Live counters per node.
+    pub metrics: Vec<NodeMetrics>,
+    /// Checkpoint figures.
+    pub checkpoints: CheckpointView,
+    /// Sink names (for the tail route).
+    pub sinks: Vec<String>,
+    /// Samples over time.
+    pub history: Vec<Sample>,
+}

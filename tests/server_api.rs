@@ -1,0 +1,545 @@
+//! `eddy serve` over real HTTP: a server process started on a free port,
+//! driven with an HTTP client.
+//!
+//! - the reference pipeline submitted as SQL runs to `finished`, with its
+//!   graph and metrics (every sink's row count equals the golden output's);
+//! - a sink tailed over Server-Sent Events while a generator job runs;
+//! - a stopped job's output committed; a deleted job forgotten;
+//! - a server killed with SIGKILL during a checkpointed job, restarted: the
+//!   job resumes and finishes with exact output;
+//! - errors: bad SQL (400 with line and column), unknown ids (404),
+//!   oversized bodies (413), paths outside the roots (400), a missing or
+//!   wrong token (401); `/metrics` and the OpenAPI document.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// An HTTP client of a server, with or without a token.
+#[derive(Clone)]
+struct Api {
+    base: String,
+    agent: ureq::Agent,
+    token: Option<String>,
+}
+
+/// A running `eddy serve`.
+struct Server {
+    child: Child,
+    api: Api,
+}
+
+impl std::ops::Deref for Server {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server's directories.
+struct Dirs {
+    _root: tempfile::TempDir,
+    data: PathBuf,
+    output: PathBuf,
+    state: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let (data, output, state) = (
+        root.path().join("data"),
+        root.path().join("output"),
+        root.path().join("state"),
+    );
+    std::fs::create_dir_all(&data).unwrap();
+    Dirs {
+        _root: root,
+        data,
+        output,
+        state,
+    }
+}
+
+impl Server {
+    fn start(dirs: &Dirs, token: Option<&str>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+        command
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--checkpoint-interval",
+                "200ms",
+                "--data-root",
+            ])
+            .arg(&dirs.data)
+            .arg("--output-root")
+            .arg(&dirs.output)
+            .arg("--state-dir")
+            .arg(&dirs.state)
+            .env_remove("EDDY_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if let Some(rest) = line.strip_prefix("eddy serving on ") {
+                    let _ = tx.send(
+                        rest.split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string(),
+                    );
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server says where it listens");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Server {
+            child,
+            api: Api {
+                base,
+                agent,
+                token: token.map(str::to_string),
+            },
+        }
+    }
+}
+
+impl Api {
+    fn with_token(&self, token: Option<&str>) -> Api {
+        Api {
+            token: token.map(str::to_string),
+            ..self.clone()
+        }
+    }
+
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let response = match (method, body) {
+            ("GET", _) => {
+                let mut r = self.agent.get(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.call()
+            }
+            ("DELETE", _) => {
+                let mut r = self.agent.delete(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.call()
+            }
+            (_, body) => {
+                let mut r = self.agent.post(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.send_json(body.cloned().unwrap_or(json!({})))
+            }
+        };
+        let mut response = response.unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        self.request("GET", path, None)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.request("POST", path, Some(body))
+    }
+
+    fn submit(&self, name: &str, sql: &str) -> String {
+        let (status, job) = self.post("/api/v1/jobs", &json!({ "name": name, "sql": sql }));
+        assert_eq!(status, 201, "{job}");
+        job["id"].as_str().unwrap().to_string()
+    }
+
+    /// Polls a job until `done` holds for it.
+    fn wait_for(
+        &self,
+        id: &str,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (status, job) = self.get(&format!("/api/v1/jobs/{id}"));
+            assert_eq!(status, 200, "{job}");
+            if done(&job) {
+                return job;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {id} not {what} within {timeout:?}: {job}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Sends a request over a plain socket (writing as much of the body as the
+/// server takes) and returns the response's status code.
+fn raw_status(base: &str, method: &str, path: &str, token: Option<&str>, body: &[u8]) -> u16 {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    // Read while writing: the answer can come before the body is sent.
+    let mut reading = stream.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = reading.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        answer
+    });
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body); // the server may stop reading early
+    let answer = reader.join().unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+fn node<'a>(job: &'a Value, name: &str) -> &'a Value {
+    job["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no node {name}"))
+}
+
+fn reference_sql() -> String {
+    let files = eddy_cli::job::load_sql(&[common::repo_root().join("queries")]).unwrap();
+    files
+        .into_iter()
+        .map(|f| f.text)
+        .collect::<Vec<_>>()
+        .join("\n;\n")
+}
+
+#[test]
+fn the_reference_pipeline_runs_to_finished_with_its_graph_and_metrics() {
+    let dirs = dirs();
+    let server = Server::start(&dirs, None);
+    let id = server.submit("reference", &reference_sql());
+    let job = server.wait_for(&id, "finished", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    assert_eq!(job["name"], "reference");
+    let kinds: HashSet<&str> = job["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["kind"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "source",
+        "interval_join",
+        "window_aggregate",
+        "over",
+        "union",
+        "calc",
+        "sink",
+    ] {
+        assert!(kinds.contains(kind), "graph has a {kind} node");
+    }
+    // Every sink wrote exactly what the golden output holds.
+    let golden =
+        std::fs::read_to_string(common::repo_root().join("tests/golden/reference.out")).unwrap();
+    let tags = [
+        ("ENRICHED", "enriched_payments"),
+        ("METRICS", "payment_metrics"),
+        ("ANOMALY", "payment_anomalies"),
+        ("DEVICE_METRICS", "device_metrics"),
+        ("DEVICE_ANOMALY", "device_anomalies"),
+        ("LATE_EVENT", "late_events"),
+        ("HEALTH_ALERT", "health_alerts"),
+    ];
+    for (tag, sink) in tags {
+        let expected = golden
+            .lines()
+            .filter(|l| l.starts_with(&format!("{tag}> ")))
+            .count() as u64;
+        assert_eq!(
+            node(&job, sink)["rows_in"].as_u64(),
+            Some(expected),
+            "{sink}"
+        );
+    }
+    assert!(node(&job, "devices")["late_rows"].as_u64().unwrap() >= 1);
+    assert!(
+        job["checkpoints"]["last_id"].as_u64().is_some(),
+        "a finished job has its final checkpoint"
+    );
+    let (_, list) = server.get("/api/v1/jobs");
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["state"], "finished");
+}
+
+const ENDLESS: &str = "
+CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND)
+  WITH (connector = 'generator', stream = 'orders', count = '${COUNT:1000000000}', batch_size = '500');
+CREATE TABLE copy (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE)
+  WITH (connector = 'ndjson', path = 'copy.ndjson');
+INSERT INTO copy SELECT order_id, customer_id, order_amount FROM orders;
+";
+
+#[test]
+fn a_sink_is_tailed_over_server_sent_events_and_a_stopped_job_has_committed_output() {
+    let dirs = dirs();
+    let server = Server::start(&dirs, None);
+    let id = server.submit("endless", ENDLESS);
+    let response = server
+        .agent
+        .get(format!("{}/api/v1/jobs/{id}/sinks/copy/tail", server.base))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(response
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let mut reader = BufReader::new(response.into_body().into_reader());
+    let mut rows = Vec::new();
+    let mut event = String::new();
+    let mut line = String::new();
+    while rows.len() < 20 {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the stream ended early"
+        );
+        let line = line.trim_end();
+        if let Some(name) = line.strip_prefix("event: ") {
+            event = name.to_string();
+        } else if let Some(data) = line.strip_prefix("data: ") {
+            if event == "row" {
+                let row: Value = serde_json::from_str(data).unwrap();
+                assert!(
+                    row["order_id"].as_str().unwrap().starts_with("order-"),
+                    "{row}"
+                );
+                rows.push(row);
+            }
+        }
+    }
+    drop(reader);
+
+    let (status, stopped) = server.post(&format!("/api/v1/jobs/{id}/stop"), &json!({}));
+    assert_eq!(status, 200);
+    assert_eq!(stopped["state"], "stopped", "{stopped}");
+    let written = node(&stopped, "copy")["rows_in"].as_u64().unwrap();
+    let text = std::fs::read_to_string(dirs.output.join("copy.ndjson")).unwrap();
+    assert_eq!(
+        text.lines().count() as u64,
+        written,
+        "everything the sink got before the stop is committed"
+    );
+
+    let (status, _) = server.request("DELETE", &format!("/api/v1/jobs/{id}"), None);
+    assert_eq!(status, 204);
+    assert_eq!(server.get(&format!("/api/v1/jobs/{id}")).0, 404);
+    assert!(
+        !dirs.state.join("jobs").join(&id).exists(),
+        "a deleted job's state is gone"
+    );
+}
+
+#[test]
+fn a_server_killed_during_a_job_resumes_it_after_a_restart() {
+    let dirs = dirs();
+    let sql = ENDLESS.replace("${COUNT:1000000000}", "3000000");
+    let id = {
+        let mut server = Server::start(&dirs, None);
+        let id = server.submit("survivor", &sql);
+        server.wait_for(&id, "checkpointed", Duration::from_secs(60), |j| {
+            j["checkpoints"]["completed"].as_u64().unwrap_or(0) >= 2
+        });
+        server.child.kill().unwrap(); // SIGKILL
+        server.child.wait().unwrap();
+        id
+    };
+    let server = Server::start(&dirs, None);
+    let job = server.wait_for(&id, "finished", Duration::from_secs(120), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    assert!(
+        job["checkpoints"]["restored_from"].as_u64().is_some(),
+        "the job resumed from a checkpoint: {job}"
+    );
+    let text = std::fs::read_to_string(dirs.output.join("copy.ndjson")).unwrap();
+    let ids: Vec<&str> = text.lines().map(|l| l.split('"').nth(3).unwrap()).collect();
+    assert_eq!(ids.len(), 3_000_000, "every row written");
+    assert_eq!(
+        ids.iter().collect::<HashSet<_>>().len(),
+        3_000_000,
+        "no row written twice"
+    );
+    assert_eq!(
+        node(&job, "orders")["rows_in"],
+        3_000_000,
+        "counters continue across the restart"
+    );
+}
+
+#[test]
+fn errors_come_back_with_their_status() {
+    let dirs = dirs();
+    std::fs::write(dirs.data.join("in.ndjson"), "{\"k\":\"a\"}\n").unwrap();
+    let server = Server::start(&dirs, Some("s3cret"));
+
+    // Bad SQL: 400 naming line and column; nothing started.
+    let (status, error) = server.post("/api/v1/jobs", &json!({ "sql": "CREATE TABLE t (k VARCHAR) WITH (connector = 'generator');\nSELECT nope\n  FROM t;" }));
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(
+        (error["line"].as_u64(), error["column"].as_u64()),
+        (Some(2), Some(8)),
+        "{error}"
+    );
+    assert!(error["error"].as_str().unwrap().contains("nope"), "{error}");
+    let (_, list) = server.get("/api/v1/jobs");
+    assert_eq!(list, json!([]));
+
+    // Validation: the graph, or the errors.
+    let (status, valid) = server.post("/api/v1/validate", &json!({ "sql": ENDLESS }));
+    assert_eq!(status, 200);
+    assert_eq!(valid["valid"], true);
+    assert_eq!(valid["graph"].as_array().unwrap().len(), 3, "{valid}");
+    let (_, invalid) = server.post("/api/v1/validate", &json!({ "sql": "SELECT FROM WHERE" }));
+    assert_eq!(invalid["valid"], false);
+    assert!(invalid["errors"][0]["line"].as_u64().is_some(), "{invalid}");
+
+    // Paths outside the roots.
+    for (sql, path) in [
+        ("CREATE TABLE t (k VARCHAR) WITH (connector = 'file', path = '../../../etc/passwd'); SELECT k FROM t;", "../../../etc/passwd"),
+        ("CREATE TABLE t (k VARCHAR) WITH (connector = 'file', path = 'in.ndjson');
+          CREATE TABLE o (k VARCHAR) WITH (connector = 'ndjson', path = '/tmp/elsewhere.ndjson'); INSERT INTO o SELECT k FROM t;", "/tmp/elsewhere.ndjson"),
+        ("CREATE TABLE t (k VARCHAR) WITH (connector = 'file', path = '../state/jobs'); SELECT k FROM t;", "../state/jobs"),
+    ] {
+        let (status, error) = server.post("/api/v1/jobs", &json!({ "sql": sql }));
+        assert_eq!(status, 400, "{error}");
+        assert!(error["error"].as_str().unwrap().contains(path), "{error}");
+    }
+
+    // Unknown ids.
+    assert_eq!(server.get("/api/v1/jobs/nope").0, 404);
+    assert_eq!(server.post("/api/v1/jobs/nope/stop", &json!({})).0, 404);
+    assert_eq!(server.request("DELETE", "/api/v1/jobs/nope", None).0, 404);
+    assert_eq!(server.get("/api/v1/jobs/nope/sinks/x/tail").0, 404);
+
+    // Oversized bodies: the server answers 413 and hangs up without reading
+    // them, so the request is written by hand and the answer read back.
+    let huge = serde_json::to_vec(&json!({ "sql": "x".repeat(2 << 20) })).unwrap();
+    assert_eq!(
+        raw_status(&server.base, "POST", "/api/v1/jobs", Some("s3cret"), &huge),
+        413
+    );
+
+    // Malformed bodies are JSON errors too.
+    let (status, error) = server.post("/api/v1/jobs", &json!({ "no_sql": 1 }));
+    assert_eq!(status, 422, "{error}");
+    assert!(error["error"].as_str().is_some());
+
+    // Tokens.
+    let anonymous = server.with_token(None);
+    assert_eq!(anonymous.get("/api/v1/jobs").0, 401);
+    assert_eq!(server.with_token(Some("nope")).get("/api/v1/jobs").0, 401);
+    assert_eq!(anonymous.get("/metrics").0, 200, "/metrics needs no token");
+    assert_eq!(anonymous.get("/healthz").0, 200);
+
+    // The OpenAPI document describes every route.
+    let (status, openapi) = server.get("/api/v1/openapi.json");
+    assert_eq!(status, 200);
+    assert!(openapi["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/api/v1/jobs",
+        "/api/v1/jobs/{id}",
+        "/api/v1/jobs/{id}/stop",
+        "/api/v1/validate",
+        "/api/v1/jobs/{id}/sinks/{sink}/tail",
+        "/metrics",
+    ] {
+        assert!(openapi["paths"].get(path).is_some(), "{path} is documented");
+    }
+}
+
+#[test]
+fn metrics_are_prometheus_text_labelled_by_job_and_node() {
+    let dirs = dirs();
+    let server = Server::start(&dirs, None);
+    let id = server.submit("small", &ENDLESS.replace("${COUNT:1000000000}", "5000"));
+    server.wait_for(&id, "finished", Duration::from_secs(60), |j| {
+        j["state"] == "finished"
+    });
+    let mut response = server
+        .agent
+        .get(format!("{}/metrics", server.base))
+        .call()
+        .unwrap();
+    assert!(response
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let text = response.body_mut().read_to_string().unwrap();
+    assert!(text.contains("# TYPE eddy_rows_in_total counter"), "{text}");
+    let line = format!("eddy_rows_in_total{{job=\"{id}\",job_name=\"small\",node=\"orders\",kind=\"source\"}} 5000");
+    assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+}
