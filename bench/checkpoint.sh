@@ -40,11 +40,11 @@ checkpointed=$(best_of --state-dir "$work/state" --checkpoint-interval "$INTERVA
 echo "no checkpoints:        $plain"
 echo "checkpoint every $INTERVAL: $checkpointed"
 awk -v p="$(field "$plain" rows_per_second)" -v c="$(field "$checkpointed" rows_per_second)" \
-    -v n="$(field "$checkpointed" checkpoints)" -v bytes="$(field "$checkpointed" checkpoint_bytes)" \
+    -v n="$(field "$checkpointed" checkpoints)" -v bytes="$(field "$checkpointed" checkpoint_max_bytes)" \
     -v mean="$(field "$checkpointed" checkpoint_mean_ms)" -v max="$(field "$checkpointed" checkpoint_max_ms)" \
     -v pm="$(field "$plain" peak_rss_bytes)" -v cm="$(field "$checkpointed" peak_rss_bytes)" 'BEGIN {
   printf "no checkpoints    %12.0f events/s  peak %7.1f MiB\n", p, pm / 1048576
   printf "checkpoints       %12.0f events/s  peak %7.1f MiB\n", c, cm / 1048576
   printf "throughput with checkpoints: %.3fx (cost %.1f%%)\n", c / p, (1 - c / p) * 100
-  printf "checkpoints taken: %d; last %.1f KiB; mean %d ms, longest %d ms (trigger to committed)\n", n, bytes / 1024, mean, max
+  printf "checkpoints taken: %d; largest %.1f KiB; mean %d ms, longest %d ms (trigger to committed)\n", n, bytes / 1024, mean, max
 }'

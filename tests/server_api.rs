@@ -543,3 +543,45 @@ fn metrics_are_prometheus_text_labelled_by_job_and_node() {
     let line = format!("eddy_rows_in_total{{job=\"{id}\",job_name=\"small\",node=\"orders\",kind=\"source\"}} 5000");
     assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
 }
+
+#[test]
+fn a_server_stopped_with_sigterm_stops_its_jobs_and_resumes_them_on_restart() {
+    let dirs = dirs();
+    let sql = ENDLESS.replace("${COUNT:1000000000}", "2000000");
+    let (id, rows_before) = {
+        let mut server = Server::start(&dirs, None);
+        let id = server.submit("graceful", &sql);
+        server.wait_for(&id, "reading", Duration::from_secs(60), |j| {
+            node(j, "orders")["rows_in"].as_u64().unwrap_or(0) > 0
+        });
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(server.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = server.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "the server exits cleanly on SIGTERM: {status}"
+        );
+        let rows = std::fs::read_to_string(dirs.output.join("copy.ndjson"))
+            .unwrap()
+            .lines()
+            .count();
+        (id, rows)
+    };
+    assert!(rows_before > 0, "the stop committed what was read");
+    let server = Server::start(&dirs, None);
+    let job = server.wait_for(&id, "finished", Duration::from_secs(120), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    assert!(
+        job["checkpoints"]["restored_from"].as_u64().is_some(),
+        "resumed from the final checkpoint: {job}"
+    );
+    let text = std::fs::read_to_string(dirs.output.join("copy.ndjson")).unwrap();
+    assert_eq!(text.lines().count(), 2_000_000);
+    assert_eq!(
+        text.lines().collect::<HashSet<_>>().len(),
+        2_000_000,
+        "no row twice"
+    );
+}

@@ -345,9 +345,20 @@ fn execute(command: Command) -> Result<()> {
                     path: "tokio runtime".into(),
                     source,
                 })?;
+            // Ctrl-C or SIGTERM: stop serving, stop every job with a final
+            // checkpoint (the next start resumes them), exit.
+            let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+            let notify = signalled.clone();
+            if let Err(e) = ctrlc::set_handler(move || {
+                eprintln!("shutting down: stopping jobs with a final checkpoint");
+                notify.notify_one();
+            }) {
+                tracing::warn!("cannot handle Ctrl-C: {e}");
+            }
+            let shutdown = async move { signalled.notified().await };
             runtime.block_on(eddy_server::serve(config, |bound| {
                 eprintln!("eddy serving on http://{bound} (data root {data}, output root {output}, state in {state})");
-            }))?;
+            }, shutdown))?;
             Ok(())
         }
         Command::Submit {

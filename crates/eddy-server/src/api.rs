@@ -230,8 +230,8 @@ pub async fn tail(
     State(state): State<AppState>,
     Path((id, sink)): Path<(String, String)>,
 ) -> Result<Response> {
-    let receiver = state.manager.tail(&id, &sink)?;
-    Ok(Sse::new(crate::tail::events(receiver))
+    let (receiver, start) = state.manager.tail(&id, &sink)?;
+    Ok(Sse::new(crate::tail::events(receiver, start))
         .keep_alive(KeepAlive::default())
         .into_response())
 }

@@ -37,8 +37,8 @@ impl ConnectorFactory for ServerConnectors {
 
     fn open_sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
         let writer = self.inner.open_sink(spec, mode)?;
-        Ok(match self.taps.sender(&spec.table) {
-            Some(sender) => Box::new(TeeSink::new(writer, sender)),
+        Ok(match self.taps.tap(&spec.table) {
+            Some(tap) => Box::new(TeeSink::new(writer, tap)),
             None => writer,
         })
     }

@@ -72,6 +72,8 @@ pub struct JobManager {
     config: Arc<ServerConfig>,
     store: JobStore,
     jobs: RwLock<BTreeMap<String, Arc<ManagedJob>>>,
+    /// Set while the server shuts down: jobs it stops stay `running` on disk.
+    shutting_down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -97,7 +99,8 @@ fn sink_names(graph: &JobGraph) -> Vec<String> {
     graph
         .nodes
         .iter()
-        .filter_map(|n| matches!(n.kind, NodeKind::Sink { .. }).then(|| n.name.clone()))
+        .filter(|n| matches!(n.kind, NodeKind::Sink { .. }))
+        .map(|n| n.name.clone())
         .collect()
 }
 
@@ -119,6 +122,7 @@ impl JobManager {
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
+            shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         });
         for record in manager.store.load_all()? {
             let graph = compile(&record.name, &record.sql, &record.params).ok();
@@ -205,11 +209,18 @@ impl JobManager {
                 taps,
             });
         }
-        let (store, watched) = (self.store.clone(), job.clone());
+        let (store, watched, shutting_down) =
+            (self.store.clone(), job.clone(), self.shutting_down.clone());
         std::thread::Builder::new()
             .name(format!("eddy-watch-{}", job.id))
             .spawn(move || {
                 let ended = handle.wait();
+                if shutting_down.load(std::sync::atomic::Ordering::SeqCst)
+                    && handle.state() == JobState::Stopped
+                {
+                    // Stopped because the server is going down: resumed on its next start.
+                    return;
+                }
                 let state = handle.state();
                 let error = match (&state, ended) {
                     (JobState::Failed(message), _) => Some(message.clone()),
@@ -299,6 +310,31 @@ impl JobManager {
         Ok(graph_view(&graph))
     }
 
+    /// Stops every running job with a final checkpoint, leaving each
+    /// `running` on disk so that the next start resumes it.
+    pub fn shutdown(&self) {
+        self.shutting_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let jobs: Vec<Arc<ManagedJob>> = self
+            .jobs
+            .read()
+            .map(|j| j.values().cloned().collect())
+            .unwrap_or_default();
+        let running: Vec<JobHandle> = jobs
+            .iter()
+            .filter_map(|j| j.handle())
+            .filter(|h| !h.state().is_terminal())
+            .collect();
+        for handle in &running {
+            handle.stop();
+        }
+        for handle in &running {
+            if handle.wait_timeout(STOP_WAIT).is_none() {
+                handle.cancel();
+            }
+        }
+    }
+
     /// Every job, oldest first.
     pub fn list(&self) -> Vec<JobSummary> {
         let jobs: Vec<Arc<ManagedJob>> = self
@@ -361,7 +397,11 @@ impl JobManager {
     }
 
     /// A tail subscription to a sink of a running job.
-    pub fn tail(&self, id: &str, sink: &str) -> Result<tokio::sync::broadcast::Receiver<TapItem>> {
+    pub fn tail(
+        &self,
+        id: &str,
+        sink: &str,
+    ) -> Result<(tokio::sync::broadcast::Receiver<TapItem>, u64)> {
         let job = self.get(id)?;
         let run = job
             .run
@@ -372,7 +412,8 @@ impl JobManager {
         if !job.sinks.iter().any(|s| s == sink) {
             return Err(ServerError::NotFound(format!("{id}/sinks/{sink}")));
         }
-        taps.and_then(|t| t.subscribe(sink))
+        taps.and_then(|t| t.tap(sink))
+            .map(|tap| tap.subscribe())
             .ok_or_else(|| ServerError::Rejected(format!("job '{id}' is not running")))
     }
 

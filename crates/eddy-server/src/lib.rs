@@ -37,19 +37,22 @@ pub use config::ServerConfig;
 pub use error::{Result, ServerError};
 
 /// Starts the job manager (resuming jobs of an earlier run) and serves the
-/// API until the process ends; `ready` gets the address bound (useful with
-/// port 0).
-pub async fn serve(config: ServerConfig, ready: impl FnOnce(std::net::SocketAddr)) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(config.addr)
-        .await
-        .map_err(|e| ServerError::Io {
-            path: config.addr.to_string(),
-            source: e,
-        })?;
-    let addr = listener.local_addr().map_err(|e| ServerError::Io {
+/// API until `shutdown` resolves; `ready` gets the address bound (useful
+/// with port 0). On shutdown every running job is stopped with a final
+/// checkpoint and stays `running` on disk, so the next start resumes it.
+pub async fn serve(
+    config: ServerConfig,
+    ready: impl FnOnce(std::net::SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let io = |e: std::io::Error| ServerError::Io {
         path: config.addr.to_string(),
         source: e,
-    })?;
+    };
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
     let config = Arc::new(config);
     let manager = {
         let config = config.clone();
@@ -65,12 +68,19 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(std::net::SocketAddr
             sampler.sample();
         }
     });
-    let app = api::router(api::AppState { manager, config });
+    let app = api::router(api::AppState {
+        manager: manager.clone(),
+        config,
+    });
     ready(addr);
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    tokio::task::spawn_blocking(move || manager.shutdown())
         .await
-        .map_err(|e| ServerError::Io {
-            path: addr.to_string(),
-            source: e,
-        })
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    served.map_err(|e| ServerError::Io {
+        path: addr.to_string(),
+        source: e,
+    })
 }

@@ -5,12 +5,15 @@
 //!
 //! The job never waits for a reader: a batch nobody listens to costs a
 //! counter check, and a reader that falls behind loses the oldest batches.
-//! Each batch carries the sequence number of its first row, so the reader
-//! is told exactly how many rows it missed (a `skipped` event with
-//! `{"rows": n}`). When the job ends the stream sends `end` and closes.
+//! Each batch carries the sequence number of its first row and a reader
+//! knows where it started, so it is told exactly how many rows it missed
+//! (a `skipped` event with `{"rows": n}`). When the job ends the stream
+//! sends `end` and closes.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use axum::response::sse::Event;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -34,63 +37,81 @@ pub struct TapItem {
     pub batch: RecordBatch,
 }
 
-/// The broadcast channels of one job's sinks.
+/// One sink's channel and the number of rows it has written.
+#[derive(Debug, Clone)]
+pub struct Tap {
+    sender: broadcast::Sender<TapItem>,
+    written: Arc<AtomicU64>,
+}
+
+impl Default for Tap {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(TAIL_CAPACITY).0,
+            written: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Tap {
+    /// A new reader and the row sequence number it starts at: rows written
+    /// after that and not delivered to it are reported as skipped.
+    pub fn subscribe(&self) -> (broadcast::Receiver<TapItem>, u64) {
+        let start = self.written.load(Ordering::SeqCst);
+        (self.sender.subscribe(), start)
+    }
+}
+
+/// The taps of one job's sinks.
 #[derive(Debug, Default)]
 pub struct Taps {
-    sinks: BTreeMap<String, broadcast::Sender<TapItem>>,
+    sinks: BTreeMap<String, Tap>,
 }
 
 impl Taps {
-    /// Channels for the given sinks.
+    /// Taps for the given sinks.
     pub fn new<'a>(sinks: impl IntoIterator<Item = &'a str>) -> Self {
         Self {
             sinks: sinks
                 .into_iter()
-                .map(|s| (s.to_string(), broadcast::channel(TAIL_CAPACITY).0))
+                .map(|s| (s.to_string(), Tap::default()))
                 .collect(),
         }
     }
 
-    /// The channel of `sink`.
-    pub fn sender(&self, sink: &str) -> Option<broadcast::Sender<TapItem>> {
+    /// The tap of `sink`.
+    pub fn tap(&self, sink: &str) -> Option<Tap> {
         self.sinks.get(sink).cloned()
-    }
-
-    /// A new reader of `sink`.
-    pub fn subscribe(&self, sink: &str) -> Option<broadcast::Receiver<TapItem>> {
-        self.sinks.get(sink).map(|s| s.subscribe())
     }
 }
 
 /// A sink writer that also offers what it writes to tail readers.
 pub struct TeeSink {
     inner: Box<dyn SinkWriter>,
-    sender: broadcast::Sender<TapItem>,
-    next_row: u64,
+    tap: Tap,
 }
 
 impl TeeSink {
     /// Wraps `inner`.
-    pub fn new(inner: Box<dyn SinkWriter>, sender: broadcast::Sender<TapItem>) -> Self {
-        Self {
-            inner,
-            sender,
-            next_row: 0,
-        }
+    pub fn new(inner: Box<dyn SinkWriter>, tap: Tap) -> Self {
+        Self { inner, tap }
     }
 }
 
 impl SinkWriter for TeeSink {
     fn write(&mut self, batch: &RecordBatch) -> eddy_engine::Result<()> {
         self.inner.write(batch)?;
-        if self.sender.receiver_count() > 0 {
+        let first_row = self.tap.written.load(Ordering::SeqCst);
+        if self.tap.sender.receiver_count() > 0 {
             // A send fails only when every reader left; that is fine.
-            let _ = self.sender.send(TapItem {
-                first_row: self.next_row,
+            let _ = self.tap.sender.send(TapItem {
+                first_row,
                 batch: batch.clone(),
             });
         }
-        self.next_row += batch.num_rows() as u64;
+        self.tap
+            .written
+            .store(first_row + batch.num_rows() as u64, Ordering::SeqCst);
         Ok(())
     }
 
@@ -111,21 +132,23 @@ impl SinkWriter for TeeSink {
     }
 }
 
-/// The SSE events of a tail subscription: `row` per row, `skipped` when the
-/// reader fell behind, `end` when the job's sink is gone.
+/// The SSE events of a tail subscription that started at row `start`:
+/// `row` per row, `skipped` when the reader fell behind, `end` when the
+/// job's sink is gone.
 pub fn events(
     receiver: broadcast::Receiver<TapItem>,
+    start: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    let mut expected: Option<u64> = None;
+    let mut expected = start;
     BroadcastStream::new(receiver)
         .map(move |item| {
             let Ok(item) = item else { return Vec::new() };
             let mut events = Vec::with_capacity(item.batch.num_rows() + 1);
-            if let Some(expected) = expected.filter(|&e| item.first_row > e) {
+            if item.first_row > expected {
                 let skipped = format!("{{\"rows\":{}}}", item.first_row - expected);
                 events.push(Event::default().event("skipped").data(skipped));
             }
-            expected = Some(item.first_row + item.batch.num_rows() as u64);
+            expected = expected.max(item.first_row + item.batch.num_rows() as u64);
             let mut text = Vec::new();
             if encode_json_lines(&item.batch, &mut text).is_ok() {
                 for line in String::from_utf8_lossy(&text).lines() {
@@ -139,4 +162,46 @@ pub fn events(
         .chain(futures::stream::once(async {
             Ok(Event::default().event("end").data("{}"))
         }))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn batch(values: Vec<i64>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(values))]).unwrap()
+    }
+
+    /// A reader that falls behind is told how many rows it missed, and the
+    /// writer never waits for it.
+    #[tokio::test]
+    async fn a_slow_reader_is_told_what_it_skipped() {
+        let tap = Tap::default();
+        let (receiver, start) = tap.subscribe();
+        let mut sink = TeeSink::new(Box::new(eddy_connectors::sinks::BlackholeSink), tap);
+        // Far more batches than the channel holds, before the reader reads anything.
+        for i in 0..(TAIL_CAPACITY as i64 + 10) {
+            sink.write(&batch(vec![i * 2, i * 2 + 1])).unwrap();
+        }
+        drop(sink);
+        let events: Vec<Event> = events(receiver, start).map(|e| e.unwrap()).collect().await;
+        let text: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
+        let rows = text.iter().filter(|t| t.contains("event: row")).count();
+        assert_eq!(rows, 2 * TAIL_CAPACITY, "the newest batches are delivered");
+        assert!(
+            text[0].contains("event: skipped") && text[0].contains("{\\\"rows\\\":20}"),
+            "{}",
+            text[0]
+        );
+        assert!(
+            text[1].contains("event: row") && text[1].contains("{\\\"n\\\":20}"),
+            "{}",
+            text[1]
+        );
+        assert!(text.last().unwrap().contains("event: end"));
+    }
 }

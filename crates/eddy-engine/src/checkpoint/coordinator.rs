@@ -262,6 +262,7 @@ impl Coordinator {
             stats.completed += 1;
             stats.last_id = Some(id);
             stats.last_bytes = bytes;
+            stats.max_bytes = stats.max_bytes.max(bytes);
             stats.last_duration_ms = took;
             stats.max_duration_ms = stats.max_duration_ms.max(took);
             stats.total_duration_ms += took;

@@ -139,6 +139,9 @@ pub struct CheckpointStats {
     pub last_id: Option<CheckpointId>,
     /// Bytes written for it.
     pub last_bytes: u64,
+    /// The largest checkpoint of this run, in bytes.
+    #[serde(default)]
+    pub max_bytes: u64,
     /// Milliseconds from its trigger to its completion (sinks committed).
     pub last_duration_ms: u64,
     /// The longest such duration of this run.
