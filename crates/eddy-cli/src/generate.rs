@@ -3,9 +3,7 @@
 
 use std::io::Write;
 
-use std::time::{Duration, Instant};
-
-use datafusion::arrow::array::Int64Array;
+use eddy_connectors::generator::pacer::Pacer;
 use eddy_connectors::generator::{stream_schema, GeneratedStream, Generator, GeneratorConfig};
 use eddy_connectors::json_lines::encode_json_lines;
 
@@ -44,32 +42,15 @@ pub fn generate(
         .iter()
         .position(|f| f.name().ends_with("_ts"))
         .unwrap_or(0);
-    let started = Instant::now();
-    let mut first_event: Option<i64> = None;
+    let mut pacer = realtime.then(|| Pacer::new(time_column));
     let mut buffer = Vec::new();
     let io = |source| CliError::Io {
         path: "stdout".into(),
         source,
     };
     while let Some(batch) = generator.next_batch()? {
-        if realtime {
-            let times = batch
-                .column(time_column)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .cloned();
-            let (earliest, latest) = match times.as_ref() {
-                Some(t) => (t.iter().flatten().min(), t.iter().flatten().max()),
-                None => (None, None),
-            };
-            if let (Some(earliest), Some(latest)) = (earliest, latest) {
-                // No row is written before its event time has come.
-                let origin = *first_event.get_or_insert(earliest);
-                let due = Duration::from_millis(latest.saturating_sub(origin).max(0) as u64);
-                if let Some(wait) = due.checked_sub(started.elapsed()) {
-                    std::thread::sleep(wait);
-                }
-            }
+        if let Some(pacer) = pacer.as_mut() {
+            pacer.wait(&batch);
         }
         buffer.clear();
         encode_json_lines(&batch, &mut buffer)?;

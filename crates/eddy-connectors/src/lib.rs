@@ -4,7 +4,7 @@
 //!
 //! Sources: `file` (NDJSON; `path`, `format = 'json'`), stdin (`path = '-'`
 //! or `--input TABLE=-`), and `generator` (the seed pipeline's streams;
-//! `stream`, `seed`, `rate`, `count`). Sinks: `stdout` (`tag`), `ndjson`
+//! `stream`, `seed`, `rate`, `count`, `realtime`). Sinks: `stdout` (`tag`), `ndjson`
 //! (`path`), `parquet` (`path`, a directory), `blackhole`; text sinks take
 //! `omit_nulls`.
 //!
@@ -217,6 +217,23 @@ impl Connectors {
             "generator" => {
                 let stream: GeneratedStream =
                     spec.options.get("stream").unwrap_or(&spec.table).parse()?;
+                let realtime = match spec.options.get("realtime").map(|v| v.to_ascii_lowercase()) {
+                    None => false,
+                    Some(v) if v == "true" => true,
+                    Some(v) if v == "false" => false,
+                    Some(v) => {
+                        return Err(ConnectorError::bad_option(
+                            "realtime",
+                            format!("'{v}' is not true or false"),
+                        ))
+                    }
+                };
+                let rate: u32 = spec
+                    .options
+                    .get("rate")
+                    .map(|v| parse_option(v, "rate"))
+                    .transpose()?
+                    .unwrap_or(2);
                 let config = GeneratorConfig {
                     stream,
                     seed: spec
@@ -225,23 +242,23 @@ impl Connectors {
                         .map(|v| parse_option(v, "seed"))
                         .transpose()?
                         .unwrap_or(7),
-                    rate: spec
-                        .options
-                        .get("rate")
-                        .map(|v| parse_option(v, "rate"))
-                        .transpose()?
-                        .unwrap_or(2),
+                    rate,
                     count: spec
                         .options
                         .get("count")
                         .map(|v| parse_option(v, "count"))
                         .transpose()?,
-                    batch_size: self.batch_size(spec)?,
+                    batch_size: match (realtime, spec.options.contains_key("batch_size")) {
+                        // Paced rows go in small batches, about 20 a second.
+                        (true, false) => (rate as usize / 20).max(1),
+                        _ => self.batch_size(spec)?,
+                    },
                 };
                 Ok(Box::new(GeneratorSource::new(
                     config,
                     spec.schema.clone(),
                     resume,
+                    realtime,
                 )?))
             }
             other => Err(ConnectorError::UnknownConnector {

@@ -1,5 +1,6 @@
 //! The HTTP routes (axum). Everything under `/api/v1` speaks JSON and, when
-//! the server has a token, needs `Authorization: Bearer <token>`;
+//! the server has a token, needs `Authorization: Bearer <token>` (or
+//! `?token=`, for browsers' event streams);
 //! `/metrics` and `/healthz` are open. Handlers hand work that plans or
 //! waits to blocking threads, so the async runtime only moves bytes.
 //!
@@ -15,6 +16,8 @@
 //! | `GET /api/v1/openapi.json` | this API as OpenAPI 3 |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /healthz` | `ok` |
+//! | `GET /`, `GET /assets/*` | the web console |
+//! | `GET /api/v1/examples` | the reference pipeline's queries, for the console's editor |
 
 use std::sync::Arc;
 
@@ -52,10 +55,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/jobs/{id}/sinks/{sink}/tail", get(tail))
         .route("/api/v1/validate", post(validate))
         .route("/api/v1/openapi.json", get(openapi_json))
+        .route("/api/v1/examples", get(crate::web::list_examples))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     let limit = state.config.max_body_bytes;
     Router::new()
         .merge(api)
+        .route("/", get(crate::web::index))
+        .route("/assets/app.js", get(crate::web::script))
+        .route("/assets/style.css", get(crate::web::style))
         .route("/metrics", get(metrics))
         .route("/healthz", get(health))
         .fallback(not_found)
@@ -65,12 +72,19 @@ pub fn router(state: AppState) -> Router {
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if let Some(token) = &state.config.token {
-        let given = request
+        let header = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+        // Browsers' EventSource cannot set headers: `?token=` works too.
+        let query = request
+            .uri()
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("token="));
+        if header != Some(token.as_str()) && query != Some(token.as_str()) {
             return ServerError::Unauthorized.into_response();
         }
     }

@@ -18,7 +18,8 @@
 //! - [`error`]: the crate's error type and how it becomes an HTTP response;
 //! - [`jobs`]: the job manager; [`store`]: job definitions on disk;
 //! - [`connectors`]: the server's connector factory (path roots, sink taps);
-//! - [`tail`], [`prometheus`], [`api`], [`openapi`]: the HTTP side.
+//! - [`tail`], [`prometheus`], [`api`], [`openapi`]: the HTTP side;
+//! - [`web`]: the web console, embedded in the binary.
 
 pub mod api;
 pub mod config;
@@ -30,6 +31,7 @@ pub mod prometheus;
 pub mod store;
 pub mod tail;
 pub mod views;
+pub mod web;
 
 use std::sync::Arc;
 

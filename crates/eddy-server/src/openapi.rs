@@ -25,10 +25,11 @@ use crate::views::{
         crate::api::tail,
         crate::api::metrics,
         crate::api::health,
+        crate::web::list_examples,
     ),
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobSummary, JobView, GraphNode, GraphEdge,
-        NodeMetrics, CheckpointView, Sample, SourceSample, ErrorBody
+        NodeMetrics, CheckpointView, Sample, SourceSample, ErrorBody, crate::web::Example
     )),
     modifiers(&BearerToken),
     tags((name = "jobs", description = "Streaming jobs"))

@@ -7,6 +7,7 @@
 //! (see [`stream_schema`]), in arrival order. The same arguments always give
 //! the same rows; [`scenario`] documents what is planted where.
 
+pub mod pacer;
 pub mod rng;
 pub mod scenario;
 
@@ -272,15 +273,19 @@ pub struct GeneratorSource {
     generator: Generator,
     schema: SchemaRef,
     picks: Vec<usize>,
+    pacer: Option<pacer::Pacer>,
 }
 
 impl GeneratorSource {
     /// Binds `config`'s stream to the declared physical `schema`, starting
-    /// at `resume` (a checkpointed [`GeneratorPosition`]) if given.
+    /// at `resume` (a checkpointed [`GeneratorPosition`]) if given; with
+    /// `realtime`, rows are paced so that event time advances with the wall
+    /// clock.
     pub fn new(
         config: GeneratorConfig,
         schema: SchemaRef,
         resume: Option<&serde_json::Value>,
+        realtime: bool,
     ) -> Result<Self> {
         let canonical = stream_schema(config.stream);
         let picks = schema
@@ -315,10 +320,21 @@ impl GeneratorSource {
                 Generator::resumed(config, position)?
             }
         };
+        let pacer = realtime.then(|| {
+            let canonical = stream_schema(config.stream);
+            pacer::Pacer::new(
+                canonical
+                    .fields()
+                    .iter()
+                    .position(|f| f.name().ends_with("_ts"))
+                    .unwrap_or(0),
+            )
+        });
         Ok(Self {
             generator,
             schema,
             picks,
+            pacer,
         })
     }
 }
@@ -333,6 +349,9 @@ impl SourceReader for GeneratorSource {
         else {
             return Ok(None);
         };
+        if let Some(pacer) = self.pacer.as_mut() {
+            pacer.wait(&batch);
+        }
         let columns = self
             .picks
             .iter()

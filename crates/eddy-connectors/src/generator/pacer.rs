@@ -1,0 +1,49 @@
+//! Pacing a generated stream to the wall clock: a batch is handed on only
+//! once the wall-clock time since the first batch has caught up with the
+//! event time its latest row carries, so event time advances with the wall
+//! clock (a live feed for demos, consoles and latency measurements).
+
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::record_batch::RecordBatch;
+
+/// Sleeps so that event time keeps pace with the wall clock.
+#[derive(Debug)]
+pub struct Pacer {
+    time_column: usize,
+    started: Instant,
+    origin: Option<i64>,
+}
+
+impl Pacer {
+    /// A pacer reading event times (epoch ms) from column `time_column`.
+    pub fn new(time_column: usize) -> Self {
+        Self {
+            time_column,
+            started: Instant::now(),
+            origin: None,
+        }
+    }
+
+    /// Waits until `batch`'s latest event time is due.
+    pub fn wait(&mut self, batch: &RecordBatch) {
+        let Some(times) = batch
+            .columns()
+            .get(self.time_column)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        else {
+            return;
+        };
+        let (Some(earliest), Some(latest)) =
+            (times.iter().flatten().min(), times.iter().flatten().max())
+        else {
+            return;
+        };
+        let origin = *self.origin.get_or_insert(earliest);
+        let due = Duration::from_millis(latest.saturating_sub(origin).max(0) as u64);
+        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The web console: `web/` (one HTML page, a stylesheet, a script module),
+//! embedded in the binary at build time and served at `/` and `/assets/`;
+//! and `GET /api/v1/examples`, the reference pipeline's queries for its
+//! editor. No build step, no request leaves the server.
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+const INDEX: &str = include_str!("../../../web/index.html");
+const SCRIPT: &str = include_str!("../../../web/app.js");
+const STYLE: &str = include_str!("../../../web/style.css");
+
+const SOURCES: &str = include_str!("../../../queries/00_sources.sql");
+const ENRICHMENT: &str = include_str!("../../../queries/10_enrichment.sql");
+const PAYMENT_METRICS: &str = include_str!("../../../queries/20_payment_metrics.sql");
+const DEVICE_METRICS: &str = include_str!("../../../queries/30_device_metrics.sql");
+const PAYMENT_ANOMALIES: &str = include_str!("../../../queries/40_payment_anomalies.sql");
+const DEVICE_ANOMALIES: &str = include_str!("../../../queries/50_device_anomalies.sql");
+const LATE_EVENTS: &str = include_str!("../../../queries/60_late_events.sql");
+const HEALTH_ALERTS: &str = include_str!("../../../queries/70_health_alerts.sql");
+
+/// A query the editor offers to start from.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Example {
+    /// What it is.
+    pub name: String,
+    /// Its SQL (with the source declarations it needs).
+    pub sql: String,
+}
+
+/// The reference pipeline, whole and stage by stage (each stage with the
+/// files it reads from).
+pub fn examples() -> Vec<Example> {
+    let stages: [(&str, &[&str]); 8] = [
+        (
+            "Reference pipeline (every stage)",
+            &[
+                SOURCES,
+                ENRICHMENT,
+                PAYMENT_METRICS,
+                DEVICE_METRICS,
+                PAYMENT_ANOMALIES,
+                DEVICE_ANOMALIES,
+                LATE_EVENTS,
+                HEALTH_ALERTS,
+            ],
+        ),
+        (
+            "Enrichment: payments joined with orders",
+            &[SOURCES, ENRICHMENT],
+        ),
+        (
+            "Payment metrics per tumbling window",
+            &[SOURCES, ENRICHMENT, PAYMENT_METRICS],
+        ),
+        (
+            "Device metrics per sliding window",
+            &[SOURCES, DEVICE_METRICS],
+        ),
+        (
+            "Payment anomalies",
+            &[SOURCES, ENRICHMENT, PAYMENT_ANOMALIES],
+        ),
+        ("Device anomalies", &[SOURCES, DEVICE_ANOMALIES]),
+        ("Late events", &[SOURCES, LATE_EVENTS]),
+        ("Pipeline health alerts", &[SOURCES, HEALTH_ALERTS]),
+    ];
+    stages
+        .iter()
+        .map(|(name, files)| Example {
+            name: name.to_string(),
+            sql: files.join("\n"),
+        })
+        .collect()
+}
+
+/// `GET /api/v1/examples`.
+#[utoipa::path(get, path = "/api/v1/examples", tag = "jobs",
+    responses((status = 200, description = "Queries to start from", body = [Example]), (status = 401, body = crate::error::ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_examples() -> Json<Vec<Example>> {
+    Json(examples())
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /`.
+pub async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX)
+}
+
+/// `GET /assets/app.js`.
+pub async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// `GET /assets/style.css`.
+pub async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_compiles() {
+        for example in examples() {
+            let files = [eddy_sql::SqlFile {
+                name: example.name.clone(),
+                text: example.sql.clone(),
+            }];
+            if let Err(e) = eddy_sql::compile(&files, &Default::default()) {
+                panic!("{}: {e}", example.name);
+            }
+        }
+    }
+}
