@@ -9,6 +9,7 @@
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/api_load.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/serve-lib.sh
 
 CLIENTS=${CLIENTS:-20}
 DURATION=${DURATION:-60}
@@ -22,15 +23,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-"$EDDY" serve --addr 127.0.0.1:0 --data-root "$work" --output-root "$work/out" --state-dir "$work/state" 2> "$work/serve.log" &
-server=$!
-base=""
-for _ in $(seq 300); do
-  base=$(sed -n 's/^eddy serving on \(http:[^ ]*\).*/\1/p' "$work/serve.log")
-  [ -n "$base" ] && break
-  sleep 0.1
-done
-[ -n "$base" ] || { cat "$work/serve.log"; exit 1; }
+start_server "$EDDY" "$work"
 
 result=$("$EDDY" bench api --server "$base" --clients "$CLIENTS" --seconds "$DURATION")
 echo "load:   $result"

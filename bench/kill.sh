@@ -14,5 +14,5 @@ cd "$(dirname "$0")/.."
 
 KILLS=${KILLS:-100}
 export EDDY_KILLS=$KILLS
-cargo test -q -p eddy-cli --test recovery -- survive_kills --nocapture --test-threads 1 2>&1 \
+cargo test -q --workspace --test recovery -- kills --nocapture --test-threads 1 2>&1 \
   | grep -E "kills in|test result|panicked|differs"

@@ -10,6 +10,7 @@
 #   MAX_EXAMPLES=200 MAX_TIME=600 scripts/fuzz-api.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/serve-lib.sh
 
 MAX_EXAMPLES=${MAX_EXAMPLES:-40}
 MAX_TIME=${MAX_TIME:-90}
@@ -28,15 +29,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/data"
 printf '{"k":"a","ts":1}\n' > "$work/data/in.ndjson"
-"$EDDY" serve --addr 127.0.0.1:0 --token fuzz --data-root "$work/data" --output-root "$work/out" \
-  --state-dir "$work/state" 2> "$work/serve.log" &
-server=$!
-for _ in $(seq 300); do
-  base=$(sed -n 's/^eddy serving on \(http:[^ ]*\).*/\1/p' "$work/serve.log")
-  [ -n "$base" ] && break
-  sleep 0.1
-done
-[ -n "$base" ] || { cat "$work/serve.log"; echo "fuzz-api: the server did not start" >&2; exit 1; }
+start_server "$EDDY" "$work" --token fuzz
 
 status=0
 "$VENV/bin/schemathesis" run "$base/api/v1/openapi.json" \

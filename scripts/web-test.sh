@@ -9,6 +9,7 @@
 #   scripts/web-test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/serve-lib.sh
 
 PLAYWRIGHT_VERSION=1.64.1
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -37,16 +38,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-"$EDDY" serve --addr 127.0.0.1:0 --data-root "$work" --output-root "$work/out" --state-dir "$work/state" \
-  --checkpoint-interval 1s 2> "$work/serve.log" &
-server=$!
-base=""
-for _ in $(seq 300); do
-  base=$(sed -n 's/^eddy serving on \(http:[^ ]*\).*/\1/p' "$work/serve.log")
-  [ -n "$base" ] && break
-  sleep 0.1
-done
-[ -n "$base" ] || { cat "$work/serve.log"; echo "web-test: the server did not start" >&2; exit 1; }
+start_server "$EDDY" "$work" --checkpoint-interval 1s
 
 PLAYWRIGHT_DIR="$NODE_DIR/node_modules" CHROMIUM="$CHROMIUM" node tests/web/console.test.mjs "$base" "$OUT"
 echo "web-test: screenshots in $OUT"

@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 /// The JSON array after `instruction` in the Dockerfile.
 fn exec_form(dockerfile: &str, instruction: &str) -> Vec<String> {
@@ -47,28 +45,9 @@ fn the_images_command_line_serves_and_passes_its_healthcheck() {
         args.contains(&"127.0.0.1:0".to_string()),
         "the image listens on 0.0.0.0:8080: {command:?}"
     );
-    let mut server = Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(&args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = server.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-            if let Some(rest) = line.strip_prefix("eddy serving on ") {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
-            }
-        }
-    });
-    let base = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the server started");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.args(&args);
+    let (mut server, base) = common::spawn_server(command);
 
     let health_args: Vec<String> = health[1..]
         .iter()

@@ -92,29 +92,11 @@ impl Server {
             .arg("--state-dir")
             .arg(&dirs.state)
             .env_remove("EDDY_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
         if let Some(token) = token {
             command.args(["--token", token]);
         }
-        let mut child = command.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-                if let Some(rest) = line.strip_prefix("eddy serving on ") {
-                    let _ = tx.send(
-                        rest.split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_string(),
-                    );
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server says where it listens");
+        let (child, base) = common::spawn_server(command);
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()

@@ -167,3 +167,34 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
         _ => a == b,
     }
 }
+
+/// Starts an `eddy serve` command (stderr piped) and waits until it says
+/// where it listens; returns the process and its URL.
+pub fn spawn_server(mut command: std::process::Command) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = command
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn eddy serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(|l| l.ok())
+        {
+            if let Some(rest) = line.strip_prefix("eddy serving on ") {
+                let _ = tx.send(
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server says where it listens");
+    (child, base)
+}
