@@ -3,14 +3,17 @@
 # Unit tests, file-driven SQL tests with goldens, differential tests against
 # DataFusion batch queries, the reference pipeline golden, CLI tests, and the
 # recovery tests (real processes killed with SIGKILL and restarted), the
-# server's API tests over real HTTP, a fuzz run of that API, and the web
-# console in a real browser.
+# server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
+# front end and the HTTP API, and the web console in a real browser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked "$@"
 
 EDDY="${CARGO_TARGET_DIR:-target}/debug/eddy"
 export EDDY
+# NDJSON decoding and the SQL front end fuzzed (bounded; a fixed seed here,
+# a fresh one each time the script runs on its own).
+FUZZ_SECONDS="${INPUT_FUZZ_SECONDS:-20}" SEED="${SEED:-1}" scripts/fuzz.sh
 # The HTTP API fuzzed from its own OpenAPI document (schemathesis, bounded).
 MAX_TIME="${FUZZ_SECONDS:-60}" scripts/fuzz-api.sh
 # The web console in headless Chromium against a real server.

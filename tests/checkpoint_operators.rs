@@ -124,7 +124,9 @@ fn input_steps(
             let mut offset = 0;
             while offset < rows.num_rows() {
                 let len = batch_size.min(rows.num_rows() - offset);
-                let out = runner.process(&rows.slice(offset, len), &mut ctx).unwrap();
+                let out = runner
+                    .process(&rows.slice(offset, len), None, &mut ctx)
+                    .unwrap();
                 offset += len;
                 if let Some(batch) = out.on_time.filter(|b| b.num_rows() > 0) {
                     let mut current = Some(batch);
@@ -393,7 +395,7 @@ fn a_source_runner_resumes_judging_lateness_where_it_stood() {
         let mut at = from;
         while at < to {
             let len = batch.min(to - at);
-            let o = runner.process(&raw.slice(at, len), &mut ctx).unwrap();
+            let o = runner.process(&raw.slice(at, len), None, &mut ctx).unwrap();
             at += len;
             out.push((
                 o.on_time.map(|b| b.num_rows()),
@@ -468,7 +470,7 @@ fn source_connectors_resume_at_their_position() {
                         None => break,
                     }
                 }
-                (batches, ctx.take_bad_rows())
+                (batches, ctx.take_bad_rows().len())
             };
             let (all, all_bad) = read(
                 &mut connectors.open_source(&spec, None).unwrap(),

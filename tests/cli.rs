@@ -61,7 +61,7 @@ fn bad_ndjson_lines_are_reported_and_the_job_goes_on() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("source t: 2 rows read, 0 late, 2 bad"),
+        stderr.contains("source t: 4 rows read = 2 on time + 0 late + 2 bad"),
         "{stderr}"
     );
 }

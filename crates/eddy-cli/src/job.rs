@@ -129,8 +129,12 @@ pub fn summary(report: &JobReport) -> String {
         let m = &node.metrics;
         match node.kind.as_str() {
             "source" => lines.push(format!(
-                "source {}: {} rows read, {} late, {} bad",
-                node.name, m.rows_in, m.late_rows, m.bad_rows
+                "source {}: {} rows read = {} on time + {} late + {} bad",
+                node.name,
+                m.rows_in,
+                m.rows_in.saturating_sub(m.late_rows + m.bad_rows),
+                m.late_rows,
+                m.bad_rows
             )),
             "sink" => lines.push(format!("sink {}: {} rows written", node.name, m.rows_in)),
             "calc" | "union" => {}

@@ -7,10 +7,26 @@ use eddy_engine::EngineError;
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
     /// `connector = '...'` names nothing eddy knows.
-    #[error("unknown connector '{connector}' (sources: file, generator; sinks: stdout, ndjson, parquet)")]
+    #[error("unknown connector '{connector}'{hint} (sources: file, stdin, generator; sinks: stdout, ndjson, parquet, blackhole)")]
     UnknownConnector {
         /// The name given.
         connector: String,
+        /// `; did you mean '...'?`, or empty.
+        hint: String,
+    },
+    /// An option the connector does not take (a typo, usually).
+    #[error("unknown option '{option}' for a {connector} {role}{hint} (valid options: {valid})")]
+    UnknownOption {
+        /// The option given.
+        option: String,
+        /// The table's connector.
+        connector: String,
+        /// `source` or `sink`.
+        role: &'static str,
+        /// `; did you mean '...'?`, or empty.
+        hint: String,
+        /// Every valid option, comma-separated.
+        valid: String,
     },
     /// An option is missing or has a bad value.
     #[error("option '{option}': {reason}")]

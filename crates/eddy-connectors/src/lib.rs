@@ -18,6 +18,7 @@ pub mod error;
 pub mod generator;
 pub mod json_lines;
 pub mod ndjson;
+pub mod options;
 pub mod roots;
 pub mod sinks;
 
@@ -167,6 +168,10 @@ impl Connectors {
             }
         }
         let capacity = if live { 1 << 16 } else { 1 << 20 };
+        let max_line_bytes = match spec.options.get("max_line_bytes") {
+            Some(v) => parse_option(v, "max_line_bytes")?,
+            None => ndjson::source::DEFAULT_MAX_LINE_BYTES,
+        };
         let source = NdjsonSource::new(
             BufReader::with_capacity(capacity, reader),
             location,
@@ -174,7 +179,8 @@ impl Connectors {
             batch_size,
             self.config.decode_threads,
             live,
-        );
+        )
+        .with_max_line_bytes(max_line_bytes);
         Ok(Box::new(match &resume {
             Some(position) => source.starting_at(position),
             None => source,
@@ -263,6 +269,7 @@ impl Connectors {
             }
             other => Err(ConnectorError::UnknownConnector {
                 connector: other.to_string(),
+                hint: String::new(),
             }),
         }
     }
@@ -352,6 +359,7 @@ impl Connectors {
             "blackhole" => Ok(Box::new(BlackholeSink)),
             other => Err(ConnectorError::UnknownConnector {
                 connector: other.to_string(),
+                hint: String::new(),
             }),
         }
     }
@@ -366,6 +374,24 @@ fn parse_option<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
 
 impl ConnectorFactory for Connectors {
     fn check(&self, graph: &JobGraph) -> EngineResult<()> {
+        for node in &graph.nodes {
+            let (spec, role) = match &node.kind {
+                NodeKind::Source { spec, .. } => (spec, options::Role::Source),
+                NodeKind::Sink { spec } => (spec, options::Role::Sink),
+                NodeKind::Operator(_) => continue,
+            };
+            if let Err(e) = options::check(spec, role) {
+                let at = if spec.declared_at.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", spec.declared_at)
+                };
+                return Err(EngineError::Config(format!(
+                    "{at}table '{}': {e}",
+                    spec.table
+                )));
+            }
+        }
         if self.config.roots.is_some() {
             for node in &graph.nodes {
                 let checked = match &node.kind {

@@ -31,6 +31,16 @@ pub enum EngineError {
         /// What went wrong.
         message: String,
     },
+    /// A source with `bad_rows = 'fail'` met a bad row.
+    #[error("bad row at {location} (bad_rows = 'fail'): {reason}")]
+    BadRow {
+        /// The source table.
+        source_table: String,
+        /// `path:line` (or what the connector knows of the row's position).
+        location: String,
+        /// Why the row is bad.
+        reason: String,
+    },
     /// The job cannot start as configured (an `--input` naming no source,
     /// say). Found before anything runs.
     #[error("{0}")]

@@ -4,7 +4,7 @@
 //! Nodes are stored in topological order (every edge points from a lower to
 //! a higher index). An [`Edge`] names the producing node, the producer's
 //! output port (0 = main, [`crate::operator::LATE_PORT`] = a source's late
-//! rows) and how rows are routed when the consumer runs with several parallel
+//! rows, [`crate::operator::BAD_PORT`] = its bad rows) and how rows are routed when the consumer runs with several parallel
 //! instances ([`Partitioning`]). Nothing in a graph holds per-run state:
 //! sources and sinks are opened through a [`ConnectorFactory`] and operators
 //! are created from their [`OperatorPlan`] when a job starts, so the same
@@ -38,6 +38,9 @@ pub struct ConnectorSpec {
     /// Sources: the physical columns the connector must produce.
     /// Sinks: the columns the sink receives.
     pub schema: SchemaRef,
+    /// Where the table is declared (`file:line:col`), for error messages;
+    /// empty when unknown.
+    pub declared_at: String,
 }
 
 /// Opens the connectors a graph names. Overrides such as `--input` and
@@ -153,7 +156,7 @@ impl JobGraph {
     /// Number of output ports a node has.
     pub fn port_count(&self, node: NodeId) -> usize {
         match self.nodes[node].kind {
-            NodeKind::Source { .. } => 2,
+            NodeKind::Source { .. } => 3,
             NodeKind::Operator(_) => 1,
             NodeKind::Sink { .. } => 0,
         }
@@ -213,7 +216,11 @@ impl JobGraph {
             .inputs
             .iter()
             .map(|e| {
-                let port = if e.port == 0 { "" } else { ".late" };
+                let port = match e.port {
+                    0 => "",
+                    crate::operator::LATE_PORT => ".late",
+                    _ => ".bad",
+                };
                 let part = match &e.partitioning {
                     Partitioning::Forward => String::new(),
                     Partitioning::Hash(keys) => {

@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod sink;
 pub mod source;
 pub mod state;
+pub mod suggest;
 pub mod time;
 pub mod window;
 

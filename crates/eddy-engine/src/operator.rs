@@ -38,6 +38,9 @@ use crate::time::Timestamp;
 /// Output port a source uses for rows it judged late.
 pub const LATE_PORT: usize = 1;
 
+/// Output port a source uses for its bad rows (`bad_rows(table)`).
+pub const BAD_PORT: usize = 2;
+
 /// Collects the batches an operator emits during one lifecycle call.
 #[derive(Debug, Default)]
 pub struct Collector {

@@ -87,6 +87,15 @@ pub fn format_watermark(watermark: Timestamp) -> String {
     }
 }
 
+/// Formats an event time as ISO 8601 UTC with milliseconds
+/// (`2023-01-01T00:00:00.000Z`), or epoch millis when out of range.
+pub fn format_event_time(ms: Timestamp) -> String {
+    match datafusion::arrow::temporal_conversions::timestamp_ms_to_datetime(ms) {
+        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        None => format!("{ms} ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,9 @@ use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::{
     ColumnOption, CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, Value,
 };
-use eddy_engine::source::{ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout};
+use eddy_engine::source::{
+    BadRowPolicy, ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout,
+};
 
 use crate::context::DdlContext;
 use crate::error::{Position, Result, SqlError};
@@ -201,12 +203,32 @@ pub fn table_def(
         .filter(|d| !d.is_zero()),
         None => None,
     };
+    let bad_rows = match options.remove("bad_rows") {
+        Some(text) => text
+            .parse::<BadRowPolicy>()
+            .map_err(|e| SqlError::at(position, format!("bad_rows: {e}")))?,
+        None => BadRowPolicy::default(),
+    };
+    let max_future_skew_ms = match options.remove("max_future_skew") {
+        Some(text) => Some(
+            eddy_engine::time::parse_duration(&text)
+                .map_err(|e| SqlError::at(position, format!("max_future_skew: {e}")))?
+                .as_millis() as i64,
+        ),
+        None => None,
+    };
     let event_time = match watermark {
         None => {
             if allowed_lateness_ms > 0 {
                 return Err(SqlError::at(
                     position,
                     "allowed_lateness needs a WATERMARK FOR clause",
+                ));
+            }
+            if max_future_skew_ms.is_some() {
+                return Err(SqlError::at(
+                    position,
+                    "max_future_skew needs a WATERMARK FOR clause (it guards the watermark)",
                 ));
             }
             None
@@ -236,6 +258,7 @@ pub fn table_def(
                 column,
                 bound_ms: w.bound_ms,
                 allowed_lateness_ms,
+                max_future_skew_ms,
             })
         }
     };
@@ -247,6 +270,7 @@ pub fn table_def(
             columns,
             event_time,
             idle_timeout,
+            bad_rows,
         },
         connector,
         options,

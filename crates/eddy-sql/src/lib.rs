@@ -14,9 +14,9 @@
 pub mod context;
 pub mod ddl;
 pub mod error;
-pub mod late_rows;
 pub mod params;
 pub mod planner;
+pub mod side_streams;
 pub mod statements;
 pub mod udaf;
 pub mod udf;

@@ -110,6 +110,29 @@ pub fn parse_file(text: &str, map: &SourceMap) -> Result<Vec<ParsedStatement>> {
     Ok(statements)
 }
 
+/// The most binary operators one statement may hold: a chain of them nests
+/// as deep as it is long, and planning recurses through it.
+pub const MAX_OPERATORS: usize = 1_000;
+
+fn is_operator(token: &Token) -> bool {
+    match token {
+        Token::Plus
+        | Token::Minus
+        | Token::Mul
+        | Token::Div
+        | Token::Mod
+        | Token::Eq
+        | Token::Neq
+        | Token::Lt
+        | Token::Gt
+        | Token::LtEq
+        | Token::GtEq
+        | Token::StringConcat => true,
+        Token::Word(w) => w.value.eq_ignore_ascii_case("and") || w.value.eq_ignore_ascii_case("or"),
+        _ => false,
+    }
+}
+
 fn parse_one(
     tokens: Vec<TokenWithSpan>,
     map: &SourceMap,
@@ -119,6 +142,13 @@ fn parse_one(
         return Ok(None);
     };
     let position = map.position(first.span.start.line, first.span.start.column);
+    let operators = tokens.iter().filter(|t| is_operator(&t.token)).count();
+    if operators > MAX_OPERATORS {
+        return Err(SqlError::at(
+            &position,
+            format!("this statement has {operators} operators; at most {MAX_OPERATORS} are allowed in one statement (for a long list of alternatives use IN (...))"),
+        ));
+    }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let tokens = quote_set_key(tokens);
     let statement = Parser::new(dialect)

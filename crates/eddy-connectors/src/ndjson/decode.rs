@@ -1,24 +1,41 @@
 //! Decoding chunks of NDJSON lines into record batches.
 //!
-//! In: a [`Chunk`] (lines with their numbers and byte ranges, plus the
-//! reader's position after the chunk). Out: a [`Decoded`] chunk: its rows
-//! in the table's physical schema and the bad lines found (location,
-//! reason), with the position carried along.
+//! In: a [`Chunk`] (lines with their numbers, file offsets and byte ranges,
+//! lines already found too long, and the reader's position after the
+//! chunk). Out: a [`Decoded`] chunk: its rows in the table's physical
+//! schema, where each row came from ([`NdjsonOrigins`]), and the bad lines
+//! found, with the position carried along.
 //!
-//! Fast path: a whole chunk goes through one arrow-json decoder. If the
-//! chunk holds a malformed line (not JSON, not an object, a value of the
-//! wrong type, a missing NOT NULL field), it is re-checked line by line:
-//! each bad line is reported and skipped, and the good lines are decoded
-//! together. [`DecodePool`] runs this on worker threads; results come back
-//! in chunk order, so rows keep their input order.
+//! A line is bad when it is not JSON or not UTF-8, not an object, nests
+//! deeper than [`MAX_DEPTH`], has a number of more than
+//! [`MAX_DECIMAL_DIGITS`] digits where the table has a DECIMAL column, holds a value of the wrong type for its column
+//! (a non-numeric string in a DOUBLE, an object in a BIGINT; numeric
+//! strings are read as numbers, as Flink's JSON format does), a number out
+//! of its column's range, or misses a NOT NULL column.
+//!
+//! Fast path: a whole chunk goes through one arrow-json decoder, and counts
+//! when it gives one row per line. Otherwise the chunk is decoded line by
+//! line: each bad line (including one holding two objects, or none) is
+//! reported and left out, and the good lines' rows are concatenated.
+//! [`DecodePool`] runs this on worker threads; results come back in chunk
+//! order, so rows keep their input order.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::array::{Array, BooleanArray, Float16Array, Float32Array, Float64Array};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::reader::{Decoder, ReaderBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::source::bad_rows::raw_text;
+use eddy_engine::source::{BadRow, RowOrigins};
 
 use crate::error::ConnectorError;
+
+/// The deepest nesting of arrays and objects a line may have; deeper lines
+/// are bad rows (a guard against stack exhaustion in the JSON decoder).
+pub const MAX_DEPTH: usize = 64;
 
 /// Where a reader stands: the byte offset and number of the next line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,26 +46,78 @@ pub struct LinePosition {
     pub line: u64,
 }
 
+/// One line of a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineSpan {
+    /// The line's number in the input (1-based).
+    pub number: u64,
+    /// Byte offset of the line's start in the input.
+    pub offset: u64,
+    /// Start of the line in the chunk's bytes.
+    pub start: usize,
+    /// End of the line in the chunk's bytes (after its `\n`).
+    pub end: usize,
+}
+
 /// A chunk of input lines: the bytes (each line ending in `\n`) and, per
-/// line, its number and byte range.
+/// line, where it is.
 pub struct Chunk {
     /// The lines' bytes.
     pub bytes: Vec<u8>,
-    /// (line number, start, end) of each line in `bytes`.
-    pub lines: Vec<(u64, usize, usize)>,
+    /// Each line of `bytes`.
+    pub lines: Vec<LineSpan>,
+    /// Lines the reader already found bad (over `max_line_bytes`).
+    pub bad: Vec<BadRow>,
     /// The reader's position after the chunk.
     pub end: LinePosition,
 }
 
-/// A decoded chunk: its rows, the bad lines found (location, reason), and
-/// the reader's position after it.
+/// A decoded chunk: its rows, where they came from, the bad lines found,
+/// and the reader's position after it.
 pub struct Decoded {
     /// The good rows (`None` when there were none).
     pub batch: Result<Option<RecordBatch>, ConnectorError>,
-    /// Bad lines: location (`path:line`) and reason.
-    pub bad: Vec<(String, String)>,
+    /// The line each row of `batch` came from.
+    pub origins: NdjsonOrigins,
+    /// Bad lines.
+    pub bad: Vec<BadRow>,
     /// Position after the chunk.
     pub end: LinePosition,
+}
+
+/// The input lines behind the rows of a batch.
+pub struct NdjsonOrigins {
+    path: String,
+    bytes: Vec<u8>,
+    rows: Vec<LineSpan>,
+}
+
+impl RowOrigins for NdjsonOrigins {
+    fn origin(&self, row: usize) -> BadRow {
+        match self.rows.get(row) {
+            Some(span) => line_origin(&self.path, &self.bytes, span),
+            None => BadRow {
+                path: self.path.clone(),
+                line: None,
+                offset: None,
+                column: None,
+                reason: String::new(),
+                raw: String::new(),
+            },
+        }
+    }
+}
+
+fn line_origin(path: &str, bytes: &[u8], span: &LineSpan) -> BadRow {
+    let line = &bytes[span.start..span.end];
+    BadRow {
+        path: path.to_string(),
+        line: Some(span.number),
+        offset: Some(span.offset),
+        column: None,
+        reason: String::new(),
+        raw: raw_text(line.strip_suffix(b"\n").unwrap_or(line)),
+    }
 }
 
 /// Decodes chunks on worker threads; results come back in chunk order.
@@ -73,7 +142,7 @@ impl DecodePool {
                 .name(format!("eddy-decode-{i}"))
                 .spawn(move || {
                     while let Ok(chunk) = job_rx.recv() {
-                        if result_tx.send(decode(&schema, &location, &chunk)).is_err() {
+                        if result_tx.send(decode(&schema, &location, chunk)).is_err() {
                             return;
                         }
                     }
@@ -123,65 +192,219 @@ impl DecodePool {
     }
 }
 
-fn new_decoder(schema: &SchemaRef, batch_size: usize) -> Result<Decoder, ConnectorError> {
-    Ok(ReaderBuilder::new(schema.clone())
+fn new_decoder(schema: &SchemaRef, batch_size: usize) -> Result<Decoder, ArrowError> {
+    ReaderBuilder::new(schema.clone())
         .with_batch_size(batch_size.max(1))
-        .build_decoder()?)
+        .build_decoder()
 }
 
 /// Decodes a chunk: in one go when every line is good, else line by line,
 /// collecting the bad lines.
-pub fn decode(schema: &SchemaRef, location: &str, chunk: &Chunk) -> Decoded {
-    let fast = || -> Result<Option<RecordBatch>, ConnectorError> {
-        let mut decoder = new_decoder(schema, chunk.lines.len())?;
-        decode_all(&mut decoder, &chunk.bytes)?;
-        Ok(decoder.flush()?)
-    };
-    if let Ok(batch) = fast() {
-        return Decoded {
-            batch: Ok(batch),
-            bad: Vec::new(),
-            end: chunk.end,
-        };
-    }
-    let mut bad = Vec::new();
-    let mut good = Vec::with_capacity(chunk.bytes.len());
-    let mut good_lines = 0;
-    for &(number, start, end) in &chunk.lines {
-        let line = &chunk.bytes[start..end];
-        let verdict = new_decoder(schema, 1)
-            .map_err(|e| datafusion::arrow::error::ArrowError::ExternalError(Box::new(e)))
-            .and_then(|mut probe| decode_all(&mut probe, line).and_then(|_| probe.flush()));
-        match verdict {
-            Ok(_) => {
-                good.extend_from_slice(line);
-                good_lines += 1;
-            }
-            Err(e) => bad.push((format!("{location}:{number}"), clean_reason(&e.to_string()))),
-        }
-    }
-    if good_lines == 0 {
-        return Decoded {
-            batch: Ok(None),
-            bad,
-            end: chunk.end,
-        };
-    }
-    let batch = new_decoder(schema, good_lines).and_then(|mut decoder| {
-        decode_all(&mut decoder, &good)?;
-        Ok(decoder.flush()?)
+pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
+    let Chunk {
+        bytes,
+        mut lines,
+        mut bad,
+        end,
+    } = chunk;
+    let before = lines.len();
+    let has_decimal = schema.fields().iter().any(|f| {
+        matches!(
+            f.data_type(),
+            DataType::Decimal128(..) | DataType::Decimal256(..)
+        )
     });
+    lines.retain(|span| {
+        let line = &bytes[span.start..span.end];
+        let reason = if nests_deeper_than(line, MAX_DEPTH) {
+            format!("nested deeper than {MAX_DEPTH} levels")
+        } else if has_decimal && longest_digit_run(line) > MAX_DECIMAL_DIGITS {
+            format!(
+                "a number of more than {MAX_DECIMAL_DIGITS} digits (out of range for a DECIMAL)"
+            )
+        } else {
+            return true;
+        };
+        let mut row = line_origin(location, &bytes, span);
+        row.reason = reason;
+        bad.push(row);
+        false
+    });
+    let fast = || -> Result<Option<RecordBatch>, ArrowError> {
+        let mut decoder = new_decoder(schema, lines.len())?;
+        decode_all(&mut decoder, &bytes)?;
+        decoder.flush()
+    };
+    // The fast path counts only when it gives exactly one row per line (a
+    // line holding two objects, or none, is bad).
+    let batch = match (lines.len() == before).then(fast) {
+        Some(Ok(batch)) if batch.as_ref().map_or(0, |b| b.num_rows()) == lines.len() => Ok(batch),
+        _ => {
+            // Line by line: keep each good line's row, report the rest.
+            let mut rows = Vec::with_capacity(lines.len());
+            lines.retain(|span| {
+                let line = &bytes[span.start..span.end];
+                let verdict = new_decoder(schema, 2)
+                    .and_then(|mut probe| decode_all(&mut probe, line).and_then(|_| probe.flush()));
+                let reason = match verdict {
+                    Ok(Some(row)) if row.num_rows() == 1 => {
+                        rows.push(row);
+                        return true;
+                    }
+                    Ok(Some(_)) => (None, "more than one JSON value on the line".to_string()),
+                    Ok(None) => (None, "no JSON object on the line".to_string()),
+                    Err(e) => explain(schema, &e),
+                };
+                let mut row = line_origin(location, &bytes, span);
+                (row.column, row.reason) = reason;
+                bad.push(row);
+                false
+            });
+            if rows.is_empty() {
+                Ok(None)
+            } else {
+                datafusion::arrow::compute::concat_batches(schema, &rows)
+                    .map(Some)
+                    .map_err(ConnectorError::from)
+            }
+        }
+    };
+    let mut origins = NdjsonOrigins {
+        path: location.to_string(),
+        bytes,
+        rows: lines,
+    };
+    let batch = batch.and_then(|batch| match batch {
+        Some(batch) => drop_out_of_range(batch, &mut origins, &mut bad),
+        None => Ok(None),
+    });
+    bad.sort_by_key(|row| row.line);
     Decoded {
         batch,
+        origins,
         bad,
-        end: chunk.end,
+        end,
     }
 }
 
-fn decode_all(
-    decoder: &mut Decoder,
-    mut bytes: &[u8],
-) -> Result<(), datafusion::arrow::error::ArrowError> {
+/// Leaves out rows holding a number too large for its floating-point
+/// column (JSON has no infinity: an infinite value is an overflow).
+fn drop_out_of_range(
+    batch: RecordBatch,
+    origins: &mut NdjsonOrigins,
+    bad: &mut Vec<BadRow>,
+) -> Result<Option<RecordBatch>, ConnectorError> {
+    let mut faults: Vec<(usize, usize)> = Vec::new();
+    for (c, column) in batch.columns().iter().enumerate() {
+        let any = column.as_any();
+        let mut check = |infinite: &dyn Fn(usize) -> bool| {
+            for row in 0..column.len() {
+                if column.is_valid(row) && infinite(row) {
+                    faults.push((row, c));
+                }
+            }
+        };
+        match column.data_type() {
+            DataType::Float64 => {
+                let a = any.downcast_ref::<Float64Array>();
+                if let Some(a) = a.filter(|a| a.values().iter().any(|v| v.is_infinite())) {
+                    check(&|r| a.value(r).is_infinite());
+                }
+            }
+            DataType::Float32 => {
+                let a = any.downcast_ref::<Float32Array>();
+                if let Some(a) = a.filter(|a| a.values().iter().any(|v| v.is_infinite())) {
+                    check(&|r| a.value(r).is_infinite());
+                }
+            }
+            DataType::Float16 => {
+                let a = any.downcast_ref::<Float16Array>();
+                if let Some(a) = a.filter(|a| a.values().iter().any(|v| v.is_infinite())) {
+                    check(&|r| a.value(r).is_infinite());
+                }
+            }
+            _ => {}
+        }
+    }
+    if faults.is_empty() {
+        return Ok(Some(batch));
+    }
+    let mut keep = vec![true; batch.num_rows()];
+    faults.sort_unstable();
+    faults.dedup_by_key(|(row, _)| *row);
+    for &(row, column) in &faults {
+        keep[row] = false;
+        let mut bad_row = origins.origin(row);
+        let field = batch.schema().field(column).clone();
+        bad_row.reason = format!(
+            "column '{}': number out of range for {}",
+            field.name(),
+            field.data_type()
+        );
+        bad_row.column = Some(field.name().clone());
+        bad.push(bad_row);
+    }
+    let mut row = 0;
+    origins.rows.retain(|_| {
+        row += 1;
+        keep[row - 1]
+    });
+    let batch = filter_record_batch(&batch, &BooleanArray::from(keep))?;
+    Ok((batch.num_rows() > 0).then_some(batch))
+}
+
+/// Digits a number may have where the table has a DECIMAL column. The
+/// widest DECIMAL has 76; Arrow's decimal parser counts digits in a byte and
+/// goes wrong past 255, so longer runs never reach it.
+pub const MAX_DECIMAL_DIGITS: usize = 200;
+
+fn longest_digit_run(line: &[u8]) -> usize {
+    let (mut longest, mut run) = (0, 0);
+    for &b in line {
+        if b.is_ascii_digit() {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    longest
+}
+
+/// Whether `line` nests arrays and objects deeper than `limit` (brackets
+/// inside strings do not count).
+pub fn nests_deeper_than(line: &[u8], limit: usize) -> bool {
+    // Cheap bound first: fewer openers than the limit cannot nest deeper.
+    if line.iter().filter(|&&b| b == b'[' || b == b'{').count() <= limit {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in line {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+fn decode_all(decoder: &mut Decoder, mut bytes: &[u8]) -> Result<(), ArrowError> {
     while !bytes.is_empty() {
         let used = decoder.decode(bytes)?;
         if used == 0 {
@@ -190,16 +413,65 @@ fn decode_all(
         bytes = &bytes[used..];
     }
     if decoder.has_partial_record() {
-        return Err(datafusion::arrow::error::ArrowError::JsonError(
-            "incomplete JSON object".into(),
-        ));
+        return Err(ArrowError::JsonError("incomplete JSON object".into()));
     }
     Ok(())
 }
 
-fn clean_reason(reason: &str) -> String {
-    reason
+/// The column at fault (when the decoder names one) and a reason a user
+/// can act on.
+fn explain(schema: &SchemaRef, error: &ArrowError) -> (Option<String>, String) {
+    let text = error.to_string();
+    let text = text
         .trim_start_matches("Json error: ")
         .trim_start_matches("Parser error: ")
-        .to_string()
+        .to_string();
+    if let Some(rest) = text.strip_prefix("whilst decoding field '") {
+        if let Some((column, reason)) = rest.split_once("': ") {
+            return (
+                Some(column.to_string()),
+                format!("column '{column}': {reason}"),
+            );
+        }
+    }
+    if text.contains("non-nullable") {
+        if let Some(field) = schema
+            .fields()
+            .iter()
+            .find(|f| !f.is_nullable() && text.contains(&format!("\"{}\"", f.name())))
+        {
+            return (
+                Some(field.name().clone()),
+                format!(
+                    "column '{}' is NOT NULL but the row has no value for it",
+                    field.name()
+                ),
+            );
+        }
+        return (None, "a NOT NULL column has no value".to_string());
+    }
+    if text.starts_with("Encountered") || text.starts_with("incomplete JSON") {
+        return (None, format!("not valid JSON: {text}"));
+    }
+    if text.starts_with("expected { got") {
+        return (None, "not a JSON object".to_string());
+    }
+    (None, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_measured_outside_strings() {
+        assert!(!nests_deeper_than(b"{\"a\":[[1]]}", 3));
+        assert!(nests_deeper_than(b"{\"a\":[[[1]]]}", 3));
+        let quoted = format!("{{\"a\":\"{}\"}}", "[".repeat(100));
+        assert!(!nests_deeper_than(quoted.as_bytes(), 3));
+        let escaped = format!("{{\"a\":\"\\\"{}\"}}", "[".repeat(100));
+        assert!(!nests_deeper_than(escaped.as_bytes(), 3));
+        let deep = "[".repeat(50_000);
+        assert!(nests_deeper_than(deep.as_bytes(), MAX_DEPTH));
+    }
 }

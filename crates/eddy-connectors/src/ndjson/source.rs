@@ -9,7 +9,10 @@
 //!
 //! Lines are read in chunks of `batch_size` on the reading thread and
 //! decoded on worker threads ([`super::decode`]). A bad line never stops
-//! the job: it is reported with its source, line number and reason.
+//! the job: it is reported with its source, line number and reason, and the
+//! source task applies the table's `bad_rows` policy. A line longer than
+//! `max_line_bytes` is never held in memory whole: its first bytes are kept
+//! for the report and the rest is skipped.
 
 use std::io::{BufRead, BufReader, Read};
 
@@ -19,7 +22,9 @@ use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
-use super::decode::{decode, Chunk, DecodePool, Decoded, LinePosition};
+use eddy_engine::source::BadRow;
+
+use super::decode::{decode, Chunk, DecodePool, Decoded, LinePosition, LineSpan};
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.
@@ -45,6 +50,8 @@ pub struct NdjsonSource {
     /// Position after the last batch handed on.
     returned: LinePosition,
     line: Vec<u8>,
+    /// Longest line accepted, in bytes (without its line break).
+    max_line_bytes: usize,
     finished: bool,
     /// A pipe or stdin: never wait for a full batch while nothing more is buffered.
     live: bool,
@@ -74,10 +81,18 @@ impl NdjsonSource {
             read: LinePosition::default(),
             returned: LinePosition::default(),
             line: Vec::new(),
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             finished: false,
             live,
             pool: pool.filter(|p| p.capacity() > 0),
         }
+    }
+
+    /// Lines longer than `bytes` become bad rows (default
+    /// [`DEFAULT_MAX_LINE_BYTES`]).
+    pub fn with_max_line_bytes(mut self, bytes: usize) -> Self {
+        self.max_line_bytes = bytes.max(1);
+        self
     }
 
     /// Counts offsets and line numbers from `position` (the reader must
@@ -99,34 +114,56 @@ impl NdjsonSource {
         let mut chunk = Chunk {
             bytes: Vec::new(),
             lines: Vec::with_capacity(self.batch_size.min(1 << 16)),
+            bad: Vec::new(),
             end: self.read,
         };
-        while chunk.lines.len() < self.batch_size {
+        while chunk.lines.len() + chunk.bad.len() < self.batch_size {
             if self.live && !chunk.lines.is_empty() && self.reader.buffer().is_empty() {
                 break;
             }
             self.line.clear();
-            let read = self
-                .reader
-                .read_until(b'\n', &mut self.line)
-                .map_err(|source| ConnectorError::Io {
-                    path: self.location.clone(),
-                    source,
-                })?;
+            // Room for the limit plus a line break (`\r\n`): a line cut
+            // short is longer than the limit without its break.
+            let (read, complete) =
+                read_line_bounded(&mut self.reader, &mut self.line, self.max_line_bytes + 2)
+                    .map_err(|source| ConnectorError::Io {
+                        path: self.location.clone(),
+                        source,
+                    })?;
             if read == 0 {
                 self.finished = true;
                 break;
             }
+            let offset = self.read.offset;
             self.read.offset += read as u64;
             self.read.line += 1;
             let text = trim_line(&self.line);
+            if !complete || text.len() > self.max_line_bytes {
+                chunk.bad.push(BadRow {
+                    path: self.location.clone(),
+                    line: Some(self.read.line),
+                    offset: Some(offset),
+                    column: None,
+                    reason: format!(
+                        "line of {read} bytes is longer than max_line_bytes ({})",
+                        self.max_line_bytes
+                    ),
+                    raw: eddy_engine::source::bad_rows::raw_text(text),
+                });
+                continue;
+            }
             if text.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
             }
             let start = chunk.bytes.len();
             chunk.bytes.extend_from_slice(text);
             chunk.bytes.push(b'\n');
-            chunk.lines.push((self.read.line, start, chunk.bytes.len()));
+            chunk.lines.push(LineSpan {
+                number: self.read.line,
+                offset,
+                start,
+                end: chunk.bytes.len(),
+            });
         }
         chunk.end = self.read;
         Ok(chunk)
@@ -139,7 +176,7 @@ impl NdjsonSource {
                 return Ok(None);
             }
             let chunk = self.read_chunk()?;
-            return Ok(Some(decode(&self.schema, &self.location, &chunk)));
+            return Ok(Some(decode(&self.schema, &self.location, chunk)));
         };
         let result = (|| {
             while pool.in_flight() < pool.capacity() && !self.finished {
@@ -148,7 +185,7 @@ impl NdjsonSource {
                     break;
                 }
                 let chunk = self.read_chunk()?;
-                if chunk.lines.is_empty() {
+                if chunk.lines.is_empty() && chunk.bad.is_empty() {
                     // Only blank lines (or none): nothing to decode, but
                     // the position moves on once earlier chunks are handed on.
                     if pool.in_flight() == 0 {
@@ -168,12 +205,49 @@ impl NdjsonSource {
     }
 }
 
-fn trim_line(line: &[u8]) -> &[u8] {
-    let mut end = line.len();
-    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
-        end -= 1;
+/// The default `max_line_bytes`: 16 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+/// Reads one line (through its `\n`, or to the end of input) into `line`,
+/// keeping at most `limit` bytes of it. Returns the bytes consumed and
+/// whether the whole line was kept.
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<(usize, bool)> {
+    let mut consumed = 0;
+    let mut complete = true;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok((consumed, complete));
+        }
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        let room = limit.saturating_sub(line.len());
+        if take > room {
+            complete = false;
+        }
+        line.extend_from_slice(&available[..take.min(room)]);
+        reader.consume(take);
+        consumed += take;
+        if done {
+            return Ok((consumed, complete));
+        }
     }
-    &line[..end]
+}
+
+/// A line without its break (`\n` or `\r\n`).
+fn trim_line(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 impl SourceReader for NdjsonSource {
@@ -184,8 +258,8 @@ impl SourceReader for NdjsonSource {
                 self.returned = self.read;
                 return Ok(None);
             };
-            for (location, reason) in &decoded.bad {
-                ctx.bad_row(location, reason);
+            for row in decoded.bad {
+                ctx.bad_row(row);
             }
             self.returned = decoded.end;
             if let Some(batch) = decoded
@@ -193,6 +267,7 @@ impl SourceReader for NdjsonSource {
                 .map_err(|e| e.for_table(&table))?
                 .filter(|b| b.num_rows() > 0)
             {
+                ctx.set_origins(Box::new(decoded.origins));
                 return Ok(Some(batch));
             }
         }
@@ -260,9 +335,9 @@ mod tests {
         let mut bad = 0;
         while let Some(b) = source.next_batch(&mut ctx).unwrap() {
             batches.push(b);
-            bad += ctx.take_bad_rows();
+            bad += ctx.take_bad_rows().len() as u64;
         }
-        (batches, bad + ctx.take_bad_rows())
+        (batches, bad + ctx.take_bad_rows().len() as u64)
     }
 
     #[test]

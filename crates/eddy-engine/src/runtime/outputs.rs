@@ -62,6 +62,11 @@ impl Outputs {
         Ok(())
     }
 
+    /// Whether anything reads `port`.
+    pub fn has_subscribers(&self, port: usize) -> bool {
+        self.ports.get(port).is_some_and(|s| !s.is_empty())
+    }
+
     /// Sends `message` on every port.
     pub fn send_all(&self, message: Message) -> Result<()> {
         for port in 0..self.ports.len() {

@@ -1,10 +1,10 @@
 //! The thread of a source node, and the reader thread beside it.
 //!
 //! ```text
-//!  reader thread:  SourceReader::next_batch ──(batch, position, bad rows)──┐
+//!  reader thread:  SourceReader::next_batch ──(batch, position, bad rows, origins)──┐
 //!                                                                          ▼
 //!  source thread:  control (stop / cancel / checkpoint) ─ recv with timeout ─ SourceRunner::process
-//!                  ─> Batch(port 0), Batch(late port), Watermark ... Barrier(n) ... Watermark(+inf), End
+//!                  ─> Batch(port 0), Batch(late port), Batch(bad port), Watermark ... Barrier(n) ... Watermark(+inf), End
 //! ```
 //!
 //! Reading happens on a thread of its own so that a read blocked on a
@@ -24,8 +24,12 @@ use super::outputs::{Outputs, POLL};
 use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
 use crate::error::{EngineError, Result};
 use crate::message::{Barrier, CheckpointId, Message};
-use crate::operator::LATE_PORT;
-use crate::source::{SourceContext, SourceReader, SourceRunner, SourceRunnerState};
+use crate::metrics::NodeMetrics;
+use crate::operator::{BAD_PORT, LATE_PORT};
+use crate::source::bad_rows::bad_rows_batch;
+use crate::source::{
+    BadRow, BadRowPolicy, RowOrigins, SourceContext, SourceReader, SourceRunner, SourceRunnerState,
+};
 use crate::state::StateSnapshot;
 use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
 
@@ -56,11 +60,12 @@ enum Read {
     Batch {
         batch: RecordBatch,
         position: serde_json::Value,
-        bad: u64,
+        bad: Vec<BadRow>,
+        origins: Option<Box<dyn RowOrigins>>,
     },
     End {
         position: serde_json::Value,
-        bad: u64,
+        bad: Vec<BadRow>,
     },
     Failed(EngineError),
 }
@@ -79,6 +84,7 @@ fn spawn_reader(
                     batch,
                     position: reader.position(),
                     bad: ctx.take_bad_rows(),
+                    origins: ctx.take_origins(),
                 },
                 Ok(None) => Read::End {
                     position: reader.position(),
@@ -109,6 +115,12 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
     let control = &ctx.control;
     let reads = spawn_reader(&ctx.name, reader)?;
     let mut source_ctx = SourceContext::new(&ctx.name);
+    let mut dead_letters = DeadLetters {
+        source: &ctx.name,
+        policy: runner.bad_row_policy(),
+        metrics,
+        watermark: WATERMARK_MIN,
+    };
     let mut last_input = Instant::now();
     let snapshot = |runner: &SourceRunner,
                     position: &serde_json::Value,
@@ -159,13 +171,16 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 batch,
                 position: after,
                 bad,
+                origins,
             }) => {
-                metrics.add_bad_rows(bad as usize);
                 idle = false;
                 last_input = Instant::now();
-                metrics.add_rows_in(batch.num_rows());
-                let out = runner.process(&batch, &mut source_ctx)?;
-                metrics.add_bad_rows(source_ctx.take_bad_rows() as usize);
+                metrics.add_rows_in(batch.num_rows() + bad.len());
+                let out = runner.process(&batch, origins.as_deref(), &mut source_ctx)?;
+                let mut bad = bad;
+                bad.extend(source_ctx.take_bad_rows());
+                bad.sort_by_key(|row| row.line);
+                dead_letters.handle(bad, outputs)?;
                 if let Some(late) = out.late {
                     metrics.add_late_rows(late.num_rows());
                     outputs.send_port(LATE_PORT, Message::Batch(late))?;
@@ -186,7 +201,8 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 position: after,
                 bad,
             }) => {
-                metrics.add_bad_rows(bad as usize);
+                metrics.add_rows_in(bad.len());
+                dead_letters.handle(bad, outputs)?;
                 position = after;
                 break;
             }
@@ -217,4 +233,54 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
         NodeCheckpoint::default()
     };
     ctx.report(NodeEvent::Finished { node: ctx.id, data })
+}
+
+/// Applies a table's `bad_rows` policy to the bad rows of each batch.
+struct DeadLetters<'a> {
+    source: &'a str,
+    policy: BadRowPolicy,
+    metrics: &'a NodeMetrics,
+    /// Latest arrival time sent as the bad stream's watermark.
+    watermark: i64,
+}
+
+impl DeadLetters<'_> {
+    /// Counts `rows`; sends them to `bad_rows(table)` (dead_letter), or
+    /// fails with the first (fail).
+    fn handle(&mut self, rows: Vec<BadRow>, outputs: &Outputs) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.metrics.add_bad_rows(rows.len());
+        match self.policy {
+            BadRowPolicy::Drop => Ok(()),
+            BadRowPolicy::Fail => {
+                let first = &rows[0];
+                Err(EngineError::BadRow {
+                    source_table: self.source.to_string(),
+                    location: first.location(),
+                    reason: first.describe(),
+                })
+            }
+            BadRowPolicy::DeadLetter => {
+                if !outputs.has_subscribers(BAD_PORT) {
+                    return Ok(());
+                }
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or_default()
+                    .max(self.watermark);
+                outputs.send_port(
+                    BAD_PORT,
+                    Message::Batch(bad_rows_batch(self.source, &rows, now)?),
+                )?;
+                if now > self.watermark {
+                    self.watermark = now;
+                    outputs.send_port(BAD_PORT, Message::Watermark(now))?;
+                }
+                Ok(())
+            }
+        }
+    }
 }

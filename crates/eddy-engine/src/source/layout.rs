@@ -1,10 +1,22 @@
 //! The immutable description of how a source's rows become a stream:
-//! physical and computed columns, event time and lateness, idleness.
+//! physical and computed columns, event time and lateness, idleness, and
+//! what happens to bad rows.
 
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
+
+use super::bad_rows::BadRowPolicy;
+
+/// Options of a source table that the engine reads (the rest belong to the
+/// connector).
+pub const TABLE_OPTIONS: [&str; 4] = [
+    "allowed_lateness",
+    "bad_rows",
+    "idle_timeout",
+    "max_future_skew",
+];
 
 /// A column computed from the physical columns when a row is read.
 #[derive(Debug, Clone)]
@@ -24,6 +36,9 @@ pub struct EventTimeSpec {
     pub bound_ms: i64,
     /// Extra lateness tolerated on top of the watermark.
     pub allowed_lateness_ms: i64,
+    /// A row more than this far ahead of the largest event time seen is a
+    /// bad row instead of moving the watermark (option `max_future_skew`).
+    pub max_future_skew_ms: Option<i64>,
 }
 
 /// Layout of one output column of a source: read or computed.
@@ -49,6 +64,8 @@ pub struct SourceLayout {
     /// After this long without input the source is idle: its watermark no
     /// longer holds back the job (option `idle_timeout`).
     pub idle_timeout: Option<std::time::Duration>,
+    /// What happens to bad rows (option `bad_rows`).
+    pub bad_rows: BadRowPolicy,
 }
 
 impl SourceLayout {

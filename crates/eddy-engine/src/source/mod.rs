@@ -28,10 +28,12 @@
 //! position travels with each batch, so a checkpoint records exactly the
 //! rows the job has consumed.
 
+pub mod bad_rows;
 pub mod layout;
 pub mod runner;
 pub mod watermark;
 
+pub use bad_rows::{BadRow, BadRowPolicy, RowOrigins};
 pub use layout::{ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout};
 pub use runner::{SourceOutput, SourceRunner, SourceRunnerState};
 pub use watermark::{Judged, WatermarkTracker};
@@ -44,7 +46,7 @@ use crate::error::Result;
 ///
 /// Batches carry the table's physical (non-computed) columns in declared
 /// order. Malformed input is reported through [`SourceContext::bad_row`] and
-/// skipped; only failures that make further reading impossible are errors.
+/// left out of the batch; only failures that make further reading impossible are errors.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -90,11 +92,20 @@ pub trait SourceReader: Send {
 }
 
 /// What a source connector may report while it reads.
-#[derive(Debug)]
 pub struct SourceContext {
     table: String,
     reported: u64,
-    bad_rows: u64,
+    bad_rows: Vec<BadRow>,
+    origins: Option<Box<dyn RowOrigins>>,
+}
+
+impl std::fmt::Debug for SourceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceContext")
+            .field("table", &self.table)
+            .field("bad_rows", &self.bad_rows.len())
+            .finish()
+    }
 }
 
 /// How many malformed rows per source are logged in full before the rest are
@@ -107,25 +118,39 @@ impl SourceContext {
         Self {
             table: table.into(),
             reported: 0,
-            bad_rows: 0,
+            bad_rows: Vec::new(),
+            origins: None,
         }
     }
 
-    /// Reports a malformed input row at `location` (e.g. `orders.ndjson:17`):
-    /// it is counted with the batch being read and logged.
-    pub fn bad_row(&mut self, location: &str, reason: &str) {
-        self.bad_rows += 1;
+    /// Reports a malformed input row: it is logged and handed on with the
+    /// batch being read (to `bad_rows(table)`, or counted, or failing the
+    /// job, as the table's `bad_rows` option says).
+    pub fn bad_row(&mut self, row: BadRow) {
         self.reported += 1;
         if self.reported <= BAD_ROWS_LOGGED {
-            tracing::warn!(source = %self.table, "bad input row at {location}: {reason}");
+            tracing::warn!(source = %self.table, "bad input row at {}: {}", row.location(), row.describe());
         } else if self.reported == BAD_ROWS_LOGGED + 1 {
-            tracing::warn!(source = %self.table, "more bad input rows; counting them without logging");
+            tracing::warn!(source = %self.table, "more bad input rows; see bad_rows({}) and the bad row count", self.table);
         }
+        self.bad_rows.push(row);
     }
 
-    /// Takes the count of bad rows reported since the last call.
-    pub fn take_bad_rows(&mut self) -> u64 {
+    /// Takes the bad rows reported since the last call.
+    pub fn take_bad_rows(&mut self) -> Vec<BadRow> {
         std::mem::take(&mut self.bad_rows)
+    }
+
+    /// Says where the rows of the batch about to be returned came from
+    /// (optional: without it a row found bad later is reported with its
+    /// decoded values).
+    pub fn set_origins(&mut self, origins: Box<dyn RowOrigins>) {
+        self.origins = Some(origins);
+    }
+
+    /// Takes what [`SourceContext::set_origins`] left.
+    pub fn take_origins(&mut self) -> Option<Box<dyn RowOrigins>> {
+        self.origins.take()
     }
 
     /// The table this source feeds.

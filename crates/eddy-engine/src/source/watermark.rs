@@ -29,7 +29,20 @@ pub struct Judged {
     pub watermark_ms: Vec<i64>,
     /// Rows whose event time is NULL (neither on time nor late).
     pub null_time_rows: Vec<usize>,
+    /// Rows whose event time is more than `max_future_skew` ahead of the
+    /// largest event time seen before them, with how far ahead (ms); like
+    /// NULL-time rows they are neither on time nor late, and do not move
+    /// the watermark.
+    pub future_rows: Vec<(usize, i64)>,
+    /// Rows whose event time lies outside [`EVENT_TIME_RANGE`]; neither on
+    /// time nor late.
+    pub out_of_range_rows: Vec<usize>,
 }
+
+/// Event times eddy accepts, in epoch milliseconds: years 0000 to 9999.
+/// Outside it, window and lateness arithmetic could overflow.
+pub const EVENT_TIME_RANGE: std::ops::RangeInclusive<i64> =
+    -62_167_219_200_000..=253_402_300_799_999;
 
 impl WatermarkTracker {
     /// A tracker that has seen nothing yet.
@@ -67,6 +80,9 @@ impl WatermarkTracker {
         let mut late = BooleanBufferBuilder::new(n);
         let mut watermark_ms = vec![0i64; n];
         let mut null_time_rows = Vec::new();
+        let mut future_rows = Vec::new();
+        let mut out_of_range_rows = Vec::new();
+        let skew = self.spec.max_future_skew_ms;
         let slack = self
             .spec
             .bound_ms
@@ -80,6 +96,20 @@ impl WatermarkTracker {
                 continue;
             }
             let t = times.value(i);
+            if !EVENT_TIME_RANGE.contains(&t) {
+                on_time.append(false);
+                late.append(false);
+                out_of_range_rows.push(i);
+                continue;
+            }
+            if let Some(skew) = skew {
+                if max_seen != WATERMARK_MIN && t.saturating_sub(max_seen) > skew {
+                    on_time.append(false);
+                    late.append(false);
+                    future_rows.push((i, t.saturating_sub(max_seen)));
+                    continue;
+                }
+            }
             let is_late = max_seen != WATERMARK_MIN && t < max_seen.saturating_sub(slack);
             if is_late {
                 watermark_ms[i] = max_seen.saturating_sub(self.spec.bound_ms);
@@ -95,6 +125,8 @@ impl WatermarkTracker {
             late: BooleanArray::new(late.finish(), None),
             watermark_ms,
             null_time_rows,
+            future_rows,
+            out_of_range_rows,
         }
     }
 }
@@ -108,7 +140,28 @@ mod tests {
             column: 0,
             bound_ms: bound,
             allowed_lateness_ms: lateness,
+            max_future_skew_ms: None,
         })
+    }
+
+    #[test]
+    fn a_row_too_far_ahead_neither_moves_the_watermark_nor_makes_others_late() {
+        let mut t = WatermarkTracker::new(EventTimeSpec {
+            column: 0,
+            bound_ms: 10,
+            allowed_lateness_ms: 0,
+            max_future_skew_ms: Some(1_000),
+        });
+        let j = t.judge(&Int64Array::from(vec![
+            5_000, 6_000, 1_000_000, 6_001, 7_000,
+        ]));
+        assert_eq!(j.future_rows, vec![(2, 994_000)]);
+        assert_eq!(late_rows(&j), Vec::<usize>::new());
+        assert!(!j.on_time.value(2));
+        assert_eq!(t.max_seen(), 7_000);
+        // Exactly the skew ahead is still accepted.
+        let j = t.judge(&Int64Array::from(vec![8_000, 9_001]));
+        assert_eq!(j.future_rows, vec![(1, 1_001)]);
     }
 
     fn late_rows(judged: &Judged) -> Vec<usize> {

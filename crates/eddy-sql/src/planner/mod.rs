@@ -16,6 +16,7 @@
 //! | TableScan (table) | the table's source node (one per table, shared)        |
 //! | TableScan (view)  | the view's stream (planned once, shared)               |
 //! | late_rows(table)  | the table's source node, late port                     |
+//! | bad_rows(table)   | the table's source node, bad port                      |
 //! | Projection/Filter | a step of a fused `calc` node                           |
 //! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
 //! | Union             | `union`                                                |
@@ -48,9 +49,10 @@ use eddy_engine::operators::union::UnionPlan;
 use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
 use crate::error::{Position, Result, SqlError};
-use crate::late_rows::{LateRowsFunction, LateSchemas, LATE_ROWS_OF};
 use crate::params::{substitute, SourceMap};
+use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
 use crate::statements::{parse_file, ParsedStatement};
+use eddy_engine::source::bad_rows::bad_row_schema;
 use stream::{Endpoint, Stream, TimeAttr};
 
 /// A SQL file to compile.
@@ -73,6 +75,24 @@ pub struct CompiledJob {
 
 /// Compiles `files` with parameter values `params` into a job.
 pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
+    // Planning recurses through expressions (DataFusion and sqlparser both
+    // do); a thread of its own with a large stack makes that independent of
+    // the caller's thread (a server's worker threads have 2 MiB).
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("eddy-plan".into())
+            .stack_size(PLANNING_STACK_BYTES)
+            .spawn_scoped(scope, || compile_here(files, params))
+            .map_err(|e| SqlError::Job(format!("cannot start the planning thread: {e}")))?
+            .join()
+            .map_err(|_| SqlError::Internal("the planner panicked".into()))?
+    })
+}
+
+/// Stack of the planning thread (reserved, used only as deep as needed).
+const PLANNING_STACK_BYTES: usize = 256 << 20;
+
+fn compile_here(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
     let mut compiler = Compiler::new();
     let mut used = BTreeSet::new();
     for file in files {
@@ -103,7 +123,8 @@ struct Output {
 /// Holds declarations while statements are read, then builds the graph.
 pub(crate) struct Compiler {
     ctx: SessionContext,
-    late_schemas: LateSchemas,
+    late_schemas: SideSchemas,
+    bad_schemas: SideSchemas,
     tables: BTreeMap<String, TableDef>,
     views: BTreeMap<String, LogicalPlan>,
     outputs: Vec<Output>,
@@ -119,14 +140,21 @@ pub(crate) struct Compiler {
 impl Compiler {
     fn new() -> Self {
         let ctx = new_session();
-        let late_schemas = LateSchemas::default();
-        ctx.register_udtf(
-            "late_rows",
-            Arc::new(LateRowsFunction::new(late_schemas.clone())),
-        );
+        let late_schemas = SideSchemas::default();
+        let bad_schemas = SideSchemas::default();
+        for (kind, schemas) in [
+            (SideStream::Late, &late_schemas),
+            (SideStream::Bad, &bad_schemas),
+        ] {
+            ctx.register_udtf(
+                kind.function(),
+                Arc::new(SideStreamFunction::new(kind, schemas.clone())),
+            );
+        }
         Self {
             ctx,
             late_schemas,
+            bad_schemas,
             tables: BTreeMap::new(),
             views: BTreeMap::new(),
             outputs: Vec::new(),
@@ -149,10 +177,37 @@ impl Compiler {
                     .position(span.start.line, span.start.column)
             })
             .unwrap_or_else(|| fallback.clone());
-        let message = match error.diagnostic() {
-            Some(d) => d.message.clone(),
-            None => error.strip_backtrace(),
+        let full = error.strip_backtrace();
+        let mut message = match error.diagnostic() {
+            Some(d) => {
+                let mut message = d.message.clone();
+                for extra in d
+                    .notes
+                    .iter()
+                    .map(|n| &n.message)
+                    .chain(d.helps.iter().map(|h| &h.message))
+                {
+                    message.push_str("; ");
+                    message.push_str(extra);
+                }
+                message
+            }
+            None => full.clone(),
         };
+        // DataFusion's own suggestion ("Did you mean 'sqrt'?") when the
+        // diagnostic left it out.
+        let has_help = error
+            .diagnostic()
+            .is_some_and(|d| !d.helps.is_empty() || !d.notes.is_empty());
+        if let Some(hint) = full
+            .lines()
+            .find(|l| !has_help && l.trim_start().starts_with("Did you mean"))
+        {
+            if !message.contains(hint.trim()) {
+                message.push_str("; ");
+                message.push_str(hint.trim());
+            }
+        }
         SqlError::at(&position, message)
     }
 
@@ -206,6 +261,9 @@ impl Compiler {
                         late.insert(def.name.clone(), def.layout.late_schema());
                     }
                 }
+                if let Ok(mut bad) = self.bad_schemas.write() {
+                    bad.insert(def.name.clone(), bad_row_schema());
+                }
                 self.tables.insert(def.name.clone(), def);
             }
             Statement::CreateView(view) => {
@@ -213,6 +271,7 @@ impl Compiler {
                 let plan = self.plan_statement(Statement::Query(view.query), &position)?;
                 let mut schema = plan.schema().as_arrow().clone();
                 schema.metadata.remove(LATE_ROWS_OF);
+                schema.metadata.remove(BAD_ROWS_OF);
                 self.register(&name, Arc::new(schema), &position)?;
                 self.views.insert(name, plan);
             }
@@ -253,6 +312,7 @@ impl Compiler {
                         columns: Vec::new(),
                         event_time: None,
                         idle_timeout: None,
+                        bad_rows: Default::default(),
                     },
                     connector: "stdout".into(),
                     options: BTreeMap::new(),
@@ -359,6 +419,7 @@ impl Compiler {
                         connector: def.connector.clone(),
                         options: def.options.clone(),
                         schema: def.schema(),
+                        declared_at: def.position.to_string(),
                     },
                 },
                 inputs: endpoints
@@ -402,6 +463,7 @@ impl Compiler {
                             connector: def.connector.clone(),
                             options: def.options.clone(),
                             schema: def.layout.physical_schema.clone(),
+                            declared_at: def.position.to_string(),
                         },
                         layout: def.layout.clone(),
                     },
@@ -451,6 +513,28 @@ impl Compiler {
         })
     }
 
+    /// The rows source `table` found bad (its bad port); time attribute
+    /// `arrival_time`.
+    fn bad_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
+        let main = self.source_stream(table, position)?;
+        let bad_schema = bad_row_schema();
+        let schema = DFSchema::try_from_qualified_schema(table, bad_schema.as_ref())
+            .map_err(|e| self.df_error(position, e))?;
+        Ok(Stream {
+            endpoint: Endpoint {
+                node: main.endpoint.node,
+                port: eddy_engine::operator::BAD_PORT,
+            },
+            endpoint_schema: bad_schema,
+            steps: Vec::new(),
+            schema: Arc::new(schema),
+            time: Some(TimeAttr {
+                column: eddy_engine::source::bad_rows::ARRIVAL_TIME_COLUMN,
+                allowed_lateness_ms: 0,
+            }),
+        })
+    }
+
     /// Translates a logical plan into a stream.
     fn plan_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
         let state = self.ctx.state();
@@ -458,6 +542,7 @@ impl Compiler {
             LogicalPlan::TableScan(scan) => {
                 let name = scan.table_name.table().to_lowercase();
                 let late_of = scan.source.schema().metadata().get(LATE_ROWS_OF).cloned();
+                let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
                 } else if let Some(view_plan) = self.views.get(&name).cloned() {
@@ -467,6 +552,8 @@ impl Compiler {
                     stream
                 } else if let Some(table) = late_of {
                     self.late_stream(&table, position)?
+                } else if let Some(table) = bad_of {
+                    self.bad_stream(&table, position)?
                 } else {
                     self.source_stream(&name, position)?
                 };
