@@ -29,12 +29,14 @@ pub enum ConnectorError {
         valid: String,
     },
     /// An option is missing or has a bad value.
-    #[error("option '{option}': {reason}")]
+    #[error("{at}option '{option}': {reason}")]
     BadOption {
         /// The option's name.
         option: String,
         /// Why it is wrong.
         reason: String,
+        /// `file:line:col: ` of the table's declaration, or empty.
+        at: String,
     },
     /// Reading or writing failed.
     #[error("{path}: {source}")]
@@ -61,11 +63,27 @@ impl ConnectorError {
         EngineError::connector(table, self.to_string())
     }
 
+    /// Names where the table is declared (`file:line:col`) in an option
+    /// error, so that it points at the SQL to fix.
+    pub fn declared_at(self, spec: &eddy_engine::graph::ConnectorSpec) -> Self {
+        match self {
+            Self::BadOption { option, reason, .. } if !spec.declared_at.is_empty() => {
+                Self::BadOption {
+                    option,
+                    reason,
+                    at: format!("{}: ", spec.declared_at),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Shorthand for [`ConnectorError::BadOption`].
     pub fn bad_option(option: &str, reason: impl Into<String>) -> Self {
         Self::BadOption {
             option: option.to_string(),
             reason: reason.into(),
+            at: String::new(),
         }
     }
 }

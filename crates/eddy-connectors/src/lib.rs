@@ -438,7 +438,7 @@ impl ConnectorFactory for Connectors {
         resume: Option<&serde_json::Value>,
     ) -> EngineResult<Box<dyn SourceReader>> {
         self.source(spec, resume)
-            .map_err(|e| e.for_table(&spec.table))
+            .map_err(|e| e.declared_at(spec).for_table(&spec.table))
     }
 
     fn open_sink(
@@ -446,7 +446,8 @@ impl ConnectorFactory for Connectors {
         spec: &ConnectorSpec,
         mode: SinkMode<'_>,
     ) -> EngineResult<Box<dyn SinkWriter>> {
-        self.sink(spec, mode).map_err(|e| e.for_table(&spec.table))
+        self.sink(spec, mode)
+            .map_err(|e| e.declared_at(spec).for_table(&spec.table))
     }
 
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> EngineResult<()> {

@@ -13,8 +13,8 @@
 //! strings are read as numbers, as Flink's JSON format does), a number out
 //! of its column's range, or misses a NOT NULL column.
 //!
-//! Fast path: a whole chunk goes through one arrow-json decoder, and counts
-//! when it gives one row per line. Otherwise the chunk is decoded line by
+//! Fast path: a whole chunk goes through one arrow-json decoder, line by
+//! line, and counts when every line completes exactly one row. Otherwise the chunk is decoded line by
 //! line: each bad line (including one holding two objects, or none) is
 //! reported and left out, and the good lines' rows are concatenated.
 //! [`DecodePool`] runs this on worker threads; results come back in chunk
@@ -230,13 +230,18 @@ pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
         bad.push(row);
         false
     });
+    // One decoder for the chunk, fed line by line: each line must complete
+    // exactly one row (a line holding two objects, or none, is bad).
     let fast = || -> Result<Option<RecordBatch>, ArrowError> {
         let mut decoder = new_decoder(schema, lines.len())?;
-        decode_all(&mut decoder, &bytes)?;
+        for (i, span) in lines.iter().enumerate() {
+            decode_all(&mut decoder, &bytes[span.start..span.end])?;
+            if decoder.len() != i + 1 {
+                return Err(ArrowError::JsonError("not one value per line".into()));
+            }
+        }
         decoder.flush()
     };
-    // The fast path counts only when it gives exactly one row per line (a
-    // line holding two objects, or none, is bad).
     let batch = match (lines.len() == before).then(fast) {
         Some(Ok(batch)) if batch.as_ref().map_or(0, |b| b.num_rows()) == lines.len() => Ok(batch),
         _ => {
@@ -462,6 +467,89 @@ fn explain(schema: &SchemaRef, error: &ArrowError) -> (Option<String>, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{Field, Schema};
+
+    fn chunk(lines: &[&str]) -> Chunk {
+        let mut bytes = Vec::new();
+        let mut spans = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let start = bytes.len();
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+            spans.push(LineSpan {
+                number: i as u64 + 1,
+                offset: start as u64,
+                start,
+                end: bytes.len(),
+            });
+        }
+        Chunk {
+            bytes,
+            lines: spans,
+            bad: Vec::new(),
+            end: LinePosition::default(),
+        }
+    }
+
+    fn bad_lines(decoded: &Decoded) -> Vec<(u64, String)> {
+        decoded
+            .bad
+            .iter()
+            .map(|b| (b.line.unwrap_or_default(), b.reason.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn every_line_is_one_row_or_one_bad_row() {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        let decoded = decode(
+            &schema,
+            "t",
+            chunk(&[r#"{"a":1}"#, r#"{"a":2}{"a":3}"#, r#"{"a":4}"#, "\u{b}"]),
+        );
+        assert_eq!(
+            decoded.batch.as_ref().unwrap().as_ref().unwrap().num_rows(),
+            2
+        );
+        let bad = bad_lines(&decoded);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert_eq!(bad[0], (2, "more than one JSON value on the line".into()));
+        assert_eq!(
+            decoded.origins.origin(1).line,
+            Some(3),
+            "rows keep their lines"
+        );
+    }
+
+    #[test]
+    fn numbers_too_long_for_a_decimal_are_bad_rows() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "d",
+            DataType::Decimal128(10, 2),
+            true,
+        )]));
+        let long = "9".repeat(300);
+        let lines = [
+            r#"{"d": 1.25}"#.to_string(),
+            format!(r#"{{"d": "{long}"}}"#),
+            format!(r#"{{"d": {long}}}"#),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let decoded = decode(&schema, "t", chunk(&lines));
+        assert_eq!(
+            decoded.batch.as_ref().unwrap().as_ref().unwrap().num_rows(),
+            1
+        );
+        let bad = bad_lines(&decoded);
+        assert_eq!(bad.len(), 2);
+        assert!(
+            bad.iter().all(|(_, r)| r.contains("more than 200 digits")),
+            "{bad:?}"
+        );
+    }
 
     #[test]
     fn nesting_is_measured_outside_strings() {
