@@ -18,7 +18,7 @@ MAX_TIME=${MAX_TIME:-90}
 python_env schemathesis==4.32.5
 
 EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}
-[ -x "$EDDY" ] || cargo build -q -p eddy-cli
+[ -x "$EDDY" ] || cargo build -q --workspace --bin eddy
 
 work=$(mktemp -d)
 server=""

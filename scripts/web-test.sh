@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The web console in a real browser: Debian's Chromium, headless, driven by
-# playwright-core from npm, against a real `eddy serve` (tests/web/console.test.mjs).
-# Installs what it needs on first use: the `chromium` package (apt) and
-# playwright-core (npm, into a cache directory outside the clone). Saves a
-# screenshot of every screen under WEB_TEST_OUT (default
-# $CARGO_TARGET_DIR/web-test) and fails on any console error.
+# The web console in real browsers against a real `eddy serve`
+# (tests/web/console.test.mjs): Debian's Chromium driven by playwright-core,
+# and Debian's Firefox ESR driven by puppeteer-core over WebDriver BiDi, both
+# headless. Installs what it needs on first use: the `chromium` and
+# `firefox-esr` packages (apt) and the two npm packages (into a cache
+# directory outside the clone). Saves a screenshot of every screen under
+# WEB_TEST_OUT (default $CARGO_TARGET_DIR/web-test) and fails on any console
+# error. BROWSERS="chromium" runs one.
 #
 #   scripts/web-test.sh
 set -euo pipefail
@@ -12,22 +14,31 @@ cd "$(dirname "$0")/.."
 . scripts/serve-lib.sh
 
 PLAYWRIGHT_VERSION=1.64.1
+PUPPETEER_VERSION=25.16.0
+BROWSERS=${BROWSERS:-chromium firefox}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$CHROMIUM" ]; then
-  echo "web-test: installing Debian's chromium" >&2
-  sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+FIREFOX=${FIREFOX:-/usr/bin/firefox-esr}
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+missing=""
+[ -x "$CHROMIUM" ] || missing="$missing chromium"
+[ -x "$FIREFOX" ] || missing="$missing firefox-esr"
+if [ -n "$missing" ]; then
+  echo "web-test: installing Debian's$missing" >&2
   sudo_if_needed apt-get update -qq
-  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  # shellcheck disable=SC2086
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 NODE_DIR=${EDDY_NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-node}
-if [ "$(node -p "try { require('$NODE_DIR/node_modules/playwright-core/package.json').version } catch (e) { '' }")" != "$PLAYWRIGHT_VERSION" ]; then
-  echo "web-test: installing playwright-core $PLAYWRIGHT_VERSION" >&2
+installed() { node -p "try { require('$NODE_DIR/node_modules/$1/package.json').version } catch (e) { '' }"; }
+if [ "$(installed playwright-core)" != "$PLAYWRIGHT_VERSION" ] || [ "$(installed puppeteer-core)" != "$PUPPETEER_VERSION" ]; then
+  echo "web-test: installing playwright-core $PLAYWRIGHT_VERSION and puppeteer-core $PUPPETEER_VERSION" >&2
   mkdir -p "$NODE_DIR"
-  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --no-save "playwright-core@$PLAYWRIGHT_VERSION" >/dev/null)
+  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --no-save \
+    "playwright-core@$PLAYWRIGHT_VERSION" "puppeteer-core@$PUPPETEER_VERSION" >/dev/null)
 fi
 
 EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}
-[ -x "$EDDY" ] || cargo build -q -p eddy-cli
+[ -x "$EDDY" ] || cargo build -q --workspace --bin eddy
 OUT=${WEB_TEST_OUT:-${CARGO_TARGET_DIR:-target}/web-test}
 mkdir -p "$OUT"
 
@@ -40,5 +51,12 @@ cleanup() {
 trap cleanup EXIT
 start_server "$EDDY" "$work" --checkpoint-interval 1s
 
-PLAYWRIGHT_DIR="$NODE_DIR/node_modules" CHROMIUM="$CHROMIUM" node tests/web/console.test.mjs "$base" "$OUT"
+for browser in $BROWSERS; do
+  case $browser in
+    chromium) executable=$CHROMIUM ;;
+    firefox) executable=$FIREFOX ;;
+    *) echo "web-test: unknown browser $browser" >&2; exit 2 ;;
+  esac
+  NODE_MODULES="$NODE_DIR/node_modules" node tests/web/console.test.mjs "$base" "$OUT" "$browser" "$executable"
+done
 echo "web-test: screenshots in $OUT"

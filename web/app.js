@@ -547,7 +547,7 @@ function lineChart(figure, series, format) {
   svg.setAttribute('aria-label', `${caption}: ${points.length ? 'latest ' + series.map((s) => `${s.name} ${format(s.points.at(-1)?.[1] ?? 0)}`).join(', ') : 'no data yet'}`);
   const t0 = points.length ? Math.min(...points.map((p) => p[0])) : 0;
   const t1 = points.length ? Math.max(...points.map((p) => p[0])) : 1;
-  const vmax = Math.max(1e-9, ...points.map((p) => p[1]));
+  const vmax = Math.max(1, ...points.map((p) => p[1]));
   const sx = (t) => left + ((t - t0) / Math.max(1, t1 - t0)) * (w - left - 6);
   const sy = (v) => h - bottom - (v / vmax) * (h - bottom - 8);
   for (const frac of [0, 0.5, 1]) {
@@ -583,7 +583,7 @@ function lineChart(figure, series, format) {
   const legend = document.createElement('div');
   legend.className = 'legend';
   legend.innerHTML = series
-    .map((s) => `<span><i style="background:${s.color}"></i>${escapeHtml(s.name)}</span>`)
+    .map((s) => `<span><i class="${s.dashed ? 'dashed' : ''}" style="--swatch:${s.color}"></i>${escapeHtml(s.name)}</span>`)
     .join('');
   figure.append(svg, legend);
 }

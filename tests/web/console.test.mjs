@@ -1,16 +1,16 @@
-// The web console end to end, in headless Chromium against a real eddy
+// The web console end to end, in headless Chromium or Firefox against a real eddy
 // serve (started by scripts/web-test.sh): write a query with a typo and see
 // the error marked at its line, fix it, submit, see the job running with its
 // graph, a chart with at least two points and rows arriving in the tail
 // (paused and resumed), see it in the jobs list, stop it; at 1280 px and at
 // phone width; keyboard focus; no console error and no request that leaves
 // the server. A screenshot of every screen goes to the output directory.
-import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
 
-const require = createRequire(process.env.PLAYWRIGHT_DIR + '/');
-const { chromium } = require('playwright-core');
-const [base, out] = process.argv.slice(2);
+import { open } from './driver.mjs';
+
+// node console.test.mjs BASE OUT BROWSER EXECUTABLE
+const [base, out, browserName, executablePath] = process.argv.slice(2);
 
 const SOURCE = `-- Orders from eddy's generator, paced to the wall clock.
 CREATE TABLE orders (
@@ -27,109 +27,98 @@ SELECT order_id, customer_id, order_amont FROM orders WHERE order_amount > 20;
 const FIXED = TYPO.replace('order_amont', 'order_amount');
 
 const problems = [];
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
-});
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-page.on('console', (message) => {
-  if (message.type() === 'error') problems.push(`console error: ${message.text()}`);
-});
-page.on('pageerror', (error) => problems.push(`page error: ${error}`));
-page.on('request', (request) => {
-  if (!request.url().startsWith(base) && !request.url().startsWith('data:')) problems.push(`external request: ${request.url()}`);
-});
-const shot = (name) => page.screenshot({ path: `${out}/${name}.png`, fullPage: true });
-const step = (text) => console.log(`web-test: ${text}`);
+const page = await open(browserName, { executablePath, nodeModules: process.env.NODE_MODULES, problems, base });
+const shot = (name) => page.screenshot(`${out}/${browserName}-${name}.png`);
+const step = (text) => console.log(`web-test (${browserName}): ${text}`);
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
 try {
   await page.goto(`${base}/`);
-  await page.waitForSelector('#examples option:nth-child(2)', { state: 'attached' });
+  await page.waitFor('#examples option:nth-child(2)');
   await shot('1-home');
   step('home page with its examples');
 
   // A typo is marked at its line while typing.
   await page.fill('#sql', TYPO);
-  await page.waitForSelector('#backdrop mark[data-line="9"]', { timeout: 10000 });
-  assert.equal(await page.textContent('#backdrop mark'), 'order_amont');
-  assert.match(await page.textContent('#sql-status'), /^Line 9, column \d+: .*order_amont/);
-  assert.equal(await page.textContent('#gutter .error'), '9');
+  await page.waitFor('#backdrop mark[data-line="9"]', 10000);
+  assert.equal(await page.text('#backdrop mark'), 'order_amont');
+  assert.match(await page.text('#sql-status'), /^Line 9, column \d+: .*order_amont/);
+  assert.equal(await page.text('#gutter .error'), '9');
   await shot('2-error-marked');
   step('the typo is marked at line 9');
 
   // Fixed, it validates; submitted, the job runs.
   await page.fill('#sql', FIXED);
-  await page.waitForSelector('#sql-status.ok', { timeout: 10000 });
-  assert.equal(await page.$('#backdrop mark'), null);
+  await page.waitFor('#sql-status.ok', 10000);
+  assert.equal(await page.exists('#backdrop mark'), false);
   await page.fill('#job-name', 'big-orders');
   await page.click('#submit');
-  await page.waitForURL(/#\/jobs\/[a-z0-9]+/);
-  await page.waitForSelector('#job-state.running');
+  await page.waitForFunction(() => /#\/jobs\/[a-z0-9]+/.test(location.hash), null);
+  await page.waitFor('#job-state.running');
   step('submitted and running');
 
   // Its graph, a chart with two points or more, rows in the tail.
-  await page.waitForSelector('#graph svg .node[data-kind="source"]');
-  assert.ok((await page.$$('#graph svg .node')).length >= 3, 'source, calc and sink are drawn');
-  assert.ok((await page.$$('#graph svg path.edge')).length >= 2, 'edges are drawn');
+  await page.waitFor('#graph svg .node[data-kind="source"]');
+  assert.ok((await page.count('#graph svg .node')) >= 3, 'source, calc and sink are drawn');
+  assert.ok((await page.count('#graph svg path.edge')) >= 2, 'edges are drawn');
   await page.waitForFunction(
     () => [...document.querySelectorAll('#chart-events polyline')].some((p) => Number(p.dataset.points) >= 2),
     null,
-    { timeout: 20000 },
+    20000,
   );
-  await page.waitForFunction(() => document.querySelectorAll('#tail li').length >= 5, null, { timeout: 20000 });
-  const row = JSON.parse(await page.textContent('#tail li:first-child'));
+  await page.waitForFunction(() => document.querySelectorAll('#tail li').length >= 5, null, 20000);
+  const row = JSON.parse(await page.text('#tail li:first-child'));
   assert.ok(row.order_id.startsWith('order-') && row.order_amount > 20, JSON.stringify(row));
   await shot('3-job-running');
   step('graph, chart and tail');
 
   // Pause stops the tail; resume starts it again.
   await page.click('#tail-toggle');
-  assert.equal(await page.textContent('#tail-toggle'), 'Resume');
-  const paused = await page.$$eval('#tail li', (items) => items.map((i) => i.textContent).join('\n'));
-  await page.waitForTimeout(1500);
-  assert.equal(await page.$$eval('#tail li', (items) => items.map((i) => i.textContent).join('\n')), paused, 'no rows while paused');
+  assert.equal(await page.text('#tail-toggle'), 'Resume');
+  const paused = (await page.texts('#tail li')).join('\n');
+  await sleep(1500);
+  assert.equal((await page.texts('#tail li')).join('\n'), paused, 'no rows while paused');
   await page.click('#tail-toggle');
-  assert.equal(await page.textContent('#tail-toggle'), 'Pause');
-  await page.waitForFunction((before) => document.querySelector('#tail').textContent !== before, paused.replaceAll('\n', ''), { timeout: 10000 });
+  assert.equal(await page.text('#tail-toggle'), 'Pause');
+  await page.waitForFunction((before) => document.querySelector('#tail').textContent !== before, paused.replaceAll('\n', ''), 10000);
   step('tail paused and resumed');
 
   // The jobs list shows it running, then the job is stopped.
   await page.click('a[href="#/"]');
-  await page.waitForSelector('#jobs-body tr[data-state="running"]');
-  assert.match(await page.textContent('#jobs-body tr[data-state="running"]'), /big-orders/);
+  await page.waitFor('#jobs-body tr[data-state="running"]');
+  assert.match(await page.text('#jobs-body tr[data-state="running"]'), /big-orders/);
   await shot('4-jobs-list');
   await page.click('#jobs-body tr[data-state="running"] a');
-  await page.waitForSelector('#job-state.running');
+  await page.waitFor('#job-state.running');
   await page.click('#job-stop');
-  await page.waitForSelector('#job-state.stopped', { timeout: 20000 });
+  await page.waitFor('#job-state.stopped', 20000);
   await shot('5-job-stopped');
   step('stopped');
 
   // Keyboard: Tab moves through the controls, Enter follows the job link.
   await page.click('a[href="#/"]');
-  await page.waitForSelector('#jobs-body tr');
+  await page.waitFor('#jobs-body tr');
   await page.focus('#jobs-body a');
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('#job-state.stopped');
-  await page.keyboard.press('Tab');
+  await page.press('Enter');
+  await page.waitFor('#job-state.stopped');
+  await page.press('Tab');
   const focused = await page.evaluate(() => document.activeElement && document.activeElement.tagName);
   assert.ok(['A', 'BUTTON', 'SELECT', 'INPUT', 'TEXTAREA'].includes(focused), `focus on ${focused}`);
   step('keyboard');
 
   // Phone width: nothing wider than the screen.
-  await page.setViewportSize({ width: 390, height: 844 });
+  await page.setViewport(390, 844);
   await page.goto(`${base}/#/`);
-  await page.waitForSelector('#jobs-body tr');
+  await page.waitFor('#jobs-body tr');
   await shot('6-phone-home');
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 1, `the page is ${overflow}px wider than a phone`);
   step('phone width');
 } finally {
-  await browser.close();
+  await page.close();
 }
 if (problems.length) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log('web-test: passed');
+console.log(`web-test (${browserName}): passed`);
