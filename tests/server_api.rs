@@ -445,6 +445,25 @@ fn errors_come_back_with_their_status() {
     let (_, invalid) = server.post("/api/v1/validate", &json!({ "sql": "SELECT FROM WHERE" }));
     assert_eq!(invalid["valid"], false);
     assert!(invalid["errors"][0]["line"].as_u64().is_some(), "{invalid}");
+    // A misspelt option is marked where its table is declared.
+    let typo = "-- orders\nCREATE TABLE t (k VARCHAR) WITH (connector = 'generator', stream = 'orders', rat = '5');\nSELECT k FROM t;";
+    let (_, invalid) = server.post("/api/v1/validate", &json!({ "sql": typo }));
+    assert_eq!(invalid["valid"], false);
+    assert_eq!(
+        (
+            invalid["errors"][0]["line"].as_u64(),
+            invalid["errors"][0]["column"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "{invalid}"
+    );
+    assert!(
+        invalid["errors"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown option 'rat' for a generator source; did you mean 'rate'?"),
+        "{invalid}"
+    );
 
     // Paths outside the roots.
     for (sql, path) in [

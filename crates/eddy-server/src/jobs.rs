@@ -106,12 +106,36 @@ fn sink_names(graph: &JobGraph) -> Vec<String> {
 
 fn engine_error(error: EngineError) -> ServerError {
     match error {
-        EngineError::Config(m) => ServerError::Rejected(m),
+        EngineError::Config(m) => match declared_at(&m) {
+            Some((position, message)) => {
+                ServerError::Sql(eddy_sql::SqlError::at(&position, message))
+            }
+            None => ServerError::Rejected(m),
+        },
         e @ (EngineError::Connector { .. } | EngineError::State(_)) => {
             ServerError::Rejected(e.to_string())
         }
         other => ServerError::Internal(other.to_string()),
     }
+}
+
+/// A check's message about a table declared in the submitted SQL starts
+/// with `<sql>:LINE:COLUMN: `; that position goes back to the client, so the
+/// console can mark it like any SQL error.
+fn declared_at(message: &str) -> Option<(eddy_sql::Position, &str)> {
+    let rest = message.strip_prefix("<sql>:")?;
+    let mut parts = rest.splitn(3, ':');
+    let line = parts.next()?.parse().ok()?;
+    let column = parts.next()?.parse().ok()?;
+    let message = parts.next()?.trim_start();
+    Some((
+        eddy_sql::Position {
+            file: "<sql>".into(),
+            line,
+            column,
+        },
+        message,
+    ))
 }
 
 impl JobManager {
