@@ -4,7 +4,8 @@
 # DataFusion batch queries, the reference pipeline golden, CLI tests, and the
 # recovery tests (real processes killed with SIGKILL and restarted), the
 # server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
-# front end and the HTTP API, and the web console in a real browser.
+# front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
+# and pyarrow, and the web console in real browsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked "$@"
@@ -16,5 +17,7 @@ export EDDY
 FUZZ_SECONDS="${INPUT_FUZZ_SECONDS:-20}" SEED="${SEED:-1}" scripts/fuzz.sh
 # The HTTP API fuzzed from its own OpenAPI document (schemathesis, bounded).
 MAX_TIME="${FUZZ_SECONDS:-60}" scripts/fuzz-api.sh
-# The web console in headless Chromium against a real server.
+# The reference pipeline's Parquet read by DuckDB and pyarrow.
+scripts/parquet-check.sh
+# The web console in headless Chromium and Firefox against a real server.
 scripts/web-test.sh

@@ -217,17 +217,11 @@ fn parquet_output_holds_the_same_rows_as_ndjson() {
             .lines()
             .map(str::to_string)
             .collect();
-    let parquet = parquet_dir.join("enriched_payments/part-00000.parquet");
-    let file = std::fs::File::open(&parquet).expect("parquet file");
-    let reader =
-        datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-            .expect("a valid Parquet file")
-            .build()
-            .expect("reader");
+    let batches = common::read_parquet_tree(&parquet_dir.join("enriched_payments"));
+    assert_eq!(batches.len(), 1, "one file, one row group");
     let mut text = Vec::new();
-    for batch in reader {
-        eddy_connectors::json_lines::encode_json_lines(&batch.expect("batch"), &mut text)
-            .expect("encode");
+    for (_, batch) in &batches {
+        eddy_connectors::json_lines::encode_json_lines(batch, &mut text).expect("encode");
     }
     let mut actual: Vec<String> = String::from_utf8(text)
         .expect("utf8")

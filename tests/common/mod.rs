@@ -198,3 +198,59 @@ pub fn spawn_server(mut command: std::process::Command) -> (std::process::Child,
         .expect("the server says where it listens");
     (child, base)
 }
+
+/// Every Parquet file under `dir` (recursively), with the directory it is
+/// in relative to `dir` (`country=US/`, or empty), as record batches. Fails
+/// on a hidden in-progress file left behind.
+pub fn read_parquet_tree(
+    dir: &std::path::Path,
+) -> Vec<(String, datafusion::arrow::record_batch::RecordBatch)> {
+    fn walk(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut Vec<(String, datafusion::arrow::record_batch::RecordBatch)>,
+    ) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, out);
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            assert!(
+                !name.starts_with('.'),
+                "an in-progress file is left: {}",
+                path.display()
+            );
+            let relative = path
+                .parent()
+                .unwrap()
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            let relative = if relative.is_empty() {
+                relative
+            } else {
+                format!("{relative}/")
+            };
+            let reader =
+                datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                    std::fs::File::open(&path).unwrap(),
+                )
+                .unwrap()
+                .build()
+                .unwrap();
+            for batch in reader {
+                out.push((relative.clone(), batch.unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out
+}

@@ -38,7 +38,10 @@ use generator::{GeneratedStream, GeneratorConfig, GeneratorSource};
 use ndjson::source::NdjsonPosition;
 use ndjson::NdjsonSource;
 pub use roots::PathRoots;
-use sinks::{BlackholeSink, NdjsonSink, ParquetSink, StdoutSink, StdoutTarget};
+use sinks::format::{parse_compression, FileFormat, NdjsonFormat, ParquetFormat};
+use sinks::partition::PartitionBy;
+use sinks::rolling::RollingPolicy;
+use sinks::{BlackholeSink, NdjsonSink, RollingFileSink, StdoutSink, StdoutTarget};
 
 /// File format of `--output`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -313,20 +316,32 @@ impl Connectors {
                 ))
             }
         };
+        let rolled = [
+            "rolling_rows",
+            "rolling_bytes",
+            "rolling_interval",
+            "partition_by",
+        ]
+        .iter()
+        .any(|o| spec.options.contains_key(*o));
+        let ndjson_files = || -> Box<dyn FileFormat> { Box::new(NdjsonFormat { explicit_nulls }) };
         if let Some(dir) = &self.config.output_dir {
             return match self.config.output_format {
+                OutputFormat::Ndjson if rolled => {
+                    self.file_set(spec, &dir.join(&spec.table), ndjson_files(), mode)
+                }
                 OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::open(
                     &spec.table,
                     dir.join(format!("{}.ndjson", spec.table)),
                     explicit_nulls,
                     mode,
                 )?)),
-                OutputFormat::Parquet => Ok(Box::new(ParquetSink::open(
-                    &spec.table,
+                OutputFormat::Parquet => self.file_set(
+                    spec,
                     &dir.join(&spec.table),
-                    spec.schema.clone(),
+                    self.parquet_files(spec)?,
                     mode,
-                )?)),
+                ),
             };
         }
         let path = || self.sink_path(spec);
@@ -344,18 +359,14 @@ impl Connectors {
                     self.config.stdout.clone(),
                 )))
             }
+            "ndjson" | "file" if rolled => self.file_set(spec, &path()?, ndjson_files(), mode),
             "ndjson" | "file" => Ok(Box::new(NdjsonSink::open(
                 &spec.table,
                 path()?,
                 explicit_nulls,
                 mode,
             )?)),
-            "parquet" => Ok(Box::new(ParquetSink::open(
-                &spec.table,
-                &path()?,
-                spec.schema.clone(),
-                mode,
-            )?)),
+            "parquet" => self.file_set(spec, &path()?, self.parquet_files(spec)?, mode),
             "blackhole" => Ok(Box::new(BlackholeSink)),
             other => Err(ConnectorError::UnknownConnector {
                 connector: other.to_string(),
@@ -363,6 +374,99 @@ impl Connectors {
             }),
         }
     }
+}
+
+impl Connectors {
+    /// The Parquet format a sink's options ask for.
+    fn parquet_files(&self, spec: &ConnectorSpec) -> Result<Box<dyn FileFormat>> {
+        let partition = PartitionBy::parse(
+            spec.options.get("partition_by").map(String::as_str),
+            &spec.schema,
+        )?;
+        let row_group_size = spec
+            .options
+            .get("row_group_size")
+            .map(|v| parse_option::<usize>(v, "row_group_size"))
+            .transpose()?;
+        Ok(Box::new(ParquetFormat::new(
+            &partition.file_schema(&spec.schema),
+            parse_compression(spec.options.get("compression").map(String::as_str))?,
+            row_group_size,
+        )))
+    }
+
+    /// A rolling (and maybe partitioned) set of `format` files in `dir`.
+    fn file_set(
+        &self,
+        spec: &ConnectorSpec,
+        dir: &std::path::Path,
+        format: Box<dyn FileFormat>,
+        mode: SinkMode<'_>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let partition = PartitionBy::parse(
+            spec.options.get("partition_by").map(String::as_str),
+            &spec.schema,
+        )?;
+        let policy = RollingPolicy {
+            rows: spec
+                .options
+                .get("rolling_rows")
+                .map(|v| parse_option::<u64>(v, "rolling_rows"))
+                .transpose()?
+                .filter(|&n| n > 0),
+            bytes: spec
+                .options
+                .get("rolling_bytes")
+                .map(|v| parse_size(v, "rolling_bytes"))
+                .transpose()?
+                .filter(|&n| n > 0),
+            interval: spec
+                .options
+                .get("rolling_interval")
+                .map(|v| {
+                    eddy_engine::time::parse_duration(v)
+                        .map_err(|e| ConnectorError::bad_option("rolling_interval", e))
+                })
+                .transpose()?
+                .filter(|d| !d.is_zero()),
+        };
+        Ok(Box::new(RollingFileSink::open(
+            &spec.table,
+            dir,
+            format,
+            partition,
+            policy,
+            mode,
+        )?))
+    }
+}
+
+/// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`).
+fn parse_size(value: &str, option: &str) -> Result<u64> {
+    let text = value.trim().to_ascii_lowercase();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(ConnectorError::bad_option(
+                option,
+                format!("'{other}' is not a size unit (use B, KB, KiB, MB, MiB, GB, GiB)"),
+            ))
+        }
+    };
+    let number: f64 = number
+        .parse()
+        .map_err(|_| ConnectorError::bad_option(option, format!("'{value}' is not a size")))?;
+    Ok((number * scale) as u64)
 }
 
 fn parse_option<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {

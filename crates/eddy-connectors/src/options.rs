@@ -38,8 +38,24 @@ pub fn options(connector: &str, role: Role) -> Option<&'static [&'static str]> {
             &["stream", "seed", "rate", "count", "realtime", "batch_size"]
         }
         (Role::Sink, "stdout" | "print") => &["tag", "omit_nulls"],
-        (Role::Sink, "ndjson" | "file") => &["path", "format", "omit_nulls"],
-        (Role::Sink, "parquet") => &["path"],
+        (Role::Sink, "ndjson" | "file") => &[
+            "path",
+            "format",
+            "omit_nulls",
+            "rolling_rows",
+            "rolling_bytes",
+            "rolling_interval",
+            "partition_by",
+        ],
+        (Role::Sink, "parquet") => &[
+            "path",
+            "compression",
+            "row_group_size",
+            "rolling_rows",
+            "rolling_bytes",
+            "rolling_interval",
+            "partition_by",
+        ],
         (Role::Sink, "blackhole") => &[],
         _ => return None,
     })

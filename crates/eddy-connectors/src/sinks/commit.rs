@@ -10,7 +10,7 @@ use eddy_engine::state::StateSnapshot;
 use serde::{Deserialize, Serialize};
 
 use super::ndjson::{self, NdjsonSinkState};
-use super::parquet::{self, ParquetSinkState};
+use super::rolling::{self, FileSetState};
 use crate::error::{ConnectorError, Result};
 
 /// A file sink's pre-committed state.
@@ -19,8 +19,8 @@ use crate::error::{ConnectorError, Result};
 pub enum SinkState {
     /// An NDJSON file.
     Ndjson(NdjsonSinkState),
-    /// A directory of Parquet files.
-    Parquet(ParquetSinkState),
+    /// A directory of rolled files (Parquet, partitioned or rolled NDJSON).
+    Files(FileSetState),
 }
 
 impl SinkState {
@@ -48,6 +48,6 @@ pub fn commit(snapshot: &StateSnapshot) -> Result<()> {
     match SinkState::from_snapshot(snapshot)? {
         None => Ok(()),
         Some(SinkState::Ndjson(state)) => ndjson::commit(&state),
-        Some(SinkState::Parquet(state)) => parquet::commit(&state),
+        Some(SinkState::Files(state)) => rolling::commit(&state),
     }
 }

@@ -5,18 +5,22 @@
 //! - [`stdout`]: one `TAG> {json}` line per row; at-least-once (what was
 //!   printed before a crash is printed again after a restart);
 //! - [`ndjson`]: one JSON object per line in a file;
-//! - [`parquet`]: Parquet files in a directory;
+//! - [`rolling`]: a directory of Parquet files (or NDJSON files, with
+//!   rolling or partitioning options), rolled by rows, bytes, time and
+//!   checkpoints, partitioned Hive style ([`partition`]), in a [`format`];
 //! - [`BlackholeSink`]: discards rows.
 //!
 //! The file sinks are exactly-once when the job checkpoints: rows are
 //! staged in hidden in-progress files and published (appended to the final
-//! NDJSON file, or renamed to their final Parquet name) only when the
+//! NDJSON file, or renamed to their final names) only when the
 //! checkpoint covering them completes; [`commit`] publishes, idempotently,
 //! whatever a checkpoint's sink state lists.
 
 pub mod commit;
+pub mod format;
 pub mod ndjson;
-pub mod parquet;
+pub mod partition;
+pub mod rolling;
 pub mod stdout;
 
 use std::fs::File;
@@ -28,7 +32,7 @@ use eddy_engine::Result as EngineResult;
 
 use crate::error::{ConnectorError, Result};
 pub use ndjson::NdjsonSink;
-pub use parquet::ParquetSink;
+pub use rolling::RollingFileSink;
 pub use stdout::{StdoutSink, StdoutTarget};
 
 /// Discards rows (benchmarks); the sink node still counts them.
