@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
 use eddy_connectors::json_lines::encode_json_lines;
 use rand::rngs::SmallRng;
@@ -75,7 +74,8 @@ fn ndjson_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
     out
 }
 
-/// The rows of every sink directory of Parquet files in `dir`, as sorted
+/// The rows of every sink directory of Parquet files in `dir` (partition
+/// directories included, each row prefixed with its partition), as sorted
 /// JSON lines per sink; also checks no hidden in-progress file is left.
 fn parquet_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
@@ -85,24 +85,15 @@ fn parquet_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
             continue;
         }
         let mut lines = Vec::new();
-        for file in std::fs::read_dir(&sink).unwrap() {
-            let path = file.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            assert!(
-                !name.starts_with('.'),
-                "an in-progress file is left: {}",
-                path.display()
-            );
-            let reader =
-                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+        for (partition, batch) in common::read_parquet_tree(&sink) {
+            let mut text = Vec::new();
+            encode_json_lines(&batch, &mut text).unwrap();
+            lines.extend(
+                String::from_utf8(text)
                     .unwrap()
-                    .build()
-                    .unwrap();
-            for batch in reader {
-                let mut text = Vec::new();
-                encode_json_lines(&batch.unwrap(), &mut text).unwrap();
-                lines.extend(String::from_utf8(text).unwrap().lines().map(str::to_string));
-            }
+                    .lines()
+                    .map(|l| format!("{partition}{l}")),
+            );
         }
         out.insert(
             sink.file_name().unwrap().to_string_lossy().to_string(),
@@ -296,7 +287,7 @@ CREATE TABLE payments (
 CREATE TABLE per_country (window_start TIMESTAMP, country VARCHAR, payments BIGINT, unmatched BIGINT, revenue DOUBLE)
   WITH (connector = 'stdout');
 CREATE TABLE per_method (window_start TIMESTAMP, window_end TIMESTAMP, method VARCHAR, n BIGINT, biggest DOUBLE)
-  WITH (connector = 'stdout');
+  WITH (connector = 'parquet', path = 'per_method', partition_by = 'method', rolling_rows = '300');
 CREATE VIEW enriched AS
 SELECT p.payment_id, p.method, p.paid_amount, o.country, o.order_id IS NULL AS unmatched, p.event_time
 FROM payments p LEFT JOIN orders o
@@ -337,6 +328,12 @@ fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
     assert!(
         expected.values().all(|rows| rows.len() > 100),
         "both sinks have rows"
+    );
+    assert!(
+        expected["per_method"]
+            .iter()
+            .all(|row| row.starts_with("method=")),
+        "per_method is partitioned by method"
     );
 
     let verify = |output: &Path, run: &KillRun| {
