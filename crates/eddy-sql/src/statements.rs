@@ -149,8 +149,11 @@ fn parse_one(
             format!("this statement has {operators} operators; at most {MAX_OPERATORS} are allowed in one statement (for a long list of alternatives use IN (...))"),
         ));
     }
+    if is_statement_set_marker(&tokens) {
+        return Ok(None);
+    }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
-    let tokens = quote_set_key(tokens);
+    let tokens = quote_time_units(quote_set_key(tokens));
     let statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
@@ -160,6 +163,50 @@ fn parse_one(
         position,
         watermark,
     }))
+}
+
+/// Flink's `TIMESTAMPDIFF(SECOND, ...)` / `TIMESTAMPADD(DAY, ...)`: the unit
+/// keyword becomes the string `'SECOND'` the functions take.
+fn quote_time_units(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    for window in significant.windows(4) {
+        let [f, open, unit, comma] = window else {
+            continue;
+        };
+        let is_function = matches!(&tokens[*f].token, Token::Word(w)
+            if w.quote_style.is_none()
+                && (w.value.eq_ignore_ascii_case("timestampdiff") || w.value.eq_ignore_ascii_case("timestampadd")));
+        if is_function
+            && tokens[*open].token == Token::LParen
+            && tokens[*comma].token == Token::Comma
+        {
+            if let Token::Word(w) = &tokens[*unit].token {
+                if w.quote_style.is_none() {
+                    tokens[*unit].token = Token::SingleQuotedString(w.value.to_uppercase());
+                }
+            }
+        }
+    }
+    tokens
+}
+
+/// `BEGIN STATEMENT SET;` and `END;` (Flink's grouping of INSERTs): every
+/// statement of a file already runs as one job, so they mean nothing more.
+fn is_statement_set_marker(tokens: &[TokenWithSpan]) -> bool {
+    let words: Vec<String> = tokens
+        .iter()
+        .filter(|t| !is_trivia(&t.token))
+        .map(|t| match &t.token {
+            Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
+            _ => String::from("\0"),
+        })
+        .collect();
+    matches!(
+        words.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        ["BEGIN", "STATEMENT", "SET"] | ["END"] | ["EXECUTE", "STATEMENT", "SET", "BEGIN"]
+    )
 }
 
 /// `SET 'a.b' = ...` (Flink's form): the string key becomes the quoted

@@ -278,7 +278,7 @@ pub fn aggregate_functions() -> Vec<AggregateUDF> {
     ]
 }
 
-/// Registers eddy's functions (windows and aggregates) with a DataFusion
+/// Registers eddy's functions (windows, aggregates, Flink's functions) with a DataFusion
 /// session, e.g. to run eddy's SQL as a batch query.
 pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
     for udf in crate::udf::window_functions() {
@@ -287,6 +287,7 @@ pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
     for udaf in aggregate_functions() {
         ctx.register_udaf(udaf);
     }
+    crate::flink_functions::register(ctx);
 }
 
 #[cfg(test)]
