@@ -15,6 +15,7 @@ pub mod context;
 pub mod ddl;
 pub mod error;
 pub mod flink_functions;
+pub mod flink_windows;
 pub mod params;
 pub mod planner;
 pub mod side_streams;

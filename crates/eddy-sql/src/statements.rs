@@ -154,10 +154,14 @@ fn parse_one(
     }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let tokens = quote_time_units(quote_set_key(tokens));
-    let statement = Parser::new(dialect)
+    let (tokens, window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens);
+    let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
+    crate::flink_windows::rewrite_group_windows(&mut statement);
+    crate::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
+        .map_err(|e| SqlError::at(&position, e))?;
     Ok(Some(ParsedStatement {
         statement,
         position,
