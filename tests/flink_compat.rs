@@ -112,3 +112,22 @@ fn a_window_table_function_needs_a_window_group_by() {
         "{error}"
     );
 }
+
+#[test]
+fn a_window_over_another_column_than_event_time_is_refused() {
+    let params = BTreeMap::from([("DATA".to_string(), "unused".to_string())]);
+    for query in [
+        "SELECT COUNT(*) FROM clicks GROUP BY TUMBLE(ts, INTERVAL '5' SECOND)",
+        "SELECT window_start, COUNT(*) FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY window_start, window_end",
+    ] {
+        let files = [SqlFile {
+            name: "flink.sql".into(),
+            text: format!("{SOURCE}{query};\n"),
+        }];
+        let error = eddy_sql::compile(&files, &params).err().unwrap().to_string();
+        assert!(
+            error.contains("eddy windows by the input's event time, 'event_time': name that column"),
+            "{query}: {error}"
+        );
+    }
+}

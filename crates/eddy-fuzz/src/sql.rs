@@ -71,6 +71,23 @@ pub const DICTIONARY: &[&str] = &[
     "w.end",
     "\u{feff}",
     "é",
+    "TABLE(TUMBLE(TABLE ",
+    "TABLE(HOP(TABLE ",
+    "DESCRIPTOR(",
+    "window_start",
+    "window_end",
+    "window_time",
+    "TUMBLE(",
+    "HOP(",
+    "TUMBLE_START(",
+    "HOP_ROWTIME(",
+    "TIMESTAMPDIFF(SECOND, ",
+    "TIMESTAMPADD(MONTH, ",
+    "MOD(",
+    "TO_TIMESTAMP_LTZ(",
+    "DATE_FORMAT(",
+    "BEGIN STATEMENT SET;",
+    "END;",
 ];
 
 /// Plans `text` as a SQL file; a panic or a hang is the failure the

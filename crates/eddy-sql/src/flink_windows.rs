@@ -5,9 +5,9 @@
 //!
 //! | Flink | eddy |
 //! |---|---|
-//! | `GROUP BY TUMBLE(ts, size)` | `GROUP BY tumble(size)` |
-//! | `GROUP BY HOP(ts, slide, size)` | `GROUP BY hop(slide, size)` |
-//! | `TUMBLE_START(ts, size)`, `HOP_START(ts, slide, size)` | `get_field(tumble(size), 'start')` ... |
+//! | `GROUP BY TUMBLE(ts, size)` | `GROUP BY tumble(size, ts)` |
+//! | `GROUP BY HOP(ts, slide, size)` | `GROUP BY hop(slide, size, ts)` |
+//! | `TUMBLE_START(ts, size)`, `HOP_START(ts, slide, size)` | `get_field(tumble(size, ts), 'start')` ... |
 //! | `TUMBLE_END(...)`, `HOP_END(...)` | `get_field(..., 'end')` |
 //! | `TUMBLE_ROWTIME(...)`, `HOP_ROWTIME(...)` | `get_field(..., 'end') - INTERVAL '1' MILLISECOND` |
 //!
@@ -21,12 +21,12 @@
 //!
 //! [`cut_window_tvfs`] replaces the `TABLE(...)` call with the table itself
 //! (on tokens, before parsing) and [`rewrite_tvf_selects`] makes the query
-//! over it group by `tumble(size)`, with `window_start`, `window_end` and
+//! over it group by `tumble(size, ts)`, with `window_start`, `window_end` and
 //! `window_time` (end - 1 ms) taken from the window.
 //!
 //! eddy's windows always use their input's event time: the time argument
-//! must be that column (the planner rejects windows over a stream without
-//! one). `SESSION` and `CUMULATE` windows are not supported yet and are
+//! travels as the window call's last argument and the planner refuses one
+//! that is not that column. `SESSION` and `CUMULATE` windows are not supported yet and are
 //! left for the planner to reject.
 
 use std::ops::ControlFlow;
@@ -83,6 +83,7 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
             let name = k + 5;
             word(at(name)?)?;
             let descriptor = word(at(k + 7)?)?;
+            let time_column = at(k + 9)?.to_string();
             if at(k + 6) != Some(&Token::Comma)
                 || !descriptor.eq_ignore_ascii_case("descriptor")
                 || at(k + 8) != Some(&Token::LParen)
@@ -116,7 +117,7 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
                 j + 1,
                 WindowTvf {
                     table,
-                    window: format!("{kind}({})", args.trim()),
+                    window: format!("{kind}({}, {time_column})", args.trim()),
                 },
             ))
         })();
@@ -287,7 +288,10 @@ fn rewrite(expr: &Expr) -> Option<Expr> {
     if args.len() != wanted {
         return None;
     }
-    let window = call(kind, args[1..].to_vec());
+    // The time column goes last, where the planner checks it.
+    let mut window_args = args[1..].to_vec();
+    window_args.push(args[0].clone());
+    let window = call(kind, window_args);
     Some(match field {
         None => window,
         Some("rowtime") => Expr::BinaryOp {
@@ -377,11 +381,11 @@ mod tests {
     fn legacy_group_windows_become_eddys() {
         assert_eq!(
             rewritten("SELECT TUMBLE_START(ts, INTERVAL '5' SECOND), TUMBLE_ROWTIME(ts, INTERVAL '5' SECOND), count(*) FROM t GROUP BY TUMBLE(ts, INTERVAL '5' SECOND)"),
-            "SELECT get_field(tumble(INTERVAL '5' SECOND), 'start'), get_field(tumble(INTERVAL '5' SECOND), 'end') - INTERVAL '1' MILLISECOND, count(*) FROM t GROUP BY tumble(INTERVAL '5' SECOND)"
+            "SELECT get_field(tumble(INTERVAL '5' SECOND, ts), 'start'), get_field(tumble(INTERVAL '5' SECOND, ts), 'end') - INTERVAL '1' MILLISECOND, count(*) FROM t GROUP BY tumble(INTERVAL '5' SECOND, ts)"
         );
         assert_eq!(
             rewritten("SELECT HOP_END(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND) FROM t GROUP BY HOP(ts, INTERVAL '1' SECOND, INTERVAL '3' SECOND), k"),
-            "SELECT get_field(hop(INTERVAL '1' SECOND, INTERVAL '3' SECOND), 'end') FROM t GROUP BY hop(INTERVAL '1' SECOND, INTERVAL '3' SECOND), k"
+            "SELECT get_field(hop(INTERVAL '1' SECOND, INTERVAL '3' SECOND, ts), 'end') FROM t GROUP BY hop(INTERVAL '1' SECOND, INTERVAL '3' SECOND, ts), k"
         );
         // eddy's own forms are left alone.
         assert_eq!(

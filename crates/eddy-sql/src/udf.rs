@@ -10,7 +10,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{plan_err, Result, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
 use eddy_engine::window::{window_struct_type, WindowSpec};
 
@@ -46,13 +47,21 @@ impl ScalarUDFImpl for WindowFunction {
 /// The `tumble` and `hop` functions, ready to register.
 pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
     vec![
+        // An optional last argument names the time column (Flink's spellings
+        // carry it); the planner checks it is the input's event time.
         Arc::new(ScalarUDF::from(WindowFunction {
             name: TUMBLE,
-            signature: Signature::any(1, Volatility::Volatile),
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Volatile,
+            ),
         })),
         Arc::new(ScalarUDF::from(WindowFunction {
             name: HOP,
-            signature: Signature::any(2, Volatility::Volatile),
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(2), TypeSignature::Any(3)],
+                Volatility::Volatile,
+            ),
         })),
     ]
 }
@@ -89,6 +98,22 @@ fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> 
     Ok(ms)
 }
 
+/// The time column a window call names (Flink's spellings do, as an extra
+/// last argument), if any.
+pub fn window_time_argument(expr: &Expr) -> Option<&Expr> {
+    let expr = match expr {
+        Expr::Alias(a) => a.expr.as_ref(),
+        e => e,
+    };
+    let Expr::ScalarFunction(call) = expr else {
+        return None;
+    };
+    match (call.func.name(), call.args.len()) {
+        (TUMBLE, 2) | (HOP, 3) => call.args.last(),
+        _ => None,
+    }
+}
+
 /// If `expr` is a call of `tumble` or `hop`, the window it defines.
 pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String>> {
     let expr = match expr {
@@ -110,8 +135,9 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
                 }),
         ),
         HOP => Some((|| {
-            let [slide, width] = call.args.as_slice() else {
-                return Err("hop() takes (slide, width)".to_string());
+            let (slide, width) = match call.args.as_slice() {
+                [slide, width] | [slide, width, _] => (slide, width),
+                _ => return Err("hop() takes (slide, width)".to_string()),
             };
             let (slide_ms, width_ms) = (duration_ms(HOP, slide)?, duration_ms(HOP, width)?);
             if slide_ms > width_ms {

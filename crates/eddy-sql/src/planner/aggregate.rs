@@ -19,7 +19,7 @@ use eddy_engine::window::window_struct_type;
 use super::stream::{Endpoint, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use crate::udf::window_spec;
+use crate::udf::{window_spec, window_time_argument};
 
 impl Compiler {
     pub(super) fn plan_aggregate(
@@ -32,12 +32,14 @@ impl Compiler {
         let input_arrow = Arc::new(input.schema.as_arrow().clone());
 
         let mut window = None;
+        let mut window_time = None;
         let mut group_columns = Vec::new();
         let mut keys = Vec::new();
         for (i, expr) in aggregate.group_expr.iter().enumerate() {
             match window_spec(expr) {
                 Some(spec) => {
                     let spec = spec.map_err(|m| SqlError::at(position, m))?;
+                    window_time = window_time_argument(expr).cloned();
                     if window.replace(spec).is_some() {
                         return Err(SqlError::at(
                             position,
@@ -68,6 +70,16 @@ impl Compiler {
                 "a window needs event time, but this input has none: declare `WATERMARK FOR <column> AS ...` on the source table and keep that column in the query",
             ));
         };
+        if let Some(named) = window_time {
+            let event_time = input.schema.field(time.column).name();
+            let same = matches!(&named, datafusion::logical_expr::Expr::Column(c) if c.name.eq_ignore_ascii_case(event_time));
+            if !same {
+                return Err(SqlError::at(
+                    position,
+                    format!("the window is over {named}, but eddy windows by the input's event time, '{event_time}': name that column"),
+                ));
+            }
+        }
 
         let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
         for expr in &aggregate.aggr_expr {
