@@ -131,3 +131,40 @@ fn a_window_over_another_column_than_event_time_is_refused() {
         );
     }
 }
+
+#[test]
+fn flinks_computed_column_shorthand_takes_its_expressions_type() {
+    let flink_source = "
+CREATE TABLE clicks (
+  user_id VARCHAR NOT NULL, page VARCHAR NOT NULL, amount DOUBLE, ts BIGINT,
+  event_time AS TO_TIMESTAMP_LTZ(ts, 3),
+  cents AS CAST(amount * 100 AS BIGINT),
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${DATA}/clicks.ndjson');
+";
+    let query = "SELECT window_start, user_id, COUNT(*) AS n, SUM(cents) AS cents
+         FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+         GROUP BY window_start, window_end, user_id";
+    let params = BTreeMap::from([(
+        "DATA".to_string(),
+        common::repo_root().join("tests/data").display().to_string(),
+    )]);
+    let expected_source = SOURCE.replace(
+        "  WATERMARK FOR",
+        "  cents BIGINT GENERATED ALWAYS AS (CAST(amount * 100 AS BIGINT)) STORED,\n  WATERMARK FOR",
+    );
+    let run_with = |source: &str| {
+        let files = [SqlFile {
+            name: "flink.sql".into(),
+            text: format!("{source}{query};\n"),
+        }];
+        common::sorted(
+            common::run_captured(&files, &params, BTreeMap::new(), 8192)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .lines,
+        )
+    };
+    let expected = run_with(&expected_source);
+    assert!(expected.len() > 5);
+    assert_eq!(run_with(flink_source), expected);
+}

@@ -42,6 +42,15 @@ impl TableDef {
     }
 }
 
+/// The type the statement reader gives Flink's `col AS expr` columns: the
+/// column takes its expression's type.
+pub const INFERRED_TYPE: &str = "__eddy_inferred";
+
+fn is_inferred(data_type: &datafusion::sql::sqlparser::ast::DataType) -> bool {
+    matches!(data_type, datafusion::sql::sqlparser::ast::DataType::Custom(name, _)
+        if name.to_string().eq_ignore_ascii_case(INFERRED_TYPE))
+}
+
 fn option_value(expr: &SqlExpr) -> Option<String> {
     match expr {
         SqlExpr::Value(v) => match &v.value {
@@ -134,6 +143,11 @@ pub fn table_def(
         if generation.is_none() {
             physical_defs.push(plain.clone());
         }
+        if is_inferred(&plain.data_type) {
+            // Flink's `col AS expr`: planned as a BIGINT here, given the
+            // expression's own type below.
+            plain.data_type = datafusion::sql::sqlparser::ast::DataType::BigInt(None);
+        }
         all_defs.push(plain);
         generated.push(generation);
     }
@@ -166,18 +180,42 @@ pub fn table_def(
                             ),
                         )
                     })?;
-                let physical_expr = crate::context::physical_expr(state, logical, &physical_df)
-                    .map_err(|e| {
-                        SqlError::at(
-                            position,
-                            format!(
-                                "computed column '{}': {}",
-                                field.name(),
-                                e.strip_backtrace()
-                            ),
-                        )
-                    })?;
-                let out = field.as_ref().clone().with_nullable(true);
+                let physical_expr =
+                    crate::context::physical_expr(state, logical.clone(), &physical_df).map_err(
+                        |e| {
+                            SqlError::at(
+                                position,
+                                format!(
+                                    "computed column '{}': {}",
+                                    field.name(),
+                                    e.strip_backtrace()
+                                ),
+                            )
+                        },
+                    )?;
+                let inferred = create.columns.iter().any(|c| {
+                    c.name.value.eq_ignore_ascii_case(field.name()) && is_inferred(&c.data_type)
+                });
+                let data_type = if inferred {
+                    datafusion::logical_expr::ExprSchemable::get_type(&logical, &physical_df)
+                        .map_err(|e| {
+                            SqlError::at(
+                                position,
+                                format!(
+                                    "computed column '{}': {}",
+                                    field.name(),
+                                    e.strip_backtrace()
+                                ),
+                            )
+                        })?
+                } else {
+                    field.data_type().clone()
+                };
+                let out = field
+                    .as_ref()
+                    .clone()
+                    .with_data_type(data_type)
+                    .with_nullable(true);
                 output_fields.push(out.clone());
                 columns.push(SourceColumn::Computed(ComputedColumn {
                     field: out,

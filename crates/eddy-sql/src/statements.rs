@@ -16,7 +16,7 @@ use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Statement
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Word};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace, Word};
 
 use crate::error::{Position, Result, SqlError};
 use crate::params::SourceMap;
@@ -153,6 +153,7 @@ fn parse_one(
         return Ok(None);
     }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
+    let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens);
     let mut statement = Parser::new(dialect)
@@ -167,6 +168,97 @@ fn parse_one(
         position,
         watermark,
     }))
+}
+
+/// Flink's computed columns, `CREATE TABLE t (..., ts AS expr, ...)`:
+/// rewritten as `ts <inferred> GENERATED ALWAYS AS (expr) STORED`, the column
+/// taking its expression's type (see `ddl`).
+fn flink_computed_columns(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    let is_create_table = significant.len() > 2
+        && is_keyword(&tokens[significant[0]].token, Keyword::CREATE)
+        && significant[1..]
+            .iter()
+            .take(4)
+            .any(|&i| is_keyword(&tokens[i].token, Keyword::TABLE));
+    if !is_create_table {
+        return tokens;
+    }
+    // (name index, AS index, index of the item's end) of each `name AS expr`.
+    let mut found = Vec::new();
+    let mut depth = 0;
+    let mut item_start = None;
+    for (k, &i) in significant.iter().enumerate() {
+        match tokens[i].token {
+            Token::LParen => {
+                depth += 1;
+                if depth == 1 && item_start.is_none() && found.is_empty() {
+                    item_start = Some(k + 1);
+                }
+                continue;
+            }
+            Token::RParen => {
+                if depth == 1 {
+                    if let Some((name, as_at, None)) = found.last().copied() {
+                        found.pop();
+                        found.push((name, as_at, Some(k)));
+                    }
+                    break;
+                }
+                depth -= 1;
+                continue;
+            }
+            Token::Comma if depth == 1 => {
+                if let Some((name, as_at, None)) = found.last().copied() {
+                    found.pop();
+                    found.push((name, as_at, Some(k)));
+                }
+                item_start = Some(k + 1);
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 1 && item_start == Some(k) {
+            let next = significant.get(k + 1).map(|&j| &tokens[j].token);
+            let is_name = matches!(&tokens[i].token, Token::Word(w) if w.keyword == Keyword::NoKeyword || w.quote_style.is_some());
+            if is_name && next.is_some_and(|t| is_keyword(t, Keyword::AS)) {
+                found.push((k, k + 1, None));
+            }
+        }
+    }
+    let found: Vec<(usize, usize, usize)> = found
+        .into_iter()
+        .filter_map(|(n, a, end)| Some((n, a, end?)))
+        .collect();
+    if found.is_empty() {
+        return tokens;
+    }
+    let word = |text: &str| TokenWithSpan::wrap(Token::make_word(text, None));
+    let space = || TokenWithSpan::wrap(Token::Whitespace(Whitespace::Space));
+    let mut out = Vec::with_capacity(tokens.len() + found.len() * 10);
+    let mut next = 0;
+    for (name, as_at, end) in found {
+        let (name, as_at, end) = (significant[name], significant[as_at], significant[end]);
+        out.extend_from_slice(&tokens[next..=name]);
+        out.extend([
+            space(),
+            word(crate::ddl::INFERRED_TYPE),
+            space(),
+            word("GENERATED"),
+            space(),
+            word("ALWAYS"),
+            space(),
+            word("AS"),
+            TokenWithSpan::wrap(Token::LParen),
+        ]);
+        out.extend_from_slice(&tokens[as_at + 1..end]);
+        out.extend([TokenWithSpan::wrap(Token::RParen), space(), word("STORED")]);
+        next = end;
+    }
+    out.extend_from_slice(&tokens[next..]);
+    out
 }
 
 /// Flink's `TIMESTAMPDIFF(SECOND, ...)` / `TIMESTAMPADD(DAY, ...)`: the unit
