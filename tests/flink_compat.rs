@@ -168,3 +168,49 @@ CREATE TABLE clicks (
     assert!(expected.len() > 5);
     assert_eq!(run_with(flink_source), expected);
 }
+
+#[test]
+fn interval_join_bounds_count_in_where_and_comma_joins() {
+    let tables = "
+CREATE TABLE clicks (
+  user_id VARCHAR, page VARCHAR, amount DOUBLE, ts BIGINT,
+  event_time AS TO_TIMESTAMP_LTZ(ts, 3),
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'file', path = '${DATA}/clicks.ndjson');
+CREATE TABLE signups (
+  user_id VARCHAR, ts BIGINT,
+  event_time AS TO_TIMESTAMP_LTZ(ts, 3),
+  WATERMARK FOR event_time AS event_time - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/signups.ndjson');
+";
+    let on = "SELECT c.user_id, c.ts AS click_ts, s.ts AS signup_ts FROM clicks c JOIN signups s
+          ON c.user_id = s.user_id AND s.event_time BETWEEN c.event_time - INTERVAL '1' SECOND AND c.event_time";
+    let spellings = [
+        "SELECT c.user_id, c.ts AS click_ts, s.ts AS signup_ts FROM clicks c JOIN signups s ON c.user_id = s.user_id
+          WHERE s.event_time BETWEEN c.event_time - INTERVAL '1' SECOND AND c.event_time",
+        "SELECT c.user_id, c.ts AS click_ts, s.ts AS signup_ts FROM clicks c, signups s
+          WHERE c.user_id = s.user_id AND s.event_time >= c.event_time - INTERVAL '1' SECOND AND s.event_time <= c.event_time",
+    ];
+    let params = BTreeMap::from([(
+        "DATA".to_string(),
+        common::repo_root().join("tests/data").display().to_string(),
+    )]);
+    let run_query = |query: &str, batch_size: usize| {
+        let files = [SqlFile {
+            name: "join.sql".into(),
+            text: format!("{tables}{query};\n"),
+        }];
+        common::sorted(
+            common::run_captured(&files, &params, BTreeMap::new(), batch_size)
+                .unwrap_or_else(|e| panic!("{query}: {e}"))
+                .lines,
+        )
+    };
+    for batch_size in [1, 8192] {
+        let expected = run_query(on, batch_size);
+        assert!(!expected.is_empty());
+        for query in spellings {
+            assert_eq!(run_query(query, batch_size), expected, "{query}");
+        }
+    }
+}

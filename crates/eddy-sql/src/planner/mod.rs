@@ -593,6 +593,18 @@ impl Compiler {
                 Ok(stream)
             }
             LogicalPlan::Filter(filter) => {
+                // WHERE over an inner (or comma) join: its conditions are the
+                // join's, so time bounds and keys count wherever they sit.
+                if let LogicalPlan::Join(join) = filter.input.as_ref() {
+                    if join.join_type == datafusion::common::JoinType::Inner {
+                        let mut merged = join.clone();
+                        merged.filter = Some(match &join.filter {
+                            Some(on) => on.clone().and(filter.predicate.clone()),
+                            None => filter.predicate.clone(),
+                        });
+                        return self.plan_join(&merged, position);
+                    }
+                }
                 let mut stream = self.plan_stream(&filter.input, position)?;
                 let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
                     .map_err(|e| self.df_error(position, e))?;
