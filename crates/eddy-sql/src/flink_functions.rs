@@ -8,6 +8,7 @@
 //! | `TIMESTAMPADD(unit, n, t)` | `t` plus `n` `unit`s (months and years by the calendar) |
 //! | `DATE_FORMAT(t, pattern)` | `t` formatted with a Java `SimpleDateFormat` pattern (`yyyy-MM-dd HH:mm:ss`) |
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
+//! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON |
 //!
 //! The unit of `TIMESTAMPDIFF`/`TIMESTAMPADD` is a keyword in Flink; the
 //! statement reader turns it into a string before DataFusion parses it. All
@@ -39,6 +40,7 @@ pub fn register(ctx: &SessionContext) {
         ScalarUDF::from(TimestampDiff::new()),
         ScalarUDF::from(TimestampAdd::new()),
         ScalarUDF::from(DateFormat::new()),
+        ScalarUDF::from(JsonValue::new()),
     ] {
         ctx.register_udf(udf);
     }
@@ -457,6 +459,105 @@ impl ScalarUDFImpl for DateFormat {
     }
 }
 
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonValue {
+    signature: Signature,
+}
+
+impl JsonValue {
+    fn new() -> Self {
+        Self {
+            signature: Signature::exact(
+                vec![DataType::Utf8, DataType::Utf8],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+/// One step of a JSON path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PathStep {
+    Key(String),
+    Index(usize),
+}
+
+/// Parses `$`, `$.a.b`, `$['a b'][0]`; `None` for anything else.
+fn json_path(path: &str) -> Option<Vec<PathStep>> {
+    let mut rest = path.trim().strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            if end == 0 {
+                return None;
+            }
+            steps.push(PathStep::Key(after[..end].to_string()));
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let inside = after[..end].trim();
+            let step = match inside.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
+                Some(key) => PathStep::Key(key.to_string()),
+                None => PathStep::Index(inside.parse().ok()?),
+            };
+            steps.push(step);
+            rest = &after[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+/// The scalar at `steps` in `text`, as Flink's JSON_VALUE returns it.
+fn json_scalar(text: &str, steps: &[PathStep]) -> Option<String> {
+    let root: serde_json::Value = serde_json::from_str(text).ok()?;
+    let mut at = &root;
+    for step in steps {
+        at = match step {
+            PathStep::Key(key) => at.get(key.as_str())?,
+            PathStep::Index(i) => at.get(*i)?,
+        };
+    }
+    match at {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for JsonValue {
+    signature_impl!("json_value");
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let path = constant_text(&args.args[1], "json_value", "path")?;
+        let Some(steps) = json_path(&path) else {
+            return exec_err!(
+                "json_value: '{path}' is not a JSON path such as '$.a.b' or '$.items[0]'"
+            );
+        };
+        let a = arrays(&args)?;
+        let text = cast(&a[0], &DataType::Utf8)?;
+        let Some(text) = text
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::StringArray>()
+        else {
+            return exec_err!("json_value: a string of JSON expected");
+        };
+        let out: datafusion::arrow::array::StringArray = text
+            .iter()
+            .map(|t| t.and_then(|t| json_scalar(t, &steps)))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -501,6 +602,20 @@ mod tests {
             Some(366 * day),
             "2024 is a leap year"
         );
+    }
+
+    #[test]
+    fn json_value_reads_scalars_at_a_path() {
+        let doc = r#"{"a": {"b": [10, "x", {"c": true}]}, "k y": 1.5}"#;
+        let at = |path: &str| json_scalar(doc, &json_path(path).unwrap());
+        assert_eq!(at("$.a.b[0]"), Some("10".into()));
+        assert_eq!(at("$.a.b[1]"), Some("x".into()));
+        assert_eq!(at("$.a.b[2].c"), Some("true".into()));
+        assert_eq!(at("$['k y']"), Some("1.5".into()));
+        assert_eq!(at("$.a"), None, "not a scalar");
+        assert_eq!(at("$.nope"), None);
+        assert_eq!(json_scalar("not json", &json_path("$.a").unwrap()), None);
+        assert_eq!(json_path("a.b"), None);
     }
 
     #[test]
