@@ -16,6 +16,7 @@ pub mod ddl;
 pub mod error;
 pub mod flink_functions;
 pub mod flink_windows;
+pub mod output_names;
 pub mod params;
 pub mod planner;
 pub mod side_streams;

@@ -163,6 +163,7 @@ fn parse_one(
     crate::flink_windows::rewrite_group_windows(&mut statement);
     crate::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
         .map_err(|e| SqlError::at(&position, e))?;
+    crate::output_names::name_function_columns(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,
