@@ -165,7 +165,7 @@ mod tests {
             .unwrap()
             .parse_statement()
             .unwrap();
-        crate::flink_windows::rewrite_group_windows(&mut legacy);
+        crate::flink_windows::rewrite_group_windows(&mut legacy).unwrap();
         name_function_columns(&mut legacy);
         let text = legacy.to_string();
         assert!(

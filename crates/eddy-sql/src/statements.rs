@@ -155,12 +155,16 @@ fn parse_one(
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
-    let (tokens, window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens);
+    let unsupported = |(line, column, message): crate::flink_windows::Unsupported| {
+        SqlError::at(&map.position(line, column), message)
+    };
+    let (tokens, window_tvfs) =
+        crate::flink_windows::cut_window_tvfs(tokens).map_err(unsupported)?;
     let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
-    crate::flink_windows::rewrite_group_windows(&mut statement);
+    crate::flink_windows::rewrite_group_windows(&mut statement).map_err(unsupported)?;
     crate::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
         .map_err(|e| SqlError::at(&position, e))?;
     crate::output_names::name_function_columns(&mut statement);
