@@ -126,7 +126,9 @@ pub fn table_def(
     // Columns: physical ones first get a schema of their own.
     let mut physical_defs = Vec::new();
     let mut all_defs = Vec::new();
-    let mut generated: Vec<Option<SqlExpr>> = Vec::new();
+    // Per column: its generation expression, and whether it takes the
+    // expression's type (Flink's `col AS expr`).
+    let mut generated: Vec<Option<(SqlExpr, bool)>> = Vec::new();
     for column in &create.columns {
         let mut plain = column.clone();
         let mut generation = None;
@@ -143,13 +145,14 @@ pub fn table_def(
         if generation.is_none() {
             physical_defs.push(plain.clone());
         }
-        if is_inferred(&plain.data_type) {
+        let inferred = is_inferred(&plain.data_type);
+        if inferred {
             // Flink's `col AS expr`: planned as a BIGINT here, given the
             // expression's own type below.
             plain.data_type = datafusion::sql::sqlparser::ast::DataType::BigInt(None);
         }
         all_defs.push(plain);
-        generated.push(generation);
+        generated.push(generation.map(|expr| (expr, inferred)));
     }
     let plan_error =
         |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
@@ -167,47 +170,26 @@ pub fn table_def(
                 physical_index += 1;
                 output_fields.push(field.as_ref().clone());
             }
-            Some(expr) => {
+            Some((expr, inferred)) => {
+                let column_error = |e: datafusion::error::DataFusionError| {
+                    SqlError::at(
+                        position,
+                        format!(
+                            "computed column '{}': {}",
+                            field.name(),
+                            e.strip_backtrace()
+                        ),
+                    )
+                };
                 let logical = planner
                     .sql_to_expr(expr, &physical_df, &mut PlannerContext::new())
-                    .map_err(|e| {
-                        SqlError::at(
-                            position,
-                            format!(
-                                "computed column '{}': {}",
-                                field.name(),
-                                e.strip_backtrace()
-                            ),
-                        )
-                    })?;
+                    .map_err(column_error)?;
                 let physical_expr =
-                    crate::context::physical_expr(state, logical.clone(), &physical_df).map_err(
-                        |e| {
-                            SqlError::at(
-                                position,
-                                format!(
-                                    "computed column '{}': {}",
-                                    field.name(),
-                                    e.strip_backtrace()
-                                ),
-                            )
-                        },
-                    )?;
-                let inferred = create.columns.iter().any(|c| {
-                    c.name.value.eq_ignore_ascii_case(field.name()) && is_inferred(&c.data_type)
-                });
+                    crate::context::physical_expr(state, logical.clone(), &physical_df)
+                        .map_err(column_error)?;
                 let data_type = if inferred {
                     datafusion::logical_expr::ExprSchemable::get_type(&logical, &physical_df)
-                        .map_err(|e| {
-                            SqlError::at(
-                                position,
-                                format!(
-                                    "computed column '{}': {}",
-                                    field.name(),
-                                    e.strip_backtrace()
-                                ),
-                            )
-                        })?
+                        .map_err(column_error)?
                 } else {
                     field.data_type().clone()
                 };

@@ -32,7 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use super::format::{FileFormat, FormatWriter};
 use super::partition::PartitionBy;
-use super::{another_sinks_state, create_file, io_error, sync_dir, written_elsewhere};
+use super::{
+    another_sinks_state, create_file, io_error, remove_files, sync_dir, written_elsewhere,
+};
 use crate::error::{ConnectorError, Result};
 use crate::sinks::commit::SinkState;
 
@@ -128,16 +130,11 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
 fn remove_where(dir: &Path, remove: impl Fn(&str) -> bool) -> Result<()> {
     let mut files = Vec::new();
     walk(dir, &mut files)?;
-    for file in files {
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if remove(&name) {
-            std::fs::remove_file(&file).map_err(|e| io_error(&file, e))?;
-        }
-    }
-    Ok(())
+    files.retain(|file| {
+        file.file_name()
+            .is_some_and(|n| remove(&n.to_string_lossy()))
+    });
+    remove_files(&files)
 }
 
 impl RollingFileSink {
