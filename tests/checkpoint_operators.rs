@@ -4,8 +4,8 @@
 //! freshly created operator, which continues with the rest of the input.
 //! Its output then equals an uninterrupted run's, and so does the output of
 //! the operator that was snapshotted and simply went on. Swept over batch
-//! sizes and cut points, for windows (tumble, hop, keyless, many
-//! aggregates), interval joins (inner, left, full), OVER (running
+//! sizes and cut points, for windows (tumble, hop, cumulate, session,
+//! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
 //! aggregates, lag, row_number, a state TTL), union, source runners and
 //! source connectors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -37,6 +37,9 @@ CREATE TABLE a (k VARCHAR, v DOUBLE, ts BIGINT,
   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND) WITH (connector = 'stdin');
 CREATE TABLE b (k VARCHAR, v DOUBLE, ts BIGINT,
   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND) WITH (connector = 'stdin');
+CREATE TABLE seconds (k VARCHAR, v DOUBLE, ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts - ts % 1000)) STORED,
   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND) WITH (connector = 'stdin');
 ";
 
@@ -327,6 +330,39 @@ fn hopping_windows_without_keys() {
         "SELECT w.start, w.end, n, total FROM (
            SELECT hop(INTERVAL '1' SECOND, INTERVAL '4' SECOND) AS w, count(*) AS n, sum(v) AS total FROM a GROUP BY w)",
         "window_aggregate",
+    );
+}
+
+#[test]
+fn cumulating_windows_per_key() {
+    check(
+        "SELECT w.start, w.end, k, n, total FROM (
+           SELECT cumulate(INTERVAL '1' SECOND, INTERVAL '4' SECOND) AS w, k, count(*) AS n, sum(v) AS total
+           FROM a GROUP BY w, k)",
+        "window_aggregate",
+    );
+}
+
+#[test]
+fn session_windows_per_key() {
+    check(
+        "SELECT w.start, w.end, k, n, total, high FROM (
+           SELECT session(INTERVAL '300' MILLISECOND) AS w, k, count(*) AS n, sum(v) AS total, max(v) AS high
+           FROM a GROUP BY w, k)",
+        "session_aggregate",
+    );
+}
+
+#[test]
+fn window_rank_keeps_each_windows_rows_until_complete() {
+    // `seconds` has one event time per second: every second's rows are a
+    // window's results to rank.
+    check(
+        "SELECT * FROM (
+           SELECT k, v, event_time, ROW_NUMBER() OVER (PARTITION BY event_time ORDER BY v DESC, k) AS rn,
+                  DENSE_RANK() OVER (PARTITION BY event_time ORDER BY v DESC, k) AS dr
+           FROM seconds) WHERE rn <= 3",
+        "window_rank",
     );
 }
 

@@ -1,6 +1,7 @@
 //! Differential tests: windowed queries run by eddy's streaming engine must
 //! produce exactly the rows DataFusion computes for the same aggregation as
-//! one batch query over the whole input — on randomized inputs with bounded
+//! one batch query over the whole input (tumble, hop, cumulate and session
+//! windows, cascading windows, window Top-N, window joins) — on randomized inputs with bounded
 //! disorder (no late rows), for batch sizes 1, 7, 1024 and 8192.
 //!
 //! Rows are compared as JSON objects after sorting; floating-point values
@@ -123,6 +124,112 @@ fn cases() -> Vec<Case> {
                 .into(),
             batch: "SELECT date_bin(INTERVAL '5 seconds', event_time) AS ws, n % 3 AS bucket, count(*) AS c
                     FROM e WHERE k <> 'k03' GROUP BY 1, 2"
+                .into(),
+        },
+        Case {
+            name: "cumulate 2s/10s per key",
+            streaming: "SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS c, SUM(v) AS s
+                FROM TABLE(CUMULATE(TABLE events, DESCRIPTOR(event_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND))
+                GROUP BY window_start, window_end, k"
+                .into(),
+            batch: format!(
+                "SELECT ws, we, k, count(*) AS c, sum(v) AS s FROM ({}) WHERE event_time < we GROUP BY 1, 2, 3",
+                (1..=5)
+                    .map(|j| format!("SELECT date_bin(INTERVAL '10 seconds', event_time) AS ws, date_bin(INTERVAL '10 seconds', event_time) + INTERVAL '{} seconds' AS we, k, v, event_time FROM e", 2 * j))
+                    .collect::<Vec<_>>()
+                    .join(" UNION ALL ")
+            ),
+        },
+        Case {
+            name: "session windows, gap 1.5s, per key",
+            streaming: "SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS c, SUM(v) AS s, MAX(n) AS hi
+                FROM TABLE(SESSION(TABLE events PARTITION BY k, DESCRIPTOR(event_time), INTERVAL '1.5' SECOND))
+                GROUP BY window_start, window_end, k"
+                .into(),
+            // A row opens a session when the key's previous row is more than
+            // 1.5 s before it; sessions are numbered by a running sum of those.
+            batch: "SELECT min(event_time) AS ws, max(event_time) + INTERVAL '1500 milliseconds' AS we, k,
+                           count(*) AS c, sum(v) AS s, max(n) AS hi
+                    FROM (SELECT *, sum(fresh) OVER (PARTITION BY k ORDER BY ts, seq ROWS UNBOUNDED PRECEDING) AS session
+                          FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY ts, seq) <= 1500 THEN 0 ELSE 1 END AS fresh
+                                FROM (SELECT *, row_number() OVER () AS seq FROM e)))
+                    GROUP BY k, session"
+                .into(),
+        },
+        Case {
+            name: "cascading windows: 20 s over 5 s results",
+            streaming: "WITH five AS (
+                    SELECT window_time AS rowtime, k, SUM(v) AS partial
+                    FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+                    GROUP BY window_start, window_end, window_time, k)
+                SELECT window_start AS ws, window_end AS we, COUNT(*) AS groups, SUM(partial) AS s
+                FROM TABLE(TUMBLE(TABLE five, DESCRIPTOR(rowtime), INTERVAL '20' SECOND))
+                GROUP BY window_start, window_end"
+                .into(),
+            batch: "SELECT date_bin(INTERVAL '20 seconds', ws5) AS ws, date_bin(INTERVAL '20 seconds', ws5) + INTERVAL '20 seconds' AS we,
+                           count(*) AS groups, sum(partial) AS s
+                    FROM (SELECT date_bin(INTERVAL '5 seconds', event_time) AS ws5, k, sum(v) AS partial FROM e GROUP BY 1, 2)
+                    GROUP BY 1, 2"
+                .into(),
+        },
+        Case {
+            name: "window Top-N: row_number, rank and dense_rank per 10 s",
+            streaming: "SELECT * FROM (
+                SELECT ws, k, c, ROW_NUMBER() OVER (PARTITION BY ws, we ORDER BY c DESC, k) AS rn,
+                       RANK() OVER (PARTITION BY ws, we ORDER BY c DESC, k) AS r,
+                       DENSE_RANK() OVER (PARTITION BY ws, we ORDER BY c DESC, k) AS dr
+                FROM (SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS c
+                      FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+                      GROUP BY window_start, window_end, k)) WHERE rn <= 3"
+                .into(),
+            batch: "SELECT * FROM (
+                SELECT ws, k, c, ROW_NUMBER() OVER (PARTITION BY ws ORDER BY c DESC, k) AS rn,
+                       RANK() OVER (PARTITION BY ws ORDER BY c DESC, k) AS r,
+                       DENSE_RANK() OVER (PARTITION BY ws ORDER BY c DESC, k) AS dr
+                FROM (SELECT date_bin(INTERVAL '10 seconds', event_time) AS ws, k, count(*) AS c FROM e GROUP BY 1, 2)) WHERE rn <= 3"
+                .into(),
+        },
+        Case {
+            name: "window Top-N with ties: rank over counts",
+            streaming: "SELECT ws, k, c, r FROM (
+                SELECT ws, k, c, RANK() OVER (PARTITION BY ws, we ORDER BY c DESC) AS r
+                FROM (SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS c
+                      FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+                      GROUP BY window_start, window_end, k)) WHERE r <= 2"
+                .into(),
+            batch: "SELECT ws, k, c, r FROM (
+                SELECT ws, k, c, RANK() OVER (PARTITION BY ws ORDER BY c DESC) AS r
+                FROM (SELECT date_bin(INTERVAL '10 seconds', event_time) AS ws, k, count(*) AS c FROM e GROUP BY 1, 2)) WHERE r <= 2"
+                .into(),
+        },
+        Case {
+            name: "window FULL join of two window aggregates",
+            streaming: "SELECT COALESCE(l.ws, r.ws) AS ws, COALESCE(l.k, r.k) AS k, l.c AS even, r.s AS odd_sum
+                FROM (SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS c
+                      FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+                      WHERE n % 2 = 0 GROUP BY window_start, window_end, k) l
+                FULL JOIN (SELECT window_start AS ws, window_end AS we, k, SUM(v) AS s
+                      FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+                      WHERE n % 2 = 1 AND k <> 'k03' GROUP BY window_start, window_end, k) r
+                ON l.ws = r.ws AND l.we = r.we AND l.k = r.k"
+                .into(),
+            batch: "SELECT COALESCE(l.ws, r.ws) AS ws, COALESCE(l.k, r.k) AS k, l.c AS even, r.s AS odd_sum
+                FROM (SELECT date_bin(INTERVAL '5 seconds', event_time) AS ws, k, count(*) AS c FROM e WHERE n % 2 = 0 GROUP BY 1, 2) l
+                FULL JOIN (SELECT date_bin(INTERVAL '5 seconds', event_time) AS ws, k, sum(v) AS s FROM e WHERE n % 2 = 1 AND k <> 'k03' GROUP BY 1, 2) r
+                ON l.ws = r.ws AND l.k = r.k"
+                .into(),
+        },
+        Case {
+            name: "window join of window table functions' rows",
+            streaming: "SELECT a.k, a.ts AS ta, b.ts AS tb, a.window_start AS ws
+                FROM (SELECT * FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '2' SECOND)) WHERE v < 30) a
+                JOIN (SELECT * FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '2' SECOND)) WHERE v > 970) b
+                ON a.k = b.k AND a.window_start = b.window_start AND a.window_end = b.window_end"
+                .into(),
+            batch: "SELECT a.k, a.ts AS ta, b.ts AS tb, a.ws
+                FROM (SELECT *, date_bin(INTERVAL '2 seconds', event_time) AS ws FROM e WHERE v < 30) a
+                JOIN (SELECT *, date_bin(INTERVAL '2 seconds', event_time) AS ws FROM e WHERE v > 970) b
+                ON a.k = b.k AND a.ws = b.ws"
                 .into(),
         },
     ]

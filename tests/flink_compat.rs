@@ -108,7 +108,7 @@ fn a_window_table_function_needs_a_window_group_by() {
         .unwrap()
         .to_string();
     assert!(
-        error.contains("flink.sql:7:1: a window table function over clicks needs GROUP BY window_start, window_end"),
+        error.contains("flink.sql:7:37: a window table function over clicks needs GROUP BY window_start, window_end"),
         "{error}"
     );
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use datafusion::arrow::array::{Array, ArrayRef, Int64Array};
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, StructArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
@@ -24,7 +24,21 @@ pub const WATERMARK_MAX: Timestamp = i64::MAX;
 /// Converts an event-time column (any Arrow timestamp unit, or Int64 epoch
 /// milliseconds) into an `Int64Array` of epoch milliseconds. Sub-millisecond
 /// precision is truncated towards negative infinity.
+///
+/// A window struct `{start, end}` (a window aggregate's output) stands for its
+/// window time, `end - 1 ms`: the event time of a window's result, as in Flink.
 pub fn to_epoch_millis(column: &ArrayRef) -> Result<Int64Array> {
+    if let Some(window) = column.as_any().downcast_ref::<StructArray>() {
+        let end = window.column_by_name("end").ok_or_else(|| {
+            EngineError::operator("event time", "a struct event time needs an 'end' field")
+        })?;
+        let end = to_epoch_millis(end)?;
+        let window_time: Int64Array = end.iter().map(|v| v.map(|v| v.saturating_sub(1))).collect();
+        return Ok(match window.nulls() {
+            Some(nulls) => Int64Array::new(window_time.values().clone(), Some(nulls.clone())),
+            None => window_time,
+        });
+    }
     let millis = match column.data_type() {
         DataType::Int64 => column.clone(),
         DataType::Timestamp(TimeUnit::Millisecond, None) => cast(column, &DataType::Int64)?,

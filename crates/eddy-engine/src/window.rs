@@ -7,6 +7,11 @@
 //! `[start, start + W)` contains it (so to `ceil(W / S)` windows when S
 //! divides W).
 //!
+//! A cumulating window of step S and max size M starts every M and has
+//! windows ending every S up to M after that start; a row belongs to each
+//! one whose end is after it (so to up to `M / S` windows). Session windows
+//! depend on the data and live in `operators::session_aggregate`.
+//!
 //! A window value travels as a struct column `{start, end}` of millisecond
 //! timestamps (see [`window_struct_type`]).
 
@@ -30,40 +35,59 @@ pub enum WindowSpec {
         /// Window length.
         width_ms: i64,
     },
+    /// Growing windows (Flink's CUMULATE): every `max_ms` a new start, and
+    /// from it windows ending every `step_ms` up to `max_ms` long, so
+    /// `[s, s + step)`, `[s, s + 2 step)`, ... `[s, s + max)`. `step_ms`
+    /// divides `max_ms`.
+    Cumulate {
+        /// Distance between window ends.
+        step_ms: i64,
+        /// Length of the largest window (and distance between starts).
+        max_ms: i64,
+    },
 }
 
 impl WindowSpec {
-    /// Window length.
-    pub fn width_ms(&self) -> i64 {
-        match *self {
-            WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. } => width_ms,
-        }
-    }
-
-    /// Distance between consecutive window starts.
-    pub fn slide_ms(&self) -> i64 {
-        match *self {
-            WindowSpec::Tumble { width_ms } => width_ms,
-            WindowSpec::Hop { slide_ms, .. } => slide_ms,
-        }
-    }
-
     /// How many windows a row can belong to at most.
     pub fn windows_per_row(&self) -> i64 {
-        let (w, s) = (self.width_ms(), self.slide_ms());
-        (w + s - 1) / s
+        match *self {
+            WindowSpec::Tumble { .. } => 1,
+            WindowSpec::Hop { slide_ms, width_ms } => (width_ms + slide_ms - 1) / slide_ms,
+            WindowSpec::Cumulate { step_ms, max_ms } => max_ms / step_ms,
+        }
     }
 
-    /// The latest window start containing `t`.
-    pub fn last_start(&self, t: i64) -> i64 {
-        t - t.rem_euclid(self.slide_ms())
+    /// End of the `k`-th window (k = 0 first) that may contain `t`; `None`
+    /// when that window does not contain `t`. A window is identified by its
+    /// end: no two windows of one spec share it.
+    pub fn end_for(&self, t: i64, k: i64) -> Option<i64> {
+        match *self {
+            WindowSpec::Tumble { width_ms } => {
+                (k == 0).then(|| (t - t.rem_euclid(width_ms)).saturating_add(width_ms))
+            }
+            WindowSpec::Hop { slide_ms, width_ms } => {
+                let start = t - t.rem_euclid(slide_ms) - k * slide_ms;
+                let end = start.saturating_add(width_ms);
+                (end > t).then_some(end)
+            }
+            WindowSpec::Cumulate { step_ms, max_ms } => {
+                let end = (t - t.rem_euclid(max_ms)).saturating_add(max_ms - k * step_ms);
+                (end > t).then_some(end)
+            }
+        }
     }
 
-    /// Start of the `k`-th window (k = 0 is the latest) that may contain `t`;
-    /// `None` when that window does not contain `t`.
-    pub fn start_for(&self, t: i64, k: i64) -> Option<i64> {
-        let start = self.last_start(t) - k * self.slide_ms();
-        (start + self.width_ms() > t).then_some(start)
+    /// Start of the window that ends at `end`.
+    pub fn start_of(&self, end: i64) -> i64 {
+        match *self {
+            WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. } => {
+                end.saturating_sub(width_ms)
+            }
+            WindowSpec::Cumulate { max_ms, .. } => {
+                let last = end.saturating_sub(1);
+                last - last.rem_euclid(max_ms)
+            }
+        }
     }
 }
 
@@ -73,6 +97,9 @@ impl std::fmt::Display for WindowSpec {
             WindowSpec::Tumble { width_ms } => write!(f, "tumble({width_ms}ms)"),
             WindowSpec::Hop { slide_ms, width_ms } => {
                 write!(f, "hop(slide {slide_ms}ms, width {width_ms}ms)")
+            }
+            WindowSpec::Cumulate { step_ms, max_ms } => {
+                write!(f, "cumulate(step {step_ms}ms, max {max_ms}ms)")
             }
         }
     }
@@ -98,6 +125,13 @@ fn window_fields() -> Fields {
     ])
 }
 
+/// A column of windows `[starts[i], ends[i])`.
+pub fn window_struct_column(starts: Vec<i64>, ends: Vec<i64>) -> ArrayRef {
+    let starts: ArrayRef = Arc::new(TimestampMillisecondArray::from(starts));
+    let ends: ArrayRef = Arc::new(TimestampMillisecondArray::from(ends));
+    Arc::new(StructArray::new(window_fields(), vec![starts, ends], None))
+}
+
 /// A column of `rows` copies of the window `[start, end)`.
 pub fn window_struct_array(start: i64, end: i64, rows: usize) -> ArrayRef {
     let starts: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![start; rows]));
@@ -109,10 +143,35 @@ pub fn window_struct_array(start: i64, end: i64, rows: usize) -> ArrayRef {
 mod tests {
     use super::*;
 
+    /// Starts of the windows holding `t`, latest first.
     fn windows(spec: WindowSpec, t: i64) -> Vec<i64> {
         (0..spec.windows_per_row())
-            .filter_map(|k| spec.start_for(t, k))
+            .filter_map(|k| spec.end_for(t, k))
+            .map(|end| spec.start_of(end))
             .collect()
+    }
+
+    #[test]
+    fn cumulate_assigns_every_growing_window() {
+        let spec = WindowSpec::Cumulate {
+            step_ms: 2,
+            max_ms: 6,
+        };
+        let ends = |t| -> Vec<i64> {
+            (0..spec.windows_per_row())
+                .filter_map(|k| spec.end_for(t, k))
+                .collect()
+        };
+        // windows [0,2) [0,4) [0,6), then [6,8) ...
+        assert_eq!(ends(0), vec![6, 4, 2]);
+        assert_eq!(ends(3), vec![6, 4]);
+        assert_eq!(ends(5), vec![6]);
+        assert_eq!(ends(6), vec![12, 10, 8]);
+        assert_eq!(ends(-1), vec![0]);
+        assert_eq!(spec.start_of(4), 0);
+        assert_eq!(spec.start_of(6), 0);
+        assert_eq!(spec.start_of(8), 6);
+        assert_eq!(spec.start_of(0), -6);
     }
 
     #[test]

@@ -7,27 +7,32 @@
 //! |---|---|
 //! | `GROUP BY TUMBLE(ts, size)` | `GROUP BY tumble(size, ts)` |
 //! | `GROUP BY HOP(ts, slide, size)` | `GROUP BY hop(slide, size, ts)` |
-//! | `TUMBLE_START(ts, size)`, `HOP_START(ts, slide, size)` | `get_field(tumble(size, ts), 'start')` ... |
-//! | `TUMBLE_END(...)`, `HOP_END(...)` | `get_field(..., 'end')` |
-//! | `TUMBLE_ROWTIME(...)`, `HOP_ROWTIME(...)` | `get_field(..., 'end') - INTERVAL '1' MILLISECOND` |
+//! | `GROUP BY SESSION(ts, gap)` | `GROUP BY session(gap, ts)` |
+//! | `TUMBLE_START(ts, size)`, `HOP_START(...)`, `SESSION_START(...)` | `get_field(tumble(size, ts), 'start')` ... |
+//! | `TUMBLE_END(...)`, `HOP_END(...)`, `SESSION_END(...)` | `get_field(..., 'end')` |
+//! | `TUMBLE_ROWTIME(...)`, `HOP_ROWTIME(...)`, `SESSION_ROWTIME(...)` | `get_field(..., 'end') - INTERVAL '1' MILLISECOND` |
 //!
 //! Flink's window table functions are read the same way:
 //!
 //! ```sql
 //! SELECT window_start, window_end, k, count(*)
-//! FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))   -- or HOP(TABLE t, DESCRIPTOR(ts), slide, size)
+//! FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))
+//! -- or HOP(TABLE t, DESCRIPTOR(ts), slide, size)
+//! -- or CUMULATE(TABLE t, DESCRIPTOR(ts), step, max size)
+//! -- or SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)
 //! GROUP BY window_start, window_end, k
 //! ```
 //!
 //! [`cut_window_tvfs`] replaces the `TABLE(...)` call with the table itself
 //! (on tokens, before parsing) and [`rewrite_tvf_selects`] makes the query
-//! over it group by `tumble(size, ts)`, with `window_start`, `window_end` and
-//! `window_time` (end - 1 ms) taken from the window.
+//! over it group by `tumble(size, ts)` (`hop`, `cumulate`, `session`), with
+//! `window_start`, `window_end` and `window_time` (end - 1 ms) taken from the
+//! window. Sessions are per GROUP BY key, so SESSION's PARTITION BY columns
+//! must be grouped by.
 //!
 //! eddy's windows always use their input's event time: the time argument
 //! travels as the window call's last argument and the planner refuses one
-//! that is not that column. `SESSION` and `CUMULATE` windows are not supported yet and are
-//! left for the planner to reject.
+//! that is not that column.
 
 use std::ops::ControlFlow;
 
@@ -49,6 +54,10 @@ pub struct WindowTvf {
     pub table: String,
     /// eddy's window call, e.g. `tumble(INTERVAL '5' SECOND)`.
     pub window: String,
+    /// SESSION's `PARTITION BY` columns.
+    pub partition: Vec<String>,
+    /// Where the window function's name is written (line, column).
+    pub at: (u64, u64),
 }
 
 fn word(token: &Token) -> Option<&str> {
@@ -60,9 +69,8 @@ fn word(token: &Token) -> Option<&str> {
 
 /// Replaces each `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` (and `HOP`)
 /// in `tokens` with `t`, returning the windows found.
-pub fn cut_window_tvfs(
-    tokens: Vec<TokenWithSpan>,
-) -> Result<(Vec<TokenWithSpan>, Vec<WindowTvf>), Unsupported> {
+pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<WindowTvf>) {
+    let tokens = drop_argument_names(tokens);
     let significant: Vec<usize> = (0..tokens.len())
         .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
         .collect();
@@ -79,15 +87,7 @@ pub fn cut_window_tvfs(
             if at(k + 3) != Some(&Token::LParen) {
                 return None;
             }
-            if matches!(kind.as_str(), "session" | "cumulate") {
-                let location = tokens[significant[k + 2]].span.start;
-                return Some(Err((
-                    location.line,
-                    location.column,
-                    format!("{} {UNSUPPORTED}", kind.to_uppercase()),
-                )));
-            }
-            if !matches!(kind.as_str(), "tumble" | "hop") {
+            if !matches!(kind.as_str(), "tumble" | "hop" | "cumulate" | "session") {
                 return None;
             }
             if !is_table(at(k + 4)) {
@@ -95,18 +95,42 @@ pub fn cut_window_tvfs(
             }
             let name = k + 5;
             word(at(name)?)?;
-            let descriptor = word(at(k + 7)?)?;
-            let time_column = at(k + 9)?.to_string();
-            if at(k + 6) != Some(&Token::Comma)
+            // SESSION(TABLE t PARTITION BY a, b, DESCRIPTOR(ts), gap)
+            let mut p = k + 6;
+            let mut partition = Vec::new();
+            let is_keyword = |t: Option<&Token>, keyword: Keyword| matches!(t, Some(Token::Word(w)) if w.keyword == keyword && w.quote_style.is_none());
+            if is_keyword(at(p), Keyword::PARTITION) && is_keyword(at(p + 1), Keyword::BY) {
+                p += 2;
+                while let Some(Token::Word(column)) = at(p) {
+                    if column.value.eq_ignore_ascii_case("descriptor") {
+                        break;
+                    }
+                    partition.push(column.value.clone());
+                    p += 1;
+                    if at(p) != Some(&Token::Comma) {
+                        return None;
+                    }
+                    p += 1;
+                }
+                p -= 1;
+            }
+            let descriptor = word(at(p + 1)?)?;
+            // The descriptor names a column; quoting (Flink's `dateTime`) only
+            // protects the name there, so the bare name is used.
+            let time_column = match at(p + 3)? {
+                Token::Word(w) => w.value.clone(),
+                other => other.to_string(),
+            };
+            if at(p) != Some(&Token::Comma)
                 || !descriptor.eq_ignore_ascii_case("descriptor")
-                || at(k + 8) != Some(&Token::LParen)
-                || at(k + 10) != Some(&Token::RParen)
-                || at(k + 11) != Some(&Token::Comma)
+                || at(p + 2) != Some(&Token::LParen)
+                || at(p + 4) != Some(&Token::RParen)
+                || at(p + 5) != Some(&Token::Comma)
             {
                 return None;
             }
             // The window's own arguments run to the TUMBLE call's `)`.
-            let first_arg = k + 12;
+            let first_arg = p + 6;
             let mut depth = 0;
             let mut j = first_arg;
             while let Some(token) = at(j) {
@@ -126,17 +150,21 @@ pub fn cut_window_tvfs(
                 .map(|t| t.token.to_string())
                 .collect();
             let table = tokens[significant[name]].token.to_string();
-            Some(Ok((
+            Some((
                 j + 1,
                 WindowTvf {
                     table,
                     window: format!("{kind}({}, {time_column})", args.trim()),
+                    partition,
+                    at: {
+                        let location = tokens[significant[k + 2]].span.start;
+                        (location.line, location.column)
+                    },
                 },
-            )))
+            ))
         })();
         match matched {
-            Some(Err(unsupported)) => return Err(unsupported),
-            Some(Ok((last, tvf))) => {
+            Some((last, tvf)) => {
                 cuts.push((significant[k], significant[last], significant[k + 5], tvf));
                 k = last + 1;
             }
@@ -144,7 +172,7 @@ pub fn cut_window_tvfs(
         }
     }
     if cuts.is_empty() {
-        return Ok((tokens, Vec::new()));
+        return (tokens, Vec::new());
     }
     let mut out = Vec::with_capacity(tokens.len());
     let mut windows = Vec::new();
@@ -156,16 +184,172 @@ pub fn cut_window_tvfs(
         windows.push(tvf);
     }
     out.extend_from_slice(&tokens[next..]);
-    Ok((out, windows))
+    (out, windows)
+}
+
+/// Arroyo's window table functions, `FROM hop(t, ts, slide, width)` (and
+/// `tumble(t, ts, size)`, `cumulate(t, ts, step, max)`, `session(t, ts,
+/// gap)`): each is replaced with `t` and returned like [`cut_window_tvfs`]'s.
+pub fn cut_function_tvfs(statement: &mut Statement) -> Vec<WindowTvf> {
+    struct Cutter {
+        found: Vec<WindowTvf>,
+    }
+    impl VisitorMut for Cutter {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+            let TableFactor::Table { name, args, .. } = factor else {
+                return ControlFlow::Continue(());
+            };
+            let kind = name.to_string().to_ascii_lowercase();
+            if !matches!(kind.as_str(), "tumble" | "hop" | "cumulate" | "session") {
+                return ControlFlow::Continue(());
+            }
+            let Some(list) = args.as_ref() else {
+                return ControlFlow::Continue(());
+            };
+            let plain: Option<Vec<&Expr>> = list
+                .args
+                .iter()
+                .map(|arg| match arg {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            let Some([Expr::Identifier(table), time, rest @ ..]) = plain.as_deref() else {
+                return ControlFlow::Continue(());
+            };
+            if rest.is_empty() {
+                return ControlFlow::Continue(());
+            }
+            let at = name
+                .0
+                .last()
+                .and_then(|part| part.as_ident())
+                .map(|ident| (ident.span.start.line, ident.span.start.column))
+                .unwrap_or((1, 1));
+            let window_args: Vec<String> = rest.iter().map(|e| e.to_string()).collect();
+            self.found.push(WindowTvf {
+                table: table.to_string(),
+                window: format!("{kind}({}, {time})", window_args.join(", ")),
+                partition: Vec::new(),
+                at,
+            });
+            *name = ObjectName(vec![ObjectNamePart::Identifier(table.clone())]);
+            *args = None;
+            ControlFlow::Continue(())
+        }
+    }
+    let mut cutter = Cutter { found: Vec::new() };
+    let _ = statement.visit(&mut cutter);
+    cutter.found
+}
+
+/// Whether a SELECT list calls an aggregate function (by name: the common
+/// ones), so that a window table function read without GROUP BY aggregates
+/// per window (Arroyo's `SELECT count(*) FROM hop(...)`).
+fn has_aggregate(select: &Select) -> bool {
+    const AGGREGATES: &[&str] = &[
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "variance",
+        "var_pop",
+        "var_samp",
+        "median",
+        "first_value",
+        "last_value",
+        "array_agg",
+        "string_agg",
+        "bool_and",
+        "bool_or",
+        "approx_distinct",
+        "approx_median",
+        "approx_percentile_cont",
+    ];
+    let mut found = false;
+    for item in &select.projection {
+        let expr = match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+            _ => continue,
+        };
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+            if let Expr::Function(f) = e {
+                let name = f.name.to_string().to_ascii_lowercase();
+                if f.over.is_none() && AGGREGATES.contains(&name.as_str()) {
+                    found = true;
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+    }
+    found
+}
+
+/// Flink's named arguments (`TUMBLE(DATA => TABLE t, TIMECOL =>
+/// DESCRIPTOR(ts), SIZE => ...)`): the `NAME =>` parts are dropped inside
+/// `TABLE(<window>(...))`, leaving the positional form (the names come in
+/// that order).
+fn drop_argument_names(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
+        .collect();
+    let mut drop = vec![false; tokens.len()];
+    let mut depth_in_tvf: Option<i32> = None;
+    let mut depth = 0;
+    for (k, &i) in significant.iter().enumerate() {
+        let at = |d: usize| significant.get(k + d).map(|&j| &tokens[j].token);
+        match &tokens[i].token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth_in_tvf.is_some_and(|d| depth < d) {
+                    depth_in_tvf = None;
+                }
+            }
+            Token::Word(w) if w.keyword == Keyword::TABLE && depth_in_tvf.is_none() => {
+                let is_window = at(2).and_then(word).is_some_and(|kind| {
+                    matches!(
+                        kind.to_ascii_lowercase().as_str(),
+                        "tumble" | "hop" | "cumulate" | "session"
+                    )
+                });
+                if at(1) == Some(&Token::LParen) && is_window && at(3) == Some(&Token::LParen) {
+                    depth_in_tvf = Some(depth + 2);
+                }
+            }
+            Token::Word(_) if depth_in_tvf == Some(depth) && at(1) == Some(&Token::RArrow) => {
+                drop[i] = true;
+                if let Some(&arrow) = significant.get(k + 1) {
+                    drop[arrow] = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens
+        .into_iter()
+        .zip(drop)
+        .filter_map(|(t, d)| (!d).then_some(t))
+        .collect()
 }
 
 /// Rewrites the queries reading a table whose window table function
 /// [`cut_window_tvfs`] cut: they group by the window, and `window_start`,
 /// `window_end`, `window_time` come from it.
-pub fn rewrite_tvf_selects(statement: &mut Statement, windows: &[WindowTvf]) -> Result<(), String> {
+/// An error names the window function's position (line, column).
+pub fn rewrite_tvf_selects(
+    statement: &mut Statement,
+    windows: &[WindowTvf],
+) -> Result<(), ((u64, u64), String)> {
     struct Rewriter<'a> {
         windows: &'a [WindowTvf],
-        error: Option<String>,
+        error: Option<((u64, u64), String)>,
     }
     impl VisitorMut for Rewriter<'_> {
         type Break = ();
@@ -179,7 +363,7 @@ pub fn rewrite_tvf_selects(statement: &mut Statement, windows: &[WindowTvf]) -> 
             });
             if let Some(tvf) = table {
                 if let Err(e) = rewrite_select(select, tvf) {
-                    self.error = Some(e);
+                    self.error = Some((tvf.at, e));
                     return ControlFlow::Break(());
                 }
             }
@@ -216,14 +400,36 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
         .try_with_sql(&tvf.window)
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| format!("window table function over {}: {e}", tvf.table))?;
+    let aggregates = has_aggregate(select);
     let GroupByExpr::Expressions(groups, _) = &mut select.group_by else {
         return Err("GROUP BY ALL over a window table function is not supported".into());
     };
-    if !groups.iter().any(|g| window_column(g).is_some()) {
+    if groups.is_empty() && !aggregates {
+        return window_rows(select, tvf, &window);
+    }
+    if groups.is_empty() {
+        // Aggregates without GROUP BY: one result per window.
+        groups.push(window.clone());
+    } else if !groups.iter().any(|g| window_column(g).is_some()) {
         return Err(format!(
             "a window table function over {} needs GROUP BY window_start, window_end (eddy runs window table functions as window aggregations)",
             tvf.table
         ));
+    }
+    // eddy's sessions are per GROUP BY key: PARTITION BY must name keys.
+    for column in &tvf.partition {
+        let grouped = groups.iter().any(|g| match g {
+            Expr::Identifier(ident) => ident.value.eq_ignore_ascii_case(column),
+            Expr::CompoundIdentifier(parts) => parts
+                .last()
+                .is_some_and(|ident| ident.value.eq_ignore_ascii_case(column)),
+            _ => false,
+        });
+        if !grouped {
+            return Err(format!(
+                "SESSION(... PARTITION BY {column} ...): sessions are kept per GROUP BY key; add {column} to the GROUP BY"
+            ));
+        }
     }
     let mut seen_window = false;
     groups.retain_mut(|g| {
@@ -269,40 +475,67 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
     Ok(())
 }
 
-/// A Flink window eddy does not run yet: where it is written (line,
-/// column) and what to say.
-pub type Unsupported = (u64, u64, String);
-
-const UNSUPPORTED: &str = "windows are not supported yet (TUMBLE and HOP are)";
+/// A window table function read without aggregating: `FROM TABLE(TUMBLE(TABLE
+/// t, DESCRIPTOR(ts), size))` becomes `FROM (SELECT *, <start> AS window_start,
+/// <end> AS window_end, <end - 1 ms> AS window_time FROM t) AS t`, each row in
+/// its one window. HOP and CUMULATE put a row in several windows and SESSION's
+/// windows depend on later rows, so they need a GROUP BY.
+fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<(), String> {
+    let args = match window {
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("tumble") => {
+            plain_args(function)
+        }
+        _ => None,
+    };
+    let Some([size, time]) = args.as_deref() else {
+        let kind = tvf
+            .window
+            .split('(')
+            .next()
+            .unwrap_or_default()
+            .to_uppercase();
+        return Err(format!(
+            "{kind}(TABLE {}, ...) without GROUP BY window_start, window_end is not supported: a row falls into several {kind} windows (or, for SESSION, into one that later rows decide); aggregate with GROUP BY window_start, window_end, or use TUMBLE",
+            tvf.table
+        ));
+    };
+    let Some(from) = select.from.iter_mut().find(|from| matches!(&from.relation, TableFactor::Table { name, .. } if name.to_string().eq_ignore_ascii_case(&tvf.table))) else {
+        return Ok(());
+    };
+    let alias = match &from.relation {
+        TableFactor::Table {
+            alias: Some(alias), ..
+        } => alias.name.to_string(),
+        _ => tvf.table.clone(),
+    };
+    // The inner table name is quoted so that this rewrite does not see it again.
+    let table = format!("\"{}\"", tvf.table.to_lowercase().replace('"', ""));
+    let start = format!("date_bin({size}, {time})");
+    let sql = format!(
+        "SELECT * FROM (SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
+         {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}) AS {alias}"
+    );
+    let query = Parser::new(&GenericDialect {})
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|e| format!("window table function over {}: {e}", tvf.table))?;
+    if let datafusion::sql::sqlparser::ast::SetExpr::Select(inner) = *query.body {
+        if let Some(derived) = inner.from.into_iter().next() {
+            from.relation = derived.relation;
+        }
+    }
+    Ok(())
+}
 
 /// Rewrites Flink's group window functions in `statement` (see the module
-/// docs); a SESSION or CUMULATE window is an error at its name.
-pub fn rewrite_group_windows(statement: &mut Statement) -> Result<(), Unsupported> {
-    let mut unsupported = None;
+/// docs).
+pub fn rewrite_group_windows(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |expr| {
-        if let Expr::Function(function) = expr {
-            let name = function.name.to_string().to_ascii_lowercase();
-            let kind = name.split('_').next().unwrap_or_default();
-            if matches!(kind, "session" | "cumulate")
-                && plain_args(function).is_some_and(|a| a.len() >= 2)
-            {
-                let at = function
-                    .name
-                    .0
-                    .last()
-                    .and_then(|part| part.as_ident())
-                    .map(|ident| (ident.span.start.line, ident.span.start.column))
-                    .unwrap_or((1, 1));
-                unsupported = Some((at.0, at.1, format!("{} {UNSUPPORTED}", kind.to_uppercase())));
-                return ControlFlow::Break(());
-            }
-        }
         if let Some(rewritten) = rewrite(expr) {
             *expr = rewritten;
         }
-        ControlFlow::Continue(())
+        ControlFlow::<()>::Continue(())
     });
-    unsupported.map_or(Ok(()), Err)
 }
 
 fn rewrite(expr: &Expr) -> Option<Expr> {
@@ -320,11 +553,16 @@ fn rewrite(expr: &Expr) -> Option<Expr> {
         "hop_start" => ("hop", Some("start")),
         "hop_end" => ("hop", Some("end")),
         "hop_rowtime" => ("hop", Some("rowtime")),
+        "session" => ("session", None),
+        "session_start" => ("session", Some("start")),
+        "session_end" => ("session", Some("end")),
+        "session_rowtime" => ("session", Some("rowtime")),
         _ => return None,
     };
     // Flink's forms carry the time column first: one more argument than eddy's.
-    let wanted = if kind == "tumble" { 2 } else { 3 };
-    if args.len() != wanted {
+    let wanted = if kind == "hop" { 3 } else { 2 };
+    // eddy's own forms take the size first: `tumble(INTERVAL '5' SECOND)`.
+    if args.len() != wanted || matches!(args[0], Expr::Interval(_) | Expr::Value(_)) {
         return None;
     }
     // The time column goes last, where the planner checks it.
@@ -412,7 +650,7 @@ mod tests {
             .unwrap()
             .parse_statement()
             .unwrap();
-        rewrite_group_windows(&mut statement).unwrap();
+        rewrite_group_windows(&mut statement);
         statement.to_string()
     }
 

@@ -51,7 +51,10 @@ fn short_name(expr: &Expr) -> Option<String> {
         return None;
     };
     let name = function.name.0.last()?.to_string().to_lowercase();
-    if matches!(name.as_str(), "tumble" | "hop" | "get_field") {
+    if matches!(
+        name.as_str(),
+        "tumble" | "hop" | "cumulate" | "session" | "get_field"
+    ) {
         return None;
     }
     let args = match &function.args {
@@ -98,7 +101,7 @@ fn window_field(expr: &Expr) -> Option<String> {
         return None;
     };
     let window = window.name.to_string().to_lowercase();
-    if !matches!(window.as_str(), "tumble" | "hop") {
+    if !matches!(window.as_str(), "tumble" | "hop" | "cumulate" | "session") {
         return None;
     }
     let field = match &field.value {
@@ -165,7 +168,7 @@ mod tests {
             .unwrap()
             .parse_statement()
             .unwrap();
-        crate::flink_windows::rewrite_group_windows(&mut legacy).unwrap();
+        crate::flink_windows::rewrite_group_windows(&mut legacy);
         name_function_columns(&mut legacy);
         let text = legacy.to_string();
         assert!(

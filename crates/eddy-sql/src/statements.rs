@@ -155,18 +155,15 @@ fn parse_one(
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
-    let unsupported = |(line, column, message): crate::flink_windows::Unsupported| {
-        SqlError::at(&map.position(line, column), message)
-    };
-    let (tokens, window_tvfs) =
-        crate::flink_windows::cut_window_tvfs(tokens).map_err(unsupported)?;
+    let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens);
     let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
-    crate::flink_windows::rewrite_group_windows(&mut statement).map_err(unsupported)?;
+    window_tvfs.extend(crate::flink_windows::cut_function_tvfs(&mut statement));
+    crate::flink_windows::rewrite_group_windows(&mut statement);
     crate::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
-        .map_err(|e| SqlError::at(&position, e))?;
+        .map_err(|((line, column), e)| SqlError::at(&map.position(line, column), e))?;
     crate::output_names::name_function_columns(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
@@ -227,7 +224,9 @@ fn flink_computed_columns(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         }
         if depth == 1 && item_start == Some(k) {
             let next = significant.get(k + 1).map(|&j| &tokens[j].token);
-            let is_name = matches!(&tokens[i].token, Token::Word(w) if w.keyword == Keyword::NoKeyword || w.quote_style.is_some());
+            // Any word: a column may be named like a keyword (`dateTime`),
+            // and no constraint starts with `<word> AS`.
+            let is_name = matches!(&tokens[i].token, Token::Word(_));
             if is_name && next.is_some_and(|t| is_keyword(t, Keyword::AS)) {
                 found.push((k, k + 1, None));
             }
@@ -407,6 +406,14 @@ fn parse_watermark(
     parser.next_token(); // WATERMARK, checked by the caller
     parser.expect_keyword(Keyword::FOR).map_err(syntax)?;
     let column = parser.parse_identifier().map_err(syntax)?.value;
+    // `WATERMARK FOR col` alone (Arroyo's spelling) is a zero bound.
+    if parser.peek_token().token == Token::EOF {
+        return Ok(WatermarkClause {
+            column,
+            bound_ms: 0,
+            position,
+        });
+    }
     parser.expect_keyword(Keyword::AS).map_err(syntax)?;
     let expr = parser.parse_expr().map_err(syntax)?;
     let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";

@@ -1,4 +1,5 @@
-//! The window functions `tumble(width)` and `hop(slide, width)`.
+//! The window functions `tumble(width)`, `hop(slide, width)`,
+//! `cumulate(step, max)` and `session(gap)`.
 //!
 //! They are placeholders for DataFusion's planner: in a streaming
 //! `GROUP BY` the planner recognises them and builds a window aggregation
@@ -19,6 +20,10 @@ use eddy_engine::window::{window_struct_type, WindowSpec};
 pub const TUMBLE: &str = "tumble";
 /// Name of the hopping-window function.
 pub const HOP: &str = "hop";
+/// Name of the cumulating-window function.
+pub const CUMULATE: &str = "cumulate";
+/// Name of the session-window function.
+pub const SESSION: &str = "session";
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct WindowFunction {
@@ -53,6 +58,20 @@ pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
             name: TUMBLE,
             signature: Signature::one_of(
                 vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Volatile,
+            ),
+        })),
+        Arc::new(ScalarUDF::from(WindowFunction {
+            name: SESSION,
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Volatile,
+            ),
+        })),
+        Arc::new(ScalarUDF::from(WindowFunction {
+            name: CUMULATE,
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(2), TypeSignature::Any(3)],
                 Volatility::Volatile,
             ),
         })),
@@ -109,7 +128,7 @@ pub fn window_time_argument(expr: &Expr) -> Option<&Expr> {
         return None;
     };
     match (call.func.name(), call.args.len()) {
-        (TUMBLE, 2) | (HOP, 3) => call.args.last(),
+        (TUMBLE, 2) | (HOP, 3) | (CUMULATE, 3) | (SESSION, 2) => call.args.last(),
         _ => None,
     }
 }
@@ -147,6 +166,34 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
             }
             Ok(WindowSpec::Hop { slide_ms, width_ms })
         })()),
+        CUMULATE => Some((|| {
+            let (step, max) = match call.args.as_slice() {
+                [step, max] | [step, max, _] => (step, max),
+                _ => return Err("cumulate() takes (step, max size)".to_string()),
+            };
+            let (step_ms, max_ms) = (duration_ms(CUMULATE, step)?, duration_ms(CUMULATE, max)?);
+            if max_ms % step_ms != 0 {
+                return Err(format!(
+                    "cumulate(): the max size ({max_ms}ms) must be a multiple of the step ({step_ms}ms)"
+                ));
+            }
+            Ok(WindowSpec::Cumulate { step_ms, max_ms })
+        })()),
         _ => None,
     }
+}
+
+/// If `expr` is a call of `session`, its gap in milliseconds.
+pub fn session_gap(expr: &Expr) -> Option<std::result::Result<i64, String>> {
+    let expr = match expr {
+        Expr::Alias(a) => a.expr.as_ref(),
+        e => e,
+    };
+    let Expr::ScalarFunction(call) = expr else {
+        return None;
+    };
+    (call.func.name() == SESSION).then(|| match call.args.first() {
+        Some(gap) => duration_ms(SESSION, gap),
+        None => Err("session() needs a gap, e.g. session(INTERVAL '30' SECOND)".to_string()),
+    })
 }

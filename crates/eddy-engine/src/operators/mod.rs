@@ -6,8 +6,10 @@ pub mod calc;
 pub mod interval_join;
 pub mod join_state;
 pub mod over;
+pub mod session_aggregate;
 pub mod union;
 pub mod window_aggregate;
+pub mod window_rank;
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! Windowed GROUP BY: `GROUP BY tumble(..)|hop(..), keys...` with any
-//! DataFusion aggregate function.
+//! Windowed GROUP BY: `GROUP BY tumble(..)|hop(..)|cumulate(..), keys...`
+//! with any DataFusion aggregate function.
 //!
 //! In: batches carrying an event-time column. Out: one row per (window, key)
 //! when the window fires, columns laid out as DataFusion's `Aggregate` node
@@ -23,8 +23,11 @@
 //! judge lateness with the same bound, so on-time rows never meet that case
 //! (rows of a formerly idle input, or of a late-row stream, can).
 //!
+//! Open windows are kept by their end (cumulate windows share starts, no two
+//! windows share an end).
+//!
 //! Checkpoints: one table `windows` with a row per (window, key): the
-//! window start, the key columns, then every accumulator's intermediate
+//! window end, the key columns, then every accumulator's intermediate
 //! state columns (DataFusion's `GroupsAccumulator::state`, the same state
 //! its multi-phase aggregation merges). DataFusion hands state over only by
 //! draining it, so a snapshot rebuilds the open windows from the table it
@@ -33,7 +36,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, TimestampMillisecondArray, UInt32Array,
+};
 use datafusion::arrow::compute::{cast, concat, is_not_null, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -52,11 +57,17 @@ use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::{window_struct_array, WindowSpec};
 
+/// The checkpoint table's window column.
+const WINDOW_END: &str = "window_end";
+
 /// Where a group-by output column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupColumn {
     /// The window struct `{start, end}`.
     Window,
+    /// The window's start as a timestamp (for `GROUP BY <event time>`,
+    /// planned as 1 ms windows: the start is the time).
+    WindowStart,
     /// The `i`-th key expression.
     Key(usize),
 }
@@ -125,7 +136,7 @@ impl OperatorPlan for WindowAggregatePlan {
             .iter()
             .map(|(expr, name)| Ok(Field::new(name, expr.data_type(&self.input_schema)?, true)))
             .collect::<Result<Vec<_>>>()?;
-        let mut state_fields = vec![Field::new("window_start", DataType::Int64, false)];
+        let mut state_fields = vec![Field::new(WINDOW_END, DataType::Int64, false)];
         state_fields.extend(key_fields.iter().cloned());
         let mut state_widths = Vec::with_capacity(self.aggregates.len());
         for aggregate in &self.aggregates {
@@ -160,10 +171,11 @@ struct OpenWindow {
 struct WindowAggregateOperator {
     plan: WindowAggregatePlan,
     key_schema: SchemaRef,
-    /// Layout of the checkpoint table: window start, keys, accumulator states.
+    /// Layout of the checkpoint table: window end, keys, accumulator states.
     state_schema: SchemaRef,
     /// Number of state columns of each aggregate.
     state_widths: Vec<usize>,
+    /// Open windows by their end.
     windows: BTreeMap<i64, OpenWindow>,
     watermark: Timestamp,
     group_indices: Vec<usize>,
@@ -263,14 +275,14 @@ impl WindowAggregateOperator {
         })
     }
 
-    fn accumulate(&mut self, start: i64, columns: &Evaluated, rows: usize) -> Result<()> {
-        if !self.windows.contains_key(&start) {
+    fn accumulate(&mut self, end: i64, columns: &Evaluated, rows: usize) -> Result<()> {
+        if !self.windows.contains_key(&end) {
             let window = self.open_window()?;
-            self.windows.insert(start, window);
+            self.windows.insert(end, window);
         }
         let window = self
             .windows
-            .get_mut(&start)
+            .get_mut(&end)
             .ok_or_else(|| EngineError::operator("window_aggregate", "window vanished"))?;
         match window.groups.as_mut() {
             Some(groups) => {
@@ -308,23 +320,24 @@ impl WindowAggregateOperator {
         Ok(())
     }
 
-    fn fires_at(&self, start: i64) -> i64 {
-        start
-            .saturating_add(self.plan.window.width_ms())
-            .saturating_add(self.plan.allowed_lateness_ms)
+    fn fires_at(&self, end: i64) -> i64 {
+        end.saturating_add(self.plan.allowed_lateness_ms)
     }
 
-    fn emit(&self, start: i64, mut window: OpenWindow) -> Result<RecordBatch> {
+    fn emit(&self, end: i64, mut window: OpenWindow) -> Result<RecordBatch> {
         let n = window.num_groups;
         let keys = match window.groups.as_mut() {
             Some(groups) => groups.emit(EmitTo::All)?,
             None => Vec::new(),
         };
-        let end = start + self.plan.window.width_ms();
+        let start = self.plan.window.start_of(end);
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.plan.output_schema.fields().len());
         for column in &self.plan.group_columns {
             columns.push(match column {
                 GroupColumn::Window => window_struct_array(start, end, n),
+                GroupColumn::WindowStart => {
+                    Arc::new(TimestampMillisecondArray::from(vec![start; n])) as ArrayRef
+                }
                 GroupColumn::Key(i) => keys.get(*i).cloned().ok_or_else(|| {
                     EngineError::operator("window_aggregate", "missing key column")
                 })?,
@@ -364,9 +377,9 @@ impl WindowAggregateOperator {
     fn drain_windows(&mut self) -> Result<RecordBatch> {
         let columns_count = self.state_schema.fields().len();
         let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); columns_count];
-        for (start, mut window) in std::mem::take(&mut self.windows) {
+        for (end, mut window) in std::mem::take(&mut self.windows) {
             let n = window.num_groups;
-            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![start; n]))];
+            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![end; n]))];
             if let Some(groups) = window.groups.as_mut() {
                 columns.extend(groups.emit(EmitTo::All)?);
             }
@@ -409,20 +422,35 @@ impl WindowAggregateOperator {
                 "window_aggregate: checkpoint table has the wrong columns".into(),
             ));
         }
-        let starts = table
+        let mut ends = table
             .column(0)
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(|| {
-                EngineError::State("window_aggregate: window_start is not BIGINT".into())
+                EngineError::State("window_aggregate: the window column is not BIGINT".into())
             })?
             .clone();
+        // Checkpoints of earlier versions keyed tumble and hop windows by start.
+        if table.schema().field(0).name() == "window_start" {
+            let width = match self.plan.window {
+                WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. } => width_ms,
+                WindowSpec::Cumulate { .. } => {
+                    return Err(EngineError::State(
+                        "window_aggregate: a checkpoint keyed by window start".into(),
+                    ))
+                }
+            };
+            ends = ends
+                .iter()
+                .map(|s| s.map(|s| s.saturating_add(width)))
+                .collect();
+        }
         let keys = self.plan.keys.len();
         let mut row = 0;
         while row < table.num_rows() {
-            let start = starts.value(row);
+            let window_end = ends.value(row);
             let mut end = row + 1;
-            while end < table.num_rows() && starts.value(end) == start {
+            while end < table.num_rows() && ends.value(end) == window_end {
                 end += 1;
             }
             let n = end - row;
@@ -443,7 +471,7 @@ impl WindowAggregateOperator {
                 column += width;
             }
             window.num_groups = total;
-            self.windows.insert(start, window);
+            self.windows.insert(window_end, window);
             row = end;
         }
         Ok(())
@@ -468,31 +496,28 @@ impl Operator for WindowAggregateOperator {
         let spec = self.plan.window;
         for k in 0..spec.windows_per_row() {
             // Fast path: every row falls into the same k-th window.
-            let first = spec.start_for(times.value(0), k);
-            let uniform = first.is_some()
-                && times
-                    .values()
-                    .iter()
-                    .all(|&t| spec.start_for(t, k) == first);
+            let first = spec.end_for(times.value(0), k);
+            let uniform =
+                first.is_some() && times.values().iter().all(|&t| spec.end_for(t, k) == first);
             let buckets: Vec<(i64, Option<UInt32Array>)> =
-                if let (true, Some(start)) = (uniform, first) {
-                    vec![(start, None)]
+                if let (true, Some(end)) = (uniform, first) {
+                    vec![(end, None)]
                 } else {
-                    let mut by_start: HashMap<i64, Vec<u32>> = HashMap::new();
+                    let mut by_end: HashMap<i64, Vec<u32>> = HashMap::new();
                     for (row, &t) in times.values().iter().enumerate() {
-                        if let Some(start) = spec.start_for(t, k) {
-                            by_start.entry(start).or_default().push(row as u32);
+                        if let Some(end) = spec.end_for(t, k) {
+                            by_end.entry(end).or_default().push(row as u32);
                         }
                     }
-                    let mut buckets: Vec<_> = by_start
+                    let mut buckets: Vec<_> = by_end
                         .into_iter()
                         .map(|(s, rows)| (s, Some(UInt32Array::from(rows))))
                         .collect();
                     buckets.sort_by_key(|(s, _)| *s);
                     buckets
                 };
-            for (start, indices) in buckets {
-                if self.fires_at(start) <= self.watermark {
+            for (end, indices) in buckets {
+                if self.fires_at(end) <= self.watermark {
                     // The window already fired: only rows of a formerly idle
                     // input or of a late-row stream get here. Counted, skipped.
                     let n = indices.as_ref().map(|i| i.len()).unwrap_or(rows);
@@ -500,18 +525,18 @@ impl Operator for WindowAggregateOperator {
                         self.late_rows += n as u64;
                     }
                     tracing::debug!(
-                        window_start = start,
+                        window_end = end,
                         rows = n,
                         "rows for a window that already fired; skipped"
                     );
                     continue;
                 }
                 match indices {
-                    None => self.accumulate(start, &columns, rows)?,
+                    None => self.accumulate(end, &columns, rows)?,
                     Some(indices) => {
                         let n = indices.len();
                         let subset = columns.take(&indices)?;
-                        self.accumulate(start, &subset, n)?;
+                        self.accumulate(end, &subset, n)?;
                     }
                 }
             }
@@ -521,12 +546,12 @@ impl Operator for WindowAggregateOperator {
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
-        while let Some((&start, _)) = self.windows.first_key_value() {
-            if self.fires_at(start) > watermark {
+        while let Some((&end, _)) = self.windows.first_key_value() {
+            if self.fires_at(end) > watermark {
                 break;
             }
-            if let Some((start, window)) = self.windows.pop_first() {
-                out.emit(self.emit(start, window)?);
+            if let Some((end, window)) = self.windows.pop_first() {
+                out.emit(self.emit(end, window)?);
             }
         }
         Ok(())

@@ -1,9 +1,11 @@
 //! Plans a logical `Aggregate` into a window aggregation.
 //!
-//! A streaming GROUP BY must contain exactly one `tumble(...)` or `hop(...)`;
-//! the other group expressions become keys, every aggregate expression
-//! becomes a DataFusion `AggregateFunctionExpr` folded incrementally per
-//! window and key.
+//! A streaming GROUP BY must contain exactly one `tumble(...)`, `hop(...)`,
+//! `cumulate(...)` (a `window_aggregate`) or `session(...)` (a
+//! `session_aggregate`); the other group expressions become keys, every
+//! aggregate expression becomes a DataFusion `AggregateFunctionExpr` folded
+//! incrementally per window and key. The result's event time is its window
+//! (see `stream::projected_time`).
 
 use std::sync::Arc;
 
@@ -13,13 +15,23 @@ use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operator::OperatorPlan;
+use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
 use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregate, WindowAggregatePlan};
 use eddy_engine::window::window_struct_type;
+use eddy_engine::window::WindowSpec;
 
-use super::stream::{Endpoint, Stream};
+use super::stream::{Endpoint, Stream, TimeAttr};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use crate::udf::{window_spec, window_time_argument};
+use crate::udf::{session_gap, window_spec, window_time_argument};
+
+/// The window of a GROUP BY.
+enum Window {
+    /// Tumble, hop or cumulate: windows fixed by time alone.
+    Fixed(WindowSpec),
+    /// Per key, closing after a gap.
+    Session { gap_ms: i64 },
+}
 
 impl Compiler {
     pub(super) fn plan_aggregate(
@@ -35,15 +47,54 @@ impl Compiler {
         let mut window_time = None;
         let mut group_columns = Vec::new();
         let mut keys = Vec::new();
+        // Without a window function, grouping by the event-time column
+        // itself (a window's start/end/time after a window aggregate, as in
+        // Nexmark q5's `GROUP BY starttime, endtime`) groups rows of equal
+        // event time: a 1 ms tumbling window that yields the time.
+        if aggregate
+            .group_expr
+            .iter()
+            .any(|e| matches!(e, datafusion::logical_expr::Expr::GroupingSet(_)))
+        {
+            return Err(SqlError::at(
+                position,
+                "GROUPING SETS, ROLLUP and CUBE are not supported in streaming windows yet; write one query per grouping and UNION ALL them",
+            ));
+        }
+        let has_window = aggregate
+            .group_expr
+            .iter()
+            .any(|e| window_spec(e).is_some() || session_gap(e).is_some());
+        let time_group = (!has_window)
+            .then(|| {
+                let time = input.time?.column;
+                aggregate.group_expr.iter().position(|e| match e {
+                    datafusion::logical_expr::Expr::Column(c) => {
+                        input.schema.index_of_column(c).ok() == Some(time)
+                    }
+                    _ => false,
+                })
+            })
+            .flatten();
         for (i, expr) in aggregate.group_expr.iter().enumerate() {
-            match window_spec(expr) {
+            if time_group == Some(i) {
+                window = Some(Window::Fixed(WindowSpec::Tumble { width_ms: 1 }));
+                group_columns.push(GroupColumn::WindowStart);
+                continue;
+            }
+            let spec = match (window_spec(expr), session_gap(expr)) {
+                (Some(spec), _) => Some(spec.map(Window::Fixed)),
+                (None, Some(gap)) => Some(gap.map(|gap_ms| Window::Session { gap_ms })),
+                (None, None) => None,
+            };
+            match spec {
                 Some(spec) => {
                     let spec = spec.map_err(|m| SqlError::at(position, m))?;
                     window_time = window_time_argument(expr).cloned();
                     if window.replace(spec).is_some() {
                         return Err(SqlError::at(
                             position,
-                            "GROUP BY may contain only one window (tumble or hop)",
+                            "GROUP BY may contain only one window (tumble, hop, cumulate or session)",
                         ));
                     }
                     group_columns.push(GroupColumn::Window);
@@ -67,7 +118,10 @@ impl Compiler {
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 position,
-                "a window needs event time, but this input has none: declare `WATERMARK FOR <column> AS ...` on the source table and keep that column in the query",
+                format!(
+                    "a window needs event time, but its input has none: {}",
+                    input.why_no_time()
+                ),
             ));
         };
         if let Some(named) = window_time {
@@ -124,16 +178,35 @@ impl Compiler {
             })
             .collect();
         let output_schema = Arc::new(Schema::new(fields));
-        let plan = WindowAggregatePlan {
-            input_schema: input_arrow,
-            output_schema: output_schema.clone(),
-            window,
-            time_column: time.column,
-            allowed_lateness_ms: time.allowed_lateness_ms,
-            group_columns,
-            keys,
-            aggregates,
+        let plan: Arc<dyn OperatorPlan> = match window {
+            Window::Fixed(window) => Arc::new(WindowAggregatePlan {
+                input_schema: input_arrow,
+                output_schema: output_schema.clone(),
+                window,
+                time_column: time.column,
+                allowed_lateness_ms: time.allowed_lateness_ms,
+                group_columns: group_columns.clone(),
+                keys,
+                aggregates,
+            }),
+            Window::Session { gap_ms } => Arc::new(SessionAggregatePlan {
+                input_schema: input_arrow,
+                output_schema: output_schema.clone(),
+                gap_ms,
+                time_column: time.column,
+                allowed_lateness_ms: time.allowed_lateness_ms,
+                group_columns: group_columns.clone(),
+                keys,
+                aggregates,
+            }),
         };
+        // A result's event time is its window's time (end - 1 ms, see
+        // `eddy_engine::time::to_epoch_millis`): results fire at watermark >=
+        // end + lateness, before that watermark goes on, so none is late
+        // downstream when the lateness travels with the time attribute.
+        let window_column = group_columns
+            .iter()
+            .position(|c| matches!(c, GroupColumn::Window | GroupColumn::WindowStart));
         let from = input.materialize(&mut self.graph);
         let partitioning = match plan.partition_keys() {
             keys if keys.is_empty() => Partitioning::Forward,
@@ -141,8 +214,8 @@ impl Compiler {
         };
         let id = self.graph.nodes.len();
         let node = self.graph.add(Node {
-            name: format!("window_aggregate#{id}"),
-            kind: NodeKind::Operator(Arc::new(plan)),
+            name: format!("{}#{id}", plan.kind()),
+            kind: NodeKind::Operator(plan),
             inputs: vec![Edge {
                 from: from.node,
                 port: from.port,
@@ -151,11 +224,16 @@ impl Compiler {
             schema: output_schema.clone(),
         });
         Ok(Stream {
+            time_lost: None,
+            windows: Vec::new(),
             endpoint: Endpoint { node, port: 0 },
             endpoint_schema: output_schema,
             steps: Vec::new(),
             schema: aggregate.schema.clone(),
-            time: None,
+            time: window_column.map(|column| TimeAttr {
+                column,
+                allowed_lateness_ms: time.allowed_lateness_ms,
+            }),
         })
     }
 }

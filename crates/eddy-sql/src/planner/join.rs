@@ -3,8 +3,9 @@
 //! The ON condition is split into conjuncts: equalities between a left and a
 //! right expression become keys; comparisons between the two sides' event
 //! times (`r.t BETWEEN l.t - INTERVAL .. AND l.t + INTERVAL ..`, or `>=`,
-//! `>`, `<=`, `<` with constant interval offsets on either side) become the
-//! time bound; everything else is applied to each candidate pair. A join
+//! `>`, `<=`, `<` with constant interval offsets on either side, or `=`:
+//! a window join of two window aggregates' results on `window_end` or
+//! `window_time` is an interval join of width zero) become the time bound; everything else is applied to each candidate pair. A join
 //! without both a lower and an upper time bound would keep every row
 //! forever and is rejected.
 
@@ -17,7 +18,7 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as Bin
 use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBound};
 
-use super::stream::{Endpoint, Stream, TimeAttr};
+use super::stream::{Endpoint, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -177,9 +178,17 @@ impl Compiler {
         let mut left = self.plan_stream(&join.left, position)?;
         let mut right = self.plan_stream(&join.right, position)?;
         let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
+            let (side, stream) = if left.time.is_none() {
+                ("left", &left)
+            } else {
+                ("right", &right)
+            };
             return Err(SqlError::at(
                 position,
-                "both inputs of a stream join need event time: declare WATERMARK FOR on their source tables and keep the event-time columns",
+                format!(
+                    "both inputs of a stream join need event time, but the {side} one has none: {}",
+                    stream.why_no_time()
+                ),
             ));
         };
         let (left_schema, right_schema) =
@@ -195,7 +204,41 @@ impl Compiler {
         let mut right_keys = Vec::new();
         let mut bounds = Bounds::default();
         let mut residual: Vec<Expr> = Vec::new();
+        // Equal window bounds (a window join of window table functions' rows
+        // on window_start / window_end) bound the event times by the width.
+        let window_width = |l: &Expr, r: &Expr| -> Option<i64> {
+            let width = |e: &Expr, schema: &DFSchema, windows: &[WindowColumn]| match strip_casts(e)
+            {
+                Expr::Column(c) => {
+                    let index = schema.index_of_column(c).ok()?;
+                    windows
+                        .iter()
+                        .find(|w| w.column == index)
+                        .map(|w| w.width_ms)
+                }
+                _ => None,
+            };
+            let (a, b) = match (
+                side_of(l, left_schema, right_schema),
+                side_of(r, left_schema, right_schema),
+            ) {
+                (Some(Side::Left), Some(Side::Right)) => (l, r),
+                (Some(Side::Right), Some(Side::Left)) => (r, l),
+                _ => return None,
+            };
+            Some(width(a, left_schema, &left.windows)?.max(width(b, right_schema, &right.windows)?))
+        };
         for (l, r) in &join.on {
+            if let Some(width) = window_width(l, r) {
+                bounds.add_lower(-width, false);
+                bounds.add_upper(width, false);
+            }
+            // Equal event times (a window join on window_end or window_time)
+            // bound the join to zero width; they stay keys too.
+            if let (Some(tl), Some(tr)) = (time_term(l, &times), time_term(r, &times)) {
+                bounds.add_comparison(tl, BinaryOp::GtEq, tr);
+                bounds.add_comparison(tl, BinaryOp::LtEq, tr);
+            }
             left_keys.push(l.clone());
             right_keys.push(r.clone());
         }
@@ -211,10 +254,26 @@ impl Compiler {
                     op: BinaryOp::Eq,
                     right: b,
                 }) => {
+                    if let Some(width) = window_width(a, b) {
+                        bounds.add_lower(-width, false);
+                        bounds.add_upper(width, false);
+                    }
                     match (
                         side_of(a, left_schema, right_schema),
                         side_of(b, left_schema, right_schema),
                     ) {
+                        (Some(Side::Left), Some(Side::Right))
+                        | (Some(Side::Right), Some(Side::Left))
+                            if time_term(a, &times).is_some() && time_term(b, &times).is_some() =>
+                        {
+                            if let (Some(ta), Some(tb)) =
+                                (time_term(a, &times), time_term(b, &times))
+                            {
+                                bounds.add_comparison(ta, BinaryOp::GtEq, tb);
+                                bounds.add_comparison(ta, BinaryOp::LtEq, tb);
+                            }
+                            continue;
+                        }
                         (Some(Side::Left), Some(Side::Right)) => {
                             left_keys.push(a.as_ref().clone());
                             right_keys.push(b.as_ref().clone());
@@ -370,7 +429,12 @@ impl Compiler {
             }),
             JoinKind::Right | JoinKind::Full => None,
         };
+        let time_lost = time.is_none().then(|| {
+            "the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)".to_string()
+        });
         Ok(Stream {
+            time_lost,
+            windows: Vec::new(),
             endpoint: Endpoint { node, port: 0 },
             endpoint_schema: output_schema,
             steps: Vec::new(),

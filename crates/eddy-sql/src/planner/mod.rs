@@ -22,11 +22,13 @@
 //! | Union             | `union`                                                |
 //! | Join              | `interval_join` (needs a time bound between the sides) |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
+//! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N)         |
 //! | anything else     | rejected with the reason                               |
 
 mod aggregate;
 mod join;
 mod over;
+mod rank;
 mod stream;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -135,6 +137,9 @@ pub(crate) struct Compiler {
     current_map: SourceMap,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this long.
     state_ttl_ms: Option<i64>,
+    /// While the input of a `WHERE rn <= N` is planned: the ranking the
+    /// filter limits and N (see `rank::rank_limit`).
+    rank_limit: Option<rank::RankLimit>,
 }
 
 impl Compiler {
@@ -164,6 +169,7 @@ impl Compiler {
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
             state_ttl_ms: None,
+            rank_limit: None,
         }
     }
 
@@ -477,6 +483,8 @@ impl Compiler {
         let schema = DFSchema::try_from_qualified_schema(name, def.schema().as_ref())
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
+            time_lost: None,
+            windows: Vec::new(),
             endpoint: Endpoint { node, port: 0 },
             endpoint_schema: def.schema(),
             steps: Vec::new(),
@@ -499,6 +507,8 @@ impl Compiler {
         let schema = DFSchema::try_from_qualified_schema(table, late_schema.as_ref())
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
+            time_lost: None,
+            windows: Vec::new(),
             endpoint: Endpoint {
                 node: main.endpoint.node,
                 port: eddy_engine::operator::LATE_PORT,
@@ -521,6 +531,8 @@ impl Compiler {
         let schema = DFSchema::try_from_qualified_schema(table, bad_schema.as_ref())
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
+            time_lost: None,
+            windows: Vec::new(),
             endpoint: Endpoint {
                 node: main.endpoint.node,
                 port: eddy_engine::operator::BAD_PORT,
@@ -566,6 +578,11 @@ impl Compiler {
                     stream.time = stream
                         .time
                         .and_then(|t| projection.iter().position(|&i| i == t.column).map(|column| TimeAttr { column, ..t }));
+                    stream.windows = projection
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(column, &i)| stream.windows.iter().find(|w| w.column == i).map(|w| stream::WindowColumn { column, ..*w }))
+                        .collect();
                     stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(scan.projected_schema.as_arrow().clone()) });
                 }
                 stream.schema = scan.projected_schema.clone();
@@ -585,9 +602,14 @@ impl Compiler {
                     .map(|e| crate::context::physical_expr(&state, e.clone(), &input_schema))
                     .collect::<datafusion::error::Result<Vec<_>>>()
                     .map_err(|e| self.df_error(position, e))?;
+                stream.windows = stream::projected_windows(&projection.expr, &input_schema, stream.time.map(|t| t.column), &stream.windows);
+                let before = stream.time;
                 stream.time = stream.time.and_then(|t| {
-                    projection.expr.iter().position(|e| column_index(e, &input_schema) == Some(t.column)).map(|column| TimeAttr { column, ..t })
+                    stream::projected_time(&projection.expr, &input_schema, t.column).map(|column| TimeAttr { column, ..t })
                 });
+                if let (Some(t), None) = (before, stream.time) {
+                    stream.time_lost = Some(format!("the event-time column '{}' is not in the SELECT list", input_schema.field(t.column).name()));
+                }
                 stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(projection.schema.as_arrow().clone()) });
                 stream.schema = projection.schema.clone();
                 Ok(stream)
@@ -605,7 +627,16 @@ impl Compiler {
                         return self.plan_join(&merged, position);
                     }
                 }
+                self.rank_limit = rank::rank_limit(filter);
+                let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
+                if subquery {
+                    return Err(SqlError::at(
+                        position,
+                        "a subquery in WHERE (IN / NOT IN / EXISTS: a semi or anti join) is not supported on streams; write it as a JOIN with a time bound (an interval join or a window join)",
+                    ));
+                }
                 let mut stream = self.plan_stream(&filter.input, position)?;
+                self.rank_limit = None;
                 let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
                     .map_err(|e| self.df_error(position, e))?;
                 stream.steps.push(CalcStep::Filter(predicate));
@@ -614,6 +645,9 @@ impl Compiler {
             LogicalPlan::SubqueryAlias(alias) => {
                 let mut stream = self.plan_stream(&alias.input, position)?;
                 stream.schema = alias.schema.clone();
+                if let Some(lost) = stream.time_lost.as_mut().filter(|l| l.ends_with("SELECT list")) {
+                    lost.push_str(&format!(" of '{}'", alias.alias));
+                }
                 Ok(stream)
             }
             LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate, position),
@@ -644,6 +678,8 @@ impl Compiler {
                     schema: schema.clone(),
                 });
                 Ok(Stream {
+                    time_lost: None,
+                    windows: Vec::new(),
                     endpoint: Endpoint { node, port: 0 },
                     endpoint_schema: schema,
                     steps: Vec::new(),
@@ -671,14 +707,5 @@ impl Compiler {
                 format!("{} is not supported in streaming queries", other.display().to_string().split(':').next().unwrap_or("this plan")),
             )),
         }
-    }
-}
-
-/// The input column an expression passes through unchanged, if any.
-fn column_index(expr: &Expr, schema: &DFSchema) -> Option<usize> {
-    match expr {
-        Expr::Alias(alias) => column_index(&alias.expr, schema),
-        Expr::Column(column) => schema.index_of_column(column).ok(),
-        _ => None,
     }
 }

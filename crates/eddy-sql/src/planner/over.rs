@@ -39,9 +39,17 @@ impl Compiler {
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 position,
-                "OVER needs event time: declare WATERMARK FOR on the source table and keep its event-time column",
+                format!(
+                    "OVER needs event time, but its input has none: {}",
+                    input.why_no_time()
+                ),
             ));
         };
+        if let Some(ranking) =
+            super::rank::rank_functions(window, &input.schema, time.column, &input.windows)
+        {
+            return self.plan_window_rank(window, input, time, ranking, position);
+        }
         let state = self.ctx.state();
         let input_schema = input.schema.clone();
         let input_arrow = Arc::new(input_schema.as_arrow().clone());
@@ -62,6 +70,13 @@ impl Compiler {
             let order_ok = params.order_by.len() == 1
                 && params.order_by[0].asc
                 && matches!(&params.order_by[0].expr, Expr::Column(c) if input_schema.index_of_column(c).ok() == Some(time.column));
+            let ranking = matches!(fun, WindowFunctionDefinition::WindowUDF(f) if matches!(f.name(), "row_number" | "rank" | "dense_rank"));
+            if !order_ok && ranking {
+                return Err(SqlError::at(
+                    position,
+                    format!("a ranking on a stream that is not ORDER BY {time_name} (Top-N) ranks the results of a window: PARTITION BY window_start, window_end (or the window) of a window aggregate; over the whole stream it would never be final"),
+                ));
+            }
             if !order_ok {
                 return Err(SqlError::at(
                     position,
@@ -196,6 +211,8 @@ impl Compiler {
             schema: output_schema.clone(),
         });
         Ok(Stream {
+            time_lost: None,
+            windows: Vec::new(),
             endpoint: Endpoint { node, port: 0 },
             endpoint_schema: output_schema,
             steps: Vec::new(),

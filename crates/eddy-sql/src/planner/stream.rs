@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::DFSchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
@@ -43,9 +44,36 @@ pub struct Stream {
     pub schema: DFSchemaRef,
     /// Event time, if the stream has one.
     pub time: Option<TimeAttr>,
+    /// Columns holding the bounds of a tumbling window around each row's
+    /// event time (a window table function without aggregation).
+    pub windows: Vec<WindowColumn>,
+    /// Where the event time went, when an input had one and this stream
+    /// has none (for "needs event time" errors).
+    pub time_lost: Option<String>,
+}
+
+/// A column whose value is a bound (start, end or time) of the tumbling
+/// window holding the row's event time: two rows with equal values are less
+/// than `width_ms` apart in event time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowColumn {
+    /// Column index in the stream's schema.
+    pub column: usize,
+    /// The window's width.
+    pub width_ms: i64,
+    /// The value plus this is the window's end.
+    pub to_end_ms: i64,
 }
 
 impl Stream {
+    /// Why this stream has no event time, for an operator that needs it.
+    pub fn why_no_time(&self) -> String {
+        match &self.time_lost {
+            Some(lost) => format!("{lost}; eddy keeps event time in a column, so select it in every step between the source and here"),
+            None => "its source declares none: add `WATERMARK FOR <column> AS <column> - INTERVAL ...` to the source table".to_string(),
+        }
+    }
+
     /// Creates the fused calc node for pending steps (if any) and returns the
     /// endpoint that yields this stream's rows.
     pub fn materialize(&mut self, graph: &mut JobGraph) -> Endpoint {
@@ -71,5 +99,149 @@ impl Stream {
         self.endpoint = Endpoint { node, port: 0 };
         self.endpoint_schema = schema;
         self.endpoint
+    }
+}
+
+/// Which output of a projection carries the input's event time (column
+/// `time` of `schema`), if any.
+///
+/// A column passed through keeps it. A window aggregate's time is its window
+/// struct; of the values taken from it, `window_time` (`end - 1 ms`) and
+/// `window_end` can carry event time (a result row fires no earlier than
+/// either, so neither makes it late downstream); `window_start` cannot.
+pub fn projected_time(exprs: &[Expr], schema: &DFSchema, time: usize) -> Option<usize> {
+    let passed = exprs
+        .iter()
+        .position(|e| column_index(e, schema) == Some(time));
+    if passed.is_some() {
+        return passed;
+    }
+    if !matches!(schema.field(time).data_type(), DataType::Struct(_)) {
+        return None;
+    }
+    let window_time = exprs.iter().position(|e| match strip(e) {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Minus,
+            right,
+        }) => window_end_of(left, schema) == Some(time) && is_one_millisecond(right),
+        _ => false,
+    });
+    window_time.or_else(|| {
+        exprs
+            .iter()
+            .position(|e| window_end_of(e, schema) == Some(time))
+    })
+}
+
+/// The input column an expression passes through unchanged, if any.
+fn column_index(expr: &Expr, schema: &DFSchema) -> Option<usize> {
+    match expr {
+        Expr::Alias(alias) => column_index(&alias.expr, schema),
+        Expr::Column(column) => schema.index_of_column(column).ok(),
+        _ => None,
+    }
+}
+
+fn strip(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Alias(alias) => strip(&alias.expr),
+        Expr::Cast(cast) => strip(&cast.expr),
+        e => e,
+    }
+}
+
+/// `get_field(window, 'end')`: the column index of `window`.
+fn window_end_of(expr: &Expr, schema: &DFSchema) -> Option<usize> {
+    let Expr::ScalarFunction(call) = strip(expr) else {
+        return None;
+    };
+    if call.func.name() != "get_field" {
+        return None;
+    }
+    match call.args.as_slice() {
+        [window, Expr::Literal(ScalarValue::Utf8(Some(field)), _)] if field == "end" => {
+            column_index(window, schema)
+        }
+        _ => None,
+    }
+}
+
+fn is_one_millisecond(expr: &Expr) -> bool {
+    match strip(expr) {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
+            v.months == 0 && v.days == 0 && v.nanoseconds == 1_000_000
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            v.days == 0 && v.milliseconds == 1
+        }
+        _ => false,
+    }
+}
+
+/// The window columns of a projection's output: those passed through, and
+/// `date_bin(width, <event time>)` (a window's start), possibly plus or
+/// minus a constant interval (its end, its time).
+pub fn projected_windows(
+    exprs: &[Expr],
+    schema: &DFSchema,
+    time: Option<usize>,
+    windows: &[WindowColumn],
+) -> Vec<WindowColumn> {
+    exprs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, expr)| {
+            let passed = column_index(expr, schema)
+                .and_then(|c| windows.iter().find(|w| w.column == c))
+                .map(|w| (w.width_ms, w.to_end_ms));
+            passed
+                .or_else(|| window_bound(strip(expr), schema, time?))
+                .map(|(width_ms, to_end_ms)| WindowColumn {
+                    column: i,
+                    width_ms,
+                    to_end_ms,
+                })
+        })
+        .collect()
+}
+
+/// `date_bin(width, time) [(+|-) interval]...`: the width, and what to add
+/// to the value to get the window's end.
+fn window_bound(expr: &Expr, schema: &DFSchema, time: usize) -> Option<(i64, i64)> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus) =>
+        {
+            let shift = interval_ms(right)?;
+            let (width, to_end) = window_bound(strip(left), schema, time)?;
+            Some(match op {
+                Operator::Plus => (width, to_end - shift),
+                _ => (width, to_end + shift),
+            })
+        }
+        Expr::ScalarFunction(call) if call.func.name() == "date_bin" => {
+            match call.args.as_slice() {
+                [width, column] | [width, column, _]
+                    if column_index(column, schema) == Some(time) =>
+                {
+                    interval_ms(width).filter(|w| *w > 0).map(|w| (w, w))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn interval_ms(expr: &Expr) -> Option<i64> {
+    match strip(expr) {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
+            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
+        }
+        _ => None,
     }
 }

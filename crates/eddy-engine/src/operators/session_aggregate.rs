@@ -1,0 +1,613 @@
+//! Session windows: `GROUP BY session(gap), keys...` with any DataFusion
+//! aggregate function.
+//!
+//! In: batches carrying an event-time column. Out: one row per (session, key)
+//! once the session is over, laid out like a window aggregate's output (the
+//! window struct `{start, end}` among the group columns, then the
+//! aggregates). A key's session holds rows whose event times are each at
+//! most `gap` after the previous one; it is `[first row, last row + gap)`,
+//! as in Flink (whose per-row windows `[t, t + gap)` merge when they touch).
+//! A session fires at watermark > end + allowed lateness: until then a row
+//! at exactly its end could still extend it.
+//!
+//! Rows wait until the watermark guarantees no earlier row can come (t <
+//! W - allowed lateness), and are then folded in event-time order, key by
+//! key. So a row that arrives out of order, within the watermark bound or
+//! the allowed lateness, and bridges two sessions merges them: they were
+//! never split.
+//!
+//! ```text
+//!   on_batch:      rows wait in `pending`
+//!   on_watermark:  rows with t < W - lateness: sorted by (key, t); each key's
+//!                  rows extend its open session or close it and open another;
+//!                  sessions with end + lateness <= W are emitted
+//! ```
+//!
+//! State per key is its open session: start, last event time, and one
+//! DataFusion `Accumulator` per aggregate, never the rows.
+//!
+//! Checkpoints: table `pending` (rows waiting for the watermark) and table
+//! `sessions` (key bytes, start, last time, each aggregate's intermediate
+//! state columns).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+//! use eddy_engine::operator::OperatorPlan;
+//! use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
+//! use eddy_engine::operators::window_aggregate::GroupColumn;
+//! use eddy_engine::window::window_struct_type;
+//!
+//! let input = Arc::new(Schema::new(vec![
+//!     Field::new("ts", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+//! ]));
+//! let output = Arc::new(Schema::new(vec![Field::new("w", window_struct_type(), true)]));
+//! let plan = SessionAggregatePlan {
+//!     input_schema: input,
+//!     output_schema: output,
+//!     gap_ms: 30_000,
+//!     time_column: 0,
+//!     allowed_lateness_ms: 0,
+//!     group_columns: vec![GroupColumn::Window],
+//!     keys: Vec::new(),
+//!     aggregates: Vec::new(),
+//! };
+//! assert!(plan.describe().starts_with("session(gap 30000ms)"));
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, RecordBatch,
+};
+use datafusion::arrow::compute::{
+    cast, concat_batches, filter, filter_record_batch, lexsort_to_indices, not, take_record_batch,
+    SortColumn,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatchOptions;
+use datafusion::arrow::row::RowConverter;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+use serde::{Deserialize, Serialize};
+
+use super::window_aggregate::{GroupColumn, WindowAggregate};
+use super::{key_converter, key_rows};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::{scalars_to_array, StateSnapshot};
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
+use crate::window::window_struct_column;
+
+/// Plan of a session-window aggregation.
+#[derive(Debug, Clone)]
+pub struct SessionAggregatePlan {
+    /// Schema of the input rows.
+    pub input_schema: SchemaRef,
+    /// Schema of the emitted rows.
+    pub output_schema: SchemaRef,
+    /// A session ends when no row of its key comes for this long.
+    pub gap_ms: i64,
+    /// Index of the event-time column in the input.
+    pub time_column: usize,
+    /// Extra time rows may come late, and sessions wait, after the watermark.
+    pub allowed_lateness_ms: i64,
+    /// Group-by output columns in order.
+    pub group_columns: Vec<GroupColumn>,
+    /// Key expressions with their output names: sessions are per key.
+    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
+    /// The aggregates, in output order.
+    pub aggregates: Vec<WindowAggregate>,
+}
+
+impl OperatorPlan for SessionAggregatePlan {
+    fn kind(&self) -> &'static str {
+        "session_aggregate"
+    }
+
+    fn describe(&self) -> String {
+        let aggs: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| a.expr.name().to_string())
+            .collect();
+        format!(
+            "session(gap {}ms) on {} (fires at watermark > last row + gap + {}ms): [{}]",
+            self.gap_ms,
+            self.input_schema.field(self.time_column).name(),
+            self.allowed_lateness_ms,
+            aggs.join(", ")
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let keys: Vec<Arc<dyn PhysicalExpr>> = self.partition_keys();
+        let converter = key_converter(&keys, &self.input_schema)?;
+        let mut state_fields = vec![
+            Field::new("key", DataType::Binary, false),
+            Field::new("start", DataType::Int64, false),
+            Field::new("last", DataType::Int64, false),
+        ];
+        for aggregate in &self.aggregates {
+            for field in aggregate.expr.state_fields()? {
+                let name = format!("{}_{}", state_fields.len(), field.name());
+                state_fields.push(Field::new(name, field.data_type().clone(), true));
+            }
+        }
+        Ok(Box::new(SessionAggregateOperator {
+            plan: self.clone(),
+            keys,
+            converter,
+            state_schema: Arc::new(Schema::new(state_fields)),
+            pending: Vec::new(),
+            sessions: HashMap::new(),
+            ends: BTreeSet::new(),
+            watermark: WATERMARK_MIN,
+            late_rows: 0,
+        }))
+    }
+}
+
+/// A key's open session.
+struct Session {
+    start: Timestamp,
+    last: Timestamp,
+    accumulators: Vec<Box<dyn Accumulator>>,
+}
+
+struct SessionAggregateOperator {
+    plan: SessionAggregatePlan,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    converter: RowConverter,
+    state_schema: SchemaRef,
+    /// Rows not yet folded (t >= W - lateness when they came).
+    pending: Vec<RecordBatch>,
+    /// Open sessions by key bytes (Arrow row format).
+    sessions: HashMap<Box<[u8]>, Session>,
+    /// (end, key) of every open session, to find those that are over.
+    ends: BTreeSet<(Timestamp, Box<[u8]>)>,
+    watermark: Timestamp,
+    late_rows: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SessionMeta {
+    watermark: Timestamp,
+    late_rows: u64,
+}
+
+impl SessionAggregateOperator {
+    /// Rows before this time are final: none earlier can still come.
+    fn horizon(&self, watermark: Timestamp) -> Timestamp {
+        watermark.saturating_sub(self.plan.allowed_lateness_ms)
+    }
+
+    fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
+        self.plan
+            .aggregates
+            .iter()
+            .map(|a| Ok(a.expr.create_accumulator()?))
+            .collect()
+    }
+
+    /// Takes the pending rows before `horizon`, sorted by (key, time).
+    fn release(&mut self, horizon: Timestamp) -> Result<Option<RecordBatch>> {
+        let mut released = Vec::new();
+        let mut kept = Vec::new();
+        for batch in std::mem::take(&mut self.pending) {
+            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+            let ready: BooleanArray = times.iter().map(|t| t.map(|t| t < horizon)).collect();
+            if ready.true_count() == batch.num_rows() {
+                released.push(batch);
+            } else if ready.true_count() == 0 {
+                kept.push(batch);
+            } else {
+                released.push(filter_record_batch(&batch, &ready)?);
+                kept.push(filter_record_batch(&batch, &not(&ready)?)?);
+            }
+        }
+        self.pending = kept;
+        if released.is_empty() {
+            return Ok(None);
+        }
+        let rows = concat_batches(&self.plan.input_schema, released.iter())?;
+        let n = rows.num_rows();
+        let mut columns: Vec<SortColumn> = self
+            .keys
+            .iter()
+            .map(|k| {
+                Ok(SortColumn {
+                    values: k.evaluate(&rows)?.into_array(n)?,
+                    options: None,
+                })
+            })
+            .collect::<Result<_>>()?;
+        columns.push(SortColumn {
+            values: Arc::new(to_epoch_millis(rows.column(self.plan.time_column))?),
+            options: None,
+        });
+        let order = lexsort_to_indices(&columns, None)?;
+        Ok(Some(take_record_batch(&rows, &order)?))
+    }
+
+    /// Folds `rows` (sorted by key, then time) into sessions; sessions they
+    /// close are emitted.
+    fn fold(&mut self, rows: &RecordBatch, out: &mut Collector) -> Result<()> {
+        let n = rows.num_rows();
+        let times = to_epoch_millis(rows.column(self.plan.time_column))?;
+        let (key_rows, _) = key_rows(&self.converter, &self.keys, rows)?;
+        let args: Vec<Vec<ArrayRef>> = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| {
+                a.expr
+                    .expressions()
+                    .iter()
+                    .map(|e| Ok(e.evaluate(rows)?.into_array(n)?))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<_>>()?;
+        let filters: Vec<Option<BooleanArray>> = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| {
+                a.filter
+                    .as_ref()
+                    .map(|f| super::predicate_mask(f, rows, "session_aggregate"))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        let mut closed: Vec<(Box<[u8]>, Session)> = Vec::new();
+        let mut i = 0;
+        while i < n {
+            let key = key_rows.row(i);
+            let mut run_end = i + 1;
+            while run_end < n && key_rows.row(run_end) == key {
+                run_end += 1;
+            }
+            let key: Box<[u8]> = key.as_ref().into();
+            let mut session = match self.sessions.remove(&key) {
+                Some(session) => {
+                    self.ends
+                        .remove(&(session.last.saturating_add(self.plan.gap_ms), key.clone()));
+                    Some(session)
+                }
+                None => None,
+            };
+            // Segments of the run that fall into one session.
+            let mut segment = i;
+            for row in i..=run_end {
+                let boundary = row == run_end || {
+                    let previous = if row > segment {
+                        Some(times.value(row - 1))
+                    } else {
+                        session.as_ref().map(|s| s.last)
+                    };
+                    previous.is_none_or(|p| times.value(row) > p.saturating_add(self.plan.gap_ms))
+                };
+                if !boundary {
+                    continue;
+                }
+                if row > segment {
+                    if let Some(s) = session.as_mut() {
+                        self.update(s, &args, &filters, segment, row - segment)?;
+                        s.last = times.value(row - 1);
+                    }
+                }
+                if row == run_end {
+                    break;
+                }
+                if let Some(done) = session.take() {
+                    closed.push((key.clone(), done));
+                }
+                session = Some(Session {
+                    start: times.value(row),
+                    last: times.value(row),
+                    accumulators: self.new_accumulators()?,
+                });
+                segment = row;
+            }
+            if let Some(session) = session {
+                self.ends
+                    .insert((session.last.saturating_add(self.plan.gap_ms), key.clone()));
+                self.sessions.insert(key, session);
+            }
+            i = run_end;
+        }
+        if !closed.is_empty() {
+            out.emit(self.emit(closed)?);
+        }
+        Ok(())
+    }
+
+    fn update(
+        &self,
+        session: &mut Session,
+        args: &[Vec<ArrayRef>],
+        filters: &[Option<BooleanArray>],
+        offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        for (a, acc) in session.accumulators.iter_mut().enumerate() {
+            let mut values: Vec<ArrayRef> = args[a].iter().map(|c| c.slice(offset, len)).collect();
+            if let Some(mask) = &filters[a] {
+                let mask = mask.slice(offset, len);
+                values = values
+                    .iter()
+                    .map(|v| filter(v.as_ref(), &mask))
+                    .collect::<Result<_, _>>()?;
+            }
+            acc.update_batch(&values)?;
+        }
+        Ok(())
+    }
+
+    fn emit(&self, sessions: Vec<(Box<[u8]>, Session)>) -> Result<RecordBatch> {
+        let n = sessions.len();
+        let parser = self.converter.parser();
+        let keys = if self.keys.is_empty() {
+            Vec::new()
+        } else {
+            self.converter
+                .convert_rows(sessions.iter().map(|(k, _)| parser.parse(k)))?
+        };
+        let mut starts = Vec::with_capacity(n);
+        let mut ends = Vec::with_capacity(n);
+        let mut values: Vec<Vec<ScalarValue>> =
+            vec![Vec::with_capacity(n); self.plan.aggregates.len()];
+        for (_, mut session) in sessions {
+            starts.push(session.start);
+            ends.push(session.last.saturating_add(self.plan.gap_ms));
+            for (a, acc) in session.accumulators.iter_mut().enumerate() {
+                values[a].push(acc.evaluate()?);
+            }
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.plan.output_schema.fields().len());
+        let window = window_struct_column(starts, ends);
+        for column in &self.plan.group_columns {
+            columns.push(match column {
+                GroupColumn::Window => Arc::clone(&window),
+                GroupColumn::WindowStart => window
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::StructArray>()
+                    .map(|w| Arc::clone(w.column(0)))
+                    .ok_or_else(|| {
+                        EngineError::operator("session_aggregate", "window column is not a struct")
+                    })?,
+                GroupColumn::Key(i) => keys.get(*i).cloned().ok_or_else(|| {
+                    EngineError::operator("session_aggregate", "missing key column")
+                })?,
+            });
+        }
+        let first_aggregate = columns.len();
+        for (a, values) in values.into_iter().enumerate() {
+            let field = self.plan.output_schema.field(first_aggregate + a);
+            columns.push(scalars_to_array(values, field.data_type())?);
+        }
+        let columns = columns
+            .into_iter()
+            .zip(self.plan.output_schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    cast(&c, f.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+
+    /// The open sessions as a table (accumulators are rebuilt from the state
+    /// they hand over, which some of them give only once).
+    fn session_table(&mut self) -> Result<RecordBatch> {
+        let n = self.sessions.len();
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
+        let mut starts = Vec::with_capacity(n);
+        let mut lasts = Vec::with_capacity(n);
+        let widths: Vec<usize> = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| Ok(a.expr.state_fields()?.len()))
+            .collect::<Result<_>>()?;
+        let mut states: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); widths.iter().sum()];
+        for (key, session) in self.sessions.iter_mut() {
+            keys.push(key);
+            starts.push(session.start);
+            lasts.push(session.last);
+            let mut column = 0;
+            for (a, acc) in session.accumulators.iter_mut().enumerate() {
+                let values = acc.state()?;
+                let arrays = values
+                    .iter()
+                    .map(|v| v.to_array())
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                let mut fresh = self.plan.aggregates[a].expr.create_accumulator()?;
+                fresh.merge_batch(&arrays)?;
+                *acc = fresh;
+                for value in values {
+                    states[column].push(value);
+                    column += 1;
+                }
+            }
+        }
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(BinaryArray::from(keys)),
+            Arc::new(Int64Array::from(starts)),
+            Arc::new(Int64Array::from(lasts)),
+        ];
+        for (values, field) in states
+            .into_iter()
+            .zip(self.state_schema.fields().iter().skip(3))
+        {
+            columns.push(scalars_to_array(values, field.data_type())?);
+        }
+        Ok(RecordBatch::try_new_with_options(
+            self.state_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+
+    fn load_sessions(&mut self, table: &RecordBatch) -> Result<()> {
+        if table.schema().fields() != self.state_schema.fields() {
+            return Err(EngineError::State(
+                "session_aggregate: checkpoint table has the wrong columns".into(),
+            ));
+        }
+        let state_error = || EngineError::State("session_aggregate: bad sessions table".into());
+        let keys = table
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(state_error)?;
+        let starts = table
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(state_error)?;
+        let lasts = table
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(state_error)?;
+        for row in 0..table.num_rows() {
+            let mut accumulators = self.new_accumulators()?;
+            let mut column = 3;
+            for (a, acc) in accumulators.iter_mut().enumerate() {
+                let width = self.plan.aggregates[a].expr.state_fields()?.len();
+                let slice: Vec<ArrayRef> = table.columns()[column..column + width]
+                    .iter()
+                    .map(|c| c.slice(row, 1))
+                    .collect();
+                acc.merge_batch(&slice)?;
+                column += width;
+            }
+            let key: Box<[u8]> = keys.value(row).into();
+            let last = lasts.value(row);
+            self.ends
+                .insert((last.saturating_add(self.plan.gap_ms), key.clone()));
+            self.sessions.insert(
+                key,
+                Session {
+                    start: starts.value(row),
+                    last,
+                    accumulators,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Operator for SessionAggregateOperator {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
+        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        let horizon = self.horizon(self.watermark);
+        // Rows before the horizon (from a formerly idle input) come after
+        // their sessions were folded: counted, skipped.
+        let on_time: BooleanArray = times
+            .iter()
+            .map(|t| Some(t.is_some_and(|t| t >= horizon)))
+            .collect();
+        let kept = on_time.true_count();
+        self.late_rows += (times.len() - times.null_count() - kept) as u64;
+        if kept == batch.num_rows() {
+            self.pending.push(batch);
+        } else if kept > 0 {
+            self.pending.push(filter_record_batch(&batch, &on_time)?);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        self.watermark = watermark;
+        let horizon = self.horizon(watermark);
+        if let Some(rows) = self.release(horizon)? {
+            self.fold(&rows, out)?;
+        }
+        let mut over = Vec::new();
+        while let Some((end, _)) = self.ends.first() {
+            if end.saturating_add(self.plan.allowed_lateness_ms) >= watermark {
+                break;
+            }
+            if let Some((_, key)) = self.ends.pop_first() {
+                if let Some(session) = self.sessions.remove(&key) {
+                    over.push((key, session));
+                }
+            }
+        }
+        if !over.is_empty() {
+            out.emit(self.emit(over)?);
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.sessions.len()
+            + self
+                .pending
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.sessions
+            .values()
+            .map(|s| s.accumulators.iter().map(|a| a.size()).sum::<usize>())
+            .sum::<usize>()
+            + self
+                .pending
+                .iter()
+                .map(RecordBatch::get_array_memory_size)
+                .sum::<usize>()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&SessionMeta {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+        })?;
+        snapshot.push_table(
+            "pending",
+            concat_batches(&self.plan.input_schema, self.pending.iter())?,
+        );
+        snapshot.push_table("sessions", self.session_table()?);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: SessionMeta = state.meta()?;
+        self.watermark = meta.watermark;
+        self.late_rows = meta.late_rows;
+        let pending = state.take_table("pending")?;
+        if pending.num_rows() > 0 {
+            self.pending.push(pending);
+        }
+        let sessions = state.take_table("sessions")?;
+        self.load_sessions(&sessions)
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
+    }
+}

@@ -1,0 +1,431 @@
+//! Ranking within windows (window Top-N):
+//! `ROW_NUMBER() | RANK() | DENSE_RANK() OVER (PARTITION BY window_start,
+//! window_end, keys... ORDER BY x DESC)` over a window aggregate's results.
+//!
+//! In: rows that carry their window in one column: a window aggregate's
+//! results (whose event time is the window's time, the same for every row of
+//! a window), or a window table function's rows (`window_start`,
+//! `window_end` or `window_time` of each row's tumbling window).
+//! Out: every row with one column per rank function appended, emitted once
+//! all rows of its window are in, partition by partition in rank order. A
+//! `WHERE rn <= N` above is an ordinary filter step; with [`WindowRankPlan::limit`]
+//! set (the planner sets it from such a filter) rows that cannot make the top
+//! N of their partition are dropped as they arrive, so state stays at N rows
+//! per partition and window.
+//!
+//! ```text
+//!   on_batch:      rows wait in `pending`, grouped by event time
+//!   on_watermark:  a window whose end <= W - allowed_lateness is complete:
+//!                  sorted by (partition, order, arrival), ranked, emitted, dropped
+//! ```
+//!
+//! Checkpoints: table `pending` (the waiting rows), meta: watermark and the
+//! count of rows that came after their window was emitted.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+//! use datafusion::arrow::compute::SortOptions;
+//! use datafusion::physical_expr::expressions::col;
+//! use datafusion::physical_expr::PhysicalSortExpr;
+//! use eddy_engine::operator::OperatorPlan;
+//! use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
+//!
+//! let input = Arc::new(Schema::new(vec![
+//!     Field::new("window_time", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+//!     Field::new("k", DataType::Utf8, true),
+//!     Field::new("total", DataType::Int64, true),
+//! ]));
+//! let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+//! fields.push(Field::new("rn", DataType::UInt64, true));
+//! let plan = WindowRankPlan {
+//!     input_schema: input.clone(),
+//!     output_schema: Arc::new(Schema::new(fields)),
+//!     time_column: 0,
+//!     to_end_ms: 1,
+//!     allowed_lateness_ms: 0,
+//!     partition_by: vec![col("window_time", &input).unwrap()],
+//!     order_by: vec![PhysicalSortExpr::new(col("total", &input).unwrap(), SortOptions::new(true, false))],
+//!     functions: vec![RankFunction::RowNumber],
+//!     limit: Some(3),
+//! };
+//! assert!(plan.describe().contains("top 3"));
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, UInt32Array, UInt64Array};
+use datafusion::arrow::compute::{
+    cast, concat_batches, lexsort_to_indices, partition, take_record_batch, SortColumn,
+};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
+
+/// A ranking function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankFunction {
+    /// 1, 2, 3, ... in order, ties broken arbitrarily.
+    RowNumber,
+    /// Peers (equal ORDER BY values) share a rank; gaps follow them.
+    Rank,
+    /// Peers share a rank; no gaps.
+    DenseRank,
+}
+
+impl RankFunction {
+    fn name(self) -> &'static str {
+        match self {
+            RankFunction::RowNumber => "row_number",
+            RankFunction::Rank => "rank",
+            RankFunction::DenseRank => "dense_rank",
+        }
+    }
+}
+
+/// Plan of a ranking within windows.
+#[derive(Debug, Clone)]
+pub struct WindowRankPlan {
+    /// Schema of the input rows.
+    pub input_schema: SchemaRef,
+    /// Input columns, then one column per function.
+    pub output_schema: SchemaRef,
+    /// The column naming each row's window: rows of one window share its
+    /// value, a time (the window's time, start or end).
+    pub time_column: usize,
+    /// The column's value plus this is the window's end (1 for a window's
+    /// time, end - 1 ms): a window is complete once the watermark minus the
+    /// lateness reaches its end.
+    pub to_end_ms: i64,
+    /// Lateness the input's time carries.
+    pub allowed_lateness_ms: i64,
+    /// PARTITION BY expressions (the window's columns among them).
+    pub partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    /// ORDER BY.
+    pub order_by: Vec<PhysicalSortExpr>,
+    /// The functions, in output order.
+    pub functions: Vec<RankFunction>,
+    /// Keep at most this many rows per partition (a `WHERE rn <= N` above,
+    /// with `rn` a `row_number`); `None` keeps every row.
+    pub limit: Option<usize>,
+}
+
+impl OperatorPlan for WindowRankPlan {
+    fn kind(&self) -> &'static str {
+        "window_rank"
+    }
+
+    fn describe(&self) -> String {
+        let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
+        let order: Vec<String> = self.order_by.iter().map(|o| o.to_string()).collect();
+        let top = self
+            .limit
+            .map(|n| format!(", top {n} per partition"))
+            .unwrap_or_default();
+        format!(
+            "[{}] per window of {} ordered by {}{top} (emits at watermark >= {} + {}ms + {}ms)",
+            functions.join(", "),
+            self.input_schema.field(self.time_column).name(),
+            order.join(", "),
+            self.input_schema.field(self.time_column).name(),
+            self.to_end_ms,
+            self.allowed_lateness_ms
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.partition_by.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(WindowRankOperator {
+            plan: self.clone(),
+            pending: BTreeMap::new(),
+            watermark: WATERMARK_MIN,
+            late_rows: 0,
+        }))
+    }
+}
+
+struct WindowRankOperator {
+    plan: WindowRankPlan,
+    /// Waiting rows by event time (one entry per window).
+    pending: BTreeMap<Timestamp, Vec<RecordBatch>>,
+    watermark: Timestamp,
+    late_rows: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RankMeta {
+    watermark: Timestamp,
+    late_rows: u64,
+}
+
+/// The rows of `batch` sorted by partition, then order; and the ranges of
+/// each partition in that order.
+struct Sorted {
+    batch: RecordBatch,
+    order: Vec<ArrayRef>,
+    partitions: Vec<std::ops::Range<usize>>,
+}
+
+impl WindowRankOperator {
+    /// A window's rows are complete once no row before its end can come:
+    /// end <= W - lateness.
+    fn complete(&self, value: Timestamp, watermark: Timestamp) -> bool {
+        value.saturating_add(self.plan.to_end_ms)
+            <= watermark.saturating_sub(self.plan.allowed_lateness_ms)
+    }
+
+    fn sort(&self, batch: &RecordBatch) -> Result<Sorted> {
+        let n = batch.num_rows();
+        let evaluate = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
+            Ok(e.evaluate(batch)?.into_array(n)?)
+        };
+        let keys = self
+            .plan
+            .partition_by
+            .iter()
+            .map(evaluate)
+            .collect::<Result<Vec<_>>>()?;
+        let order = self
+            .plan
+            .order_by
+            .iter()
+            .map(|o| evaluate(&o.expr))
+            .collect::<Result<Vec<_>>>()?;
+        let mut columns: Vec<SortColumn> = keys
+            .iter()
+            .map(|k| SortColumn {
+                values: Arc::clone(k),
+                options: None,
+            })
+            .collect();
+        columns.extend(
+            order
+                .iter()
+                .zip(&self.plan.order_by)
+                .map(|(values, o)| SortColumn {
+                    values: Arc::clone(values),
+                    options: Some(o.options),
+                }),
+        );
+        let indices = if columns.is_empty() {
+            UInt32Array::from_iter_values(0..n as u32)
+        } else {
+            // Arrival order breaks ties, so equal rows rank the same way
+            // whatever the batch sizes.
+            columns.push(SortColumn {
+                values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
+                options: None,
+            });
+            lexsort_to_indices(&columns, None)?
+        };
+        let pick = |a: &ArrayRef| datafusion::arrow::compute::take(a.as_ref(), &indices, None);
+        let keys = keys.iter().map(pick).collect::<Result<Vec<_>, _>>()?;
+        let order = order.iter().map(pick).collect::<Result<Vec<_>, _>>()?;
+        let partitions = if keys.is_empty() || n == 0 {
+            std::iter::once(0..n).collect()
+        } else {
+            partition(&keys)?.ranges()
+        };
+        Ok(Sorted {
+            batch: take_record_batch(batch, &indices)?,
+            order,
+            partitions,
+        })
+    }
+
+    /// Keeps the first `limit` rows of each partition (ties past the limit
+    /// are kept too, so `rank` and `dense_rank` see every peer).
+    fn trim(&self, rows: RecordBatch) -> Result<RecordBatch> {
+        let Some(limit) = self.plan.limit else {
+            return Ok(rows);
+        };
+        let sorted = self.sort(&rows)?;
+        if sorted.partitions.iter().all(|p| p.len() <= limit) {
+            return Ok(rows);
+        }
+        let mut keep: Vec<u32> = Vec::new();
+        for range in &sorted.partitions {
+            let mut end = range.start + range.len().min(limit);
+            // Extend over peers of the last kept row.
+            while end < range.end && end > range.start && self.peers(&sorted.order, end - 1, end) {
+                end += 1;
+            }
+            keep.extend(range.start as u32..end as u32);
+        }
+        Ok(take_record_batch(&sorted.batch, &UInt32Array::from(keep))?)
+    }
+
+    fn peers(&self, order: &[ArrayRef], a: usize, b: usize) -> bool {
+        order.iter().all(|column| {
+            let (x, y) = (column.slice(a, 1), column.slice(b, 1));
+            x.to_data() == y.to_data()
+        })
+    }
+
+    fn rank(&self, rows: &RecordBatch) -> Result<RecordBatch> {
+        let sorted = self.sort(rows)?;
+        let n = sorted.batch.num_rows();
+        let mut columns: Vec<ArrayRef> = sorted.batch.columns().to_vec();
+        let peer_groups = |range: &std::ops::Range<usize>| -> Result<Vec<std::ops::Range<usize>>> {
+            if sorted.order.is_empty() {
+                return Ok(std::iter::once(range.clone()).collect());
+            }
+            let slices: Vec<ArrayRef> = sorted
+                .order
+                .iter()
+                .map(|c| c.slice(range.start, range.len()))
+                .collect();
+            Ok(partition(&slices)?
+                .ranges()
+                .into_iter()
+                .map(|r| r.start + range.start..r.end + range.start)
+                .collect())
+        };
+        for (i, function) in self.plan.functions.iter().enumerate() {
+            let mut values: Vec<u64> = Vec::with_capacity(n);
+            for range in &sorted.partitions {
+                match function {
+                    RankFunction::RowNumber => values.extend(1..=range.len() as u64),
+                    RankFunction::Rank | RankFunction::DenseRank => {
+                        for (group, peers) in peer_groups(range)?.into_iter().enumerate() {
+                            let rank = match function {
+                                RankFunction::Rank => (peers.start - range.start) as u64 + 1,
+                                _ => group as u64 + 1,
+                            };
+                            values.extend(std::iter::repeat_n(rank, peers.len()));
+                        }
+                    }
+                }
+            }
+            let field = self
+                .plan
+                .output_schema
+                .field(self.plan.input_schema.fields().len() + i);
+            let array: ArrayRef = Arc::new(UInt64Array::from(values));
+            columns.push(if array.data_type() == field.data_type() {
+                array
+            } else {
+                cast(&array, field.data_type())?
+            });
+        }
+        Ok(RecordBatch::try_new(
+            self.plan.output_schema.clone(),
+            columns,
+        )?)
+    }
+
+    fn add(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        let mut groups: BTreeMap<Timestamp, Vec<u32>> = BTreeMap::new();
+        let first = times.value(0);
+        if times.null_count() == 0 && times.values().iter().all(|&t| t == first) {
+            self.add_group(first, batch)?;
+            return Ok(());
+        }
+        for (row, time) in times.iter().enumerate() {
+            match time {
+                Some(t) => groups.entry(t).or_default().push(row as u32),
+                None => self.late_rows += 1,
+            }
+        }
+        for (time, rows) in groups {
+            let part = take_record_batch(&batch, &UInt32Array::from(rows))?;
+            self.add_group(time, part)?;
+        }
+        Ok(())
+    }
+
+    fn add_group(&mut self, time: Timestamp, rows: RecordBatch) -> Result<()> {
+        if self.complete(time, self.watermark) {
+            // Its window was emitted already: only rows of a formerly idle
+            // input can get here. Counted, skipped.
+            self.late_rows += rows.num_rows() as u64;
+            return Ok(());
+        }
+        let mut group = self.pending.remove(&time).unwrap_or_default();
+        group.push(rows);
+        if self.plan.limit.is_some() && group.len() > 1 {
+            let all = concat_batches(&self.plan.input_schema, group.iter())?;
+            group = vec![self.trim(all)?];
+        }
+        self.pending.insert(time, group);
+        Ok(())
+    }
+}
+
+impl Operator for WindowRankOperator {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
+        self.add(batch)
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        self.watermark = watermark;
+        while let Some((&time, _)) = self.pending.first_key_value() {
+            if !self.complete(time, watermark) {
+                break;
+            }
+            if let Some((_, parts)) = self.pending.pop_first() {
+                let rows = self.trim(concat_batches(&self.plan.input_schema, parts.iter())?)?;
+                out.emit(self.rank(&rows)?);
+            }
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.pending
+            .values()
+            .flatten()
+            .map(RecordBatch::num_rows)
+            .sum()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.pending
+            .values()
+            .flatten()
+            .map(RecordBatch::get_array_memory_size)
+            .sum()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&RankMeta {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+        })?;
+        let pending = concat_batches(&self.plan.input_schema, self.pending.values().flatten())?;
+        snapshot.push_table("pending", pending);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: RankMeta = state.meta()?;
+        self.late_rows = meta.late_rows;
+        self.watermark = WATERMARK_MIN;
+        let pending = state.take_table("pending")?;
+        self.add(pending)?;
+        self.watermark = meta.watermark;
+        Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
+    }
+}

@@ -1,0 +1,289 @@
+//! Plans window Top-N: ranking functions over window results.
+//!
+//! `ROW_NUMBER() | RANK() | DENSE_RANK() OVER (PARTITION BY <window> ...
+//! ORDER BY ...)` whose PARTITION BY holds the input's event-time column —
+//! a window result's time: `window_time`, `window_end`, or the window itself
+//! in Arroyo's `PARTITION BY window` — becomes a `window_rank` operator that
+//! ranks each window's rows once they are all in. A `WHERE rn <= N` (or
+//! `rn < N`, `rn = 1`) above it lets the operator keep only the top N.
+
+use std::sync::Arc;
+
+use datafusion::arrow::compute::SortOptions;
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::expr::WindowFunction;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window, WindowFunctionDefinition,
+};
+use datafusion::physical_expr::PhysicalSortExpr;
+use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
+use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
+
+use super::stream::{Endpoint, Stream, TimeAttr, WindowColumn};
+use super::Compiler;
+use crate::error::{Position, Result};
+
+/// A filter's bound on a ranking column: `column <= limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RankLimit {
+    /// The window expression's column name in the `Window` node.
+    column: String,
+    /// Rows per partition the filter can keep at most.
+    limit: usize,
+}
+
+fn function_params(expr: &Expr) -> Option<&WindowFunction> {
+    match expr {
+        Expr::Alias(a) => function_params(&a.expr),
+        Expr::WindowFunction(f) => Some(f.as_ref()),
+        _ => None,
+    }
+}
+
+fn rank_function(function: &WindowFunction) -> Option<RankFunction> {
+    let WindowFunctionDefinition::WindowUDF(udwf) = &function.fun else {
+        return None;
+    };
+    match udwf.name() {
+        "row_number" => Some(RankFunction::RowNumber),
+        "rank" => Some(RankFunction::Rank),
+        "dense_rank" => Some(RankFunction::DenseRank),
+        _ => None,
+    }
+}
+
+/// How a ranking finds each row's window.
+pub(super) struct RankWindow {
+    /// The ranking functions.
+    pub functions: Vec<RankFunction>,
+    /// The partition column that names the window.
+    pub column: usize,
+    /// Its value plus this is the window's end.
+    pub to_end_ms: i64,
+}
+
+/// The ranking functions of `window` when it ranks within windows: every
+/// function is a ranking, all share one PARTITION BY and ORDER BY, and the
+/// PARTITION BY holds the event-time column `time` (a window's results) or a
+/// window bound column of a window table function's rows.
+pub(super) fn rank_functions(
+    window: &Window,
+    schema: &DFSchema,
+    time: usize,
+    windows: &[WindowColumn],
+) -> Option<RankWindow> {
+    let mut functions = Vec::with_capacity(window.window_expr.len());
+    let first = function_params(window.window_expr.first()?)?;
+    for expr in &window.window_expr {
+        let function = function_params(expr)?;
+        if function.params.partition_by != first.params.partition_by
+            || function.params.order_by != first.params.order_by
+        {
+            return None;
+        }
+        functions.push(rank_function(function)?);
+    }
+    let columns: Vec<usize> = first
+        .params
+        .partition_by
+        .iter()
+        .filter_map(|e| match e {
+            Expr::Column(c) => schema.index_of_column(c).ok(),
+            _ => None,
+        })
+        .collect();
+    if columns.contains(&time) {
+        // A window's results: their event time is the window's time (end - 1 ms)
+        // or its end; end - 1 ms is the safe reading of both.
+        return Some(RankWindow {
+            functions,
+            column: time,
+            to_end_ms: 1,
+        });
+    }
+    let bound = windows.iter().find(|w| columns.contains(&w.column))?;
+    Some(RankWindow {
+        functions,
+        column: bound.column,
+        to_end_ms: bound.to_end_ms,
+    })
+}
+
+/// The bound a `WHERE` puts on a ranking column below it, if any.
+pub(super) fn rank_limit(filter: &Filter) -> Option<RankLimit> {
+    split_conjunction(&filter.predicate)
+        .into_iter()
+        .find_map(|conjunct| {
+            let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
+                return None;
+            };
+            let (column, op, value) = match (column_of(left), column_of(right)) {
+                (Some(c), None) => (c, *op, integer(right)?),
+                (None, Some(c)) => (c, op.swap()?, integer(left)?),
+                _ => return None,
+            };
+            let limit = match op {
+                Operator::LtEq | Operator::Eq => value,
+                Operator::Lt => value.checked_sub(1)?,
+                _ => return None,
+            };
+            let column = window_column(&filter.input, &column.name)?;
+            Some(RankLimit {
+                column,
+                limit: usize::try_from(limit).ok()?,
+            })
+        })
+}
+
+/// A column, possibly cast (a ranking's UInt64 compared with an integer).
+fn column_of(expr: &Expr) -> Option<&datafusion::common::Column> {
+    match expr {
+        Expr::Column(c) => Some(c),
+        Expr::Cast(c) => column_of(&c.expr),
+        Expr::TryCast(c) => column_of(&c.expr),
+        _ => None,
+    }
+}
+
+fn integer(expr: &Expr) -> Option<u64> {
+    match expr {
+        Expr::Literal(value, _) => match value.cast_to(&DataType::UInt64).ok()? {
+            ScalarValue::UInt64(Some(v)) => Some(v),
+            _ => None,
+        },
+        Expr::Cast(c) => integer(&c.expr),
+        _ => None,
+    }
+}
+
+/// Follows a column down through aliases and projections to the `Window`
+/// node that computes it; its name there.
+fn window_column(plan: &LogicalPlan, name: &str) -> Option<String> {
+    match plan {
+        LogicalPlan::SubqueryAlias(alias) => window_column(&alias.input, name),
+        LogicalPlan::Filter(filter) => window_column(&filter.input, name),
+        LogicalPlan::Projection(projection) => {
+            let index = (0..projection.schema.fields().len())
+                .find(|&i| projection.schema.field(i).name() == name)?;
+            let mut expr = projection.expr.get(index)?;
+            while let Expr::Alias(alias) = expr {
+                expr = &alias.expr;
+            }
+            match expr {
+                Expr::Column(c) => window_column(&projection.input, &c.name),
+                _ => None,
+            }
+        }
+        LogicalPlan::Window(window) => {
+            let first = window.input.schema().fields().len();
+            window
+                .schema
+                .fields()
+                .iter()
+                .skip(first)
+                .any(|f| f.name() == name)
+                .then(|| name.to_string())
+        }
+        _ => None,
+    }
+}
+
+impl Compiler {
+    pub(super) fn plan_window_rank(
+        &mut self,
+        window: &Window,
+        mut input: Stream,
+        time: TimeAttr,
+        ranking: RankWindow,
+        position: &Position,
+    ) -> Result<Stream> {
+        let RankWindow {
+            functions,
+            column: window_column,
+            to_end_ms,
+        } = ranking;
+        let state = self.ctx.state();
+        let input_schema = input.schema.clone();
+        let physical = |e: &Expr| {
+            crate::context::physical_expr(&state, e.clone(), &input_schema)
+                .map_err(|e| self.df_error(position, e))
+        };
+        let params = window
+            .window_expr
+            .first()
+            .and_then(function_params)
+            .map(|f| &f.params)
+            .ok_or_else(|| crate::error::SqlError::Internal("a ranking without function".into()))?;
+        let partition_by = params
+            .partition_by
+            .iter()
+            .map(physical)
+            .collect::<Result<Vec<_>>>()?;
+        let order_by = params
+            .order_by
+            .iter()
+            .map(|sort| {
+                Ok(PhysicalSortExpr::new(
+                    physical(&sort.expr)?,
+                    SortOptions::new(!sort.asc, sort.nulls_first),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A limit holds for a row_number or rank column; what it keeps is a
+        // prefix of each partition in rank order, so every function's values
+        // on the kept rows are what they would be over all rows.
+        let first_output = input_schema.fields().len();
+        let limit = self.rank_limit.take().and_then(|bound| {
+            let index = (first_output..window.schema.fields().len())
+                .find(|&i| *window.schema.field(i).name() == bound.column)?;
+            matches!(
+                functions.get(index - first_output),
+                Some(RankFunction::RowNumber | RankFunction::Rank)
+            )
+            .then_some(bound.limit)
+        });
+        let output_schema = Arc::new(Schema::new(
+            window
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
+        let plan = WindowRankPlan {
+            input_schema: Arc::new(input_schema.as_arrow().clone()),
+            output_schema: output_schema.clone(),
+            time_column: window_column,
+            to_end_ms,
+            allowed_lateness_ms: time.allowed_lateness_ms,
+            partition_by: partition_by.clone(),
+            order_by,
+            functions,
+            limit,
+        };
+        let from = input.materialize(&mut self.graph);
+        let id = self.graph.nodes.len();
+        let node = self.graph.add(Node {
+            name: format!("window_rank#{id}"),
+            kind: NodeKind::Operator(Arc::new(plan)),
+            inputs: vec![Edge {
+                from: from.node,
+                port: from.port,
+                partitioning: Partitioning::Hash(partition_by),
+            }],
+            schema: output_schema.clone(),
+        });
+        let windows = input.windows.clone();
+        Ok(Stream {
+            time_lost: None,
+            windows,
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: output_schema,
+            steps: Vec::new(),
+            schema: window.schema.clone(),
+            time: Some(time),
+        })
+    }
+}

@@ -1,0 +1,17 @@
+-- origin: https://github.com/ArroyoSystems/arroyo/blob/master/crates/arroyo-planner/src/test/queries/window_partition_by_column.sql
+-- expected: eddy's output, checked by hand against the input
+
+CREATE TABLE nexmark (
+  bid STRUCT<auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, datetime TIMESTAMP(3), extra VARCHAR>,
+  event_time TIMESTAMP(3),
+  WATERMARK FOR event_time AS event_time - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/arroyo_nexmark.ndjson');
+
+SELECT * FROM (
+    SELECT *,  row_number() OVER (
+        PARTITION BY window, auction
+        ORDER BY count DESC) AS row_num
+    FROM (SELECT count(*) AS count, bid.auction AS auction,
+        hop(interval '2 seconds', interval '60 seconds') AS window
+            FROM nexmark WHERE bid is not null
+            GROUP BY 2, window)) WHERE row_num <= 5;

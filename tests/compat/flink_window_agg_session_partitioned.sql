@@ -1,0 +1,15 @@
+-- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/window-agg/ (SESSION, with PARTITION BY)
+-- expected: the result table printed on the origin page
+
+CREATE TABLE Bid (
+  bidtime TIMESTAMP(3),
+  price DECIMAL(10, 2),
+  item STRING,
+  supplier_id STRING,
+  WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/bid.ndjson');
+
+SELECT window_start, window_end, supplier_id, SUM(price) AS total_price
+  FROM TABLE(
+    SESSION(TABLE Bid PARTITION BY supplier_id, DESCRIPTOR(bidtime), INTERVAL '2' MINUTES))
+  GROUP BY window_start, window_end, supplier_id;

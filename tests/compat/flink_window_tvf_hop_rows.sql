@@ -1,0 +1,13 @@
+-- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/window-tvf/ (HOP)
+-- expect-error: HOP(TABLE Bid, ...) without GROUP BY window_start, window_end is not supported
+
+CREATE TABLE Bid (
+  bidtime TIMESTAMP(3),
+  price DECIMAL(10, 2),
+  item STRING,
+  supplier_id STRING,
+  WATERMARK FOR bidtime AS bidtime - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/bid.ndjson');
+
+SELECT * FROM TABLE(
+    HOP(TABLE Bid, DESCRIPTOR(bidtime), INTERVAL '5' MINUTES, INTERVAL '10' MINUTES));

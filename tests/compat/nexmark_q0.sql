@@ -1,0 +1,11 @@
+-- origin: https://github.com/nexmark/nexmark/blob/master/nexmark-flink/src/main/resources/queries/q0.sql
+-- expected: eddy's output, checked by hand against the input
+
+CREATE TABLE bid (
+  auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR,
+  ts BIGINT, extra VARCHAR,
+  dateTime AS TO_TIMESTAMP_LTZ(ts, 3),
+  WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND
+) WITH (connector = 'file', path = '${DATA}/nexmark_bid.ndjson');
+
+SELECT auction, bidder, price, dateTime, extra FROM bid;
