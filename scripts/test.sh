@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eddy's test command (the README's quick start and CI call this).
-# Unit tests, file-driven SQL tests with goldens, differential tests against
-# DataFusion batch queries, the reference pipeline golden, CLI tests, and the
+# Unit tests, file-driven SQL tests with goldens, the Flink/Arroyo
+# compatibility suite, differential tests against DataFusion batch queries, the reference pipeline golden, CLI tests, and the
 # recovery tests (real processes killed with SIGKILL and restarted), the
 # server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
 # front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked "$@"
+
+# The compatibility suite's expected outputs, worked out from its inputs
+# independently of eddy (plain python3, no packages).
+python3 tests/compat/check_expected.py
 
 EDDY="${CARGO_TARGET_DIR:-target}/debug/eddy"
 export EDDY

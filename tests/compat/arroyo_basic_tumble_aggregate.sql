@@ -1,5 +1,5 @@
 -- origin: https://github.com/ArroyoSystems/arroyo/blob/master/crates/arroyo-planner/src/test/queries/basic_tumble_aggregate.sql
--- expected: eddy's output, checked by hand against the input
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE nexmark (
   bid STRUCT<auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, datetime TIMESTAMP(3), extra VARCHAR>,

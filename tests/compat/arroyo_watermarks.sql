@@ -1,5 +1,5 @@
 -- origin: https://github.com/ArroyoSystems/arroyo/blob/master/crates/arroyo-planner/src/test/queries/watermarks.sql
--- expected: eddy's output, checked by hand against the input
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE orders (
   customer_id INT,

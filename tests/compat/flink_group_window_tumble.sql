@@ -1,5 +1,5 @@
 -- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/window-agg/ (Group Window Aggregation, TUMBLE)
--- expected: eddy's output, checked by hand against the input
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE Orders (
   user BIGINT,

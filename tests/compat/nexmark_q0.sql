@@ -1,5 +1,5 @@
 -- origin: https://github.com/nexmark/nexmark/blob/master/nexmark-flink/src/main/resources/queries/q0.sql
--- expected: eddy's output, checked by hand against the input
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE bid (
   auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR,

@@ -1,5 +1,5 @@
 -- origin: https://github.com/nexmark/nexmark/blob/master/nexmark-flink/src/main/resources/queries/q8.sql
--- expected: computed by hand from the input (tests/compat/check_expected.py)
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE person (
   id BIGINT, name VARCHAR, emailAddress VARCHAR, creditCard VARCHAR, city VARCHAR, state VARCHAR,
