@@ -129,6 +129,7 @@ pub fn table_def(
     // Per column: its generation expression, and whether it takes the
     // expression's type (Flink's `col AS expr`).
     let mut generated: Vec<Option<(SqlExpr, bool)>> = Vec::new();
+    let mut json_columns: Vec<String> = Vec::new();
     for column in &create.columns {
         let mut plain = column.clone();
         let mut generation = None;
@@ -145,6 +146,21 @@ pub fn table_def(
         if generation.is_none() {
             physical_defs.push(plain.clone());
         }
+        if matches!(
+            plain.data_type,
+            datafusion::sql::sqlparser::ast::DataType::JSON
+                | datafusion::sql::sqlparser::ast::DataType::JSONB
+        ) {
+            // A JSON column: text holding each value's JSON (see
+            // `eddy_engine::source::JSON_COLUMN_KEY`).
+            plain.data_type = datafusion::sql::sqlparser::ast::DataType::Text;
+            json_columns.push(plain.name.value.to_lowercase());
+            if generation.is_none() {
+                if let Some(last) = physical_defs.last_mut() {
+                    last.data_type = datafusion::sql::sqlparser::ast::DataType::Text;
+                }
+            }
+        }
         let inferred = is_inferred(&plain.data_type);
         if inferred {
             // Flink's `col AS expr`: planned as a BIGINT here, given the
@@ -156,8 +172,33 @@ pub fn table_def(
     }
     let plan_error =
         |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
-    let declared = planner.build_schema(all_defs).map_err(plan_error)?;
-    let physical = Arc::new(planner.build_schema(physical_defs).map_err(plan_error)?);
+    let mark_json = |schema: datafusion::arrow::datatypes::Schema| {
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let f = f.as_ref().clone();
+                if json_columns
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(f.name()))
+                {
+                    let mut metadata = f.metadata().clone();
+                    metadata.insert(
+                        eddy_engine::source::JSON_COLUMN_KEY.to_string(),
+                        "true".to_string(),
+                    );
+                    f.with_metadata(metadata)
+                } else {
+                    f
+                }
+            })
+            .collect();
+        datafusion::arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone())
+    };
+    let declared = mark_json(planner.build_schema(all_defs).map_err(plan_error)?);
+    let physical = Arc::new(mark_json(
+        planner.build_schema(physical_defs).map_err(plan_error)?,
+    ));
     let physical_df = DFSchema::try_from(physical.as_ref().clone()).map_err(plan_error)?;
 
     let mut columns = Vec::with_capacity(declared.fields().len());

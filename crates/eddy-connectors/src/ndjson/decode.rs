@@ -13,6 +13,10 @@
 //! strings are read as numbers, as Flink's JSON format does), a number out
 //! of its column's range, or misses a NOT NULL column.
 //!
+//! A column declared `JSON` takes any JSON value as its text: the chunk's
+//! lines are rewritten (parsed and written again, a cost only such tables
+//! pay) so that the value is a string before arrow-json decodes it.
+//!
 //! Fast path: a whole chunk goes through one arrow-json decoder, line by
 //! line, and counts when every line completes exactly one row. Otherwise the chunk is decoded line by
 //! line: each bad line (including one holding two objects, or none) is
@@ -230,12 +234,21 @@ pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
         bad.push(row);
         false
     });
+    // JSON columns: each line rewritten so their values are JSON text
+    // (decoded from the rewritten copy; origins keep the line as read).
+    let json_text = json_columns_as_text(schema, &bytes, &lines);
+    let line_bytes = |i: usize, span: &LineSpan| -> &[u8] {
+        match &json_text {
+            Some((text, ranges)) => &text[ranges[i].clone()],
+            None => &bytes[span.start..span.end],
+        }
+    };
     // One decoder for the chunk, fed line by line: each line must complete
     // exactly one row (a line holding two objects, or none, is bad).
     let fast = || -> Result<Option<RecordBatch>, ArrowError> {
         let mut decoder = new_decoder(schema, lines.len())?;
         for (i, span) in lines.iter().enumerate() {
-            decode_all(&mut decoder, &bytes[span.start..span.end])?;
+            decode_all(&mut decoder, line_bytes(i, span))?;
             if decoder.len() != i + 1 {
                 return Err(ArrowError::JsonError("not one value per line".into()));
             }
@@ -247,8 +260,10 @@ pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
         _ => {
             // Line by line: keep each good line's row, report the rest.
             let mut rows = Vec::with_capacity(lines.len());
+            let mut index = 0;
             lines.retain(|span| {
-                let line = &bytes[span.start..span.end];
+                let line = line_bytes(index, span);
+                index += 1;
                 let verdict = new_decoder(schema, 2)
                     .and_then(|mut probe| decode_all(&mut probe, line).and_then(|_| probe.flush()));
                 let reason = match verdict {
@@ -290,6 +305,69 @@ pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
         bad,
         end,
     }
+}
+
+/// For a schema with JSON columns (declared `JSON`), each line rewritten so
+/// that those columns' values are strings of their JSON text (a string stays
+/// itself, null stays null): the rewritten bytes and each line's range in
+/// them. A line that is not a JSON object is left as it is, for the decoder
+/// to report. `None` when the schema has no JSON column.
+fn json_columns_as_text(
+    schema: &SchemaRef,
+    bytes: &[u8],
+    lines: &[LineSpan],
+) -> Option<(Vec<u8>, Vec<std::ops::Range<usize>>)> {
+    let columns: Vec<&str> = schema
+        .fields()
+        .iter()
+        .filter(|f| eddy_engine::source::is_json_column(f))
+        .map(|f| f.name().as_str())
+        .collect();
+    if columns.is_empty() {
+        return None;
+    }
+    let mut text = Vec::with_capacity(bytes.len() + bytes.len() / 4);
+    let mut ranges = Vec::with_capacity(lines.len());
+    for span in lines {
+        let line = &bytes[span.start..span.end];
+        let start = text.len();
+        // The object's values are kept as written (raw), so a JSON column's
+        // text is exactly the input's.
+        type RawObject = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
+        let rewritten = serde_json::from_slice::<RawObject>(line)
+            .ok()
+            .map(|object| {
+                let mut out = Vec::with_capacity(line.len() + 16);
+                out.push(b'{');
+                for (i, (key, value)) in object.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    let raw = value.get();
+                    let as_text =
+                        columns.contains(&key.as_str()) && raw != "null" && !raw.starts_with('"');
+                    // Writing a string or a raw value into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut out, key);
+                    out.push(b':');
+                    if as_text {
+                        let _ = serde_json::to_writer(&mut out, raw);
+                    } else {
+                        out.extend_from_slice(raw.as_bytes());
+                    }
+                }
+                out.push(b'}');
+                out
+            });
+        match rewritten {
+            Some(line) => {
+                text.extend_from_slice(&line);
+                text.push(b'\n');
+            }
+            None => text.extend_from_slice(line),
+        }
+        ranges.push(start..text.len());
+    }
+    Some((text, ranges))
 }
 
 /// Leaves out rows holding a number too large for its floating-point

@@ -83,3 +83,13 @@ impl SourceLayout {
         Arc::new(Schema::new(fields))
     }
 }
+
+/// Field metadata key marking a column declared `JSON`: a text column that a
+/// connector fills with each value's JSON text (an object or array as
+/// written, a string as itself, a number as its digits).
+pub const JSON_COLUMN_KEY: &str = "eddy.json";
+
+/// Whether `field` was declared `JSON`.
+pub fn is_json_column(field: &datafusion::arrow::datatypes::Field) -> bool {
+    field.metadata().contains_key(JSON_COLUMN_KEY)
+}

@@ -34,7 +34,9 @@ pub mod runner;
 pub mod watermark;
 
 pub use bad_rows::{BadRow, BadRowPolicy, RowOrigins};
-pub use layout::{ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout};
+pub use layout::{
+    is_json_column, ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout, JSON_COLUMN_KEY,
+};
 pub use runner::{SourceOutput, SourceRunner, SourceRunnerState};
 pub use watermark::{Judged, WatermarkTracker};
 
