@@ -1,4 +1,4 @@
--- fail: GROUP BY on a stream needs a window
+-- fail: fail_group_without_window.sql:11:38: GROUP BY on a stream needs a window
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

@@ -1,4 +1,4 @@
--- fail: a join of two streams needs a time bound
+-- fail: fail_join.sql:11:32: a join of two streams needs a time bound
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

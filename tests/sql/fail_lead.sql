@@ -1,4 +1,4 @@
--- fail: lead() OVER is not supported on streams
+-- fail: fail_lead.sql:11:30: lead() OVER is not supported on streams
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

@@ -1,4 +1,4 @@
--- fail: ORDER BY on an unbounded stream
+-- fail: fail_order_by.sql:11:28: ORDER BY on an unbounded stream
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

@@ -1,4 +1,4 @@
--- fail: only running frames are supported on streams
+-- fail: fail_over_frame.sql:11:29: sum: only running frames are supported on streams
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

@@ -1,4 +1,4 @@
--- fail: OVER on a stream must be ORDER BY event_time
+-- fail: fail_over_order.sql:11:26: OVER on a stream must be ORDER BY event_time
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

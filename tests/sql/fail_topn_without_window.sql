@@ -1,4 +1,4 @@
--- fail: fail_topn_without_window.sql:12:1: a ranking on a stream that is not ORDER BY event_time (Top-N) ranks the results of a window: PARTITION BY window_start, window_end (or the window) of a window aggregate; over the whole stream it would never be final
+-- fail: fail_topn_without_window.sql:12:53: a ranking on a stream that is not ORDER BY event_time (Top-N) ranks the results of a window: PARTITION BY window_start, window_end (or the window) of a window aggregate; over the whole stream it would never be final
 -- Top-N over the raw stream is refused with what to do instead.
 CREATE TABLE clicks (
   user_id VARCHAR NOT NULL,

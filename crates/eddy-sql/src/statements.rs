@@ -41,6 +41,38 @@ pub struct ParsedStatement {
     pub position: Position,
     /// The watermark clause of a CREATE TABLE.
     pub watermark: Option<WatermarkClause>,
+    /// Its words (upper case) where they are written, so that an error
+    /// found while planning can point at the construct it is about.
+    pub words: Words,
+}
+
+/// The words of a statement, upper case, with their positions, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Words(Vec<(String, Position)>);
+
+impl Words {
+    fn of(tokens: &[TokenWithSpan], map: &SourceMap) -> Self {
+        Words(
+            tokens
+                .iter()
+                .filter_map(|t| match &t.token {
+                    Token::Word(w) if w.quote_style.is_none() && t.span.start.line > 0 => Some((
+                        w.value.to_ascii_uppercase(),
+                        map.position(t.span.start.line, t.span.start.column),
+                    )),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// Where the first of `words` (upper case) is written, if it is.
+    pub fn find(&self, words: &[&str]) -> Option<&Position> {
+        self.0
+            .iter()
+            .find(|(w, _)| words.contains(&w.as_str()))
+            .map(|(_, p)| p)
+    }
 }
 
 fn is_trivia(token: &Token) -> bool {
@@ -142,6 +174,7 @@ fn parse_one(
         return Ok(None);
     };
     let position = map.position(first.span.start.line, first.span.start.column);
+    let words = Words::of(&tokens, map);
     let operators = tokens.iter().filter(|t| is_operator(&t.token)).count();
     if operators > MAX_OPERATORS {
         return Err(SqlError::at(
@@ -169,6 +202,7 @@ fn parse_one(
         statement,
         position,
         watermark,
+        words,
     }))
 }
 

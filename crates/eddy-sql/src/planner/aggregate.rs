@@ -57,7 +57,7 @@ impl Compiler {
             .any(|e| matches!(e, datafusion::logical_expr::Expr::GroupingSet(_)))
         {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["GROUPING", "ROLLUP", "CUBE"]),
                 "GROUPING SETS, ROLLUP and CUBE are not supported in streaming windows yet; write one query per grouping and UNION ALL them",
             ));
         }
@@ -93,7 +93,7 @@ impl Compiler {
                     window_time = window_time_argument(expr).cloned();
                     if window.replace(spec).is_some() {
                         return Err(SqlError::at(
-                            position,
+                            &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                             "GROUP BY may contain only one window (tumble, hop, cumulate or session)",
                         ));
                     }
@@ -111,13 +111,13 @@ impl Compiler {
         }
         let Some(window) = window else {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["GROUP"]),
                 "GROUP BY on a stream needs a window: add tumble(INTERVAL '10' SECOND) or hop(slide, width) to the GROUP BY (an aggregate over an unbounded stream would never finish)",
             ));
         };
         let Some(time) = input.time else {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                 format!(
                     "a window needs event time, but its input has none: {}",
                     input.why_no_time()
@@ -129,7 +129,7 @@ impl Compiler {
             let same = matches!(&named, datafusion::logical_expr::Expr::Column(c) if c.name.eq_ignore_ascii_case(event_time));
             if !same {
                 return Err(SqlError::at(
-                    position,
+                    &self.anchor(position, &["DESCRIPTOR", "TUMBLE", "HOP", "CUMULATE", "SESSION"]),
                     format!("the window is over {named}, but eddy windows by the input's event time, '{event_time}': name that column"),
                 ));
             }

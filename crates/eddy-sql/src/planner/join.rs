@@ -170,7 +170,7 @@ impl Compiler {
             JoinType::Full => JoinKind::Full,
             other => {
                 return Err(SqlError::at(
-                    position,
+                    &self.anchor(position, &["JOIN"]),
                     format!("{other} joins of streams are not supported"),
                 ))
             }
@@ -184,7 +184,7 @@ impl Compiler {
                 ("right", &right)
             };
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["JOIN", "WHERE"]),
                 format!(
                     "both inputs of a stream join need event time, but the {side} one has none: {}",
                     stream.why_no_time()
@@ -323,13 +323,13 @@ impl Compiler {
             (bounds.lower, bounds.upper)
         else {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["JOIN", "WHERE"]),
                 "a join of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`; without one, both sides' state grows forever",
             ));
         };
         if lower_ms > upper_ms {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
                 "the join's time bound is empty (its lower end is above its upper end)",
             ));
         }
@@ -352,7 +352,7 @@ impl Compiler {
             );
             if lt.as_ref().ok() != rt.as_ref().ok() {
                 return Err(SqlError::at(
-                    position,
+                    &self.anchor(position, &["ON", "WHERE"]),
                     format!("join keys {l} and {r} have different types; CAST one of them"),
                 ));
             }

@@ -53,7 +53,7 @@ use crate::ddl::{table_def, TableDef};
 use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
-use crate::statements::{parse_file, ParsedStatement};
+use crate::statements::{parse_file, ParsedStatement, Words};
 use eddy_engine::source::bad_rows::bad_row_schema;
 use stream::{Endpoint, Stream, TimeAttr};
 
@@ -120,6 +120,17 @@ struct Output {
     position: Position,
     /// Maps positions in the statement's (substituted) text back to its file.
     map: SourceMap,
+    /// The statement's words, to point errors at their construct.
+    words: Words,
+}
+
+/// A `CREATE VIEW`: its plan, planned into a stream where it is first read.
+#[derive(Clone)]
+struct View {
+    plan: LogicalPlan,
+    position: Position,
+    map: SourceMap,
+    words: Words,
 }
 
 /// Holds declarations while statements are read, then builds the graph.
@@ -128,13 +139,15 @@ pub(crate) struct Compiler {
     late_schemas: SideSchemas,
     bad_schemas: SideSchemas,
     tables: BTreeMap<String, TableDef>,
-    views: BTreeMap<String, LogicalPlan>,
+    views: BTreeMap<String, View>,
     outputs: Vec<Output>,
     graph: JobGraph,
     source_nodes: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
     sinks: BTreeSet<String>,
     current_map: SourceMap,
+    /// The words of the statement being planned (see [`Compiler::anchor`]).
+    current_words: Words,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this long.
     state_ttl_ms: Option<i64>,
     /// While the input of a `WHERE rn <= N` is planned: the ranking the
@@ -168,9 +181,20 @@ impl Compiler {
             view_streams: HashMap::new(),
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
+            current_words: Words::default(),
             state_ttl_ms: None,
             rank_limit: None,
         }
+    }
+
+    /// Where the first of `words` (upper case) is written in the statement
+    /// being planned: an error about a construct points at it (`GROUP`,
+    /// `OVER`, `JOIN`, ...), else at `fallback`.
+    fn anchor(&self, fallback: &Position, words: &[&str]) -> Position {
+        self.current_words
+            .find(words)
+            .cloned()
+            .unwrap_or_else(|| fallback.clone())
     }
 
     /// A DataFusion error as a positioned user error (its own span if it has one).
@@ -279,7 +303,15 @@ impl Compiler {
                 schema.metadata.remove(LATE_ROWS_OF);
                 schema.metadata.remove(BAD_ROWS_OF);
                 self.register(&name, Arc::new(schema), &position)?;
-                self.views.insert(name, plan);
+                self.views.insert(
+                    name,
+                    View {
+                        plan,
+                        position: position.clone(),
+                        map: map.clone(),
+                        words: parsed.words.clone(),
+                    },
+                );
             }
             statement @ Statement::Insert(_) => {
                 let plan = self.plan_statement(statement, &position)?;
@@ -299,6 +331,7 @@ impl Compiler {
                     plan: input.as_ref().clone(),
                     position,
                     map: map.clone(),
+                    words: parsed.words.clone(),
                 });
             }
             statement @ Statement::Query(_) => {
@@ -331,6 +364,7 @@ impl Compiler {
                     plan,
                     position,
                     map: map.clone(),
+                    words: parsed.words.clone(),
                 });
             }
             Statement::Set(Set::SingleAssignment {
@@ -402,6 +436,7 @@ impl Compiler {
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
         for output in &outputs {
             self.current_map = output.map.clone();
+            self.current_words = output.words.clone();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             let endpoint = stream.materialize(&mut self.graph);
             sink_inputs
@@ -557,8 +592,14 @@ impl Compiler {
                 let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
-                } else if let Some(view_plan) = self.views.get(&name).cloned() {
-                    let mut stream = self.plan_stream(&view_plan, position)?;
+                } else if let Some(view) = self.views.get(&name).cloned() {
+                    // Errors inside the view point into the view.
+                    let outer_map = std::mem::replace(&mut self.current_map, view.map);
+                    let outer_words = std::mem::replace(&mut self.current_words, view.words);
+                    let planned = self.plan_stream(&view.plan, &view.position);
+                    self.current_map = outer_map;
+                    self.current_words = outer_words;
+                    let mut stream = planned?;
                     stream.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), stream.clone());
                     stream
@@ -631,7 +672,7 @@ impl Compiler {
                 let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
                 if subquery {
                     return Err(SqlError::at(
-                        position,
+                        &self.anchor(position, &["EXISTS", "IN"]),
                         "a subquery in WHERE (IN / NOT IN / EXISTS: a semi or anti join) is not supported on streams; write it as a JOIN with a time bound (an interval join or a window join)",
                     ));
                 }
@@ -690,12 +731,12 @@ impl Compiler {
             LogicalPlan::Join(join) => self.plan_join(join, position),
             LogicalPlan::Window(window) => self.plan_over(window, position),
             LogicalPlan::Sort(_) => Err(SqlError::at(
-                position,
+                &self.anchor(position, &["ORDER"]),
                 "ORDER BY on an unbounded stream never finishes; results come out in event-time order per window",
             )),
-            LogicalPlan::Limit(_) => Err(SqlError::at(position, "LIMIT is not supported on streams")),
+            LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
             LogicalPlan::Distinct(_) => Err(SqlError::at(
-                position,
+                &self.anchor(position, &["DISTINCT"]),
                 "SELECT DISTINCT over an unbounded stream needs unbounded state; use GROUP BY with a window",
             )),
             LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(SqlError::at(

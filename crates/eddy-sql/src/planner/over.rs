@@ -38,7 +38,7 @@ impl Compiler {
         let mut input = self.plan_stream(&window.input, position)?;
         let Some(time) = input.time else {
             return Err(SqlError::at(
-                position,
+                &self.anchor(position, &["OVER"]),
                 format!(
                     "OVER needs event time, but its input has none: {}",
                     input.why_no_time()
@@ -72,21 +72,19 @@ impl Compiler {
                 && matches!(&params.order_by[0].expr, Expr::Column(c) if input_schema.index_of_column(c).ok() == Some(time.column));
             let ranking = matches!(fun, WindowFunctionDefinition::WindowUDF(f) if matches!(f.name(), "row_number" | "rank" | "dense_rank"));
             if !order_ok && ranking {
-                return Err(SqlError::at(
-                    position,
+                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
                     format!("a ranking on a stream that is not ORDER BY {time_name} (Top-N) ranks the results of a window: PARTITION BY window_start, window_end (or the window) of a window aggregate; over the whole stream it would never be final"),
                 ));
             }
             if !order_ok {
-                return Err(SqlError::at(
-                    position,
+                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
                     format!("OVER on a stream must be ORDER BY {time_name} (the event time, ascending): rows are processed in event-time order"),
                 ));
             }
             match &partition_by {
                 Some(p) if *p != params.partition_by => {
                     return Err(SqlError::at(
-                        position,
+                        &self.anchor(position, &["OVER"]),
                         "all OVER clauses of one SELECT must use the same PARTITION BY",
                     ));
                 }
@@ -106,7 +104,7 @@ impl Compiler {
                         (WindowFrameUnits::Range, true, WindowFrameBound::CurrentRow) => Frame::UpToPeers,
                         _ => {
                             return Err(SqlError::at(
-                                position,
+                                &self.anchor(position, &["ROWS", "RANGE", "OVER"]),
                                 format!(
                                     "{}: only running frames are supported on streams (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW or 1 PRECEDING); others need each key's whole history",
                                     udaf.name()
@@ -142,28 +140,27 @@ impl Compiler {
                         let value = params
                             .args
                             .first()
-                            .ok_or_else(|| SqlError::at(position, "lag() needs a value"))?;
+                            .ok_or_else(|| SqlError::at(&self.anchor(position, &["OVER"]), "lag() needs a value"))?;
                         let offset = match params.args.get(1).map(constant) {
                             None => 1,
                             Some(Some(v)) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
                                 Ok(ScalarValue::UInt64(Some(n))) if n > 0 => n as usize,
-                                _ => return Err(SqlError::at(position, "lag(): the offset must be a positive constant")),
+                                _ => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the offset must be a positive constant")),
                             },
-                            Some(None) => return Err(SqlError::at(position, "lag(): the offset must be a constant")),
+                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the offset must be a constant")),
                         };
                         let value_type = value.get_type(&input_schema).map_err(|e| self.df_error(position, e))?;
                         let default = match params.args.get(2).map(constant) {
                             None => ScalarValue::try_from(&value_type).map_err(|e| self.df_error(position, e))?,
                             Some(Some(v)) => v.cast_to(&value_type).map_err(|e| self.df_error(position, e))?,
-                            Some(None) => return Err(SqlError::at(position, "lag(): the default must be a constant")),
+                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the default must be a constant")),
                         };
                         let value = crate::context::physical_expr(&state, value.clone(), &input_schema)
                             .map_err(|e| self.df_error(position, e))?;
                         OverFunction::Lag { value, offset, default }
                     }
                     other => {
-                        return Err(SqlError::at(
-                            position,
+                        return Err(SqlError::at(&self.anchor(position, &["OVER"]),
                             format!("{other}() OVER is not supported on streams (supported: running aggregates, row_number, lag)"),
                         ))
                     }
