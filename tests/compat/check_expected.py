@@ -110,6 +110,26 @@ tvf_rows = [{"bidtime": f"2020-04-15T{t}:00Z", "price": p, "item": i, "supplier_
              "window_time": "2020-04-15T08:09:59.999Z" if t < "08:10" else "2020-04-15T08:19:59.999Z"}
             for t, p, i, s in bid]
 check("flink_window_tvf_tumble_rows", {"QUERY1": tvf_rows})
+
+
+def bid_row(t, p, i, s, start, end):
+    return {"bidtime": f"2020-04-15T{t}:00Z", "price": p, "item": i, "supplier_id": s,
+            "window_start": ts(start), "window_end": ts(end), "window_time": ts(end - 1)}
+
+
+hop_rows, cumulate_rows = [], []
+for t, p, i, s in bid:
+    at = ms(f"2020-04-15 {t}:00")
+    start = floor(at, 5 * MIN)
+    while start + 10 * MIN > at:
+        hop_rows.append(bid_row(t, p, i, s, start, start + 10 * MIN))
+        start -= 5 * MIN
+    start = floor(at, 10 * MIN)
+    for end in range(start + 2 * MIN, start + 10 * MIN + 1, 2 * MIN):
+        if end > at:
+            cumulate_rows.append(bid_row(t, p, i, s, start, end))
+check("flink_window_tvf_hop_rows", {"QUERY1": hop_rows})
+check("flink_window_tvf_cumulate_rows", {"QUERY1": cumulate_rows})
 check("flink_window_tvf_tumble_rows_positional", {"QUERY1": tvf_rows})
 check("flink_window_topn_after_agg", {"QUERY1": [
     {**w("08:00", "08:10"), "supplier_id": "supplier1", "price": 6.0, "cnt": 2, "rownum": 1},

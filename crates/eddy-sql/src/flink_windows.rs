@@ -475,29 +475,21 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
     Ok(())
 }
 
-/// A window table function read without aggregating: `FROM TABLE(TUMBLE(TABLE
-/// t, DESCRIPTOR(ts), size))` becomes `FROM (SELECT *, <start> AS window_start,
-/// <end> AS window_end, <end - 1 ms> AS window_time FROM t) AS t`, each row in
-/// its one window. HOP and CUMULATE put a row in several windows and SESSION's
-/// windows depend on later rows, so they need a GROUP BY.
+/// A window table function read without aggregating: each row once per
+/// window it falls in, with `window_start`, `window_end` and `window_time`.
+/// `FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))` becomes `FROM
+/// (SELECT *, <start> AS window_start, <end> AS window_end, <end - 1 ms> AS
+/// window_time FROM t) AS t`; HOP and CUMULATE become a UNION ALL of one
+/// such branch per window a row can fall in, each keeping the rows its
+/// window holds. SESSION's windows depend on later rows, so it needs a
+/// GROUP BY.
 fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<(), String> {
-    let args = match window {
-        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("tumble") => {
-            plain_args(function)
-        }
-        _ => None,
-    };
-    let Some([size, time]) = args.as_deref() else {
-        let kind = tvf
-            .window
-            .split('(')
-            .next()
-            .unwrap_or_default()
-            .to_uppercase();
-        return Err(format!(
-            "{kind}(TABLE {}, ...) without GROUP BY window_start, window_end is not supported: a row falls into several {kind} windows (or, for SESSION, into one that later rows decide); aggregate with GROUP BY window_start, window_end, or use TUMBLE",
-            tvf.table
-        ));
+    let (kind, args) = match window {
+        Expr::Function(function) => (
+            function.name.to_string().to_ascii_lowercase(),
+            plain_args(function).unwrap_or_default(),
+        ),
+        _ => (String::new(), Vec::new()),
     };
     let Some(from) = select.from.iter_mut().find(|from| matches!(&from.relation, TableFactor::Table { name, .. } if name.to_string().eq_ignore_ascii_case(&tvf.table))) else {
         return Ok(());
@@ -510,11 +502,62 @@ fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<()
     };
     // The inner table name is quoted so that this rewrite does not see it again.
     let table = format!("\"{}\"", tvf.table.to_lowercase().replace('"', ""));
-    let start = format!("date_bin({size}, {time})");
-    let sql = format!(
-        "SELECT * FROM (SELECT *, {start} AS window_start, {start} + {size} AS window_end, \
-         {start} + {size} - INTERVAL '1' MILLISECOND AS window_time FROM {table}) AS {alias}"
-    );
+    let ms = |e: &Expr| {
+        interval_ms(e).ok_or_else(|| {
+            format!("{}(): window sizes must be constant intervals such as INTERVAL '5' MINUTES, not {e}", kind.to_uppercase())
+        })
+    };
+    // (start expression, window width) per branch.
+    let branches: Vec<(String, i64)> = match (kind.as_str(), args.as_slice()) {
+        ("tumble", [size, time]) => {
+            let size = ms(size)?;
+            vec![(format!("date_bin(INTERVAL '{size} milliseconds', {time})"), size)]
+        }
+        ("hop", [slide, width, time]) => {
+            let (slide, width) = (ms(slide)?, ms(width)?);
+            (0..(width + slide - 1) / slide)
+                .map(|j| {
+                    (
+                        format!("date_bin(INTERVAL '{slide} milliseconds', {time}) - INTERVAL '{} milliseconds'", j * slide),
+                        width,
+                    )
+                })
+                .collect()
+        }
+        ("cumulate", [step, max, time]) => {
+            let (step, max) = (ms(step)?, ms(max)?);
+            (1..=max / step.max(1))
+                .map(|k| (format!("date_bin(INTERVAL '{max} milliseconds', {time})"), k * step))
+                .collect()
+        }
+        _ => {
+            return Err(format!(
+                "SESSION(TABLE {}, ...) without GROUP BY window_start, window_end is not supported: a row's session depends on the rows after it; aggregate with GROUP BY window_start, window_end",
+                tvf.table
+            ))
+        }
+    };
+    let time = args.last().map(|t| t.to_string()).unwrap_or_default();
+    let sql = if let [(start, width)] = branches.as_slice() {
+        format!(
+            "SELECT * FROM (SELECT *, {start} AS window_start, {start} + INTERVAL '{width} milliseconds' AS window_end, \
+             {start} + INTERVAL '{} milliseconds' AS window_time FROM {table}) AS {alias}",
+            width - 1
+        )
+    } else {
+        let union: Vec<String> = branches
+            .iter()
+            .map(|(start, width)| {
+                format!(
+                    "SELECT * FROM (SELECT *, window_start + INTERVAL '{width} milliseconds' AS window_end, \
+                     window_start + INTERVAL '{} milliseconds' AS window_time \
+                     FROM (SELECT *, {start} AS window_start FROM {table})) WHERE {time} < window_end",
+                    width - 1
+                )
+            })
+            .collect();
+        format!("SELECT * FROM ({}) AS {alias}", union.join(" UNION ALL "))
+    };
     let query = Parser::new(&GenericDialect {})
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_query())
@@ -525,6 +568,27 @@ fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<()
         }
     }
     Ok(())
+}
+
+/// A constant interval's length in milliseconds (`INTERVAL '5' MINUTES`,
+/// `INTERVAL '5 minutes'`).
+fn interval_ms(expr: &Expr) -> Option<i64> {
+    let Expr::Interval(interval) = expr else {
+        return None;
+    };
+    let text = match interval.value.as_ref() {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let text = match &interval.leading_field {
+        Some(unit) => format!("{text} {unit}"),
+        None => text,
+    };
+    let ms = eddy_engine::time::parse_duration(&text).ok()?.as_millis();
+    i64::try_from(ms).ok().filter(|ms| *ms > 0)
 }
 
 /// Rewrites Flink's group window functions in `statement` (see the module
