@@ -315,7 +315,7 @@ stats = defaultdict(list)
 for c in coins:
     stats[(floor(c["ts"], 5 * SEC), c["product_id"])].append(c["price"])
 check("arroyo_bitcoin_stats", {"QUERY1": [
-    {"stats.window[start]": ts(s), "product_id": p, "open": v[0], "high": max(v), "low": min(v), "close": v[-1]}
+    {"start": ts(s), "product_id": p, "open": v[0], "high": max(v), "low": min(v), "close": v[-1]}
     for (s, p), v in stats.items() if p is not None]})
 check("arroyo_watermarks", {"QUERY1": [
     {"customer_id": o["customer_id"], "order_id": o["order_id"], "date_string": o["date_string"],

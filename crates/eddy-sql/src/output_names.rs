@@ -5,7 +5,8 @@
 //! alias: `count(*)` -> `count`, `sum(o.amount)` -> `sum_amount`,
 //! `row_number() OVER (...)` -> `row_number`, `upper(name)` -> `upper_name`,
 //! Flink's `TUMBLE_START(...)`/`_END`/`_ROWTIME` -> `window_start`,
-//! `window_end`, `window_time`.
+//! `window_end`, `window_time`; a struct field read without an alias
+//! (`window.start`) is named by the field (`start`).
 //! A name that another item of the same select already has is not given
 //! (DataFusion's expression text stays), so no query changes meaning.
 
@@ -14,7 +15,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Select, SelectItem, Statement,
-    VisitMut, VisitorMut,
+    TableFactor, VisitMut, VisitorMut,
 };
 
 /// Gives short names to unaliased function columns in `statement`.
@@ -116,9 +117,58 @@ fn window_field(expr: &Expr) -> Option<String> {
     }
 }
 
+/// The names a SELECT's FROM gives its relations (tables and aliases).
+fn relation_names(select: &Select) -> HashSet<String> {
+    let mut names = HashSet::new();
+    for from in &select.from {
+        for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            match factor {
+                TableFactor::Table { name, alias, .. } => {
+                    if let Some(last) = name.0.last() {
+                        names.insert(last.to_string().to_lowercase());
+                    }
+                    if let Some(alias) = alias {
+                        names.insert(alias.name.value.to_lowercase());
+                    }
+                }
+                TableFactor::Derived {
+                    alias: Some(alias), ..
+                } => {
+                    names.insert(alias.name.value.to_lowercase());
+                }
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
 fn name_select(select: &mut Select) {
     let mut taken: HashSet<String> = select.projection.iter().filter_map(item_name).collect();
+    // A struct field read without an alias (`window.start`, Arroyo's
+    // spelling) is named by the field, as a qualified column (`t.start`) is.
+    let relations = relation_names(select);
+    let names: Vec<String> = select.projection.iter().filter_map(item_name).collect();
     for item in &mut select.projection {
+        if let SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) = item {
+            let qualified_column =
+                parts.len() == 2 && relations.contains(&parts[0].value.to_lowercase());
+            let field = parts
+                .last()
+                .map(|p| p.value.to_lowercase())
+                .unwrap_or_default();
+            if parts.len() >= 2
+                && !qualified_column
+                && names.iter().filter(|n| **n == field).count() == 1
+            {
+                *item = SelectItem::ExprWithAlias {
+                    expr: Expr::CompoundIdentifier(parts.clone()),
+                    alias: Ident::new(field),
+                };
+            }
+            continue;
+        }
         let SelectItem::UnnamedExpr(expr) = item else {
             continue;
         };
@@ -179,6 +229,19 @@ mod tests {
         assert_eq!(
             named("SELECT row_number() OVER (ORDER BY ts) FROM t"),
             "SELECT row_number() OVER (ORDER BY ts) AS row_number FROM t"
+        );
+    }
+
+    #[test]
+    fn struct_fields_are_named_by_the_field_and_qualified_columns_are_left_alone() {
+        assert_eq!(
+            named("SELECT window.start, s.k, s.w.end FROM stats AS s"),
+            "SELECT window.start AS start, s.k, s.w.end AS end FROM stats AS s"
+        );
+        assert_eq!(
+            named("SELECT a.w.start, b.w.start FROM a JOIN b ON a.k = b.k"),
+            "SELECT a.w.start, b.w.start FROM a JOIN b ON a.k = b.k",
+            "two fields of one name keep DataFusion's names"
         );
     }
 }
