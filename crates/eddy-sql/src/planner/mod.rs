@@ -18,7 +18,8 @@
 //! | late_rows(table)  | the table's source node, late port                     |
 //! | bad_rows(table)   | the table's source node, bad port                      |
 //! | Projection/Filter | a step of a fused `calc` node                           |
-//! | Aggregate         | `window_aggregate` (needs tumble/hop in GROUP BY)      |
+//! | Aggregate         | `window_aggregate` (tumble/hop/cumulate in GROUP BY),  |
+//! |                   | `session_aggregate` (session in GROUP BY)              |
 //! | Union             | `union`                                                |
 //! | Join              | `interval_join` (needs a time bound between the sides) |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
