@@ -13,14 +13,13 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext;
 use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
-use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operator::OperatorPlan;
 use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
 use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregate, WindowAggregatePlan};
 use eddy_engine::window::window_struct_type;
 use eddy_engine::window::WindowSpec;
 
-use super::stream::{Endpoint, Stream, TimeAttr};
+use super::stream::{add_operator, keyed, Stream, TimeAttr};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 use crate::udf::{session_gap, window_spec, window_time_argument};
@@ -208,32 +207,17 @@ impl Compiler {
             .iter()
             .position(|c| matches!(c, GroupColumn::Window | GroupColumn::WindowStart));
         let from = input.materialize(&mut self.graph);
-        let partitioning = match plan.partition_keys() {
-            keys if keys.is_empty() => Partitioning::Forward,
-            keys => Partitioning::Hash(keys),
-        };
-        let id = self.graph.nodes.len();
-        let node = self.graph.add(Node {
-            name: format!("{}#{id}", plan.kind()),
-            kind: NodeKind::Operator(plan),
-            inputs: vec![Edge {
-                from: from.node,
-                port: from.port,
-                partitioning,
-            }],
-            schema: output_schema.clone(),
+        let partitioning = keyed(plan.partition_keys());
+        let node = add_operator(&mut self.graph, plan, vec![(from, partitioning)]);
+        let time = window_column.map(|column| TimeAttr {
+            column,
+            allowed_lateness_ms: time.allowed_lateness_ms,
         });
-        Ok(Stream {
-            time_lost: None,
-            windows: Vec::new(),
-            endpoint: Endpoint { node, port: 0 },
-            endpoint_schema: output_schema,
-            steps: Vec::new(),
-            schema: aggregate.schema.clone(),
-            time: window_column.map(|column| TimeAttr {
-                column,
-                allowed_lateness_ms: time.allowed_lateness_ms,
-            }),
-        })
+        Ok(Stream::of_node(
+            node,
+            &self.graph,
+            aggregate.schema.clone(),
+            time,
+        ))
     }
 }

@@ -15,10 +15,9 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
-use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBound};
 
-use super::stream::{Endpoint, Stream, TimeAttr, WindowColumn};
+use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -393,33 +392,16 @@ impl Compiler {
             allowed_lateness_ms,
             residual,
         };
-        let hash = |keys: Vec<_>| {
-            if keys.is_empty() {
-                Partitioning::Forward
-            } else {
-                Partitioning::Hash(keys)
-            }
-        };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
-        let id = self.graph.nodes.len();
-        let node = self.graph.add(Node {
-            name: format!("interval_join#{id}"),
-            kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![
-                Edge {
-                    from: from_left.node,
-                    port: from_left.port,
-                    partitioning: hash(left_key_exprs),
-                },
-                Edge {
-                    from: from_right.node,
-                    port: from_right.port,
-                    partitioning: hash(right_key_exprs),
-                },
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![
+                (from_left, keyed(left_key_exprs)),
+                (from_right, keyed(right_key_exprs)),
             ],
-            schema: output_schema.clone(),
-        });
+        );
         // Output rows carry the left row's event time; right-only rows of
         // RIGHT/FULL joins have none, so those outputs have no event time.
         let time = match kind {
@@ -432,14 +414,8 @@ impl Compiler {
         let time_lost = time.is_none().then(|| {
             "the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)".to_string()
         });
-        Ok(Stream {
-            time_lost,
-            windows: Vec::new(),
-            endpoint: Endpoint { node, port: 0 },
-            endpoint_schema: output_schema,
-            steps: Vec::new(),
-            schema: join.schema.clone(),
-            time,
-        })
+        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), time);
+        stream.time_lost = time_lost;
+        Ok(stream)
     }
 }

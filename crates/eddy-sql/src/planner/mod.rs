@@ -709,25 +709,9 @@ impl Compiler {
                     _ => None,
                 };
                 let schema = Arc::new(union.schema.as_arrow().clone());
-                let id = self.graph.nodes.len();
-                let node = self.graph.add(Node {
-                    name: format!("union#{id}"),
-                    kind: NodeKind::Operator(Arc::new(UnionPlan::new(schema.clone(), endpoints.len()))),
-                    inputs: endpoints
-                        .into_iter()
-                        .map(|e| Edge { from: e.node, port: e.port, partitioning: Partitioning::Forward })
-                        .collect(),
-                    schema: schema.clone(),
-                });
-                Ok(Stream {
-                    time_lost: None,
-                    windows: Vec::new(),
-                    endpoint: Endpoint { node, port: 0 },
-                    endpoint_schema: schema,
-                    steps: Vec::new(),
-                    schema: union.schema.clone(),
-                    time,
-                })
+                let inputs = endpoints.iter().map(|&e| (e, Partitioning::Forward)).collect();
+                let node = stream::add_operator(&mut self.graph, Arc::new(UnionPlan::new(schema, endpoints.len())), inputs);
+                Ok(Stream::of_node(node, &self.graph, union.schema.clone(), time))
             }
             LogicalPlan::Join(join) => self.plan_join(join, position),
             LogicalPlan::Window(window) => self.plan_over(window, position),

@@ -17,10 +17,9 @@ use datafusion::logical_expr::{
     Expr, ExprSchemable, Window, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
-use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operators::over::{Frame, OverFunction, OverPlan};
 
-use super::stream::{Endpoint, Stream};
+use super::stream::{add_operator, keyed, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -192,29 +191,14 @@ impl Compiler {
             state_ttl_ms: self.state_ttl_ms,
         };
         let from = input.materialize(&mut self.graph);
-        let id = self.graph.nodes.len();
-        let node = self.graph.add(Node {
-            name: format!("over#{id}"),
-            kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![Edge {
-                from: from.node,
-                port: from.port,
-                partitioning: if partition_by.is_empty() {
-                    Partitioning::Forward
-                } else {
-                    Partitioning::Hash(partition_by)
-                },
-            }],
-            schema: output_schema.clone(),
-        });
-        Ok(Stream {
-            time_lost: None,
-            windows: Vec::new(),
-            endpoint: Endpoint { node, port: 0 },
-            endpoint_schema: output_schema,
-            steps: Vec::new(),
-            schema: window.schema.clone(),
-            time: Some(time),
-        })
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![(from, keyed(partition_by))],
+        );
+        // The input's columns come first and unchanged.
+        let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), Some(time));
+        stream.windows = input.windows;
+        Ok(stream)
     }
 }

@@ -18,10 +18,9 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::PhysicalSortExpr;
-use eddy_engine::graph::{Edge, Node, NodeKind, Partitioning};
 use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
 
-use super::stream::{Endpoint, Stream, TimeAttr, WindowColumn};
+use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
 use crate::error::{Position, Result};
 
@@ -264,26 +263,14 @@ impl Compiler {
             limit,
         };
         let from = input.materialize(&mut self.graph);
-        let id = self.graph.nodes.len();
-        let node = self.graph.add(Node {
-            name: format!("window_rank#{id}"),
-            kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![Edge {
-                from: from.node,
-                port: from.port,
-                partitioning: Partitioning::Hash(partition_by),
-            }],
-            schema: output_schema.clone(),
-        });
-        let windows = input.windows.clone();
-        Ok(Stream {
-            time_lost: None,
-            windows,
-            endpoint: Endpoint { node, port: 0 },
-            endpoint_schema: output_schema,
-            steps: Vec::new(),
-            schema: window.schema.clone(),
-            time: Some(time),
-        })
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![(from, keyed(partition_by))],
+        );
+        // The input's columns come first and unchanged.
+        let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), Some(time));
+        stream.windows = input.windows;
+        Ok(stream)
     }
 }

@@ -66,6 +66,25 @@ pub struct WindowColumn {
 }
 
 impl Stream {
+    /// The stream an operator node yields on its port 0: no pending steps,
+    /// logical schema `schema`, event time `time`.
+    pub fn of_node(
+        node: NodeId,
+        graph: &JobGraph,
+        schema: DFSchemaRef,
+        time: Option<TimeAttr>,
+    ) -> Stream {
+        Stream {
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: graph.nodes[node].schema.clone(),
+            steps: Vec::new(),
+            schema,
+            time,
+            windows: Vec::new(),
+            time_lost: None,
+        }
+    }
+
     /// Why this stream has no event time, for an operator that needs it.
     pub fn why_no_time(&self) -> String {
         match &self.time_lost {
@@ -244,4 +263,39 @@ fn interval_ms(expr: &Expr) -> Option<i64> {
         }
         _ => None,
     }
+}
+
+/// How rows go to an operator keyed by `keys`: by their hash, or, without
+/// keys, as they come.
+pub fn keyed(
+    keys: Vec<std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+) -> Partitioning {
+    if keys.is_empty() {
+        Partitioning::Forward
+    } else {
+        Partitioning::Hash(keys)
+    }
+}
+
+/// Adds an operator node, named after its kind and id, reading `inputs`.
+pub fn add_operator(
+    graph: &mut JobGraph,
+    plan: std::sync::Arc<dyn eddy_engine::operator::OperatorPlan>,
+    inputs: Vec<(Endpoint, Partitioning)>,
+) -> NodeId {
+    let id = graph.nodes.len();
+    let schema = plan.output_schema();
+    graph.add(Node {
+        name: format!("{}#{id}", plan.kind()),
+        kind: NodeKind::Operator(plan),
+        inputs: inputs
+            .into_iter()
+            .map(|(from, partitioning)| Edge {
+                from: from.node,
+                port: from.port,
+                partitioning,
+            })
+            .collect(),
+        schema,
+    })
 }
