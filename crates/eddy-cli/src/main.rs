@@ -156,14 +156,14 @@ enum Command {
     },
     /// Benchmark drivers (see bench/).
     Bench {
-        /// Which benchmark: window, join, or api (load on a running server).
-        #[arg(value_parser = ["window", "join", "api"])]
+        /// Which benchmark: window, hop, join, or api (load on a running server).
+        #[arg(value_parser = ["window", "hop", "join", "api"])]
         name: String,
         /// eddy or datafusion (window, join).
         #[arg(long, default_value = "eddy")]
         engine: String,
-        /// NDJSON input file (window).
-        #[arg(long, required_if_eq("name", "window"))]
+        /// NDJSON input file (window, hop).
+        #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop")]))]
         input: Option<PathBuf>,
         /// NDJSON orders file (join).
         #[arg(long, required_if_eq("name", "join"))]
@@ -452,13 +452,22 @@ fn execute(command: Command) -> Result<()> {
                 return Ok(());
             }
             let line = match (name.as_str(), input, orders, payments) {
-                ("window", Some(input), _, _) => bench::window(&engine, &input, batch_size, &job)?,
+                ("window", Some(input), _, _) => bench::window(
+                    bench::WindowQuery::Tumble,
+                    &engine,
+                    &input,
+                    batch_size,
+                    &job,
+                )?,
+                ("hop", Some(input), _, _) => {
+                    bench::window(bench::WindowQuery::Hop, &engine, &input, batch_size, &job)?
+                }
                 ("join", _, Some(orders), Some(payments)) => {
                     bench::join(&engine, &orders, &payments, batch_size)?
                 }
                 _ => {
                     return Err(CliError::Usage(
-                        "window needs --input; join needs --orders and --payments".into(),
+                        "window and hop need --input; join needs --orders and --payments".into(),
                     ))
                 }
             };

@@ -77,6 +77,40 @@ impl WindowSpec {
         }
     }
 
+    /// Width of the slices a row is aggregated into once, when windows
+    /// overlap (hop: the greatest common divisor of slide and width;
+    /// cumulate: the step): every window is a run of whole slices, and its
+    /// result merges theirs. `None` for tumbling windows.
+    pub fn slice_ms(&self) -> Option<i64> {
+        match *self {
+            WindowSpec::Tumble { .. } => None,
+            WindowSpec::Hop { slide_ms, width_ms } => {
+                Some(gcd(slide_ms, width_ms)).filter(|_| width_ms > slide_ms)
+            }
+            WindowSpec::Cumulate { step_ms, max_ms } => Some(step_ms).filter(|_| max_ms > step_ms),
+        }
+    }
+
+    /// The first window end at or after `t` (window ends are evenly
+    /// spaced: by the width, the slide, or the step).
+    pub fn first_end_at_or_after(&self, t: i64) -> i64 {
+        let (step, phase) = match *self {
+            WindowSpec::Tumble { width_ms } => (width_ms, 0),
+            WindowSpec::Hop { slide_ms, width_ms } => (slide_ms, width_ms.rem_euclid(slide_ms)),
+            WindowSpec::Cumulate { step_ms, .. } => (step_ms, 0),
+        };
+        t.saturating_add((phase - t).rem_euclid(step))
+    }
+
+    /// The distance from one window end to the next.
+    pub fn end_step_ms(&self) -> i64 {
+        match *self {
+            WindowSpec::Tumble { width_ms } => width_ms,
+            WindowSpec::Hop { slide_ms, .. } => slide_ms,
+            WindowSpec::Cumulate { step_ms, .. } => step_ms,
+        }
+    }
+
     /// Start of the window that ends at `end`.
     pub fn start_of(&self, end: i64) -> i64 {
         match *self {
@@ -102,6 +136,14 @@ impl std::fmt::Display for WindowSpec {
                 write!(f, "cumulate(step {step_ms}ms, max {max_ms}ms)")
             }
         }
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -149,6 +191,39 @@ mod tests {
             .filter_map(|k| spec.end_for(t, k))
             .map(|end| spec.start_of(end))
             .collect()
+    }
+
+    #[test]
+    fn slices_and_window_ends() {
+        let hop = WindowSpec::Hop {
+            slide_ms: 3,
+            width_ms: 5,
+        };
+        assert_eq!(hop.slice_ms(), Some(1));
+        // hop ends are 5 + 3k: 2, 5, 8, 11, ...
+        assert_eq!(hop.first_end_at_or_after(6), 8);
+        assert_eq!(hop.first_end_at_or_after(8), 8);
+        assert_eq!(hop.first_end_at_or_after(-1), 2);
+        let hop = WindowSpec::Hop {
+            slide_ms: 2,
+            width_ms: 6,
+        };
+        assert_eq!(hop.slice_ms(), Some(2));
+        let cumulate = WindowSpec::Cumulate {
+            step_ms: 2,
+            max_ms: 6,
+        };
+        assert_eq!(cumulate.slice_ms(), Some(2));
+        assert_eq!(cumulate.first_end_at_or_after(3), 4);
+        assert_eq!(WindowSpec::Tumble { width_ms: 5 }.slice_ms(), None);
+        assert_eq!(
+            WindowSpec::Hop {
+                slide_ms: 5,
+                width_ms: 5
+            }
+            .slice_ms(),
+            None
+        );
     }
 
     #[test]

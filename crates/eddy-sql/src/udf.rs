@@ -117,6 +117,44 @@ fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> 
     Ok(ms)
 }
 
+/// The most windows one row may fall into (hop width / slide, cumulate max /
+/// step): beyond it a window's results come so often, and each from so many
+/// slices, that a job would not keep up, and the cause is nearly always a
+/// unit typo (`INTERVAL '1' MILLISECOND` for a minute).
+pub const MAX_WINDOWS_PER_ROW: i64 = 100_000;
+
+fn overlapping(function: &str, width_ms: i64, step_ms: i64) -> std::result::Result<(), String> {
+    let per_row = width_ms / step_ms;
+    if per_row > MAX_WINDOWS_PER_ROW {
+        return Err(format!(
+            "{function}(): windows of {width} every {step} put each row in {per_row} windows (at most {MAX_WINDOWS_PER_ROW}); check the units, e.g. {function}(INTERVAL '1' MINUTE, ...) rather than MILLISECOND",
+            width = human(width_ms),
+            step = human(step_ms),
+        ));
+    }
+    Ok(())
+}
+
+/// `1 day`, `5 s`, `250 ms`: a duration as people write it.
+fn human(ms: i64) -> String {
+    for (unit, name) in [
+        (86_400_000, "day"),
+        (3_600_000, "h"),
+        (60_000, "min"),
+        (1_000, "s"),
+    ] {
+        if ms % unit == 0 {
+            let n = ms / unit;
+            return if name == "day" && n != 1 {
+                format!("{n} days")
+            } else {
+                format!("{n} {name}")
+            };
+        }
+    }
+    format!("{ms} ms")
+}
+
 /// The time column a window call names (Flink's spellings do, as an extra
 /// last argument), if any.
 pub fn window_time_argument(expr: &Expr) -> Option<&Expr> {
@@ -164,6 +202,7 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
                     "hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)"
                 ));
             }
+            overlapping(HOP, width_ms, slide_ms)?;
             Ok(WindowSpec::Hop { slide_ms, width_ms })
         })()),
         CUMULATE => Some((|| {
@@ -177,6 +216,7 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
                     "cumulate(): the max size ({max_ms}ms) must be a multiple of the step ({step_ms}ms)"
                 ));
             }
+            overlapping(CUMULATE, max_ms, step_ms)?;
             Ok(WindowSpec::Cumulate { step_ms, max_ms })
         })()),
         _ => None,

@@ -26,6 +26,22 @@
 //! Open windows are kept by their end (cumulate windows share starts, no two
 //! windows share an end).
 //!
+//! Overlapping windows (hop, cumulate) are sliced, as Flink's slicing window
+//! aggregates are: a row is folded once, into the slice holding it (width:
+//! the greatest common divisor of slide and width, or the cumulate step);
+//! a slice whose end the watermark has passed is frozen into its
+//! intermediate state (keys and accumulator state columns); a window fires
+//! by merging the frozen slices it spans (`GroupsAccumulator::merge_batch`,
+//! the same merge DataFusion's multi-phase aggregation uses), and a slice is
+//! dropped when no window left to fire spans it. A hop of width W and slide
+//! S costs one update per row instead of W / S.
+//!
+//! ```text
+//!   row at t ──> open slice [floor(t, g), +g)
+//!   watermark - lateness >= slice end ──> frozen slice (state table)
+//!   watermark - lateness >= window end ──> merge the frozen slices in (start, end] ──> emit
+//! ```
+//!
 //! Checkpoints: one table `windows` with a row per (window, key): the
 //! window end, the key columns, then every accumulator's intermediate
 //! state columns (DataFusion's `GroupsAccumulator::state`, the same state
@@ -113,8 +129,13 @@ impl OperatorPlan for WindowAggregatePlan {
             .iter()
             .map(|a| a.expr.name().to_string())
             .collect();
+        let sliced = self
+            .window
+            .slice_ms()
+            .map(|g| format!(", in slices of {g}ms"))
+            .unwrap_or_default();
         format!(
-            "{} on {} (fires at watermark >= end + {}ms): [{}]",
+            "{} on {} (fires at watermark >= end + {}ms{sliced}): [{}]",
             self.window,
             self.input_schema.field(self.time_column).name(),
             self.allowed_lateness_ms,
@@ -153,6 +174,9 @@ impl OperatorPlan for WindowAggregatePlan {
             state_widths,
             key_schema: Arc::new(Schema::new(key_fields)),
             windows: BTreeMap::new(),
+            slice_ms: self.window.slice_ms(),
+            frozen: BTreeMap::new(),
+            next_end: None,
             watermark: WATERMARK_MIN,
             group_indices: Vec::new(),
             late_rows: 0,
@@ -175,8 +199,14 @@ struct WindowAggregateOperator {
     state_schema: SchemaRef,
     /// Number of state columns of each aggregate.
     state_widths: Vec<usize>,
-    /// Open windows by their end.
+    /// Open windows by their end (open slices, when sliced).
     windows: BTreeMap<i64, OpenWindow>,
+    /// The slice width, when windows overlap.
+    slice_ms: Option<i64>,
+    /// Complete slices by their end: state tables (end, keys, states).
+    frozen: BTreeMap<i64, Vec<RecordBatch>>,
+    /// Sliced: the first window end not fired yet.
+    next_end: Option<i64>,
     watermark: Timestamp,
     group_indices: Vec<usize>,
     late_rows: u64,
@@ -365,32 +395,95 @@ impl WindowAggregateOperator {
     }
 }
 
+impl WindowAggregateOperator {
+    /// Sliced windows at watermark `watermark`: complete slices are frozen,
+    /// then every window whose end the watermark (less the lateness) has
+    /// reached is fired from the frozen slices it spans, in end order.
+    fn fire_sliced(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        let spec = self.plan.window;
+        let horizon = watermark.saturating_sub(self.plan.allowed_lateness_ms);
+        while let Some((&end, _)) = self.windows.first_key_value() {
+            if end > horizon {
+                break;
+            }
+            if let Some((end, window)) = self.windows.pop_first() {
+                let table = self.state_table(vec![self.window_columns(end, window)?])?;
+                self.frozen.entry(end).or_default().push(table);
+            }
+        }
+        loop {
+            let Some((&first_slice, _)) = self.frozen.first_key_value() else {
+                break;
+            };
+            let mut end = spec.first_end_at_or_after(first_slice);
+            if let Some(next) = self.next_end {
+                end = end.max(next);
+            }
+            if end > horizon {
+                break;
+            }
+            let start = spec.start_of(end);
+            let mut window = self.open_window()?;
+            let mut any = false;
+            for (_, tables) in self.frozen.range(start.saturating_add(1)..=end) {
+                for table in tables {
+                    self.merge_table(&mut window, table)?;
+                    any = true;
+                }
+            }
+            if any {
+                out.emit(self.emit(end, window)?);
+            }
+            let next = end.saturating_add(spec.end_step_ms());
+            self.next_end = Some(next);
+            // Slices no window left to fire spans.
+            let keep_after = spec.start_of(next);
+            while self
+                .frozen
+                .first_key_value()
+                .is_some_and(|(&slice_end, _)| slice_end <= keep_after)
+            {
+                self.frozen.pop_first();
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a window aggregation checkpoints besides its `windows` table.
 #[derive(Debug, Serialize, Deserialize)]
 struct WindowMeta {
     watermark: Timestamp,
     late_rows: u64,
+    /// Sliced windows: the first window end not fired yet.
+    #[serde(default)]
+    next_end: Option<i64>,
 }
 
 impl WindowAggregateOperator {
-    /// Drains every open window into the checkpoint table.
-    fn drain_windows(&mut self) -> Result<RecordBatch> {
-        let columns_count = self.state_schema.fields().len();
-        let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); columns_count];
-        for (end, mut window) in std::mem::take(&mut self.windows) {
-            let n = window.num_groups;
-            let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![end; n]))];
-            if let Some(groups) = window.groups.as_mut() {
-                columns.extend(groups.emit(EmitTo::All)?);
-            }
-            for acc in window.accumulators.iter_mut() {
-                columns.extend(acc.state(EmitTo::All)?);
-            }
-            if columns.len() != columns_count {
-                return Err(EngineError::State(
-                    "window_aggregate: accumulator state has an unexpected shape".into(),
-                ));
-            }
+    /// A window's (or slice's) rows of the state table: its end, the keys,
+    /// every accumulator's intermediate state. Drains the window.
+    fn window_columns(&self, end: i64, mut window: OpenWindow) -> Result<Vec<ArrayRef>> {
+        let n = window.num_groups;
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![end; n]))];
+        if let Some(groups) = window.groups.as_mut() {
+            columns.extend(groups.emit(EmitTo::All)?);
+        }
+        for acc in window.accumulators.iter_mut() {
+            columns.extend(acc.state(EmitTo::All)?);
+        }
+        if columns.len() != self.state_schema.fields().len() {
+            return Err(EngineError::State(
+                "window_aggregate: accumulator state has an unexpected shape".into(),
+            ));
+        }
+        Ok(columns)
+    }
+
+    /// One state table of several windows' columns.
+    fn state_table(&self, windows: Vec<Vec<ArrayRef>>) -> Result<RecordBatch> {
+        let mut parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); self.state_schema.fields().len()];
+        for columns in windows {
             for (part, column) in parts.iter_mut().zip(columns) {
                 part.push(column);
             }
@@ -413,6 +506,40 @@ impl WindowAggregateOperator {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RecordBatch::try_new(self.state_schema.clone(), columns)?)
+    }
+
+    /// Drains every open window into the checkpoint table.
+    fn drain_windows(&mut self) -> Result<RecordBatch> {
+        let windows = std::mem::take(&mut self.windows)
+            .into_iter()
+            .map(|(end, window)| self.window_columns(end, window))
+            .collect::<Result<Vec<_>>>()?;
+        self.state_table(windows)
+    }
+
+    /// Merges the rows of a state table (keys and intermediate states) into
+    /// `window`.
+    fn merge_table(&self, window: &mut OpenWindow, table: &RecordBatch) -> Result<()> {
+        let keys = self.plan.keys.len();
+        let n = table.num_rows();
+        let mut indices = Vec::with_capacity(n);
+        let total = match window.groups.as_mut() {
+            Some(groups) => {
+                groups.intern(&table.columns()[1..1 + keys], &mut indices)?;
+                groups.len()
+            }
+            None => {
+                indices.resize(n, 0);
+                usize::from(n > 0).max(window.num_groups)
+            }
+        };
+        let mut column = 1 + keys;
+        for (acc, &width) in window.accumulators.iter_mut().zip(&self.state_widths) {
+            acc.merge_batch(&table.columns()[column..column + width], &indices, total)?;
+            column += width;
+        }
+        window.num_groups = total;
+        Ok(())
     }
 
     /// Opens the windows of a checkpoint table (rows of one window together).
@@ -445,7 +572,6 @@ impl WindowAggregateOperator {
                 .map(|s| s.map(|s| s.saturating_add(width)))
                 .collect();
         }
-        let keys = self.plan.keys.len();
         let mut row = 0;
         while row < table.num_rows() {
             let window_end = ends.value(row);
@@ -453,24 +579,8 @@ impl WindowAggregateOperator {
             while end < table.num_rows() && ends.value(end) == window_end {
                 end += 1;
             }
-            let n = end - row;
-            let slice = table.slice(row, n);
             let mut window = self.open_window()?;
-            let indices: Vec<usize> = match window.groups.as_mut() {
-                Some(groups) => {
-                    let mut indices = Vec::with_capacity(n);
-                    groups.intern(&slice.columns()[1..1 + keys], &mut indices)?;
-                    indices
-                }
-                None => vec![0; n],
-            };
-            let total = indices.iter().copied().max().map_or(0, |m| m + 1);
-            let mut column = 1 + keys;
-            for (acc, &width) in window.accumulators.iter_mut().zip(&self.state_widths) {
-                acc.merge_batch(&slice.columns()[column..column + width], &indices, total)?;
-                column += width;
-            }
-            window.num_groups = total;
+            self.merge_table(&mut window, &table.slice(row, end - row))?;
             self.windows.insert(window_end, window);
             row = end;
         }
@@ -493,8 +603,12 @@ impl Operator for WindowAggregateOperator {
         }
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
         let columns = self.evaluate(&batch)?;
-        let spec = self.plan.window;
-        for k in 0..spec.windows_per_row() {
+        // Sliced, a row goes to the one slice holding it.
+        let (spec, per_row) = match self.slice_ms {
+            Some(width_ms) => (WindowSpec::Tumble { width_ms }, 1),
+            None => (self.plan.window, self.plan.window.windows_per_row()),
+        };
+        for k in 0..per_row {
             // Fast path: every row falls into the same k-th window.
             let first = spec.end_for(times.value(0), k);
             let uniform =
@@ -517,7 +631,17 @@ impl Operator for WindowAggregateOperator {
                     buckets
                 };
             for (end, indices) in buckets {
-                if self.fires_at(end) <= self.watermark {
+                // The row's last window (for a slice: the last window of any
+                // of its rows, all the same, as slices divide the slide).
+                let last_end = match self.slice_ms {
+                    Some(width) => self
+                        .plan
+                        .window
+                        .end_for(end.saturating_sub(width), 0)
+                        .unwrap_or(end),
+                    None => end,
+                };
+                if self.fires_at(last_end) <= self.watermark {
                     // The window already fired: only rows of a formerly idle
                     // input or of a late-row stream get here. Counted, skipped.
                     let n = indices.as_ref().map(|i| i.len()).unwrap_or(rows);
@@ -546,6 +670,9 @@ impl Operator for WindowAggregateOperator {
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
+        if self.slice_ms.is_some() {
+            return self.fire_sliced(watermark, out);
+        }
         while let Some((&end, _)) = self.windows.first_key_value() {
             if self.fires_at(end) > watermark {
                 break;
@@ -558,7 +685,13 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn state_rows(&self) -> usize {
-        self.windows.values().map(|w| w.num_groups).sum()
+        self.windows.values().map(|w| w.num_groups).sum::<usize>()
+            + self
+                .frozen
+                .values()
+                .flatten()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>()
     }
 
     fn state_bytes(&self) -> usize {
@@ -568,7 +701,13 @@ impl Operator for WindowAggregateOperator {
                 w.groups.as_ref().map_or(0, |g| g.size())
                     + w.accumulators.iter().map(|a| a.size()).sum::<usize>()
             })
-            .sum()
+            .sum::<usize>()
+            + self
+                .frozen
+                .values()
+                .flatten()
+                .map(RecordBatch::get_array_memory_size)
+                .sum::<usize>()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
@@ -577,8 +716,16 @@ impl Operator for WindowAggregateOperator {
         let mut snapshot = StateSnapshot::with_meta(&WindowMeta {
             watermark: self.watermark,
             late_rows: self.late_rows,
+            next_end: self.next_end,
         })?;
         snapshot.push_table("windows", table);
+        if self.slice_ms.is_some() {
+            let frozen = datafusion::arrow::compute::concat_batches(
+                &self.state_schema,
+                self.frozen.values().flatten(),
+            )?;
+            snapshot.push_table("frozen", frozen);
+        }
         Ok(snapshot)
     }
 
@@ -586,8 +733,34 @@ impl Operator for WindowAggregateOperator {
         let meta: WindowMeta = state.meta()?;
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
+        self.next_end = meta.next_end;
         let table = state.take_table("windows")?;
-        self.load_windows(&table)
+        self.load_windows(&table)?;
+        if self.slice_ms.is_some() {
+            let frozen = state.take_table("frozen")?;
+            let ends = frozen
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or_else(|| {
+                    EngineError::State("window_aggregate: the slice column is not BIGINT".into())
+                })?
+                .clone();
+            let mut row = 0;
+            while row < frozen.num_rows() {
+                let slice_end = ends.value(row);
+                let mut end = row + 1;
+                while end < frozen.num_rows() && ends.value(end) == slice_end {
+                    end += 1;
+                }
+                self.frozen
+                    .entry(slice_end)
+                    .or_default()
+                    .push(frozen.slice(row, end - row));
+                row = end;
+            }
+        }
+        Ok(())
     }
 
     fn late_rows(&self) -> u64 {

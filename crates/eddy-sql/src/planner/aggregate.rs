@@ -88,7 +88,15 @@ impl Compiler {
             };
             match spec {
                 Some(spec) => {
-                    let spec = spec.map_err(|m| SqlError::at(position, m))?;
+                    let spec = spec.map_err(|m| {
+                        SqlError::at(
+                            &self.anchor(
+                                position,
+                                &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"],
+                            ),
+                            m,
+                        )
+                    })?;
                     window_time = window_time_argument(expr).cloned();
                     if window.replace(spec).is_some() {
                         return Err(SqlError::at(
