@@ -200,10 +200,11 @@ mod tests {
             width_ms: 5,
         };
         assert_eq!(hop.slice_ms(), Some(1));
-        // hop ends are 5 + 3k: 2, 5, 8, 11, ...
+        // hop ends are 5 + 3k: ..., -1, 2, 5, 8, 11, ...
         assert_eq!(hop.first_end_at_or_after(6), 8);
         assert_eq!(hop.first_end_at_or_after(8), 8);
-        assert_eq!(hop.first_end_at_or_after(-1), 2);
+        assert_eq!(hop.first_end_at_or_after(0), 2);
+        assert_eq!(hop.first_end_at_or_after(-2), -1);
         let hop = WindowSpec::Hop {
             slide_ms: 2,
             width_ms: 6,

@@ -411,10 +411,7 @@ impl WindowAggregateOperator {
                 self.frozen.entry(end).or_default().push(table);
             }
         }
-        loop {
-            let Some((&first_slice, _)) = self.frozen.first_key_value() else {
-                break;
-            };
+        while let Some((&first_slice, _)) = self.frozen.first_key_value() {
             let mut end = spec.first_end_at_or_after(first_slice);
             if let Some(next) = self.next_end {
                 end = end.max(next);
