@@ -39,6 +39,8 @@ use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::join_state::{RowRef, SideState};
+use hashbrown::HashMap;
+
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
@@ -212,18 +214,32 @@ impl IntervalJoinOperator {
             .iter()
             .map(|c| take(c.as_ref(), &arriving_idx, None))
             .collect::<Result<_, _>>()?;
-        // Gather buffered rows across their stored batches.
-        let rows = pairs
-            .buffered
-            .iter()
-            .map(|r| {
-                let batch = other.batch(r.batch).ok_or_else(|| {
-                    EngineError::operator("interval_join", "buffered batch missing")
-                })?;
-                Ok((batch, r.row))
+        // Gather buffered rows across their stored batches (each batch's
+        // slot found by its id, not by a scan of the batches seen).
+        let mut slots: HashMap<u64, usize> = HashMap::new();
+        let mut batches: Vec<&RecordBatch> = Vec::new();
+        let mut positions = Vec::with_capacity(pairs.buffered.len());
+        for r in &pairs.buffered {
+            let slot = match slots.get(&r.batch) {
+                Some(&slot) => slot,
+                None => {
+                    let batch = other.batch(r.batch).ok_or_else(|| {
+                        EngineError::operator("interval_join", "buffered batch missing")
+                    })?;
+                    batches.push(batch);
+                    slots.insert(r.batch, batches.len() - 1);
+                    batches.len() - 1
+                }
+            };
+            positions.push((slot, r.row as usize));
+        }
+        let gathered = (0..other_schema_width(&batches, self.side_schema(1 - input)))
+            .map(|c| {
+                let arrays: Vec<&dyn Array> =
+                    batches.iter().map(|b| b.column(c).as_ref()).collect();
+                Ok(interleave(&arrays, &positions)?)
             })
             .collect::<Result<Vec<_>>>()?;
-        let gathered = gather(&rows)?;
         let columns = if input == 0 {
             [arriving, gathered].concat()
         } else {
@@ -241,16 +257,14 @@ impl IntervalJoinOperator {
     }
 
     /// Null-pads rows of side `side` (their batch, row pairs).
-    fn padded(&self, side: usize, rows: &[(RecordBatch, u32)]) -> Result<Option<RecordBatch>> {
-        if rows.is_empty() {
+    /// The never-matched rows of `side` (batch by batch), padded with NULLs
+    /// for the other side's columns.
+    fn padded(&self, side: usize, rows: &[(RecordBatch, Vec<u32>)]) -> Result<Option<RecordBatch>> {
+        let count: usize = rows.iter().map(|(_, r)| r.len()).sum();
+        if count == 0 {
             return Ok(None);
         }
-        let own = gather(
-            &rows
-                .iter()
-                .map(|(batch, row)| (batch, *row))
-                .collect::<Vec<_>>(),
-        )?;
+        let own = gather_grouped(rows)?;
         let other_schema = if side == 0 {
             &self.plan.right_schema
         } else {
@@ -259,14 +273,14 @@ impl IntervalJoinOperator {
         let nulls: Vec<ArrayRef> = other_schema
             .fields()
             .iter()
-            .map(|f| new_null_array(f.data_type(), rows.len()))
+            .map(|f| new_null_array(f.data_type(), count))
             .collect();
         let columns = if side == 0 {
             [own, nulls].concat()
         } else {
             [nulls, own].concat()
         };
-        self.output(columns, rows.len()).map(Some)
+        self.output(columns, count).map(Some)
     }
 
     fn keeps(&self, side: usize) -> bool {
@@ -364,28 +378,30 @@ const SIDE_TABLES: [&str; 2] = ["left", "right"];
 
 /// Gathers rows spread over several batches (of one schema) into columns,
 /// in the given order, with Arrow's `interleave`.
-fn gather(rows: &[(&RecordBatch, u32)]) -> Result<Vec<ArrayRef>> {
+/// Columns of the rows `rows` names, batch by batch (each batch given once).
+fn gather_grouped(rows: &[(RecordBatch, Vec<u32>)]) -> Result<Vec<ArrayRef>> {
     let Some((first, _)) = rows.first() else {
         return Ok(Vec::new());
     };
-    let mut batches: Vec<&RecordBatch> = Vec::new();
-    let mut positions = Vec::with_capacity(rows.len());
-    for (batch, row) in rows {
-        let slot = match batches.iter().position(|b| std::ptr::eq(*b, *batch)) {
-            Some(s) => s,
-            None => {
-                batches.push(batch);
-                batches.len() - 1
-            }
-        };
-        positions.push((slot, *row as usize));
-    }
+    let positions: Vec<(usize, usize)> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(slot, (_, rows))| rows.iter().map(move |&row| (slot, row as usize)))
+        .collect();
     (0..first.num_columns())
         .map(|c| {
-            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            let arrays: Vec<&dyn Array> = rows.iter().map(|(b, _)| b.column(c).as_ref()).collect();
             Ok(interleave(&arrays, &positions)?)
         })
         .collect()
+}
+
+/// The column count of the gathered side (its schema's, when no batch is
+/// there to ask).
+fn other_schema_width(batches: &[&RecordBatch], schema: &SchemaRef) -> usize {
+    batches
+        .first()
+        .map_or(schema.fields().len(), |b| b.num_columns())
 }
 
 impl Operator for IntervalJoinOperator {
@@ -405,7 +421,14 @@ impl Operator for IntervalJoinOperator {
                 continue;
             };
             let bound = self.plan.bound;
-            other.for_each_candidate(keys.row(row).as_ref(), |candidate| {
+            // The other side's times that can pair with t (the bound decides
+            // exactly; this range only narrows the search).
+            let times = if input == 0 {
+                t.saturating_add(bound.lower_ms)..=t.saturating_add(bound.upper_ms)
+            } else {
+                t.saturating_sub(bound.upper_ms)..=t.saturating_sub(bound.lower_ms)
+            };
+            other.for_each_candidate(keys.row(row).as_ref(), times, |candidate| {
                 let holds = if input == 0 {
                     bound.holds(t, candidate.time)
                 } else {
@@ -439,11 +462,11 @@ impl Operator for IntervalJoinOperator {
         }
         // Rows without a time can never match: an outer join emits them now.
         if self.keeps(input) {
-            let timeless: Vec<(RecordBatch, u32)> = (0..rows)
+            let timeless: Vec<u32> = (0..rows)
                 .filter(|&i| times[i].is_none())
-                .map(|i| (batch.clone(), i as u32))
+                .map(|i| i as u32)
                 .collect();
-            if let Some(padded) = self.padded(input, &timeless)? {
+            if let Some(padded) = self.padded(input, &[(batch.clone(), timeless)])? {
                 out.emit(padded);
             }
         }
@@ -470,11 +493,10 @@ impl Operator for IntervalJoinOperator {
         };
         for side in 0..2 {
             let mut unmatched = Vec::new();
-            self.sides[side].evict_before(thresholds[side], &mut unmatched);
-            if self.keeps(side) {
-                if let Some(padded) = self.padded(side, &unmatched)? {
-                    out.emit(padded);
-                }
+            let keeps = self.keeps(side);
+            self.sides[side].evict_before(thresholds[side], keeps.then_some(&mut unmatched));
+            if let Some(padded) = self.padded(side, &unmatched)? {
+                out.emit(padded);
             }
         }
         Ok(())

@@ -5,18 +5,22 @@
 //! further matches impossible, in time order, when evicted.
 //!
 //! Rows stay in the batches they arrived in (columnar, shared `Arc`s). The
-//! key index maps a hash of the key bytes to the rows holding it (a single
-//! row inline, the common case of unique keys, so no allocation per row);
-//! probes confirm candidates by comparing key bytes. For eviction each batch
-//! keeps its rows sorted by time with a cursor, and a min-heap holds one
-//! entry per batch: the time of its next row to evict.
+//! key index maps a hash of the key bytes to the rows holding it: a single
+//! row inline (the common case of unique keys, no allocation per row), or a
+//! set ordered by time, so a probe visits only the rows in its time range
+//! and an eviction removes its row in O(log n) (a hot key costs per row
+//! about what a cold one does); probes confirm candidates by comparing key
+//! bytes. For eviction each batch keeps its rows sorted by time with a
+//! cursor, and a min-heap holds one entry per batch: the time of its next
+//! row to evict. Rows that never matched (outer joins) are handed out batch
+//! by batch with their row numbers, so padding them costs one gather.
 //!
 //! A checkpoint keeps the rows not yet evicted with their matched flags
 //! ([`SideState::live_rows`]); a restore inserts them again.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use datafusion::arrow::array::UInt32Array;
@@ -28,8 +32,9 @@ use hashbrown::{DefaultHashBuilder, HashMap};
 use crate::error::Result;
 use crate::time::Timestamp;
 
-/// A buffered row: batch id, row within it, event time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A buffered row: batch id, row within it, event time (ordered by time
+/// first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RowRef {
     /// Event time (ms).
     pub time: Timestamp,
@@ -39,34 +44,32 @@ pub struct RowRef {
     pub row: u32,
 }
 
-/// Rows sharing a key hash.
+/// Rows sharing a key hash: one inline (unique keys, no allocation), or
+/// many ordered by time, so that a probe visits only the rows in its time
+/// range and an eviction removes its row in O(log n): a hot key costs per
+/// row what a cold one does, not the length of its bucket.
 enum Bucket {
     One(RowRef),
-    Many(Vec<RowRef>),
+    Many(BTreeSet<RowRef>),
 }
 
 impl Bucket {
-    fn as_slice(&self) -> &[RowRef] {
-        match self {
-            Bucket::One(r) => std::slice::from_ref(r),
-            Bucket::Many(v) => v,
-        }
-    }
-
     fn push(&mut self, r: RowRef) {
         match self {
-            Bucket::One(first) => *self = Bucket::Many(vec![*first, r]),
-            Bucket::Many(v) => v.push(r),
+            Bucket::One(first) => *self = Bucket::Many(BTreeSet::from([*first, r])),
+            Bucket::Many(rows) => {
+                rows.insert(r);
+            }
         }
     }
 
     /// Removes `r`; true when the bucket is now empty.
-    fn remove(&mut self, r: RowRef) -> bool {
+    fn remove(&mut self, r: &RowRef) -> bool {
         match self {
-            Bucket::One(only) => *only == r,
-            Bucket::Many(v) => {
-                v.retain(|x| *x != r);
-                v.is_empty()
+            Bucket::One(only) => only == r,
+            Bucket::Many(rows) => {
+                rows.remove(r);
+                rows.is_empty()
             }
         }
     }
@@ -171,18 +174,48 @@ impl SideState {
         self.hasher.hash_one(key)
     }
 
-    /// Calls `f` for every buffered row whose key equals `key`.
-    pub fn for_each_candidate(&self, key: &[u8], mut f: impl FnMut(RowRef)) {
+    /// Calls `f` for every buffered row whose key equals `key` and whose
+    /// time is in `times`.
+    pub fn for_each_candidate(
+        &self,
+        key: &[u8],
+        times: std::ops::RangeInclusive<Timestamp>,
+        mut f: impl FnMut(RowRef),
+    ) {
         let Some(bucket) = self.index.get(&self.hash(key)) else {
             return;
         };
-        for r in bucket.as_slice() {
+        let mut visit = |r: &RowRef| {
             let same = self
                 .batches
                 .get(r.batch)
                 .is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
             if same {
                 f(*r);
+            }
+        };
+        match bucket {
+            Bucket::One(r) => {
+                if times.contains(&r.time) {
+                    visit(r)
+                }
+            }
+            Bucket::Many(rows) => {
+                let (from, to) = (
+                    RowRef {
+                        time: *times.start(),
+                        batch: 0,
+                        row: 0,
+                    },
+                    RowRef {
+                        time: *times.end(),
+                        batch: u64::MAX,
+                        row: u32::MAX,
+                    },
+                );
+                if from <= to {
+                    rows.range(from..=to).for_each(visit);
+                }
             }
         }
     }
@@ -294,41 +327,64 @@ impl SideState {
         Ok(out)
     }
 
-    /// Removes every row with time below `threshold`, collecting the rows
-    /// that never matched (for outer joins).
-    pub fn evict_before(&mut self, threshold: Timestamp, unmatched: &mut Vec<(RecordBatch, u32)>) {
+    /// Removes every row with time below `threshold`; with `unmatched`
+    /// (outer joins), collects the rows that never matched, batch by batch,
+    /// in time order.
+    pub fn evict_before(
+        &mut self,
+        threshold: Timestamp,
+        mut unmatched: Option<&mut Vec<(RecordBatch, Vec<u32>)>>,
+    ) {
         while let Some(Reverse((time, id))) = self.by_time.peek().copied() {
             if time >= threshold {
                 break;
             }
             self.by_time.pop();
-            let Some(stored) = self.batches.get_mut(id) else {
+            let Some(stored) = self.batches.get(id) else {
                 continue;
             };
-            while let Some(&(time, row)) = stored.order.get(stored.cursor) {
-                if time >= threshold {
-                    break;
-                }
-                stored.cursor += 1;
-                self.rows -= 1;
+            // The batch's rows to evict: a prefix of its time order.
+            let from = stored.cursor;
+            let to = from
+                + stored.order[from..]
+                    .iter()
+                    .take_while(|&&(time, _)| time < threshold)
+                    .count();
+            let mut lonely = Vec::new();
+            let mut indexed = Vec::new();
+            for &(time, row) in &stored.order[from..to] {
                 if stored.indexed[row as usize] {
                     let hash = self.hasher.hash_one(stored.keys.row(row as usize).as_ref());
-                    if let Some(bucket) = self.index.get_mut(&hash) {
-                        if bucket.remove(RowRef {
+                    indexed.push((
+                        hash,
+                        RowRef {
                             time,
                             batch: id,
                             row,
-                        }) {
-                            self.index.remove(&hash);
-                        }
-                    }
+                        },
+                    ));
                 }
-                if !stored.matched[row as usize] {
-                    unmatched.push((stored.batch.clone(), row));
+                if unmatched.is_some() && !stored.matched[row as usize] {
+                    lonely.push(row);
                 }
             }
-            match stored.order.get(stored.cursor) {
-                Some(&(next, _)) => self.by_time.push(Reverse((next, id))),
+            if !lonely.is_empty() {
+                if let Some(unmatched) = unmatched.as_deref_mut() {
+                    unmatched.push((stored.batch.clone(), lonely));
+                }
+            }
+            let next = stored.order.get(to).map(|&(time, _)| time);
+            if let Some(stored) = self.batches.get_mut(id) {
+                stored.cursor = to;
+            }
+            self.rows -= to - from;
+            for (hash, r) in indexed {
+                if self.index.get_mut(&hash).is_some_and(|b| b.remove(&r)) {
+                    self.index.remove(&hash);
+                }
+            }
+            match next {
+                Some(next) => self.by_time.push(Reverse((next, id))),
                 None => self.batches.remove(id),
             }
         }
