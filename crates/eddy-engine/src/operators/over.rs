@@ -160,6 +160,28 @@ impl OperatorPlan for OverPlan {
     }
 }
 
+/// A batch waiting for the watermark, with bounds of its event times: a
+/// watermark below all of them leaves it alone, one above all releases it
+/// whole; only a batch it cuts is filtered.
+struct Pending {
+    batch: RecordBatch,
+    /// No row is earlier than this.
+    first: Timestamp,
+    /// No row is later than this.
+    last: Timestamp,
+}
+
+impl Pending {
+    fn new(batch: RecordBatch, time_column: usize) -> Result<Self> {
+        let times = to_epoch_millis(batch.column(time_column))?;
+        Ok(Pending {
+            first: datafusion::arrow::compute::min(&times).unwrap_or(WATERMARK_MAX),
+            last: datafusion::arrow::compute::max(&times).unwrap_or(WATERMARK_MIN),
+            batch,
+        })
+    }
+}
+
 /// Per-key state of every function.
 struct KeyState {
     accumulators: Vec<Option<Box<dyn Accumulator>>>,
@@ -175,7 +197,7 @@ struct KeyState {
 struct OverOperator {
     plan: OverPlan,
     converter: RowConverter,
-    pending: Vec<RecordBatch>,
+    pending: Vec<Pending>,
     pending_rows: usize,
     keys: HashMap<Vec<u8>, KeyState>,
     /// Horizon of the last time-to-live sweep.
@@ -184,8 +206,11 @@ struct OverOperator {
 
 impl OverOperator {
     fn new_key_state(&self) -> Result<KeyState> {
-        let accumulators = self
-            .plan
+        Self::key_state_for(&self.plan)
+    }
+
+    fn key_state_for(plan: &OverPlan) -> Result<KeyState> {
+        let accumulators = plan
             .functions
             .iter()
             .map(|f| match f {
@@ -193,7 +218,7 @@ impl OverOperator {
                 _ => Ok(None),
             })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let functions = self.plan.functions.len();
+        let functions = plan.functions.len();
         Ok(KeyState {
             accumulators,
             seen: vec![0; functions],
@@ -246,6 +271,35 @@ impl OverOperator {
         for value in values.iter_mut() {
             value.resize(n, ScalarValue::Null);
         }
+        let plan = &self.plan;
+        let peers_frames = plan.functions.iter().any(|f| {
+            matches!(
+                f,
+                OverFunction::Aggregate {
+                    frame: Frame::UpToPeers,
+                    ..
+                }
+            )
+        });
+        let fold = |f: usize, state: &mut KeyState, row: usize| -> Result<()> {
+            if filters[f]
+                .as_ref()
+                .is_some_and(|m| !m.is_valid(row) || !m.value(row))
+            {
+                return Ok(());
+            }
+            if let Some(acc) = state.accumulators[f].as_mut() {
+                let slice: Vec<ArrayRef> = args[f].iter().map(|a| a.slice(row, 1)).collect();
+                acc.update_batch(&slice)?;
+            }
+            Ok(())
+        };
+        let read = |f: usize, state: &mut KeyState| -> Result<ScalarValue> {
+            match state.accumulators[f].as_mut() {
+                Some(acc) => Ok(acc.evaluate()?),
+                None => Err(EngineError::operator("over", "missing accumulator")),
+            }
+        };
         let mut start = 0;
         while start < n {
             // A run of peers: rows with the same event time.
@@ -254,93 +308,55 @@ impl OverOperator {
             while end < n && times.value(end) == t {
                 end += 1;
             }
+            // One key lookup per row, every function folded and read there.
             for row in start..end {
                 let key = keys.row(row);
-                let expired = match (self.keys.get(key.as_ref()), self.plan.state_ttl_ms) {
-                    (None, _) => true,
-                    (Some(state), Some(ttl)) => t.saturating_sub(state.last_time) > ttl,
-                    (Some(_), None) => false,
-                };
-                if expired {
-                    let state = self.new_key_state()?;
-                    self.keys.insert(key.as_ref().to_vec(), state);
-                }
-                if let Some(state) = self.keys.get_mut(key.as_ref()) {
-                    state.last_time = t;
-                }
-            }
-            for (f, function) in self.plan.functions.iter().enumerate() {
-                let fold = |state: &mut KeyState, row: usize| -> Result<()> {
-                    if filters[f]
-                        .as_ref()
-                        .is_some_and(|m| !m.is_valid(row) || !m.value(row))
+                let state = match self.keys.get_mut(key.as_ref()) {
+                    Some(state)
+                        if plan
+                            .state_ttl_ms
+                            .is_none_or(|ttl| t.saturating_sub(state.last_time) <= ttl) =>
                     {
-                        return Ok(());
+                        state
                     }
-                    if let Some(acc) = state.accumulators[f].as_mut() {
-                        let slice: Vec<ArrayRef> =
-                            args[f].iter().map(|a| a.slice(row, 1)).collect();
-                        acc.update_batch(&slice)?;
-                    }
-                    Ok(())
-                };
-                let read = |state: &mut KeyState| -> Result<ScalarValue> {
-                    match state.accumulators[f].as_mut() {
-                        Some(acc) => Ok(acc.evaluate()?),
-                        None => Err(EngineError::operator("over", "missing accumulator")),
+                    _ => {
+                        // New, or idle past the time-to-live: starts empty.
+                        let fresh = Self::key_state_for(plan)?;
+                        self.keys.insert(key.as_ref().to_vec(), fresh);
+                        self.keys
+                            .get_mut(key.as_ref())
+                            .ok_or_else(|| EngineError::operator("over", "key state vanished"))?
                     }
                 };
-                match function {
-                    OverFunction::Aggregate {
-                        frame: Frame::UpToPeers,
-                        ..
-                    } => {
-                        for row in start..end {
-                            if let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) {
-                                fold(state, row)?;
-                            }
-                        }
-                        for row in start..end {
-                            if let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) {
-                                values[f][row] = read(state)?;
-                            }
-                        }
-                    }
-                    OverFunction::Aggregate { frame, expr, .. } => {
-                        for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
-                                continue;
-                            };
+                state.last_time = t;
+                for (f, function) in plan.functions.iter().enumerate() {
+                    match function {
+                        // Read once every peer is folded, below.
+                        OverFunction::Aggregate {
+                            frame: Frame::UpToPeers,
+                            ..
+                        } => fold(f, state, row)?,
+                        OverFunction::Aggregate { frame, expr, .. } => {
                             if *frame == Frame::UpToCurrentRow {
-                                fold(state, row)?;
-                                values[f][row] = read(state)?;
+                                fold(f, state, row)?;
+                                values[f][row] = read(f, state)?;
                             } else {
                                 values[f][row] = if state.seen[f] == 0 {
                                     expr.fun().default_value(expr.field().data_type())?
                                 } else {
-                                    read(state)?
+                                    read(f, state)?
                                 };
-                                fold(state, row)?;
+                                fold(f, state, row)?;
                             }
                             state.seen[f] += 1;
                         }
-                    }
-                    OverFunction::RowNumber => {
-                        for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
-                                continue;
-                            };
+                        OverFunction::RowNumber => {
                             state.rows += 1;
                             values[f][row] = ScalarValue::UInt64(Some(state.rows as u64));
                         }
-                    }
-                    OverFunction::Lag {
-                        offset, default, ..
-                    } => {
-                        for row in start..end {
-                            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
-                                continue;
-                            };
+                        OverFunction::Lag {
+                            offset, default, ..
+                        } => {
                             let history = &mut state.lags[f];
                             values[f][row] = if history.len() == *offset {
                                 history.front().cloned().unwrap_or(default.clone())
@@ -352,6 +368,24 @@ impl OverOperator {
                             if history.len() > *offset {
                                 history.pop_front();
                             }
+                        }
+                    }
+                }
+            }
+            if peers_frames {
+                for row in start..end {
+                    let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                        continue;
+                    };
+                    for (f, function) in plan.functions.iter().enumerate() {
+                        if matches!(
+                            function,
+                            OverFunction::Aggregate {
+                                frame: Frame::UpToPeers,
+                                ..
+                            }
+                        ) {
+                            values[f][row] = read(f, state)?;
                         }
                     }
                 }
@@ -591,7 +625,8 @@ impl OverOperator {
 impl Operator for OverOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
         self.pending_rows += batch.num_rows();
-        self.pending.push(batch);
+        self.pending
+            .push(Pending::new(batch, self.plan.time_column)?);
         Ok(())
     }
 
@@ -614,7 +649,7 @@ impl Operator for OverOperator {
         let pending: usize = self
             .pending
             .iter()
-            .map(RecordBatch::get_array_memory_size)
+            .map(|p| p.batch.get_array_memory_size())
             .sum();
         let keys: usize = self
             .keys
@@ -643,7 +678,10 @@ impl Operator for OverOperator {
         let mut snapshot = StateSnapshot::with_meta(&OverMeta {
             last_sweep: self.last_sweep,
         })?;
-        let pending = concat_batches(&self.plan.input_schema, &self.pending)?;
+        let pending = concat_batches(
+            &self.plan.input_schema,
+            self.pending.iter().map(|p| &p.batch),
+        )?;
         snapshot.push_table("pending", pending);
         for (name, table) in self.key_tables()? {
             snapshot.push_table(name, table);
@@ -657,7 +695,7 @@ impl Operator for OverOperator {
         let pending = state.take_table("pending")?;
         self.pending_rows = pending.num_rows();
         if pending.num_rows() > 0 {
-            self.pending = vec![pending];
+            self.pending = vec![Pending::new(pending, self.plan.time_column)?];
         }
         self.load_keys(&mut state)
     }
@@ -678,26 +716,36 @@ impl OverOperator {
         // a string-view column would keep every earlier batch's buffers alive).
         let mut released_parts = Vec::new();
         let mut kept = Vec::new();
-        for batch in std::mem::take(&mut self.pending) {
+        for pending in std::mem::take(&mut self.pending) {
+            if watermark == WATERMARK_MAX || pending.last < horizon {
+                released_parts.push(pending.batch);
+                continue;
+            }
+            if pending.first >= horizon {
+                kept.push(pending);
+                continue;
+            }
+            let batch = pending.batch;
             let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-            let release: BooleanArray = if watermark == WATERMARK_MAX {
-                BooleanArray::from(vec![true; batch.num_rows()])
-            } else {
-                times
-                    .iter()
-                    .map(|t| Some(t.is_some_and(|t| t < horizon)))
-                    .collect()
-            };
+            let release: BooleanArray = times
+                .iter()
+                .map(|t| Some(t.is_some_and(|t| t < horizon)))
+                .collect();
             match release.true_count() {
-                0 => kept.push(batch),
+                0 => kept.push(Pending { batch, ..pending }),
                 n if n == batch.num_rows() => released_parts.push(batch),
                 _ => {
                     released_parts.push(filter_record_batch(&batch, &release)?);
-                    kept.push(filter_record_batch(&batch, &not(&release)?)?);
+                    kept.push(Pending {
+                        batch: filter_record_batch(&batch, &not(&release)?)?,
+                        // What stays is at or after the horizon.
+                        first: horizon,
+                        last: pending.last,
+                    });
                 }
             }
         }
-        self.pending_rows = kept.iter().map(RecordBatch::num_rows).sum();
+        self.pending_rows = kept.iter().map(|p| p.batch.num_rows()).sum();
         self.pending = kept;
         if released_parts.is_empty() {
             return Ok(());
