@@ -395,6 +395,17 @@ fn over_running_aggregates_lag_and_row_number() {
 }
 
 #[test]
+fn over_sliding_frames() {
+    check(
+        "SELECT k, ts,
+           sum(v) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN INTERVAL '1' SECOND PRECEDING AND CURRENT ROW) AS s,
+           max(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS hi
+         FROM a",
+        "over",
+    );
+}
+
+#[test]
 fn over_with_a_state_time_to_live() {
     check(
         "SET 'table.exec.state.ttl' = '300ms';

@@ -40,7 +40,7 @@ fn random_input(seed: u64, rows: usize) -> String {
     out
 }
 
-const QUERIES: [&str; 3] = [
+const QUERIES: [&str; 4] = [
     "SELECT k, ts, v,
         count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
         sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s,
@@ -57,6 +57,13 @@ const QUERIES: [&str; 3] = [
      FROM events",
     "SELECT k, ts, count(*) OVER (ORDER BY event_time) AS c, min(v) OVER (ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lo
      FROM events WHERE v > 100",
+    // Sliding frames: rows leave the aggregate as they fall out of the frame.
+    "SELECT k, ts,
+        sum(v) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW) AS s2,
+        count(*) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN INTERVAL '500' MILLISECOND PRECEDING AND CURRENT ROW) AS c,
+        max(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS hi3,
+        avg(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a2
+     FROM events",
 ];
 
 fn sorted(mut rows: Vec<Value>) -> Vec<Value> {

@@ -210,6 +210,18 @@ for o in sorted(forders, key=lambda o: o["t"]):
                  "running_amount": running[o["product"]]})
 check("flink_over_rows_unbounded", {"QUERY1": over})
 
+
+def hour_before(o):
+    return [p["amount"] for p in forders if p["product"] == o["product"] and o["t"] - HOUR <= p["t"] <= o["t"]]
+
+
+check("flink_over_range_interval", {"QUERY1": [
+    {"order_id": o["order_id"], "order_time": ts(o["t"]), "amount": o["amount"],
+     "one_hour_prod_amount_sum": sum(hour_before(o))} for o in forders]})
+check("flink_over_window_clause", {"QUERY1": [
+    {"order_id": o["order_id"], "order_time": ts(o["t"]), "amount": o["amount"],
+     "sum_amount": sum(hour_before(o)), "avg_amount": sum(hour_before(o)) / len(hour_before(o))} for o in forders]})
+
 # ---- Nexmark ---------------------------------------------------------------
 bids = rows("nexmark_bid.ndjson")
 check("nexmark_q0", {"QUERY1": [

@@ -1,7 +1,8 @@
 -- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/over-agg/
--- expect-error: only running frames are supported
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE Orders (
+  order_id BIGINT,
   user BIGINT,
   product STRING,
   amount INT,
@@ -9,7 +10,7 @@ CREATE TABLE Orders (
   WATERMARK FOR order_time AS order_time - INTERVAL '1' MINUTE
 ) WITH (connector = 'file', path = '${DATA}/flink_orders.ndjson');
 
-SELECT order_time, amount,
+SELECT order_id, order_time, amount,
   SUM(amount) OVER (
     PARTITION BY product
     ORDER BY order_time

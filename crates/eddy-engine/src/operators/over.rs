@@ -27,6 +27,14 @@
 //! function the rows seen and the accumulator's intermediate state), and a
 //! table `lag<f>` per `lag` function with each key's remembered values.
 //!
+//! Sliding frames, `RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW`
+//! and `ROWS BETWEEN n PRECEDING AND CURRENT ROW`, use DataFusion's sliding
+//! accumulators: each key keeps the rows in its frame (time and argument
+//! values) and takes them back out (`retract_batch`) as they leave. A
+//! checkpoint keeps those rows (table `frame<f>`) and, for sums, counts,
+//! averages and variances, the accumulator's state (table `slide<f>`), so a
+//! restore continues bit for bit; min and max are rebuilt from the rows.
+//!
 //! Frames: `ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW` (the row is
 //! folded in, then the value read), `... AND 1 PRECEDING` (read, then fold:
 //! the value over earlier rows only; a key's first row has an empty frame
@@ -67,6 +75,34 @@ pub enum Frame {
     BeforeCurrentRow,
     /// All earlier rows and every row with the same event time (`RANGE ... AND CURRENT ROW`).
     UpToPeers,
+    /// Rows of the last `range_ms` of event time, peers included (`RANGE
+    /// BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW`): rows leave the
+    /// accumulator (`retract_batch`) as they fall out of the range.
+    RangePreceding {
+        /// How far back the frame reaches.
+        range_ms: i64,
+    },
+    /// This row and the `rows` before it (`ROWS BETWEEN n PRECEDING AND
+    /// CURRENT ROW`).
+    RowsPreceding {
+        /// How many earlier rows.
+        rows: usize,
+    },
+}
+
+impl Frame {
+    /// Whether rows leave the frame again (the accumulator must retract).
+    pub fn slides(&self) -> bool {
+        matches!(
+            self,
+            Frame::RangePreceding { .. } | Frame::RowsPreceding { .. }
+        )
+    }
+
+    /// Whether the row's value is read only once all its peers are in.
+    fn reads_after_peers(&self) -> bool {
+        matches!(self, Frame::UpToPeers | Frame::RangePreceding { .. })
+    }
 }
 
 /// One window function of an OVER node.
@@ -192,6 +228,10 @@ struct KeyState {
     lags: Vec<VecDeque<ScalarValue>>,
     /// Event time of the key's latest row (state time-to-live).
     last_time: Timestamp,
+    /// Sliding frames: the rows in the frame, oldest first: time and the
+    /// aggregate's argument values (`None`: the row is in the frame but its
+    /// FILTER left it out of the aggregate).
+    frames: Vec<VecDeque<(Timestamp, Option<Vec<ScalarValue>>)>>,
 }
 
 struct OverOperator {
@@ -214,6 +254,9 @@ impl OverOperator {
             .functions
             .iter()
             .map(|f| match f {
+                OverFunction::Aggregate { expr, frame, .. } if frame.slides() => {
+                    expr.create_sliding_accumulator().map(Some)
+                }
                 OverFunction::Aggregate { expr, .. } => expr.create_accumulator().map(Some),
                 _ => Ok(None),
             })
@@ -225,6 +268,7 @@ impl OverOperator {
             rows: 0,
             lags: vec![VecDeque::new(); functions],
             last_time: WATERMARK_MIN,
+            frames: vec![VecDeque::new(); functions],
         })
     }
 
@@ -272,15 +316,9 @@ impl OverOperator {
             value.resize(n, ScalarValue::Null);
         }
         let plan = &self.plan;
-        let peers_frames = plan.functions.iter().any(|f| {
-            matches!(
-                f,
-                OverFunction::Aggregate {
-                    frame: Frame::UpToPeers,
-                    ..
-                }
-            )
-        });
+        let peers_frames = plan.functions.iter().any(
+            |f| matches!(f, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers()),
+        );
         let fold = |f: usize, state: &mut KeyState, row: usize| -> Result<()> {
             if filters[f]
                 .as_ref()
@@ -299,6 +337,47 @@ impl OverOperator {
                 Some(acc) => Ok(acc.evaluate()?),
                 None => Err(EngineError::operator("over", "missing accumulator")),
             }
+        };
+        // Sliding frames: a row enters (folded, remembered with its values)...
+        let enter = |f: usize, state: &mut KeyState, row: usize, t: Timestamp| -> Result<()> {
+            let included = !filters[f]
+                .as_ref()
+                .is_some_and(|m| !m.is_valid(row) || !m.value(row));
+            let values = if included {
+                let values = args[f]
+                    .iter()
+                    .map(|a| ScalarValue::try_from_array(a.as_ref(), row))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                fold(f, state, row)?;
+                Some(values)
+            } else {
+                None
+            };
+            state.frames[f].push_back((t, values));
+            Ok(())
+        };
+        // ...and the oldest rows leave while `leaves(time, rows held)`.
+        let slide = |f: usize,
+                     state: &mut KeyState,
+                     leaves: &dyn Fn(Timestamp, usize) -> bool|
+         -> Result<()> {
+            let mut gone: Vec<Vec<ScalarValue>> = Vec::new();
+            while let Some(&(time, _)) = state.frames[f].front() {
+                if !leaves(time, state.frames[f].len()) {
+                    break;
+                }
+                if let Some((_, Some(values))) = state.frames[f].pop_front() {
+                    gone.push(values);
+                }
+            }
+            if gone.is_empty() {
+                return Ok(());
+            }
+            let Some(acc) = state.accumulators[f].as_mut() else {
+                return Err(EngineError::operator("over", "missing accumulator"));
+            };
+            acc.retract_batch(&retracted(gone, args[f].len())?)?;
+            Ok(())
         };
         let mut start = 0;
         while start < n {
@@ -336,6 +415,21 @@ impl OverOperator {
                             frame: Frame::UpToPeers,
                             ..
                         } => fold(f, state, row)?,
+                        OverFunction::Aggregate {
+                            frame: Frame::RangePreceding { range_ms },
+                            ..
+                        } => {
+                            slide(f, state, &|time, _| time < t.saturating_sub(*range_ms))?;
+                            enter(f, state, row, t)?;
+                        }
+                        OverFunction::Aggregate {
+                            frame: Frame::RowsPreceding { rows },
+                            ..
+                        } => {
+                            enter(f, state, row, t)?;
+                            slide(f, state, &|_, held| held > rows + 1)?;
+                            values[f][row] = read(f, state)?;
+                        }
                         OverFunction::Aggregate { frame, expr, .. } => {
                             if *frame == Frame::UpToCurrentRow {
                                 fold(f, state, row)?;
@@ -378,13 +472,8 @@ impl OverOperator {
                         continue;
                     };
                     for (f, function) in plan.functions.iter().enumerate() {
-                        if matches!(
-                            function,
-                            OverFunction::Aggregate {
-                                frame: Frame::UpToPeers,
-                                ..
-                            }
-                        ) {
+                        if matches!(function, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers())
+                        {
                             values[f][row] = read(f, state)?;
                         }
                     }
@@ -416,6 +505,65 @@ impl OverOperator {
     }
 }
 
+/// Whether a sliding aggregate's state is restored as saved (its state is
+/// all retraction needs: sums, counts, averages, variances), rather than
+/// rebuilt by adding the frame's rows again (min and max need the rows).
+fn state_restores_sliding(expr: &AggregateFunctionExpr) -> bool {
+    matches!(
+        expr.fun().name(),
+        "sum"
+            | "count"
+            | "avg"
+            | "mean"
+            | "var"
+            | "var_samp"
+            | "var_pop"
+            | "variance"
+            | "stddev"
+            | "stddev_samp"
+            | "stddev_pop"
+    )
+}
+
+/// Sliding accumulators' states (one row per key) as a table.
+fn sliding_state_table(states: Vec<Vec<ScalarValue>>) -> Result<RecordBatch> {
+    let width = states.first().map_or(0, Vec::len);
+    let mut columns: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(states.len()); width];
+    for row in states {
+        for (column, value) in columns.iter_mut().zip(row) {
+            column.push(value);
+        }
+    }
+    let arrays = columns
+        .into_iter()
+        .map(ScalarValue::iter_to_array)
+        .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+    let fields: Vec<Field> = arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| Field::new(format!("state_{i}"), a.data_type().clone(), true))
+        .collect();
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
+}
+
+/// A sliding frame's row in a checkpoint: the key's index, its time, and its
+/// argument values (`None`: its FILTER left it out).
+type FrameRow = (u64, Timestamp, Option<Vec<ScalarValue>>);
+
+/// Rows' argument values (one `Vec` per row) as one array per argument.
+fn retracted(rows: Vec<Vec<ScalarValue>>, width: usize) -> Result<Vec<ArrayRef>> {
+    let mut columns: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(rows.len()); width];
+    for row in rows {
+        for (column, value) in columns.iter_mut().zip(row) {
+            column.push(value);
+        }
+    }
+    columns
+        .into_iter()
+        .map(|c| Ok(ScalarValue::iter_to_array(c)?))
+        .collect()
+}
+
 /// What an OVER node checkpoints besides its tables.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct OverMeta {
@@ -436,6 +584,61 @@ impl OverOperator {
         self.last_sweep = horizon;
         let cutoff = horizon.saturating_sub(ttl);
         self.keys.retain(|_, state| state.last_time >= cutoff);
+    }
+
+    /// A sliding frame's rows as a checkpoint table: key index, time,
+    /// whether the aggregate took the row, its argument values.
+    fn frame_table(
+        &self,
+        expr: &AggregateFunctionExpr,
+        rows: Vec<FrameRow>,
+    ) -> Result<RecordBatch> {
+        let arg_types = expr
+            .expressions()
+            .iter()
+            .map(|e| e.data_type(&self.plan.input_schema))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let mut fields = vec![
+            Field::new("key_index", DataType::UInt64, false),
+            Field::new("time", DataType::Int64, false),
+            Field::new("included", DataType::Boolean, false),
+        ];
+        for (i, data_type) in arg_types.iter().enumerate() {
+            fields.push(Field::new(format!("arg_{i}"), data_type.clone(), true));
+        }
+        let mut owners = Vec::with_capacity(rows.len());
+        let mut times = Vec::with_capacity(rows.len());
+        let mut included = Vec::with_capacity(rows.len());
+        let mut args: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(rows.len()); arg_types.len()];
+        for (owner, time, values) in rows {
+            owners.push(owner);
+            times.push(time);
+            included.push(values.is_some());
+            match values {
+                Some(values) => {
+                    for (column, value) in args.iter_mut().zip(values) {
+                        column.push(value);
+                    }
+                }
+                None => {
+                    for (column, data_type) in args.iter_mut().zip(&arg_types) {
+                        column.push(ScalarValue::try_from(data_type)?);
+                    }
+                }
+            }
+        }
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(owners)),
+            Arc::new(Int64Array::from(times)),
+            Arc::new(BooleanArray::from(included)),
+        ];
+        for (values, data_type) in args.into_iter().zip(&arg_types) {
+            columns.push(scalars_to_array(values, data_type)?);
+        }
+        Ok(RecordBatch::try_new(
+            Arc::new(Schema::new(fields)),
+            columns,
+        )?)
     }
 
     fn keys_schema(&self) -> Result<Schema> {
@@ -481,6 +684,11 @@ impl OverOperator {
             .collect::<Result<_>>()?;
         let mut lag_keys: Vec<Vec<u64>> = vec![Vec::new(); functions.len()];
         let mut lag_values: Vec<Vec<ScalarValue>> = vec![Vec::new(); functions.len()];
+        // Sliding frames: (key index, time, included, argument values) per row held.
+        let mut frame_rows: Vec<Vec<FrameRow>> = vec![Vec::new(); functions.len()];
+        // Sliding accumulators' own state, by key (its shape is theirs, not
+        // the aggregate's `state_fields`).
+        let mut slide_states: Vec<Vec<Vec<ScalarValue>>> = vec![Vec::new(); functions.len()];
         for (index, (key, state)) in self.keys.iter_mut().enumerate() {
             key_bytes.push(key.as_slice());
             last_times.push(state.last_time);
@@ -488,6 +696,25 @@ impl OverOperator {
             for (f, function) in functions.iter().enumerate() {
                 seen[f].push(state.seen[f]);
                 match function {
+                    // A sliding frame keeps its rows (to take them out later).
+                    // Sums, counts, averages and variances also keep their
+                    // state, restored exactly (replaying the rows would add
+                    // them in another order than they were added and taken
+                    // out); min, max and the rest are rebuilt from the rows,
+                    // their state columns left NULL.
+                    OverFunction::Aggregate { frame, expr, .. } if frame.slides() => {
+                        if let Some(acc) = state.accumulators[f].as_mut() {
+                            if state_restores_sliding(expr) {
+                                slide_states[f].push(acc.state()?);
+                            }
+                        }
+                        for column in states[f].iter_mut() {
+                            column.push(ScalarValue::Null);
+                        }
+                        for (time, values) in &state.frames[f] {
+                            frame_rows[f].push((index as u64, *time, values.clone()));
+                        }
+                    }
                     OverFunction::Aggregate { expr, .. } => {
                         let Some(acc) = state.accumulators[f].as_mut() else {
                             return Err(EngineError::operator("over", "missing accumulator"));
@@ -528,6 +755,16 @@ impl OverOperator {
         }
         let mut tables = vec![("keys".to_string(), RecordBatch::try_new(schema, columns)?)];
         for (f, function) in functions.iter().enumerate() {
+            if let OverFunction::Aggregate { expr, frame, .. } = function {
+                if frame.slides() {
+                    let rows = std::mem::take(&mut frame_rows[f]);
+                    tables.push((format!("frame{f}"), self.frame_table(expr, rows)?));
+                    let kept = std::mem::take(&mut slide_states[f]);
+                    if !kept.is_empty() {
+                        tables.push((format!("slide{f}"), sliding_state_table(kept)?));
+                    }
+                }
+            }
             if let OverFunction::Lag { value, .. } = function {
                 let data_type = value.data_type(&self.plan.input_schema)?;
                 let schema = Arc::new(Schema::new(vec![
@@ -584,6 +821,59 @@ impl OverOperator {
                 key_state.seen[f] = seen.value(i);
             }
             match function {
+                OverFunction::Aggregate { expr, frame, .. } if frame.slides() => {
+                    let kept = state_restores_sliding(expr);
+                    if kept && !states.is_empty() {
+                        let saved = state.take_table(&format!("slide{f}"))?;
+                        for (i, key_state) in states.iter_mut().enumerate() {
+                            if let Some(acc) = key_state.accumulators[f].as_mut() {
+                                let slice: Vec<ArrayRef> =
+                                    saved.columns().iter().map(|c| c.slice(i, 1)).collect();
+                                acc.merge_batch(&slice)?;
+                            }
+                        }
+                    }
+                    column += expr.state_fields()?.len();
+                    let rows = state.take_table(&format!("frame{f}"))?;
+                    let owners = rows
+                        .column(0)
+                        .as_any()
+                        .downcast_ref::<UInt64Array>()
+                        .ok_or_else(|| bad("key_index"))?;
+                    let times = rows
+                        .column(1)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .ok_or_else(|| bad("time"))?;
+                    let included = rows
+                        .column(2)
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .ok_or_else(|| bad("included"))?;
+                    for j in 0..rows.num_rows() {
+                        let owner = states.get_mut(owners.value(j) as usize).ok_or_else(|| {
+                            EngineError::State("over: frame row of an unknown key".into())
+                        })?;
+                        let values = if included.value(j) {
+                            if !kept {
+                                let args: Vec<ArrayRef> =
+                                    rows.columns()[3..].iter().map(|c| c.slice(j, 1)).collect();
+                                if let Some(acc) = owner.accumulators[f].as_mut() {
+                                    acc.update_batch(&args)?;
+                                }
+                            }
+                            Some(
+                                rows.columns()[3..]
+                                    .iter()
+                                    .map(|c| ScalarValue::try_from_array(c.as_ref(), j))
+                                    .collect::<datafusion::error::Result<Vec<_>>>()?,
+                            )
+                        } else {
+                            None
+                        };
+                        owner.frames[f].push_back((times.value(j), values));
+                    }
+                }
                 OverFunction::Aggregate { expr, .. } => {
                     let width = expr.state_fields()?.len();
                     let columns = &table.columns()[column..column + width];

@@ -23,6 +23,19 @@ use super::stream::{add_operator, keyed, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
+/// An interval constant's length in milliseconds.
+fn interval_ms(value: &ScalarValue) -> Option<i64> {
+    match value {
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        ScalarValue::IntervalDayTime(Some(v)) => {
+            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
+        }
+        _ => None,
+    }
+}
+
 fn constant(expr: &Expr) -> Option<&ScalarValue> {
     match expr {
         Expr::Literal(v, _) => Some(v),
@@ -101,11 +114,30 @@ impl Compiler {
                             Frame::BeforeCurrentRow
                         }
                         (WindowFrameUnits::Range, true, WindowFrameBound::CurrentRow) => Frame::UpToPeers,
+                        (WindowFrameUnits::Range, false, WindowFrameBound::CurrentRow) => match &frame.start_bound {
+                            WindowFrameBound::Preceding(v) => match interval_ms(v) {
+                                Some(range_ms) => Frame::RangePreceding { range_ms },
+                                None => {
+                                    return Err(SqlError::at(
+                                        &self.anchor(position, &["RANGE", "OVER"]),
+                                        format!("{}: a RANGE frame on a stream reaches back a constant INTERVAL of event time (RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW), not {v}", udaf.name()),
+                                    ))
+                                }
+                            },
+                            _ => Frame::UpToPeers,
+                        },
+                        (WindowFrameUnits::Rows, false, WindowFrameBound::CurrentRow) => match &frame.start_bound {
+                            WindowFrameBound::Preceding(v) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
+                                Ok(ScalarValue::UInt64(Some(rows))) => Frame::RowsPreceding { rows: rows as usize },
+                                _ => return Err(SqlError::at(&self.anchor(position, &["ROWS", "OVER"]), format!("{}: ROWS BETWEEN n PRECEDING needs a constant n", udaf.name()))),
+                            },
+                            _ => Frame::UpToCurrentRow,
+                        },
                         _ => {
                             return Err(SqlError::at(
                                 &self.anchor(position, &["ROWS", "RANGE", "OVER"]),
                                 format!(
-                                    "{}: only running frames are supported on streams (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW or 1 PRECEDING); others need each key's whole history",
+                                    "{}: on streams a frame ends at the current row (or 1 PRECEDING): ROWS or RANGE BETWEEN UNBOUNDED PRECEDING, ROWS BETWEEN n PRECEDING or RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW; a frame reaching into later rows would wait for them",
                                     udaf.name()
                                 ),
                             ))
@@ -131,6 +163,15 @@ impl Compiler {
                     )
                     .build()
                     .map_err(|e| self.df_error(position, e))?;
+                    if frame.slides() {
+                        let retracts = lowered.aggregate.create_sliding_accumulator().is_ok_and(|acc| acc.supports_retract_batch());
+                        if !retracts {
+                            return Err(SqlError::at(
+                                &self.anchor(position, &["ROWS", "RANGE", "OVER"]),
+                                format!("{}: this aggregate cannot take rows back out, so it cannot run over a sliding frame (n PRECEDING); use a running frame (UNBOUNDED PRECEDING) or a window", udaf.name()),
+                            ));
+                        }
+                    }
                     OverFunction::Aggregate { expr: lowered.aggregate, filter: lowered.filter, frame }
                 }
                 WindowFunctionDefinition::WindowUDF(udwf) => match udwf.name() {
