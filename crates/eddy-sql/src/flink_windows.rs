@@ -69,7 +69,23 @@ fn word(token: &Token) -> Option<&str> {
 
 /// Replaces each `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` (and `HOP`)
 /// in `tokens` with `t`, returning the windows found.
-pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<WindowTvf>) {
+/// A window table function of a form eddy does not read: where (line,
+/// column) and what to say.
+pub type Unsupported = (u64, u64, String);
+
+/// The form each window table function takes, for errors.
+fn tvf_form(kind: &str) -> &'static str {
+    match kind {
+        "hop" => "HOP(TABLE t, DESCRIPTOR(time column), slide, size)",
+        "cumulate" => "CUMULATE(TABLE t, DESCRIPTOR(time column), step, max size)",
+        "session" => "SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(time column), gap)",
+        _ => "TUMBLE(TABLE t, DESCRIPTOR(time column), size)",
+    }
+}
+
+pub fn cut_window_tvfs(
+    tokens: Vec<TokenWithSpan>,
+) -> Result<(Vec<TokenWithSpan>, Vec<WindowTvf>), Unsupported> {
     let tokens = drop_argument_names(tokens);
     let significant: Vec<usize> = (0..tokens.len())
         .filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)))
@@ -90,11 +106,26 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
             if !matches!(kind.as_str(), "tumble" | "hop" | "cumulate" | "session") {
                 return None;
             }
+            // A window table function: from here on, a form eddy does not
+            // read is an error at the function's name.
+            let location = tokens[significant[k + 2]].span.start;
+            let unsupported = || {
+                Some(Err((
+                    location.line,
+                    location.column,
+                    format!(
+                        "window table functions of this form are not supported: write {} (one time column in DESCRIPTOR)",
+                        tvf_form(&kind)
+                    ),
+                )))
+            };
             if !is_table(at(k + 4)) {
-                return None;
+                return unsupported();
             }
             let name = k + 5;
-            word(at(name)?)?;
+            if at(name).and_then(word).is_none() {
+                return unsupported();
+            }
             // SESSION(TABLE t PARTITION BY a, b, DESCRIPTOR(ts), gap)
             let mut p = k + 6;
             let mut partition = Vec::new();
@@ -108,18 +139,18 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
                     partition.push(column.value.clone());
                     p += 1;
                     if at(p) != Some(&Token::Comma) {
-                        return None;
+                        return unsupported();
                     }
                     p += 1;
                 }
                 p -= 1;
             }
-            let descriptor = word(at(p + 1)?)?;
+            let descriptor = at(p + 1).and_then(word).unwrap_or_default();
             // The descriptor names a column; quoting (Flink's `dateTime`) only
             // protects the name there, so the bare name is used.
-            let time_column = match at(p + 3)? {
-                Token::Word(w) => w.value.clone(),
-                other => other.to_string(),
+            let time_column = match at(p + 3) {
+                Some(Token::Word(w)) => w.value.clone(),
+                _ => return unsupported(),
             };
             if at(p) != Some(&Token::Comma)
                 || !descriptor.eq_ignore_ascii_case("descriptor")
@@ -127,44 +158,52 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
                 || at(p + 4) != Some(&Token::RParen)
                 || at(p + 5) != Some(&Token::Comma)
             {
-                return None;
+                return unsupported();
             }
             // The window's own arguments run to the TUMBLE call's `)`.
             let first_arg = p + 6;
             let mut depth = 0;
             let mut j = first_arg;
+            let mut args_count = 1;
             while let Some(token) = at(j) {
                 match token {
                     Token::LParen => depth += 1,
                     Token::RParen if depth == 0 => break,
                     Token::RParen => depth -= 1,
+                    Token::Comma if depth == 0 => args_count += 1,
                     _ => {}
                 }
                 j += 1;
             }
-            if at(j) != Some(&Token::RParen) || at(j + 1) != Some(&Token::RParen) {
-                return None;
+            let wanted = if matches!(kind.as_str(), "hop" | "cumulate") {
+                2
+            } else {
+                1
+            };
+            if at(j) != Some(&Token::RParen)
+                || at(j + 1) != Some(&Token::RParen)
+                || args_count != wanted
+            {
+                return unsupported();
             }
             let args: String = tokens[significant[first_arg]..significant[j]]
                 .iter()
                 .map(|t| t.token.to_string())
                 .collect();
             let table = tokens[significant[name]].token.to_string();
-            Some((
+            Some(Ok((
                 j + 1,
                 WindowTvf {
                     table,
                     window: format!("{kind}({}, {time_column})", args.trim()),
                     partition,
-                    at: {
-                        let location = tokens[significant[k + 2]].span.start;
-                        (location.line, location.column)
-                    },
+                    at: (location.line, location.column),
                 },
-            ))
+            )))
         })();
         match matched {
-            Some((last, tvf)) => {
+            Some(Err(unsupported)) => return Err(unsupported),
+            Some(Ok((last, tvf))) => {
                 cuts.push((significant[k], significant[last], significant[k + 5], tvf));
                 k = last + 1;
             }
@@ -172,7 +211,7 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
         }
     }
     if cuts.is_empty() {
-        return (tokens, Vec::new());
+        return Ok((tokens, Vec::new()));
     }
     let mut out = Vec::with_capacity(tokens.len());
     let mut windows = Vec::new();
@@ -184,7 +223,7 @@ pub fn cut_window_tvfs(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<W
         windows.push(tvf);
     }
     out.extend_from_slice(&tokens[next..]);
-    (out, windows)
+    Ok((out, windows))
 }
 
 /// Arroyo's window table functions, `FROM hop(t, ts, slide, width)` (and

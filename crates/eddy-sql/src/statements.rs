@@ -188,7 +188,8 @@ fn parse_one(
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
-    let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens);
+    let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens)
+        .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
