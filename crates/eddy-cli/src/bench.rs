@@ -17,20 +17,43 @@ use eddy_sql::SqlFile;
 
 use crate::error::{CliError, Result};
 
-/// The benchmark query on the streaming engine.
-pub const WINDOW_SQL: &str = "
+/// The generated orders stream as a table read from `$path`.
+macro_rules! orders_table {
+    ($path:literal) => {
+        concat!(
+            "
 CREATE TABLE orders (
   order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-) WITH (connector = 'file', path = '${INPUT}');
+) WITH (connector = 'file', path = '",
+            $path,
+            "');"
+        )
+    };
+}
+
+/// A count/sum per customer over `$window` of the orders in `${INPUT}`.
+macro_rules! window_sql {
+    ($window:literal) => {
+        concat!(
+            orders_table!("${INPUT}"),
+            "
 CREATE TABLE out (window_start TIMESTAMP, customer_id VARCHAR, n BIGINT, total DOUBLE) WITH (connector = 'blackhole');
 INSERT INTO out
 SELECT w.start, customer_id, n, total FROM (
-  SELECT tumble(INTERVAL '10' SECOND) AS w, customer_id, count(*) AS n, sum(order_amount) AS total
+  SELECT ",
+            $window,
+            " AS w, customer_id, count(*) AS n, sum(order_amount) AS total
   FROM orders GROUP BY w, customer_id
 );
-";
+"
+        )
+    };
+}
+
+/// The benchmark query on the streaming engine.
+pub const WINDOW_SQL: &str = window_sql!("tumble(INTERVAL '10' SECOND)");
 
 /// The same aggregation as a DataFusion batch query.
 pub const WINDOW_BATCH_SQL: &str = "
@@ -39,19 +62,7 @@ SELECT date_bin(INTERVAL '10 seconds', to_timestamp_millis(order_ts)) AS window_
 FROM orders GROUP BY 1, 2";
 
 /// The hopping-window benchmark: 5 s windows every second (each row in 5).
-pub const HOP_SQL: &str = "
-CREATE TABLE orders (
-  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
-  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
-  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-) WITH (connector = 'file', path = '${INPUT}');
-CREATE TABLE out (window_start TIMESTAMP, customer_id VARCHAR, n BIGINT, total DOUBLE) WITH (connector = 'blackhole');
-INSERT INTO out
-SELECT w.start, customer_id, n, total FROM (
-  SELECT hop(INTERVAL '1' SECOND, INTERVAL '5' SECOND) AS w, customer_id, count(*) AS n, sum(order_amount) AS total
-  FROM orders GROUP BY w, customer_id
-);
-";
+pub const HOP_SQL: &str = window_sql!("hop(INTERVAL '1' SECOND, INTERVAL '5' SECOND)");
 
 /// The same hopping aggregation as a DataFusion batch query: each row's five
 /// window starts unnested.
@@ -66,12 +77,9 @@ FROM (
 GROUP BY 1, 2";
 
 /// The join benchmark on the streaming engine: the enrichment join.
-pub const JOIN_SQL: &str = "
-CREATE TABLE orders (
-  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
-  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
-  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-) WITH (connector = 'file', path = '${ORDERS}');
+pub const JOIN_SQL: &str = concat!(
+    orders_table!("${ORDERS}"),
+    "
 CREATE TABLE payments (
   payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR,
   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
@@ -83,7 +91,8 @@ SELECT p.payment_id, o.customer_id, abs(p.paid_amount - o.order_amount) > 0.01
 FROM payments p LEFT JOIN orders o
   ON p.order_id = o.order_id
  AND o.event_time BETWEEN p.event_time - INTERVAL '10' SECOND AND p.event_time + INTERVAL '10' SECOND;
-";
+"
+);
 
 /// The same join as a DataFusion batch query.
 pub const JOIN_BATCH_SQL: &str = "

@@ -85,6 +85,38 @@ pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
     ]
 }
 
+/// A constant interval's fixed length in milliseconds (`None` for month-based
+/// intervals, which have none, and for other values).
+pub(crate) fn interval_value_ms(value: &ScalarValue) -> Option<i64> {
+    match value {
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
+        }
+        ScalarValue::IntervalDayTime(Some(v)) => {
+            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
+        }
+        _ => None,
+    }
+}
+
+/// `expr` without the aliases and casts around it.
+pub(crate) fn strip_casts(expr: &Expr) -> &Expr {
+    match expr {
+        Expr::Cast(c) => strip_casts(&c.expr),
+        Expr::TryCast(c) => strip_casts(&c.expr),
+        Expr::Alias(a) => strip_casts(&a.expr),
+        e => e,
+    }
+}
+
+/// A constant interval expression's length in milliseconds.
+pub(crate) fn interval_expr_ms(expr: &Expr) -> Option<i64> {
+    match strip_casts(expr) {
+        Expr::Literal(value, _) => interval_value_ms(value),
+        _ => None,
+    }
+}
+
 /// Reads a constant duration argument: an INTERVAL, or a string like `'10 seconds'`.
 fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
     let expr = match expr {
@@ -93,15 +125,14 @@ fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> 
         e => e,
     };
     let ms = match expr {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
-            if v.months != 0 {
-                return Err(format!("{function}(): month-based intervals have no fixed length; use days, hours, minutes or seconds"));
-            }
-            i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months != 0 => {
+            return Err(format!("{function}(): month-based intervals have no fixed length; use days, hours, minutes or seconds"));
         }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds)
-        }
+        Expr::Literal(
+            value @ (ScalarValue::IntervalMonthDayNano(Some(_))
+            | ScalarValue::IntervalDayTime(Some(_))),
+            _,
+        ) => interval_value_ms(value).unwrap_or_default(),
         Expr::Literal(ScalarValue::Utf8(Some(s)), _) => eddy_engine::time::parse_duration(s)
             .map_err(|e| format!("{function}(): {e}"))?
             .as_millis() as i64,

@@ -233,13 +233,7 @@ impl IntervalJoinOperator {
             };
             positions.push((slot, r.row as usize));
         }
-        let gathered = (0..other_schema_width(&batches, self.side_schema(1 - input)))
-            .map(|c| {
-                let arrays: Vec<&dyn Array> =
-                    batches.iter().map(|b| b.column(c).as_ref()).collect();
-                Ok(interleave(&arrays, &positions)?)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let gathered = interleave_columns(&batches, &positions)?;
         let columns = if input == 0 {
             [arriving, gathered].concat()
         } else {
@@ -380,28 +374,30 @@ const SIDE_TABLES: [&str; 2] = ["left", "right"];
 /// in the given order, with Arrow's `interleave`.
 /// Columns of the rows `rows` names, batch by batch (each batch given once).
 fn gather_grouped(rows: &[(RecordBatch, Vec<u32>)]) -> Result<Vec<ArrayRef>> {
-    let Some((first, _)) = rows.first() else {
-        return Ok(Vec::new());
-    };
     let positions: Vec<(usize, usize)> = rows
         .iter()
         .enumerate()
         .flat_map(|(slot, (_, rows))| rows.iter().map(move |&row| (slot, row as usize)))
         .collect();
-    (0..first.num_columns())
-        .map(|c| {
-            let arrays: Vec<&dyn Array> = rows.iter().map(|(b, _)| b.column(c).as_ref()).collect();
-            Ok(interleave(&arrays, &positions)?)
-        })
-        .collect()
+    let batches: Vec<&RecordBatch> = rows.iter().map(|(batch, _)| batch).collect();
+    interleave_columns(&batches, &positions)
 }
 
-/// The column count of the gathered side (its schema's, when no batch is
-/// there to ask).
-fn other_schema_width(batches: &[&RecordBatch], schema: &SchemaRef) -> usize {
-    batches
-        .first()
-        .map_or(schema.fields().len(), |b| b.num_columns())
+/// The columns of rows at `positions` (batch slot, row) of `batches`, all of
+/// one schema (none when there are no batches).
+fn interleave_columns(
+    batches: &[&RecordBatch],
+    positions: &[(usize, usize)],
+) -> Result<Vec<ArrayRef>> {
+    let Some(first) = batches.first() else {
+        return Ok(Vec::new());
+    };
+    (0..first.num_columns())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            Ok(interleave(&arrays, positions)?)
+        })
+        .collect()
 }
 
 impl Operator for IntervalJoinOperator {

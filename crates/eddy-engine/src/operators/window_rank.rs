@@ -247,61 +247,84 @@ impl WindowRankOperator {
         })
     }
 
-    /// Keeps the first `limit` rows of each partition (ties past the limit
-    /// are kept too, so `rank` and `dense_rank` see every peer).
-    fn trim(&self, rows: RecordBatch) -> Result<RecordBatch> {
-        let Some(limit) = self.plan.limit else {
-            return Ok(rows);
-        };
-        let sorted = self.sort(&rows)?;
-        if sorted.partitions.iter().all(|p| p.len() <= limit) {
-            return Ok(rows);
+    /// The runs of peers (equal ORDER BY values) within `range` of sorted rows.
+    fn peer_groups(
+        order: &[ArrayRef],
+        range: &std::ops::Range<usize>,
+    ) -> Result<Vec<std::ops::Range<usize>>> {
+        if order.is_empty() {
+            return Ok(std::iter::once(range.clone()).collect());
         }
-        let mut keep: Vec<u32> = Vec::new();
-        for range in &sorted.partitions {
-            let mut end = range.start + range.len().min(limit);
-            // Extend over peers of the last kept row.
-            while end < range.end && end > range.start && self.peers(&sorted.order, end - 1, end) {
-                end += 1;
-            }
-            keep.extend(range.start as u32..end as u32);
-        }
-        Ok(take_record_batch(&sorted.batch, &UInt32Array::from(keep))?)
+        let slices: Vec<ArrayRef> = order
+            .iter()
+            .map(|c| c.slice(range.start, range.len()))
+            .collect();
+        Ok(partition(&slices)?
+            .ranges()
+            .into_iter()
+            .map(|r| r.start + range.start..r.end + range.start)
+            .collect())
     }
 
-    fn peers(&self, order: &[ArrayRef], a: usize, b: usize) -> bool {
-        order.iter().all(|column| {
-            let (x, y) = (column.slice(a, 1), column.slice(b, 1));
-            x.to_data() == y.to_data()
+    /// Keeps the first `limit` rows of each partition of sorted rows (ties
+    /// past the limit are kept too, so `rank` and `dense_rank` see every
+    /// peer); the rows stay sorted.
+    fn top(&self, sorted: Sorted) -> Result<Sorted> {
+        let Some(limit) = self.plan.limit else {
+            return Ok(sorted);
+        };
+        if sorted.partitions.iter().all(|p| p.len() <= limit) {
+            return Ok(sorted);
+        }
+        let mut keep: Vec<u32> = Vec::new();
+        let mut partitions = Vec::with_capacity(sorted.partitions.len());
+        for range in &sorted.partitions {
+            let end = if range.len() <= limit || limit == 0 {
+                range.start + range.len().min(limit)
+            } else {
+                // The end of the peer group holding the limit's last row.
+                let last = range.start + limit - 1;
+                Self::peer_groups(&sorted.order, range)?
+                    .into_iter()
+                    .find(|group| group.contains(&last))
+                    .map_or(last + 1, |group| group.end)
+            };
+            let from = keep.len();
+            keep.extend(range.start as u32..end as u32);
+            partitions.push(from..keep.len());
+        }
+        let keep = UInt32Array::from(keep);
+        let order = sorted
+            .order
+            .iter()
+            .map(|c| datafusion::arrow::compute::take(c.as_ref(), &keep, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Sorted {
+            batch: take_record_batch(&sorted.batch, &keep)?,
+            order,
+            partitions,
         })
     }
 
-    fn rank(&self, rows: &RecordBatch) -> Result<RecordBatch> {
-        let sorted = self.sort(rows)?;
+    /// Keeps only what can make the top (see [`Self::top`]), sorted.
+    fn trim(&self, rows: RecordBatch) -> Result<RecordBatch> {
+        if self.plan.limit.is_none() {
+            return Ok(rows);
+        }
+        Ok(self.top(self.sort(&rows)?)?.batch)
+    }
+
+    fn rank(&self, sorted: Sorted) -> Result<RecordBatch> {
         let n = sorted.batch.num_rows();
         let mut columns: Vec<ArrayRef> = sorted.batch.columns().to_vec();
-        let peer_groups = |range: &std::ops::Range<usize>| -> Result<Vec<std::ops::Range<usize>>> {
-            if sorted.order.is_empty() {
-                return Ok(std::iter::once(range.clone()).collect());
-            }
-            let slices: Vec<ArrayRef> = sorted
-                .order
-                .iter()
-                .map(|c| c.slice(range.start, range.len()))
-                .collect();
-            Ok(partition(&slices)?
-                .ranges()
-                .into_iter()
-                .map(|r| r.start + range.start..r.end + range.start)
-                .collect())
-        };
         for (i, function) in self.plan.functions.iter().enumerate() {
             let mut values: Vec<u64> = Vec::with_capacity(n);
             for range in &sorted.partitions {
                 match function {
                     RankFunction::RowNumber => values.extend(1..=range.len() as u64),
                     RankFunction::Rank | RankFunction::DenseRank => {
-                        for (group, peers) in peer_groups(range)?.into_iter().enumerate() {
+                        let groups = Self::peer_groups(&sorted.order, range)?;
+                        for (group, peers) in groups.into_iter().enumerate() {
                             let rank = match function {
                                 RankFunction::Rank => (peers.start - range.start) as u64 + 1,
                                 _ => group as u64 + 1,
@@ -382,8 +405,8 @@ impl Operator for WindowRankOperator {
                 break;
             }
             if let Some((_, parts)) = self.pending.pop_first() {
-                let rows = self.trim(concat_batches(&self.plan.input_schema, parts.iter())?)?;
-                out.emit(self.rank(&rows)?);
+                let rows = concat_batches(&self.plan.input_schema, parts.iter())?;
+                out.emit(self.rank(self.top(self.sort(&rows)?)?)?);
             }
         }
         Ok(())

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
 use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBound};
@@ -20,6 +20,7 @@ use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBoun
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
+use crate::udf::{interval_expr_ms, strip_casts};
 
 /// Which input an expression reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,27 +43,6 @@ fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side> {
     }
 }
 
-fn strip_casts(expr: &Expr) -> &Expr {
-    match expr {
-        Expr::Cast(c) => strip_casts(&c.expr),
-        Expr::TryCast(c) => strip_casts(&c.expr),
-        Expr::Alias(a) => strip_casts(&a.expr),
-        e => e,
-    }
-}
-
-fn interval_ms(expr: &Expr) -> Option<i64> {
-    match strip_casts(expr) {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
-        }
-        _ => None,
-    }
-}
-
 /// `time column (+|-) constant interval` of one side: (side, offset ms).
 fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
     match strip_casts(expr) {
@@ -81,7 +61,7 @@ fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
             right,
         }) => {
             let (side, offset) = time_term(left, ctx)?;
-            Some((side, offset + interval_ms(right)?))
+            Some((side, offset + interval_expr_ms(right)?))
         }
         Expr::BinaryExpr(BinaryExpr {
             left,
@@ -89,7 +69,7 @@ fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
             right,
         }) => {
             let (side, offset) = time_term(left, ctx)?;
-            Some((side, offset - interval_ms(right)?))
+            Some((side, offset - interval_expr_ms(right)?))
         }
         _ => None,
     }

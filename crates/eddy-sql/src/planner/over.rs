@@ -23,19 +23,6 @@ use super::stream::{add_operator, keyed, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
-/// An interval constant's length in milliseconds.
-fn interval_ms(value: &ScalarValue) -> Option<i64> {
-    match value {
-        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
-            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
-        }
-        ScalarValue::IntervalDayTime(Some(v)) => {
-            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
-        }
-        _ => None,
-    }
-}
-
 fn constant(expr: &Expr) -> Option<&ScalarValue> {
     match expr {
         Expr::Literal(v, _) => Some(v),
@@ -115,7 +102,7 @@ impl Compiler {
                         }
                         (WindowFrameUnits::Range, true, WindowFrameBound::CurrentRow) => Frame::UpToPeers,
                         (WindowFrameUnits::Range, false, WindowFrameBound::CurrentRow) => match &frame.start_bound {
-                            WindowFrameBound::Preceding(v) => match interval_ms(v) {
+                            WindowFrameBound::Preceding(v) => match crate::udf::interval_value_ms(v) {
                                 Some(range_ms) => Frame::RangePreceding { range_ms },
                                 None => {
                                     return Err(SqlError::at(

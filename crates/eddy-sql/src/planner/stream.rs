@@ -12,6 +12,8 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
+use crate::udf::{interval_expr_ms, strip_casts};
+
 /// The event-time attribute of a stream: which column, and the lateness its
 /// source tolerates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +140,7 @@ pub fn projected_time(exprs: &[Expr], schema: &DFSchema, time: usize) -> Option<
     if !matches!(schema.field(time).data_type(), DataType::Struct(_)) {
         return None;
     }
-    let window_time = exprs.iter().position(|e| match strip(e) {
+    let window_time = exprs.iter().position(|e| match strip_casts(e) {
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: Operator::Minus,
@@ -162,17 +164,9 @@ fn column_index(expr: &Expr, schema: &DFSchema) -> Option<usize> {
     }
 }
 
-fn strip(expr: &Expr) -> &Expr {
-    match expr {
-        Expr::Alias(alias) => strip(&alias.expr),
-        Expr::Cast(cast) => strip(&cast.expr),
-        e => e,
-    }
-}
-
 /// `get_field(window, 'end')`: the column index of `window`.
 fn window_end_of(expr: &Expr, schema: &DFSchema) -> Option<usize> {
-    let Expr::ScalarFunction(call) = strip(expr) else {
+    let Expr::ScalarFunction(call) = strip_casts(expr) else {
         return None;
     };
     if call.func.name() != "get_field" {
@@ -187,15 +181,7 @@ fn window_end_of(expr: &Expr, schema: &DFSchema) -> Option<usize> {
 }
 
 fn is_one_millisecond(expr: &Expr) -> bool {
-    match strip(expr) {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => {
-            v.months == 0 && v.days == 0 && v.nanoseconds == 1_000_000
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            v.days == 0 && v.milliseconds == 1
-        }
-        _ => false,
-    }
+    interval_expr_ms(expr) == Some(1)
 }
 
 /// The window columns of a projection's output: those passed through, and
@@ -215,7 +201,7 @@ pub fn projected_windows(
                 .and_then(|c| windows.iter().find(|w| w.column == c))
                 .map(|w| (w.width_ms, w.to_end_ms));
             passed
-                .or_else(|| window_bound(strip(expr), schema, time?))
+                .or_else(|| window_bound(strip_casts(expr), schema, time?))
                 .map(|(width_ms, to_end_ms)| WindowColumn {
                     column: i,
                     width_ms,
@@ -232,8 +218,8 @@ fn window_bound(expr: &Expr, schema: &DFSchema, time: usize) -> Option<(i64, i64
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if matches!(op, Operator::Plus | Operator::Minus) =>
         {
-            let shift = interval_ms(right)?;
-            let (width, to_end) = window_bound(strip(left), schema, time)?;
+            let shift = interval_expr_ms(right)?;
+            let (width, to_end) = window_bound(strip_casts(left), schema, time)?;
             Some(match op {
                 Operator::Plus => (width, to_end - shift),
                 _ => (width, to_end + shift),
@@ -244,22 +230,10 @@ fn window_bound(expr: &Expr, schema: &DFSchema, time: usize) -> Option<(i64, i64
                 [width, column] | [width, column, _]
                     if column_index(column, schema) == Some(time) =>
                 {
-                    interval_ms(width).filter(|w| *w > 0).map(|w| (w, w))
+                    interval_expr_ms(width).filter(|w| *w > 0).map(|w| (w, w))
                 }
                 _ => None,
             }
-        }
-        _ => None,
-    }
-}
-
-fn interval_ms(expr: &Expr) -> Option<i64> {
-    match strip(expr) {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months == 0 => {
-            Some(i64::from(v.days) * 86_400_000 + v.nanoseconds / 1_000_000)
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            Some(i64::from(v.days) * 86_400_000 + i64::from(v.milliseconds))
         }
         _ => None,
     }
