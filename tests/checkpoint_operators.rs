@@ -128,7 +128,7 @@ fn input_steps(
             while offset < rows.num_rows() {
                 let len = batch_size.min(rows.num_rows() - offset);
                 let out = runner
-                    .process(&rows.slice(offset, len), None, &mut ctx)
+                    .process(&rows.slice(offset, len), None, None, &mut ctx)
                     .unwrap();
                 offset += len;
                 if let Some(batch) = out.on_time.filter(|b| b.num_rows() > 0) {
@@ -442,7 +442,9 @@ fn a_source_runner_resumes_judging_lateness_where_it_stood() {
         let mut at = from;
         while at < to {
             let len = batch.min(to - at);
-            let o = runner.process(&raw.slice(at, len), None, &mut ctx).unwrap();
+            let o = runner
+                .process(&raw.slice(at, len), None, None, &mut ctx)
+                .unwrap();
             at += len;
             out.push((
                 o.on_time.map(|b| b.num_rows()),

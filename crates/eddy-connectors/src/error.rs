@@ -7,7 +7,7 @@ use eddy_engine::EngineError;
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
     /// `connector = '...'` names nothing eddy knows.
-    #[error("unknown connector '{connector}'{hint} (sources: file, stdin, generator; sinks: stdout, ndjson, parquet, blackhole)")]
+    #[error("unknown connector '{connector}'{hint} (sources: file, stdin, generator, kafka; sinks: stdout, ndjson, parquet, kafka, blackhole)")]
     UnknownConnector {
         /// The name given.
         connector: String,
@@ -52,6 +52,14 @@ pub enum ConnectorError {
     /// Writing Parquet failed.
     #[error("{0}")]
     Parquet(#[from] datafusion::parquet::errors::ParquetError),
+    /// A Kafka client call failed.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        /// What eddy was doing (`reading topic 'orders'`).
+        context: String,
+        /// The client's error.
+        source: rdkafka::error::KafkaError,
+    },
 }
 
 /// Result alias of this crate.
@@ -75,6 +83,14 @@ impl ConnectorError {
                 }
             }
             other => other,
+        }
+    }
+
+    /// Shorthand for [`ConnectorError::Kafka`].
+    pub fn kafka(context: impl Into<String>, source: rdkafka::error::KafkaError) -> Self {
+        Self::Kafka {
+            context: context.into(),
+            source,
         }
     }
 

@@ -3,10 +3,10 @@
 //! Sources and sinks behind `CREATE TABLE ... WITH (connector = '...')`.
 //!
 //! Sources: `file` (NDJSON; `path`, `format = 'json'`), stdin (`path = '-'`
-//! or `--input TABLE=-`), and `generator` (the seed pipeline's streams;
-//! `stream`, `seed`, `rate`, `count`, `realtime`). Sinks: `stdout` (`tag`), `ndjson`
-//! (`path`), `parquet` (`path`, a directory), `blackhole`; text sinks take
-//! `omit_nulls`.
+//! or `--input TABLE=-`), `generator` (the seed pipeline's streams;
+//! `stream`, `seed`, `rate`, `count`, `realtime`) and `kafka` ([`kafka`]).
+//! Sinks: `stdout` (`tag`), `ndjson` (`path`), `parquet` (`path`, a
+//! directory), `kafka`, `blackhole`; text sinks take `omit_nulls`.
 //!
 //! [`Connectors`] implements the engine's
 //! [`eddy_engine::graph::ConnectorFactory`] and applies the run's overrides
@@ -17,6 +17,7 @@
 pub mod error;
 pub mod generator;
 pub mod json_lines;
+pub mod kafka;
 pub mod ndjson;
 pub mod options;
 pub mod roots;
@@ -93,12 +94,17 @@ impl Default for ConnectorConfig {
 #[derive(Debug, Clone, Default)]
 pub struct Connectors {
     config: ConnectorConfig,
+    /// What this process knows of its Kafka sinks' transactions.
+    kafka_commits: std::sync::Arc<kafka::KafkaCommits>,
 }
 
 impl Connectors {
     /// A factory with the given overrides.
     pub fn new(config: ConnectorConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            kafka_commits: Default::default(),
+        }
     }
 
     fn open_ndjson(
@@ -190,6 +196,26 @@ impl Connectors {
         }))
     }
 
+    fn open_kafka(
+        &self,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
+        let config = kafka::KafkaSourceConfig::from_spec(spec, self.batch_size(spec)?)?;
+        let resume: Option<kafka::KafkaPosition> = resume
+            .filter(|r| !r.is_null())
+            .map(|r| serde_json::from_value(r.clone()))
+            .transpose()
+            .map_err(|e| {
+                ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
+            })?;
+        Ok(Box::new(kafka::KafkaSource::open(
+            config,
+            spec.schema.clone(),
+            resume.as_ref(),
+        )?))
+    }
+
     fn batch_size(&self, spec: &ConnectorSpec) -> Result<usize> {
         match spec.options.get("batch_size") {
             Some(v) => parse_option(v, "batch_size"),
@@ -203,6 +229,13 @@ impl Connectors {
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
         if let Some(path) = self.config.inputs.get(&spec.table) {
+            if let Some(address) = path.strip_prefix(KAFKA_SCHEME) {
+                let mut rebound = spec.clone();
+                rebound.connector = "kafka".into();
+                rebound.options = kafka_input_options(address)?;
+                options::check(&rebound, options::Role::Source)?;
+                return self.open_kafka(&rebound, resume);
+            }
             return self.open_ndjson(spec, path, resume);
         }
         match spec.connector.as_str() {
@@ -223,6 +256,7 @@ impl Connectors {
                 "a submitted job cannot read stdin",
             )),
             "stdin" => self.open_ndjson(spec, "-", resume),
+            "kafka" => self.open_kafka(spec, resume),
             "generator" => {
                 let stream: GeneratedStream =
                     spec.options.get("stream").unwrap_or(&spec.table).parse()?;
@@ -367,6 +401,11 @@ impl Connectors {
                 mode,
             )?)),
             "parquet" => self.file_set(spec, &path()?, self.parquet_files(spec)?, mode),
+            "kafka" => Ok(Box::new(kafka::KafkaSink::open(
+                kafka::KafkaSinkConfig::from_spec(spec)?,
+                mode,
+                self.kafka_commits.clone(),
+            )?)),
             "blackhole" => Ok(Box::new(BlackholeSink)),
             other => Err(ConnectorError::UnknownConnector {
                 connector: other.to_string(),
@@ -439,6 +478,35 @@ impl Connectors {
             mode,
         )?))
     }
+}
+
+/// `--input TABLE=kafka://HOST:PORT/TOPIC?option=value&...` binds a
+/// source to a Kafka topic.
+const KAFKA_SCHEME: &str = "kafka://";
+
+/// The Kafka source options of `HOST:PORT[,HOST:PORT]/TOPIC[?name=value&...]`.
+fn kafka_input_options(address: &str) -> Result<BTreeMap<String, String>> {
+    let bad = |why: &str| {
+        ConnectorError::bad_option(
+            "--input",
+            format!("kafka://{address}: {why} (write kafka://HOST:PORT/TOPIC?stop=latest)"),
+        )
+    };
+    let (location, query) = address.split_once('?').unwrap_or((address, ""));
+    let (servers, topic) = location.split_once('/').ok_or_else(|| bad("no topic"))?;
+    if servers.is_empty() || topic.is_empty() {
+        return Err(bad("no broker or no topic"));
+    }
+    let mut options = BTreeMap::new();
+    options.insert("bootstrap_servers".to_string(), servers.to_string());
+    options.insert("topic".to_string(), topic.to_string());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| bad("an option without '='"))?;
+        options.insert(name.to_ascii_lowercase(), value.to_string());
+    }
+    Ok(options)
 }
 
 /// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`).
@@ -555,6 +623,13 @@ impl ConnectorFactory for Connectors {
     }
 
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> EngineResult<()> {
-        sinks::commit::commit(state).map_err(|e| e.for_table(&spec.table))
+        let commit = || -> Result<()> {
+            if let Some(kafka_state) = sinks::commit::commit(state)? {
+                let config = kafka::KafkaSinkConfig::from_spec(spec)?;
+                kafka::sink::commit(&config.client, &kafka_state, &self.kafka_commits)?;
+            }
+            Ok(())
+        };
+        commit().map_err(|e| e.for_table(&spec.table))
     }
 }

@@ -12,6 +12,27 @@ use eddy_engine::suggest::closest;
 
 use crate::error::{ConnectorError, Result};
 
+const KAFKA_SOURCE_OPTIONS: [&str; 8] = [
+    "bootstrap_servers",
+    "topic",
+    "format",
+    "group_id",
+    "start",
+    "stop",
+    "batch_size",
+    "isolation",
+];
+
+const KAFKA_SINK_OPTIONS: [&str; 7] = [
+    "bootstrap_servers",
+    "topic",
+    "format",
+    "key_column",
+    "delivery",
+    "transactional_id",
+    "omit_nulls",
+];
+
 /// Whether a table is read or written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -24,8 +45,16 @@ pub enum Role {
 /// The connectors there are, per role.
 pub fn connectors(role: Role) -> &'static [&'static str] {
     match role {
-        Role::Source => &["file", "ndjson", "stdin", "generator"],
-        Role::Sink => &["stdout", "print", "ndjson", "file", "parquet", "blackhole"],
+        Role::Source => &["file", "ndjson", "stdin", "generator", "kafka"],
+        Role::Sink => &[
+            "stdout",
+            "print",
+            "ndjson",
+            "file",
+            "parquet",
+            "kafka",
+            "blackhole",
+        ],
     }
 }
 
@@ -57,6 +86,8 @@ pub fn options(connector: &str, role: Role) -> Option<&'static [&'static str]> {
             "partition_by",
         ],
         (Role::Sink, "blackhole") => &[],
+        (Role::Source, "kafka") => &KAFKA_SOURCE_OPTIONS,
+        (Role::Sink, "kafka") => &KAFKA_SINK_OPTIONS,
         _ => return None,
     })
 }
@@ -76,6 +107,10 @@ pub fn check(spec: &ConnectorSpec, role: Role) -> Result<()> {
     };
     for option in spec.options.keys() {
         if valid.contains(&option.as_str()) {
+            continue;
+        }
+        if spec.connector == "kafka" && option.starts_with(crate::kafka::config::PROPERTIES_PREFIX)
+        {
             continue;
         }
         let mut all: Vec<&str> = valid.iter().chain(engine).copied().collect();

@@ -208,6 +208,19 @@ impl JobGraph {
             NodeKind::Operator(plan) => {
                 format!("{} {}", plan.kind(), plan.describe())
             }
+            NodeKind::Sink { spec } if spec.connector == "kafka" => {
+                // A Kafka sink's guarantee depends on the option and on
+                // whether the job checkpoints: the plan says which.
+                let delivery = match spec.options.get("delivery").map(String::as_str) {
+                    Some("at_least_once") => "at least once".to_string(),
+                    _ => "exactly once with checkpoints (--state-dir: a transaction per checkpoint; readers use read_committed), at least once without".to_string(),
+                };
+                format!(
+                    "sink {} [connector=kafka, topic={}, delivery: {delivery}]",
+                    spec.table,
+                    spec.options.get("topic").map(String::as_str).unwrap_or("?")
+                )
+            }
             NodeKind::Sink { spec } => {
                 format!("sink {} [connector={}]", spec.table, spec.connector)
             }

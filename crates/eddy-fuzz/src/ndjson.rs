@@ -147,7 +147,7 @@ pub fn check(tables: &[Table], input: &[u8], rng: &mut Rng) -> Result<(), String
             decoded += batch.num_rows();
             let origins = ctx.take_origins();
             let out = runner
-                .process(&batch, origins.as_deref(), &mut judge_ctx)
+                .process(&batch, None, origins.as_deref(), &mut judge_ctx)
                 .map_err(|e| format!("table {t}: judging failed: {e}"))?;
             judged += out.on_time.map_or(0, |b| b.num_rows())
                 + out.late.map_or(0, |b| b.num_rows())

@@ -503,15 +503,30 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
                     };
                 }
             }
-            SelectItem::ExprWithAlias { expr, .. } => {
-                if let Some(column) = window_column(expr) {
-                    *expr = field(column);
-                }
-            }
+            SelectItem::ExprWithAlias { expr, .. } => replace_window_columns(expr, &field),
             _ => {}
         }
+        // Window columns inside expressions (`CAST(window_start AS BIGINT)`).
+        if let SelectItem::UnnamedExpr(expr) = item {
+            if window_column(expr).is_none() {
+                replace_window_columns(expr, &field);
+            }
+        }
+    }
+    if let Some(having) = &mut select.having {
+        replace_window_columns(having, &field);
     }
     Ok(())
+}
+
+/// Replaces every `window_start`/`window_end`/`window_time` in `expr`.
+fn replace_window_columns(expr: &mut Expr, field: &dyn Fn(&str) -> Expr) {
+    let _ = visit_expressions_mut(expr, |e| {
+        if let Some(column) = window_column(e) {
+            *e = field(column);
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// A window table function read without aggregating: each row once per

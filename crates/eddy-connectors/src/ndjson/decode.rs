@@ -96,6 +96,13 @@ pub struct NdjsonOrigins {
     rows: Vec<LineSpan>,
 }
 
+impl NdjsonOrigins {
+    /// The line each row of the batch came from, in row order.
+    pub fn spans(&self) -> &[LineSpan] {
+        &self.rows
+    }
+}
+
 impl RowOrigins for NdjsonOrigins {
     fn origin(&self, row: usize) -> BadRow {
         match self.rows.get(row) {

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::ndjson::{self, NdjsonSinkState};
 use super::rolling::{self, FileSetState};
 use crate::error::{ConnectorError, Result};
+use crate::kafka::sink::KafkaSinkState;
 
 /// A file sink's pre-committed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +22,8 @@ pub enum SinkState {
     Ndjson(NdjsonSinkState),
     /// A directory of rolled files (Parquet, partitioned or rolled NDJSON).
     Files(FileSetState),
+    /// Kafka records to write in a transaction.
+    Kafka(KafkaSinkState),
 }
 
 impl SinkState {
@@ -44,10 +47,13 @@ impl SinkState {
 }
 
 /// Publishes what `snapshot` lists; nothing for a sink without state.
-pub fn commit(snapshot: &StateSnapshot) -> Result<()> {
+/// Kafka states are committed by the caller ([`crate::kafka::sink::commit`]
+/// needs the table's client settings): this returns them.
+pub fn commit(snapshot: &StateSnapshot) -> Result<Option<KafkaSinkState>> {
     match SinkState::from_snapshot(snapshot)? {
-        None => Ok(()),
-        Some(SinkState::Ndjson(state)) => ndjson::commit(&state),
-        Some(SinkState::Files(state)) => rolling::commit(&state),
+        None => Ok(None),
+        Some(SinkState::Ndjson(state)) => ndjson::commit(&state).map(|_| None),
+        Some(SinkState::Files(state)) => rolling::commit(&state).map(|_| None),
+        Some(SinkState::Kafka(state)) => Ok(Some(state)),
     }
 }

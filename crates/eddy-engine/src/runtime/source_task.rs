@@ -29,6 +29,7 @@ use crate::operator::{BAD_PORT, LATE_PORT};
 use crate::source::bad_rows::bad_rows_batch;
 use crate::source::{
     BadRow, BadRowPolicy, RowOrigins, SourceContext, SourceReader, SourceRunner, SourceRunnerState,
+    SplitEvents,
 };
 use crate::state::StateSnapshot;
 use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
@@ -62,6 +63,7 @@ enum Read {
         position: serde_json::Value,
         bad: Vec<BadRow>,
         origins: Option<Box<dyn RowOrigins>>,
+        splits: SplitEvents,
     },
     End {
         position: serde_json::Value,
@@ -85,6 +87,7 @@ fn spawn_reader(
                     position: reader.position(),
                     bad: ctx.take_bad_rows(),
                     origins: ctx.take_origins(),
+                    splits: ctx.take_split_events(),
                 },
                 Ok(None) => Read::End {
                     position: reader.position(),
@@ -172,11 +175,22 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 position: after,
                 bad,
                 origins,
+                splits,
             }) => {
-                idle = false;
-                last_input = Instant::now();
+                if batch.num_rows() > 0 || !bad.is_empty() {
+                    idle = false;
+                    last_input = Instant::now();
+                }
                 metrics.add_rows_in(batch.num_rows() + bad.len());
-                let out = runner.process(&batch, origins.as_deref(), &mut source_ctx)?;
+                runner.split_events(&splits);
+                let out = if batch.num_rows() > 0 {
+                    runner.process(&batch, splits.current, origins.as_deref(), &mut source_ctx)?
+                } else {
+                    crate::source::SourceOutput {
+                        watermark: runner.tick(),
+                        ..Default::default()
+                    }
+                };
                 let mut bad = bad;
                 bad.extend(source_ctx.take_bad_rows());
                 bad.sort_by_key(|row| row.line);
@@ -208,6 +222,10 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             }
             Ok(Read::Failed(e)) => return Err(e),
             Err(RecvTimeoutError::Timeout) => {
+                if let Some(wm) = runner.tick() {
+                    metrics.set_watermark(wm);
+                    outputs.send_port(0, Message::Watermark(wm))?;
+                }
                 if let Some(timeout) = idle_timeout {
                     if !idle && last_input.elapsed() >= timeout {
                         idle = true;

@@ -38,6 +38,7 @@ pub use layout::{
     is_json_column, ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout, JSON_COLUMN_KEY,
 };
 pub use runner::{SourceOutput, SourceRunner, SourceRunnerState};
+
 pub use watermark::{Judged, WatermarkTracker};
 
 use datafusion::arrow::record_batch::RecordBatch;
@@ -99,6 +100,23 @@ pub struct SourceContext {
     reported: u64,
     bad_rows: Vec<BadRow>,
     origins: Option<Box<dyn RowOrigins>>,
+    splits: SplitEvents,
+}
+
+/// What a reader of a partitioned input (Kafka partitions) says about its
+/// splits: each split has its own watermark, and the source's watermark is
+/// the least over the splits that are neither finished nor idle.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SplitEvents {
+    /// The split every row of the batch being returned belongs to (`None`:
+    /// the source has one split).
+    pub current: Option<u32>,
+    /// Splits the reader will read (an empty split holds the watermark back
+    /// until it is idle, as a silent partition does in Flink).
+    pub opened: Vec<u32>,
+    /// Splits read to their end (a bounded read): they no longer hold the
+    /// watermark back.
+    pub finished: Vec<u32>,
 }
 
 impl std::fmt::Debug for SourceContext {
@@ -122,7 +140,28 @@ impl SourceContext {
             reported: 0,
             bad_rows: Vec::new(),
             origins: None,
+            splits: SplitEvents::default(),
         }
+    }
+
+    /// Says that the batch about to be returned holds rows of `split` only.
+    pub fn set_split(&mut self, split: u32) {
+        self.splits.current = Some(split);
+    }
+
+    /// Says that the reader reads `splits` (before their first rows).
+    pub fn open_splits(&mut self, splits: impl IntoIterator<Item = u32>) {
+        self.splits.opened.extend(splits);
+    }
+
+    /// Says that `split` has been read to its end.
+    pub fn finish_split(&mut self, split: u32) {
+        self.splits.finished.push(split);
+    }
+
+    /// Takes what the split calls since the last batch said.
+    pub fn take_split_events(&mut self) -> SplitEvents {
+        std::mem::take(&mut self.splits)
     }
 
     /// Reports a malformed input row: it is logged and handed on with the

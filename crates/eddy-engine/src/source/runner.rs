@@ -5,8 +5,16 @@
 //! ([`SourceRunnerState`]: the largest event time seen and the watermarks
 //! already sent) is part of every checkpoint, so a resumed source judges
 //! lateness exactly as the uninterrupted one would have.
+//!
+//! A partitioned input (Kafka) reads several splits: each split has its
+//! own watermark tracker, its rows are judged late against it (and the
+//! source watermark already sent), and the source's watermark is the least
+//! over the splits that are neither finished nor idle for `idle_timeout`.
+//! A file is one split, and everything reduces to one tracker.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
 use datafusion::arrow::compute::filter_record_batch;
@@ -16,15 +24,19 @@ use serde::{Deserialize, Serialize};
 use super::bad_rows::{raw_text, BadRow, BadRowPolicy, RowOrigins};
 use super::layout::{SourceColumn, SourceLayout};
 use super::watermark::WatermarkTracker;
-use super::SourceContext;
+use super::{SourceContext, SplitEvents};
 use crate::error::{EngineError, Result};
 use crate::time::{format_event_time, to_epoch_millis, Timestamp, WATERMARK_MIN};
 
 /// What a source runner checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceRunnerState {
-    /// Largest on-time event time seen.
+    /// Largest on-time event time seen (over all splits).
     pub max_seen: Timestamp,
+    /// Largest on-time event time seen per split, and whether the split
+    /// was read to its end (partitioned sources).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<SplitState>,
     /// Watermark last sent on the main port.
     pub last_watermark: Timestamp,
     /// Largest late event time seen.
@@ -32,6 +44,29 @@ pub struct SourceRunnerState {
     /// Watermark last sent on the late port.
     pub last_late_watermark: Timestamp,
 }
+
+/// One split's checkpointed clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitState {
+    /// The split (a Kafka partition).
+    pub split: u32,
+    /// Largest on-time event time seen in it.
+    pub max_seen: Timestamp,
+    /// Read to its end.
+    #[serde(default)]
+    pub finished: bool,
+}
+
+/// The clock of one split.
+#[derive(Debug, Clone, Copy)]
+struct SplitClock {
+    tracker: WatermarkTracker,
+    last_input: Instant,
+    finished: bool,
+}
+
+/// The split of a source that has no partitions.
+const ONLY_SPLIT: u32 = 0;
 
 /// Output of [`SourceRunner::process`].
 #[derive(Debug, Default)]
@@ -52,7 +87,9 @@ pub struct SourceOutput {
 pub struct SourceRunner {
     layout: SourceLayout,
     late_schema: SchemaRef,
-    tracker: Option<WatermarkTracker>,
+    /// Per split; empty until a split is opened or read (and always empty
+    /// without event time).
+    splits: BTreeMap<u32, SplitClock>,
     last_watermark: Timestamp,
     max_late: Timestamp,
     last_late_watermark: Timestamp,
@@ -62,11 +99,10 @@ impl SourceRunner {
     /// Creates the runner for `layout`.
     pub fn new(layout: SourceLayout) -> Self {
         let late_schema = layout.late_schema();
-        let tracker = layout.event_time.map(WatermarkTracker::new);
         Self {
             layout,
             late_schema,
-            tracker,
+            splits: BTreeMap::new(),
             last_watermark: WATERMARK_MIN,
             max_late: WATERMARK_MIN,
             last_late_watermark: WATERMARK_MIN,
@@ -75,8 +111,26 @@ impl SourceRunner {
 
     /// The state to checkpoint.
     pub fn state(&self) -> SourceRunnerState {
+        let partitioned = self.splits.len() > 1 || self.splits.keys().any(|&s| s != ONLY_SPLIT);
         SourceRunnerState {
-            max_seen: self.tracker.map(|t| t.max_seen()).unwrap_or(WATERMARK_MIN),
+            max_seen: self
+                .splits
+                .values()
+                .map(|c| c.tracker.max_seen())
+                .max()
+                .unwrap_or(WATERMARK_MIN),
+            splits: if partitioned {
+                self.splits
+                    .iter()
+                    .map(|(&split, clock)| SplitState {
+                        split,
+                        max_seen: clock.tracker.max_seen(),
+                        finished: clock.finished,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             last_watermark: self.last_watermark,
             max_late: self.max_late,
             last_late_watermark: self.last_late_watermark,
@@ -85,10 +139,25 @@ impl SourceRunner {
 
     /// Continues from a checkpointed state.
     pub fn restore(&mut self, state: &SourceRunnerState) {
-        self.tracker = self
-            .layout
-            .event_time
-            .map(|spec| WatermarkTracker::resumed(spec, state.max_seen));
+        self.splits.clear();
+        if let Some(spec) = self.layout.event_time {
+            let now = Instant::now();
+            let clock = |max_seen, finished| SplitClock {
+                tracker: WatermarkTracker::resumed(spec, max_seen),
+                last_input: now,
+                finished,
+            };
+            if state.splits.is_empty() {
+                if state.max_seen != WATERMARK_MIN {
+                    self.splits.insert(ONLY_SPLIT, clock(state.max_seen, false));
+                }
+            } else {
+                for split in &state.splits {
+                    self.splits
+                        .insert(split.split, clock(split.max_seen, split.finished));
+                }
+            }
+        }
         self.last_watermark = state.last_watermark;
         self.max_late = state.max_late;
         self.last_late_watermark = state.last_late_watermark;
@@ -104,6 +173,49 @@ impl SourceRunner {
         self.last_watermark
     }
 
+    /// Takes note of what the reader said about its splits (before the
+    /// batch that came with it is processed).
+    pub fn split_events(&mut self, events: &SplitEvents) {
+        let Some(spec) = self.layout.event_time else {
+            return;
+        };
+        let now = Instant::now();
+        for &split in events.opened.iter().chain(events.current.iter()) {
+            self.splits.entry(split).or_insert(SplitClock {
+                tracker: WatermarkTracker::new(spec),
+                last_input: now,
+                finished: false,
+            });
+        }
+        for split in &events.finished {
+            if let Some(clock) = self.splits.get_mut(split) {
+                clock.finished = true;
+            }
+        }
+    }
+
+    /// The source's watermark now: the least over the splits neither
+    /// finished nor idle (`None` when every split is).
+    fn combined_watermark(&self, now: Instant) -> Option<Timestamp> {
+        let idle_after = self.layout.idle_timeout;
+        self.splits
+            .values()
+            .filter(|c| !c.finished)
+            .filter(|c| idle_after.is_none_or(|t| now.duration_since(c.last_input) < t))
+            .map(|c| c.tracker.watermark())
+            .min()
+    }
+
+    /// Re-reads the watermark as time passes (a split that goes idle stops
+    /// holding the others back); the new watermark if it advanced.
+    pub fn tick(&mut self) -> Option<Timestamp> {
+        let current = self.combined_watermark(Instant::now())?;
+        (current > self.last_watermark).then(|| {
+            self.last_watermark = current;
+            current
+        })
+    }
+
     /// Turns one raw batch into on-time rows, late rows and a watermark.
     /// Rows that cannot be judged (a computed column fails on them, NULL
     /// event time, too far ahead) are reported as bad rows via `ctx`, with
@@ -111,12 +223,13 @@ impl SourceRunner {
     pub fn process(
         &mut self,
         raw: &RecordBatch,
+        split: Option<u32>,
         origins: Option<&dyn RowOrigins>,
         ctx: &mut SourceContext,
     ) -> Result<SourceOutput> {
         let (full, kept) = self.compute_columns(raw, origins, ctx)?;
         let original = |row: usize| kept.as_ref().map_or(row, |k| k[row]);
-        let Some(tracker) = self.tracker.as_mut() else {
+        let Some(spec) = self.layout.event_time else {
             return Ok(SourceOutput {
                 on_time: Some(full),
                 late: None,
@@ -124,12 +237,19 @@ impl SourceRunner {
                 late_watermark: None,
             });
         };
-        let spec = self
-            .layout
-            .event_time
-            .ok_or_else(|| EngineError::Graph("event time".into()))?;
+        let now = Instant::now();
+        let floor = self.last_watermark;
+        let clock = self
+            .splits
+            .entry(split.unwrap_or(ONLY_SPLIT))
+            .or_insert(SplitClock {
+                tracker: WatermarkTracker::new(spec),
+                last_input: now,
+                finished: false,
+            });
+        clock.last_input = now;
         let times = to_epoch_millis(full.column(spec.column))?;
-        let judged = tracker.judge(&times);
+        let judged = clock.tracker.judge_above(&times, floor);
         let time_column = self.layout.output_schema.field(spec.column).name();
         for &row in &judged.null_time_rows {
             let mut bad = origin_of(raw, origins, original(row), ctx.table());
@@ -178,11 +298,7 @@ impl SourceRunner {
         } else {
             None
         };
-        let current = tracker.watermark();
-        let watermark = (current > self.last_watermark).then(|| {
-            self.last_watermark = current;
-            current
-        });
+        let watermark = self.tick();
         let late_current = if self.max_late == WATERMARK_MIN {
             WATERMARK_MIN
         } else {

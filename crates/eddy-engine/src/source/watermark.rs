@@ -75,6 +75,14 @@ impl WatermarkTracker {
     /// Judges each row of `times` in order: row i is late when its time is
     /// below (max of rows 0..i-1) - bound - allowed_lateness.
     pub fn judge(&mut self, times: &Int64Array) -> Judged {
+        self.judge_above(times, WATERMARK_MIN)
+    }
+
+    /// Like [`WatermarkTracker::judge`], against `max(own watermark,
+    /// floor)`: a split of a partitioned source judges its rows against the
+    /// source's watermark already sent too, so a partition back from idle
+    /// never slips rows behind windows that have fired.
+    pub fn judge_above(&mut self, times: &Int64Array, floor: Timestamp) -> Judged {
         let n = times.len();
         let mut on_time = BooleanBufferBuilder::new(n);
         let mut late = BooleanBufferBuilder::new(n);
@@ -83,10 +91,6 @@ impl WatermarkTracker {
         let mut future_rows = Vec::new();
         let mut out_of_range_rows = Vec::new();
         let skew = self.spec.max_future_skew_ms;
-        let slack = self
-            .spec
-            .bound_ms
-            .saturating_add(self.spec.allowed_lateness_ms);
         let mut max_seen = self.max_seen;
         for i in 0..n {
             if times.is_null(i) {
@@ -110,9 +114,16 @@ impl WatermarkTracker {
                     continue;
                 }
             }
-            let is_late = max_seen != WATERMARK_MIN && t < max_seen.saturating_sub(slack);
+            let own = if max_seen == WATERMARK_MIN {
+                WATERMARK_MIN
+            } else {
+                max_seen.saturating_sub(self.spec.bound_ms)
+            };
+            let against = own.max(floor);
+            let is_late = against != WATERMARK_MIN
+                && t < against.saturating_sub(self.spec.allowed_lateness_ms);
             if is_late {
-                watermark_ms[i] = max_seen.saturating_sub(self.spec.bound_ms);
+                watermark_ms[i] = against;
             } else if t > max_seen {
                 max_seen = t;
             }
@@ -187,6 +198,19 @@ mod tests {
         assert_eq!(late_rows(&j), vec![2, 4]);
         assert_eq!(j.watermark_ms[2], 8_000);
         assert_eq!(j.watermark_ms[4], 10_000);
+    }
+
+    #[test]
+    fn a_floor_above_the_own_watermark_makes_rows_behind_it_late() {
+        let mut t = tracker(2000, 1000);
+        // Own watermark 3_000; the source already sent 9_000.
+        let j = t.judge_above(&Int64Array::from(vec![5_000, 7_999, 8_000, 12_000]), 9_000);
+        assert_eq!(late_rows(&j), vec![0, 1]);
+        assert_eq!(j.watermark_ms[1], 9_000);
+        // Once its own watermark passes the floor, that rules.
+        let j = t.judge_above(&Int64Array::from(vec![9_500, 8_999]), 9_000);
+        assert_eq!(late_rows(&j), vec![1]);
+        assert_eq!(j.watermark_ms[1], 10_000);
     }
 
     #[test]

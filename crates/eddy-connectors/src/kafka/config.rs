@@ -1,0 +1,317 @@
+//! The options of Kafka tables, read once into typed settings.
+//!
+//! In: a table's [`ConnectorSpec`] options. Out: [`KafkaSourceConfig`] or
+//! [`KafkaSinkConfig`], and the librdkafka client configuration they
+//! imply. Options named `properties.<name>` go to the client as `<name>`
+//! (Flink's convention), after eddy's own settings, so they can override
+//! them.
+
+use std::collections::BTreeMap;
+
+use eddy_engine::graph::ConnectorSpec;
+use rdkafka::ClientConfig;
+
+use crate::error::{ConnectorError, Result};
+
+/// Prefix of options handed to the Kafka client.
+pub const PROPERTIES_PREFIX: &str = "properties.";
+
+/// Where a source starts reading a partition it has no checkpoint for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    /// The oldest record the topic keeps (the default).
+    Earliest,
+    /// Only records written after the job starts.
+    Latest,
+    /// The first record whose Kafka timestamp is at or after this instant
+    /// (epoch ms); earlier records are skipped.
+    Timestamp(i64),
+}
+
+/// Where a source stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopAt {
+    /// Never: the source follows the topic.
+    Never,
+    /// At the end of each partition, when reading first reaches it: the
+    /// source then ends, and the job finishes (a backfill, a test).
+    Latest,
+}
+
+/// A Kafka source's settings.
+#[derive(Debug, Clone)]
+pub struct KafkaSourceConfig {
+    /// The table.
+    pub table: String,
+    /// The topic read.
+    pub topic: String,
+    /// The client configuration.
+    pub client: ClientConfig,
+    /// `start`.
+    pub start: StartAt,
+    /// `stop`.
+    pub stop: StopAt,
+    /// Rows per batch.
+    pub batch_size: usize,
+}
+
+/// What a sink promises about its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// With checkpoints: each checkpoint's records are written in one Kafka
+    /// transaction once the checkpoint is complete; a resumed job writes
+    /// only what is not already in the topic. Readers must use
+    /// `isolation.level = read_committed`.
+    ExactlyOnce,
+    /// Records are written as they come and flushed at each checkpoint: a
+    /// job resumed from a checkpoint writes again what it wrote after it.
+    AtLeastOnce,
+}
+
+impl Delivery {
+    /// The name used in options and plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ExactlyOnce => "exactly_once",
+            Self::AtLeastOnce => "at_least_once",
+        }
+    }
+}
+
+/// A Kafka sink's settings.
+#[derive(Debug, Clone)]
+pub struct KafkaSinkConfig {
+    /// The table.
+    pub table: String,
+    /// The topic written.
+    pub topic: String,
+    /// The client configuration.
+    pub client: ClientConfig,
+    /// The column whose value is each record's key.
+    pub key_column: Option<usize>,
+    /// `delivery`.
+    pub delivery: Delivery,
+    /// The transactional id (exactly-once).
+    pub transactional_id: String,
+    /// Write NULL fields (`omit_nulls = false`, the default) or leave them out.
+    pub explicit_nulls: bool,
+}
+
+fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -> Result<&'a str> {
+    options
+        .get(name)
+        .map(String::as_str)
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| ConnectorError::bad_option(name, format!("a kafka {what} needs a {name}")))
+}
+
+/// The client configuration shared by sources and sinks.
+fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
+    let options = &spec.options;
+    if let Some(format) = options.get("format") {
+        if !matches!(format.as_str(), "json" | "ndjson") {
+            return Err(ConnectorError::bad_option(
+                "format",
+                format!("'{format}' is not supported (use 'json')"),
+            ));
+        }
+    }
+    let servers = match options.get("bootstrap_servers") {
+        Some(v) => v.as_str(),
+        None => options
+            .get("properties.bootstrap.servers")
+            .map(String::as_str)
+            .ok_or_else(|| {
+                ConnectorError::bad_option(
+                    "bootstrap_servers",
+                    format!("a kafka {what} needs bootstrap_servers (host:port, comma-separated)"),
+                )
+            })?,
+    };
+    let mut client = ClientConfig::new();
+    client.set("bootstrap.servers", servers);
+    client.set("client.id", format!("eddy-{}", spec.table));
+    for (name, value) in options {
+        if let Some(property) = name.strip_prefix(PROPERTIES_PREFIX) {
+            client.set(property, value);
+        }
+    }
+    Ok(client)
+}
+
+impl KafkaSourceConfig {
+    /// Reads a source table's options.
+    pub fn from_spec(spec: &ConnectorSpec, default_batch_size: usize) -> Result<Self> {
+        let options = &spec.options;
+        let topic = required(options, "topic", "source")?.to_string();
+        let mut client = client_config(spec, "source")?;
+        let isolation = match options.get("isolation").map(|v| v.to_ascii_lowercase()) {
+            None => "read_committed",
+            Some(v) if v == "read_committed" => "read_committed",
+            Some(v) if v == "read_uncommitted" => "read_uncommitted",
+            Some(v) => {
+                return Err(ConnectorError::bad_option(
+                    "isolation",
+                    format!("'{v}' is not read_committed or read_uncommitted"),
+                ))
+            }
+        };
+        let group = options
+            .get("group_id")
+            .cloned()
+            .unwrap_or_else(|| format!("eddy-{}", spec.table));
+        let mut defaults = ClientConfig::new();
+        defaults
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest")
+            .set("isolation.level", isolation);
+        for (k, v) in defaults.config_map() {
+            if client.get(k).is_none() {
+                client.set(k, v);
+            }
+        }
+        let start = match options.get("start") {
+            None => StartAt::Earliest,
+            Some(v) => parse_start(v)?,
+        };
+        let stop = match options.get("stop").map(|v| v.to_ascii_lowercase()) {
+            None => StopAt::Never,
+            Some(v) if v == "never" => StopAt::Never,
+            Some(v) if v == "latest" => StopAt::Latest,
+            Some(v) => {
+                return Err(ConnectorError::bad_option(
+                    "stop",
+                    format!("'{v}' is not 'never' or 'latest'"),
+                ))
+            }
+        };
+        if stop == StopAt::Latest && client.get("fetch.wait.max.ms").is_none() {
+            // The end of a partition is known when a fetch comes back empty:
+            // do not let the broker hold that answer back.
+            client.set("fetch.wait.max.ms", "10");
+        }
+        let batch_size = match options.get("batch_size") {
+            Some(v) => v.trim().parse().map_err(|_| {
+                ConnectorError::bad_option("batch_size", format!("'{v}' is not a valid number"))
+            })?,
+            None => default_batch_size,
+        };
+        Ok(Self {
+            table: spec.table.clone(),
+            topic,
+            client,
+            start,
+            stop,
+            batch_size: batch_size.max(1),
+        })
+    }
+}
+
+/// `earliest`, `latest`, or an instant: epoch milliseconds or an RFC 3339
+/// timestamp (`2023-11-14T22:13:20Z`).
+fn parse_start(value: &str) -> Result<StartAt> {
+    let text = value.trim();
+    match text.to_ascii_lowercase().as_str() {
+        "earliest" => return Ok(StartAt::Earliest),
+        "latest" => return Ok(StartAt::Latest),
+        _ => {}
+    }
+    if let Ok(ms) = text.parse::<i64>() {
+        return Ok(StartAt::Timestamp(ms));
+    }
+    datafusion::arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text)
+        .map(|ns| StartAt::Timestamp(ns.div_euclid(1_000_000)))
+        .map_err(|_| {
+            ConnectorError::bad_option(
+                "start",
+                format!(
+                    "'{text}' is not 'earliest', 'latest', epoch milliseconds or a timestamp such as '2023-11-14T22:13:20Z'"
+                ),
+            )
+        })
+}
+
+impl KafkaSinkConfig {
+    /// Reads a sink table's options.
+    pub fn from_spec(spec: &ConnectorSpec) -> Result<Self> {
+        let options = &spec.options;
+        let topic = required(options, "topic", "sink")?.to_string();
+        let client = client_config(spec, "sink")?;
+        let key_column = options
+            .get("key_column")
+            .map(|name| {
+                spec.schema.index_of(name).map_err(|_| {
+                    let columns: Vec<&str> = spec
+                        .schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect();
+                    ConnectorError::bad_option(
+                        "key_column",
+                        format!("no column '{name}' (columns: {})", columns.join(", ")),
+                    )
+                })
+            })
+            .transpose()?;
+        let delivery = match options.get("delivery").map(|v| v.to_ascii_lowercase()) {
+            None => Delivery::ExactlyOnce,
+            Some(v) if v == "exactly_once" => Delivery::ExactlyOnce,
+            Some(v) if v == "at_least_once" => Delivery::AtLeastOnce,
+            Some(v) => {
+                return Err(ConnectorError::bad_option(
+                    "delivery",
+                    format!("'{v}' is not 'exactly_once' or 'at_least_once'"),
+                ))
+            }
+        };
+        let explicit_nulls = match options.get("omit_nulls").map(|v| v.to_ascii_lowercase()) {
+            None => true,
+            Some(v) if v == "true" => false,
+            Some(v) if v == "false" => true,
+            Some(v) => {
+                return Err(ConnectorError::bad_option(
+                    "omit_nulls",
+                    format!("'{v}' is not true or false"),
+                ))
+            }
+        };
+        let transactional_id = options
+            .get("transactional_id")
+            .cloned()
+            .unwrap_or_else(|| format!("eddy-{}-{}", spec.table, topic));
+        Ok(Self {
+            table: spec.table.clone(),
+            topic,
+            client,
+            key_column,
+            delivery,
+            transactional_id,
+            explicit_nulls,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_takes_names_epoch_millis_and_timestamps() {
+        assert_eq!(parse_start("earliest").unwrap(), StartAt::Earliest);
+        assert_eq!(parse_start("LATEST").unwrap(), StartAt::Latest);
+        assert_eq!(
+            parse_start("1700000000000").unwrap(),
+            StartAt::Timestamp(1_700_000_000_000)
+        );
+        assert_eq!(
+            parse_start("2023-11-14T22:13:20Z").unwrap(),
+            StartAt::Timestamp(1_700_000_000_000)
+        );
+        let err = parse_start("yesterday").unwrap_err().to_string();
+        assert!(err.contains("'yesterday' is not 'earliest'"), "{err}");
+    }
+}

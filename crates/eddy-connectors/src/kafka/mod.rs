@@ -1,0 +1,35 @@
+//! Kafka: `connector = 'kafka'` sources and sinks (through librdkafka).
+//!
+//! - [`config`]: the tables' options, typed;
+//! - [`source`]: a topic's partitions read as splits, each with its own
+//!   watermark, offsets kept in checkpoints;
+//! - [`sink`]: JSON records, exactly once through transactions tied to
+//!   checkpoints, or at least once.
+
+pub mod config;
+pub mod sink;
+pub mod source;
+
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::KafkaError;
+
+/// The client context of eddy's consumers: the client's errors go to the
+/// log as warnings (it retries them itself), except a partition's end,
+/// which is news, not an error.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct QuietContext;
+
+impl ClientContext for QuietContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(error, KafkaError::PartitionEOF(_)) {
+            tracing::warn!("kafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for QuietContext {}
+
+pub use config::{Delivery, KafkaSinkConfig, KafkaSourceConfig, StartAt, StopAt};
+pub use sink::{KafkaCommits, KafkaSink, KafkaSinkState};
+pub use source::{KafkaPosition, KafkaSource, PartitionOffset};

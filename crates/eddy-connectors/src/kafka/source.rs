@@ -1,0 +1,556 @@
+//! The Kafka source: a topic's partitions read into Arrow batches, each
+//! partition a split with its own watermark.
+//!
+//! In: records of every partition of one topic (JSON values). Out: batches
+//! of one partition each, in the table's physical columns, plus the
+//! metadata columns the table declares (`_kafka_timestamp`,
+//! `_kafka_partition`, `_kafka_offset`, `_kafka_key`). Values are decoded
+//! by the NDJSON decoder, so types, bad rows and limits are the file
+//! source's; a bad record is reported as `kafka:<topic>/<partition>@<offset>`.
+//!
+//! The position is the next offset of every partition. It is checkpointed
+//! with the rows before it and is the only record of progress: offsets are
+//! never committed to the consumer group, so a resumed job reads exactly
+//! what follows its checkpoint. Partitions are assigned, not subscribed:
+//! one job reads every partition of the topic.
+//!
+//! ```no_run
+//! use std::collections::BTreeMap;
+//! use std::sync::Arc;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use eddy_engine::graph::ConnectorSpec;
+//! use eddy_engine::source::{SourceContext, SourceReader};
+//! use eddy_connectors::kafka::{KafkaSource, KafkaSourceConfig};
+//!
+//! let options: BTreeMap<String, String> = [
+//!     ("bootstrap_servers", "127.0.0.1:9092"),
+//!     ("topic", "orders"),
+//!     ("stop", "latest"),
+//! ]
+//! .into_iter()
+//! .map(|(k, v)| (k.to_string(), v.to_string()))
+//! .collect();
+//! let spec = ConnectorSpec {
+//!     table: "orders".into(),
+//!     connector: "kafka".into(),
+//!     options,
+//!     schema: Arc::new(Schema::new(vec![Field::new("order_id", DataType::Utf8, true)])),
+//!     declared_at: String::new(),
+//! };
+//! let config = KafkaSourceConfig::from_spec(&spec, 8192).unwrap();
+//! let mut source = KafkaSource::open(config, spec.schema.clone(), None).unwrap();
+//! let mut ctx = SourceContext::new("orders");
+//! while let Some(batch) = source.next_batch(&mut ctx).unwrap() {
+//!     println!("{} rows; next offsets {}", batch.num_rows(), source.position());
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{
+    ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
+};
+use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use eddy_engine::source::{BadRow, RowOrigins, SourceContext, SourceReader};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use super::config::{KafkaSourceConfig, StartAt, StopAt};
+use super::QuietContext;
+use crate::error::{ConnectorError, Result};
+use crate::ndjson::decode::{decode, Chunk, LinePosition, LineSpan, NdjsonOrigins};
+
+/// How long metadata and offset look-ups may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a poll waits for a record.
+const POLL: Duration = Duration::from_millis(50);
+
+/// With nothing to read, an empty batch is returned this often, so the
+/// job's reader thread notices when the job is gone.
+const HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// A column the connector fills from the record rather than its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaColumn {
+    Timestamp,
+    Partition,
+    Offset,
+    Key,
+}
+
+impl MetaColumn {
+    fn of(name: &str) -> Option<Self> {
+        Some(match name {
+            "_kafka_timestamp" => Self::Timestamp,
+            "_kafka_partition" => Self::Partition,
+            "_kafka_offset" => Self::Offset,
+            "_kafka_key" => Self::Key,
+            _ => return None,
+        })
+    }
+}
+
+/// Where each output column comes from.
+#[derive(Debug, Clone, Copy)]
+enum ColumnSource {
+    /// Column `i` of the decoded JSON value.
+    Value(usize),
+    /// Record metadata.
+    Meta(MetaColumn),
+}
+
+/// The checkpointed position: the next offset of every partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaPosition {
+    /// The topic.
+    pub topic: String,
+    /// The offset of the next record to read, per partition.
+    pub offsets: Vec<PartitionOffset>,
+}
+
+/// A partition and an offset in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionOffset {
+    /// The partition.
+    pub partition: i32,
+    /// The offset.
+    pub offset: i64,
+}
+
+impl KafkaPosition {
+    fn offset_of(&self, partition: i32) -> Option<i64> {
+        self.offsets
+            .iter()
+            .find(|o| o.partition == partition)
+            .map(|o| o.offset)
+    }
+}
+
+/// Records of one partition read but not yet handed on.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    lines: Vec<LineSpan>,
+    offsets: Vec<i64>,
+    timestamps: Vec<Option<i64>>,
+    keys: Vec<Option<String>>,
+    bad: Vec<BadRow>,
+    /// The offset after the last record consumed (also skipped ones).
+    end: Option<i64>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.bad.is_empty() && self.end.is_none()
+    }
+}
+
+/// One partition's progress.
+#[derive(Debug)]
+struct PartitionRead {
+    /// The next offset to hand on.
+    next: i64,
+    /// A bounded read (`stop = 'latest'`): the partition ends when reading
+    /// reaches its end.
+    bounded: bool,
+    /// Read to its end (bounded).
+    finished: bool,
+    /// Finished, and the runner has been told.
+    announced_finished: bool,
+    pending: Pending,
+}
+
+/// Reads one topic of a Kafka cluster; see the module docs.
+pub struct KafkaSource {
+    config: KafkaSourceConfig,
+    consumer: BaseConsumer<QuietContext>,
+    schema: SchemaRef,
+    value_schema: SchemaRef,
+    columns: Vec<ColumnSource>,
+    wants_keys: bool,
+    partitions: BTreeMap<i32, PartitionRead>,
+    skip_before_ms: Option<i64>,
+    announced: bool,
+    last_return: Instant,
+}
+
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("topic", &self.config.topic)
+            .field("partitions", &self.partitions.len())
+            .finish()
+    }
+}
+
+impl KafkaSource {
+    /// Connects, finds the topic's partitions and assigns them at the
+    /// checkpointed offsets (`resume`) or where `start` says.
+    pub fn open(
+        config: KafkaSourceConfig,
+        schema: SchemaRef,
+        resume: Option<&KafkaPosition>,
+    ) -> Result<Self> {
+        let topic = config.topic.clone();
+        let context = |what: &str| format!("{what} topic '{topic}'");
+        if let Some(resume) = resume {
+            if resume.topic != topic {
+                return Err(ConnectorError::bad_option(
+                    "topic",
+                    format!(
+                        "the checkpoint was reading topic '{}', the job now reads '{topic}' (use --ignore-state to start afresh)",
+                        resume.topic
+                    ),
+                ));
+            }
+        }
+        let consumer: BaseConsumer<QuietContext> = config
+            .client
+            .create_with_context(QuietContext)
+            .map_err(|e| ConnectorError::kafka(context("connecting to read"), e))?;
+        let metadata = consumer
+            .fetch_metadata(Some(&topic), LOOKUP_TIMEOUT)
+            .map_err(|e| ConnectorError::kafka(context("looking up"), e))?;
+        let partition_ids: Vec<i32> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic && t.error().is_none())
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        if partition_ids.is_empty() {
+            return Err(ConnectorError::bad_option(
+                "topic",
+                format!(
+                    "topic '{topic}' does not exist (or has no partitions) on {}",
+                    config.client.get("bootstrap.servers").unwrap_or("?")
+                ),
+            ));
+        }
+        let mut skip_before_ms = None;
+        let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
+        if let StartAt::Timestamp(ms) = config.start {
+            let mut wanted = TopicPartitionList::new();
+            for &p in &partition_ids {
+                wanted
+                    .add_partition_offset(&topic, p, Offset::Offset(ms))
+                    .map_err(|e| ConnectorError::kafka(context("looking up offsets of"), e))?;
+            }
+            let found = consumer
+                .offsets_for_times(wanted, LOOKUP_TIMEOUT)
+                .map_err(|e| ConnectorError::kafka(context("looking up offsets of"), e))?;
+            for element in found.elements() {
+                if let Offset::Offset(o) = element.offset() {
+                    starts.insert(element.partition(), o);
+                }
+            }
+            // Records before the instant are also skipped one by one, so the
+            // start holds whatever the broker's time index says.
+            skip_before_ms = Some(ms);
+        }
+        let mut partitions = BTreeMap::new();
+        let mut assignment = TopicPartitionList::new();
+        for &p in &partition_ids {
+            let (low, high) = consumer
+                .fetch_watermarks(&topic, p, LOOKUP_TIMEOUT)
+                .map_err(|e| {
+                    ConnectorError::kafka(
+                        format!("{} partition {p}", context("reading the offsets of")),
+                        e,
+                    )
+                })?;
+            let next = match resume.and_then(|r| r.offset_of(p)) {
+                Some(o) => o,
+                None => match config.start {
+                    StartAt::Earliest => low,
+                    StartAt::Latest => high,
+                    StartAt::Timestamp(_) => starts.get(&p).copied().unwrap_or(low).max(low),
+                },
+            };
+            assignment
+                .add_partition_offset(&topic, p, Offset::Offset(next))
+                .map_err(|e| ConnectorError::kafka(context("assigning"), e))?;
+            partitions.insert(
+                p,
+                PartitionRead {
+                    next,
+                    bounded: config.stop == StopAt::Latest,
+                    finished: false,
+                    announced_finished: false,
+                    pending: Pending::default(),
+                },
+            );
+        }
+        consumer
+            .assign(&assignment)
+            .map_err(|e| ConnectorError::kafka(context("assigning the partitions of"), e))?;
+        let mut value_fields = Vec::new();
+        let mut columns = Vec::new();
+        for field in schema.fields() {
+            match MetaColumn::of(field.name()) {
+                Some(meta) => columns.push(ColumnSource::Meta(meta)),
+                None => {
+                    columns.push(ColumnSource::Value(value_fields.len()));
+                    value_fields.push(field.clone());
+                }
+            }
+        }
+        let wants_keys = columns
+            .iter()
+            .any(|c| matches!(c, ColumnSource::Meta(MetaColumn::Key)));
+        Ok(Self {
+            config,
+            consumer,
+            schema,
+            value_schema: Arc::new(Schema::new(value_fields)),
+            columns,
+            wants_keys,
+            partitions,
+            skip_before_ms,
+            announced: false,
+            last_return: Instant::now(),
+        })
+    }
+
+    fn location(&self, partition: i32) -> String {
+        format!("kafka:{}/{partition}", self.config.topic)
+    }
+
+    /// Takes one record into its partition's pending rows.
+    fn take_record(
+        partitions: &mut BTreeMap<i32, PartitionRead>,
+        topic: &str,
+        skip_before_ms: Option<i64>,
+        wants_keys: bool,
+        message: &rdkafka::message::BorrowedMessage<'_>,
+    ) {
+        let partition = message.partition();
+        let offset = message.offset();
+        let location = format!("kafka:{topic}/{partition}");
+        let Some(read) = partitions.get_mut(&partition) else {
+            return;
+        };
+        if read.finished || offset < read.pending.end.unwrap_or(read.next) {
+            return;
+        }
+        let pending = &mut read.pending;
+        pending.end = Some(offset + 1);
+        let timestamp = message.timestamp().to_millis();
+        if let (Some(skip), Some(ts)) = (skip_before_ms, timestamp) {
+            if ts < skip {
+                return;
+            }
+        }
+        let Some(value) = message.payload() else {
+            pending.bad.push(BadRow {
+                path: location,
+                line: None,
+                offset: Some(offset as u64),
+                column: None,
+                reason: "a record without a value (a tombstone)".into(),
+                raw: String::new(),
+            });
+            return;
+        };
+        let start = pending.bytes.len();
+        // A JSON value has raw line breaks only as whitespace: one line each.
+        pending.bytes.extend(
+            value
+                .iter()
+                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
+        );
+        pending.bytes.push(b'\n');
+        pending.lines.push(LineSpan {
+            number: pending.lines.len() as u64 + 1,
+            offset: offset as u64,
+            start,
+            end: pending.bytes.len(),
+        });
+        pending.offsets.push(offset);
+        pending.timestamps.push(timestamp);
+        if wants_keys {
+            pending.keys.push(
+                message
+                    .key()
+                    .map(|k| String::from_utf8_lossy(k).into_owned()),
+            );
+        }
+    }
+
+    /// Hands on the pending rows of `partition`.
+    fn emit(&mut self, partition: i32, ctx: &mut SourceContext) -> Result<RecordBatch> {
+        let location = self.location(partition);
+        let read = self
+            .partitions
+            .get_mut(&partition)
+            .ok_or_else(|| ConnectorError::bad_option("topic", "unknown partition"))?;
+        let pending = std::mem::take(&mut read.pending);
+        if let Some(end) = pending.end {
+            read.next = end;
+        }
+        ctx.set_split(partition as u32);
+        if read.finished && !read.announced_finished {
+            read.announced_finished = true;
+            ctx.finish_split(partition as u32);
+        }
+        for row in pending.bad {
+            ctx.bad_row(row);
+        }
+        if pending.lines.is_empty() {
+            return Ok(RecordBatch::new_empty(self.schema.clone()));
+        }
+        let decoded = decode(
+            &self.value_schema,
+            &location,
+            Chunk {
+                bytes: pending.bytes,
+                lines: pending.lines,
+                bad: Vec::new(),
+                end: LinePosition::default(),
+            },
+        );
+        for mut row in decoded.bad {
+            row.line = None;
+            ctx.bad_row(row);
+        }
+        let Some(values) = decoded.batch? else {
+            return Ok(RecordBatch::new_empty(self.schema.clone()));
+        };
+        let rows = Int64Array::from_iter_values(
+            decoded.origins.spans().iter().map(|s| s.number as i64 - 1),
+        );
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for (source, field) in self.columns.iter().zip(self.schema.fields()) {
+            let array: ArrayRef = match source {
+                ColumnSource::Value(i) => values.column(*i).clone(),
+                ColumnSource::Meta(meta) => {
+                    let all: ArrayRef = match meta {
+                        MetaColumn::Timestamp => {
+                            Arc::new(TimestampMillisecondArray::from(pending.timestamps.clone()))
+                        }
+                        MetaColumn::Partition => {
+                            Arc::new(Int32Array::from(vec![partition; pending.offsets.len()]))
+                        }
+                        MetaColumn::Offset => Arc::new(Int64Array::from(pending.offsets.clone())),
+                        MetaColumn::Key => Arc::new(StringArray::from(pending.keys.clone())),
+                    };
+                    cast(&take(&all, &rows, None)?, field.data_type())?
+                }
+            };
+            columns.push(array);
+        }
+        ctx.set_origins(Box::new(KafkaOrigins(decoded.origins)));
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    fn poll_error(&mut self, error: KafkaError) -> Result<()> {
+        match error {
+            KafkaError::PartitionEOF(partition) => {
+                if let Some(read) = self.partitions.get_mut(&partition) {
+                    if read.bounded {
+                        read.finished = true;
+                        if read.pending.end.is_none() {
+                            read.pending.end = Some(read.next);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            other => {
+                tracing::warn!(source = %self.config.table, topic = %self.config.topic, "kafka: {other}");
+                Ok(())
+            }
+        }
+    }
+
+    /// A partition whose pending rows should go now: a full batch, or
+    /// (when `any`) the fullest one with something pending.
+    fn ready(&self, any: bool) -> Option<i32> {
+        let batch = self.config.batch_size;
+        self.partitions
+            .iter()
+            .filter(|(_, r)| {
+                r.pending.lines.len() >= batch
+                    || (r.finished && !r.announced_finished)
+                    || (any && !r.pending.is_empty())
+            })
+            .max_by_key(|(_, r)| r.pending.lines.len())
+            .map(|(&p, _)| p)
+    }
+}
+
+impl SourceReader for KafkaSource {
+    fn next_batch(&mut self, ctx: &mut SourceContext) -> eddy_engine::Result<Option<RecordBatch>> {
+        let table = self.config.table.clone();
+        let fail = |e: ConnectorError| e.for_table(&table);
+        if !self.announced {
+            self.announced = true;
+            ctx.open_splits(self.partitions.keys().map(|&p| p as u32));
+        }
+        loop {
+            if let Some(p) = self.ready(false) {
+                self.last_return = Instant::now();
+                return self.emit(p, ctx).map(Some).map_err(fail);
+            }
+            if self
+                .partitions
+                .values()
+                .all(|r| r.finished && r.announced_finished)
+            {
+                return Ok(None);
+            }
+            match self.consumer.poll(POLL) {
+                Some(Ok(message)) => Self::take_record(
+                    &mut self.partitions,
+                    &self.config.topic,
+                    self.skip_before_ms,
+                    self.wants_keys,
+                    &message,
+                ),
+                Some(Err(e)) => self.poll_error(e).map_err(fail)?,
+                None => {
+                    if let Some(p) = self.ready(true) {
+                        self.last_return = Instant::now();
+                        return self.emit(p, ctx).map(Some).map_err(fail);
+                    }
+                    if self.last_return.elapsed() >= HEARTBEAT {
+                        self.last_return = Instant::now();
+                        return Ok(Some(RecordBatch::new_empty(self.schema.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    fn position(&self) -> serde_json::Value {
+        let position = KafkaPosition {
+            topic: self.config.topic.clone(),
+            offsets: self
+                .partitions
+                .iter()
+                .map(|(&partition, r)| PartitionOffset {
+                    partition,
+                    offset: r.next,
+                })
+                .collect(),
+        };
+        serde_json::to_value(position).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Where a row came from: its partition and offset.
+struct KafkaOrigins(NdjsonOrigins);
+
+impl RowOrigins for KafkaOrigins {
+    fn origin(&self, row: usize) -> BadRow {
+        let mut origin = self.0.origin(row);
+        origin.line = None;
+        origin
+    }
+}

@@ -1,0 +1,502 @@
+//! Kafka in and out, against a real Kafka-protocol broker (Tansu, which
+//! `scripts/kafka-broker.sh` installs from PyPI) started per test on a free
+//! port.
+//!
+//! - The reference pipeline reading three topics (orders and payments in
+//!   three partitions, written one partition after another so that the
+//!   partitions' clocks are far apart in the log) prints what it prints
+//!   from the same rows as files, with no row late: watermarks and
+//!   lateness are per partition.
+//! - The record timestamp as event time (`_kafka_timestamp`), the other
+//!   metadata columns, `start` at a timestamp, and a bad record reported
+//!   as `kafka:<topic>/<partition>@<offset>`.
+//! - A job reading a topic and writing a transactional sink topic, killed
+//!   with SIGKILL again and again and restarted from its checkpoints,
+//!   leaves each output record in the sink topic exactly once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
+use eddy_connectors::json_lines::encode_json_lines;
+use eddy_sql::SqlFile;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+/// A broker process on 127.0.0.1, stopped when dropped.
+struct Broker {
+    child: Child,
+    binary: PathBuf,
+    address: String,
+}
+
+impl Broker {
+    fn start() -> Self {
+        let out = Command::new("bash")
+            .arg(common::repo_root().join("scripts/kafka-broker.sh"))
+            .arg("path")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "installing the broker failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let binary = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let url = format!("tcp://{address}");
+        let child = Command::new(&binary)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while TcpStream::connect(&address).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the broker did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            binary,
+            address,
+        }
+    }
+
+    fn create_topic(&self, name: &str, partitions: u32) {
+        let out = Command::new(&self.binary)
+            .args(["topic", "create", name, "--partitions"])
+            .arg(partitions.to_string())
+            .arg("--broker")
+            .arg(format!("tcp://{}", self.address))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "creating topic {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn producer(&self) -> BaseProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("linger.ms", "5")
+            .create()
+            .unwrap()
+    }
+
+    /// Writes `(partition, timestamp, value)` records in order.
+    fn produce(&self, topic: &str, records: &[(i32, i64, Vec<u8>)]) {
+        let producer = self.producer();
+        for (partition, timestamp, value) in records {
+            let mut record = BaseRecord::<(), [u8]>::to(topic)
+                .partition(*partition)
+                .timestamp(*timestamp)
+                .payload(value.as_slice());
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((KafkaError::MessageProduction(_), back)) => {
+                        producer.poll(Duration::from_millis(10));
+                        record = back;
+                    }
+                    Err((e, _)) => panic!("producing to {topic}: {e}"),
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    /// Every value in `topic` that a read-committed consumer sees.
+    fn read_all(&self, topic: &str, partitions: i32) -> Vec<String> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("group.id", "eddy-test-reader")
+            .set("enable.auto.commit", "false")
+            .set("enable.partition.eof", "true")
+            .set("isolation.level", "read_committed")
+            .create()
+            .unwrap();
+        let mut assignment = TopicPartitionList::new();
+        for p in 0..partitions {
+            assignment
+                .add_partition_offset(topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        consumer.assign(&assignment).unwrap();
+        let mut open: std::collections::HashSet<i32> = (0..partitions).collect();
+        let mut values = Vec::new();
+        let started = Instant::now();
+        while !open.is_empty() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "reading {topic} timed out"
+            );
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    values.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap())
+                }
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    open.remove(&p);
+                }
+                Some(Err(e)) => panic!("reading {topic}: {e}"),
+                None => {}
+            }
+        }
+        values
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The NDJSON lines of `count` generated rows of `stream`.
+fn generated_lines(stream: GeneratedStream, count: u64) -> Vec<String> {
+    let mut generator = Generator::new(GeneratorConfig {
+        stream,
+        seed: 11,
+        rate: 200,
+        count: Some(count),
+        batch_size: 8192,
+    });
+    let mut text = Vec::new();
+    while let Some(batch) = generator.next_batch().unwrap() {
+        encode_json_lines(&batch, &mut text).unwrap();
+    }
+    String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// FNV-1a: a stable partition for a key.
+fn partition_of(key: &str, partitions: i32) -> i32 {
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for b in key.bytes() {
+        hash ^= b as u64;
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    (hash % partitions as u64) as i32
+}
+
+/// Records of `lines` spread over `partitions` by `key`, written one
+/// partition after another (partition 0's rows first, then 1's, ...): in
+/// the log each partition's clock runs through the whole time range on
+/// its own.
+fn skewed_records(lines: &[String], key: &str, partitions: i32) -> Vec<(i32, i64, Vec<u8>)> {
+    let mut by_partition: BTreeMap<i32, Vec<(i32, i64, Vec<u8>)>> = BTreeMap::new();
+    for line in lines {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let p = partition_of(row[key].as_str().unwrap(), partitions);
+        by_partition
+            .entry(p)
+            .or_default()
+            .push((p, 1_700_000_000_000, line.clone().into_bytes()));
+    }
+    by_partition.into_values().flatten().collect()
+}
+
+fn sql_files(dir: &Path) -> Vec<SqlFile> {
+    eddy_cli::job::load_sql(&[dir.to_path_buf()]).unwrap()
+}
+
+fn tagged(lines: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in lines {
+        let tag = line.split('>').next().unwrap().to_string();
+        out.entry(tag).or_default().push(line.clone());
+    }
+    out.into_iter()
+        .map(|(tag, lines)| (tag, common::sorted(lines)))
+        .collect()
+}
+
+fn source_metric(report: &eddy_engine::runtime::JobReport, table: &str) -> (u64, u64, u64) {
+    let node = report
+        .nodes
+        .iter()
+        .find(|n| n.kind == "source" && n.name.contains(table))
+        .unwrap_or_else(|| panic!("no source node for {table}"));
+    (
+        node.metrics.rows_in,
+        node.metrics.late_rows,
+        node.metrics.bad_rows,
+    )
+}
+
+#[test]
+fn the_reference_pipeline_reads_partitioned_topics_as_it_reads_files() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rows = 4_000;
+    let mut file_inputs = BTreeMap::new();
+    let mut kafka_inputs = BTreeMap::new();
+    for (table, stream, key, partitions) in [
+        ("orders", GeneratedStream::Orders, "order_id", 3),
+        ("payments", GeneratedStream::Payments, "order_id", 3),
+        // Device lateness is judged in the order rows arrive: one partition
+        // keeps the file's order.
+        ("devices", GeneratedStream::Devices, "device_id", 1),
+    ] {
+        let lines = generated_lines(stream, rows);
+        let path = dir.path().join(format!("{table}.ndjson"));
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        file_inputs.insert(table.to_string(), path.display().to_string());
+        broker.create_topic(table, partitions as u32);
+        broker.produce(table, &skewed_records(&lines, key, partitions));
+        kafka_inputs.insert(
+            table.to_string(),
+            format!("kafka://{}/{table}?stop=latest", broker.address),
+        );
+    }
+    let files = sql_files(&common::repo_root().join("queries"));
+    let params = BTreeMap::new();
+    let from_files = common::run_captured(&files, &params, file_inputs, 512).unwrap();
+    let from_kafka = common::run_captured(&files, &params, kafka_inputs, 512).unwrap();
+    for table in ["orders", "payments", "devices"] {
+        let (files_in, files_late, files_bad) = source_metric(&from_files.report, table);
+        let (kafka_in, kafka_late, kafka_bad) = source_metric(&from_kafka.report, table);
+        assert_eq!(kafka_in, files_in, "{table}: rows read");
+        assert_eq!(kafka_late, files_late, "{table}: late rows");
+        assert_eq!(kafka_bad, files_bad, "{table}: bad rows");
+    }
+    assert_eq!(source_metric(&from_kafka.report, "orders").1, 0);
+    assert_eq!(source_metric(&from_kafka.report, "payments").1, 0);
+    let expected = tagged(&from_files.lines);
+    let actual = tagged(&from_kafka.lines);
+    assert!(expected.len() >= 4, "tags: {:?}", expected.keys());
+    for (tag, lines) in &expected {
+        let got = actual.get(tag).cloned().unwrap_or_default();
+        assert_eq!(got.len(), lines.len(), "{tag}: line count");
+        assert_eq!(&got, lines, "{tag}");
+    }
+    assert_eq!(actual.len(), expected.len());
+}
+
+#[test]
+fn record_timestamps_metadata_start_and_bad_records() {
+    let broker = Broker::start();
+    broker.create_topic("clicks", 2);
+    let base = 1_700_000_000_000i64;
+    let mut records = Vec::new();
+    // Partition 0: seconds 0..20; partition 1 written after it, seconds
+    // 0..20 again; one bad record at partition 1, offset 3.
+    for p in 0..2 {
+        for i in 0..20i64 {
+            let value = if p == 1 && i == 3 {
+                b"{\"user\": ".to_vec()
+            } else {
+                format!("{{\"user\": \"u{}\"}}", i % 3).into_bytes()
+            };
+            records.push((p, base + i * 1_000, value));
+        }
+    }
+    broker.produce("clicks", &records);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("job.sql"),
+        format!(
+            "CREATE TABLE clicks (
+               \"user\" VARCHAR,
+               _kafka_timestamp TIMESTAMP(3),
+               _kafka_partition INT,
+               _kafka_offset BIGINT,
+               WATERMARK FOR _kafka_timestamp AS _kafka_timestamp - INTERVAL '1' SECOND
+             ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'clicks',
+                     stop = 'latest', start = '{}');
+             CREATE TABLE counts (window_start_ms BIGINT, clicks BIGINT, partitions BIGINT, max_offset BIGINT)
+               WITH (connector = 'stdout', tag = 'COUNTS');
+             INSERT INTO counts
+             SELECT CAST(window_start AS BIGINT), count(*), count(DISTINCT _kafka_partition), max(_kafka_offset)
+             FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(_kafka_timestamp), INTERVAL '5' SECOND))
+             GROUP BY window_start, window_end;",
+            broker.address,
+            base + 5_000
+        ),
+    )
+    .unwrap();
+    let run =
+        common::run_captured(&sql_files(dir.path()), &BTreeMap::new(), BTreeMap::new(), 7).unwrap();
+    let (rows_in, late, bad) = source_metric(&run.report, "clicks");
+    // 15 records at or after the start instant per partition; the bad one
+    // (second 3) is before it, so nothing is bad and nothing is late even
+    // though partition 1 starts again at second 5 after partition 0 ended.
+    assert_eq!((rows_in, late, bad), (30, 0, 0), "{:?}", run.lines);
+    let lines = common::sorted(run.lines.clone());
+    assert_eq!(
+        lines,
+        vec![
+            format!("COUNTS> {{\"window_start_ms\": {}, \"clicks\": 10, \"partitions\": 2, \"max_offset\": 9}}", base + 5_000),
+            format!("COUNTS> {{\"window_start_ms\": {}, \"clicks\": 10, \"partitions\": 2, \"max_offset\": 14}}", base + 10_000),
+            format!("COUNTS> {{\"window_start_ms\": {}, \"clicks\": 10, \"partitions\": 2, \"max_offset\": 19}}", base + 15_000),
+        ]
+    );
+    // From the beginning the bad record is read and reported where it is.
+    let from_start = std::fs::read_to_string(dir.path().join("job.sql"))
+        .unwrap()
+        .replace(&format!("start = '{}'", base + 5_000), "start = 'earliest'")
+        .replace("stop = 'latest',", "stop = 'latest', bad_rows = 'fail',");
+    std::fs::write(dir.path().join("job.sql"), from_start).unwrap();
+    let err = common::run_captured(&sql_files(dir.path()), &BTreeMap::new(), BTreeMap::new(), 7)
+        .err()
+        .expect("a bad record fails the job with bad_rows = 'fail'")
+        .to_string();
+    assert!(err.contains("kafka:clicks/1@3"), "{err}");
+}
+
+fn eddy() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.current_dir(common::repo_root());
+    command
+}
+
+#[test]
+fn a_killed_job_writes_each_record_once_to_a_transactional_sink() {
+    let broker = Broker::start();
+    broker.create_topic("payments", 3);
+    broker.create_topic("totals", 2);
+    let lines = generated_lines(GeneratedStream::Payments, 150_000);
+    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let sql = |sink: &str| {
+        format!(
+            "CREATE TABLE payments (
+               payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
+               payment_ts BIGINT NOT NULL, method VARCHAR,
+               event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+               WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+             ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'payments', stop = 'latest',
+                     batch_size = '500');
+             CREATE TABLE totals (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+               WITH ({sink});
+             INSERT INTO totals
+             SELECT method, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+             GROUP BY method, window_start, window_end;",
+            broker.address
+        )
+    };
+    // The expected rows: the same job, uninterrupted, into a file.
+    let expected_path = dir.path().join("expected.ndjson");
+    std::fs::write(
+        &job,
+        sql(&format!(
+            "connector = 'ndjson', path = '{}'",
+            expected_path.display()
+        )),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let baseline = started.elapsed().as_millis() as u64;
+    let expected = common::sorted(
+        std::fs::read_to_string(&expected_path)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    );
+    assert!(expected.len() > 500, "{} rows", expected.len());
+
+    std::fs::write(
+        &job,
+        sql(&format!(
+            "connector = 'kafka', bootstrap_servers = '{}', topic = 'totals', key_column = 'method'",
+            broker.address
+        )),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let run = || {
+        let mut command = eddy();
+        command
+            .arg("run")
+            .arg(&job)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["--checkpoint-interval", "50ms"])
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    };
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut kills = 0;
+    let mut resumed = 0;
+    loop {
+        let mut child = run().spawn().unwrap();
+        // Killed after a quarter to two thirds of an uninterrupted run's time.
+        let deadline = Instant::now()
+            + Duration::from_millis(
+                rng.random_range((baseline / 4).max(300)..(baseline * 2 / 3).max(600)),
+            );
+        while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let finished = child.try_wait().unwrap().is_some();
+        if !finished {
+            child.kill().unwrap(); // SIGKILL
+            kills += 1;
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if stderr.contains("resuming from checkpoint") {
+            resumed += 1;
+        }
+        if finished {
+            assert!(out.status.success(), "{stderr}");
+            break;
+        }
+        assert!(kills < 150, "the job never finished");
+    }
+    eprintln!("{kills} kills, {resumed} resumed runs (uninterrupted: {baseline} ms)");
+    assert!(
+        kills >= 3,
+        "only {kills} kills (uninterrupted: {baseline} ms)"
+    );
+    assert!(resumed >= 2, "resumed {resumed} times in {kills} kills");
+    let actual = common::sorted(broker.read_all("totals", 2));
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "records in the sink topic (kills: {kills})"
+    );
+    assert_eq!(actual, expected);
+}
