@@ -435,68 +435,165 @@ fn a_killed_job_writes_each_record_once_to_a_transactional_sink() {
     );
     assert!(expected.len() > 500, "{} rows", expected.len());
 
-    std::fs::write(
-        &job,
-        sql(&format!(
-            "connector = 'kafka', bootstrap_servers = '{}', topic = 'totals', key_column = 'method'",
-            broker.address
-        )),
-    )
-    .unwrap();
-    let state = dir.path().join("state");
-    let run = || {
-        let mut command = eddy();
-        command
-            .arg("run")
-            .arg(&job)
-            .arg("--state-dir")
-            .arg(&state)
-            .args(["--checkpoint-interval", "50ms"])
-            .env("EDDY_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        command
-    };
+    // Rounds until the kills add up: each round writes a topic of its own
+    // from a state directory of its own, and is checked on its own.
     let mut rng = SmallRng::seed_from_u64(3);
     let mut kills = 0;
     let mut resumed = 0;
-    loop {
-        let mut child = run().spawn().unwrap();
-        // Killed after a quarter to two thirds of an uninterrupted run's time.
-        let deadline = Instant::now()
-            + Duration::from_millis(
-                rng.random_range((baseline / 4).max(300)..(baseline * 2 / 3).max(600)),
-            );
-        while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-            std::thread::sleep(Duration::from_millis(5));
+    let mut round = 0;
+    while kills < 3 {
+        round += 1;
+        let topic = format!("totals-{round}");
+        broker.create_topic(&topic, 2);
+        std::fs::write(
+            &job,
+            sql(&format!(
+                "connector = 'kafka', bootstrap_servers = '{}', topic = '{topic}', key_column = 'method'",
+                broker.address
+            )),
+        )
+        .unwrap();
+        let state = dir.path().join(format!("state-{round}"));
+        let run = || {
+            let mut command = eddy();
+            command
+                .arg("run")
+                .arg(&job)
+                .arg("--state-dir")
+                .arg(&state)
+                .args(["--checkpoint-interval", "50ms"])
+                .env("EDDY_LOG", "info")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            command
+        };
+        loop {
+            let mut child = run().spawn().unwrap();
+            // Killed after a fifth to two thirds of an uninterrupted run's time.
+            let deadline = Instant::now()
+                + Duration::from_millis(
+                    rng.random_range((baseline / 5).max(250)..(baseline * 2 / 3).max(600)),
+                );
+            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let finished = child.try_wait().unwrap().is_some();
+            if !finished {
+                child.kill().unwrap(); // SIGKILL
+                kills += 1;
+            }
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            if stderr.contains("resuming from checkpoint") {
+                resumed += 1;
+            }
+            if finished {
+                assert!(out.status.success(), "{stderr}");
+                break;
+            }
+            assert!(kills < 150, "the job never finished");
         }
-        let finished = child.try_wait().unwrap().is_some();
-        if !finished {
-            child.kill().unwrap(); // SIGKILL
-            kills += 1;
-        }
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        if stderr.contains("resuming from checkpoint") {
-            resumed += 1;
-        }
-        if finished {
-            assert!(out.status.success(), "{stderr}");
-            break;
-        }
-        assert!(kills < 150, "the job never finished");
+        let actual = common::sorted(broker.read_all(&topic, 2));
+        assert_eq!(
+            actual.len(),
+            expected.len(),
+            "records in the sink topic (round {round}, kills so far: {kills})"
+        );
+        assert_eq!(actual, expected);
     }
-    eprintln!("{kills} kills, {resumed} resumed runs (uninterrupted: {baseline} ms)");
-    assert!(
-        kills >= 3,
-        "only {kills} kills (uninterrupted: {baseline} ms)"
+    eprintln!(
+        "{kills} kills, {resumed} resumed runs in {round} rounds (uninterrupted: {baseline} ms)"
     );
     assert!(resumed >= 2, "resumed {resumed} times in {kills} kills");
-    let actual = common::sorted(broker.read_all("totals", 2));
-    assert_eq!(
-        actual.len(),
-        expected.len(),
-        "records in the sink topic (kills: {kills})"
+}
+
+/// Runs `eddy run job` with stdout piped; returns the child and a channel
+/// of its stdout lines.
+fn spawn_job(job: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = eddy()
+        .arg("run")
+        .arg(job)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+#[test]
+fn an_idle_partition_stops_holding_the_watermark_back() {
+    let broker = Broker::start();
+    broker.create_topic("events", 2);
+    let base = 1_700_000_000_000i64;
+    // Partition 0 has 30 seconds of events; partition 1 has none.
+    let records: Vec<(i32, i64, Vec<u8>)> = (0..30)
+        .map(|i| {
+            let ts = base + i * 1_000;
+            (
+                0,
+                ts,
+                format!("{{\"k\": \"a\", \"ts\": {ts}}}").into_bytes(),
+            )
+        })
+        .collect();
+    broker.produce("events", &records);
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let sql = |extra: &str| {
+        format!(
+            "CREATE TABLE events (k VARCHAR, ts BIGINT,
+               event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+               WATERMARK FOR event_time AS event_time - INTERVAL '1' SECOND
+             ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'events'{extra});
+             CREATE TABLE counts (window_start_ms BIGINT, n BIGINT) WITH (connector = 'stdout', tag = 'COUNTS');
+             INSERT INTO counts
+             SELECT CAST(window_start AS BIGINT), count(*)
+             FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+             GROUP BY window_start, window_end;",
+            broker.address
+        )
+    };
+    // The empty partition holds the watermark back: no window closes.
+    std::fs::write(&job, sql("")).unwrap();
+    let (mut child, lines) = spawn_job(&job);
+    let held = lines.recv_timeout(Duration::from_secs(3));
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        held.is_err(),
+        "a window closed while a partition was silent: {held:?}"
     );
-    assert_eq!(actual, expected);
+    // With idle_timeout it stops doing so once idle: windows up to the
+    // watermark (29 s - 1 s) close.
+    std::fs::write(&job, sql(", idle_timeout = '500ms'")).unwrap();
+    let (mut child, lines) = spawn_job(&job);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        match lines.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => got.push(line),
+            Err(_) => break,
+        }
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert_eq!(
+        got,
+        vec![
+            format!("COUNTS> {{\"window_start_ms\": {base}, \"n\": 10}}"),
+            format!(
+                "COUNTS> {{\"window_start_ms\": {}, \"n\": 10}}",
+                base + 10_000
+            ),
+        ]
+    );
 }

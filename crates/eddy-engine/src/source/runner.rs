@@ -195,15 +195,18 @@ impl SourceRunner {
     }
 
     /// The source's watermark now: the least over the splits neither
-    /// finished nor idle (`None` when every split is).
+    /// finished nor idle. When every unfinished split is idle, the greatest
+    /// of theirs: the watermark the source would have reached had they gone
+    /// idle one after another while the others still read (`None` when
+    /// every split is finished).
     fn combined_watermark(&self, now: Instant) -> Option<Timestamp> {
         let idle_after = self.layout.idle_timeout;
-        self.splits
-            .values()
-            .filter(|c| !c.finished)
+        let live = || self.splits.values().filter(|c| !c.finished);
+        live()
             .filter(|c| idle_after.is_none_or(|t| now.duration_since(c.last_input) < t))
             .map(|c| c.tracker.watermark())
             .min()
+            .or_else(|| live().map(|c| c.tracker.watermark()).max())
     }
 
     /// Re-reads the watermark as time passes (a split that goes idle stops
