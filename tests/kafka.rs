@@ -597,3 +597,160 @@ fn an_idle_partition_stops_holding_the_watermark_back() {
         ]
     );
 }
+
+/// The sorted lines of every `*.ndjson` file in `dir`.
+fn ndjson_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ndjson") {
+            lines.extend(
+                std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+    }
+    common::sorted(lines)
+}
+
+/// Waits until `log` (a growing stderr file) contains `text`.
+fn wait_for_log(log: &Path, text: &str, timeout: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if std::fs::read_to_string(log).is_ok_and(|t| t.contains(text)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
+    let broker = Broker::start();
+    broker.create_topic("payments", 4);
+    let lines = generated_lines(GeneratedStream::Payments, 200_000);
+    // Keyed by order_id, the query's key: each key's rows in one partition.
+    broker.produce("payments", &skewed_records(&lines, "order_id", 4));
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let write_job = |out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(
+            &job,
+            format!(
+                "CREATE TABLE payments (
+                   payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
+                   payment_ts BIGINT NOT NULL, method VARCHAR,
+                   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+                   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+                 ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'payments', stop = 'latest');
+                 CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+                   WITH (connector = 'ndjson', path = '{}');
+                 INSERT INTO totals
+                 SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+                 GROUP BY order_id, window_start, window_end;",
+                broker.address,
+                out.join("totals.ndjson").display()
+            ),
+        )
+        .unwrap();
+    };
+    // One process alone, no group.
+    let alone = dir.path().join("alone");
+    write_job(&alone);
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = ndjson_lines(&alone);
+    assert!(expected.len() > 10_000, "{} rows", expected.len());
+
+    let member = |group: &str, state: &Path, log: &Path| {
+        eddy()
+            .arg("run")
+            .arg(&job)
+            .args(["--group", group, "--session-timeout", "2s"])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--checkpoint-interval", "100ms"])
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+
+    // Two processes in one group: each runs the tasks it is given; together
+    // they write what one process writes alone.
+    let together = dir.path().join("together");
+    write_job(&together);
+    let state = dir.path().join("state-together");
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = member("together", &state, &log_a);
+    let mut b = member("together", &state, &log_b);
+    assert!(
+        a.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&log_a).unwrap()
+    );
+    assert!(
+        b.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&log_b).unwrap()
+    );
+    let files = std::fs::read_dir(&together).unwrap().count();
+    assert_eq!(files, 4, "one file per task");
+    assert_eq!(ndjson_lines(&together), expected);
+
+    // One of two processes killed as soon as it has tasks: the other takes
+    // them over from their checkpoints once the group notices.
+    let takeover = dir.path().join("takeover");
+    write_job(&takeover);
+    let state = dir.path().join("state-takeover");
+    let (log_a, log_b) = (dir.path().join("a2.log"), dir.path().join("b2.log"));
+    let mut a = member("takeover", &state, &log_a);
+    assert!(wait_for_log(
+        &log_a,
+        "assigned partitions",
+        Duration::from_secs(30)
+    ));
+    let mut b = member("takeover", &state, &log_b);
+    assert!(
+        wait_for_log(&log_b, "assigned partitions", Duration::from_secs(30)),
+        "{}",
+        std::fs::read_to_string(&log_b).unwrap()
+    );
+    b.kill().unwrap(); // SIGKILL
+    let _ = b.wait();
+    assert!(
+        a.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&log_a).unwrap()
+    );
+    let log = std::fs::read_to_string(&log_a).unwrap();
+    // All four alone, a share once the second joined, all four again
+    // after it died.
+    let assignments: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split("assigned partitions ").nth(1))
+        .collect();
+    eprintln!("survivor's assignments: {assignments:?}");
+    assert!(assignments.len() >= 3, "{log}");
+    assert!(
+        assignments.iter().any(|a| !a.starts_with("{0, 1, 2, 3}")),
+        "the second process never got a share: {log}"
+    );
+    assert!(
+        assignments
+            .last()
+            .is_some_and(|a| a.starts_with("{0, 1, 2, 3}")),
+        "the survivor never got every partition back: {log}"
+    );
+    assert_eq!(ndjson_lines(&takeover), expected);
+}

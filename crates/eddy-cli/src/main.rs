@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -66,6 +67,15 @@ enum Command {
         /// Discard the checkpoints in --state-dir and start afresh.
         #[arg(long, requires = "state_dir")]
         ignore_state: bool,
+        /// Scale out: join this Kafka consumer group and run the tasks (one
+        /// per partition number of the job's topics) the group assigns to
+        /// this process; every process of the group shares --state-dir.
+        #[arg(long, value_name = "NAME", requires = "state_dir")]
+        group: Option<String>,
+        /// With --group: how long a silent process keeps its partitions
+        /// before the group gives them to the others.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "6s", requires = "group")]
+        session_timeout: Duration,
     },
     /// Run the job server: an HTTP API (and, later, a web page) to submit
     /// and watch jobs; jobs checkpoint and survive restarts.
@@ -242,6 +252,7 @@ fn main() -> ExitCode {
             EnvFilter::try_from_env("EDDY_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     match execute(Cli::parse().command) {
@@ -270,6 +281,8 @@ fn execute(command: Command) -> Result<()> {
             state_dir,
             checkpoint_interval,
             ignore_state,
+            group,
+            session_timeout,
         } => {
             if batch_size == 0 {
                 return Err(CliError::Usage("--batch-size must be at least 1".into()));
@@ -299,6 +312,33 @@ fn execute(command: Command) -> Result<()> {
                 batch_size,
                 ..ConnectorConfig::default()
             };
+            if let (Some(group), Some(checkpoints)) = (group, checkpoints.clone()) {
+                let stop = Arc::new(AtomicBool::new(false));
+                let flag = stop.clone();
+                if let Err(e) = ctrlc::set_handler(move || {
+                    eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on");
+                    flag.store(true, Ordering::SeqCst);
+                }) {
+                    tracing::warn!("cannot handle Ctrl-C: {e}");
+                }
+                let report = eddy_cli::group::run_group(
+                    &files,
+                    &params,
+                    config,
+                    &eddy_cli::group::GroupConfig {
+                        group,
+                        checkpoints,
+                        session_timeout,
+                    },
+                    stop,
+                )?;
+                if !quiet {
+                    for (task, report) in &report.tasks {
+                        eprintln!("task-{task}:\n{}", job::summary(report));
+                    }
+                }
+                return Ok(());
+            }
             let handle = job::start(&files, &params, config, &JobConfig { checkpoints })?;
             stop_on_signals(&handle);
             let report = handle.wait()?;

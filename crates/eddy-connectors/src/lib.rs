@@ -72,6 +72,13 @@ pub struct ConnectorConfig {
     /// Keeps file paths inside these directories (jobs submitted to a
     /// server); `None` lets a job use any path.
     pub roots: Option<PathRoots>,
+    /// Scale-out: every Kafka source reads only these partitions (the job
+    /// is one task of a consumer group); `None` reads every partition.
+    pub kafka_partitions: Option<Vec<i32>>,
+    /// Scale-out: the task this job is (`task-3`). Kafka sinks'
+    /// transactional ids and file sinks' names carry it, so tasks never
+    /// write over one another.
+    pub task: Option<String>,
 }
 
 impl Default for ConnectorConfig {
@@ -86,6 +93,8 @@ impl Default for ConnectorConfig {
                 .unwrap_or(1),
             stdout: StdoutTarget::Process,
             roots: None,
+            kafka_partitions: None,
+            task: None,
         }
     }
 }
@@ -201,7 +210,8 @@ impl Connectors {
         spec: &ConnectorSpec,
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
-        let config = kafka::KafkaSourceConfig::from_spec(spec, self.batch_size(spec)?)?;
+        let mut config = kafka::KafkaSourceConfig::from_spec(spec, self.batch_size(spec)?)?;
+        config.partitions = self.config.kafka_partitions.clone();
         let resume: Option<kafka::KafkaPosition> = resume
             .filter(|r| !r.is_null())
             .map(|r| serde_json::from_value(r.clone()))
@@ -214,6 +224,62 @@ impl Connectors {
             spec.schema.clone(),
             resume.as_ref(),
         )?))
+    }
+
+    /// A Kafka sink's settings; a task's transactional id names the task.
+    fn kafka_sink_config(&self, spec: &ConnectorSpec) -> Result<kafka::KafkaSinkConfig> {
+        let mut config = kafka::KafkaSinkConfig::from_spec(spec)?;
+        if let Some(task) = &self.config.task {
+            config.transactional_id = format!("{}-{task}", config.transactional_id);
+        }
+        Ok(config)
+    }
+
+    /// The Kafka topics a graph's sources read, with their bootstrap
+    /// servers (after `--input TABLE=kafka://...` rebinding).
+    pub fn kafka_sources(&self, graph: &JobGraph) -> Result<Vec<(String, String)>> {
+        let mut found = Vec::new();
+        for node in &graph.nodes {
+            let NodeKind::Source { spec, .. } = &node.kind else {
+                continue;
+            };
+            let options = match self.config.inputs.get(&spec.table) {
+                Some(path) => match path.strip_prefix(KAFKA_SCHEME) {
+                    Some(address) => kafka_input_options(address)?,
+                    None => continue,
+                },
+                None if spec.connector == "kafka" => spec.options.clone(),
+                None => continue,
+            };
+            let servers = options
+                .get("bootstrap_servers")
+                .or_else(|| options.get("properties.bootstrap.servers"))
+                .cloned()
+                .unwrap_or_default();
+            let topic = options.get("topic").cloned().unwrap_or_default();
+            found.push((servers, topic));
+        }
+        Ok(found)
+    }
+
+    /// A file sink's path for this job: a task's own name beside the
+    /// table's (`out.task-3.ndjson`, `dir/task-3/`).
+    fn task_path(&self, path: PathBuf, directory: bool) -> PathBuf {
+        let Some(task) = &self.config.task else {
+            return path;
+        };
+        if directory {
+            return path.join(task);
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let name = match path.extension() {
+            Some(ext) => format!("{stem}.{task}.{}", ext.to_string_lossy()),
+            None => format!("{stem}.{task}"),
+        };
+        path.with_file_name(name)
     }
 
     fn batch_size(&self, spec: &ConnectorSpec) -> Result<usize> {
@@ -360,6 +426,7 @@ impl Connectors {
         .any(|o| spec.options.contains_key(*o));
         let ndjson_files = || -> Box<dyn FileFormat> { Box::new(NdjsonFormat { explicit_nulls }) };
         if let Some(dir) = &self.config.output_dir {
+            let dir = &self.task_path(dir.clone(), true);
             return match self.config.output_format {
                 OutputFormat::Ndjson if rolled => {
                     self.file_set(spec, &dir.join(&spec.table), ndjson_files(), mode)
@@ -393,16 +460,23 @@ impl Connectors {
                     self.config.stdout.clone(),
                 )))
             }
-            "ndjson" | "file" if rolled => self.file_set(spec, &path()?, ndjson_files(), mode),
+            "ndjson" | "file" if rolled => {
+                self.file_set(spec, &self.task_path(path()?, true), ndjson_files(), mode)
+            }
             "ndjson" | "file" => Ok(Box::new(NdjsonSink::open(
                 &spec.table,
-                path()?,
+                self.task_path(path()?, false),
                 explicit_nulls,
                 mode,
             )?)),
-            "parquet" => self.file_set(spec, &path()?, self.parquet_files(spec)?, mode),
+            "parquet" => self.file_set(
+                spec,
+                &self.task_path(path()?, true),
+                self.parquet_files(spec)?,
+                mode,
+            ),
             "kafka" => Ok(Box::new(kafka::KafkaSink::open(
-                kafka::KafkaSinkConfig::from_spec(spec)?,
+                self.kafka_sink_config(spec)?,
                 mode,
                 self.kafka_commits.clone(),
             )?)),
@@ -625,7 +699,7 @@ impl ConnectorFactory for Connectors {
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> EngineResult<()> {
         let commit = || -> Result<()> {
             if let Some(kafka_state) = sinks::commit::commit(state)? {
-                let config = kafka::KafkaSinkConfig::from_spec(spec)?;
+                let config = self.kafka_sink_config(spec)?;
                 kafka::sink::commit(&config.client, &kafka_state, &self.kafka_commits)?;
             }
             Ok(())

@@ -53,6 +53,9 @@ pub struct KafkaSourceConfig {
     pub stop: StopAt,
     /// Rows per batch.
     pub batch_size: usize,
+    /// Read only these partitions (a task of a scaled-out job); `None`
+    /// reads every partition.
+    pub partitions: Option<Vec<i32>>,
 }
 
 /// What a sink promises about its records.
@@ -206,6 +209,7 @@ impl KafkaSourceConfig {
             start,
             stop,
             batch_size: batch_size.max(1),
+            partitions: None,
         })
     }
 }

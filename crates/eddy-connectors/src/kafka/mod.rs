@@ -7,12 +7,13 @@
 //!   checkpoints, or at least once.
 
 pub mod config;
+pub mod group;
 pub mod sink;
 pub mod source;
 
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::ConsumerContext;
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// The client context of eddy's consumers: the client's errors go to the
 /// log as warnings (it retries them itself), except a partition's end,
@@ -22,13 +23,21 @@ pub struct QuietContext;
 
 impl ClientContext for QuietContext {
     fn error(&self, error: KafkaError, reason: &str) {
-        if !matches!(error, KafkaError::PartitionEOF(_)) {
+        if !is_end_of_partition(&error) {
             tracing::warn!("kafka: {error}: {reason}");
         }
     }
 }
 
 impl ConsumerContext for QuietContext {}
+
+/// A partition's end reported as an error (it is not one).
+pub(crate) fn is_end_of_partition(error: &KafkaError) -> bool {
+    matches!(
+        error,
+        KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+    )
+}
 
 pub use config::{Delivery, KafkaSinkConfig, KafkaSourceConfig, StartAt, StopAt};
 pub use sink::{KafkaCommits, KafkaSink, KafkaSinkState};

@@ -233,6 +233,13 @@ impl KafkaSource {
                 ),
             ));
         }
+        let partition_ids: Vec<i32> = match &config.partitions {
+            Some(only) => partition_ids
+                .into_iter()
+                .filter(|p| only.contains(p))
+                .collect(),
+            None => partition_ids,
+        };
         let mut skip_before_ms = None;
         let mut starts: BTreeMap<i32, i64> = BTreeMap::new();
         if let StartAt::Timestamp(ms) = config.start {

@@ -117,6 +117,20 @@ impl StateDir {
         &self.root
     }
 
+    /// Whether the newest complete checkpoint is a finished job's. Only
+    /// reads: another process may be writing the directory.
+    pub fn finished(&self) -> Result<bool> {
+        for (_, dir) in self.list()?.iter().rev() {
+            if dir.join(MANIFEST).exists() {
+                return Ok(matches!(
+                    read_manifest(dir).map(|m| m.kind),
+                    Ok(CheckpointKind::Finished)
+                ));
+            }
+        }
+        Ok(false)
+    }
+
     fn checkpoint_dir(&self, id: CheckpointId) -> PathBuf {
         self.root.join(format!("chk-{id:08}"))
     }
@@ -296,8 +310,8 @@ fn write_table(path: &Path, batch: &RecordBatch) -> Result<(u64, u32)> {
     Ok((bytes, crc))
 }
 
-/// Reads and checks a checkpoint directory; the error says what is wrong.
-fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
+/// Reads and checks a checkpoint's manifest.
+fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let newline = text
@@ -322,6 +336,12 @@ fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), St
             manifest.format
         ));
     }
+    Ok(manifest)
+}
+
+/// Reads and checks a checkpoint directory; the error says what is wrong.
+fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
+    let manifest = read_manifest(dir)?;
     let mut nodes = Vec::with_capacity(manifest.nodes.len());
     for node in &manifest.nodes {
         let mut tables = Vec::with_capacity(node.tables.len());
