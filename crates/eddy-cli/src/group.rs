@@ -32,10 +32,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use datafusion::physical_expr::expressions::Column;
 use eddy_connectors::kafka::group::{partition_counts, GroupMember};
-use eddy_connectors::{ConnectorConfig, Connectors};
+use eddy_connectors::{ConnectorConfig, Connectors, KafkaTopicRef};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
+use eddy_engine::graph::{JobGraph, NodeKind, Partitioning};
 use eddy_engine::runtime::{JobConfig, JobHandle, JobReport};
 use eddy_sql::SqlFile;
 
@@ -82,6 +84,64 @@ fn stop_all(tasks: &Tasks, reports: &Mutex<Vec<(i32, JobReport)>>) -> Result<()>
     Ok(())
 }
 
+/// Checks that every stateful operator is keyed by a column the topics
+/// are keyed by, so that each key's rows are all in one task: a task sees
+/// one partition number of every topic, and an operator keyed otherwise
+/// (or not keyed: a global aggregate) would give each task a part of the
+/// answer.
+fn check_keys(graph: &JobGraph, sources: &[KafkaTopicRef]) -> Result<()> {
+    let keys: BTreeSet<&str> = sources
+        .iter()
+        .filter_map(|s| s.key_column.as_deref())
+        .collect();
+    let missing: Vec<&str> = sources
+        .iter()
+        .filter(|s| s.key_column.is_none())
+        .map(|s| s.table.as_str())
+        .collect();
+    for node in &graph.nodes {
+        let NodeKind::Operator(plan) = &node.kind else {
+            continue;
+        };
+        if matches!(plan.kind(), "calc" | "union") {
+            continue;
+        }
+        for edge in &node.inputs {
+            let hashed: Vec<String> = match &edge.partitioning {
+                Partitioning::Hash(exprs) => exprs
+                    .iter()
+                    .filter_map(|e| e.downcast_ref::<Column>())
+                    .map(|c| c.name().to_string())
+                    .collect(),
+                Partitioning::Forward => Vec::new(),
+            };
+            if hashed.iter().any(|k| keys.contains(k.as_str())) {
+                continue;
+            }
+            let why = if !missing.is_empty() {
+                format!(
+                    "declare the column each topic is keyed by with key_column on {}",
+                    missing.join(", ")
+                )
+            } else if hashed.is_empty() {
+                "it is not keyed (a global aggregate): run it without --group".to_string()
+            } else {
+                format!(
+                    "it is keyed by {} but the topics by {}: write the rows to a topic keyed by {} (a Kafka sink with key_column) and scale out the job reading that",
+                    hashed.join(", "),
+                    keys.iter().copied().collect::<Vec<_>>().join(", "),
+                    hashed.join(", ")
+                )
+            };
+            return Err(CliError::Usage(format!(
+                "--group: {} would give each task part of its answer: {why}",
+                node.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn task_state_dir(root: &Path, task: i32) -> std::path::PathBuf {
     root.join(format!("task-{task}"))
 }
@@ -103,19 +163,21 @@ pub fn run_group(
     let sources = Connectors::new(connectors.clone())
         .kafka_sources(&compiled.graph)
         .map_err(|e| CliError::Usage(format!("--group: {e}")))?;
-    let Some((servers, _)) = sources.first().cloned() else {
+    let Some(servers) = sources.first().map(|s| s.servers.clone()) else {
         return Err(CliError::Usage(
             "--group needs a job that reads Kafka topics (connector = 'kafka' or --input TABLE=kafka://...)".into(),
         ));
     };
-    if let Some((other, _)) = sources.iter().find(|(s, _)| *s != servers) {
+    if let Some(other) = sources.iter().find(|s| s.servers != servers) {
         return Err(CliError::Usage(format!(
-            "--group: every Kafka source must use the same cluster ({servers} and {other})"
+            "--group: every Kafka source must use the same cluster ({servers} and {})",
+            other.servers
         )));
     }
+    check_keys(&compiled.graph, &sources)?;
     let topics: Vec<String> = sources
         .iter()
-        .map(|(_, t)| t.clone())
+        .map(|s| s.topic.clone())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

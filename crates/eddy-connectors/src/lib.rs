@@ -235,9 +235,9 @@ impl Connectors {
         Ok(config)
     }
 
-    /// The Kafka topics a graph's sources read, with their bootstrap
-    /// servers (after `--input TABLE=kafka://...` rebinding).
-    pub fn kafka_sources(&self, graph: &JobGraph) -> Result<Vec<(String, String)>> {
+    /// The Kafka topics a graph's sources read (after `--input
+    /// TABLE=kafka://...` rebinding).
+    pub fn kafka_sources(&self, graph: &JobGraph) -> Result<Vec<KafkaTopicRef>> {
         let mut found = Vec::new();
         for node in &graph.nodes {
             let NodeKind::Source { spec, .. } = &node.kind else {
@@ -256,8 +256,12 @@ impl Connectors {
                 .or_else(|| options.get("properties.bootstrap.servers"))
                 .cloned()
                 .unwrap_or_default();
-            let topic = options.get("topic").cloned().unwrap_or_default();
-            found.push((servers, topic));
+            found.push(KafkaTopicRef {
+                table: spec.table.clone(),
+                servers,
+                topic: options.get("topic").cloned().unwrap_or_default(),
+                key_column: options.get("key_column").cloned(),
+            });
         }
         Ok(found)
     }
@@ -552,6 +556,20 @@ impl Connectors {
             mode,
         )?))
     }
+}
+
+/// A Kafka topic a job reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaTopicRef {
+    /// The source table.
+    pub table: String,
+    /// `bootstrap_servers`.
+    pub servers: String,
+    /// The topic.
+    pub topic: String,
+    /// The column the topic is keyed (so partitioned) by, as the table
+    /// declares it (`key_column`).
+    pub key_column: Option<String>,
 }
 
 /// `--input TABLE=kafka://HOST:PORT/TOPIC?option=value&...` binds a

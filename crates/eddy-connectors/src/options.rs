@@ -12,8 +12,9 @@ use eddy_engine::suggest::closest;
 
 use crate::error::{ConnectorError, Result};
 
-const KAFKA_SOURCE_OPTIONS: [&str; 8] = [
+const KAFKA_SOURCE_OPTIONS: [&str; 9] = [
     "bootstrap_servers",
+    "key_column",
     "topic",
     "format",
     "group_id",

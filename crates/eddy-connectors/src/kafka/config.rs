@@ -147,6 +147,14 @@ impl KafkaSourceConfig {
     pub fn from_spec(spec: &ConnectorSpec, default_batch_size: usize) -> Result<Self> {
         let options = &spec.options;
         let topic = required(options, "topic", "source")?.to_string();
+        if let Some(key) = options.get("key_column") {
+            if spec.schema.index_of(key).is_err() {
+                return Err(ConnectorError::bad_option(
+                    "key_column",
+                    format!("no column '{key}' in table '{}'", spec.table),
+                ));
+            }
+        }
         let mut client = client_config(spec, "source")?;
         let isolation = match options.get("isolation").map(|v| v.to_ascii_lowercase()) {
             None => "read_committed",
