@@ -178,7 +178,11 @@ impl KafkaSourceConfig {
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest")
-            .set("isolation.level", isolation);
+            .set("isolation.level", isolation)
+            // When its local queue is full the client waits this long before
+            // fetching again (1 s by default): eddy drains the queue in
+            // batches, so a full queue is a moment, not a reason to stall.
+            .set("fetch.queue.backoff.ms", "5");
         for (k, v) in defaults.config_map() {
             if client.get(k).is_none() {
                 client.set(k, v);
