@@ -6,6 +6,10 @@
 # ~/.cache/eddy-venv) so that repeated runs reuse it.
 python_env() {
   VENV=${EDDY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-venv}
+  mkdir -p "$(dirname "$VENV")"
+  # One installer at a time (tests may call this concurrently).
+  exec 9>"$VENV.lock"
+  flock 9
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
   fi
@@ -19,4 +23,5 @@ python_env() {
   if [ ${#missing[@]} -gt 0 ]; then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
   fi
+  flock -u 9
 }

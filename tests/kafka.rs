@@ -43,17 +43,23 @@ struct Broker {
 
 impl Broker {
     fn start() -> Self {
-        let out = Command::new("bash")
-            .arg(common::repo_root().join("scripts/kafka-broker.sh"))
-            .arg("path")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "installing the broker failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let binary = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        // Installed once per test process (the tests run concurrently).
+        static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let binary = BINARY
+            .get_or_init(|| {
+                let out = Command::new("bash")
+                    .arg(common::repo_root().join("scripts/kafka-broker.sh"))
+                    .arg("path")
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "installing the broker failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+            })
+            .clone();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -135,6 +141,15 @@ impl Broker {
 
     /// Every value in `topic` that a read-committed consumer sees.
     fn read_all(&self, topic: &str, partitions: i32) -> Vec<String> {
+        self.read_records(topic, partitions)
+            .into_iter()
+            .map(|(_, _, value)| value)
+            .collect()
+    }
+
+    /// Every `(partition, key, value)` in `topic` that a read-committed
+    /// consumer sees.
+    fn read_records(&self, topic: &str, partitions: i32) -> Vec<(i32, Option<String>, String)> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.address)
             .set("group.id", "eddy-test-reader")
@@ -159,9 +174,11 @@ impl Broker {
                 "reading {topic} timed out"
             );
             match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(m)) => {
-                    values.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap())
-                }
+                Some(Ok(m)) => values.push((
+                    m.partition(),
+                    m.key().map(|k| String::from_utf8(k.to_vec()).unwrap()),
+                    String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
+                )),
                 Some(Err(KafkaError::PartitionEOF(p))) => {
                     open.remove(&p);
                 }
@@ -769,4 +786,69 @@ fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
         "the survivor never got every partition back: {log}"
     );
     assert_eq!(ndjson_lines(&takeover), expected);
+}
+
+#[test]
+fn a_sink_writes_json_records_keyed_by_a_column() {
+    let broker = Broker::start();
+    broker.create_topic("alerts", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.ndjson");
+    let rows: Vec<String> = (0..50)
+        .map(|i| format!("{{\"user\": \"u{}\", \"n\": {i}, \"note\": null}}", i % 7))
+        .collect();
+    std::fs::write(&input, rows.join("\n") + "\n").unwrap();
+    std::fs::write(
+        dir.path().join("job.sql"),
+        format!(
+            "CREATE TABLE input (\"user\" VARCHAR, n BIGINT, note VARCHAR) WITH (connector = 'file', path = '{}');
+             CREATE TABLE alerts (\"user\" VARCHAR, n BIGINT, note VARCHAR)
+               WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'alerts', key_column = 'user');
+             INSERT INTO alerts SELECT * FROM input;",
+            input.display(),
+            broker.address
+        ),
+    )
+    .unwrap();
+    // Without checkpoints the sink writes as rows come (at least once).
+    let run =
+        common::run_captured(&sql_files(dir.path()), &BTreeMap::new(), BTreeMap::new(), 8).unwrap();
+    assert_eq!(
+        run.report
+            .nodes
+            .iter()
+            .find(|n| n.kind == "sink")
+            .unwrap()
+            .metrics
+            .rows_out,
+        50
+    );
+    let records = broker.read_records("alerts", 3);
+    assert_eq!(records.len(), 50);
+    let mut partition_of_user: BTreeMap<String, i32> = BTreeMap::new();
+    let mut values = Vec::new();
+    for (partition, key, value) in records {
+        let row: serde_json::Value = serde_json::from_str(&value).unwrap();
+        let key = key.expect("every record has a key");
+        assert_eq!(row["user"].as_str(), Some(key.as_str()), "{value}");
+        assert!(
+            row.get("note").is_some_and(|n| n.is_null()),
+            "NULLs are written: {value}"
+        );
+        // One key, one partition.
+        assert_eq!(
+            *partition_of_user.entry(key).or_insert(partition),
+            partition
+        );
+        values.push(row["n"].as_i64().unwrap());
+    }
+    values.sort_unstable();
+    assert_eq!(values, (0..50).collect::<Vec<i64>>());
+    assert!(
+        partition_of_user
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    );
 }
