@@ -139,6 +139,29 @@ impl Broker {
         producer.flush(Duration::from_secs(30)).unwrap();
     }
 
+    /// The offsets `group` has committed for `topic`'s partitions.
+    fn committed(&self, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("group.id", group)
+            .create()
+            .unwrap();
+        let mut wanted = TopicPartitionList::new();
+        for p in 0..partitions {
+            wanted.add_partition(topic, p);
+        }
+        consumer
+            .committed_offsets(wanted, Duration::from_secs(10))
+            .unwrap()
+            .elements()
+            .iter()
+            .map(|e| match e.offset() {
+                Offset::Offset(o) => o,
+                _ => -1,
+            })
+            .collect()
+    }
+
     /// Every value in `topic` that a read-committed consumer sees.
     fn read_all(&self, topic: &str, partitions: i32) -> Vec<String> {
         self.read_records(topic, partitions)
@@ -522,6 +545,14 @@ fn a_killed_job_writes_each_record_once_to_a_transactional_sink() {
         "{kills} kills, {resumed} resumed runs in {round} rounds (uninterrupted: {baseline} ms)"
     );
     assert!(resumed >= 2, "resumed {resumed} times in {kills} kills");
+    // Completed checkpoints' offsets are committed to the source's group,
+    // so Kafka's tools see the job's progress: here, everything.
+    let committed = broker.committed("eddy-payments", "payments", 3);
+    assert_eq!(
+        committed.iter().sum::<i64>(),
+        lines.len() as i64,
+        "{committed:?}"
+    );
 }
 
 /// Runs `eddy run job` with stdout piped; returns the child and a channel

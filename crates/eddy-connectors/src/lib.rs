@@ -105,6 +105,8 @@ pub struct Connectors {
     config: ConnectorConfig,
     /// What this process knows of its Kafka sinks' transactions.
     kafka_commits: std::sync::Arc<kafka::KafkaCommits>,
+    /// Clients committing Kafka sources' checkpointed offsets.
+    kafka_offsets: std::sync::Arc<kafka::offsets::GroupOffsets>,
 }
 
 impl Connectors {
@@ -113,6 +115,7 @@ impl Connectors {
         Self {
             config,
             kafka_commits: Default::default(),
+            kafka_offsets: Default::default(),
         }
     }
 
@@ -203,6 +206,44 @@ impl Connectors {
             Some(position) => source.starting_at(position),
             None => source,
         }))
+    }
+
+    /// `spec` as a Kafka source when `--input TABLE=kafka://...` rebinds it.
+    fn rebound_to_kafka(&self, spec: &ConnectorSpec) -> Result<Option<ConnectorSpec>> {
+        let Some(address) = self
+            .config
+            .inputs
+            .get(&spec.table)
+            .and_then(|path| path.strip_prefix(KAFKA_SCHEME))
+        else {
+            return Ok(None);
+        };
+        let mut rebound = spec.clone();
+        rebound.connector = "kafka".into();
+        rebound.options = kafka_input_options(address)?;
+        options::check(&rebound, options::Role::Source)?;
+        Ok(Some(rebound))
+    }
+
+    /// Commits a Kafka source's checkpointed offsets to its group.
+    fn commit_kafka_offsets(
+        &self,
+        spec: &ConnectorSpec,
+        position: &serde_json::Value,
+    ) -> Result<()> {
+        let spec = match self.rebound_to_kafka(spec)? {
+            Some(rebound) => rebound,
+            None if spec.connector == "kafka" && !self.config.inputs.contains_key(&spec.table) => {
+                spec.clone()
+            }
+            None => return Ok(()),
+        };
+        let config = kafka::KafkaSourceConfig::from_spec(&spec, 1)?;
+        let position: kafka::KafkaPosition =
+            serde_json::from_value(position.clone()).map_err(|e| {
+                ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
+            })?;
+        self.kafka_offsets.commit(&config, &position)
     }
 
     fn open_kafka(
@@ -298,14 +339,10 @@ impl Connectors {
         spec: &ConnectorSpec,
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
+        if let Some(kafka) = self.rebound_to_kafka(spec)? {
+            return self.open_kafka(&kafka, resume);
+        }
         if let Some(path) = self.config.inputs.get(&spec.table) {
-            if let Some(address) = path.strip_prefix(KAFKA_SCHEME) {
-                let mut rebound = spec.clone();
-                rebound.connector = "kafka".into();
-                rebound.options = kafka_input_options(address)?;
-                options::check(&rebound, options::Role::Source)?;
-                return self.open_kafka(&rebound, resume);
-            }
             return self.open_ndjson(spec, path, resume);
         }
         match spec.connector.as_str() {
@@ -712,6 +749,12 @@ impl ConnectorFactory for Connectors {
     ) -> EngineResult<Box<dyn SinkWriter>> {
         self.sink(spec, mode)
             .map_err(|e| e.declared_at(spec).for_table(&spec.table))
+    }
+
+    fn source_checkpointed(&self, spec: &ConnectorSpec, position: &serde_json::Value) {
+        if let Err(e) = self.commit_kafka_offsets(spec, position) {
+            tracing::warn!(source = %spec.table, "{e}");
+        }
     }
 
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> EngineResult<()> {

@@ -70,6 +70,12 @@ pub trait ConnectorFactory: Send + Sync {
     fn commit_sink(&self, _spec: &ConnectorSpec, _state: &StateSnapshot) -> Result<()> {
         Ok(())
     }
+
+    /// Tells a source's connector that a checkpoint holding its reader at
+    /// `position` is complete (a Kafka source commits the offsets to its
+    /// consumer group, for monitoring; the checkpoint stays the record of
+    /// progress). A failure here is logged, not fatal.
+    fn source_checkpointed(&self, _spec: &ConnectorSpec, _position: &serde_json::Value) {}
 }
 
 /// How an edge routes rows to the parallel instances of its consumer.

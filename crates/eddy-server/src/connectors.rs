@@ -46,4 +46,8 @@ impl ConnectorFactory for ServerConnectors {
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> Result<()> {
         self.inner.commit_sink(spec, state)
     }
+
+    fn source_checkpointed(&self, spec: &ConnectorSpec, position: &serde_json::Value) {
+        self.inner.source_checkpointed(spec, position)
+    }
 }

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod group;
+pub mod offsets;
 pub mod sink;
 pub mod source;
 

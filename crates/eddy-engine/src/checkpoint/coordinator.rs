@@ -62,7 +62,8 @@ pub(crate) struct Coordinator {
     pub finished: Vec<Option<NodeCheckpoint>>,
 }
 
-/// Publishes the pre-committed output of every sink in `checkpoint`.
+/// Publishes the pre-committed output of every sink in `checkpoint`, then
+/// tells each source's connector where the checkpoint holds it.
 pub(crate) fn commit_sinks(
     graph: &JobGraph,
     connectors: &dyn ConnectorFactory,
@@ -71,6 +72,15 @@ pub(crate) fn commit_sinks(
     for (node, data) in graph.nodes.iter().zip(&checkpoint.nodes) {
         if let NodeKind::Sink { spec } = &node.kind {
             connectors.commit_sink(spec, &data.state)?;
+        }
+    }
+    for (node, data) in graph.nodes.iter().zip(&checkpoint.nodes) {
+        if let NodeKind::Source { spec, .. } = &node.kind {
+            if let Some(position) = data.state.meta.get("position") {
+                if !position.is_null() {
+                    connectors.source_checkpointed(spec, position);
+                }
+            }
         }
     }
     Ok(())
