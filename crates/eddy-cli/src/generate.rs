@@ -50,7 +50,12 @@ pub fn generate(
     };
     while let Some(batch) = generator.next_batch()? {
         if let Some(pacer) = pacer.as_mut() {
+            let first = pacer.origin().is_none();
             pacer.wait(&batch);
+            if let (true, Some((origin, wall))) = (first, pacer.origin()) {
+                // For latency measurements: how event time maps to the clock.
+                eprintln!("paced: event time {origin} ms is due at wall clock {wall} ms");
+            }
         }
         buffer.clear();
         encode_json_lines(&batch, &mut buffer)?;

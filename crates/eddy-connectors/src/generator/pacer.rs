@@ -3,7 +3,7 @@
 //! event time its latest row carries, so event time advances with the wall
 //! clock (a live feed for demos, consoles and latency measurements).
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -13,6 +13,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 pub struct Pacer {
     time_column: usize,
     started: Instant,
+    started_wall_ms: i64,
     origin: Option<i64>,
 }
 
@@ -22,8 +23,19 @@ impl Pacer {
         Self {
             time_column,
             started: Instant::now(),
+            started_wall_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or_default(),
             origin: None,
         }
+    }
+
+    /// Once the first batch is paced: the event time that corresponds to
+    /// the pacer's start, and that start on the wall clock (epoch ms). An
+    /// event of time `t` is due at wall-clock `start + (t - origin)`.
+    pub fn origin(&self) -> Option<(i64, i64)> {
+        self.origin.map(|o| (o, self.started_wall_ms))
     }
 
     /// Waits until `batch`'s latest event time is due.
