@@ -253,6 +253,7 @@ impl Connectors {
     ) -> Result<Box<dyn SourceReader>> {
         let mut config = kafka::KafkaSourceConfig::from_spec(spec, self.batch_size(spec)?)?;
         config.partitions = self.config.kafka_partitions.clone();
+        config.decode_threads = self.config.decode_threads;
         let resume: Option<kafka::KafkaPosition> = resume
             .filter(|r| !r.is_null())
             .map(|r| serde_json::from_value(r.clone()))

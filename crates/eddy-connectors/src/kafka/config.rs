@@ -56,6 +56,8 @@ pub struct KafkaSourceConfig {
     /// Read only these partitions (a task of a scaled-out job); `None`
     /// reads every partition.
     pub partitions: Option<Vec<i32>>,
+    /// Threads decoding records (the reader polls on meanwhile).
+    pub decode_threads: usize,
 }
 
 /// What a sink promises about its records.
@@ -222,6 +224,7 @@ impl KafkaSourceConfig {
             stop,
             batch_size: batch_size.max(1),
             partitions: None,
+            decode_threads: 1,
         })
     }
 }

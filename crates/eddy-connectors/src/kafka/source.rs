@@ -45,7 +45,7 @@
 //! }
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,7 +64,9 @@ use serde::{Deserialize, Serialize};
 use super::config::{KafkaSourceConfig, StartAt, StopAt};
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
-use crate::ndjson::decode::{decode, Chunk, LinePosition, LineSpan, NdjsonOrigins};
+use crate::ndjson::decode::{
+    decode, Chunk, DecodePool, Decoded, LinePosition, LineSpan, NdjsonOrigins,
+};
 
 /// How long metadata and offset look-ups may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -155,14 +157,17 @@ impl Pending {
 /// One partition's progress.
 #[derive(Debug)]
 struct PartitionRead {
-    /// The next offset to hand on.
+    /// The next offset to hand on (after the last batch returned).
     next: i64,
+    /// The offset after the last record taken in (pending or decoding).
+    consumed: i64,
     /// A bounded read (`stop = 'latest'`): the partition ends when reading
     /// reaches its end.
     bounded: bool,
     /// Read to its end (bounded).
     finished: bool,
-    /// Finished, and the runner has been told.
+    /// Finished, and its last rows handed to the decoders (the runner is
+    /// told with them).
     announced_finished: bool,
     pending: Pending,
 }
@@ -179,6 +184,24 @@ pub struct KafkaSource {
     skip_before_ms: Option<i64>,
     announced: bool,
     last_return: Instant,
+    /// Decodes chunks on worker threads while the reader polls on.
+    pool: DecodePool,
+    /// What the chunks being decoded came with, oldest first.
+    decoding: VecDeque<ChunkMeta>,
+    /// Chunks decoded inline (no decoding thread), oldest first.
+    inline: VecDeque<Decoded>,
+}
+
+/// A chunk handed to the decoders: its partition, where the partition
+/// stands after it, and its records' metadata.
+struct ChunkMeta {
+    partition: i32,
+    end: Option<i64>,
+    finishes: bool,
+    offsets: Vec<i64>,
+    timestamps: Vec<Option<i64>>,
+    keys: Vec<Option<String>>,
+    bad: Vec<BadRow>,
 }
 
 impl std::fmt::Debug for KafkaSource {
@@ -287,6 +310,7 @@ impl KafkaSource {
                 p,
                 PartitionRead {
                     next,
+                    consumed: next,
                     bounded: config.stop == StopAt::Latest,
                     finished: false,
                     announced_finished: false,
@@ -311,17 +335,26 @@ impl KafkaSource {
         let wants_keys = columns
             .iter()
             .any(|c| matches!(c, ColumnSource::Meta(MetaColumn::Key)));
+        let value_schema: SchemaRef = Arc::new(Schema::new(value_fields));
+        let pool = DecodePool::new(
+            config.decode_threads.max(1),
+            value_schema.clone(),
+            format!("kafka:{topic}"),
+        );
         Ok(Self {
             config,
             consumer,
             schema,
-            value_schema: Arc::new(Schema::new(value_fields)),
+            value_schema,
             columns,
             wants_keys,
             partitions,
             skip_before_ms,
             announced: false,
             last_return: Instant::now(),
+            pool,
+            decoding: VecDeque::new(),
+            inline: VecDeque::new(),
         })
     }
 
@@ -343,9 +376,10 @@ impl KafkaSource {
         let Some(read) = partitions.get_mut(&partition) else {
             return;
         };
-        if read.finished || offset < read.pending.end.unwrap_or(read.next) {
+        if read.finished || offset < read.consumed {
             return;
         }
+        read.consumed = offset + 1;
         let pending = &mut read.pending;
         pending.end = Some(offset + 1);
         let timestamp = message.timestamp().to_millis();
@@ -390,39 +424,73 @@ impl KafkaSource {
         }
     }
 
-    /// Hands on the pending rows of `partition`.
-    fn emit(&mut self, partition: i32, ctx: &mut SourceContext) -> Result<RecordBatch> {
-        let location = self.location(partition);
+    /// Hands the pending rows of `partition` to the decoders (inline when
+    /// no decoding thread could start).
+    fn submit(&mut self, partition: i32) -> Result<()> {
         let read = self
             .partitions
             .get_mut(&partition)
             .ok_or_else(|| ConnectorError::bad_option("topic", "unknown partition"))?;
         let pending = std::mem::take(&mut read.pending);
-        if let Some(end) = pending.end {
-            read.next = end;
+        let finishes = read.finished && !read.announced_finished;
+        if finishes {
+            read.announced_finished = true;
+        }
+        self.decoding.push_back(ChunkMeta {
+            partition,
+            end: pending.end,
+            finishes,
+            offsets: pending.offsets,
+            timestamps: pending.timestamps,
+            keys: pending.keys,
+            bad: pending.bad,
+        });
+        let chunk = Chunk {
+            bytes: pending.bytes,
+            lines: pending.lines,
+            bad: Vec::new(),
+            end: LinePosition::default(),
+        };
+        if self.pool.capacity() == 0 {
+            let location = format!("kafka:{}", self.config.topic);
+            self.inline
+                .push_back(decode(&self.value_schema, &location, chunk));
+            return Ok(());
+        }
+        self.pool.submit(chunk)
+    }
+
+    /// Chunks handed to the decoders and not yet returned.
+    fn in_flight(&self) -> usize {
+        self.decoding.len()
+    }
+
+    /// Returns the oldest chunk handed to the decoders as a batch.
+    fn take_decoded(&mut self, ctx: &mut SourceContext) -> Result<RecordBatch> {
+        let decoded = match self.inline.pop_front() {
+            Some(decoded) => decoded,
+            None => self.pool.take()?,
+        };
+        let meta = self
+            .decoding
+            .pop_front()
+            .ok_or_else(|| ConnectorError::bad_option("topic", "no chunk being decoded"))?;
+        let partition = meta.partition;
+        let location = self.location(partition);
+        if let Some(read) = self.partitions.get_mut(&partition) {
+            if let Some(end) = meta.end {
+                read.next = end;
+            }
         }
         ctx.set_split(partition as u32);
-        if read.finished && !read.announced_finished {
-            read.announced_finished = true;
+        if meta.finishes {
             ctx.finish_split(partition as u32);
         }
-        for row in pending.bad {
+        for row in meta.bad {
             ctx.bad_row(row);
         }
-        if pending.lines.is_empty() {
-            return Ok(RecordBatch::new_empty(self.schema.clone()));
-        }
-        let decoded = decode(
-            &self.value_schema,
-            &location,
-            Chunk {
-                bytes: pending.bytes,
-                lines: pending.lines,
-                bad: Vec::new(),
-                end: LinePosition::default(),
-            },
-        );
         for mut row in decoded.bad {
+            row.path = location.clone();
             row.line = None;
             ctx.bad_row(row);
         }
@@ -436,23 +504,26 @@ impl KafkaSource {
         for (source, field) in self.columns.iter().zip(self.schema.fields()) {
             let array: ArrayRef = match source {
                 ColumnSource::Value(i) => values.column(*i).clone(),
-                ColumnSource::Meta(meta) => {
-                    let all: ArrayRef = match meta {
+                ColumnSource::Meta(meta_column) => {
+                    let all: ArrayRef = match meta_column {
                         MetaColumn::Timestamp => {
-                            Arc::new(TimestampMillisecondArray::from(pending.timestamps.clone()))
+                            Arc::new(TimestampMillisecondArray::from(meta.timestamps.clone()))
                         }
                         MetaColumn::Partition => {
-                            Arc::new(Int32Array::from(vec![partition; pending.offsets.len()]))
+                            Arc::new(Int32Array::from(vec![partition; meta.offsets.len()]))
                         }
-                        MetaColumn::Offset => Arc::new(Int64Array::from(pending.offsets.clone())),
-                        MetaColumn::Key => Arc::new(StringArray::from(pending.keys.clone())),
+                        MetaColumn::Offset => Arc::new(Int64Array::from(meta.offsets.clone())),
+                        MetaColumn::Key => Arc::new(StringArray::from(meta.keys.clone())),
                     };
                     cast(&take(&all, &rows, None)?, field.data_type())?
                 }
             };
             columns.push(array);
         }
-        ctx.set_origins(Box::new(KafkaOrigins(decoded.origins)));
+        ctx.set_origins(Box::new(KafkaOrigins {
+            lines: decoded.origins,
+            location,
+        }));
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
@@ -463,7 +534,7 @@ impl KafkaSource {
                     if read.bounded {
                         read.finished = true;
                         if read.pending.end.is_none() {
-                            read.pending.end = Some(read.next);
+                            read.pending.end = Some(read.consumed);
                         }
                     }
                 }
@@ -502,17 +573,27 @@ impl SourceReader for KafkaSource {
         }
         loop {
             if let Some(p) = self.ready(false) {
-                self.last_return = Instant::now();
-                return self.emit(p, ctx).map(Some).map_err(fail);
+                self.submit(p).map_err(fail)?;
             }
-            if self
-                .partitions
-                .values()
-                .all(|r| r.finished && r.announced_finished)
+            if self.in_flight() > 0 && self.in_flight() >= self.pool.capacity().max(1) {
+                self.last_return = Instant::now();
+                return self.take_decoded(ctx).map(Some).map_err(fail);
+            }
+            if self.in_flight() == 0
+                && self
+                    .partitions
+                    .values()
+                    .all(|r| r.finished && r.announced_finished)
             {
                 return Ok(None);
             }
-            match self.consumer.poll(POLL) {
+            // While chunks decode, look for more records without waiting.
+            let wait = if self.in_flight() > 0 {
+                Duration::ZERO
+            } else {
+                POLL
+            };
+            match self.consumer.poll(wait) {
                 Some(Ok(message)) => Self::take_record(
                     &mut self.partitions,
                     &self.config.topic,
@@ -523,10 +604,11 @@ impl SourceReader for KafkaSource {
                 Some(Err(e)) => self.poll_error(e).map_err(fail)?,
                 None => {
                     if let Some(p) = self.ready(true) {
+                        self.submit(p).map_err(fail)?;
+                    } else if self.in_flight() > 0 {
                         self.last_return = Instant::now();
-                        return self.emit(p, ctx).map(Some).map_err(fail);
-                    }
-                    if self.last_return.elapsed() >= HEARTBEAT {
+                        return self.take_decoded(ctx).map(Some).map_err(fail);
+                    } else if self.last_return.elapsed() >= HEARTBEAT {
                         self.last_return = Instant::now();
                         return Ok(Some(RecordBatch::new_empty(self.schema.clone())));
                     }
@@ -552,11 +634,15 @@ impl SourceReader for KafkaSource {
 }
 
 /// Where a row came from: its partition and offset.
-struct KafkaOrigins(NdjsonOrigins);
+struct KafkaOrigins {
+    lines: NdjsonOrigins,
+    location: String,
+}
 
 impl RowOrigins for KafkaOrigins {
     fn origin(&self, row: usize) -> BadRow {
-        let mut origin = self.0.origin(row);
+        let mut origin = self.lines.origin(row);
+        origin.path = self.location.clone();
         origin.line = None;
         origin
     }
