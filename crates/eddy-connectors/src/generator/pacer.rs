@@ -52,6 +52,15 @@ impl Pacer {
         else {
             return;
         };
+        if self.origin.is_none() {
+            // The clock starts with the first batch (setting the generator
+            // up can take seconds; those must not be paced away in a burst).
+            self.started = Instant::now();
+            self.started_wall_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or_default();
+        }
         let origin = *self.origin.get_or_insert(earliest);
         let due = Duration::from_millis(latest.saturating_sub(origin).max(0) as u64);
         if let Some(wait) = due.checked_sub(self.started.elapsed()) {
