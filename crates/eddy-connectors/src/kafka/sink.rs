@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{Array, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::message::CheckpointId;
 use eddy_engine::sink::{SinkMode, SinkWriter};
@@ -108,7 +108,9 @@ pub struct KafkaEpoch {
     /// Each partition's end offset when the epoch closed: none of its
     /// records can be before them.
     pub start_offsets: Vec<PartitionOffset>,
-    /// The records, in order.
+    /// The records, in order (in the checkpoint: a table of keys and
+    /// values, [`epoch_table`], beside the JSON state).
+    #[serde(skip)]
     pub records: Vec<KafkaRecord>,
 }
 
@@ -363,6 +365,49 @@ impl KafkaSink {
     }
 }
 
+/// The checkpoint table holding an epoch's records.
+pub fn epoch_table(checkpoint: CheckpointId) -> String {
+    format!("epoch-{checkpoint}")
+}
+
+fn records_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, true),
+        Field::new("value", DataType::Utf8, false),
+    ]))
+}
+
+/// Records as a two-column batch (key, value): columnar in the checkpoint
+/// rather than inside its JSON manifest.
+fn records_batch(records: &[KafkaRecord]) -> Result<RecordBatch> {
+    let keys = StringArray::from_iter(records.iter().map(|r| r.key.as_deref()));
+    let values = StringArray::from_iter_values(records.iter().map(|r| r.value.as_str()));
+    Ok(RecordBatch::try_new(
+        records_schema(),
+        vec![Arc::new(keys), Arc::new(values)],
+    )?)
+}
+
+/// Reads back what [`records_batch`] wrote.
+pub fn records_from_batch(batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
+    let column = |i: usize| {
+        batch
+            .columns()
+            .get(i)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| {
+                ConnectorError::bad_option("checkpoint", "a Kafka epoch table is damaged")
+            })
+    };
+    let (keys, values) = (column(0)?, column(1)?);
+    Ok((0..batch.num_rows())
+        .map(|i| KafkaRecord {
+            key: keys.is_valid(i).then(|| keys.value(i).to_string()),
+            value: values.value(i).to_string(),
+        })
+        .collect())
+}
+
 /// An epoch's `eddy.epoch` header: the run and the checkpoint.
 fn epoch_name(run: &str, checkpoint: CheckpointId) -> String {
     format!("{run}-{checkpoint}")
@@ -476,7 +521,14 @@ impl SinkWriter for KafkaSink {
                     transactional_id: self.config.transactional_id.clone(),
                     epochs: pending.clone(),
                 };
-                SinkState::Kafka(state).to_snapshot().map_err(fail)
+                let mut snapshot = SinkState::Kafka(state).to_snapshot().map_err(fail)?;
+                for epoch in pending.iter() {
+                    snapshot.push_table(
+                        epoch_table(epoch.checkpoint),
+                        records_batch(&epoch.records).map_err(fail)?,
+                    );
+                }
+                Ok(snapshot)
             }
         }
     }

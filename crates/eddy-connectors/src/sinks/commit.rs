@@ -54,6 +54,25 @@ pub fn commit(snapshot: &StateSnapshot) -> Result<Option<KafkaSinkState>> {
         None => Ok(None),
         Some(SinkState::Ndjson(state)) => ndjson::commit(&state).map(|_| None),
         Some(SinkState::Files(state)) => rolling::commit(&state).map(|_| None),
-        Some(SinkState::Kafka(state)) => Ok(Some(state)),
+        Some(SinkState::Kafka(mut state)) => {
+            for epoch in &mut state.epochs {
+                let name = crate::kafka::sink::epoch_table(epoch.checkpoint);
+                let table = snapshot
+                    .tables
+                    .iter()
+                    .find(|t| t.name == name)
+                    .ok_or_else(|| {
+                        ConnectorError::bad_option(
+                            "checkpoint",
+                            format!(
+                                "the Kafka sink's records of checkpoint {} are missing",
+                                epoch.checkpoint
+                            ),
+                        )
+                    })?;
+                epoch.records = crate::kafka::sink::records_from_batch(&table.batch)?;
+            }
+            Ok(Some(state))
+        }
     }
 }
