@@ -415,6 +415,20 @@ fn record_timestamps_metadata_start_and_bad_records() {
     assert!(err.contains("kafka:clicks/1@3"), "{err}");
 }
 
+/// The payments table on topic `payments`, read to its end, with `extra`
+/// options.
+fn payments_table(address: &str, extra: &str) -> String {
+    format!(
+        "CREATE TABLE payments (
+           payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
+           payment_ts BIGINT NOT NULL, method VARCHAR,
+           event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+           WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+         ) WITH (connector = 'kafka', bootstrap_servers = '{address}', topic = 'payments',
+                 stop = 'latest', {extra});"
+    )
+}
+
 fn eddy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
     command.current_dir(common::repo_root());
@@ -432,20 +446,14 @@ fn a_killed_job_writes_each_record_once_to_a_transactional_sink() {
     let job = dir.path().join("job.sql");
     let sql = |sink: &str| {
         format!(
-            "CREATE TABLE payments (
-               payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
-               payment_ts BIGINT NOT NULL, method VARCHAR,
-               event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
-               WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-             ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'payments', stop = 'latest',
-                     batch_size = '500');
+            "{}
              CREATE TABLE totals (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
                WITH ({sink});
              INSERT INTO totals
              SELECT method, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
              FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
              GROUP BY method, window_start, window_end;",
-            broker.address
+            payments_table(&broker.address, "batch_size = '500'")
         )
     };
     // The expected rows: the same job, uninterrupted, into a file.
@@ -685,20 +693,14 @@ fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
         std::fs::write(
             &job,
             format!(
-                "CREATE TABLE payments (
-                   payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
-                   payment_ts BIGINT NOT NULL, method VARCHAR,
-                   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
-                   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-                 ) WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'payments', stop = 'latest',
-                         key_column = 'order_id');
+                "{}
                  CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
                    WITH (connector = 'ndjson', path = '{}');
                  INSERT INTO totals
                  SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
                  FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
                  GROUP BY order_id, window_start, window_end;",
-                broker.address,
+                payments_table(&broker.address, "key_column = 'order_id'"),
                 out.join("totals.ndjson").display()
             ),
         )

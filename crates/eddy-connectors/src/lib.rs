@@ -368,17 +368,7 @@ impl Connectors {
             "generator" => {
                 let stream: GeneratedStream =
                     spec.options.get("stream").unwrap_or(&spec.table).parse()?;
-                let realtime = match spec.options.get("realtime").map(|v| v.to_ascii_lowercase()) {
-                    None => false,
-                    Some(v) if v == "true" => true,
-                    Some(v) if v == "false" => false,
-                    Some(v) => {
-                        return Err(ConnectorError::bad_option(
-                            "realtime",
-                            format!("'{v}' is not true or false"),
-                        ))
-                    }
-                };
+                let realtime = options::flag(&spec.options, "realtime", false)?;
                 let rate: u32 = spec
                     .options
                     .get("rate")
@@ -443,21 +433,7 @@ impl Connectors {
     }
 
     fn sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
-        let explicit_nulls = match spec
-            .options
-            .get("omit_nulls")
-            .map(|v| v.to_ascii_lowercase())
-        {
-            None => true,
-            Some(v) if v == "true" => false,
-            Some(v) if v == "false" => true,
-            Some(v) => {
-                return Err(ConnectorError::bad_option(
-                    "omit_nulls",
-                    format!("'{v}' is not true or false"),
-                ))
-            }
-        };
+        let explicit_nulls = !options::flag(&spec.options, "omit_nulls", false)?;
         let rolled = [
             "rolling_rows",
             "rolling_bytes",

@@ -34,6 +34,24 @@ const KAFKA_SINK_OPTIONS: [&str; 7] = [
     "omit_nulls",
 ];
 
+/// A true/false option (`'true'`, `'false'`, any case); `default` when
+/// the table does not set it.
+pub fn flag(
+    options: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    default: bool,
+) -> Result<bool> {
+    match options.get(name).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" => Ok(false),
+        Some(v) => Err(ConnectorError::bad_option(
+            name,
+            format!("'{v}' is not true or false"),
+        )),
+    }
+}
+
 /// Whether a table is read or written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

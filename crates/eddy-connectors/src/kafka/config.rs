@@ -287,17 +287,7 @@ impl KafkaSinkConfig {
                 ))
             }
         };
-        let explicit_nulls = match options.get("omit_nulls").map(|v| v.to_ascii_lowercase()) {
-            None => true,
-            Some(v) if v == "true" => false,
-            Some(v) if v == "false" => true,
-            Some(v) => {
-                return Err(ConnectorError::bad_option(
-                    "omit_nulls",
-                    format!("'{v}' is not true or false"),
-                ))
-            }
-        };
+        let explicit_nulls = !crate::options::flag(options, "omit_nulls", false)?;
         let transactional_id = options
             .get("transactional_id")
             .cloned()
