@@ -23,8 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
-use eddy_connectors::json_lines::encode_json_lines;
+use eddy_connectors::generator::GeneratedStream;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -222,18 +221,7 @@ impl Drop for Broker {
 
 /// The NDJSON lines of `count` generated rows of `stream`.
 fn generated_lines(stream: GeneratedStream, count: u64) -> Vec<String> {
-    let mut generator = Generator::new(GeneratorConfig {
-        stream,
-        seed: 11,
-        rate: 200,
-        count: Some(count),
-        batch_size: 8192,
-    });
-    let mut text = Vec::new();
-    while let Some(batch) = generator.next_batch().unwrap() {
-        encode_json_lines(&batch, &mut text).unwrap();
-    }
-    String::from_utf8(text)
+    String::from_utf8(common::generated_ndjson(stream, count))
         .unwrap()
         .lines()
         .map(str::to_string)

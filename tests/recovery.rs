@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
+use eddy_connectors::generator::GeneratedStream;
 use eddy_connectors::json_lines::encode_json_lines;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -43,18 +43,7 @@ fn kills() -> usize {
 
 /// Writes `count` rows of a generated stream as NDJSON.
 fn write_stream(path: &Path, stream: GeneratedStream, count: u64) {
-    let mut generator = Generator::new(GeneratorConfig {
-        stream,
-        seed: 11,
-        rate: 200,
-        count: Some(count),
-        batch_size: 8192,
-    });
-    let mut text = Vec::new();
-    while let Some(batch) = generator.next_batch().unwrap() {
-        encode_json_lines(&batch, &mut text).unwrap();
-    }
-    std::fs::write(path, text).unwrap();
+    std::fs::write(path, common::generated_ndjson(stream, count)).unwrap();
 }
 
 /// The sorted lines of every `*.ndjson` file in `dir`, by file name.

@@ -52,6 +52,26 @@ pub fn run_captured(
     })
 }
 
+/// `count` rows of a generated stream (seed 11, 200 events/s) as NDJSON.
+pub fn generated_ndjson(
+    stream: eddy_connectors::generator::GeneratedStream,
+    count: u64,
+) -> Vec<u8> {
+    let mut generator =
+        eddy_connectors::generator::Generator::new(eddy_connectors::generator::GeneratorConfig {
+            stream,
+            seed: 11,
+            rate: 200,
+            count: Some(count),
+            batch_size: 8192,
+        });
+    let mut text = Vec::new();
+    while let Some(batch) = generator.next_batch().unwrap() {
+        eddy_connectors::json_lines::encode_json_lines(&batch, &mut text).unwrap();
+    }
+    text
+}
+
 /// Sorted copy of lines (output order across keys is not defined).
 pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
     lines.sort();

@@ -372,7 +372,6 @@ impl KafkaSource {
     ) {
         let partition = message.partition();
         let offset = message.offset();
-        let location = format!("kafka:{topic}/{partition}");
         let Some(read) = partitions.get_mut(&partition) else {
             return;
         };
@@ -390,7 +389,7 @@ impl KafkaSource {
         }
         let Some(value) = message.payload() else {
             pending.bad.push(BadRow {
-                path: location,
+                path: format!("kafka:{topic}/{partition}"),
                 line: None,
                 offset: Some(offset as u64),
                 column: None,
@@ -571,15 +570,21 @@ impl SourceReader for KafkaSource {
             self.announced = true;
             ctx.open_splits(self.partitions.keys().map(|&p| p as u32));
         }
+        // Whether the partitions may have changed state (any but a record
+        // taken in): only then are they all looked at, not once per record.
+        let mut look = true;
         loop {
-            if let Some(p) = self.ready(false) {
-                self.submit(p).map_err(fail)?;
+            if look {
+                if let Some(p) = self.ready(false) {
+                    self.submit(p).map_err(fail)?;
+                }
             }
             if self.in_flight() > 0 && self.in_flight() >= self.pool.capacity().max(1) {
                 self.last_return = Instant::now();
                 return self.take_decoded(ctx).map(Some).map_err(fail);
             }
-            if self.in_flight() == 0
+            if look
+                && self.in_flight() == 0
                 && self
                     .partitions
                     .values()
@@ -587,6 +592,7 @@ impl SourceReader for KafkaSource {
             {
                 return Ok(None);
             }
+            look = true;
             // While chunks decode, look for more records without waiting.
             let wait = if self.in_flight() > 0 {
                 Duration::ZERO
@@ -594,13 +600,25 @@ impl SourceReader for KafkaSource {
                 POLL
             };
             match self.consumer.poll(wait) {
-                Some(Ok(message)) => Self::take_record(
-                    &mut self.partitions,
-                    &self.config.topic,
-                    self.skip_before_ms,
-                    self.wants_keys,
-                    &message,
-                ),
+                Some(Ok(message)) => {
+                    let partition = message.partition();
+                    Self::take_record(
+                        &mut self.partitions,
+                        &self.config.topic,
+                        self.skip_before_ms,
+                        self.wants_keys,
+                        &message,
+                    );
+                    // A record can only fill its own partition's batch.
+                    look = false;
+                    if self
+                        .partitions
+                        .get(&partition)
+                        .is_some_and(|r| r.pending.lines.len() >= self.config.batch_size)
+                    {
+                        self.submit(partition).map_err(fail)?;
+                    }
+                }
                 Some(Err(e)) => self.poll_error(e).map_err(fail)?,
                 None => {
                     if let Some(p) = self.ready(true) {
