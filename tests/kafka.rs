@@ -721,27 +721,6 @@ fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
             .unwrap()
     };
 
-    // A query keyed otherwise than the topic is refused under --group.
-    let by_method = std::fs::read_to_string(&job)
-        .unwrap()
-        .replace("SELECT order_id,", "SELECT method,")
-        .replace("GROUP BY order_id,", "GROUP BY method,");
-    let by_method_job = dir.path().join("by_method.sql");
-    std::fs::write(&by_method_job, by_method).unwrap();
-    let out = eddy()
-        .arg("run")
-        .arg(&by_method_job)
-        .args(["--group", "refused", "--state-dir"])
-        .arg(dir.path().join("state-refused"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("it is keyed by method but the topics by order_id"),
-        "{stderr}"
-    );
-
     // Two processes in one group: each runs the tasks it is given; together
     // they write what one process writes alone.
     let together = dir.path().join("together");
@@ -872,4 +851,205 @@ fn a_sink_writes_json_records_keyed_by_a_column() {
             .len()
             > 1
     );
+}
+
+/// Runs `job` as a member of `group` (state in `state`, log in `log`).
+fn group_member(job: &Path, group: &str, state: &Path, log: &Path) -> Child {
+    eddy()
+        .arg("run")
+        .arg(job)
+        .args(["--group", group, "--session-timeout", "2s"])
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--checkpoint-interval", "100ms"])
+        .env("EDDY_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn operators_keyed_otherwise_than_the_topics_get_their_rows_through_exchange_topics() {
+    let broker = Broker::start();
+    broker.create_topic("payments", 3);
+    let lines = generated_lines(GeneratedStream::Payments, 60_000);
+    // Keyed by order_id; the job's windows are per method (an expression
+    // of it) and over everything (no key).
+    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let write_job = |out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(
+            &job,
+            format!(
+                "{}
+                 CREATE TABLE by_method (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+                   WITH (connector = 'ndjson', path = '{}');
+                 CREATE TABLE overall (window_start_ms BIGINT, payments BIGINT, methods BIGINT)
+                   WITH (connector = 'ndjson', path = '{}');
+                 INSERT INTO by_method
+                 SELECT upper(method), CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+                 GROUP BY upper(method), window_start, window_end;
+                 INSERT INTO overall
+                 SELECT CAST(window_start AS BIGINT), count(*), count(DISTINCT method)
+                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+                 GROUP BY window_start, window_end;",
+                payments_table(&broker.address, "key_column = 'order_id'"),
+                out.join("by_method.ndjson").display(),
+                out.join("overall.ndjson").display()
+            ),
+        )
+        .unwrap();
+    };
+    let alone = dir.path().join("alone");
+    write_job(&alone);
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = ndjson_lines(&alone);
+    assert!(expected.len() > 100, "{} rows", expected.len());
+
+    // Two processes of one group write together what one writes alone,
+    // the rows of each method (and all rows, for the overall count) in one
+    // task, with nothing late.
+    let together = dir.path().join("together");
+    write_job(&together);
+    let state = dir.path().join("state-together");
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = group_member(&job, "spread", &state, &log_a);
+    let mut b = group_member(&job, "spread", &state, &log_b);
+    for (child, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+        assert!(
+            child.wait().unwrap().success(),
+            "{}",
+            std::fs::read_to_string(log).unwrap()
+        );
+    }
+    assert_eq!(ndjson_lines(&together), expected);
+    let log = std::fs::read_to_string(&log_a).unwrap();
+    assert!(
+        log.contains("through topic 'spread.exchange.window_aggregate-"),
+        "{log}"
+    );
+
+    // One of two killed as soon as it holds a share: the survivor resumes
+    // its tasks, exchange sinks and sources included, from their
+    // checkpoints; nothing is lost or written twice.
+    let takeover = dir.path().join("takeover");
+    write_job(&takeover);
+    let state = dir.path().join("state-takeover");
+    let (log_a, log_b) = (dir.path().join("a2.log"), dir.path().join("b2.log"));
+    let mut a = group_member(&job, "spread2", &state, &log_a);
+    let mut b = group_member(&job, "spread2", &state, &log_b);
+    let started = Instant::now();
+    while !assignments_in(&std::fs::read_to_string(&log_b).unwrap_or_default())
+        .iter()
+        .any(|a| !a.starts_with("{0, 1, 2}"))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the second process never got a share: {}",
+            std::fs::read_to_string(&log_b).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    b.kill().unwrap(); // SIGKILL
+    let _ = b.wait();
+    assert!(
+        a.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&log_a).unwrap()
+    );
+    assert_eq!(ndjson_lines(&takeover), expected);
+}
+
+#[test]
+fn two_processes_of_a_group_run_the_reference_pipeline_as_one_process_does() {
+    let broker = Broker::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut inputs = Vec::new();
+    for (table, stream, key) in [
+        ("orders", GeneratedStream::Orders, "order_id"),
+        ("payments", GeneratedStream::Payments, "order_id"),
+        ("devices", GeneratedStream::Devices, "device_id"),
+    ] {
+        let lines = generated_lines(stream, 4_000);
+        broker.create_topic(table, 3);
+        broker.produce(table, &skewed_records(&lines, key, 3));
+        inputs.push(format!(
+            "{table}=kafka://{}/{table}?stop=latest&key_column={key}",
+            broker.address
+        ));
+    }
+    let run = |extra: &[&str], stdout: &Path, log: &Path| {
+        let mut command = eddy();
+        command.arg("run").arg("queries");
+        for input in &inputs {
+            command.arg("--input").arg(input);
+        }
+        command
+            .args(extra)
+            .env("EDDY_LOG", "info")
+            .stdout(std::fs::File::create(stdout).unwrap())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let lines_of = |paths: &[&Path]| -> BTreeMap<String, Vec<String>> {
+        let mut lines = Vec::new();
+        for path in paths {
+            lines.extend(
+                std::fs::read_to_string(path)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+        tagged(&lines)
+    };
+    let (alone_out, alone_log) = (dir.path().join("alone.out"), dir.path().join("alone.log"));
+    let status = run(&[], &alone_out, &alone_log).wait().unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&alone_log).unwrap()
+    );
+    let expected = lines_of(&[&alone_out]);
+    assert!(expected.len() >= 4, "tags: {:?}", expected.keys());
+
+    let state = dir.path().join("state");
+    let state_arg = state.display().to_string();
+    let group = [
+        "--group",
+        "reference",
+        "--state-dir",
+        &state_arg,
+        "--checkpoint-interval",
+        "200ms",
+    ];
+    let (out_a, log_a) = (dir.path().join("a.out"), dir.path().join("a.log"));
+    let (out_b, log_b) = (dir.path().join("b.out"), dir.path().join("b.log"));
+    let mut a = run(&group, &out_a, &log_a);
+    let mut b = run(&group, &out_b, &log_b);
+    for (child, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+        assert!(
+            child.wait().unwrap().success(),
+            "{}",
+            std::fs::read_to_string(log).unwrap()
+        );
+    }
+    let actual = lines_of(&[&out_a, &out_b]);
+    for (tag, lines) in &expected {
+        let got = actual.get(tag).cloned().unwrap_or_default();
+        assert_eq!(got.len(), lines.len(), "{tag}: line count");
+        assert_eq!(&got, lines, "{tag}");
+    }
+    assert_eq!(actual.len(), expected.len());
 }

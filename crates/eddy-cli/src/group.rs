@@ -19,9 +19,12 @@
 //! checkpoint before the partitions are handed out again, so no two
 //! processes run a task at once; a dead process's tasks resume from their
 //! last checkpoint on the survivors, losing and repeating nothing in
-//! exactly-once sinks. Results equal a single process's when the query's
-//! keys are the topics' partitioning key (each key's rows are in one
-//! partition number, so in one task).
+//! exactly-once sinks. Each key's rows are in one task: those of an
+//! operator keyed by the topics' key (`key_column`) are in one partition
+//! number already; an operator keyed otherwise gets its rows through an
+//! exchange topic keyed by its own key ([`crate::exchanges`]), which every
+//! task writes and each reads its partition of. So results equal a single
+//! process's.
 //!
 //! The process ends when every task of the job has finished (bounded
 //! sources, `stop = 'latest'`) or on Ctrl-C / SIGTERM.
@@ -32,17 +35,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use datafusion::physical_expr::expressions::Column;
-use eddy_connectors::kafka::group::{partition_counts, GroupMember};
-use eddy_connectors::{ConnectorConfig, Connectors, KafkaTopicRef};
+use eddy_connectors::kafka::group::{ensure_topic, partition_counts, GroupMember};
+use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
-use eddy_engine::graph::{JobGraph, NodeKind, Partitioning};
-use eddy_engine::runtime::{JobConfig, JobHandle, JobReport};
+use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport};
 use eddy_sql::SqlFile;
 
 use crate::error::{CliError, Result};
-use crate::job;
+use crate::{exchanges, job};
 
 /// How a group run is set up.
 #[derive(Debug, Clone)]
@@ -84,64 +85,6 @@ fn stop_all(tasks: &Tasks, reports: &Mutex<Vec<(i32, JobReport)>>) -> Result<()>
     Ok(())
 }
 
-/// Checks that every stateful operator is keyed by a column the topics
-/// are keyed by, so that each key's rows are all in one task: a task sees
-/// one partition number of every topic, and an operator keyed otherwise
-/// (or not keyed: a global aggregate) would give each task a part of the
-/// answer.
-fn check_keys(graph: &JobGraph, sources: &[KafkaTopicRef]) -> Result<()> {
-    let keys: BTreeSet<&str> = sources
-        .iter()
-        .filter_map(|s| s.key_column.as_deref())
-        .collect();
-    let missing: Vec<&str> = sources
-        .iter()
-        .filter(|s| s.key_column.is_none())
-        .map(|s| s.table.as_str())
-        .collect();
-    for node in &graph.nodes {
-        let NodeKind::Operator(plan) = &node.kind else {
-            continue;
-        };
-        if matches!(plan.kind(), "calc" | "union") {
-            continue;
-        }
-        for edge in &node.inputs {
-            let hashed: Vec<String> = match &edge.partitioning {
-                Partitioning::Hash(exprs) => exprs
-                    .iter()
-                    .filter_map(|e| e.downcast_ref::<Column>())
-                    .map(|c| c.name().to_string())
-                    .collect(),
-                Partitioning::Forward => Vec::new(),
-            };
-            if hashed.iter().any(|k| keys.contains(k.as_str())) {
-                continue;
-            }
-            let why = if !missing.is_empty() {
-                format!(
-                    "declare the column each topic is keyed by with key_column on {}",
-                    missing.join(", ")
-                )
-            } else if hashed.is_empty() {
-                "it is not keyed (a global aggregate): run it without --group".to_string()
-            } else {
-                format!(
-                    "it is keyed by {} but the topics by {}: write the rows to a topic keyed by {} (a Kafka sink with key_column) and scale out the job reading that",
-                    hashed.join(", "),
-                    keys.iter().copied().collect::<Vec<_>>().join(", "),
-                    hashed.join(", ")
-                )
-            };
-            return Err(CliError::Usage(format!(
-                "--group: {} would give each task part of its answer: {why}",
-                node.name
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn task_state_dir(root: &Path, task: i32) -> std::path::PathBuf {
     root.join(format!("task-{task}"))
 }
@@ -174,7 +117,6 @@ pub fn run_group(
             other.servers
         )));
     }
-    check_keys(&compiled.graph, &sources)?;
     let topics: Vec<String> = sources
         .iter()
         .map(|s| s.topic.clone())
@@ -194,6 +136,28 @@ pub fn run_group(
             listed.join(", ")
         )));
     }
+    let task_graph = exchanges::plan(
+        &compiled.graph,
+        &sources,
+        &config.group,
+        &servers,
+        partitions,
+    )?;
+    for exchange in &task_graph.exchanges {
+        tracing::info!(
+            "exchange: {} gets its rows by {} through topic '{}'",
+            exchange.consumer,
+            if exchange.keys.is_empty() {
+                "one task (not keyed)".to_string()
+            } else {
+                exchange.keys.join(", ")
+            },
+            exchange.topic
+        );
+        ensure_topic(&servers, &exchange.topic, partitions)
+            .map_err(|e| CliError::Usage(format!("--group: {e}")))?;
+    }
+    let task_graph = Arc::new(task_graph.graph);
     let root = config.checkpoints.state_dir.clone();
     let tasks: Tasks = Arc::new(Mutex::new(BTreeMap::new()));
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -230,15 +194,14 @@ pub fn run_group(
                 }
                 let mut task_connectors = connectors.clone();
                 task_connectors.kafka_partitions = Some(vec![p]);
-                task_connectors.task = Some(format!("task-{p}"));
+                task_connectors.task = Some(p as u32);
                 let checkpoints = CheckpointConfig {
                     state_dir: task_state_dir(&root, p),
                     ..config.checkpoints.clone()
                 };
-                let handle = job::start(
-                    files,
-                    params,
-                    task_connectors,
+                let handle = start_job(
+                    task_graph.clone(),
+                    Arc::new(Connectors::new(task_connectors)),
                     &JobConfig {
                         checkpoints: Some(checkpoints),
                     },

@@ -75,10 +75,10 @@ pub struct ConnectorConfig {
     /// Scale-out: every Kafka source reads only these partitions (the job
     /// is one task of a consumer group); `None` reads every partition.
     pub kafka_partitions: Option<Vec<i32>>,
-    /// Scale-out: the task this job is (`task-3`). Kafka sinks'
-    /// transactional ids and file sinks' names carry it, so tasks never
-    /// write over one another.
-    pub task: Option<String>,
+    /// Scale-out: the number of the task this job is (`3` for `task-3`).
+    /// Kafka sinks' transactional ids and file sinks' names carry it, so
+    /// tasks never write over one another; exchange markers name it.
+    pub task: Option<u32>,
 }
 
 impl Default for ConnectorConfig {
@@ -239,6 +239,10 @@ impl Connectors {
             None => return Ok(()),
         };
         let config = kafka::KafkaSourceConfig::from_spec(&spec, 1)?;
+        if config.exchange_producers.is_some() {
+            // An exchange is internal to the job: nobody watches its lag.
+            return Ok(());
+        }
         let position: kafka::KafkaPosition =
             serde_json::from_value(position.clone()).map_err(|e| {
                 ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
@@ -254,6 +258,24 @@ impl Connectors {
         let mut config = kafka::KafkaSourceConfig::from_spec(spec, self.batch_size(spec)?)?;
         config.partitions = self.config.kafka_partitions.clone();
         config.decode_threads = self.config.decode_threads;
+        if let Some(producers) = config.exchange_producers {
+            let resume: Option<kafka::exchange::ExchangePosition> = resume
+                .filter(|r| !r.is_null())
+                .map(|r| serde_json::from_value(r.clone()))
+                .transpose()
+                .map_err(|e| {
+                    ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
+                })?;
+            return Ok(Box::new(kafka::exchange::ExchangeSource::open(
+                &config.client,
+                &config.topic,
+                spec.schema.clone(),
+                producers,
+                config.partitions.as_deref(),
+                config.batch_size,
+                resume.as_ref(),
+            )?));
+        }
         let resume: Option<kafka::KafkaPosition> = resume
             .filter(|r| !r.is_null())
             .map(|r| serde_json::from_value(r.clone()))
@@ -271,8 +293,11 @@ impl Connectors {
     /// A Kafka sink's settings; a task's transactional id names the task.
     fn kafka_sink_config(&self, spec: &ConnectorSpec) -> Result<kafka::KafkaSinkConfig> {
         let mut config = kafka::KafkaSinkConfig::from_spec(spec)?;
-        if let Some(task) = &self.config.task {
-            config.transactional_id = format!("{}-{task}", config.transactional_id);
+        if let Some(task) = self.config.task {
+            config.transactional_id = format!("{}-task-{task}", config.transactional_id);
+        }
+        if let Some(exchange) = &mut config.exchange {
+            exchange.producer = self.config.task.unwrap_or(0);
         }
         Ok(config)
     }
@@ -311,7 +336,7 @@ impl Connectors {
     /// A file sink's path for this job: a task's own name beside the
     /// table's (`out.task-3.ndjson`, `dir/task-3/`).
     fn task_path(&self, path: PathBuf, directory: bool) -> PathBuf {
-        let Some(task) = &self.config.task else {
+        let Some(task) = self.config.task.map(|t| format!("task-{t}")) else {
             return path;
         };
         if directory {

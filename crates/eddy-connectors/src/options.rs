@@ -34,6 +34,10 @@ const KAFKA_SINK_OPTIONS: [&str; 7] = [
     "omit_nulls",
 ];
 
+/// Options of the Kafka tables a group job adds for its exchanges
+/// (`format = 'arrow'`; see [`crate::kafka::exchange`]).
+const EXCHANGE_OPTIONS: [&str; 3] = ["partition_columns", "partitions", "producers"];
+
 /// A true/false option (`'true'`, `'false'`, any case); `default` when
 /// the table does not set it.
 pub fn flag(
@@ -129,6 +133,13 @@ pub fn check(spec: &ConnectorSpec, role: Role) -> Result<()> {
             continue;
         }
         if spec.connector == "kafka" && option.starts_with(crate::kafka::config::PROPERTIES_PREFIX)
+        {
+            continue;
+        }
+        if spec.connector == "kafka"
+            && spec.options.get("format").map(String::as_str)
+                == Some(crate::kafka::exchange::FORMAT)
+            && EXCHANGE_OPTIONS.contains(&option.as_str())
         {
             continue;
         }

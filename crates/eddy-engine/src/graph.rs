@@ -146,6 +146,32 @@ impl JobGraph {
         self.nodes.len() - 1
     }
 
+    /// The schema of what `node` emits on `port` (a source's late port
+    /// adds `watermark_ms` and `lag_ms`; its bad port is the bad-row table).
+    pub fn port_schema(&self, node: NodeId, port: usize) -> SchemaRef {
+        let n = &self.nodes[node];
+        match (&n.kind, port) {
+            (NodeKind::Source { layout, .. }, crate::operator::LATE_PORT) => layout.late_schema(),
+            (NodeKind::Source { .. }, crate::operator::BAD_PORT) => {
+                crate::source::bad_rows::bad_row_schema()
+            }
+            _ => n.schema.clone(),
+        }
+    }
+
+    /// Puts a node with no inputs (a source) first, so that any node can
+    /// read it; every other node's id moves up by one. Returns its id (0).
+    pub fn insert_first(&mut self, node: Node) -> NodeId {
+        debug_assert!(node.inputs.is_empty(), "a node put first has no inputs");
+        for other in &mut self.nodes {
+            for edge in &mut other.inputs {
+                edge.from += 1;
+            }
+        }
+        self.nodes.insert(0, node);
+        0
+    }
+
     /// Consumers of `(node, port)`: `(consumer, input index)` pairs.
     pub fn consumers(&self, node: NodeId, port: usize) -> Vec<(NodeId, usize)> {
         let mut out = Vec::new();

@@ -45,6 +45,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use crate::error::Result;
 use crate::message::CheckpointId;
 use crate::state::StateSnapshot;
+use crate::time::Timestamp;
 
 /// How a sink is opened.
 #[derive(Debug, Clone, Copy)]
@@ -86,4 +87,13 @@ pub trait SinkWriter: Send {
 
     /// Direct mode: flushes and closes; called once after the last batch.
     fn finish(&mut self) -> Result<()>;
+
+    /// The sink's input watermark advanced to `watermark` (no row that
+    /// arrives after it is older, except late ones the operators let
+    /// through); [`crate::time::WATERMARK_MAX`] once every input ended. Most
+    /// sinks ignore it; one that feeds another job's source (a Kafka
+    /// exchange) writes it down so that job's watermark can follow.
+    fn watermark(&mut self, _watermark: Timestamp) -> Result<()> {
+        Ok(())
+    }
 }

@@ -58,6 +58,9 @@ pub struct KafkaSourceConfig {
     pub partitions: Option<Vec<i32>>,
     /// Threads decoding records (the reader polls on meanwhile).
     pub decode_threads: usize,
+    /// `format = 'arrow'`: an exchange written by this many tasks (option
+    /// `producers`), read with the watermark its markers carry.
+    pub exchange_producers: Option<usize>,
 }
 
 /// What a sink promises about its records.
@@ -84,6 +87,18 @@ impl Delivery {
 }
 
 /// A Kafka sink's settings.
+/// How an exchange sink routes rows (see [`super::exchange`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExchangeSinkOptions {
+    /// Columns hashed to pick a row's partition (option
+    /// `partition_columns`, comma-separated; none: every row to partition 0).
+    pub keys: Vec<String>,
+    /// The topic's partition count (option `partitions`).
+    pub partitions: u32,
+    /// The writing task's number: its markers carry it.
+    pub producer: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct KafkaSinkConfig {
     /// The table.
@@ -100,6 +115,10 @@ pub struct KafkaSinkConfig {
     pub transactional_id: String,
     /// Write NULL fields (`omit_nulls = false`, the default) or leave them out.
     pub explicit_nulls: bool,
+    /// The columns the sink receives.
+    pub schema: datafusion::arrow::datatypes::SchemaRef,
+    /// `format = 'arrow'`: an exchange of a job scaled out over a group.
+    pub exchange: Option<ExchangeSinkOptions>,
 }
 
 fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -> Result<&'a str> {
@@ -114,7 +133,7 @@ fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -
 fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
     let options = &spec.options;
     if let Some(format) = options.get("format") {
-        if !matches!(format.as_str(), "json" | "ndjson") {
+        if !matches!(format.as_str(), "json" | "ndjson" | super::exchange::FORMAT) {
             return Err(ConnectorError::bad_option(
                 "format",
                 format!("'{format}' is not supported (use 'json')"),
@@ -210,6 +229,17 @@ impl KafkaSourceConfig {
             // do not let the broker hold that answer back.
             client.set("fetch.wait.max.ms", "10");
         }
+        let exchange_producers =
+            if options.get("format").map(String::as_str) == Some(super::exchange::FORMAT) {
+                Some(
+                    required(options, "producers", "exchange")?
+                        .trim()
+                        .parse()
+                        .map_err(|_| ConnectorError::bad_option("producers", "not a number"))?,
+                )
+            } else {
+                None
+            };
         let batch_size = match options.get("batch_size") {
             Some(v) => v.trim().parse().map_err(|_| {
                 ConnectorError::bad_option("batch_size", format!("'{v}' is not a valid number"))
@@ -225,6 +255,7 @@ impl KafkaSourceConfig {
             batch_size: batch_size.max(1),
             partitions: None,
             decode_threads: 1,
+            exchange_producers,
         })
     }
 }
@@ -292,6 +323,29 @@ impl KafkaSinkConfig {
             .get("transactional_id")
             .cloned()
             .unwrap_or_else(|| format!("eddy-{}-{}", spec.table, topic));
+        let exchange = if options.get("format").map(String::as_str) == Some(super::exchange::FORMAT)
+        {
+            let keys = options
+                .get("partition_columns")
+                .map(|v| {
+                    v.split(',')
+                        .map(|k| k.trim().to_string())
+                        .filter(|k| !k.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let partitions = required(options, "partitions", "exchange")?
+                .trim()
+                .parse()
+                .map_err(|_| ConnectorError::bad_option("partitions", "not a number"))?;
+            Some(ExchangeSinkOptions {
+                keys,
+                partitions,
+                producer: 0,
+            })
+        } else {
+            None
+        };
         Ok(Self {
             table: spec.table.clone(),
             topic,
@@ -300,6 +354,8 @@ impl KafkaSinkConfig {
             delivery,
             transactional_id,
             explicit_nulls,
+            schema: spec.schema.clone(),
+            exchange,
         })
     }
 }

@@ -18,9 +18,10 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rdkafka::client::ClientContext;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::ClientConfig;
 
 use crate::error::{ConnectorError, Result};
@@ -167,4 +168,48 @@ pub fn partition_counts(servers: &str, topics: &[String]) -> Result<Vec<usize>> 
         );
     }
     Ok(counts)
+}
+
+/// Makes sure `topic` exists with `partitions` partitions (an exchange
+/// topic of a group job): creates it (replicated as the cluster's default
+/// says); one that exists with another count is an error. It is created
+/// first and looked up only if it exists, as a look-up may create a
+/// missing topic with the broker's default partition count.
+pub fn ensure_topic(servers: &str, topic: &str, partitions: usize) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .create()
+        .map_err(|e| ConnectorError::kafka("connecting", e))?;
+    let count = i32::try_from(partitions)
+        .map_err(|_| ConnectorError::bad_option("topic", "too many partitions"))?;
+    let new = NewTopic::new(topic, count, TopicReplication::Fixed(-1));
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = futures::executor::block_on(admin.create_topics(&[new], &options))
+        .map_err(|e| ConnectorError::kafka(format!("creating topic '{topic}'"), e))?;
+    for result in results {
+        match result {
+            Ok(_) => {
+                tracing::info!("created exchange topic '{topic}' ({partitions} partitions)");
+            }
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
+                let existing = partition_counts(servers, &[topic.to_string()])?;
+                let n = existing.first().copied().unwrap_or(0);
+                if n != partitions {
+                    return Err(ConnectorError::bad_option(
+                        "topic",
+                        format!(
+                            "exchange topic '{topic}' has {n} partitions but the group runs {partitions} tasks (it was made for other input topics: delete it, or give the group another name)"
+                        ),
+                    ));
+                }
+            }
+            Err((name, code)) => {
+                return Err(ConnectorError::kafka(
+                    format!("creating topic '{name}'"),
+                    KafkaError::AdminOp(code),
+                ))
+            }
+        }
+    }
+    Ok(())
 }

@@ -4,9 +4,15 @@
 //! - [`source`]: a topic's partitions read as splits, each with its own
 //!   watermark, offsets kept in checkpoints;
 //! - [`sink`]: JSON records, exactly once through transactions tied to
-//!   checkpoints, or at least once.
+//!   checkpoints, or at least once;
+//! - [`exchange`]: the topics a job scaled out over a consumer group moves
+//!   rows through to the task owning their key (Arrow rows, watermark
+//!   markers per writing task);
+//! - [`group`], [`offsets`]: group membership for scale-out, and
+//!   committing checkpointed offsets for monitoring.
 
 pub mod config;
+pub mod exchange;
 pub mod group;
 pub mod offsets;
 pub mod sink;

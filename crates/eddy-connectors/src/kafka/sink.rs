@@ -59,7 +59,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use datafusion::arrow::array::{Array, StringArray};
+use datafusion::arrow::array::{Array, BinaryArray, Int32Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -74,6 +74,7 @@ use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use super::config::{Delivery, KafkaSinkConfig};
+use super::exchange::ExchangeWriter;
 use super::source::PartitionOffset;
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
@@ -90,14 +91,17 @@ const EPOCH_HEADER: &str = "eddy.epoch";
 /// Header numbering a record within its epoch.
 const SEQ_HEADER: &str = "eddy.seq";
 
-/// One record: an optional key and a JSON value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One record: an optional key, a value (a row as a JSON object, or an
+/// exchange's Arrow rows or marker) and, for exchanges, its partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaRecord {
     /// The key column's value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// The row as a JSON object.
-    pub value: String,
+    /// The value's bytes.
+    pub value: Vec<u8>,
+    /// The partition it goes to (`None`: the client's partitioner's
+    /// choice by key).
+    pub partition: Option<i32>,
 }
 
 /// The records of one checkpoint epoch, not yet known to be in the topic.
@@ -242,9 +246,12 @@ fn send(
     record: &KafkaRecord,
     headers: Option<OwnedHeaders>,
 ) -> Result<()> {
-    let mut base = BaseRecord::<str, str>::to(topic).payload(record.value.as_str());
+    let mut base = BaseRecord::<str, [u8]>::to(topic).payload(record.value.as_slice());
     if let Some(key) = &record.key {
         base = base.key(key.as_str());
+    }
+    if let Some(partition) = record.partition {
+        base = base.partition(partition);
     }
     if let Some(headers) = headers {
         base = base.headers(headers);
@@ -267,6 +274,8 @@ fn send(
 pub struct KafkaSink {
     config: KafkaSinkConfig,
     writer: Writer,
+    /// An exchange's rows and markers instead of JSON rows.
+    exchange: Option<ExchangeWriter>,
 }
 
 enum Writer {
@@ -303,6 +312,24 @@ impl KafkaSink {
     ) -> Result<Self> {
         let exactly_once = matches!(mode, SinkMode::Transactional { .. })
             && config.delivery == Delivery::ExactlyOnce;
+        let exchange = match &config.exchange {
+            Some(options) if !exactly_once => {
+                return Err(ConnectorError::bad_option(
+                    "format",
+                    format!(
+                        "exchange topic '{}' is written exactly once, with checkpoints (partitions = {})",
+                        config.topic, options.partitions
+                    ),
+                ))
+            }
+            Some(options) => Some(ExchangeWriter::new(
+                config.schema.clone(),
+                &options.keys,
+                options.partitions,
+                options.producer,
+            )?),
+            None => None,
+        };
         let writer = if exactly_once {
             let mut probe_config = config.client.clone();
             probe_config.set("group.id", format!("{}-probe", config.transactional_id));
@@ -328,11 +355,18 @@ impl KafkaSink {
         } else {
             Writer::Direct(producer(&config.client, None)?)
         };
-        Ok(Self { config, writer })
+        Ok(Self {
+            config,
+            writer,
+            exchange,
+        })
     }
 
     /// The records of `batch`.
-    fn records(&self, batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
+    fn records(&mut self, batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
+        if let Some(exchange) = &mut self.exchange {
+            return exchange.records(batch);
+        }
         let mut text = Vec::new();
         encode_json_lines_with(batch, &mut text, self.config.explicit_nulls)?;
         let keys = match self.config.key_column {
@@ -358,7 +392,8 @@ impl KafkaSink {
                     .as_ref()
                     .filter(|k| k.is_valid(row))
                     .map(|k| k.value(row).to_string()),
-                value: String::from_utf8_lossy(line).into_owned(),
+                value: line.to_vec(),
+                partition: None,
             });
         }
         Ok(records)
@@ -373,37 +408,44 @@ pub fn epoch_table(checkpoint: CheckpointId) -> String {
 fn records_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("key", DataType::Utf8, true),
-        Field::new("value", DataType::Utf8, false),
+        Field::new("value", DataType::Binary, false),
+        Field::new("partition", DataType::Int32, true),
     ]))
 }
 
-/// Records as a two-column batch (key, value): columnar in the checkpoint
+/// Records as a batch (key, value, partition): columnar in the checkpoint
 /// rather than inside its JSON manifest.
 fn records_batch(records: &[KafkaRecord]) -> Result<RecordBatch> {
     let keys = StringArray::from_iter(records.iter().map(|r| r.key.as_deref()));
-    let values = StringArray::from_iter_values(records.iter().map(|r| r.value.as_str()));
+    let values = BinaryArray::from_iter_values(records.iter().map(|r| r.value.as_slice()));
+    let partitions = Int32Array::from_iter(records.iter().map(|r| r.partition));
     Ok(RecordBatch::try_new(
         records_schema(),
-        vec![Arc::new(keys), Arc::new(values)],
+        vec![Arc::new(keys), Arc::new(values), Arc::new(partitions)],
     )?)
 }
 
 /// Reads back what [`records_batch`] wrote.
 pub fn records_from_batch(batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
-    let column = |i: usize| {
-        batch
-            .columns()
-            .get(i)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| {
-                ConnectorError::bad_option("checkpoint", "a Kafka epoch table is damaged")
-            })
-    };
-    let (keys, values) = (column(0)?, column(1)?);
+    let damaged = || ConnectorError::bad_option("checkpoint", "a Kafka epoch table is damaged");
+    let column = |i: usize| batch.columns().get(i).ok_or_else(damaged);
+    let keys = column(0)?
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(damaged)?;
+    let values = column(1)?
+        .as_any()
+        .downcast_ref::<BinaryArray>()
+        .ok_or_else(damaged)?;
+    let partitions = column(2)?
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .ok_or_else(damaged)?;
     Ok((0..batch.num_rows())
         .map(|i| KafkaRecord {
             key: keys.is_valid(i).then(|| keys.value(i).to_string()),
-            value: values.value(i).to_string(),
+            value: values.value(i).to_vec(),
+            partition: partitions.is_valid(i).then(|| partitions.value(i)),
         })
         .collect())
 }
@@ -495,6 +537,9 @@ impl SinkWriter for KafkaSink {
                 commits,
             } => {
                 pending.retain(|e| e.checkpoint > completed);
+                if let Some(exchange) = &mut self.exchange {
+                    current.extend(exchange.markers());
+                }
                 if !current.is_empty() {
                     let started = std::time::Instant::now();
                     let start_offsets = end_offsets(probe, &self.config.topic)
@@ -550,6 +595,13 @@ impl SinkWriter for KafkaSink {
 
     fn finish(&mut self) -> eddy_engine::Result<()> {
         self.flush()
+    }
+
+    fn watermark(&mut self, watermark: eddy_engine::time::Timestamp) -> eddy_engine::Result<()> {
+        if let Some(exchange) = &mut self.exchange {
+            exchange.watermark(watermark);
+        }
+        Ok(())
     }
 }
 

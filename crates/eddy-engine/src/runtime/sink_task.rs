@@ -13,7 +13,7 @@ use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
 use crate::error::Result;
 use crate::message::{CheckpointId, Message};
 use crate::sink::SinkWriter;
-use crate::time::WATERMARK_MIN;
+use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
 
 /// The checkpoint id a sink's last precommit is made for: the final
 /// checkpoint of a finished job, whatever its number turns out to be.
@@ -47,6 +47,7 @@ pub(crate) fn run_sink(
             Message::Watermark(wm) => {
                 if let Some(wm) = inputs.clock.advance(input, wm) {
                     metrics.set_watermark(wm);
+                    writer.watermark(wm)?;
                 }
             }
             Message::Idle => {
@@ -79,6 +80,7 @@ pub(crate) fn run_sink(
             }
         }
     }
+    writer.watermark(WATERMARK_MAX)?;
     let data = if control.checkpointing {
         let state = writer.precommit(FINAL_CHECKPOINT, control.completed())?;
         NodeCheckpoint {

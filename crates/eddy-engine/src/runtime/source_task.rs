@@ -32,7 +32,7 @@ use crate::source::{
     SplitEvents,
 };
 use crate::state::StateSnapshot;
-use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
 /// A source node ready to run.
 pub(crate) struct SourceWork {
@@ -64,6 +64,8 @@ enum Read {
         bad: Vec<BadRow>,
         origins: Option<Box<dyn RowOrigins>>,
         splits: SplitEvents,
+        /// A watermark the input carried.
+        carried: Option<Timestamp>,
     },
     End {
         position: serde_json::Value,
@@ -88,6 +90,7 @@ fn spawn_reader(
                     bad: ctx.take_bad_rows(),
                     origins: ctx.take_origins(),
                     splits: ctx.take_split_events(),
+                    carried: ctx.take_watermark(),
                 },
                 Ok(None) => Read::End {
                     position: reader.position(),
@@ -176,6 +179,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 bad,
                 origins,
                 splits,
+                carried,
             }) => {
                 if batch.num_rows() > 0 || !bad.is_empty() {
                     idle = false;
@@ -183,7 +187,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 }
                 metrics.add_rows_in(batch.num_rows() + bad.len());
                 runner.split_events(&splits);
-                let out = if batch.num_rows() > 0 {
+                let mut out = if batch.num_rows() > 0 {
                     runner.process(&batch, splits.current, origins.as_deref(), &mut source_ctx)?
                 } else {
                     crate::source::SourceOutput {
@@ -191,6 +195,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                         ..Default::default()
                     }
                 };
+                if let Some(carried) = carried.and_then(|w| runner.carried_watermark(w)) {
+                    out.watermark = Some(carried);
+                }
                 let mut bad = bad;
                 bad.extend(source_ctx.take_bad_rows());
                 bad.sort_by_key(|row| row.line);

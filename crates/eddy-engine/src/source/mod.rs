@@ -101,6 +101,7 @@ pub struct SourceContext {
     bad_rows: Vec<BadRow>,
     origins: Option<Box<dyn RowOrigins>>,
     splits: SplitEvents,
+    watermark: Option<crate::time::Timestamp>,
 }
 
 /// What a reader of a partitioned input (Kafka partitions) says about its
@@ -141,7 +142,21 @@ impl SourceContext {
             bad_rows: Vec::new(),
             origins: None,
             splits: SplitEvents::default(),
+            watermark: None,
         }
+    }
+
+    /// Says that the source's watermark is now `watermark`, for a reader
+    /// whose input carries its own watermark (a Kafka exchange, written by
+    /// jobs that judged lateness already) rather than a table that declares
+    /// one. The source sends it on once it is past the last one sent.
+    pub fn advance_watermark(&mut self, watermark: crate::time::Timestamp) {
+        self.watermark = Some(self.watermark.map_or(watermark, |w| w.max(watermark)));
+    }
+
+    /// Takes what [`SourceContext::advance_watermark`] said since the last call.
+    pub fn take_watermark(&mut self) -> Option<crate::time::Timestamp> {
+        self.watermark.take()
     }
 
     /// Says that the batch about to be returned holds rows of `split` only.

@@ -209,6 +209,16 @@ impl SourceRunner {
             .or_else(|| live().map(|c| c.tracker.watermark()).max())
     }
 
+    /// Takes a watermark the reader carried in its input
+    /// ([`SourceContext::advance_watermark`]); the new watermark if it is
+    /// past the last one sent.
+    pub fn carried_watermark(&mut self, watermark: Timestamp) -> Option<Timestamp> {
+        (watermark > self.last_watermark).then(|| {
+            self.last_watermark = watermark;
+            watermark
+        })
+    }
+
     /// Re-reads the watermark as time passes (a split that goes idle stops
     /// holding the others back); the new watermark if it advanced.
     pub fn tick(&mut self) -> Option<Timestamp> {
