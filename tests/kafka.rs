@@ -675,117 +675,43 @@ fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
     // Keyed by order_id, the query's key: each key's rows in one partition.
     broker.produce("payments", &skewed_records(&lines, "order_id", 4));
     let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.sql");
-    let write_job = |out: &Path| {
-        std::fs::create_dir_all(out).unwrap();
-        std::fs::write(
-            &job,
-            format!(
-                "{}
-                 CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
-                   WITH (connector = 'ndjson', path = '{}');
-                 INSERT INTO totals
-                 SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
-                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
-                 GROUP BY order_id, window_start, window_end;",
-                payments_table(&broker.address, "key_column = 'order_id'"),
-                out.join("totals.ndjson").display()
-            ),
-        )
-        .unwrap();
-    };
-    // One process alone, no group.
-    let alone = dir.path().join("alone");
-    write_job(&alone);
-    let out = eddy().arg("run").arg(&job).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected = ndjson_lines(&alone);
-    assert!(expected.len() > 10_000, "{} rows", expected.len());
-
-    let member = |group: &str, state: &Path, log: &Path| {
-        eddy()
-            .arg("run")
-            .arg(&job)
-            .args(["--group", group, "--session-timeout", "2s"])
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--checkpoint-interval", "100ms"])
-            .env("EDDY_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap()
-    };
-
-    // Two processes in one group: each runs the tasks it is given; together
-    // they write what one process writes alone.
-    let together = dir.path().join("together");
-    write_job(&together);
-    let state = dir.path().join("state-together");
-    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
-    let mut a = member("together", &state, &log_a);
-    let mut b = member("together", &state, &log_b);
-    assert!(
-        a.wait().unwrap().success(),
-        "{}",
-        std::fs::read_to_string(&log_a).unwrap()
-    );
-    assert!(
-        b.wait().unwrap().success(),
-        "{}",
-        std::fs::read_to_string(&log_b).unwrap()
-    );
-    let files = std::fs::read_dir(&together).unwrap().count();
-    assert_eq!(files, 4, "one file per task");
-    assert_eq!(ndjson_lines(&together), expected);
-
-    // Two processes, one killed as soon as the group has given it a share:
-    // the other takes its tasks over from their checkpoints once the group
-    // notices.
-    let takeover = dir.path().join("takeover");
-    write_job(&takeover);
-    let state = dir.path().join("state-takeover");
-    let (log_a, log_b) = (dir.path().join("a2.log"), dir.path().join("b2.log"));
-    let mut a = member("takeover", &state, &log_a);
-    let mut b = member("takeover", &state, &log_b);
-    let started = Instant::now();
-    while !assignments_in(&std::fs::read_to_string(&log_b).unwrap_or_default())
-        .iter()
-        .any(|a| !a.starts_with("{0, 1, 2, 3}"))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the second process never got a share: {}",
-            std::fs::read_to_string(&log_b).unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(10));
+    let runs = GroupRuns {
+        dir: dir.path(),
+        group: "totals",
+        all: "{0, 1, 2, 3}",
+        min_rows: 10_000,
+        kill_after: Duration::ZERO,
     }
-    b.kill().unwrap(); // SIGKILL
-    let _ = b.wait();
-    assert!(
-        a.wait().unwrap().success(),
-        "{}",
-        std::fs::read_to_string(&log_a).unwrap()
-    );
-    let log = std::fs::read_to_string(&log_a).unwrap();
+    .check(|out| {
+        format!(
+            "{}
+             CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+               WITH (connector = 'ndjson', path = '{}');
+             INSERT INTO totals
+             SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+             GROUP BY order_id, window_start, window_end;",
+            payments_table(&broker.address, "key_column = 'order_id'"),
+            out.join("totals.ndjson").display()
+        )
+    });
+    let files = std::fs::read_dir(&runs.together).unwrap().count();
+    assert_eq!(files, 4, "one file per task");
     // A share while the other lived, all four after it died.
-    let assignments = assignments_in(&log);
+    let assignments = assignments_in(&runs.survivor_log);
     eprintln!("survivor's assignments: {assignments:?}");
     assert!(
         assignments.iter().any(|a| !a.starts_with("{0, 1, 2, 3}")),
-        "the survivor never shared: {log}"
+        "the survivor never shared: {}",
+        runs.survivor_log
     );
     assert!(
         assignments
             .last()
             .is_some_and(|a| a.starts_with("{0, 1, 2, 3}")),
-        "the survivor never got every partition back: {log}"
+        "the survivor never got every partition back: {}",
+        runs.survivor_log
     );
-    assert_eq!(ndjson_lines(&takeover), expected);
 }
 
 #[test]
@@ -853,6 +779,106 @@ fn a_sink_writes_json_records_keyed_by_a_column() {
     );
 }
 
+/// A job run alone, then by two processes of a group, then by two of
+/// which one is killed once it holds a share: each group run's NDJSON
+/// output must equal the lone run's.
+struct GroupRuns<'a> {
+    dir: &'a Path,
+    /// Group names are this plus `-together` and `-takeover`.
+    group: &'a str,
+    /// How the log writes an assignment of every partition.
+    all: &'a str,
+    /// The lone run writes at least this many rows.
+    min_rows: usize,
+    /// How long the killed process runs on after it got its share.
+    kill_after: Duration,
+}
+
+/// What [`GroupRuns::check`] leaves to look at.
+struct GroupRunsSeen {
+    /// The output directory of the run without a kill.
+    together: PathBuf,
+    /// The log of that run's first process.
+    first_log: String,
+    /// The log of the process that survived the kill.
+    survivor_log: String,
+}
+
+impl GroupRuns<'_> {
+    /// Runs the job `sql(out)` writes (its NDJSON sinks in `out`).
+    fn check(&self, sql: impl Fn(&Path) -> String) -> GroupRunsSeen {
+        let job = self.dir.join("job.sql");
+        let write_job = |out: &Path| {
+            std::fs::create_dir_all(out).unwrap();
+            std::fs::write(&job, sql(out)).unwrap();
+        };
+        let alone = self.dir.join("alone");
+        write_job(&alone);
+        let out = eddy().arg("run").arg(&job).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let expected = ndjson_lines(&alone);
+        assert!(expected.len() >= self.min_rows, "{} rows", expected.len());
+        let mut logs = Vec::new();
+        for run in ["together", "takeover"] {
+            let out = self.dir.join(run);
+            write_job(&out);
+            let state = self.dir.join(format!("state-{run}"));
+            let group = format!("{}-{run}", self.group);
+            let (log_a, log_b) = (
+                self.dir.join(format!("{run}-a.log")),
+                self.dir.join(format!("{run}-b.log")),
+            );
+            let mut a = group_member(&job, &group, &state, &log_a);
+            let mut b = group_member(&job, &group, &state, &log_b);
+            if run == "takeover" {
+                kill_once_it_holds_a_share(&mut b, &log_b, self.all, self.kill_after);
+            } else {
+                assert!(
+                    b.wait().unwrap().success(),
+                    "{}",
+                    std::fs::read_to_string(&log_b).unwrap()
+                );
+            }
+            assert!(
+                a.wait().unwrap().success(),
+                "{}",
+                std::fs::read_to_string(&log_a).unwrap()
+            );
+            assert_eq!(ndjson_lines(&out), expected, "{run}");
+            logs.push(std::fs::read_to_string(&log_a).unwrap());
+        }
+        GroupRunsSeen {
+            together: self.dir.join("together"),
+            survivor_log: logs.pop().unwrap(),
+            first_log: logs.pop().unwrap(),
+        }
+    }
+}
+
+/// Kills `member` with SIGKILL `after` its log (`log`) shows it holding
+/// a share of the partitions (an assignment other than `all`).
+fn kill_once_it_holds_a_share(member: &mut Child, log: &Path, all: &str, after: Duration) {
+    let started = Instant::now();
+    while !assignments_in(&std::fs::read_to_string(log).unwrap_or_default())
+        .iter()
+        .any(|a| !a.starts_with(all))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the second process never got a share: {}",
+            std::fs::read_to_string(log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(after);
+    member.kill().unwrap(); // SIGKILL
+    let _ = member.wait();
+}
+
 /// Runs `job` as a member of `group` (state in `state`, log in `log`).
 fn group_member(job: &Path, group: &str, state: &Path, log: &Path) -> Child {
     eddy()
@@ -875,99 +901,46 @@ fn operators_keyed_otherwise_than_the_topics_get_their_rows_through_exchange_top
     broker.create_topic("payments", 3);
     let lines = generated_lines(GeneratedStream::Payments, 60_000);
     // Keyed by order_id; the job's windows are per method (an expression
-    // of it) and over everything (no key).
+    // of it) and over everything (no key). Two processes write together
+    // what one writes alone, the rows of each method (and all rows, for
+    // the overall count) in one task, with nothing late; with one of them
+    // killed, the survivor resumes its tasks, exchange sinks and sources
+    // included, and nothing is lost or written twice.
     broker.produce("payments", &skewed_records(&lines, "order_id", 3));
     let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.sql");
-    let write_job = |out: &Path| {
-        std::fs::create_dir_all(out).unwrap();
-        std::fs::write(
-            &job,
-            format!(
-                "{}
-                 CREATE TABLE by_method (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
-                   WITH (connector = 'ndjson', path = '{}');
-                 CREATE TABLE overall (window_start_ms BIGINT, payments BIGINT, methods BIGINT)
-                   WITH (connector = 'ndjson', path = '{}');
-                 INSERT INTO by_method
-                 SELECT upper(method), CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
-                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
-                 GROUP BY upper(method), window_start, window_end;
-                 INSERT INTO overall
-                 SELECT CAST(window_start AS BIGINT), count(*), count(DISTINCT method)
-                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
-                 GROUP BY window_start, window_end;",
-                payments_table(&broker.address, "key_column = 'order_id'"),
-                out.join("by_method.ndjson").display(),
-                out.join("overall.ndjson").display()
-            ),
+    let runs = GroupRuns {
+        dir: dir.path(),
+        group: "spread",
+        all: "{0, 1, 2}",
+        min_rows: 100,
+        kill_after: Duration::from_millis(300),
+    }
+    .check(|out| {
+        format!(
+            "{}
+             CREATE TABLE by_method (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+               WITH (connector = 'ndjson', path = '{}');
+             CREATE TABLE overall (window_start_ms BIGINT, payments BIGINT, methods BIGINT)
+               WITH (connector = 'ndjson', path = '{}');
+             INSERT INTO by_method
+             SELECT upper(method), CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+             GROUP BY upper(method), window_start, window_end;
+             INSERT INTO overall
+             SELECT CAST(window_start AS BIGINT), count(*), count(DISTINCT method)
+             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '5' SECOND))
+             GROUP BY window_start, window_end;",
+            payments_table(&broker.address, "key_column = 'order_id'"),
+            out.join("by_method.ndjson").display(),
+            out.join("overall.ndjson").display()
         )
-        .unwrap();
-    };
-    let alone = dir.path().join("alone");
-    write_job(&alone);
-    let out = eddy().arg("run").arg(&job).output().unwrap();
+    });
     assert!(
-        out.status.success(),
+        runs.first_log
+            .contains("through topic 'spread-together.exchange.window_aggregate-"),
         "{}",
-        String::from_utf8_lossy(&out.stderr)
+        runs.first_log
     );
-    let expected = ndjson_lines(&alone);
-    assert!(expected.len() > 100, "{} rows", expected.len());
-
-    // Two processes of one group write together what one writes alone,
-    // the rows of each method (and all rows, for the overall count) in one
-    // task, with nothing late.
-    let together = dir.path().join("together");
-    write_job(&together);
-    let state = dir.path().join("state-together");
-    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
-    let mut a = group_member(&job, "spread", &state, &log_a);
-    let mut b = group_member(&job, "spread", &state, &log_b);
-    for (child, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
-        assert!(
-            child.wait().unwrap().success(),
-            "{}",
-            std::fs::read_to_string(log).unwrap()
-        );
-    }
-    assert_eq!(ndjson_lines(&together), expected);
-    let log = std::fs::read_to_string(&log_a).unwrap();
-    assert!(
-        log.contains("through topic 'spread.exchange.window_aggregate-"),
-        "{log}"
-    );
-
-    // One of two killed as soon as it holds a share: the survivor resumes
-    // its tasks, exchange sinks and sources included, from their
-    // checkpoints; nothing is lost or written twice.
-    let takeover = dir.path().join("takeover");
-    write_job(&takeover);
-    let state = dir.path().join("state-takeover");
-    let (log_a, log_b) = (dir.path().join("a2.log"), dir.path().join("b2.log"));
-    let mut a = group_member(&job, "spread2", &state, &log_a);
-    let mut b = group_member(&job, "spread2", &state, &log_b);
-    let started = Instant::now();
-    while !assignments_in(&std::fs::read_to_string(&log_b).unwrap_or_default())
-        .iter()
-        .any(|a| !a.starts_with("{0, 1, 2}"))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the second process never got a share: {}",
-            std::fs::read_to_string(&log_b).unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    b.kill().unwrap(); // SIGKILL
-    let _ = b.wait();
-    assert!(
-        a.wait().unwrap().success(),
-        "{}",
-        std::fs::read_to_string(&log_a).unwrap()
-    );
-    assert_eq!(ndjson_lines(&takeover), expected);
 }
 
 #[test]

@@ -259,13 +259,7 @@ impl Connectors {
         config.partitions = self.config.kafka_partitions.clone();
         config.decode_threads = self.config.decode_threads;
         if let Some(producers) = config.exchange_producers {
-            let resume: Option<kafka::exchange::ExchangePosition> = resume
-                .filter(|r| !r.is_null())
-                .map(|r| serde_json::from_value(r.clone()))
-                .transpose()
-                .map_err(|e| {
-                    ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
-                })?;
+            let resume: Option<kafka::exchange::ExchangePosition> = kafka_position(resume)?;
             return Ok(Box::new(kafka::exchange::ExchangeSource::open(
                 &config.client,
                 &config.topic,
@@ -276,13 +270,7 @@ impl Connectors {
                 resume.as_ref(),
             )?));
         }
-        let resume: Option<kafka::KafkaPosition> = resume
-            .filter(|r| !r.is_null())
-            .map(|r| serde_json::from_value(r.clone()))
-            .transpose()
-            .map_err(|e| {
-                ConnectorError::bad_option("topic", format!("checkpointed position: {e}"))
-            })?;
+        let resume: Option<kafka::KafkaPosition> = kafka_position(resume)?;
         Ok(Box::new(kafka::KafkaSource::open(
             config,
             spec.schema.clone(),
@@ -609,6 +597,17 @@ pub struct KafkaTopicRef {
     /// The column the topic is keyed (so partitioned) by, as the table
     /// declares it (`key_column`).
     pub key_column: Option<String>,
+}
+
+/// A Kafka reader's checkpointed position (`None` when it has none).
+fn kafka_position<T: serde::de::DeserializeOwned>(
+    resume: Option<&serde_json::Value>,
+) -> Result<Option<T>> {
+    resume
+        .filter(|r| !r.is_null())
+        .map(|r| serde_json::from_value(r.clone()))
+        .transpose()
+        .map_err(|e| ConnectorError::bad_option("topic", format!("checkpointed position: {e}")))
 }
 
 /// `--input TABLE=kafka://HOST:PORT/TOPIC?option=value&...` binds a

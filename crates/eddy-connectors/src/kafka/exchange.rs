@@ -355,12 +355,14 @@ impl ExchangeSource {
         for p in ids {
             let state = match resume.and_then(|r| r.partitions.iter().find(|s| s.partition == p)) {
                 Some(s) if s.marks.len() == producers => s.clone(),
-                Some(_) => return Err(ConnectorError::bad_option(
-                    "producers",
-                    format!(
+                Some(_) => {
+                    return Err(ConnectorError::bad_option(
+                        "producers",
+                        format!(
                         "the checkpoint read exchange topic '{topic}' from another number of tasks"
                     ),
-                )),
+                    ))
+                }
                 None => {
                     let (low, _) = consumer
                         .fetch_watermarks(topic, p, LOOKUP_TIMEOUT)
