@@ -19,6 +19,7 @@ pub mod generator;
 pub mod json_lines;
 pub mod kafka;
 pub mod ndjson;
+pub mod nexmark;
 pub mod options;
 pub mod roots;
 pub mod sinks;
@@ -378,6 +379,26 @@ impl Connectors {
             )),
             "stdin" => self.open_ndjson(spec, "-", resume),
             "kafka" => self.open_kafka(spec, resume),
+            "nexmark" => {
+                let option = |name: &str, default: u64| -> Result<u64> {
+                    spec.options
+                        .get(name)
+                        .map(|v| parse_option(v, name))
+                        .transpose()
+                        .map(|v| v.unwrap_or(default))
+                };
+                let config = nexmark::NexmarkConfig {
+                    stream: spec.options.get("stream").unwrap_or(&spec.table).parse()?,
+                    events: option("events", 10_000_000)?,
+                    rate: option("rate", 10_000)?,
+                    batch_size: self.batch_size(spec)?,
+                };
+                Ok(Box::new(nexmark::NexmarkSource::new(
+                    config,
+                    spec.schema.clone(),
+                    resume,
+                )?))
+            }
             "generator" => {
                 let stream: GeneratedStream =
                     spec.options.get("stream").unwrap_or(&spec.table).parse()?;

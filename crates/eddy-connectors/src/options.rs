@@ -68,7 +68,7 @@ pub enum Role {
 /// The connectors there are, per role.
 pub fn connectors(role: Role) -> &'static [&'static str] {
     match role {
-        Role::Source => &["file", "ndjson", "stdin", "generator", "kafka"],
+        Role::Source => &["file", "ndjson", "stdin", "generator", "nexmark", "kafka"],
         Role::Sink => &[
             "stdout",
             "print",
@@ -86,6 +86,7 @@ pub fn options(connector: &str, role: Role) -> Option<&'static [&'static str]> {
     Some(match (role, connector) {
         (Role::Source, "file" | "ndjson") => &["path", "format", "batch_size", "max_line_bytes"],
         (Role::Source, "stdin") => &["format", "batch_size", "max_line_bytes"],
+        (Role::Source, "nexmark") => &["stream", "events", "rate", "batch_size"],
         (Role::Source, "generator") => {
             &["stream", "seed", "rate", "count", "realtime", "batch_size"]
         }

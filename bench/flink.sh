@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# eddy vs Apache Flink 1.20, side by side on the same generated NDJSON:
+# the window (tumbling 10 s count/sum per customer), hop (5 s every 1 s)
+# and join (payments LEFT JOIN orders within +-10 s) queries of
+# `eddy bench`, Flink at parallelism 1 and 2. Flink is PyFlink from PyPI
+# (apache-flink==1.20.0, in a virtual environment of its own that this
+# script creates) on Java 17 (Debian's openjdk-17-jre-headless, which the
+# script installs if missing). Flink's figure is its job's net runtime
+# (JVM start and planning left out); eddy's is the whole process. Prints
+# events/s, peak memory and the ratios.
+#
+#   bench/flink.sh                                      # 2,000,000 rows, dev profile
+#   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/flink.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROWS=${ROWS:-2000000}
+QUERIES=${QUERIES:-window hop join}
+. bench/lib.sh
+. scripts/python-env.sh
+build_eddy
+
+java17=/usr/lib/jvm/java-17-openjdk-amd64
+if [ ! -x "$java17/bin/java" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get install -y -q openjdk-17-jre-headless >/dev/null
+  else
+    sudo apt-get install -y -q openjdk-17-jre-headless >/dev/null
+  fi
+fi
+EDDY_VENV=${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv} python_env apache-flink==1.20.0
+flink_python="$VENV/bin/python"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$work/orders.ndjson"
+"$EDDY" generate --stream payments --rate 1000 --count "$ROWS" > "$work/payments.ndjson"
+echo "input: $ROWS orders, $ROWS payments (join: both); profile $PROFILE; $(nproc) cores"
+
+flink() { # QUERY PARALLELISM: one JSON line
+  JAVA_HOME=$java17 JVM_ARGS=-Xmx1g "$flink_python" bench/flink_job.py "$1" "$2" \
+    "$work/orders.ndjson" "$work/payments.ndjson" 2>"$work/flink-$1-$2.log" | tail -1
+}
+
+printf "%-7s %14s %14s %7s %14s %7s %18s\n" query "eddy ev/s" "flink p1 ev/s" ratio "flink p2 ev/s" ratio "peak MiB e/f1/f2"
+for q in $QUERIES; do
+  if [ "$q" = join ]; then
+    eddy_json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson")
+  else
+    eddy_json=$("$EDDY" bench "$q" --engine eddy --input "$work/orders.ndjson")
+  fi
+  f1=$(flink "$q" 1) || { cat "$work/flink-$q-1.log" >&2; exit 1; }
+  f2=$(flink "$q" 2) || { cat "$work/flink-$q-2.log" >&2; exit 1; }
+  awk -v q="$q" -v e="$(field "$eddy_json" rows_per_second)" -v em="$(field "$eddy_json" peak_rss_bytes)" \
+      -v a="$(field "$f1" rows_per_second)" -v am="$(field "$f1" peak_rss_bytes)" \
+      -v b="$(field "$f2" rows_per_second)" -v bm="$(field "$f2" peak_rss_bytes)" 'BEGIN {
+    printf "%-7s %14.0f %14.0f %6.1fx %14.0f %6.1fx %6.0f/%.0f/%.0f\n", q, e, a, e / a, b, e / b, em / 1048576, am / 1048576, bm / 1048576
+  }'
+done
