@@ -70,7 +70,7 @@ def main():
         ) WITH ('connector' = 'filesystem', 'path' = '{orders}', 'format' = 'json')""")
     env.execute_sql(f"""
         CREATE TABLE payments (
-          payment_id STRING, order_id STRING, paid_amount DOUBLE, payment_ts BIGINT, method STRING,
+          payment_id STRING, order_id STRING, paid_amount DOUBLE, payment_ts BIGINT, `method` STRING,
           ts AS TO_TIMESTAMP_LTZ(payment_ts, 3),
           WATERMARK FOR ts AS ts - INTERVAL '2' SECOND
         ) WITH ('connector' = 'filesystem', 'path' = '{payments}', 'format' = 'json')""")
@@ -91,7 +91,7 @@ def main():
         "net_runtime_ms": net_ms,
         "rows_per_second": events / (net_ms / 1000.0),
         "peak_rss_bytes": jvm_peak_kib() * 1024,
-    }))
+    }, separators=(",", ":")))
 
 
 if __name__ == "__main__":
