@@ -277,16 +277,25 @@ fn windows_match_datafusion_batch_queries() {
                 case.name
             );
             expected.sort_by_key(key);
-            for batch_size in [1usize, 7, 1024, 8192] {
+            for (batch_size, parallelism) in common::SWEEP {
                 let file = SqlFile {
                     name: "<differential>".into(),
                     text: format!("{SOURCE}\n{};", case.streaming),
                 };
                 let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
-                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
-                    .unwrap_or_else(|e| {
-                        panic!("{} (seed {seed}, batch {batch_size}): {e}", case.name)
-                    });
+                let captured = common::run_captured_in_parallel(
+                    &[file],
+                    &BTreeMap::new(),
+                    inputs,
+                    batch_size,
+                    parallelism,
+                )
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{} (seed {seed}, batch {batch_size}, parallelism {parallelism}): {e}",
+                        case.name
+                    )
+                });
                 let late: u64 = captured
                     .report
                     .nodes
@@ -299,11 +308,11 @@ fn windows_match_datafusion_batch_queries() {
                 assert_eq!(
                     actual.len(),
                     expected.len(),
-                    "{} (seed {seed}, batch {batch_size}): row count differs",
+                    "{} (seed {seed}, batch {batch_size}, parallelism {parallelism}): row count differs",
                     case.name
                 );
                 for (a, e) in actual.iter().zip(&expected) {
-                    assert!(common::same_json(a, e), "{} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
+                    assert!(common::same_json(a, e), "{} (seed {seed}, batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
                 }
             }
         }

@@ -70,6 +70,7 @@ fn pipe_job(dir: &Path, checkpoints: bool) -> (JobHandle, SilentPipe) {
     };
     let job = JobConfig {
         checkpoints: checkpoints.then(|| CheckpointConfig::new(dir.join("state"))),
+        ..JobConfig::default()
     };
     let handle = job::start(&sql(FROM_PIPE), &BTreeMap::new(), config, &job).unwrap();
     (handle, guard)
@@ -151,6 +152,7 @@ fn a_stopped_job_leaves_readable_parquet_files_with_its_rows() {
                 interval: Duration::from_millis(100),
                 ..CheckpointConfig::new(dir.path().join("state"))
             }),
+            ..JobConfig::default()
         };
         let handle = job::start(&sql(GENERATED), &BTreeMap::new(), config, &job).unwrap();
         // Live metrics grow while the job runs.
@@ -248,6 +250,7 @@ fn a_stopped_job_resumes_and_its_counters_continue() {
     };
     let job = JobConfig {
         checkpoints: Some(CheckpointConfig::new(dir.path().join("state"))),
+        ..JobConfig::default()
     };
     let handle = job::start(&sql(&text), &BTreeMap::new(), config(), &job).unwrap();
     std::thread::sleep(Duration::from_millis(400));

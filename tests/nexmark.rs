@@ -131,9 +131,17 @@ fn nexmark_queries_match_datafusion_batch_queries() {
             expected.len()
         );
         expected.sort_by_key(sort_key);
-        for batch_size in [7usize, 1024] {
-            let captured = common::run_captured(&files, &params(), BTreeMap::new(), batch_size)
-                .unwrap_or_else(|e| panic!("{query} (batch {batch_size}): {e}"));
+        for (batch_size, parallelism) in [(7usize, 1usize), (1024, 1), (1024, 2)] {
+            let captured = common::run_captured_in_parallel(
+                &files,
+                &params(),
+                BTreeMap::new(),
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| {
+                panic!("{query} (batch {batch_size}, parallelism {parallelism}): {e}")
+            });
             let late: u64 = captured
                 .report
                 .nodes
@@ -146,17 +154,20 @@ fn nexmark_queries_match_datafusion_batch_queries() {
             assert_eq!(
                 actual.len(),
                 expected.len(),
-                "{query} (batch {batch_size}): row count; first rows eddy {:?} datafusion {:?}",
+                "{query} (batch {batch_size}, parallelism {parallelism}): row count; first rows eddy {:?} datafusion {:?}",
                 actual.first(),
                 expected.first()
             );
             for (a, e) in actual.iter().zip(&expected) {
                 assert!(
                     common::same_json(a, e),
-                    "{query} (batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}"
+                    "{query} (batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}"
                 );
             }
-            eprintln!("{query} (batch {batch_size}): {} rows equal", actual.len());
+            eprintln!(
+                "{query} (batch {batch_size}, parallelism {parallelism}): {} rows equal",
+                actual.len()
+            );
         }
     }
 }

@@ -93,22 +93,28 @@ fn over_aggregates_match_datafusion_window_functions() {
         for query in QUERIES {
             let expected = batch_rows(&input, query);
             assert!(expected.len() > 500);
-            for batch_size in [1usize, 7, 1024, 8192] {
+            for (batch_size, parallelism) in common::SWEEP {
                 let file = SqlFile {
                     name: "<over>".into(),
                     text: format!("{SOURCE}\n{query};"),
                 };
                 let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
-                let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
-                    .unwrap_or_else(|e| panic!("{query}: {e}"));
+                let captured = common::run_captured_in_parallel(
+                    &[file],
+                    &BTreeMap::new(),
+                    inputs,
+                    batch_size,
+                    parallelism,
+                )
+                .unwrap_or_else(|e| panic!("{query}: {e}"));
                 let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
                 assert_eq!(
                     actual.len(),
                     expected.len(),
-                    "{query} (seed {seed}, batch {batch_size})"
+                    "{query} (seed {seed}, batch {batch_size}, parallelism {parallelism})"
                 );
                 for (a, e) in actual.iter().zip(&expected) {
-                    assert!(common::same_json(a, e), "{query} (seed {seed}, batch {batch_size}):\n  eddy:       {a}\n  datafusion: {e}");
+                    assert!(common::same_json(a, e), "{query} (seed {seed}, batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}");
                 }
             }
         }

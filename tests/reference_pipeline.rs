@@ -15,9 +15,19 @@ use eddy_connectors::generator::{GeneratedStream, Generator, GeneratorConfig};
 use eddy_connectors::json_lines::encode_json_lines;
 
 fn reference_output(batch_size: usize) -> common::Captured {
+    reference_output_in_parallel(batch_size, 1)
+}
+
+fn reference_output_in_parallel(batch_size: usize, parallelism: usize) -> common::Captured {
     let files = job::load_sql(&[common::repo_root().join("queries")]).expect("queries/");
-    common::run_captured(&files, &BTreeMap::new(), BTreeMap::new(), batch_size)
-        .expect("reference run")
+    common::run_captured_in_parallel(
+        &files,
+        &BTreeMap::new(),
+        BTreeMap::new(),
+        batch_size,
+        parallelism,
+    )
+    .expect("reference run")
 }
 
 #[test]
@@ -26,11 +36,11 @@ fn reference_pipeline_matches_golden_for_every_batch_size() {
     let first = reference_output(8192);
     let lines = common::sorted(first.lines);
     common::check_golden(&golden, &lines);
-    for batch_size in [1, 5, 64] {
+    for (batch_size, parallelism) in [(1, 1), (5, 1), (64, 1), (5, 2), (64, 4)] {
         assert_eq!(
-            common::sorted(reference_output(batch_size).lines),
+            common::sorted(reference_output_in_parallel(batch_size, parallelism).lines),
             lines,
-            "batch size {batch_size}"
+            "batch size {batch_size}, parallelism {parallelism}"
         );
     }
     // The planted amount mismatch and unmatched payment, exactly as the seed prints them.

@@ -32,6 +32,23 @@ pub fn run_captured(
     inputs: BTreeMap<String, String>,
     batch_size: usize,
 ) -> Result<Captured, eddy_cli::CliError> {
+    run_captured_in_parallel(files, params, inputs, batch_size, 1)
+}
+
+/// Batch sizes and parallelisms the differential tests sweep: results must
+/// not depend on how rows are batched nor on how many instances each
+/// keyed operator runs as.
+#[allow(dead_code)] // not every test binary sweeps
+pub const SWEEP: [(usize, usize); 6] = [(1, 1), (7, 1), (1024, 1), (8192, 1), (7, 2), (1024, 4)];
+
+/// [`run_captured`] with each keyed operator run as `parallelism` instances.
+pub fn run_captured_in_parallel(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    inputs: BTreeMap<String, String>,
+    batch_size: usize,
+    parallelism: usize,
+) -> Result<Captured, eddy_cli::CliError> {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let config = ConnectorConfig {
         inputs,
@@ -43,7 +60,10 @@ pub fn run_captured(
         files,
         params,
         config,
-        &eddy_engine::runtime::JobConfig::default(),
+        &eddy_engine::runtime::JobConfig {
+            parallelism,
+            ..Default::default()
+        },
     )?;
     let text = String::from_utf8(buffer.lock().expect("buffer").clone()).expect("utf8 output");
     Ok(Captured {

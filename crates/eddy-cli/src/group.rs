@@ -55,6 +55,8 @@ pub struct GroupConfig {
     /// How long the group waits for a silent process before handing its
     /// partitions to the others.
     pub session_timeout: Duration,
+    /// Instances of each keyed operator in each task.
+    pub parallelism: usize,
 }
 
 /// What a group run did in this process.
@@ -204,6 +206,7 @@ pub fn run_group(
                     Arc::new(Connectors::new(task_connectors)),
                     &JobConfig {
                         checkpoints: Some(checkpoints),
+                        parallelism: config.parallelism,
                     },
                 )?;
                 running.insert(p, handle);

@@ -76,6 +76,12 @@ enum Command {
         /// before the group gives them to the others.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "6s", requires = "group")]
         session_timeout: Duration,
+        /// Run each keyed operator (windows, joins, OVER, Top-N) as N
+        /// instances, each owning the keys that hash to it; the results
+        /// are the same for every N. A checkpoint resumes with the N it
+        /// was taken with.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        parallelism: usize,
     },
     /// Run the job server: an HTTP API (and, later, a web page) to submit
     /// and watch jobs; jobs checkpoint and survive restarts.
@@ -283,6 +289,7 @@ fn execute(command: Command) -> Result<()> {
             ignore_state,
             group,
             session_timeout,
+            parallelism,
         } => {
             if batch_size == 0 {
                 return Err(CliError::Usage("--batch-size must be at least 1".into()));
@@ -329,6 +336,7 @@ fn execute(command: Command) -> Result<()> {
                         group,
                         checkpoints,
                         session_timeout,
+                        parallelism,
                     },
                     stop,
                 )?;
@@ -339,7 +347,15 @@ fn execute(command: Command) -> Result<()> {
                 }
                 return Ok(());
             }
-            let handle = job::start(&files, &params, config, &JobConfig { checkpoints })?;
+            let handle = job::start(
+                &files,
+                &params,
+                config,
+                &JobConfig {
+                    checkpoints,
+                    parallelism,
+                },
+            )?;
             stop_on_signals(&handle);
             let report = handle.wait()?;
             if !quiet || report.already_finished.is_some() {
@@ -478,6 +494,7 @@ fn execute(command: Command) -> Result<()> {
                     interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
                     ignore_state: true,
                 }),
+                ..JobConfig::default()
             };
             if name == "api" {
                 println!(

@@ -20,6 +20,8 @@ pub mod message;
 pub mod metrics;
 pub mod operator;
 pub mod operators;
+pub mod parallel;
+pub mod partition;
 pub mod runtime;
 pub mod sink;
 pub mod source;

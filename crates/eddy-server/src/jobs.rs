@@ -217,6 +217,7 @@ impl JobManager {
             Arc::new(connectors),
             &JobConfig {
                 checkpoints: Some(checkpoints),
+                ..JobConfig::default()
             },
         )
         .map_err(engine_error)?;

@@ -59,7 +59,7 @@ use datafusion::arrow::compute::{concat_batches, take_record_batch};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
-use datafusion::arrow::row::{RowConverter, SortField};
+use eddy_engine::partition::partition_rows;
 use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -80,36 +80,6 @@ pub const WATERMARK_KEY: &str = "eddy.watermark";
 
 /// How long a metadata look-up may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The partition of each row of `keys` among `partitions`: a hash of the
-/// key's row encoding that every process computes alike (FNV-1a, not a
-/// seeded hash), so all rows of a key meet in one partition whichever task
-/// wrote them. No key columns: every row goes to partition 0 (a global
-/// aggregate runs in one task).
-pub fn partition_rows(
-    converter: &RowConverter,
-    keys: &[ArrayRef],
-    rows: usize,
-    partitions: u32,
-) -> Result<Vec<u32>> {
-    if keys.is_empty() || partitions <= 1 {
-        return Ok(vec![0; rows]);
-    }
-    let encoded = converter.convert_columns(keys)?;
-    Ok(encoded
-        .iter()
-        .map(|row| (fnv1a(row.as_ref()) % u64::from(partitions)) as u32)
-        .collect())
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
 
 /// Encodes `batch` as one Arrow IPC stream.
 fn encode_rows(batch: &RecordBatch) -> Result<Vec<u8>> {
@@ -166,7 +136,6 @@ pub struct ExchangeWriter {
     payload: SchemaRef,
     /// Indices of the key columns in the sink's batches.
     keys: Vec<usize>,
-    converter: RowConverter,
     partitions: u32,
     producer: u32,
     watermark: Timestamp,
@@ -180,12 +149,10 @@ impl ExchangeWriter {
     /// and not sent.
     pub fn new(schema: SchemaRef, keys: &[String], partitions: u32, producer: u32) -> Result<Self> {
         let mut indices = Vec::with_capacity(keys.len());
-        let mut fields = Vec::with_capacity(keys.len());
         for key in keys {
             let index = schema.index_of(key).map_err(|_| {
                 ConnectorError::bad_option("partition_columns", format!("no column '{key}'"))
             })?;
-            fields.push(SortField::new(schema.field(index).data_type().clone()));
             indices.push(index);
         }
         let payload: Vec<_> = schema
@@ -197,7 +164,6 @@ impl ExchangeWriter {
         Ok(Self {
             payload: Arc::new(Schema::new(payload)),
             keys: indices,
-            converter: RowConverter::new(fields)?,
             partitions: partitions.max(1),
             producer,
             watermark: WATERMARK_MIN,
@@ -209,7 +175,8 @@ impl ExchangeWriter {
     /// record holding them (in their order).
     pub fn records(&mut self, batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
         let keys: Vec<ArrayRef> = self.keys.iter().map(|&i| batch.column(i).clone()).collect();
-        let targets = partition_rows(&self.converter, &keys, batch.num_rows(), self.partitions)?;
+        let targets = partition_rows(&keys, batch.num_rows(), self.partitions)
+            .map_err(|e| ConnectorError::bad_option("partition_columns", e.to_string()))?;
         let payload = batch.project(
             &(0..batch.num_columns())
                 .filter(|&i| !is_key_only(batch.schema().field(i).name()))

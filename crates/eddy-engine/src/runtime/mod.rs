@@ -64,6 +64,9 @@ const EDGE_CAPACITY: usize = 4;
 pub struct JobConfig {
     /// Checkpoints (`--state-dir`); `None` runs without them.
     pub checkpoints: Option<CheckpointConfig>,
+    /// Instances of each keyed operator (`--parallelism`; 0 and 1: one).
+    /// The graph run is [`crate::parallel::expand`]ed to it.
+    pub parallelism: usize,
 }
 
 enum Work {
@@ -102,6 +105,11 @@ pub fn start_job(
     connectors: Arc<dyn ConnectorFactory>,
     config: &JobConfig,
 ) -> Result<JobHandle> {
+    let graph = if config.parallelism > 1 {
+        Arc::new(crate::parallel::expand(&graph, config.parallelism))
+    } else {
+        graph
+    };
     check_topological(&graph)?;
     connectors.check(&graph)?;
     let n = graph.nodes.len();
