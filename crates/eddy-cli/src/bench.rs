@@ -105,7 +105,13 @@ SELECT count(*) FROM (
 )";
 
 /// Runs the join benchmark with `engine` over orders and payments files.
-pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> Result<String> {
+pub fn join(
+    engine: &str,
+    orders: &Path,
+    payments: &Path,
+    batch_size: usize,
+    job: &JobConfig,
+) -> Result<String> {
     let (orders, payments) = (orders.display().to_string(), payments.display().to_string());
     match engine {
         "eddy" => run_eddy(
@@ -115,7 +121,7 @@ pub fn join(engine: &str, orders: &Path, payments: &Path, batch_size: usize) -> 
                 ("PAYMENTS".to_string(), payments),
             ]),
             batch_size,
-            &JobConfig::default(),
+            job,
         ),
         "datafusion" => run_datafusion(batch_size, |ctx, started| async move {
             use eddy_connectors::generator::GeneratedStream;

@@ -190,6 +190,9 @@ enum Command {
         /// Rows per batch.
         #[arg(long, default_value_t = 8192)]
         batch_size: usize,
+        /// eddy: instances of each keyed operator.
+        #[arg(long, default_value_t = 1)]
+        parallelism: usize,
         /// Checkpoint into DIR (a fresh directory each run).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -482,6 +485,7 @@ fn execute(command: Command) -> Result<()> {
             orders,
             payments,
             batch_size,
+            parallelism,
             state_dir,
             checkpoint_interval,
             clients,
@@ -494,7 +498,7 @@ fn execute(command: Command) -> Result<()> {
                     interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
                     ignore_state: true,
                 }),
-                ..JobConfig::default()
+                parallelism,
             };
             if name == "api" {
                 println!(
@@ -520,7 +524,7 @@ fn execute(command: Command) -> Result<()> {
                     bench::window(bench::WindowQuery::Hop, &engine, &input, batch_size, &job)?
                 }
                 ("join", _, Some(orders), Some(payments)) => {
-                    bench::join(&engine, &orders, &payments, batch_size)?
+                    bench::join(&engine, &orders, &payments, batch_size, &job)?
                 }
                 _ => {
                     return Err(CliError::Usage(
