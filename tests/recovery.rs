@@ -339,14 +339,25 @@ fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
             "checkpoints publish one file per interval ({parts})"
         );
     };
-    let run = run_with_kills(&job, dir.path(), kills(), baseline, 7, &verify);
+    // The killed runs run the join and the windows as two instances each:
+    // they resume their instances' state and write what one instance wrote.
+    let mut in_parallel = job.0.clone();
+    in_parallel.extend(["--parallelism".to_string(), "2".to_string()]);
+    let run = run_with_kills(
+        &JobArgs(in_parallel),
+        dir.path(),
+        kills(),
+        baseline,
+        7,
+        &verify,
+    );
     assert!(run.kills >= kills());
     assert!(
         !run.resumed_from.is_empty(),
         "no run resumed from a checkpoint"
     );
     eprintln!(
-        "windows + join: {} kills in {} round(s), every round's output exact; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
+        "windows + join (killed runs at --parallelism 2): {} kills in {} round(s), every round's output exact; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
         run.kills, run.rounds, run.resumed_from
     );
 }
