@@ -152,8 +152,9 @@ impl DecodePool {
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-decode-{i}"))
                 .spawn(move || {
+                    let mut decoder = ChunkDecoder::new(schema, location);
                     while let Ok(chunk) = job_rx.recv() {
-                        if result_tx.send(decode(&schema, &location, chunk)).is_err() {
+                        if result_tx.send(decoder.decode(chunk)).is_err() {
                             return;
                         }
                     }
@@ -209,9 +210,52 @@ fn new_decoder(schema: &SchemaRef, batch_size: usize) -> Result<Decoder, ArrowEr
         .build_decoder()
 }
 
+/// Rows a kept decoder holds at least: a decoder made for a chunk of
+/// fewer lines is made this large, so the next chunks fit it.
+const KEPT_DECODER_ROWS: usize = 8192;
+
+/// Decodes the chunks of one table, keeping the arrow-json decoder (and
+/// the buffers it has grown) from one chunk to the next. A decoder made
+/// afresh per chunk grew its buffers from nothing every time, and the
+/// memory the allocator handed back to the kernel in between came back
+/// as page faults: most of a window query's system time.
+pub struct ChunkDecoder {
+    schema: SchemaRef,
+    location: String,
+    /// A decoder whose last chunk decoded cleanly, and its batch size.
+    kept: Option<(Decoder, usize)>,
+}
+
+impl ChunkDecoder {
+    /// A decoder for chunks of `schema`'s rows read at `location`.
+    pub fn new(schema: SchemaRef, location: String) -> Self {
+        Self {
+            schema,
+            location,
+            kept: None,
+        }
+    }
+
+    /// Decodes one chunk; see [`decode`].
+    pub fn decode(&mut self, chunk: Chunk) -> Decoded {
+        decode_keeping(&self.schema, &self.location, chunk, &mut self.kept)
+    }
+}
+
 /// Decodes a chunk: in one go when every line is good, else line by line,
 /// collecting the bad lines.
 pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
+    decode_keeping(schema, location, chunk, &mut None)
+}
+
+/// [`decode`], with a decoder kept from the last clean chunk (taken, and
+/// put back after this one if it decodes cleanly).
+fn decode_keeping(
+    schema: &SchemaRef,
+    location: &str,
+    chunk: Chunk,
+    kept: &mut Option<(Decoder, usize)>,
+) -> Decoded {
     let Chunk {
         bytes,
         mut lines,
@@ -253,14 +297,24 @@ pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
     // One decoder for the chunk, fed line by line: each line must complete
     // exactly one row (a line holding two objects, or none, is bad).
     let fast = || -> Result<Option<RecordBatch>, ArrowError> {
-        let mut decoder = new_decoder(schema, lines.len())?;
+        let (mut decoder, rows) = match kept.take() {
+            Some((decoder, rows)) if rows >= lines.len() => (decoder, rows),
+            _ => {
+                let rows = lines.len().max(KEPT_DECODER_ROWS);
+                (new_decoder(schema, rows)?, rows)
+            }
+        };
         for (i, span) in lines.iter().enumerate() {
             decode_all(&mut decoder, line_bytes(i, span))?;
             if decoder.len() != i + 1 {
                 return Err(ArrowError::JsonError("not one value per line".into()));
             }
         }
-        decoder.flush()
+        let batch = decoder.flush()?;
+        // Only a decoder that ended clean is kept (one that failed may
+        // hold half a row).
+        *kept = Some((decoder, rows));
+        Ok(batch)
     };
     let batch = match (lines.len() == before).then(fast) {
         Some(Ok(batch)) if batch.as_ref().map_or(0, |b| b.num_rows()) == lines.len() => Ok(batch),
@@ -607,6 +661,25 @@ mod tests {
             Some(3),
             "rows keep their lines"
         );
+    }
+
+    #[test]
+    fn a_kept_decoder_decodes_each_chunk_as_a_fresh_one_would() {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        let chunks: [&[&str]; 4] = [
+            &[r#"{"a":1}"#, r#"{"a":2}"#],
+            // A bad line in the middle of the stream: the decoder is not kept.
+            &[r#"{"a":3}"#, r#"{"a":"#, r#"{"a":5}"#],
+            &[r#"{"a":6}"#],
+            &[r#"{"a":7}"#, r#"{"a":8}"#, r#"{"a":9}"#],
+        ];
+        let mut kept = ChunkDecoder::new(schema.clone(), "t".into());
+        for lines in chunks {
+            let again = kept.decode(chunk(lines));
+            let fresh = decode(&schema, "t", chunk(lines));
+            assert_eq!(again.batch.as_ref().unwrap(), fresh.batch.as_ref().unwrap());
+            assert_eq!(bad_lines(&again), bad_lines(&fresh));
+        }
     }
 
     #[test]

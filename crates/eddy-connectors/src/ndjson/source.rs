@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use eddy_engine::source::BadRow;
 
-use super::decode::{decode, Chunk, DecodePool, Decoded, LinePosition, LineSpan};
+use super::decode::{Chunk, ChunkDecoder, DecodePool, Decoded, LinePosition, LineSpan};
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.
@@ -43,7 +43,6 @@ pub struct NdjsonSource {
     reader: BufReader<Box<dyn Read + Send>>,
     /// File path or `stdin`, used in bad-row reports and positions.
     location: String,
-    schema: SchemaRef,
     batch_size: usize,
     /// Position of the reader (what has been read into chunks).
     read: LinePosition,
@@ -56,6 +55,11 @@ pub struct NdjsonSource {
     /// A pipe or stdin: never wait for a full batch while nothing more is buffered.
     live: bool,
     pool: Option<DecodePool>,
+    /// Decodes on the source's own thread when there is no pool.
+    inline: ChunkDecoder,
+    /// Bytes of the last chunk: the next one starts with room for as many
+    /// (growing a chunk from nothing copied it over and over).
+    chunk_bytes: usize,
 }
 
 impl NdjsonSource {
@@ -75,8 +79,9 @@ impl NdjsonSource {
             .then(|| DecodePool::new(decode_threads, schema.clone(), location.clone()));
         Self {
             reader,
+            inline: ChunkDecoder::new(schema, location.clone()),
+            chunk_bytes: 0,
             location,
-            schema,
             batch_size: batch_size.max(1),
             read: LinePosition::default(),
             returned: LinePosition::default(),
@@ -112,7 +117,7 @@ impl NdjsonSource {
     /// waiting for a full batch.
     fn read_chunk(&mut self) -> Result<Chunk, ConnectorError> {
         let mut chunk = Chunk {
-            bytes: Vec::new(),
+            bytes: Vec::with_capacity(self.chunk_bytes + self.chunk_bytes / 8),
             lines: Vec::with_capacity(self.batch_size.min(1 << 16)),
             bad: Vec::new(),
             end: self.read,
@@ -166,6 +171,7 @@ impl NdjsonSource {
             });
         }
         chunk.end = self.read;
+        self.chunk_bytes = chunk.bytes.len();
         Ok(chunk)
     }
 
@@ -176,7 +182,7 @@ impl NdjsonSource {
                 return Ok(None);
             }
             let chunk = self.read_chunk()?;
-            return Ok(Some(decode(&self.schema, &self.location, chunk)));
+            return Ok(Some(self.inline.decode(chunk)));
         };
         let result = (|| {
             while pool.in_flight() < pool.capacity() && !self.finished {
