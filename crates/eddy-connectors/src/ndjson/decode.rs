@@ -519,7 +519,11 @@ fn longest_digit_run(line: &[u8]) -> usize {
 /// inside strings do not count).
 pub fn nests_deeper_than(line: &[u8], limit: usize) -> bool {
     // Cheap bound first: fewer openers than the limit cannot nest deeper.
-    if line.iter().filter(|&&b| b == b'[' || b == b'{').count() <= limit {
+    if memchr::memchr2_iter(b'[', b'{', line)
+        .take(limit + 1)
+        .count()
+        <= limit
+    {
         return false;
     }
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);

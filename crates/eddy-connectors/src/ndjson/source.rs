@@ -48,7 +48,6 @@ pub struct NdjsonSource {
     read: LinePosition,
     /// Position after the last batch handed on.
     returned: LinePosition,
-    line: Vec<u8>,
     /// Longest line accepted, in bytes (without its line break).
     max_line_bytes: usize,
     finished: bool,
@@ -85,7 +84,6 @@ impl NdjsonSource {
             batch_size: batch_size.max(1),
             read: LinePosition::default(),
             returned: LinePosition::default(),
-            line: Vec::new(),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             finished: false,
             live,
@@ -126,15 +124,20 @@ impl NdjsonSource {
             if self.live && !chunk.lines.is_empty() && self.reader.buffer().is_empty() {
                 break;
             }
-            self.line.clear();
-            // Room for the limit plus a line break (`\r\n`): a line cut
-            // short is longer than the limit without its break.
-            let (read, complete) =
-                read_line_bounded(&mut self.reader, &mut self.line, self.max_line_bytes + 2)
-                    .map_err(|source| ConnectorError::Io {
-                        path: self.location.clone(),
-                        source,
-                    })?;
+            // The line is read straight into the chunk (and taken out
+            // again if it is blank or too long). Room for the limit plus a
+            // line break (`\r\n`): a line cut short is longer than the
+            // limit without its break.
+            let start = chunk.bytes.len();
+            let (read, complete) = read_line_bounded(
+                &mut self.reader,
+                &mut chunk.bytes,
+                start + self.max_line_bytes + 2,
+            )
+            .map_err(|source| ConnectorError::Io {
+                path: self.location.clone(),
+                source,
+            })?;
             if read == 0 {
                 self.finished = true;
                 break;
@@ -142,7 +145,8 @@ impl NdjsonSource {
             let offset = self.read.offset;
             self.read.offset += read as u64;
             self.read.line += 1;
-            let text = trim_line(&self.line);
+            let text_len = trim_line(&chunk.bytes[start..]).len();
+            let text = &chunk.bytes[start..start + text_len];
             if !complete || text.len() > self.max_line_bytes {
                 chunk.bad.push(BadRow {
                     path: self.location.clone(),
@@ -155,13 +159,14 @@ impl NdjsonSource {
                     ),
                     raw: eddy_engine::source::bad_rows::raw_text(text),
                 });
+                chunk.bytes.truncate(start);
                 continue;
             }
             if text.iter().all(|b| b.is_ascii_whitespace()) {
+                chunk.bytes.truncate(start);
                 continue;
             }
-            let start = chunk.bytes.len();
-            chunk.bytes.extend_from_slice(text);
+            chunk.bytes.truncate(start + text_len);
             chunk.bytes.push(b'\n');
             chunk.lines.push(LineSpan {
                 number: self.read.line,
@@ -214,9 +219,9 @@ impl NdjsonSource {
 /// The default `max_line_bytes`: 16 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
-/// Reads one line (through its `\n`, or to the end of input) into `line`,
-/// keeping at most `limit` bytes of it. Returns the bytes consumed and
-/// whether the whole line was kept.
+/// Reads one line (through its `\n`, or to the end of input), appending
+/// it to `line` while `line` holds at most `limit` bytes. Returns the
+/// bytes consumed and whether the whole line was kept.
 fn read_line_bounded(
     reader: &mut impl BufRead,
     line: &mut Vec<u8>,
@@ -233,7 +238,7 @@ fn read_line_bounded(
         if available.is_empty() {
             return Ok((consumed, complete));
         }
-        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+        let (take, done) = match memchr::memchr(b'\n', available) {
             Some(i) => (i + 1, true),
             None => (available.len(), false),
         };
