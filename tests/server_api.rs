@@ -305,6 +305,46 @@ fn the_reference_pipeline_runs_to_finished_with_its_graph_and_metrics() {
     let (_, list) = server.get("/api/v1/jobs");
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["state"], "finished");
+
+    // The same job with two instances of each keyed operator: its graph and
+    // metrics show the instances, and its sinks write the same rows.
+    let (status, submitted) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "reference-2", "sql": reference_sql(), "parallelism": 2 }),
+    );
+    assert_eq!(status, 201, "{submitted}");
+    let id = submitted["id"].as_str().unwrap().to_string();
+    let parallel = server.wait_for(&id, "finished", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(parallel["state"], "finished", "{parallel}");
+    assert_eq!(parallel["parallelism"], 2);
+    let names: Vec<&str> = parallel["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("interval_join#") && n.ends_with("/1")),
+        "{names:?}"
+    );
+    for (_, sink) in tags {
+        assert_eq!(
+            node(&parallel, sink)["rows_in"],
+            node(&job, sink)["rows_in"],
+            "{sink}"
+        );
+    }
+    for wrong in [0, 65] {
+        let (status, error) = server.post(
+            "/api/v1/jobs",
+            &json!({ "sql": reference_sql(), "parallelism": wrong }),
+        );
+        assert_eq!(status, 400, "{error}");
+    }
 }
 
 const ENDLESS: &str = "

@@ -139,10 +139,11 @@ pub fn submit(
     name: Option<String>,
     sql: String,
     params: BTreeMap<String, String>,
+    parallelism: Option<usize>,
 ) -> Result<String> {
     let job = client.post(
         "/api/v1/jobs",
-        &json!({ "name": name, "sql": sql, "params": params }),
+        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism }),
     )?;
     Ok(format!(
         "submitted job {} ({}): {}",

@@ -116,6 +116,9 @@ enum Command {
         /// The job's name.
         #[arg(long)]
         name: Option<String>,
+        /// Instances of each keyed operator (as `eddy run --parallelism`).
+        #[arg(long, value_name = "N")]
+        parallelism: Option<usize>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -424,6 +427,7 @@ fn execute(command: Command) -> Result<()> {
             paths,
             set,
             name,
+            parallelism,
             server,
         } => {
             let files = job::load_sql(&paths)?;
@@ -438,7 +442,8 @@ fn execute(command: Command) -> Result<()> {
                     &server.client(),
                     name,
                     sql,
-                    job::parse_pairs(&set, "--set")?
+                    job::parse_pairs(&set, "--set")?,
+                    parallelism
                 )?
             );
             Ok(())

@@ -86,6 +86,9 @@ fn rfc3339(ms: i64) -> String {
         .unwrap_or_default()
 }
 
+/// The most instances of an operator a submitted job may ask for.
+const MAX_PARALLELISM: usize = 64;
+
 /// Compiles a job's SQL.
 pub fn compile(name: &str, sql: &str, params: &BTreeMap<String, String>) -> Result<JobGraph> {
     let files = [SqlFile {
@@ -149,7 +152,9 @@ impl JobManager {
             shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         });
         for record in manager.store.load_all()? {
-            let graph = compile(&record.name, &record.sql, &record.params).ok();
+            let graph = compile(&record.name, &record.sql, &record.params)
+                .ok()
+                .map(|g| eddy_engine::parallel::expand(&g, record.parallelism));
             let resume = record.state == "running";
             let job = Arc::new(ManagedJob {
                 id: record.id.clone(),
@@ -296,12 +301,23 @@ impl JobManager {
             .name
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| format!("job-{id}"));
-        let graph = compile(&name, &request.sql, &request.params)?;
+        let parallelism = request.parallelism.unwrap_or(1);
+        if !(1..=MAX_PARALLELISM).contains(&parallelism) {
+            return Err(ServerError::Rejected(format!(
+                "parallelism must be 1 to {MAX_PARALLELISM}, not {parallelism}"
+            )));
+        }
+        // The graph run, viewed and measured is the one with its instances.
+        let graph = eddy_engine::parallel::expand(
+            &compile(&name, &request.sql, &request.params)?,
+            parallelism,
+        );
         let record = JobRecord {
             id: id.clone(),
             name,
             sql: request.sql,
             params: request.params,
+            parallelism,
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,
@@ -619,6 +635,7 @@ impl JobManager {
         JobView {
             summary: self.summary(job),
             sql: record.as_ref().map(|r| r.sql.clone()).unwrap_or_default(),
+            parallelism: record.as_ref().map_or(1, |r| r.parallelism),
             params: record.map(|r| r.params).unwrap_or_default(),
             graph: job.graph.clone(),
             metrics: self.node_metrics(job),

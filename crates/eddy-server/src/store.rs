@@ -27,6 +27,10 @@ pub struct JobRecord {
     pub sql: String,
     /// Its parameters.
     pub params: BTreeMap<String, String>,
+    /// Instances of each keyed operator (records written before there was a
+    /// choice ran one).
+    #[serde(default = "one")]
+    pub parallelism: usize,
     /// Submission time, epoch ms.
     pub created_ms: i64,
     /// Start of its latest run, epoch ms.
@@ -117,4 +121,8 @@ impl JobStore {
             Err(e) => Err(io(&dir, e)),
         }
     }
+}
+
+fn one() -> usize {
+    1
 }

@@ -20,6 +20,10 @@ pub struct SubmitRequest {
     /// `${NAME}` parameter values.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// Instances of each keyed operator (1 to 64; default 1), as `eddy run
+    /// --parallelism`.
+    #[serde(default)]
+    pub parallelism: Option<usize>,
 }
 
 /// `POST /api/v1/validate`: SQL to check without running it.
@@ -207,6 +211,8 @@ pub struct JobView {
     pub sql: String,
     /// Its parameters.
     pub params: BTreeMap<String, String>,
+    /// Instances of each keyed operator.
+    pub parallelism: usize,
     /// Its operator graph.
     pub graph: Vec<GraphNode>,
     /// Live counters per node.
