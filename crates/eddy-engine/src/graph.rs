@@ -187,9 +187,9 @@ impl JobGraph {
 
     /// Number of output ports a node has.
     pub fn port_count(&self, node: NodeId) -> usize {
-        match self.nodes[node].kind {
+        match &self.nodes[node].kind {
             NodeKind::Source { .. } => 3,
-            NodeKind::Operator(_) => 1,
+            NodeKind::Operator(plan) => plan.output_ports(),
             NodeKind::Sink { .. } => 0,
         }
     }

@@ -139,6 +139,12 @@ pub trait OperatorPlan: Send + Sync + Debug {
     fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
         Vec::new()
     }
+    /// Output ports the operator emits on ([`Collector::emit_to`]); all
+    /// carry [`OperatorPlan::output_schema`]'s rows, and watermarks and
+    /// other markers go to every one.
+    fn output_ports(&self) -> usize {
+        1
+    }
     /// Creates the per-run operator state.
     fn create(&self) -> Result<Box<dyn Operator>>;
 }

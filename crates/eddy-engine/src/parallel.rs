@@ -6,23 +6,21 @@
 //! `OperatorPlan::partition_keys`) is replaced by
 //!
 //! ```text
-//!  producer ─┬─> calc: filter hash(keys) % N = 0 ─> operator/0 ─┐
-//!            ├─> ...                                            ├─> union ─> consumers
-//!            └─> calc: filter hash(keys) % N = N-1 ─> operator/N-1 ┘
+//!  producer ─> key_split ─ port 0 ────> operator/0 ───┐
+//!              (hash(keys) % N)  ...                    ├─> union ─> consumers
+//!                        └ port N-1 ─> operator/N-1 ─┘
 //! ```
 //!
 //! Everything else (sources, sinks, stateless calcs, unions, operators
 //! that are not keyed, such as a global aggregate) stays one instance.
-//! Nothing new runs: each piece is an ordinary node, so watermarks, idle
-//! and end markers and checkpoint barriers reach every instance through
-//! its filter (which forwards them), the union's watermark is the least of
+//! Each piece is an ordinary node, so watermarks, idle and end markers and
+//! checkpoint barriers reach every instance through the split (which
+//! broadcasts them on every port), the union's watermark is the least of
 //! its instances', and each instance checkpoints its own state. The same N
 //! must be used to resume a checkpoint (the graph differs otherwise, and
-//! the state directory refuses it).
-//!
-//! Each filter hashes every row of its input, so a row is hashed N times,
-//! once in each of N threads; the keys are the operator's (a row goes to
-//! one instance, see [`crate::partition`]).
+//! the state directory refuses it). The split hashes each row once, by the
+//! operator's keys ([`crate::partition`]); an operator with two inputs (a
+//! join) gets a split per input, hashing each side by its own keys.
 //!
 //! ```
 //! use eddy_engine::graph::JobGraph;
@@ -35,9 +33,8 @@
 use std::sync::Arc;
 
 use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
-use crate::operators::calc::{CalcPlan, CalcStep};
+use crate::operators::key_split::KeySplitPlan;
 use crate::operators::union::UnionPlan;
-use crate::partition::KeyPartitionExpr;
 
 /// Whether `node` runs as N instances: a stateful operator whose every
 /// input is hashed by a non-empty key.
@@ -78,34 +75,37 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
             moved.push((out.add(copy), false));
             continue;
         }
-        let mut copies = Vec::with_capacity(parallelism);
-        for index in 0..instances {
-            let mut inputs = Vec::with_capacity(node.inputs.len());
-            for (input, edge) in node.inputs.iter().enumerate() {
-                let Partitioning::Hash(keys) = &edge.partitioning else {
-                    continue;
-                };
-                let schema = graph.port_schema(edge.from, edge.port);
-                let mut filter = CalcPlan::new(schema.clone());
-                filter.push(CalcStep::Filter(Arc::new(KeyPartitionExpr::new(
+        // One split per input, each instance reading its port of each.
+        let mut splits = Vec::with_capacity(node.inputs.len());
+        for (input, edge) in node.inputs.iter().enumerate() {
+            let Partitioning::Hash(keys) = &edge.partitioning else {
+                continue;
+            };
+            let schema = graph.port_schema(edge.from, edge.port);
+            let mut feed = remap(&moved, edge);
+            feed.partitioning = Partitioning::Forward;
+            let id = out.add(Node {
+                name: format!("{}/split.in{input}", node.name),
+                kind: NodeKind::Operator(Arc::new(KeySplitPlan::new(
+                    schema.clone(),
                     keys.clone(),
                     instances,
-                    index,
-                ))));
-                let mut feed = remap(&moved, edge);
-                feed.partitioning = Partitioning::Forward;
-                let id = out.add(Node {
-                    name: format!("{}/{index}.in{input}", node.name),
-                    kind: NodeKind::Operator(Arc::new(filter)),
-                    inputs: vec![feed],
-                    schema,
-                });
-                inputs.push(Edge {
-                    from: id,
-                    port: 0,
-                    partitioning: edge.partitioning.clone(),
-                });
-            }
+                ))),
+                inputs: vec![feed],
+                schema,
+            });
+            splits.push((id, edge.partitioning.clone()));
+        }
+        let mut copies = Vec::with_capacity(parallelism);
+        for index in 0..instances {
+            let inputs = splits
+                .iter()
+                .map(|(split, partitioning)| Edge {
+                    from: *split,
+                    port: index as usize,
+                    partitioning: partitioning.clone(),
+                })
+                .collect();
             copies.push(out.add(Node {
                 name: format!("{}/{index}", node.name),
                 kind: node.kind.clone(),

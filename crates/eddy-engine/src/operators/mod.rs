@@ -5,6 +5,7 @@
 pub mod calc;
 pub mod interval_join;
 pub mod join_state;
+pub mod key_split;
 pub mod over;
 pub mod session_aggregate;
 pub mod union;

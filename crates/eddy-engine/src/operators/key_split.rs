@@ -1,0 +1,108 @@
+//! Key split: routes each row to the output port of the parallel instance
+//! that owns its key (see [`crate::parallel`]).
+//!
+//! In: batches of one input. Out: on port `i`, the rows whose key hashes to
+//! instance `i` of N ([`crate::partition::partition_rows`]), in input
+//! order; watermarks, idle and end markers and barriers go to every port
+//! (the runtime broadcasts them). Each row is hashed once, where N filters
+//! would hash it N times. Stateless.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::physical_expr::expressions::Column;
+//! use eddy_engine::operator::OperatorPlan;
+//! use eddy_engine::operators::key_split::KeySplitPlan;
+//!
+//! let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+//! let split = KeySplitPlan::new(schema, vec![Arc::new(Column::new("k", 0))], 4);
+//! assert_eq!(split.output_ports(), 4);
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::UInt32Array;
+use datafusion::arrow::compute::take_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::physical_expr::PhysicalExpr;
+
+use crate::error::Result;
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::partition::partition_rows;
+
+/// Plan of a key split into `ports` instances.
+#[derive(Debug, Clone)]
+pub struct KeySplitPlan {
+    schema: SchemaRef,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    ports: u32,
+}
+
+impl KeySplitPlan {
+    /// Splits rows of `schema` by `keys` over `ports` outputs.
+    pub fn new(schema: SchemaRef, keys: Vec<Arc<dyn PhysicalExpr>>, ports: u32) -> Self {
+        Self {
+            schema,
+            keys,
+            ports: ports.max(1),
+        }
+    }
+}
+
+impl OperatorPlan for KeySplitPlan {
+    fn kind(&self) -> &'static str {
+        "key_split"
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
+        format!("hash({}) over {} instances", keys.join(", "), self.ports)
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn output_ports(&self) -> usize {
+        self.ports as usize
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(KeySplit { plan: self.clone() }))
+    }
+}
+
+struct KeySplit {
+    plan: KeySplitPlan,
+}
+
+impl Operator for KeySplit {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let rows = batch.num_rows();
+        let keys = self
+            .plan
+            .keys
+            .iter()
+            .map(|k| k.evaluate(&batch)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let targets = partition_rows(&keys, rows, self.plan.ports)?;
+        let mut by_port: Vec<Vec<u32>> = vec![Vec::new(); self.plan.ports as usize];
+        for (row, &port) in targets.iter().enumerate() {
+            by_port[port as usize].push(row as u32);
+        }
+        for (port, indices) in by_port.into_iter().enumerate() {
+            if indices.len() == rows {
+                out.emit_to(port, batch);
+                return Ok(());
+            }
+            if !indices.is_empty() {
+                out.emit_to(
+                    port,
+                    take_record_batch(&batch, &UInt32Array::from(indices))?,
+                );
+            }
+        }
+        Ok(())
+    }
+}
