@@ -161,6 +161,27 @@ fn explain_prints_the_operator_graph() {
 }
 
 #[test]
+fn explain_shows_the_instances_of_a_parallel_run() {
+    let out = eddy()
+        .args(["explain", "queries/", "--parallelism", "2"])
+        .output()
+        .expect("eddy explain");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The join's two sides split by order_id, its second instance reading
+    // port 1 of each split, a union of the two instances after them.
+    assert!(
+        text.contains("#2 key_split hash(order_id@1) over 2 instances <- #0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<- #2.1 hash(order_id@1), #3.1 hash(order_id@0)"),
+        "{text}"
+    );
+    assert!(text.contains("#6 union 2 inputs <- #4, #5"), "{text}");
+}
+
+#[test]
 fn explain_takes_sql_text() {
     let sql = "CREATE TABLE t (k VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'stdin'); \
                SELECT k, n FROM (SELECT tumble('1 minute') AS w, k, count(*) AS n FROM t GROUP BY w, k)";

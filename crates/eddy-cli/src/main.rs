@@ -154,6 +154,10 @@ enum Command {
         /// Set a `${NAME}` parameter: NAME=VALUE.
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
+        /// Show the graph `eddy run --parallelism N` runs: each keyed
+        /// operator's instances, their key splits and union.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        parallelism: usize,
     },
     /// Print a built-in generator stream as NDJSON.
     Generate {
@@ -465,11 +469,16 @@ fn execute(command: Command) -> Result<()> {
             println!("ok");
             Ok(())
         }
-        Command::Explain { paths, set } => {
+        Command::Explain {
+            paths,
+            set,
+            parallelism,
+        } => {
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
             let compiled = job::compile_files(&files, &params)?;
-            print!("{}", compiled.graph.explain());
+            let graph = eddy_engine::parallel::expand(&compiled.graph, parallelism);
+            print!("{}", graph.explain());
             Ok(())
         }
         Command::Generate {

@@ -261,10 +261,12 @@ impl JobGraph {
             .inputs
             .iter()
             .map(|e| {
-                let port = match e.port {
-                    0 => "",
-                    crate::operator::LATE_PORT => ".late",
-                    _ => ".bad",
+                let port = match (&self.nodes[e.from].kind, e.port) {
+                    (_, 0) => String::new(),
+                    (NodeKind::Source { .. }, crate::operator::LATE_PORT) => ".late".into(),
+                    (NodeKind::Source { .. }, _) => ".bad".into(),
+                    // An operator's other ports (a key split's instances).
+                    (_, port) => format!(".{port}"),
                 };
                 let part = match &e.partitioning {
                     Partitioning::Forward => String::new(),
