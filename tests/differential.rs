@@ -296,24 +296,21 @@ fn windows_match_datafusion_batch_queries() {
                         case.name
                     )
                 });
-                let late: u64 = captured
-                    .report
-                    .nodes
-                    .iter()
-                    .map(|n| n.metrics.late_rows)
-                    .sum();
-                assert_eq!(late, 0, "the generated input has no late rows");
+                assert_eq!(
+                    common::late_rows(&captured.report),
+                    0,
+                    "the generated input has no late rows"
+                );
                 let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
                 actual.sort_by_key(key);
-                assert_eq!(
-                    actual.len(),
-                    expected.len(),
-                    "{} (seed {seed}, batch {batch_size}, parallelism {parallelism}): row count differs",
-                    case.name
+                common::assert_same_rows(
+                    &actual,
+                    &expected,
+                    &format!(
+                        "{} (seed {seed}, batch {batch_size}, parallelism {parallelism})",
+                        case.name
+                    ),
                 );
-                for (a, e) in actual.iter().zip(&expected) {
-                    assert!(common::same_json(a, e), "{} (seed {seed}, batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}", case.name);
-                }
             }
         }
     }

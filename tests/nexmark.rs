@@ -142,28 +142,18 @@ fn nexmark_queries_match_datafusion_batch_queries() {
             .unwrap_or_else(|e| {
                 panic!("{query} (batch {batch_size}, parallelism {parallelism}): {e}")
             });
-            let late: u64 = captured
-                .report
-                .nodes
-                .iter()
-                .map(|n| n.metrics.late_rows)
-                .sum();
-            assert_eq!(late, 0, "{query}: Nexmark's stream is in order");
+            assert_eq!(
+                common::late_rows(&captured.report),
+                0,
+                "{query}: Nexmark's stream is in order"
+            );
             let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
             actual.sort_by_key(sort_key);
-            assert_eq!(
-                actual.len(),
-                expected.len(),
-                "{query} (batch {batch_size}, parallelism {parallelism}): row count; first rows eddy {:?} datafusion {:?}",
-                actual.first(),
-                expected.first()
+            common::assert_same_rows(
+                &actual,
+                &expected,
+                &format!("{query} (batch {batch_size}, parallelism {parallelism})"),
             );
-            for (a, e) in actual.iter().zip(&expected) {
-                assert!(
-                    common::same_json(a, e),
-                    "{query} (batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}"
-                );
-            }
             eprintln!(
                 "{query} (batch {batch_size}, parallelism {parallelism}): {} rows equal",
                 actual.len()

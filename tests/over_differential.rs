@@ -108,14 +108,13 @@ fn over_aggregates_match_datafusion_window_functions() {
                 )
                 .unwrap_or_else(|e| panic!("{query}: {e}"));
                 let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
-                assert_eq!(
-                    actual.len(),
-                    expected.len(),
-                    "{query} (seed {seed}, batch {batch_size}, parallelism {parallelism})"
+                common::assert_same_rows(
+                    &actual,
+                    &expected,
+                    &format!(
+                        "{query} (seed {seed}, batch {batch_size}, parallelism {parallelism})"
+                    ),
                 );
-                for (a, e) in actual.iter().zip(&expected) {
-                    assert!(common::same_json(a, e), "{query} (seed {seed}, batch {batch_size}, parallelism {parallelism}):\n  eddy:       {a}\n  datafusion: {e}");
-                }
             }
         }
     }

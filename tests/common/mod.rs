@@ -187,6 +187,31 @@ pub fn json_rows<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<serde_json
         .collect()
 }
 
+/// Rows judged late anywhere in a run.
+#[allow(dead_code)] // not every test binary counts them
+pub fn late_rows(report: &eddy_engine::runtime::JobReport) -> u64 {
+    report.nodes.iter().map(|n| n.metrics.late_rows).sum()
+}
+
+/// Asserts that sorted streaming rows equal sorted batch rows (as
+/// [`same_json`]), naming `what` and the first differing pair.
+#[allow(dead_code)] // not every test binary compares rows
+pub fn assert_same_rows(actual: &[serde_json::Value], expected: &[serde_json::Value], what: &str) {
+    assert_eq!(
+        actual.len(),
+        expected.len(),
+        "{what}: row count; first rows eddy {:?} datafusion {:?}",
+        actual.first(),
+        expected.first()
+    );
+    for (a, e) in actual.iter().zip(expected) {
+        assert!(
+            same_json(a, e),
+            "{what}:\n  eddy:       {a}\n  datafusion: {e}"
+        );
+    }
+}
+
 /// JSON values equal, floating-point numbers within 1e-9 relative error
 /// (their last bits depend on summation order).
 pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {

@@ -181,13 +181,17 @@ impl std::fmt::Debug for NexmarkSource {
     }
 }
 
-/// How a field is built: a time, text, or a number.
-fn kind_of(field: &str) -> u8 {
-    match field {
-        "date_time" | "expires" => b't',
-        "name" | "email_address" | "credit_card" | "city" | "state" | "extra" | "item_name"
-        | "description" | "channel" | "url" => b's',
-        _ => b'i',
+impl Builder {
+    /// The builder of field `field` for `rows` rows: a time, text, or a number.
+    fn for_field(field: &str, rows: usize) -> Self {
+        match field {
+            "date_time" | "expires" => Self::Time(TimestampMillisecondBuilder::with_capacity(rows)),
+            "name" | "email_address" | "credit_card" | "city" | "state" | "extra" | "item_name"
+            | "description" | "channel" | "url" => {
+                Self::Text(StringBuilder::with_capacity(rows, rows * 16))
+            }
+            _ => Self::Int(Int64Builder::with_capacity(rows)),
+        }
     }
 }
 
@@ -261,11 +265,7 @@ impl NexmarkSource {
         let names = fields(self.config.stream);
         self.columns
             .iter()
-            .map(|c| match kind_of(names[c.field]) {
-                b't' => Builder::Time(TimestampMillisecondBuilder::with_capacity(rows)),
-                b's' => Builder::Text(StringBuilder::with_capacity(rows, rows * 16)),
-                _ => Builder::Int(Int64Builder::with_capacity(rows)),
-            })
+            .map(|c| Builder::for_field(names[c.field], rows))
             .collect()
     }
 }
