@@ -28,6 +28,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
+use eddy_connectors::kafka::exchange::{is_key_only, KEY_ONLY_PREFIX};
 use eddy_connectors::KafkaTopicRef;
 use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
@@ -221,7 +222,7 @@ fn cut_in(
             match expr.downcast_ref::<Column>() {
                 Some(c) => keys.push(c.name().to_string()),
                 None => {
-                    let name = format!("__eddy_key_{}", computed.len());
+                    let name = format!("{KEY_ONLY_PREFIX}{}", computed.len());
                     keys.push(name.clone());
                     computed.push((expr.clone(), name));
                 }
@@ -332,7 +333,7 @@ fn cut_in(
                 .iter()
                 .zip(&cut.exprs)
                 .map(|(k, e)| {
-                    if k.starts_with("__eddy_key_") {
+                    if is_key_only(k) {
                         e.to_string()
                     } else {
                         k.clone()

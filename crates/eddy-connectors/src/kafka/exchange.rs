@@ -226,9 +226,13 @@ impl ExchangeWriter {
     }
 }
 
+/// How the names of key-only columns start: columns computed to hash by,
+/// which the exchange does not send.
+pub const KEY_ONLY_PREFIX: &str = "__eddy_key_";
+
 /// A column the exchange computes to hash by and does not send.
-fn is_key_only(name: &str) -> bool {
-    name.starts_with("__eddy_key_")
+pub fn is_key_only(name: &str) -> bool {
+    name.starts_with(KEY_ONLY_PREFIX)
 }
 
 /// A marker's producer and watermark.
