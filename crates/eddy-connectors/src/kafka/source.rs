@@ -447,6 +447,8 @@ impl KafkaSource {
         let chunk = Chunk {
             bytes: pending.bytes,
             lines: pending.lines,
+            blocks: Vec::new(),
+            max_line_bytes: usize::MAX,
             bad: Vec::new(),
             end: LinePosition::default(),
         };

@@ -17,7 +17,8 @@
 //! lines are rewritten (parsed and written again, a cost only such tables
 //! pay) so that the value is a string before arrow-json decodes it.
 //!
-//! Fast path: a whole chunk goes through one arrow-json decoder, line by
+//! Fastest path: a chunk of flat objects of scalars is parsed straight into
+//! column builders by [`FlatDecoder`]. Fast path: a whole chunk goes through one arrow-json decoder, line by
 //! line, and counts when every line completes exactly one row. Otherwise the chunk is decoded line by
 //! line: each bad line (including one holding two objects, or none) is
 //! reported and left out, and the good lines' rows are concatenated.
@@ -35,6 +36,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::source::bad_rows::raw_text;
 use eddy_engine::source::{BadRow, RowOrigins};
 
+use super::flat::FlatDecoder;
 use crate::error::ConnectorError;
 
 /// The deepest nesting of arrays and objects a line may have; deeper lines
@@ -63,13 +65,32 @@ pub struct LineSpan {
     pub end: usize,
 }
 
+/// Lines of a chunk not yet split: the decoding worker splits them (so the
+/// reading thread only copies whole lines, in bulk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineBlock {
+    /// Start of the block in the chunk's bytes.
+    pub start: usize,
+    /// End of the block in the chunk's bytes (after its last `\n`).
+    pub end: usize,
+    /// The block's first line's number in the input (1-based).
+    pub number: u64,
+    /// Byte offset of the block's start in the input.
+    pub offset: u64,
+}
+
 /// A chunk of input lines: the bytes (each line ending in `\n`) and, per
 /// line, where it is.
 pub struct Chunk {
     /// The lines' bytes.
     pub bytes: Vec<u8>,
-    /// Each line of `bytes`.
+    /// Each line of `bytes` already split.
     pub lines: Vec<LineSpan>,
+    /// Blocks of whole lines to split, after `lines`: blank lines are left
+    /// out and lines longer than `max_line_bytes` become bad rows.
+    pub blocks: Vec<LineBlock>,
+    /// The longest line `blocks` may hold, in bytes (without its break).
+    pub max_line_bytes: usize,
     /// Lines the reader already found bad (over `max_line_bytes`).
     pub bad: Vec<BadRow>,
     /// The reader's position after the chunk.
@@ -120,14 +141,56 @@ impl RowOrigins for NdjsonOrigins {
 }
 
 fn line_origin(path: &str, bytes: &[u8], span: &LineSpan) -> BadRow {
-    let line = &bytes[span.start..span.end];
     BadRow {
         path: path.to_string(),
         line: Some(span.number),
         offset: Some(span.offset),
         column: None,
         reason: String::new(),
-        raw: raw_text(line.strip_suffix(b"\n").unwrap_or(line)),
+        raw: raw_text(trim_line(&bytes[span.start..span.end])),
+    }
+}
+
+/// A line without its break (`\n` or `\r\n`).
+pub fn trim_line(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Splits a chunk's blocks into its lines: blank lines are left out, lines
+/// longer than the chunk's `max_line_bytes` become bad rows.
+pub fn split_blocks(chunk: &mut Chunk, location: &str) {
+    for block in std::mem::take(&mut chunk.blocks) {
+        let (mut number, mut offset, mut start) = (block.number, block.offset, block.start);
+        let bytes = &chunk.bytes[..block.end];
+        while start < block.end {
+            let end = memchr::memchr(b'\n', &bytes[start..]).map_or(block.end, |i| start + i + 1);
+            let text = trim_line(&bytes[start..end]);
+            if text.len() > chunk.max_line_bytes {
+                chunk.bad.push(BadRow {
+                    path: location.to_string(),
+                    line: Some(number),
+                    offset: Some(offset),
+                    column: None,
+                    reason: format!(
+                        "line of {} bytes is longer than max_line_bytes ({})",
+                        end - start,
+                        chunk.max_line_bytes
+                    ),
+                    raw: raw_text(text),
+                });
+            } else if !text.iter().all(u8::is_ascii_whitespace) {
+                chunk.lines.push(LineSpan {
+                    number,
+                    offset,
+                    start,
+                    end,
+                });
+            }
+            number += 1;
+            offset += (end - start) as u64;
+            start = end;
+        }
     }
 }
 
@@ -224,12 +287,24 @@ pub struct ChunkDecoder {
     location: String,
     /// A decoder whose last chunk decoded cleanly, and its batch size.
     kept: Option<(Decoder, usize)>,
+    /// The fast path for chunks of flat objects (`None` for tables it
+    /// cannot build, and once it missed [`FLAT_MISSES`] chunks in a row).
+    flat: Option<FlatDecoder>,
+    /// Chunks in a row the fast path could not take.
+    flat_misses: u32,
 }
+
+/// Chunks in a row the flat decoder may fail to take (an input whose lines
+/// are not flat, such as strings with escapes) before it is no longer
+/// tried for that input.
+const FLAT_MISSES: u32 = 8;
 
 impl ChunkDecoder {
     /// A decoder for chunks of `schema`'s rows read at `location`.
     pub fn new(schema: SchemaRef, location: String) -> Self {
         Self {
+            flat: FlatDecoder::new(&schema),
+            flat_misses: 0,
             schema,
             location,
             kept: None,
@@ -237,15 +312,36 @@ impl ChunkDecoder {
     }
 
     /// Decodes one chunk; see [`decode`].
-    pub fn decode(&mut self, chunk: Chunk) -> Decoded {
+    pub fn decode(&mut self, mut chunk: Chunk) -> Decoded {
+        split_blocks(&mut chunk, &self.location);
+        if let Some(flat) = &mut self.flat {
+            let lines = chunk.lines.iter().map(|span| span.start..span.end);
+            if let Some(batch) = flat.decode(&chunk.bytes, lines) {
+                self.flat_misses = 0;
+                let Chunk {
+                    bytes,
+                    lines,
+                    bad,
+                    end,
+                    ..
+                } = chunk;
+                let batch = (batch.num_rows() > 0).then_some(batch);
+                return decoded(&self.location, bytes, lines, bad, end, Ok(batch));
+            }
+            self.flat_misses += 1;
+            if self.flat_misses >= FLAT_MISSES {
+                self.flat = None;
+            }
+        }
         decode_keeping(&self.schema, &self.location, chunk, &mut self.kept)
     }
 }
 
-/// Decodes a chunk: in one go when every line is good, else line by line,
-/// collecting the bad lines.
+/// Decodes a chunk: flat lines straight into columns ([`FlatDecoder`]),
+/// else with arrow-json in one go when every line is good, else line by
+/// line, collecting the bad lines.
 pub fn decode(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
-    decode_keeping(schema, location, chunk, &mut None)
+    ChunkDecoder::new(schema.clone(), location.to_string()).decode(chunk)
 }
 
 /// [`decode`], with a decoder kept from the last clean chunk (taken, and
@@ -261,6 +357,7 @@ fn decode_keeping(
         mut lines,
         mut bad,
         end,
+        ..
     } = chunk;
     let before = lines.len();
     let has_decimal = schema.fields().iter().any(|f| {
@@ -350,6 +447,18 @@ fn decode_keeping(
             }
         }
     };
+    decoded(location, bytes, lines, bad, end, batch)
+}
+
+/// A chunk's decoded rows, with out-of-range floats moved to the bad rows.
+fn decoded(
+    location: &str,
+    bytes: Vec<u8>,
+    lines: Vec<LineSpan>,
+    mut bad: Vec<BadRow>,
+    end: LinePosition,
+    batch: Result<Option<RecordBatch>, ConnectorError>,
+) -> Decoded {
     let mut origins = NdjsonOrigins {
         path: location.to_string(),
         bytes,
@@ -632,6 +741,8 @@ mod tests {
         Chunk {
             bytes,
             lines: spans,
+            blocks: Vec::new(),
+            max_line_bytes: usize::MAX,
             bad: Vec::new(),
             end: LinePosition::default(),
         }

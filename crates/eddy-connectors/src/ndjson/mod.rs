@@ -4,9 +4,11 @@
 //! - [`source`]: [`NdjsonSource`], the reader: lines in input order, byte
 //!   offsets and line numbers for checkpoints and bad-row reports;
 //! - [`decode`]: chunks of lines into batches, on worker threads, bad
-//!   lines found and reported one by one.
+//!   lines found and reported one by one;
+//! - [`flat`]: the fast path for chunks of flat objects of scalars.
 
 pub mod decode;
+pub mod flat;
 pub mod source;
 
 pub use source::NdjsonSource;

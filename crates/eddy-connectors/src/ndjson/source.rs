@@ -7,8 +7,9 @@
 //! and line number just after the rows handed on. A checkpoint records it;
 //! a resumed job seeks the file there.
 //!
-//! Lines are read in chunks of `batch_size` on the reading thread and
-//! decoded on worker threads ([`super::decode`]). A bad line never stops
+//! Lines are read in chunks of `batch_size` on the reading thread (whole
+//! lines copied in bulk from the read buffer) and split and decoded on
+//! worker threads ([`super::decode`]). A bad line never stops
 //! the job: it is reported with its source, line number and reason, and the
 //! source task applies the table's `bad_rows` policy. A line longer than
 //! `max_line_bytes` is never held in memory whole: its first bytes are kept
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use eddy_engine::source::BadRow;
 
-use super::decode::{Chunk, ChunkDecoder, DecodePool, Decoded, LinePosition, LineSpan};
+use super::decode::{trim_line, Chunk, ChunkDecoder, DecodePool, Decoded, LineBlock, LinePosition};
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.
@@ -110,74 +111,134 @@ impl NdjsonSource {
         self
     }
 
-    /// Reads up to `batch_size` non-blank lines; from a live input, fewer
-    /// when nothing more is buffered, so a pipe or stdin is not held back
-    /// waiting for a full batch.
+    /// Reads up to `batch_size` lines; from a live input, fewer when nothing
+    /// more is buffered, so a pipe or stdin is not held back waiting for a
+    /// full batch. The whole lines found in the read buffer are copied into
+    /// the chunk at once, as a block the decoding worker splits; only a
+    /// line crossing the buffer's end is read on its own.
     fn read_chunk(&mut self) -> Result<Chunk, ConnectorError> {
         let mut chunk = Chunk {
             bytes: Vec::with_capacity(self.chunk_bytes + self.chunk_bytes / 8),
-            lines: Vec::with_capacity(self.batch_size.min(1 << 16)),
+            lines: Vec::new(),
+            blocks: Vec::new(),
+            max_line_bytes: self.max_line_bytes,
             bad: Vec::new(),
             end: self.read,
         };
-        while chunk.lines.len() + chunk.bad.len() < self.batch_size {
-            if self.live && !chunk.lines.is_empty() && self.reader.buffer().is_empty() {
+        let mut wanted = self.batch_size;
+        while wanted > 0 && !self.finished {
+            let started = !chunk.blocks.is_empty() || !chunk.bad.is_empty();
+            if self.live && started && self.reader.buffer().is_empty() {
                 break;
             }
-            // The line is read straight into the chunk (and taken out
-            // again if it is blank or too long). Room for the limit plus a
-            // line break (`\r\n`): a line cut short is longer than the
-            // limit without its break.
-            let start = chunk.bytes.len();
-            let (read, complete) = read_line_bounded(
-                &mut self.reader,
-                &mut chunk.bytes,
-                start + self.max_line_bytes + 2,
-            )
-            .map_err(|source| ConnectorError::Io {
-                path: self.location.clone(),
-                source,
-            })?;
-            if read == 0 {
-                self.finished = true;
-                break;
+            let copied = self.copy_whole_lines(&mut chunk, wanted)?;
+            if copied > 0 {
+                wanted -= copied;
+            } else if self.read_line(&mut chunk)? {
+                wanted -= 1;
             }
-            let offset = self.read.offset;
-            self.read.offset += read as u64;
-            self.read.line += 1;
-            let text_len = trim_line(&chunk.bytes[start..]).len();
-            let text = &chunk.bytes[start..start + text_len];
-            if !complete || text.len() > self.max_line_bytes {
-                chunk.bad.push(BadRow {
-                    path: self.location.clone(),
-                    line: Some(self.read.line),
-                    offset: Some(offset),
-                    column: None,
-                    reason: format!(
-                        "line of {read} bytes is longer than max_line_bytes ({})",
-                        self.max_line_bytes
-                    ),
-                    raw: eddy_engine::source::bad_rows::raw_text(text),
-                });
-                chunk.bytes.truncate(start);
-                continue;
-            }
-            if text.iter().all(|b| b.is_ascii_whitespace()) {
-                chunk.bytes.truncate(start);
-                continue;
-            }
-            chunk.bytes.truncate(start + text_len);
-            chunk.bytes.push(b'\n');
-            chunk.lines.push(LineSpan {
-                number: self.read.line,
-                offset,
-                start,
-                end: chunk.bytes.len(),
-            });
         }
         chunk.end = self.read;
         self.chunk_bytes = chunk.bytes.len();
         Ok(chunk)
+    }
+
+    /// Copies up to `wanted` whole lines from the read buffer into the
+    /// chunk as one block; returns how many (0 when the buffer holds no
+    /// whole line).
+    fn copy_whole_lines(
+        &mut self,
+        chunk: &mut Chunk,
+        wanted: usize,
+    ) -> Result<usize, ConnectorError> {
+        let available = loop {
+            match self.reader.fill_buf() {
+                Ok(available) => break available,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ConnectorError::Io {
+                        path: self.location.clone(),
+                        source,
+                    })
+                }
+            }
+        };
+        let (mut lines, mut take) = (0, 0);
+        for end in memchr::memchr_iter(b'\n', available) {
+            lines += 1;
+            take = end + 1;
+            if lines == wanted {
+                break;
+            }
+        }
+        if lines == 0 {
+            return Ok(0);
+        }
+        let start = chunk.bytes.len();
+        chunk.bytes.extend_from_slice(&available[..take]);
+        self.reader.consume(take);
+        chunk.blocks.push(LineBlock {
+            start,
+            end: chunk.bytes.len(),
+            number: self.read.line + 1,
+            offset: self.read.offset,
+        });
+        self.read.line += lines as u64;
+        self.read.offset += take as u64;
+        Ok(lines)
+    }
+
+    /// Reads one line on its own (one crossing the read buffer's end, or
+    /// the last without a line break) into the chunk, bounded by
+    /// `max_line_bytes`; `false` at the end of the input.
+    fn read_line(&mut self, chunk: &mut Chunk) -> Result<bool, ConnectorError> {
+        // The line is read straight into the chunk (and taken out again if
+        // it is blank or too long). Room for the limit plus a line break
+        // (`\r\n`): a line cut short is longer than the limit without its
+        // break.
+        let start = chunk.bytes.len();
+        let (read, complete) = read_line_bounded(
+            &mut self.reader,
+            &mut chunk.bytes,
+            start + self.max_line_bytes + 2,
+        )
+        .map_err(|source| ConnectorError::Io {
+            path: self.location.clone(),
+            source,
+        })?;
+        if read == 0 {
+            self.finished = true;
+            return Ok(false);
+        }
+        let offset = self.read.offset;
+        self.read.offset += read as u64;
+        self.read.line += 1;
+        let text_len = trim_line(&chunk.bytes[start..]).len();
+        let text = &chunk.bytes[start..start + text_len];
+        if !complete || text.len() > self.max_line_bytes {
+            chunk.bad.push(BadRow {
+                path: self.location.clone(),
+                line: Some(self.read.line),
+                offset: Some(offset),
+                column: None,
+                reason: format!(
+                    "line of {read} bytes is longer than max_line_bytes ({})",
+                    self.max_line_bytes
+                ),
+                raw: eddy_engine::source::bad_rows::raw_text(text),
+            });
+            chunk.bytes.truncate(start);
+            return Ok(true);
+        }
+        chunk.bytes.truncate(start + text_len);
+        chunk.bytes.push(b'\n');
+        chunk.blocks.push(LineBlock {
+            start,
+            end: chunk.bytes.len(),
+            number: self.read.line,
+            offset,
+        });
+        Ok(true)
     }
 
     /// The next decoded chunk, in input order; `None` at the end.
@@ -196,7 +257,7 @@ impl NdjsonSource {
                     break;
                 }
                 let chunk = self.read_chunk()?;
-                if chunk.lines.is_empty() && chunk.bad.is_empty() {
+                if chunk.blocks.is_empty() && chunk.bad.is_empty() {
                     // Only blank lines (or none): nothing to decode, but
                     // the position moves on once earlier chunks are handed on.
                     if pool.in_flight() == 0 {
@@ -253,12 +314,6 @@ fn read_line_bounded(
             return Ok((consumed, complete));
         }
     }
-}
-
-/// A line without its break (`\n` or `\r\n`).
-fn trim_line(line: &[u8]) -> &[u8] {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 impl SourceReader for NdjsonSource {
@@ -361,6 +416,50 @@ mod tests {
                 assert_eq!(rows, 2, "batch size {size}, {threads} threads");
                 assert_eq!(bad, 3, "batch size {size}, {threads} threads");
                 assert_eq!(ids(&batches), vec!["a", "c"], "rows keep their input order");
+            }
+        }
+    }
+
+    #[test]
+    fn long_lines_are_bad_rows_whether_read_whole_or_across_the_buffer() {
+        let long = format!("{{\"id\":\"{}\"}}", "x".repeat(40));
+        let text = format!("{{\"id\":\"a\"}}\n{long}\n\n{{\"id\":\"b\"}}\r\n{long}");
+        for capacity in [7, 1 << 16] {
+            for threads in [1, 3] {
+                let reader: Box<dyn Read + Send> =
+                    Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+                let mut source = NdjsonSource::new(
+                    BufReader::with_capacity(capacity, reader),
+                    "t.ndjson".into(),
+                    schema(),
+                    100,
+                    threads,
+                    false,
+                )
+                .with_max_line_bytes(30);
+                let mut ctx = SourceContext::new("t");
+                let mut batches = Vec::new();
+                while let Some(b) = source.next_batch(&mut ctx).unwrap() {
+                    batches.push(b);
+                }
+                assert_eq!(ids(&batches), vec!["a", "b"]);
+                let bad: Vec<(Option<u64>, Option<u64>, String)> = ctx
+                    .take_bad_rows()
+                    .into_iter()
+                    .map(|r| (r.line, r.offset, r.reason))
+                    .collect();
+                let reason =
+                    |bytes| format!("line of {bytes} bytes is longer than max_line_bytes (30)");
+                assert_eq!(
+                    bad,
+                    vec![
+                        (Some(2), Some(11), reason(50)),
+                        (Some(5), Some(74), reason(49)),
+                    ],
+                    "buffer {capacity}, {threads} threads"
+                );
+                let end: NdjsonPosition = serde_json::from_value(source.position()).unwrap();
+                assert_eq!((end.offset, end.line), (text.len() as u64, 5));
             }
         }
     }

@@ -1,0 +1,646 @@
+//! A fast decoder for the common NDJSON line: one flat object of scalars.
+//!
+//! In: a chunk's bytes and its lines. Out: the chunk's rows as one record
+//! batch in the table's schema, or `None` when some line is anything but
+//! the plain case, and the chunk must go through arrow-json (which then
+//! also finds and explains its bad lines).
+//!
+//! The plain case: an object whose keys have no escapes, each key at most
+//! once, holding for each of the table's columns a plain scalar of the
+//! column's type (a string without escapes or control characters for a
+//! string column; an integer `-?(0|[1-9][0-9]*)` in range for an integer
+//! column; a JSON number for a floating-point column; `true`/`false` for a
+//! boolean), `null`, or nothing (a nullable column only). Keys the table
+//! does not have are skipped when their value is a scalar. Whatever lies
+//! outside this (escapes, nested values, numeric strings, a number where a
+//! string belongs, two objects on a line) returns `None`: on what this
+//! decoder accepts its rows are exactly arrow-json's (numbers parsed by the
+//! same `lexical-core`), so which of the two decoded a chunk never shows.
+//!
+//! Why: arrow-json first writes every line to a tape and then decodes the
+//! tape per column, looking each key up by name; for flat lines one pass
+//! straight into the column builders, guessing each key's column from the
+//! one before, costs about a third of that, and NDJSON decoding is most of
+//! what a windowed query over a file spends.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use eddy_connectors::ndjson::flat::FlatDecoder;
+//!
+//! let schema = Arc::new(Schema::new(vec![
+//!     Field::new("id", DataType::Utf8View, false),
+//!     Field::new("amount", DataType::Float64, true),
+//! ]));
+//! let mut decoder = FlatDecoder::new(&schema).expect("flat columns");
+//! let bytes = b"{\"id\":\"a\",\"amount\":1.5}\n{\"amount\":null,\"id\":\"b\"}\n";
+//! let batch = decoder.decode(bytes, [0..24, 24..bytes.len()].into_iter()).unwrap();
+//! assert_eq!(batch.num_rows(), 2);
+//! // An escaped string is left to arrow-json.
+//! assert!(decoder.decode(b"{\"id\":\"\\u0041\"}\n", std::iter::once(0..15)).is_none());
+//! ```
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanBuilder, Float32Builder, Float64Builder, Int16Builder, Int32Builder,
+    Int64Builder, Int8Builder, StringBuilder, StringViewBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+
+/// One column being built.
+enum Column {
+    Utf8(StringBuilder),
+    Utf8View(StringViewBuilder),
+    Int8(Int8Builder),
+    Int16(Int16Builder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    Float32(Float32Builder),
+    Float64(Float64Builder),
+    Boolean(BooleanBuilder),
+}
+
+/// The kind of value a column takes (the builder's type, without it).
+#[derive(Clone, Copy)]
+enum Kind {
+    Utf8,
+    Utf8View,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    Boolean,
+}
+
+impl Kind {
+    fn of(data_type: &DataType) -> Option<Self> {
+        Some(match data_type {
+            DataType::Utf8 => Kind::Utf8,
+            DataType::Utf8View => Kind::Utf8View,
+            DataType::Int8 => Kind::Int8,
+            DataType::Int16 => Kind::Int16,
+            DataType::Int32 => Kind::Int32,
+            DataType::Int64 => Kind::Int64,
+            DataType::Float32 => Kind::Float32,
+            DataType::Float64 => Kind::Float64,
+            DataType::Boolean => Kind::Boolean,
+            _ => return None,
+        })
+    }
+
+    fn builder(self, rows: usize) -> Column {
+        match self {
+            Kind::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
+            Kind::Utf8View => Column::Utf8View(StringViewBuilder::with_capacity(rows)),
+            Kind::Int8 => Column::Int8(Int8Builder::with_capacity(rows)),
+            Kind::Int16 => Column::Int16(Int16Builder::with_capacity(rows)),
+            Kind::Int32 => Column::Int32(Int32Builder::with_capacity(rows)),
+            Kind::Int64 => Column::Int64(Int64Builder::with_capacity(rows)),
+            Kind::Float32 => Column::Float32(Float32Builder::with_capacity(rows)),
+            Kind::Float64 => Column::Float64(Float64Builder::with_capacity(rows)),
+            Kind::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
+        }
+    }
+}
+
+impl Column {
+    fn append_null(&mut self) {
+        match self {
+            Column::Utf8(b) => b.append_null(),
+            Column::Utf8View(b) => b.append_null(),
+            Column::Int8(b) => b.append_null(),
+            Column::Int16(b) => b.append_null(),
+            Column::Int32(b) => b.append_null(),
+            Column::Int64(b) => b.append_null(),
+            Column::Float32(b) => b.append_null(),
+            Column::Float64(b) => b.append_null(),
+            Column::Boolean(b) => b.append_null(),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Column::Utf8(b) => Arc::new(b.finish()),
+            Column::Utf8View(b) => Arc::new(b.finish()),
+            Column::Int8(b) => Arc::new(b.finish()),
+            Column::Int16(b) => Arc::new(b.finish()),
+            Column::Int32(b) => Arc::new(b.finish()),
+            Column::Int64(b) => Arc::new(b.finish()),
+            Column::Float32(b) => Arc::new(b.finish()),
+            Column::Float64(b) => Arc::new(b.finish()),
+            Column::Boolean(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// A table column as the decoder sees it.
+struct FlatField {
+    name: Box<[u8]>,
+    kind: Kind,
+    nullable: bool,
+}
+
+/// Decodes chunks of flat NDJSON objects into record batches; see the
+/// module docs for what it takes and what it leaves to arrow-json.
+pub struct FlatDecoder {
+    schema: SchemaRef,
+    fields: Vec<FlatField>,
+    /// Per field, the row (plus one) that last gave it a value.
+    filled: Vec<usize>,
+}
+
+/// Not the plain case: the chunk goes to arrow-json.
+struct NotPlain;
+
+type Step<T> = Result<T, NotPlain>;
+
+impl FlatDecoder {
+    /// A decoder for `schema`, or `None` when a column has a type it does
+    /// not build (anything but strings, signed integers, floating point and
+    /// booleans) or is declared `JSON`.
+    pub fn new(schema: &SchemaRef) -> Option<Self> {
+        let fields = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                if eddy_engine::source::is_json_column(f) {
+                    return None;
+                }
+                Some(FlatField {
+                    name: f.name().as_bytes().into(),
+                    kind: Kind::of(f.data_type())?,
+                    nullable: f.is_nullable(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self {
+            schema: schema.clone(),
+            filled: vec![0; fields.len()],
+            fields,
+        })
+    }
+
+    /// The rows of `lines` (byte ranges of `bytes`, each one line), or
+    /// `None` when one of them is not a plain flat object.
+    pub fn decode(
+        &mut self,
+        bytes: &[u8],
+        lines: impl ExactSizeIterator<Item = Range<usize>>,
+    ) -> Option<RecordBatch> {
+        // Valid UTF-8 throughout (as JSON must be), checked once: string
+        // values are then slices of `text` between ASCII quotes.
+        let text = std::str::from_utf8(bytes).ok()?;
+        let rows = lines.len();
+        let mut columns: Vec<Column> = self.fields.iter().map(|f| f.kind.builder(rows)).collect();
+        self.filled.fill(0);
+        for (row, range) in lines.enumerate() {
+            let line = text.get(range)?;
+            self.line(line, row + 1, &mut columns).ok()?;
+        }
+        let arrays = columns.iter_mut().map(Column::finish).collect();
+        RecordBatch::try_new(self.schema.clone(), arrays).ok()
+    }
+
+    /// Appends one line's values (`stamp`: the row's number, from 1).
+    fn line(&mut self, text: &str, stamp: usize, columns: &mut [Column]) -> Step<()> {
+        let line = text.as_bytes();
+        let mut at = skip_space(line, 0);
+        expect(line, &mut at, b'{')?;
+        at = skip_space(line, at);
+        let mut guess = 0;
+        if line.get(at) == Some(&b'}') {
+            at += 1;
+        } else {
+            loop {
+                expect(line, &mut at, b'"')?;
+                let field = match self.expected_key(line, &mut at, guess) {
+                    Some(f) => Some(f),
+                    None => self.field_index(plain_string(line, &mut at)?),
+                };
+                at = skip_space(line, at);
+                expect(line, &mut at, b':')?;
+                at = skip_space(line, at);
+                match field {
+                    Some(f) => {
+                        if self.filled[f] == stamp {
+                            return Err(NotPlain);
+                        }
+                        self.filled[f] = stamp;
+                        let field = &self.fields[f];
+                        value(text, &mut at, &mut columns[f], field.nullable)?;
+                        guess = f + 1;
+                    }
+                    None => skip_scalar(text, &mut at)?,
+                }
+                at = skip_space(line, at);
+                match line.get(at) {
+                    Some(b',') => {
+                        at = skip_space(line, at + 1);
+                    }
+                    Some(b'}') => {
+                        at += 1;
+                        break;
+                    }
+                    _ => return Err(NotPlain),
+                }
+            }
+        }
+        if skip_space(line, at) != line.len() {
+            return Err(NotPlain);
+        }
+        for (f, field) in self.fields.iter().enumerate() {
+            if self.filled[f] != stamp {
+                if !field.nullable {
+                    return Err(NotPlain);
+                }
+                columns[f].append_null();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the key starting at `at` (after its opening quote) is the
+    /// name of column `guess` (the one after the last key's: lines mostly
+    /// keep one order), moving past its closing quote when it is.
+    fn expected_key(&self, line: &[u8], at: &mut usize, guess: usize) -> Option<usize> {
+        let name = &self.fields.get(guess)?.name;
+        let end = *at + name.len();
+        if line.get(*at..end)? == &name[..] && line.get(end) == Some(&b'"') {
+            *at = end + 1;
+            Some(guess)
+        } else {
+            None
+        }
+    }
+
+    /// The column named `key`.
+    fn field_index(&self, key: &[u8]) -> Option<usize> {
+        self.fields.iter().position(|f| *f.name == *key)
+    }
+}
+
+fn skip_space(line: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\r' | b'\n') = line.get(at) {
+        at += 1;
+    }
+    at
+}
+
+fn expect(line: &[u8], at: &mut usize, byte: u8) -> Step<()> {
+    if line.get(*at) == Some(&byte) {
+        *at += 1;
+        Ok(())
+    } else {
+        Err(NotPlain)
+    }
+}
+
+/// The text of a string whose opening quote is just before `at`, when it
+/// has no escapes and no control characters; `at` moves past the closing
+/// quote.
+fn plain_string<'a>(line: &'a [u8], at: &mut usize) -> Step<&'a [u8]> {
+    let start = *at;
+    let rest = line.get(start..).ok_or(NotPlain)?;
+    let len = rest
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .ok_or(NotPlain)?;
+    if rest[len] != b'"' {
+        return Err(NotPlain);
+    }
+    *at = start + len + 1;
+    Ok(&rest[..len])
+}
+
+/// A JSON number starting at `at` (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`):
+/// its text, and whether it is an integer (no fraction, no exponent).
+fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<(&'a [u8], bool)> {
+    let start = *at;
+    let mut i = start;
+    let digits = |i: &mut usize| {
+        let from = *i;
+        while line.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i - from
+    };
+    if line.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    let first = i;
+    let whole = digits(&mut i);
+    if whole == 0 || (whole > 1 && line[first] == b'0') {
+        return Err(NotPlain);
+    }
+    let mut integer = true;
+    if line.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return Err(NotPlain);
+        }
+        integer = false;
+    }
+    if let Some(b'e' | b'E') = line.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = line.get(i) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return Err(NotPlain);
+        }
+        integer = false;
+    }
+    // A number runs up to a delimiter.
+    if !matches!(
+        line.get(i),
+        Some(b',' | b'}' | b' ' | b'\t' | b'\r' | b'\n')
+    ) {
+        return Err(NotPlain);
+    }
+    *at = i;
+    Ok((&line[start..i], integer))
+}
+
+/// Whether the literal `word` is at `at` (moving past it when it is).
+fn literal(line: &[u8], at: &mut usize, word: &[u8]) -> bool {
+    if line.get(*at..*at + word.len()) == Some(word) {
+        *at += word.len();
+        true
+    } else {
+        false
+    }
+}
+
+/// Appends the value at `at` to `column`.
+fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Step<()> {
+    let line = text.as_bytes();
+    if line.get(*at) == Some(&b'n') && literal(line, at, b"null") {
+        if !nullable {
+            return Err(NotPlain);
+        }
+        column.append_null();
+        return Ok(());
+    }
+    fn integer<T: lexical_core::FromLexical>(line: &[u8], at: &mut usize) -> Step<T> {
+        match number(line, at)? {
+            (text, true) => lexical_core::parse::<T>(text).map_err(|_| NotPlain),
+            _ => Err(NotPlain),
+        }
+    }
+    fn float<T: lexical_core::FromLexical>(line: &[u8], at: &mut usize) -> Step<T> {
+        let (text, _) = number(line, at)?;
+        lexical_core::parse::<T>(text).map_err(|_| NotPlain)
+    }
+    match column {
+        Column::Utf8(b) => b.append_value(string(text, at)?),
+        Column::Utf8View(b) => b.append_value(string(text, at)?),
+        Column::Int8(b) => b.append_value(integer(line, at)?),
+        Column::Int16(b) => b.append_value(integer(line, at)?),
+        Column::Int32(b) => b.append_value(integer(line, at)?),
+        Column::Int64(b) => b.append_value(integer(line, at)?),
+        Column::Float32(b) => b.append_value(float(line, at)?),
+        Column::Float64(b) => b.append_value(float(line, at)?),
+        Column::Boolean(b) => {
+            if literal(line, at, b"true") {
+                b.append_value(true)
+            } else if literal(line, at, b"false") {
+                b.append_value(false)
+            } else {
+                return Err(NotPlain);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A plain string value at `at`.
+fn string<'a>(text: &'a str, at: &mut usize) -> Step<&'a str> {
+    expect(text.as_bytes(), at, b'"')?;
+    let start = *at;
+    plain_string(text.as_bytes(), at)?;
+    // Between two ASCII quotes: always on character boundaries.
+    text.get(start..*at - 1).ok_or(NotPlain)
+}
+
+/// Moves past a scalar value of a key the table does not have.
+fn skip_scalar(text: &str, at: &mut usize) -> Step<()> {
+    let line = text.as_bytes();
+    match line.get(*at) {
+        Some(b'"') => string(text, at).map(|_| ()),
+        Some(b'-' | b'0'..=b'9') => number(line, at).map(|_| ()),
+        _ if literal(line, at, b"null") || literal(line, at, b"true") => Ok(()),
+        _ if literal(line, at, b"false") => Ok(()),
+        _ => Err(NotPlain),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::json::reader::ReaderBuilder;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("s", DataType::Utf8View, true),
+            Field::new("u", DataType::Utf8, true),
+            Field::new("i", DataType::Int64, false),
+            Field::new("j", DataType::Int32, true),
+            Field::new("b", DataType::Int8, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("g", DataType::Float32, true),
+            Field::new("t", DataType::Boolean, true),
+        ]))
+    }
+
+    /// The lines' rows as arrow-json decodes them, each line on its own
+    /// (`None` when one of them is not exactly one good row).
+    fn arrow_json(schema: &SchemaRef, lines: &[String]) -> Option<RecordBatch> {
+        let mut rows = Vec::new();
+        for line in lines {
+            let mut decoder = ReaderBuilder::new(schema.clone()).build_decoder().ok()?;
+            let mut bytes = line.as_bytes();
+            while !bytes.is_empty() {
+                let used = decoder.decode(bytes).ok()?;
+                if used == 0 {
+                    break;
+                }
+                bytes = &bytes[used..];
+            }
+            if decoder.has_partial_record() {
+                return None;
+            }
+            let batch = decoder.flush().ok()??;
+            if batch.num_rows() != 1 {
+                return None;
+            }
+            rows.push(batch);
+        }
+        datafusion::arrow::compute::concat_batches(schema, &rows).ok()
+    }
+
+    fn flat(schema: &SchemaRef, lines: &[String]) -> Option<RecordBatch> {
+        let mut bytes = Vec::new();
+        let mut ranges = Vec::new();
+        for line in lines {
+            let start = bytes.len();
+            bytes.extend_from_slice(line.as_bytes());
+            ranges.push(start..bytes.len());
+        }
+        FlatDecoder::new(schema)?.decode(&bytes, ranges.into_iter())
+    }
+
+    #[test]
+    fn plain_lines_decode_as_arrow_json_decodes_them() {
+        let schema = schema();
+        let lines: Vec<String> = [
+            r#"{"s":"a","u":"b","i":1,"j":-2,"b":3,"f":1.5,"g":2.25,"t":true}"#,
+            r#" { "t" : false , "i" : -9223372036854775808 , "f" : -0.0 , "s" : "ünï" } "#,
+            r#"{"i":9223372036854775807,"f":1e308,"g":3.4e38,"j":2147483647,"extra":"x","more":[]}"#,
+            r#"{"i":0,"f":12,"g":-1E-5,"s":null,"u":null,"j":null,"b":null,"t":null,"x":1.5e3}"#,
+            "{\"i\":5,\"f\":0.1,\"s\":\"a very long string indeed, longer than twelve\"}\r",
+        ]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+        // "more":[] is nested: not plain.
+        assert!(flat(&schema, &lines).is_none());
+        let lines: Vec<String> = lines
+            .iter()
+            .map(|l| l.replace(",\"more\":[]", ""))
+            .collect();
+        let expected = arrow_json(&schema, &lines).expect("arrow-json decodes them");
+        assert_eq!(flat(&schema, &lines).expect("plain lines"), expected);
+    }
+
+    #[test]
+    fn anything_else_is_left_to_arrow_json() {
+        let schema = schema();
+        for line in [
+            r#"{"i":1,"s":"a\"b"}"#,     // escape in a value
+            r#"{"i":1,"s\u0041":"a"}"#,  // escape in a key
+            r#"{"i":1,"s":1}"#,          // a number for a string
+            r#"{"i":"1"}"#,              // a numeric string
+            r#"{"i":1.0}"#,              // a fraction for an integer
+            r#"{"i":01}"#,               // a leading zero
+            r#"{"i":1,"j":2147483648}"#, // out of range
+            r#"{"i":1,"i":2}"#,          // a key twice
+            r#"{"j":1}"#,                // a NOT NULL column missing
+            r#"{"i":null}"#,             // or null
+            r#"{"i":1}{"i":2}"#,         // two objects
+            r#"{"i":1,"x":{"y":1}}"#,    // a nested unknown value
+            r#"{"i":1,}"#,               // a trailing comma
+            r#"{"i":1"#,                 // cut short
+            r#"{"i":1,"t":tru}"#,        // a bad literal
+            r#"{"i":1,"f":-}"#,          // a bad number
+            r#"{"i":1,"f":1.}"#,
+            r#"{"i":1,"f":.5}"#,
+            r#"{"i":1,"f":1e}"#,
+            r#"{"i":1,"f":1x}"#,
+            "[1]",
+            "",
+            "{\"i\":1,\"s\":\"tab\there\"}", // a raw control character
+        ] {
+            assert!(
+                flat(&schema, &[format!("{line}\n")]).is_none(),
+                "{line} should not be plain"
+            );
+        }
+        let bad_utf8 = FlatDecoder::new(&schema)
+            .unwrap()
+            .decode(b"{\"i\":1,\"s\":\"\xff\"}\n", std::iter::once(0..17));
+        assert!(bad_utf8.is_none());
+    }
+
+    /// Lines made of random pieces, plain and not: wherever the flat decoder
+    /// answers, it answers what arrow-json does.
+    #[test]
+    fn random_lines_decode_as_arrow_json_decodes_them_or_not_at_all() {
+        let schema = schema();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let values = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "127",
+            "128",
+            "-129",
+            "2147483648",
+            "9223372036854775808",
+            "1.5",
+            "-2.5e3",
+            "1E400",
+            "0.1",
+            "\"x\"",
+            "\"ab cd\"",
+            "\"q\\\"q\"",
+            "\"\\u00e9\"",
+            "\"12\"",
+            "[]",
+            "{}",
+            "01",
+            "1.",
+            "\"é\"",
+        ];
+        let keys = ["s", "u", "i", "j", "b", "f", "g", "t", "zz", "i "];
+        let (mut answered, mut plain) = (0, 0);
+        for _ in 0..3000 {
+            let lines: Vec<String> = (0..1 + next(3))
+                .map(|_| {
+                    let mut parts = Vec::new();
+                    if next(4) > 0 {
+                        parts.push("\"i\":42".to_string());
+                    }
+                    for _ in 0..next(6) {
+                        let key = keys[next(keys.len())];
+                        let value = values[next(values.len())];
+                        let space = [" ", "", ""][next(3)];
+                        parts.push(format!("\"{key}\"{space}:{space}{value}"));
+                    }
+                    let n = parts.len();
+                    if n > 1 {
+                        parts.swap(0, next(n));
+                    }
+                    format!("{{{}}}\n", parts.join(","))
+                })
+                .collect();
+            let expected = arrow_json(&schema, &lines);
+            if let Some(batch) = flat(&schema, &lines) {
+                answered += 1;
+                assert_eq!(Some(batch), expected, "{lines:?}");
+            }
+            plain += expected.is_some() as usize;
+        }
+        assert!(
+            answered > 150,
+            "answered {answered} of {plain} plain chunks"
+        );
+    }
+
+    #[test]
+    fn only_flat_column_types_get_a_decoder() {
+        let decimal = Arc::new(Schema::new(vec![Field::new(
+            "d",
+            DataType::Decimal128(10, 2),
+            true,
+        )]));
+        assert!(FlatDecoder::new(&decimal).is_none());
+        assert!(FlatDecoder::new(&schema()).is_some());
+    }
+}
