@@ -38,7 +38,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::join_state::{RowRef, SideState};
+use super::join_state::{KeyedRows, RowRef, SideState};
 use hashbrown::HashMap;
 
 use crate::error::{EngineError, Result};
@@ -177,6 +177,7 @@ impl OperatorPlan for IntervalJoinPlan {
             plan: self.clone(),
             converter: super::key_converter(&self.left_keys, &self.left_schema)?,
             sides: [SideState::default(), SideState::default()],
+            hasher: hashbrown::DefaultHashBuilder::default(),
             watermark: WATERMARK_MIN,
         }))
     }
@@ -187,6 +188,9 @@ struct IntervalJoinOperator {
     converter: RowConverter,
     /// Buffered rows: [left, right].
     sides: [SideState; 2],
+    /// Hashes both sides' key rows (one hasher, so a probe's hash finds
+    /// the other side's rows).
+    hasher: hashbrown::DefaultHashBuilder,
     watermark: Timestamp,
 }
 
@@ -295,19 +299,16 @@ impl IntervalJoinOperator {
 
     /// Evaluates keys and times of `batch` for side `side`.
     #[allow(clippy::type_complexity)]
-    fn keys_and_times(
-        &self,
-        side: usize,
-        batch: &RecordBatch,
-    ) -> Result<(
-        datafusion::arrow::row::Rows,
-        Vec<bool>,
-        Vec<Option<Timestamp>>,
-    )> {
+    fn keys_and_times(&self, side: usize, batch: &RecordBatch) -> Result<KeyedRows> {
+        use std::hash::BuildHasher;
         let rows = batch.num_rows();
         let (keys, key_columns) = super::key_rows(&self.converter, self.keys(side), batch)?;
-        let key_valid: Vec<bool> = (0..rows)
+        let valid: Vec<bool> = (0..rows)
             .map(|i| key_columns.iter().all(|c| c.is_valid(i)))
+            .collect();
+        let hashes = keys
+            .iter()
+            .map(|key| self.hasher.hash_one(key.as_ref()))
             .collect();
         let time_column = if side == 0 {
             self.plan.left_time
@@ -318,7 +319,12 @@ impl IntervalJoinOperator {
         let times = (0..rows)
             .map(|i| times.is_valid(i).then(|| times.value(i)))
             .collect();
-        Ok((keys, key_valid, times))
+        Ok(KeyedRows {
+            keys,
+            hashes,
+            valid,
+            times,
+        })
     }
 
     /// One side's buffered rows with a `__matched` column, for a checkpoint.
@@ -360,8 +366,8 @@ impl IntervalJoinOperator {
             self.side_schema(side).clone(),
             table.columns()[..width].to_vec(),
         )?;
-        let (keys, key_valid, times) = self.keys_and_times(side, &batch)?;
-        self.sides[side].insert(batch, keys, &times, &key_valid, matched);
+        let keyed = self.keys_and_times(side, &batch)?;
+        self.sides[side].insert(batch, keyed, matched);
         Ok(())
     }
 }
@@ -404,7 +410,8 @@ impl Operator for IntervalJoinOperator {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let input = input.min(1);
         let rows = batch.num_rows();
-        let (keys, key_valid, times) = self.keys_and_times(input, &batch)?;
+        let keyed = self.keys_and_times(input, &batch)?;
+        let (keys, times) = (&keyed.keys, &keyed.times);
 
         // Probe the other side.
         let mut pairs = Pairs {
@@ -413,7 +420,7 @@ impl Operator for IntervalJoinOperator {
         };
         let other = &self.sides[1 - input];
         for row in 0..rows {
-            let (Some(t), true) = (times[row], key_valid[row]) else {
+            let (Some(t), true) = (times[row], keyed.valid[row]) else {
                 continue;
             };
             let bound = self.plan.bound;
@@ -424,17 +431,22 @@ impl Operator for IntervalJoinOperator {
             } else {
                 t.saturating_sub(bound.upper_ms)..=t.saturating_sub(bound.lower_ms)
             };
-            other.for_each_candidate(keys.row(row).as_ref(), times, |candidate| {
-                let holds = if input == 0 {
-                    bound.holds(t, candidate.time)
-                } else {
-                    bound.holds(candidate.time, t)
-                };
-                if holds {
-                    pairs.arriving.push(row as u32);
-                    pairs.buffered.push(candidate);
-                }
-            });
+            other.for_each_candidate(
+                keyed.hashes[row],
+                keys.row(row).as_ref(),
+                times,
+                |candidate| {
+                    let holds = if input == 0 {
+                        bound.holds(t, candidate.time)
+                    } else {
+                        bound.holds(candidate.time, t)
+                    };
+                    if holds {
+                        pairs.arriving.push(row as u32);
+                        pairs.buffered.push(candidate);
+                    }
+                },
+            );
         }
         let mut matched = vec![false; rows];
         if !pairs.arriving.is_empty() {
@@ -466,7 +478,7 @@ impl Operator for IntervalJoinOperator {
                 out.emit(padded);
             }
         }
-        self.sides[input].insert(batch, keys, &times, &key_valid, matched);
+        self.sides[input].insert(batch, keyed, matched);
         Ok(())
     }
 

@@ -21,16 +21,31 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::{BTreeSet, VecDeque};
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use datafusion::arrow::array::UInt32Array;
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
-use hashbrown::{DefaultHashBuilder, HashMap};
+use hashbrown::hash_map::Entry;
+use hashbrown::HashMap;
 
 use crate::error::Result;
 use crate::time::Timestamp;
+
+/// A batch's join keys, worked out once for the probe, the index and the
+/// eviction: the key rows, their hashes (by one hasher for both sides),
+/// whether each key is free of NULLs, and each row's event time.
+pub struct KeyedRows {
+    /// Key rows (Arrow row format).
+    pub keys: Rows,
+    /// Hash of each key row.
+    pub hashes: Vec<u64>,
+    /// Whether each row's key has no NULL (only those are indexed).
+    pub valid: Vec<bool>,
+    /// Each row's event time (`None`: the row is not kept).
+    pub times: Vec<Option<Timestamp>>,
+}
 
 /// A buffered row: batch id, row within it, event time (ordered by time
 /// first).
@@ -78,6 +93,8 @@ impl Bucket {
 struct StoredBatch {
     batch: RecordBatch,
     keys: Rows,
+    /// Hash of each key row.
+    hashes: Vec<u64>,
     /// Rows with a time, sorted by it: (time, row).
     order: Vec<(Timestamp, u32)>,
     /// Next position in `order` to evict.
@@ -152,7 +169,6 @@ impl Batches {
 pub struct SideState {
     batches: Batches,
     next_batch: u64,
-    hasher: DefaultHashBuilder,
     index: HashMap<u64, Bucket, BuildHasherDefault<PrehashedKey>>,
     /// (time of the batch's next row to evict, batch id).
     by_time: BinaryHeap<Reverse<(Timestamp, u64)>>,
@@ -170,19 +186,16 @@ impl SideState {
         self.rows == 0
     }
 
-    fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    /// Calls `f` for every buffered row whose key equals `key` and whose
-    /// time is in `times`.
+    /// Calls `f` for every buffered row whose key equals `key` (whose hash
+    /// is `hash`) and whose time is in `times`.
     pub fn for_each_candidate(
         &self,
+        hash: u64,
         key: &[u8],
         times: std::ops::RangeInclusive<Timestamp>,
         mut f: impl FnMut(RowRef),
     ) {
-        let Some(bucket) = self.index.get(&self.hash(key)) else {
+        let Some(bucket) = self.index.get(&hash) else {
             return;
         };
         let mut visit = |r: &RowRef| {
@@ -237,17 +250,15 @@ impl SideState {
     }
 
     /// Buffers a batch. Rows without a time are not kept; rows whose key
-    /// has a NULL (`key_valid[i]` false) are kept for eviction but never
-    /// indexed, so they match nothing. `matched` carries what the probe of
-    /// this batch found.
-    pub fn insert(
-        &mut self,
-        batch: RecordBatch,
-        keys: Rows,
-        times: &[Option<Timestamp>],
-        key_valid: &[bool],
-        matched: Vec<bool>,
-    ) {
+    /// has a NULL are kept for eviction but never indexed, so they match
+    /// nothing. `matched` carries what the probe of this batch found.
+    pub fn insert(&mut self, batch: RecordBatch, keyed: KeyedRows, matched: Vec<bool>) {
+        let KeyedRows {
+            keys,
+            hashes,
+            valid,
+            times,
+        } = keyed;
         let id = self.next_batch;
         self.next_batch += 1;
         let mut order: Vec<(Timestamp, u32)> = times
@@ -258,19 +269,20 @@ impl SideState {
         if order.is_empty() {
             return;
         }
-        order.sort_unstable();
+        if !order.is_sorted() {
+            order.sort_unstable();
+        }
         for &(time, row) in &order {
-            if key_valid[row as usize] {
+            if valid[row as usize] {
                 let r = RowRef {
                     time,
                     batch: id,
                     row,
                 };
-                let hash = self.hash(keys.row(row as usize).as_ref());
-                match self.index.get_mut(&hash) {
-                    Some(bucket) => bucket.push(r),
-                    None => {
-                        self.index.insert(hash, Bucket::One(r));
+                match self.index.entry(hashes[row as usize]) {
+                    Entry::Occupied(mut bucket) => bucket.get_mut().push(r),
+                    Entry::Vacant(slot) => {
+                        slot.insert(Bucket::One(r));
                     }
                 }
             }
@@ -282,9 +294,10 @@ impl SideState {
             StoredBatch {
                 batch,
                 keys,
+                hashes,
                 order,
                 cursor: 0,
-                indexed: key_valid.to_vec(),
+                indexed: valid,
                 matched,
             },
         );
@@ -300,6 +313,7 @@ impl SideState {
             .map(|b| {
                 b.batch.get_array_memory_size()
                     + b.keys.size()
+                    + b.hashes.capacity() * 8
                     + b.order.capacity() * 16
                     + b.matched.capacity() * 2
             })
@@ -354,7 +368,7 @@ impl SideState {
             let mut indexed = Vec::new();
             for &(time, row) in &stored.order[from..to] {
                 if stored.indexed[row as usize] {
-                    let hash = self.hasher.hash_one(stored.keys.row(row as usize).as_ref());
+                    let hash = stored.hashes[row as usize];
                     indexed.push((
                         hash,
                         RowRef {
@@ -379,8 +393,10 @@ impl SideState {
             }
             self.rows -= to - from;
             for (hash, r) in indexed {
-                if self.index.get_mut(&hash).is_some_and(|b| b.remove(&r)) {
-                    self.index.remove(&hash);
+                if let Entry::Occupied(mut bucket) = self.index.entry(hash) {
+                    if bucket.get_mut().remove(&r) {
+                        bucket.remove();
+                    }
                 }
             }
             match next {
