@@ -146,6 +146,109 @@ pub fn join(
     }
 }
 
+/// The reference pipeline's stages a batch engine can run, as DataFusion
+/// batch queries over the same files: the enrichment join (stage 10), the
+/// payment metrics per 10 s window of it (20) and the device metrics per
+/// 5 s window every second and site (30). The anomaly rules' running
+/// statistics, the late-event report and the health checks over the
+/// pipeline itself have no batch form. Each query's output rows are
+/// counted.
+pub const PIPELINE_BATCH_SQL: [(&str, &str); 3] = [
+    (
+        "enriched_payments",
+        "SELECT count(*) FROM (
+  SELECT p.payment_id, p.order_id, p.paid_amount, p.method, p.payment_ts,
+         o.order_id IS NULL AS unmatched, o.customer_id, o.order_amount, o.country,
+         coalesce(abs(p.paid_amount - o.order_amount) > 0.01, false) AS amount_mismatch
+  FROM payments p LEFT JOIN orders o
+    ON p.order_id = o.order_id
+   AND to_timestamp_millis(o.order_ts) BETWEEN to_timestamp_millis(p.payment_ts) - INTERVAL '10 seconds'
+                                           AND to_timestamp_millis(p.payment_ts) + INTERVAL '10 seconds')",
+    ),
+    (
+        "payment_metrics",
+        "SELECT count(*) FROM (
+  SELECT date_bin(INTERVAL '10 seconds', to_timestamp_millis(p.payment_ts)) AS w,
+         count(*) FILTER (WHERE o.order_id IS NOT NULL) AS joined_count,
+         count(*) FILTER (WHERE o.order_id IS NULL) AS unmatched_payments,
+         count(*) FILTER (WHERE abs(p.paid_amount - o.order_amount) > 0.01) AS amount_mismatches,
+         coalesce(sum(p.paid_amount) FILTER (WHERE o.order_id IS NOT NULL), 0.0) AS total_revenue
+  FROM payments p LEFT JOIN orders o
+    ON p.order_id = o.order_id
+   AND to_timestamp_millis(o.order_ts) BETWEEN to_timestamp_millis(p.payment_ts) - INTERVAL '10 seconds'
+                                           AND to_timestamp_millis(p.payment_ts) + INTERVAL '10 seconds'
+  GROUP BY 1)",
+    ),
+    (
+        "device_metrics",
+        "SELECT count(*) FROM (
+  SELECT window_start, site_id, count(*) AS event_count,
+         count(*) FILTER (WHERE event_type = 'fault') AS fault_count,
+         count(*) FILTER (WHERE event_type = 'reboot') AS reboot_count,
+         count(*) FILTER (WHERE event_type = 'firmware_update' AND status = 'failed') AS firmware_failures
+  FROM (
+    SELECT unnest(make_array(d, d - INTERVAL '1 second', d - INTERVAL '2 seconds',
+                             d - INTERVAL '3 seconds', d - INTERVAL '4 seconds')) AS window_start,
+           site_id, event_type, status
+    FROM (SELECT date_bin(INTERVAL '1 second', to_timestamp_millis(event_ts)) AS d, site_id, event_type, status
+          FROM devices))
+  GROUP BY 1, 2)",
+    ),
+];
+
+/// Runs [`PIPELINE_BATCH_SQL`] on DataFusion over the three files (eddy's
+/// side of this benchmark is `eddy run queries/` itself, see
+/// `bench/pipeline.sh`). The report's output rows are all three queries';
+/// `outputs` names each.
+pub fn pipeline_batch(
+    orders: &Path,
+    payments: &Path,
+    devices: &Path,
+    batch_size: usize,
+) -> Result<String> {
+    let paths = [orders, payments, devices].map(|p| p.display().to_string());
+    run_datafusion(batch_size, |ctx, started| async move {
+        use eddy_connectors::generator::GeneratedStream;
+        let streams = [
+            ("orders", GeneratedStream::Orders),
+            ("payments", GeneratedStream::Payments),
+            ("devices", GeneratedStream::Devices),
+        ];
+        for ((name, stream), path) in streams.into_iter().zip(&paths) {
+            register_stream(&ctx, name, path, stream).await?;
+        }
+        let mut outputs = Vec::new();
+        for (name, sql) in PIPELINE_BATCH_SQL {
+            let batches = ctx.sql(sql).await?.collect().await?;
+            let rows = batches
+                .first()
+                .and_then(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                        .map(|a| a.value(0))
+                })
+                .unwrap_or(0) as u64;
+            outputs.push((name, rows));
+        }
+        let mut rows = 0;
+        for path in &paths {
+            rows += count_lines(path)?;
+        }
+        let out = outputs.iter().map(|(_, n)| n).sum();
+        let line = report("datafusion", rows, out, started);
+        let named: Vec<String> = outputs
+            .iter()
+            .map(|(name, n)| format!("\"{name}\":{n}"))
+            .collect();
+        Ok(format!(
+            "{},\"outputs\":{{{}}}}}",
+            line.trim_end_matches('}'),
+            named.join(",")
+        ))
+    })
+}
+
 /// Lines of a file (the batch baseline's input row count; measured outside
 /// the timed query would be fairer, but it is a small share of the time).
 fn count_lines(path: &str) -> Result<u64> {

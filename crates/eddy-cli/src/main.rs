@@ -179,8 +179,10 @@ enum Command {
     },
     /// Benchmark drivers (see bench/).
     Bench {
-        /// Which benchmark: window, hop, join, or api (load on a running server).
-        #[arg(value_parser = ["window", "hop", "join", "api"])]
+        /// Which benchmark: window, hop, join, pipeline (DataFusion's batch
+        /// form of the reference pipeline's stages 10-30; eddy's side is
+        /// `eddy run queries/`), or api (load on a running server).
+        #[arg(value_parser = ["window", "hop", "join", "pipeline", "api"])]
         name: String,
         /// eddy or datafusion (window, join).
         #[arg(long, default_value = "eddy")]
@@ -188,12 +190,15 @@ enum Command {
         /// NDJSON input file (window, hop).
         #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop")]))]
         input: Option<PathBuf>,
-        /// NDJSON orders file (join).
-        #[arg(long, required_if_eq("name", "join"))]
+        /// NDJSON orders file (join, pipeline).
+        #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]
         orders: Option<PathBuf>,
-        /// NDJSON payments file (join).
-        #[arg(long, required_if_eq("name", "join"))]
+        /// NDJSON payments file (join, pipeline).
+        #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]
         payments: Option<PathBuf>,
+        /// NDJSON device events file (pipeline).
+        #[arg(long, required_if_eq("name", "pipeline"))]
+        devices: Option<PathBuf>,
         /// Rows per batch.
         #[arg(long, default_value_t = 8192)]
         batch_size: usize,
@@ -498,6 +503,7 @@ fn execute(command: Command) -> Result<()> {
             input,
             orders,
             payments,
+            devices,
             batch_size,
             parallelism,
             state_dir,
@@ -540,9 +546,20 @@ fn execute(command: Command) -> Result<()> {
                 ("join", _, Some(orders), Some(payments)) => {
                     bench::join(&engine, &orders, &payments, batch_size, &job)?
                 }
+                ("pipeline", _, Some(orders), Some(payments)) => {
+                    if engine != "datafusion" {
+                        return Err(CliError::Usage(
+                            "bench pipeline runs the batch baseline (--engine datafusion); eddy's side is `eddy run queries/`".into(),
+                        ));
+                    }
+                    let devices = devices.ok_or_else(|| {
+                        CliError::Usage("pipeline needs --devices".into())
+                    })?;
+                    bench::pipeline_batch(&orders, &payments, &devices, batch_size)?
+                }
                 _ => {
                     return Err(CliError::Usage(
-                        "window and hop need --input; join needs --orders and --payments".into(),
+                        "window and hop need --input; join needs --orders and --payments; pipeline also --devices".into(),
                     ))
                 }
             };

@@ -38,24 +38,37 @@ pub fn encode_json_lines_with(
 /// not inside a string: the layout of Python's `json.dumps`, which the tagged
 /// stdout lines of the reference pipeline use.
 pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in line {
-        out.push(b);
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b == b':' || b == b',' {
+    out.reserve(line.len() + line.len() / 8);
+    let mut rest = line;
+    // Runs without a quote, colon or comma are copied whole.
+    while let Some(i) = memchr::memchr3(b'"', b':', b',', rest) {
+        out.extend_from_slice(&rest[..=i]);
+        let at = rest[i];
+        rest = &rest[i + 1..];
+        if at != b'"' {
             out.push(b' ');
+            continue;
+        }
+        // Inside a string: up to its closing quote, past escapes.
+        loop {
+            let Some(j) = memchr::memchr2(b'"', b'\\', rest) else {
+                out.extend_from_slice(rest);
+                return;
+            };
+            let end = if rest[j] == b'\\' {
+                (j + 2).min(rest.len())
+            } else {
+                j + 1
+            };
+            out.extend_from_slice(&rest[..end]);
+            let closed = rest[j] == b'"';
+            rest = &rest[end..];
+            if closed {
+                break;
+            }
         }
     }
+    out.extend_from_slice(rest);
 }
 
 #[cfg(test)]
@@ -70,5 +83,15 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"a": 1, "b": "x,y: \"z\",", "c": [1, 2]}"#
         );
+        for (line, spaced) in [
+            (r#"{"a":"\\","b":1}"#, r#"{"a": "\\", "b": 1}"#),
+            (r#"{"a":"x\"#, r#"{"a": "x\"#),
+            (r#"{"a":"unclosed,"#, r#"{"a": "unclosed,"#),
+            ("", ""),
+        ] {
+            let mut out = Vec::new();
+            spaced_json(line.as_bytes(), &mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), spaced, "{line}");
+        }
     }
 }

@@ -63,11 +63,14 @@ impl SinkWriter for StdoutSink {
         self.text.clear();
         encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls)
             .map_err(|e| e.for_table(&self.table))?;
-        for line in self
-            .scratch
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-        {
+        let mut start = 0;
+        let ends = memchr::memchr_iter(b'\n', &self.scratch).chain([self.scratch.len()]);
+        for end in ends {
+            let line = &self.scratch[start..end];
+            start = end + 1;
+            if line.is_empty() {
+                continue;
+            }
             self.text.extend_from_slice(self.tag.as_bytes());
             self.text.extend_from_slice(b"> ");
             spaced_json(line, &mut self.text);

@@ -49,9 +49,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::compute::{
-    concat_batches, filter_record_batch, lexsort_to_indices, not, take_record_batch, SortColumn,
-};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, not, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
@@ -1041,25 +1039,26 @@ impl OverOperator {
             return Ok(());
         }
         let released = concat_batches(&self.plan.input_schema, &released_parts)?;
-        // Sort by (event time, arrival order).
-        let released_times: ArrayRef =
-            Arc::new(to_epoch_millis(released.column(self.plan.time_column))?);
-        let arrival: ArrayRef =
-            Arc::new(UInt32Array::from_iter_values(0..released.num_rows() as u32));
-        let order = lexsort_to_indices(
-            &[
-                SortColumn {
-                    values: released_times,
-                    options: None,
-                },
-                SortColumn {
-                    values: arrival,
-                    options: None,
-                },
-            ],
-            None,
-        )?;
-        let sorted = take_record_batch(&released, &order)?;
+        // Sort by (event time, arrival order): a stable sort by time (rows
+        // without a time, left out below, first). Mostly they come sorted.
+        let released_times = to_epoch_millis(released.column(self.plan.time_column))?;
+        let mut order: Vec<(Timestamp, u32)> = (0..released.num_rows())
+            .map(|i| {
+                let time = if released_times.is_valid(i) {
+                    released_times.value(i)
+                } else {
+                    Timestamp::MIN
+                };
+                (time, i as u32)
+            })
+            .collect();
+        let sorted = if order.is_sorted() {
+            released
+        } else {
+            order.sort_unstable();
+            let order = UInt32Array::from_iter_values(order.iter().map(|&(_, i)| i));
+            take_record_batch(&released, &order)?
+        };
         // Rows without an event time cannot be ordered; they were counted as bad at the source.
         let sorted = if sorted.column(self.plan.time_column).null_count() > 0 {
             let valid =
