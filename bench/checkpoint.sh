@@ -13,7 +13,9 @@ cd "$(dirname "$0")/.."
 ROWS=${ROWS:-10000000}
 INTERVAL=${INTERVAL:-1s}
 RUNS=${RUNS:-3}
-BATCH=${BATCH:-8192}
+# eddy at its default batch size (2048)
+# unless BATCH sets one.
+batch=(${BATCH:+--batch-size "$BATCH"})
 . bench/lib.sh
 build_eddy
 
@@ -21,14 +23,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data="$work/orders.ndjson"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$data"
-echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size $BATCH; best of $RUNS"
+echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size ${BATCH:-2048}; best of $RUNS"
 
 # best_of ARGS...: the run with the highest events/s.
 best_of() {
   local best="" best_rate=0 line rate
   for _ in $(seq "$RUNS"); do
     rm -rf "$work/state"
-    line=$("$EDDY" bench window --engine eddy --input "$data" --batch-size "$BATCH" "$@")
+    line=$("$EDDY" bench window --engine eddy --input "$data" "${batch[@]}" "$@")
     rate=$(field "$line" rows_per_second)
     if awk -v a="$rate" -v b="$best_rate" 'BEGIN { exit !(a > b) }'; then best=$line; best_rate=$rate; fi
   done

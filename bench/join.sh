@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROWS=${ROWS:-2000000}
-BATCH=${BATCH:-8192}
+# Each engine at its own default batch size (eddy 2048, DataFusion 8192)
+# unless BATCH sets one for both.
+batch=(${BATCH:+--batch-size "$BATCH"})
 . bench/lib.sh
 build_eddy
 
@@ -20,8 +22,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$work/orders.ndjson"
 "$EDDY" generate --stream payments --rate 1000 --count "$ROWS" > "$work/payments.ndjson"
-echo "input: $ROWS orders + $ROWS payments; profile $PROFILE; batch size $BATCH"
+echo "input: $ROWS orders + $ROWS payments; profile $PROFILE; batch size ${BATCH:-each engine at its default}"
 
-eddy_json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" --batch-size "$BATCH")
-df_json=$("$EDDY" bench join --engine datafusion --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" --batch-size "$BATCH")
+eddy_json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}")
+df_json=$("$EDDY" bench join --engine datafusion --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}")
 compare "$eddy_json" "$df_json"

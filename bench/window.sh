@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROWS=${ROWS:-2000000}
-BATCH=${BATCH:-8192}
+# Each engine at its own default batch size (eddy 2048, DataFusion 8192)
+# unless BATCH sets one for both.
+batch=(${BATCH:+--batch-size "$BATCH"})
 . bench/lib.sh
 build_eddy
 
@@ -19,8 +21,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 data="$work/orders.ndjson"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$data"
-echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size $BATCH"
+echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size ${BATCH:-each engine at its default}"
 
-eddy_json=$("$EDDY" bench window --engine eddy --input "$data" --batch-size "$BATCH")
-df_json=$("$EDDY" bench window --engine datafusion --input "$data" --batch-size "$BATCH")
+eddy_json=$("$EDDY" bench window --engine eddy --input "$data" "${batch[@]}")
+df_json=$("$EDDY" bench window --engine datafusion --input "$data" "${batch[@]}")
 compare "$eddy_json" "$df_json"

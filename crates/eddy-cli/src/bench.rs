@@ -109,7 +109,7 @@ pub fn join(
     engine: &str,
     orders: &Path,
     payments: &Path,
-    batch_size: usize,
+    batch_size: Option<usize>,
     job: &JobConfig,
 ) -> Result<String> {
     let (orders, payments) = (orders.display().to_string(), payments.display().to_string());
@@ -204,7 +204,7 @@ pub fn pipeline_batch(
     orders: &Path,
     payments: &Path,
     devices: &Path,
-    batch_size: usize,
+    batch_size: Option<usize>,
 ) -> Result<String> {
     let paths = [orders, payments, devices].map(|p| p.display().to_string());
     run_datafusion(batch_size, |ctx, started| async move {
@@ -292,7 +292,7 @@ fn report(engine: &str, rows: u64, output_rows: u64, started: Instant) -> String
 fn run_eddy(
     sql: &str,
     params: BTreeMap<String, String>,
-    batch_size: usize,
+    batch_size: Option<usize>,
     job: &JobConfig,
 ) -> Result<String> {
     let files = [SqlFile {
@@ -301,7 +301,7 @@ fn run_eddy(
     }];
     let started = Instant::now();
     let config = ConnectorConfig {
-        batch_size,
+        batch_size: batch_size.unwrap_or(eddy_connectors::DEFAULT_BATCH_SIZE),
         ..ConnectorConfig::default()
     };
     let ended = crate::job::run(&files, &params, config, job)?;
@@ -336,7 +336,7 @@ fn run_eddy(
 
 /// Runs a DataFusion batch baseline on a multi-threaded runtime.
 fn run_datafusion<F>(
-    batch_size: usize,
+    batch_size: Option<usize>,
     body: impl FnOnce(SessionContext, Instant) -> F,
 ) -> Result<String>
 where
@@ -350,7 +350,11 @@ where
             source,
         })?;
     let started = Instant::now();
-    let config = datafusion::prelude::SessionConfig::new().with_batch_size(batch_size);
+    // DataFusion at its own default batch size unless one is given.
+    let mut config = datafusion::prelude::SessionConfig::new();
+    if let Some(batch_size) = batch_size {
+        config = config.with_batch_size(batch_size);
+    }
     runtime.block_on(body(SessionContext::new_with_config(config), started))
 }
 
@@ -385,7 +389,7 @@ pub fn window(
     query: WindowQuery,
     engine: &str,
     input: &Path,
-    batch_size: usize,
+    batch_size: Option<usize>,
     job: &JobConfig,
 ) -> Result<String> {
     let path = input.display().to_string();

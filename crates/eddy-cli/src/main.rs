@@ -51,7 +51,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "ndjson")]
         format: Format,
         /// Rows per source batch.
-        #[arg(long, default_value_t = 8192)]
+        #[arg(long, default_value_t = eddy_connectors::DEFAULT_BATCH_SIZE)]
         batch_size: usize,
         /// Print no job summary on stderr.
         #[arg(long, short)]
@@ -199,9 +199,10 @@ enum Command {
         /// NDJSON device events file (pipeline).
         #[arg(long, required_if_eq("name", "pipeline"))]
         devices: Option<PathBuf>,
-        /// Rows per batch.
-        #[arg(long, default_value_t = 8192)]
-        batch_size: usize,
+        /// Rows per batch (default: each engine's own, eddy 2048,
+        /// DataFusion 8192).
+        #[arg(long)]
+        batch_size: Option<usize>,
         /// eddy: instances of each keyed operator.
         #[arg(long, default_value_t = 1)]
         parallelism: usize,

@@ -55,6 +55,14 @@ pub enum OutputFormat {
     Parquet,
 }
 
+/// Rows per source batch unless configured: small enough that a batch's
+/// columns stay in the CPU's caches from one operator to the next and that
+/// batches in flight between threads hold little memory (measured on the
+/// window and join benchmarks against 8192: 10-30% faster, 15-40% less
+/// peak memory; the whole reference pipeline a few percent slower at half
+/// the memory), large enough that per-batch costs vanish.
+pub const DEFAULT_BATCH_SIZE: usize = 2048;
+
 /// Per-run connector settings (the CLI's flags).
 #[derive(Debug, Clone)]
 pub struct ConnectorConfig {
@@ -88,7 +96,7 @@ impl Default for ConnectorConfig {
             inputs: BTreeMap::new(),
             output_dir: None,
             output_format: OutputFormat::Ndjson,
-            batch_size: 8192,
+            batch_size: DEFAULT_BATCH_SIZE,
             decode_threads: std::thread::available_parallelism()
                 .map(|n| n.get().min(4))
                 .unwrap_or(1),
