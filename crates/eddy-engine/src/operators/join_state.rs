@@ -1,8 +1,10 @@
 //! Buffered rows of one side of an interval join.
 //!
-//! In: batches of one input with their key rows (Arrow row format) and event
-//! times. Out: candidate rows for probes by key, and rows whose time makes
-//! further matches impossible, in time order, when evicted.
+//! In: batches of one input with their [`KeyedRows`] (key rows in Arrow row
+//! format, their hashes, NULL flags and event times; worked out once per
+//! batch by the join, which probes with the same hashes). Out: candidate
+//! rows for probes by key, and rows whose time makes further matches
+//! impossible, in time order, when evicted.
 //!
 //! Rows stay in the batches they arrived in (columnar, shared `Arc`s). The
 //! key index maps a hash of the key bytes to the rows holding it: a single
