@@ -127,16 +127,7 @@ pub fn join(
             use eddy_connectors::generator::GeneratedStream;
             register_stream(&ctx, "orders", &orders, GeneratedStream::Orders).await?;
             register_stream(&ctx, "payments", &payments, GeneratedStream::Payments).await?;
-            let batches = ctx.sql(JOIN_BATCH_SQL).await?.collect().await?;
-            let out = batches
-                .first()
-                .and_then(|b| {
-                    b.column(0)
-                        .as_any()
-                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
-                        .map(|a| a.value(0))
-                })
-                .unwrap_or(0) as u64;
+            let out = count_of(&ctx.sql(JOIN_BATCH_SQL).await?.collect().await?);
             let rows = count_lines(&orders)? + count_lines(&payments)?;
             Ok(report("datafusion", rows, out, started))
         }),
@@ -219,17 +210,7 @@ pub fn pipeline_batch(
         }
         let mut outputs = Vec::new();
         for (name, sql) in PIPELINE_BATCH_SQL {
-            let batches = ctx.sql(sql).await?.collect().await?;
-            let rows = batches
-                .first()
-                .and_then(|b| {
-                    b.column(0)
-                        .as_any()
-                        .downcast_ref::<datafusion::arrow::array::Int64Array>()
-                        .map(|a| a.value(0))
-                })
-                .unwrap_or(0) as u64;
-            outputs.push((name, rows));
+            outputs.push((name, count_of(&ctx.sql(sql).await?.collect().await?)));
         }
         let mut rows = 0;
         for path in &paths {
@@ -247,6 +228,19 @@ pub fn pipeline_batch(
             named.join(",")
         ))
     })
+}
+
+/// The value of a `SELECT count(*)` query's result.
+fn count_of(batches: &[datafusion::arrow::record_batch::RecordBatch]) -> u64 {
+    batches
+        .first()
+        .and_then(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                .map(|a| a.value(0))
+        })
+        .unwrap_or(0) as u64
 }
 
 /// Lines of a file (the batch baseline's input row count; measured outside
