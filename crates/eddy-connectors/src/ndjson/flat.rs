@@ -7,13 +7,13 @@
 //!
 //! The plain case: an object whose keys have no escapes, each key at most
 //! once, holding for each of the table's columns a plain scalar of the
-//! column's type (a string without escapes or control characters for a
-//! string column; an integer `-?(0|[1-9][0-9]*)` in range for an integer
+//! column's type (a string without raw control characters, its escapes
+//! JSON's own, surrogates paired, for a string column; an integer `-?(0|[1-9][0-9]*)` in range for an integer
 //! column; a JSON number for a floating-point column; `true`/`false` for a
 //! boolean), `null`, or nothing (a nullable column only). Keys the table
 //! does not have are skipped when their value is a scalar. Whatever lies
-//! outside this (escapes, nested values, numeric strings, a number where a
-//! string belongs, two objects on a line) returns `None`: on what this
+//! outside this (escaped keys, nested values, numeric strings, a number
+//! where a string belongs, two objects on a line) returns `None`: on what this
 //! decoder accepts its rows are exactly arrow-json's (numbers parsed by the
 //! same `lexical-core`), so which of the two decoded a chunk never shows.
 //!
@@ -36,10 +36,13 @@
 //! let bytes = b"{\"id\":\"a\",\"amount\":1.5}\n{\"amount\":null,\"id\":\"b\"}\n";
 //! let batch = decoder.decode(bytes, [0..24, 24..bytes.len()].into_iter()).unwrap();
 //! assert_eq!(batch.num_rows(), 2);
-//! // An escaped string is left to arrow-json.
-//! assert!(decoder.decode(b"{\"id\":\"\\u0041\"}\n", std::iter::once(0..15)).is_none());
+//! // Escapes are decoded; a nested value is left to arrow-json.
+//! let escaped = decoder.decode(b"{\"id\":\"\\u0041\"}\n", std::iter::once(0..15)).unwrap();
+//! assert_eq!(escaped.num_rows(), 1);
+//! assert!(decoder.decode(b"{\"id\":[1]}\n", std::iter::once(0..11)).is_none());
 //! ```
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -397,8 +400,8 @@ fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Ste
         lexical_core::parse::<T>(text).map_err(|_| NotPlain)
     }
     match column {
-        Column::Utf8(b) => b.append_value(string(text, at)?),
-        Column::Utf8View(b) => b.append_value(string(text, at)?),
+        Column::Utf8(b) => b.append_value(string(text, at)?.as_ref()),
+        Column::Utf8View(b) => b.append_value(string(text, at)?.as_ref()),
         Column::Int8(b) => b.append_value(integer(line, at)?),
         Column::Int16(b) => b.append_value(integer(line, at)?),
         Column::Int32(b) => b.append_value(integer(line, at)?),
@@ -419,12 +422,82 @@ fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Ste
 }
 
 /// A plain string value at `at`.
-fn string<'a>(text: &'a str, at: &mut usize) -> Step<&'a str> {
+fn string<'a>(text: &'a str, at: &mut usize) -> Step<Cow<'a, str>> {
     expect(text.as_bytes(), at, b'"')?;
     let start = *at;
-    plain_string(text.as_bytes(), at)?;
+    if plain_string(text.as_bytes(), at).is_err() {
+        *at = start;
+        return escaped_string(text.as_bytes(), at).map(Cow::Owned);
+    }
     // Between two ASCII quotes: always on character boundaries.
-    text.get(start..*at - 1).ok_or(NotPlain)
+    text.get(start..*at - 1).ok_or(NotPlain).map(Cow::Borrowed)
+}
+
+/// A string value with escapes, from just after its opening quote; `at`
+/// moves past its closing quote. JSON's escapes only: a lone surrogate, an
+/// unknown escape or a raw control character is not plain.
+fn escaped_string(line: &[u8], at: &mut usize) -> Step<String> {
+    let mut out = Vec::new();
+    let mut i = *at;
+    loop {
+        // Copy up to the next quote or backslash in one go.
+        let run = memchr::memchr2(b'"', b'\\', line.get(i..).ok_or(NotPlain)?).ok_or(NotPlain)?;
+        let raw = &line[i..i + run];
+        if raw.iter().any(|&b| b < 0x20) {
+            return Err(NotPlain);
+        }
+        out.extend_from_slice(raw);
+        i += run;
+        if line[i] == b'"' {
+            *at = i + 1;
+            return String::from_utf8(out).map_err(|_| NotPlain);
+        }
+        let escape = *line.get(i + 1).ok_or(NotPlain)?;
+        i += 2;
+        let byte = match escape {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let high = hex4(line, i)?;
+                i += 4;
+                let code = match high {
+                    0xD800..=0xDBFF => {
+                        if line.get(i..i + 2) != Some(b"\\u") {
+                            return Err(NotPlain);
+                        }
+                        let low = hex4(line, i + 2)?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return Err(NotPlain);
+                        }
+                        i += 6;
+                        0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    0xDC00..=0xDFFF => return Err(NotPlain),
+                    _ => high,
+                };
+                let c = char::from_u32(code).ok_or(NotPlain)?;
+                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                continue;
+            }
+            _ => return Err(NotPlain),
+        };
+        out.push(byte);
+    }
+}
+
+/// The four hex digits at `at`.
+fn hex4(line: &[u8], at: usize) -> Step<u32> {
+    let digits = line.get(at..at + 4).ok_or(NotPlain)?;
+    digits.iter().try_fold(0u32, |value, &d| {
+        let digit = (d as char).to_digit(16).ok_or(NotPlain)?;
+        Ok(value * 16 + digit)
+    })
 }
 
 /// Moves past a scalar value of a key the table does not have.
@@ -505,6 +578,7 @@ mod tests {
             r#"{"i":9223372036854775807,"f":1e308,"g":3.4e38,"j":2147483647,"extra":"x","more":[]}"#,
             r#"{"i":0,"f":12,"g":-1E-5,"s":null,"u":null,"j":null,"b":null,"t":null,"x":1.5e3}"#,
             "{\"i\":5,\"f\":0.1,\"s\":\"a very long string indeed, longer than twelve\"}\r",
+            r#"{"i":6,"s":"q\"q\\ \/ \b\f\n\r\t","u":"\u00e9\ud83d\ude00 \u0041","zz":"\"x"}"#,
         ]
         .iter()
         .map(|l| format!("{l}\n"))
@@ -523,7 +597,9 @@ mod tests {
     fn anything_else_is_left_to_arrow_json() {
         let schema = schema();
         for line in [
-            r#"{"i":1,"s":"a\"b"}"#,     // escape in a value
+            r#"{"i":1,"s":"\ud800"}"#,   // a lone surrogate
+            r#"{"i":1,"s":"\x"}"#,       // an unknown escape
+            r#"{"i":1,"s":"\u12"}"#,     // a short \u escape
             r#"{"i":1,"s\u0041":"a"}"#,  // escape in a key
             r#"{"i":1,"s":1}"#,          // a number for a string
             r#"{"i":"1"}"#,              // a numeric string
@@ -571,6 +647,10 @@ mod tests {
             (seed % n as u64) as usize
         };
         let values = [
+            "\"\\ud83d\\ude00\"",
+            "\"\\ud83d\"",
+            "\"a\\nb\\t\\/\\\\\"",
+            "\"\\uDEAD\"",
             "null",
             "true",
             "false",
