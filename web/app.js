@@ -362,7 +362,12 @@ $('submit').addEventListener('click', async () => {
   try {
     const job = await api('/api/v1/jobs', {
       method: 'POST',
-      body: { name: $('job-name').value.trim() || null, sql: sql.value, params: params() },
+      body: {
+        name: $('job-name').value.trim() || null,
+        sql: sql.value,
+        params: params(),
+        parallelism: Number($('job-parallelism').value) || 1,
+      },
     });
     showStatus(`Submitted ${job.name}.`, 'ok');
     location.hash = `#/jobs/${job.id}`;
@@ -443,6 +448,7 @@ function renderJob(job) {
     ['late rows', fmtNumber(job.late_rows)],
     ['bad rows', fmtNumber(job.bad_rows)],
     ['state', fmtBytes(stateBytes)],
+    ['instances', job.parallelism],
     ['checkpoints', `${job.checkpoints.completed}${job.checkpoints.restored_from ? ` (resumed from #${job.checkpoints.restored_from})` : ''}`],
   ];
   $('job-figures').innerHTML = figures

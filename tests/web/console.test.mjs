@@ -52,10 +52,17 @@ try {
   await page.waitFor('#sql-status.ok', 10000);
   assert.equal(await page.exists('#backdrop mark'), false);
   await page.fill('#job-name', 'big-orders');
+  await page.fill('#job-parallelism', '2');
   await page.click('#submit');
   await page.waitForFunction(() => /#\/jobs\/[a-z0-9]+/.test(location.hash), null);
   await page.waitFor('#job-state.running');
-  step('submitted and running');
+  // The job runs with the instances asked for.
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#job-figures div')].some((d) => d.textContent === '2instances'),
+    null,
+    10000,
+  );
+  step('submitted and running, with 2 instances');
 
   // Its graph, a chart with two points or more, rows in the tail.
   await page.waitFor('#graph svg .node[data-kind="source"]');
