@@ -18,9 +18,9 @@
 //! pay) so that the value is a string before arrow-json decodes it.
 //!
 //! Fastest path: a chunk of flat objects of scalars is parsed straight into
-//! column builders by [`FlatDecoder`]. Fast path: a whole chunk goes through one arrow-json decoder, line by
-//! line, and counts when every line completes exactly one row. Otherwise the chunk is decoded line by
-//! line: each bad line (including one holding two objects, or none) is
+//! column builders by [`FlatDecoder`]. Fast path: a whole chunk goes
+//! through one arrow-json decoder, line by line, and counts when every line
+//! completes exactly one row. Otherwise the chunk is decoded line by line: each bad line (including one holding two objects, or none) is
 //! reported and left out, and the good lines' rows are concatenated.
 //! [`DecodePool`] runs this on worker threads; results come back in chunk
 //! order, so rows keep their input order.
@@ -157,6 +157,23 @@ pub fn trim_line(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
+/// The bad row for a line longer than `max_line_bytes`: `at` says where it
+/// is and how many bytes it took (its break included), `text` is what was
+/// kept of it.
+pub fn too_long_line(location: &str, at: &LineSpan, text: &[u8], max_line_bytes: usize) -> BadRow {
+    BadRow {
+        path: location.to_string(),
+        line: Some(at.number),
+        offset: Some(at.offset),
+        column: None,
+        reason: format!(
+            "line of {} bytes is longer than max_line_bytes ({max_line_bytes})",
+            at.end - at.start
+        ),
+        raw: raw_text(text),
+    }
+}
+
 /// Splits a chunk's blocks into its lines: blank lines are left out, lines
 /// longer than the chunk's `max_line_bytes` become bad rows.
 pub fn split_blocks(chunk: &mut Chunk, location: &str) {
@@ -167,18 +184,15 @@ pub fn split_blocks(chunk: &mut Chunk, location: &str) {
             let end = memchr::memchr(b'\n', &bytes[start..]).map_or(block.end, |i| start + i + 1);
             let text = trim_line(&bytes[start..end]);
             if text.len() > chunk.max_line_bytes {
-                chunk.bad.push(BadRow {
-                    path: location.to_string(),
-                    line: Some(number),
-                    offset: Some(offset),
-                    column: None,
-                    reason: format!(
-                        "line of {} bytes is longer than max_line_bytes ({})",
-                        end - start,
-                        chunk.max_line_bytes
-                    ),
-                    raw: raw_text(text),
-                });
+                let at = LineSpan {
+                    number,
+                    offset,
+                    start,
+                    end,
+                };
+                chunk
+                    .bad
+                    .push(too_long_line(location, &at, text, chunk.max_line_bytes));
             } else if !text.iter().all(u8::is_ascii_whitespace) {
                 chunk.lines.push(LineSpan {
                     number,

@@ -66,52 +66,24 @@ enum Column {
     Boolean(BooleanBuilder),
 }
 
-/// The kind of value a column takes (the builder's type, without it).
-#[derive(Clone, Copy)]
-enum Kind {
-    Utf8,
-    Utf8View,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Float32,
-    Float64,
-    Boolean,
-}
-
-impl Kind {
-    fn of(data_type: &DataType) -> Option<Self> {
+impl Column {
+    /// An empty builder for `rows` values of `data_type`, when the decoder
+    /// builds that type.
+    fn new(data_type: &DataType, rows: usize) -> Option<Self> {
         Some(match data_type {
-            DataType::Utf8 => Kind::Utf8,
-            DataType::Utf8View => Kind::Utf8View,
-            DataType::Int8 => Kind::Int8,
-            DataType::Int16 => Kind::Int16,
-            DataType::Int32 => Kind::Int32,
-            DataType::Int64 => Kind::Int64,
-            DataType::Float32 => Kind::Float32,
-            DataType::Float64 => Kind::Float64,
-            DataType::Boolean => Kind::Boolean,
+            DataType::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
+            DataType::Utf8View => Column::Utf8View(StringViewBuilder::with_capacity(rows)),
+            DataType::Int8 => Column::Int8(Int8Builder::with_capacity(rows)),
+            DataType::Int16 => Column::Int16(Int16Builder::with_capacity(rows)),
+            DataType::Int32 => Column::Int32(Int32Builder::with_capacity(rows)),
+            DataType::Int64 => Column::Int64(Int64Builder::with_capacity(rows)),
+            DataType::Float32 => Column::Float32(Float32Builder::with_capacity(rows)),
+            DataType::Float64 => Column::Float64(Float64Builder::with_capacity(rows)),
+            DataType::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
             _ => return None,
         })
     }
 
-    fn builder(self, rows: usize) -> Column {
-        match self {
-            Kind::Utf8 => Column::Utf8(StringBuilder::with_capacity(rows, rows * 16)),
-            Kind::Utf8View => Column::Utf8View(StringViewBuilder::with_capacity(rows)),
-            Kind::Int8 => Column::Int8(Int8Builder::with_capacity(rows)),
-            Kind::Int16 => Column::Int16(Int16Builder::with_capacity(rows)),
-            Kind::Int32 => Column::Int32(Int32Builder::with_capacity(rows)),
-            Kind::Int64 => Column::Int64(Int64Builder::with_capacity(rows)),
-            Kind::Float32 => Column::Float32(Float32Builder::with_capacity(rows)),
-            Kind::Float64 => Column::Float64(Float64Builder::with_capacity(rows)),
-            Kind::Boolean => Column::Boolean(BooleanBuilder::with_capacity(rows)),
-        }
-    }
-}
-
-impl Column {
     fn append_null(&mut self) {
         match self {
             Column::Utf8(b) => b.append_null(),
@@ -144,7 +116,7 @@ impl Column {
 /// A table column as the decoder sees it.
 struct FlatField {
     name: Box<[u8]>,
-    kind: Kind,
+    data_type: DataType,
     nullable: bool,
 }
 
@@ -176,7 +148,7 @@ impl FlatDecoder {
                 }
                 Some(FlatField {
                     name: f.name().as_bytes().into(),
-                    kind: Kind::of(f.data_type())?,
+                    data_type: Column::new(f.data_type(), 0).map(|_| f.data_type().clone())?,
                     nullable: f.is_nullable(),
                 })
             })
@@ -199,7 +171,12 @@ impl FlatDecoder {
         // values are then slices of `text` between ASCII quotes.
         let text = std::str::from_utf8(bytes).ok()?;
         let rows = lines.len();
-        let mut columns: Vec<Column> = self.fields.iter().map(|f| f.kind.builder(rows)).collect();
+        // Every field's type was checked buildable when the decoder was made.
+        let mut columns = self
+            .fields
+            .iter()
+            .map(|f| Column::new(&f.data_type, rows))
+            .collect::<Option<Vec<Column>>>()?;
         self.filled.fill(0);
         for (row, range) in lines.enumerate() {
             let line = text.get(range)?;

@@ -23,9 +23,10 @@ use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
-use eddy_engine::source::BadRow;
-
-use super::decode::{trim_line, Chunk, ChunkDecoder, DecodePool, Decoded, LineBlock, LinePosition};
+use super::decode::{
+    too_long_line, trim_line, Chunk, ChunkDecoder, DecodePool, Decoded, LineBlock, LinePosition,
+    LineSpan,
+};
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.
@@ -216,17 +217,19 @@ impl NdjsonSource {
         let text_len = trim_line(&chunk.bytes[start..]).len();
         let text = &chunk.bytes[start..start + text_len];
         if !complete || text.len() > self.max_line_bytes {
-            chunk.bad.push(BadRow {
-                path: self.location.clone(),
-                line: Some(self.read.line),
-                offset: Some(offset),
-                column: None,
-                reason: format!(
-                    "line of {read} bytes is longer than max_line_bytes ({})",
-                    self.max_line_bytes
-                ),
-                raw: eddy_engine::source::bad_rows::raw_text(text),
-            });
+            // Where it was read: its number, offset and the bytes it took.
+            let at = LineSpan {
+                number: self.read.line,
+                offset,
+                start: 0,
+                end: read,
+            };
+            chunk.bad.push(too_long_line(
+                &self.location,
+                &at,
+                text,
+                self.max_line_bytes,
+            ));
             chunk.bytes.truncate(start);
             return Ok(true);
         }
