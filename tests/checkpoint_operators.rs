@@ -380,6 +380,14 @@ fn interval_joins_inner_left_and_full() {
 }
 
 #[test]
+fn regular_join_keeps_every_row_across_a_restore() {
+    check(
+        "SELECT a.k, a.v, b.v AS bv, a.ts, b.ts AS bts FROM a JOIN b ON a.k = b.k",
+        "regular_join",
+    );
+}
+
+#[test]
 fn over_running_aggregates_lag_and_row_number() {
     check(
         "SELECT k, v, ts,

@@ -102,62 +102,124 @@ fn interval_joins_match_datafusion_batch_joins() {
         for kind in ["INNER", "LEFT", "RIGHT", "FULL"] {
             for condition in conditions {
                 let sql = join_sql(kind, condition);
-                let expected = batch_rows(&left, &right, &sql);
-                assert!(!expected.is_empty());
-                for (batch_size, parallelism) in common::SWEEP {
-                    let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
-                    let inputs = BTreeMap::from([
-                        ("l".to_string(), left.clone()),
-                        ("r".to_string(), right.clone()),
-                    ]);
-                    let captured = common::run_captured_in_parallel(
-                        &[SqlFile {
-                            name: "<join>".into(),
-                            text,
-                        }],
-                        &BTreeMap::new(),
-                        inputs,
-                        batch_size,
-                        parallelism,
-                    )
-                    .unwrap_or_else(|e| panic!("{kind} JOIN ON {condition}: {e}"));
-                    let actual = canonical(captured.lines.iter().map(String::as_str));
-                    if actual != expected {
-                        let missing: Vec<_> = expected
-                            .iter()
-                            .filter(|r| !actual.contains(r))
-                            .take(3)
-                            .collect();
-                        let extra: Vec<_> = actual
-                            .iter()
-                            .filter(|r| !expected.contains(r))
-                            .take(3)
-                            .collect();
-                        panic!(
-                            "{kind} JOIN ON {condition} (seed {seed}, batch {batch_size}, parallelism {parallelism}): {} rows, expected {}\n missing {missing:?}\n extra {extra:?}",
-                            actual.len(),
-                            expected.len()
-                        );
-                    }
-                    // One join node, or one per instance: together they
-                    // saw every row once and hold none at the end.
-                    let joins: Vec<_> = captured
-                        .report
-                        .nodes
-                        .iter()
-                        .filter(|n| n.kind == "interval_join")
-                        .collect();
-                    assert_eq!(joins.len(), parallelism);
-                    let mut rows_in = vec![0u64, 0];
-                    for join in &joins {
-                        assert_eq!(join.metrics.state_rows, 0, "state is empty at the end");
-                        for (total, n) in rows_in.iter_mut().zip(&join.metrics.rows_in_by_input) {
-                            *total += n;
-                        }
-                    }
-                    assert_eq!(rows_in, vec![rows as u64, rows as u64]);
-                }
+                let case = format!("{kind} JOIN ON {condition} (seed {seed})");
+                assert_streaming_join_equals(
+                    &case,
+                    &sql,
+                    &sql,
+                    (&left, &right),
+                    rows,
+                    "interval_join",
+                );
             }
         }
+    }
+}
+
+/// A join without a time bound: INNER is a regular join (every row kept,
+/// pairs whatever their times); with `SET 'table.exec.state.ttl'` any kind
+/// is an interval join of plus or minus the TTL.
+#[test]
+fn regular_and_ttl_bounded_joins_match_datafusion_batch_joins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rows, seed) = (500usize, 21u64);
+    let left = dir.path().join("l.ndjson");
+    let right = dir.path().join("r.ndjson");
+    std::fs::write(&left, random_side(seed, rows, 40, "a")).expect("write");
+    std::fs::write(&right, random_side(seed + 100, rows, 40, "b")).expect("write");
+    let (left, right) = (left.display().to_string(), right.display().to_string());
+    let sides = (left.as_str(), right.as_str());
+    let regular = join_sql("INNER", "l.a % 3 <> r.b % 3");
+    assert_streaming_join_equals(
+        "regular join",
+        &regular,
+        &regular,
+        sides,
+        rows,
+        "regular_join",
+    );
+    let comma =
+        "SELECT l.k AS lk, l.a, l.ts AS lts, r.k AS rk, r.b, r.ts AS rts FROM l, r WHERE l.k = r.k";
+    assert_streaming_join_equals("comma join", comma, comma, sides, rows, "regular_join");
+    for kind in ["INNER", "LEFT", "FULL"] {
+        let streaming = format!(
+            "SET 'table.exec.state.ttl' = '1500 ms';\n{}",
+            join_sql(kind, "l.a >= 0")
+        );
+        let batch = join_sql(
+            kind,
+            "r.et BETWEEN l.et - INTERVAL '1500' MILLISECOND AND l.et + INTERVAL '1500' MILLISECOND",
+        );
+        let case = format!("{kind} JOIN with a state TTL");
+        assert_streaming_join_equals(&case, &streaming, &batch, sides, rows, "interval_join");
+    }
+}
+
+/// Runs `streaming_sql` over the two files with every batch size and
+/// parallelism of the sweep and checks its rows against `batch_sql` run by
+/// DataFusion, and that the join nodes (of `node_kind`) saw every row once
+/// and hold none at the end.
+fn assert_streaming_join_equals(
+    case: &str,
+    streaming_sql: &str,
+    batch_sql: &str,
+    (left, right): (&str, &str),
+    rows: usize,
+    node_kind: &str,
+) {
+    let expected = batch_rows(left, right, batch_sql);
+    assert!(!expected.is_empty(), "{case}: the batch join has rows");
+    for (batch_size, parallelism) in common::SWEEP {
+        let text = format!("{}\n{}\n{streaming_sql};", table("l", "a"), table("r", "b"));
+        let inputs = BTreeMap::from([
+            ("l".to_string(), left.to_string()),
+            ("r".to_string(), right.to_string()),
+        ]);
+        let captured = common::run_captured_in_parallel(
+            &[SqlFile {
+                name: "<join>".into(),
+                text,
+            }],
+            &BTreeMap::new(),
+            inputs,
+            batch_size,
+            parallelism,
+        )
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let actual = canonical(captured.lines.iter().map(String::as_str));
+        if actual != expected {
+            let missing: Vec<_> = expected
+                .iter()
+                .filter(|r| !actual.contains(r))
+                .take(3)
+                .collect();
+            let extra: Vec<_> = actual
+                .iter()
+                .filter(|r| !expected.contains(r))
+                .take(3)
+                .collect();
+            panic!(
+                "{case} (batch {batch_size}, parallelism {parallelism}): {} rows, expected {}\n missing {missing:?}\n extra {extra:?}",
+                actual.len(),
+                expected.len()
+            );
+        }
+        // One join node, or one per instance: together they saw every row
+        // once and hold none at the end.
+        let joins: Vec<_> = captured
+            .report
+            .nodes
+            .iter()
+            .filter(|n| n.kind == node_kind)
+            .collect();
+        assert_eq!(joins.len(), parallelism, "{case}: {node_kind} nodes");
+        let mut rows_in = vec![0u64, 0];
+        for join in &joins {
+            assert_eq!(join.metrics.state_rows, 0, "state is empty at the end");
+            for (total, n) in rows_in.iter_mut().zip(&join.metrics.rows_in_by_input) {
+                *total += n;
+            }
+        }
+        assert_eq!(rows_in, vec![rows as u64, rows as u64]);
     }
 }

@@ -38,6 +38,9 @@ fn batch_sql(query: &str) -> String {
         "q0" => "SELECT auction, bidder, price, date_time, extra FROM bid".into(),
         "q1" => "SELECT auction, bidder, 0.908 * price AS price, date_time, extra FROM bid".into(),
         "q2" => "SELECT auction, price FROM bid WHERE auction % 123 = 0".into(),
+        "q3" => "SELECT P.name, P.city, P.state, A.id FROM auction A JOIN person P ON A.seller = P.id
+             WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')"
+            .into(),
         "q5" => format!(
             "WITH ab AS (
                SELECT auction, count(*) AS num, ws AS starttime, ws + INTERVAL '10 seconds' AS endtime
@@ -121,7 +124,7 @@ fn sort_key(row: &Value) -> String {
 
 #[test]
 fn nexmark_queries_match_datafusion_batch_queries() {
-    for query in ["q0", "q1", "q2", "q5", "q7", "q8"] {
+    for query in ["q0", "q1", "q2", "q3", "q5", "q7", "q8"] {
         let path = common::repo_root().join(format!("bench/nexmark/{query}.sql"));
         let files = eddy_cli::job::load_sql(&[path]).unwrap();
         let mut expected = datafusion_rows(&files, &batch_sql(query));

@@ -172,6 +172,18 @@ check("flink_interval_join", {"QUERY1": [
     for o in orders for s in ships
     if o["id"] == s["order_id"] and ms(s["ship_time"]) - 4 * HOUR <= ms(o["order_time"]) <= ms(s["ship_time"])]})
 
+check("flink_regular_join", {"QUERY1": [
+    {**o, "order_time": ts(ms(o["order_time"])), "order_id": s["order_id"], "ship_time": ts(ms(s["ship_time"]))}
+    for o in orders for s in ships if o["id"] == s["order_id"]]})
+
+# Nexmark q3: a regular (unbounded) join, so every pair counts whatever
+# their times.
+auctions, people = rows("nexmark_auction.ndjson"), rows("nexmark_person.ndjson")
+check("nexmark_q3", {"QUERY1": [
+    {"name": p["name"], "city": p["city"], "state": p["state"], "id": a["id"]}
+    for a in auctions for p in people
+    if a["seller"] == p["id"] and a["category"] == 10 and p["state"] in ("OR", "ID", "CA")]})
+
 forders = rows("flink_orders.ndjson")
 for o in forders:
     o["t"] = ms(o["order_time"])

@@ -1,5 +1,5 @@
 -- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/joins/ (Regular Joins)
--- expect-error: needs a time bound
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE Orders (id INT, order_time TIMESTAMP(3), amount DOUBLE, product STRING, user_id STRING,
   WATERMARK FOR order_time AS order_time - INTERVAL '1' MINUTE) WITH (connector = 'file', path = '${DATA}/orders.ndjson');

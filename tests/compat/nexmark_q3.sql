@@ -1,5 +1,5 @@
 -- origin: https://github.com/nexmark/nexmark/blob/master/nexmark-flink/src/main/resources/queries/q3.sql
--- expect-error: needs a time bound
+-- expected: worked out from the input by check_expected.py
 
 CREATE TABLE auction (
   id BIGINT, itemName VARCHAR, description VARCHAR, initialBid BIGINT, reserve BIGINT,

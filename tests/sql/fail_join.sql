@@ -1,4 +1,4 @@
--- fail: fail_join.sql:11:32: a join of two streams needs a time bound
+-- fail: fail_join.sql:11:32: this LEFT JOIN of two streams needs a time bound
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,
@@ -8,4 +8,4 @@ CREATE TABLE clicks (
   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
 ) WITH (connector = 'file', path = '${DATA}/clicks.ndjson', format = 'json');
 
-SELECT a.user_id FROM clicks a JOIN clicks b ON a.user_id = b.user_id;
+SELECT a.user_id FROM clicks a LEFT JOIN clicks b ON a.user_id = b.user_id;

@@ -13,7 +13,8 @@
 //! declared columns are built.
 //!
 //! Events are a pure function of their number (the base time is fixed at
-//! 2015-07-15 00:00:00 UTC, Nexmark's), so every run, and every engine fed
+//! 2015-07-15 00:00:00 UTC, Nexmark's; names, cities and states are spelt
+//! as Nexmark's Java generator spells them, `OR`, `Boise`), so every run, and every engine fed
 //! the same rows, sees the same stream; the position is the count of
 //! events of the table's kind read, and a resumed job goes on from it.
 //!
@@ -242,6 +243,14 @@ impl NexmarkSource {
             base_time: BASE_TIME_MS,
             first_rate: config.rate.max(1) as usize,
             next_rate: config.rate.max(1) as usize,
+            // Nexmark's own (Beam's, Flink's) spelling: q3 selects the
+            // states 'OR', 'ID' and 'CA'.
+            us_states: words("AZ,CA,ID,OR,WA,WY"),
+            us_cities: words(
+                "Phoenix,Los Angeles,San Francisco,Boise,Portland,Bend,Redmond,Seattle,Kent,Cheyenne",
+            ),
+            first_names: words("Peter,Paul,Luke,John,Saul,Vicky,Kate,Julie,Sarah,Deiter,Walter"),
+            last_names: words("Shultz,Abrams,Spencer,White,Bartels,Walton,Smith,Jones,Noris"),
             ..Default::default()
         };
         let kind = match config.stream {
@@ -280,6 +289,11 @@ fn time(builder: &mut Builder, value: u64) {
     if let Builder::Time(b) = builder {
         b.append_value(value as i64);
     }
+}
+
+/// A comma-separated list's items.
+fn words(list: &str) -> Vec<String> {
+    list.split(',').map(str::to_string).collect()
 }
 
 fn text(builder: &mut Builder, value: &str) {

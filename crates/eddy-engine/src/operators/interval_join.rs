@@ -23,6 +23,12 @@
 //! to `upper` older than `W - L`, so the operator forwards `W - max(upper, 0)`
 //! as its watermark: no output row is ever late downstream.
 //!
+//! A regular join ([`JoinBound::Unbounded`], an inner join without a time
+//! bound) keeps every row for the life of the job: each pair is still
+//! produced when its later row arrives, nothing is evicted, and since a row
+//! can pair with one arbitrarily later, its output has no event time (the
+//! operator forwards no watermark until both inputs end).
+//!
 //! Checkpoints: tables `left` and `right` hold each side's buffered rows in
 //! the input's columns plus a `__matched` flag; a restore inserts them as
 //! if they had just arrived, without probing.
@@ -60,6 +66,15 @@ pub enum JoinKind {
 }
 
 impl JoinKind {
+    /// The SQL keyword: `INNER`, `LEFT`, `RIGHT` or `FULL`.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "INNER",
+            JoinKind::Left => "LEFT",
+            JoinKind::Right => "RIGHT",
+            JoinKind::Full => "FULL",
+        }
+    }
     fn keeps_left(self) -> bool {
         matches!(self, JoinKind::Left | JoinKind::Full)
     }
@@ -82,6 +97,14 @@ pub struct TimeBound {
 }
 
 impl TimeBound {
+    /// Every pair of times.
+    pub const ANY: TimeBound = TimeBound {
+        lower_ms: i64::MIN,
+        lower_inclusive: true,
+        upper_ms: i64::MAX,
+        upper_inclusive: true,
+    };
+
     /// Whether a left row at `left` and a right row at `right` are close enough.
     pub fn holds(&self, left: Timestamp, right: Timestamp) -> bool {
         let d = right.saturating_sub(left);
@@ -111,7 +134,51 @@ impl std::fmt::Display for TimeBound {
     }
 }
 
-/// Plan of an interval join.
+/// How event time limits the rows that pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinBound {
+    /// An interval join: rows pair only within `bound`, and a row is
+    /// dropped once the watermark rules out further partners.
+    Interval {
+        /// Event-time column of the left input.
+        left_time: usize,
+        /// Event-time column of the right input.
+        right_time: usize,
+        /// The time condition.
+        bound: TimeBound,
+    },
+    /// A regular (inner) join: every row is kept for the life of the job
+    /// and pairs with every row of its key on the other side.
+    Unbounded,
+}
+
+/// Plan of an interval join (or, with [`JoinBound::Unbounded`], a regular
+/// inner join).
+///
+/// ```
+/// use std::sync::Arc;
+/// use datafusion::arrow::datatypes::{DataType, Field, Schema};
+/// use datafusion::physical_expr::expressions::Column;
+/// use eddy_engine::operator::OperatorPlan;
+/// use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinBound, JoinKind};
+///
+/// let side = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+/// let plan = IntervalJoinPlan {
+///     kind: JoinKind::Inner,
+///     left_schema: side.clone(),
+///     right_schema: side.clone(),
+///     output_schema: Arc::new(Schema::new(vec![
+///         Field::new("k", DataType::Int64, true),
+///         Field::new("k", DataType::Int64, true),
+///     ])),
+///     left_keys: vec![Arc::new(Column::new("k", 0))],
+///     right_keys: vec![Arc::new(Column::new("k", 0))],
+///     time: JoinBound::Unbounded,
+///     allowed_lateness_ms: 0,
+///     residual: None,
+/// };
+/// assert_eq!(plan.kind(), "regular_join");
+/// ```
 #[derive(Debug, Clone)]
 pub struct IntervalJoinPlan {
     /// Inner or outer.
@@ -126,12 +193,8 @@ pub struct IntervalJoinPlan {
     pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// Equi-join keys over the right input (same types, same order).
     pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Event-time column of the left input.
-    pub left_time: usize,
-    /// Event-time column of the right input.
-    pub right_time: usize,
-    /// The time condition.
-    pub bound: TimeBound,
+    /// The time columns and bound, or none (a regular join).
+    pub time: JoinBound,
     /// The larger allowed lateness of the two inputs.
     pub allowed_lateness_ms: i64,
     /// Further conditions, over the output schema.
@@ -140,7 +203,10 @@ pub struct IntervalJoinPlan {
 
 impl OperatorPlan for IntervalJoinPlan {
     fn kind(&self) -> &'static str {
-        "interval_join"
+        match self.time {
+            JoinBound::Interval { .. } => "interval_join",
+            JoinBound::Unbounded => "regular_join",
+        }
     }
 
     fn describe(&self) -> String {
@@ -155,12 +221,15 @@ impl OperatorPlan for IntervalJoinPlan {
             .as_ref()
             .map(|r| format!(" and {r}"))
             .unwrap_or_default();
+        let bound = match self.time {
+            JoinBound::Interval { bound, .. } => bound.to_string(),
+            JoinBound::Unbounded => "no time bound (every row kept)".to_string(),
+        };
         format!(
-            "{:?} on [{}] = [{}], {}{residual}",
+            "{:?} on [{}] = [{}], {bound}{residual}",
             self.kind,
             keys(&self.left_keys),
             keys(&self.right_keys),
-            self.bound
         )
     }
 
@@ -310,15 +379,22 @@ impl IntervalJoinOperator {
             .iter()
             .map(|key| self.hasher.hash_one(key.as_ref()))
             .collect();
-        let time_column = if side == 0 {
-            self.plan.left_time
-        } else {
-            self.plan.right_time
+        let times = match self.plan.time {
+            JoinBound::Interval {
+                left_time,
+                right_time,
+                ..
+            } => {
+                let column = if side == 0 { left_time } else { right_time };
+                let times: Int64Array = to_epoch_millis(batch.column(column))?;
+                (0..rows)
+                    .map(|i| times.is_valid(i).then(|| times.value(i)))
+                    .collect()
+            }
+            // A regular join ignores time: every row is kept, all at one
+            // time, so the index orders a key's rows by arrival.
+            JoinBound::Unbounded => vec![Some(0); rows],
         };
-        let times: Int64Array = to_epoch_millis(batch.column(time_column))?;
-        let times = (0..rows)
-            .map(|i| times.is_valid(i).then(|| times.value(i)))
-            .collect();
         Ok(KeyedRows {
             keys,
             hashes,
@@ -423,7 +499,10 @@ impl Operator for IntervalJoinOperator {
             let (Some(t), true) = (times[row], keyed.valid[row]) else {
                 continue;
             };
-            let bound = self.plan.bound;
+            let bound = match self.plan.time {
+                JoinBound::Interval { bound, .. } => bound,
+                JoinBound::Unbounded => TimeBound::ANY,
+            };
             // The other side's times that can pair with t (the bound decides
             // exactly; this range only narrows the search).
             let times = if input == 0 {
@@ -491,13 +570,14 @@ impl Operator for IntervalJoinOperator {
         };
         // Left rows: evict when tl + upper < horizon, i.e. tl < horizon - upper.
         // Right rows: evict when tr - lower < horizon, i.e. tr < horizon + lower.
-        let thresholds = if horizon == WATERMARK_MAX {
-            [WATERMARK_MAX, WATERMARK_MAX]
-        } else {
-            [
-                horizon.saturating_sub(self.plan.bound.upper_ms),
-                horizon.saturating_add(self.plan.bound.lower_ms),
-            ]
+        let thresholds = match self.plan.time {
+            _ if horizon == WATERMARK_MAX => [WATERMARK_MAX, WATERMARK_MAX],
+            JoinBound::Interval { bound, .. } => [
+                horizon.saturating_sub(bound.upper_ms),
+                horizon.saturating_add(bound.lower_ms),
+            ],
+            // A regular join's rows can pair with any later row.
+            JoinBound::Unbounded => return Ok(()),
         };
         for side in 0..2 {
             let mut unmatched = Vec::new();
@@ -536,10 +616,11 @@ impl Operator for IntervalJoinOperator {
     }
 
     fn output_watermark(&self, input: Timestamp) -> Timestamp {
-        if input == WATERMARK_MAX || input == WATERMARK_MIN {
-            input
-        } else {
-            input.saturating_sub(self.plan.bound.upper_ms.max(0))
+        match self.plan.time {
+            _ if input == WATERMARK_MAX || input == WATERMARK_MIN => input,
+            JoinBound::Interval { bound, .. } => input.saturating_sub(bound.upper_ms.max(0)),
+            // Output rows have no event time to bound before the end.
+            JoinBound::Unbounded => WATERMARK_MIN,
         }
     }
 }
@@ -579,13 +660,15 @@ mod tests {
             output_schema: output,
             left_keys: vec![Arc::new(Column::new("k", 0))],
             right_keys: vec![Arc::new(Column::new("k", 0))],
-            left_time: 1,
-            right_time: 1,
-            bound: TimeBound {
-                lower_ms: -1_000,
-                lower_inclusive: true,
-                upper_ms: 3_000,
-                upper_inclusive: true,
+            time: JoinBound::Interval {
+                left_time: 1,
+                right_time: 1,
+                bound: TimeBound {
+                    lower_ms: -1_000,
+                    lower_inclusive: true,
+                    upper_ms: 3_000,
+                    upper_inclusive: true,
+                },
             },
             allowed_lateness_ms: 500,
             residual: None,
@@ -627,6 +710,37 @@ mod tests {
         );
         // The output watermark is held back by the upper bound.
         assert_eq!(op.output_watermark(13_501), 10_501);
+    }
+
+    #[test]
+    fn a_regular_join_keeps_every_row_and_pairs_across_any_time() {
+        let mut plan = plan(JoinKind::Inner);
+        plan.time = JoinBound::Unbounded;
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, side(&["a", "b", "a"], &[0, 5, 1]), &mut out)
+            .unwrap();
+        op.on_watermark(1_000_000_000, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 3, "nothing is evicted by the watermark");
+        // Times far apart and a NULL time still pair: the join ignores time.
+        let late = RecordBatch::try_new(
+            side(&[], &[]).schema(),
+            vec![
+                Arc::new(StringArray::from(vec!["a", "c"])),
+                Arc::new(Int64Array::from(vec![None, Some(2_000_000_000)])),
+            ],
+        )
+        .unwrap();
+        op.on_batch(1, late, &mut out).unwrap();
+        assert_eq!(rows(&mut out), 2, "the right a pairs with both left a rows");
+        op.on_batch(0, side(&["c"], &[-7]), &mut out).unwrap();
+        assert_eq!(
+            rows(&mut out),
+            1,
+            "a later left c pairs with the buffered right c"
+        );
+        assert_eq!(op.output_watermark(1_000_000_000), WATERMARK_MIN);
+        assert_eq!(op.output_watermark(WATERMARK_MAX), WATERMARK_MAX);
     }
 
     #[test]

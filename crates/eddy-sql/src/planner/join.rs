@@ -1,13 +1,19 @@
-//! Plans a logical `Join` into an interval join.
+//! Plans a logical `Join` into an interval join, or a regular join.
 //!
 //! The ON condition is split into conjuncts: equalities between a left and a
 //! right expression become keys; comparisons between the two sides' event
 //! times (`r.t BETWEEN l.t - INTERVAL .. AND l.t + INTERVAL ..`, or `>=`,
 //! `>`, `<=`, `<` with constant interval offsets on either side, or `=`:
 //! a window join of two window aggregates' results on `window_end` or
-//! `window_time` is an interval join of width zero) become the time bound; everything else is applied to each candidate pair. A join
-//! without both a lower and an upper time bound would keep every row
-//! forever and is rejected.
+//! `window_time` is an interval join of width zero) become the time bound;
+//! everything else is applied to each candidate pair.
+//!
+//! `SET 'table.exec.state.ttl'` bounds every join by the TTL: rows further
+//! apart in event time never pair, so a row's state lives at most that long
+//! past the watermark. An INNER join with no time bound at all is a regular
+//! join: it keeps every row for the life of the job and its output has no
+//! event time. An outer join needs both a lower and an upper bound (or the
+//! TTL): its null-padded rows are final only once no partner can arrive.
 
 use std::sync::Arc;
 
@@ -15,7 +21,7 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
-use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinKind, TimeBound};
+use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinBound, JoinKind, TimeBound};
 
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
@@ -47,9 +53,14 @@ fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side> {
 fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
     match strip_casts(expr) {
         Expr::Column(c) => {
-            if ctx.left.index_of_column(c).ok() == Some(ctx.left_time) && ctx.left.has_column(c) {
+            if ctx.left_time.is_some()
+                && ctx.left.index_of_column(c).ok() == ctx.left_time
+                && ctx.left.has_column(c)
+            {
                 Some((Side::Left, 0))
-            } else if ctx.right.index_of_column(c).ok() == Some(ctx.right_time) {
+            } else if ctx.right_time.is_some()
+                && ctx.right.index_of_column(c).ok() == ctx.right_time
+            {
                 Some((Side::Right, 0))
             } else {
                 None
@@ -78,8 +89,9 @@ fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
 struct TimeColumns<'a> {
     left: &'a DFSchema,
     right: &'a DFSchema,
-    left_time: usize,
-    right_time: usize,
+    /// Event-time column of each side (none: no time terms on that side).
+    left_time: Option<usize>,
+    right_time: Option<usize>,
 }
 
 /// Accumulates constraints on d = right time - left time.
@@ -156,27 +168,13 @@ impl Compiler {
         };
         let mut left = self.plan_stream(&join.left, position)?;
         let mut right = self.plan_stream(&join.right, position)?;
-        let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
-            let (side, stream) = if left.time.is_none() {
-                ("left", &left)
-            } else {
-                ("right", &right)
-            };
-            return Err(SqlError::at(
-                &self.anchor(position, &["JOIN", "WHERE"]),
-                format!(
-                    "both inputs of a stream join need event time, but the {side} one has none: {}",
-                    stream.why_no_time()
-                ),
-            ));
-        };
         let (left_schema, right_schema) =
             (join.left.schema().as_ref(), join.right.schema().as_ref());
         let times = TimeColumns {
             left: left_schema,
             right: right_schema,
-            left_time: left_time.column,
-            right_time: right_time.column,
+            left_time: left.time.map(|t| t.column),
+            right_time: right.time.map(|t| t.column),
         };
 
         let mut left_keys = Vec::new();
@@ -298,20 +296,15 @@ impl Compiler {
             }
             residual.push(conjunct.clone());
         }
-        let (Some((lower_ms, lower_inclusive)), Some((upper_ms, upper_inclusive))) =
-            (bounds.lower, bounds.upper)
-        else {
-            return Err(SqlError::at(
-                &self.anchor(position, &["JOIN", "WHERE"]),
-                "a join of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`; without one, both sides' state grows forever",
-            ));
+        let regular = kind == JoinKind::Inner
+            && bounds.lower.is_none()
+            && bounds.upper.is_none()
+            && self.state_ttl_ms.is_none();
+        let time = if regular {
+            None
+        } else {
+            Some(self.join_time(kind, &left, &right, bounds, position)?)
         };
-        if lower_ms > upper_ms {
-            return Err(SqlError::at(
-                &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
-                "the join's time bound is empty (its lower end is above its upper end)",
-            ));
-        }
 
         let state = self.ctx.state();
         let physical = |exprs: &[Expr], schema: &DFSchema| {
@@ -351,9 +344,7 @@ impl Compiler {
                 .map(|f| f.as_ref().clone().with_nullable(true))
                 .collect::<Vec<_>>(),
         ));
-        let allowed_lateness_ms = left_time
-            .allowed_lateness_ms
-            .max(right_time.allowed_lateness_ms);
+        let allowed_lateness_ms = time.map_or(0, |t| t.allowed_lateness_ms);
         let plan = IntervalJoinPlan {
             kind,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
@@ -361,14 +352,7 @@ impl Compiler {
             output_schema: output_schema.clone(),
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
-            left_time: left_time.column,
-            right_time: right_time.column,
-            bound: TimeBound {
-                lower_ms,
-                lower_inclusive,
-                upper_ms,
-                upper_inclusive,
-            },
+            time: time.map_or(JoinBound::Unbounded, |t| t.bound),
             allowed_lateness_ms,
             residual,
         };
@@ -383,19 +367,98 @@ impl Compiler {
             ],
         );
         // Output rows carry the left row's event time; right-only rows of
-        // RIGHT/FULL joins have none, so those outputs have no event time.
-        let time = match kind {
-            JoinKind::Inner | JoinKind::Left => Some(TimeAttr {
-                column: left_time.column,
-                allowed_lateness_ms,
-            }),
-            JoinKind::Right | JoinKind::Full => None,
+        // RIGHT/FULL joins have none, so those outputs have no event time,
+        // and neither have a regular join's (a row can pair with one that
+        // arrives arbitrarily later).
+        let (output_time, time_lost) = match (time, kind) {
+            (None, _) => (None, Some("the rows of a join without a time bound have no event time (a row can pair with one that comes arbitrarily later; bound the join by the two sides' event times to keep it)")),
+            (Some(t), JoinKind::Inner | JoinKind::Left) => (
+                Some(TimeAttr {
+                    column: t.left_time,
+                    allowed_lateness_ms,
+                }),
+                None,
+            ),
+            (Some(_), JoinKind::Right | JoinKind::Full) => (None, Some("the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)")),
         };
-        let time_lost = time.is_none().then(|| {
-            "the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)".to_string()
-        });
-        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), time);
-        stream.time_lost = time_lost;
+        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), output_time);
+        stream.time_lost = time_lost.map(str::to_string);
         Ok(stream)
     }
+
+    /// The event-time side of a join that is not a regular one: both inputs'
+    /// time columns and the bound between them (narrowed by the state TTL).
+    fn join_time(
+        &self,
+        kind: JoinKind,
+        left: &Stream,
+        right: &Stream,
+        mut bounds: Bounds,
+        position: &Position,
+    ) -> Result<JoinTime> {
+        let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
+            let (side, stream) = if left.time.is_none() {
+                ("left", left)
+            } else {
+                ("right", right)
+            };
+            return Err(SqlError::at(
+                &self.anchor(position, &["JOIN", "WHERE"]),
+                format!(
+                    "both inputs of a stream join with a time bound (or an outer one) need event time, but the {side} one has none: {}",
+                    stream.why_no_time()
+                ),
+            ));
+        };
+        if let Some(ttl) = self.state_ttl_ms {
+            bounds.add_lower(-ttl, true);
+            bounds.add_upper(ttl, true);
+        }
+        let (Some((lower_ms, lower_inclusive)), Some((upper_ms, upper_inclusive))) =
+            (bounds.lower, bounds.upper)
+        else {
+            let why = if kind != JoinKind::Inner {
+                "without one, a row without a partner could never be emitted null-padded, since its partner could still arrive"
+            } else if bounds.lower.is_some() {
+                "its time condition has a lower end but no upper one"
+            } else {
+                "its time condition has an upper end but no lower one"
+            };
+            return Err(SqlError::at(
+                &self.anchor(position, &[kind.name(), "JOIN", "WHERE"]),
+                format!("this {} JOIN of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`, or a state TTL (`SET 'table.exec.state.ttl' = '1 h'`: rows further apart never pair); {why}", kind.name()),
+            ));
+        };
+        if lower_ms > upper_ms {
+            return Err(SqlError::at(
+                &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
+                "the join's time bound is empty (its lower end is above its upper end)",
+            ));
+        }
+        Ok(JoinTime {
+            left_time: left_time.column,
+            allowed_lateness_ms: left_time
+                .allowed_lateness_ms
+                .max(right_time.allowed_lateness_ms),
+            bound: JoinBound::Interval {
+                left_time: left_time.column,
+                right_time: right_time.column,
+                bound: TimeBound {
+                    lower_ms,
+                    lower_inclusive,
+                    upper_ms,
+                    upper_inclusive,
+                },
+            },
+        })
+    }
+}
+
+/// An interval join's time: the bound, the output's time column (the left
+/// input's) and the larger allowed lateness.
+#[derive(Clone, Copy)]
+struct JoinTime {
+    left_time: usize,
+    allowed_lateness_ms: i64,
+    bound: JoinBound,
 }

@@ -21,7 +21,8 @@
 //! | Aggregate         | `window_aggregate` (tumble/hop/cumulate in GROUP BY),  |
 //! |                   | `session_aggregate` (session in GROUP BY)              |
 //! | Union             | `union`                                                |
-//! | Join              | `interval_join` (needs a time bound between the sides) |
+//! | Join              | `interval_join` (a time bound between the sides, or    |
+//! |                   | the state TTL), `regular_join` (INNER, no bound)       |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
 //! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N)         |
 //! | anything else     | rejected with the reason                               |
@@ -149,7 +150,8 @@ pub(crate) struct Compiler {
     current_map: SourceMap,
     /// The words of the statement being planned (see [`Compiler::anchor`]).
     current_words: Words,
-    /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this long.
+    /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this
+    /// long, and bound joins to rows at most this far apart in event time.
     state_ttl_ms: Option<i64>,
     /// While the input of a `WHERE rn <= N` is planned: the ranking the
     /// filter limits and N (see `rank::rank_limit`).
@@ -422,7 +424,7 @@ impl Compiler {
             }
             _ => Err(SqlError::at(
                 position,
-                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' OVER state)"),
+                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' OVER state and of join rows)"),
             )),
         }
     }

@@ -90,7 +90,8 @@ impl Stream {
     /// Why this stream has no event time, for an operator that needs it.
     pub fn why_no_time(&self) -> String {
         match &self.time_lost {
-            Some(lost) => format!("{lost}; eddy keeps event time in a column, so select it in every step between the source and here"),
+            Some(lost) if lost.contains("SELECT list") => format!("{lost}; eddy keeps event time in a column, so select it in every step between the source and here"),
+            Some(lost) => lost.clone(),
             None => "its source declares none: add `WATERMARK FOR <column> AS <column> - INTERVAL ...` to the source table".to_string(),
         }
     }
