@@ -23,8 +23,10 @@ data="$work/orders.ndjson"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$data"
 echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size ${BATCH:-each engine at its default}"
 
-eddy_json=$("$EDDY" bench hop --engine eddy --input "$data" "${batch[@]}")
-df_json=$("$EDDY" bench hop --engine datafusion --input "$data" "${batch[@]}")
+eddy_run() { "$EDDY" bench hop --engine eddy --input "$data" "${batch[@]}"; }
+datafusion_run() { "$EDDY" bench hop --engine datafusion --input "$data" "${batch[@]}"; }
+alternate eddy_run datafusion_run > "$work/medians"
+{ read -r eddy_json; read -r df_json; } < "$work/medians"
 compare "$eddy_json" "$df_json"
 tumble_json=$("$EDDY" bench window --engine eddy --input "$data" "${batch[@]}")
 echo "eddy tumble: $tumble_json"

@@ -7,6 +7,7 @@
 # rows of both sides per second), peak resident memory and the ratios.
 #
 #   bench/join.sh                   # 2,000,000 x 2,000,000 rows, dev profile
+#   RUNS=9 PROFILE=release bench/join.sh    # median of 9 alternating runs per engine (default 5)
 #   ROWS=500000 PROFILE=release bench/join.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,8 @@ trap 'rm -rf "$work"' EXIT
 "$EDDY" generate --stream payments --rate 1000 --count "$ROWS" > "$work/payments.ndjson"
 echo "input: $ROWS orders + $ROWS payments; profile $PROFILE; batch size ${BATCH:-each engine at its default}"
 
-eddy_json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}")
-df_json=$("$EDDY" bench join --engine datafusion --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}")
+eddy_run() { "$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}"; }
+datafusion_run() { "$EDDY" bench join --engine datafusion --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "${batch[@]}"; }
+alternate eddy_run datafusion_run > "$work/medians"
+{ read -r eddy_json; read -r df_json; } < "$work/medians"
 compare "$eddy_json" "$df_json"

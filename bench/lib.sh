@@ -2,6 +2,11 @@
 #   build_eddy        builds eddy in $PROFILE (default dev) and sets EDDY
 #   compare A B       prints events/s, peak memory and eddy/datafusion ratios
 #                     of two `eddy bench` JSON lines; fails if their outputs differ
+#   alternate F G     runs the functions F and G (each prints one `eddy bench`
+#                     JSON line) in turn RUNS times (default 5), prints each
+#                     one's events/s per run on stderr and its median run
+#                     (by events/s) on stdout, F's line first: one run of
+#                     either engine varies by 10-15% on a busy 2-core machine
 
 build_eddy() {
   PROFILE=${PROFILE:-dev}
@@ -28,4 +33,26 @@ compare() {
     printf "ratio eddy/datafusion: throughput %.2fx, peak memory %.2fx\n", er / dr, em / dm
     if (eo != do_) { printf "ERROR: output rows differ (eddy %d, datafusion %d)\n", eo, do_; exit 1 }
   }'
+}
+
+# The JSON line with the median rows_per_second of the lines on stdin.
+median_run() {
+  awk -F'"rows_per_second":' '{ split($2, v, /[,}]/); print v[1] "\t" $0 }' | sort -g |
+    awk -F'\t' '{ line[NR] = $2 } END { print line[int((NR + 1) / 2)] }'
+}
+
+alternate() {
+  local runs=${RUNS:-5} i first=() second=()
+  for ((i = 0; i < runs; i++)); do
+    first+=("$("$1")")
+    second+=("$("$2")")
+  done
+  local f g
+  for f in first second; do
+    local -n lines=$f
+    g=$(printf '%s\n' "${lines[@]}" | sed -E 's/.*"rows_per_second":([0-9.]+).*/\1/' | tr '\n' ' ')
+    echo "$([ $f = first ] && echo "$1" || echo "$2") events/s over $runs runs: $g" >&2
+  done
+  printf '%s\n' "${first[@]}" | median_run
+  printf '%s\n' "${second[@]}" | median_run
 }

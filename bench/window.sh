@@ -6,6 +6,7 @@
 # peak resident memory and the eddy/DataFusion ratios.
 #
 #   bench/window.sh                 # 2,000,000 rows, dev profile
+#   RUNS=9 PROFILE=release bench/window.sh    # median of 9 alternating runs per engine (default 5)
 #   ROWS=500000 PROFILE=release bench/window.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,8 @@ data="$work/orders.ndjson"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$data"
 echo "input: $ROWS rows, $(du -h "$data" | cut -f1) of NDJSON; profile $PROFILE; batch size ${BATCH:-each engine at its default}"
 
-eddy_json=$("$EDDY" bench window --engine eddy --input "$data" "${batch[@]}")
-df_json=$("$EDDY" bench window --engine datafusion --input "$data" "${batch[@]}")
+eddy_run() { "$EDDY" bench window --engine eddy --input "$data" "${batch[@]}"; }
+datafusion_run() { "$EDDY" bench window --engine datafusion --input "$data" "${batch[@]}"; }
+alternate eddy_run datafusion_run > "$work/medians"
+{ read -r eddy_json; read -r df_json; } < "$work/medians"
 compare "$eddy_json" "$df_json"
