@@ -75,10 +75,12 @@ impl JoinKind {
             JoinKind::Full => "FULL",
         }
     }
-    fn keeps_left(self) -> bool {
+    /// Whether rows of this side without a partner are kept (padded).
+    pub fn keeps_left(self) -> bool {
         matches!(self, JoinKind::Left | JoinKind::Full)
     }
-    fn keeps_right(self) -> bool {
+    /// Whether rows of this side without a partner are kept (padded).
+    pub fn keeps_right(self) -> bool {
         matches!(self, JoinKind::Right | JoinKind::Full)
     }
 }

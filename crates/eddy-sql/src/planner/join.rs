@@ -21,6 +21,9 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_engine::operators::calc::CalcStep;
 use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinBound, JoinKind, TimeBound};
 
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
@@ -153,7 +156,14 @@ impl Bounds {
 }
 
 impl Compiler {
-    pub(super) fn plan_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
+    /// Plans `join`; `needed` marks the columns of its output that what
+    /// reads it uses (`None`: all of them).
+    pub(super) fn plan_join(
+        &mut self,
+        join: &Join,
+        position: &Position,
+        needed: Option<Vec<bool>>,
+    ) -> Result<Stream> {
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
             JoinType::Left => JoinKind::Left,
@@ -307,6 +317,68 @@ impl Compiler {
         };
 
         let state = self.ctx.state();
+        // Conditions on one side only filter that side's rows before the
+        // join, where the join kind allows it (never a preserved side's).
+        let (push_left, push_right) = match kind {
+            JoinKind::Inner => (true, true),
+            JoinKind::Left => (false, true),
+            JoinKind::Right => (true, false),
+            JoinKind::Full => (false, false),
+        };
+        let mut kept = Vec::new();
+        for conjunct in residual {
+            let (stream, schema) = match side_of(&conjunct, left_schema, right_schema) {
+                Some(Side::Left) if push_left => (&mut left, left_schema),
+                Some(Side::Right) if push_right => (&mut right, right_schema),
+                _ => {
+                    kept.push(conjunct);
+                    continue;
+                }
+            };
+            let predicate = crate::context::physical_expr(&state, conjunct, schema)
+                .map_err(|e| self.df_error(position, e))?;
+            stream.steps.push(CalcStep::Filter(predicate));
+        }
+        let residual = kept;
+
+        // Columns that neither the join nor what reads its output uses are
+        // dropped from its inputs: its state keeps only the others.
+        let used = UsedColumns::of(
+            join,
+            needed.as_deref(),
+            &left_keys,
+            &right_keys,
+            &residual,
+            time,
+        );
+        let left_kept = prune(&mut left, &used.left);
+        let right_kept = prune(&mut right, &used.right);
+        let time = time.map(|t| t.remapped(&left_kept, &right_kept));
+        let (left_schema, right_schema) = (left.schema.as_ref(), right.schema.as_ref());
+        // The rows a side misses are padded with NULLs, as in `join.schema`.
+        let side_fields = |schema: &DFSchema, padded: bool| {
+            schema
+                .iter()
+                .map(|(qualifier, field)| {
+                    let field = if padded {
+                        Arc::new(field.as_ref().clone().with_nullable(true))
+                    } else {
+                        Arc::clone(field)
+                    };
+                    (qualifier.cloned(), field)
+                })
+                .collect::<Vec<_>>()
+        };
+        let join_schema = DFSchema::new_with_metadata(
+            [
+                side_fields(left_schema, kind.keeps_right()),
+                side_fields(right_schema, kind.keeps_left()),
+            ]
+            .concat(),
+            join.schema.metadata().clone(),
+        )
+        .map_err(|e| self.df_error(position, e))?;
+
         let physical = |exprs: &[Expr], schema: &DFSchema| {
             exprs
                 .iter()
@@ -331,14 +403,14 @@ impl Compiler {
         }
         let residual = match datafusion::logical_expr::utils::conjunction(residual) {
             Some(expr) => Some(
-                crate::context::physical_expr(&state, expr, &join.schema)
+                crate::context::physical_expr(&state, expr, &join_schema)
                     .map_err(|e| self.df_error(position, e))?,
             ),
             None => None,
         };
 
         let output_schema = Arc::new(Schema::new(
-            join.schema
+            join_schema
                 .fields()
                 .iter()
                 .map(|f| f.as_ref().clone().with_nullable(true))
@@ -381,7 +453,7 @@ impl Compiler {
             ),
             (Some(_), JoinKind::Right | JoinKind::Full) => (None, Some("the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)")),
         };
-        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), output_time);
+        let mut stream = Stream::of_node(node, &self.graph, Arc::new(join_schema), output_time);
         stream.time_lost = time_lost.map(str::to_string);
         Ok(stream)
     }
@@ -461,4 +533,145 @@ struct JoinTime {
     left_time: usize,
     allowed_lateness_ms: i64,
     bound: JoinBound,
+}
+
+impl JoinTime {
+    /// The same time with column numbers after the inputs were pruned to
+    /// the columns `left` and `right` (old numbers, in order).
+    fn remapped(self, left: &[usize], right: &[usize]) -> JoinTime {
+        let new = |kept: &[usize], old: usize| kept.iter().position(|&c| c == old).unwrap_or(old);
+        JoinTime {
+            left_time: new(left, self.left_time),
+            allowed_lateness_ms: self.allowed_lateness_ms,
+            bound: match self.bound {
+                JoinBound::Interval {
+                    left_time,
+                    right_time,
+                    bound,
+                } => JoinBound::Interval {
+                    left_time: new(left, left_time),
+                    right_time: new(right, right_time),
+                    bound,
+                },
+                JoinBound::Unbounded => JoinBound::Unbounded,
+            },
+        }
+    }
+}
+
+/// Which input columns a join uses: the ones its output's reader needs,
+/// its keys, its remaining condition and its time columns.
+struct UsedColumns {
+    left: Vec<bool>,
+    right: Vec<bool>,
+}
+
+impl UsedColumns {
+    fn of(
+        join: &Join,
+        needed: Option<&[bool]>,
+        left_keys: &[Expr],
+        right_keys: &[Expr],
+        residual: &[Expr],
+        time: Option<JoinTime>,
+    ) -> UsedColumns {
+        let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
+        let width = left_schema.fields().len();
+        let all = UsedColumns {
+            left: vec![true; width],
+            right: vec![true; right_schema.fields().len()],
+        };
+        let Some(needed) = needed.filter(|n| n.len() == join.schema.fields().len()) else {
+            return all;
+        };
+        let mut used = UsedColumns {
+            left: needed[..width].to_vec(),
+            right: needed[width..].to_vec(),
+        };
+        // A column a condition names that cannot be placed keeps them all.
+        let mark = |exprs: &[Expr], schema: &DFSchema, flags: &mut Vec<bool>| {
+            for column in exprs.iter().flat_map(Expr::column_refs) {
+                match schema.index_of_column(column) {
+                    Ok(i) => flags[i] = true,
+                    Err(_) => return false,
+                }
+            }
+            true
+        };
+        let mut joined = [used.left.clone(), used.right.clone()].concat();
+        let placed = mark(left_keys, left_schema, &mut used.left)
+            && mark(right_keys, right_schema, &mut used.right)
+            && mark(residual, &join.schema, &mut joined);
+        if !placed {
+            return all;
+        }
+        for (i, flag) in joined.into_iter().enumerate() {
+            if flag {
+                if i < width {
+                    used.left[i] = true;
+                } else {
+                    used.right[i - width] = true;
+                }
+            }
+        }
+        if let Some(JoinBound::Interval {
+            left_time,
+            right_time,
+            ..
+        }) = time.map(|t| t.bound)
+        {
+            used.left[left_time] = true;
+            used.right[right_time] = true;
+        }
+        // A side keeps at least one column, so its batches keep their rows.
+        for flags in [&mut used.left, &mut used.right] {
+            if !flags.iter().any(|&f| f) {
+                if let Some(first) = flags.first_mut() {
+                    *first = true;
+                }
+            }
+        }
+        used
+    }
+}
+
+/// Projects `stream` to the columns `used` marks, when that drops any; the
+/// kept columns' old numbers, in order.
+fn prune(stream: &mut Stream, used: &[bool]) -> Vec<usize> {
+    let kept: Vec<usize> = (0..used.len()).filter(|&i| used[i]).collect();
+    if kept.len() == used.len() {
+        return kept;
+    }
+    let fields: Vec<_> = kept
+        .iter()
+        .map(|&i| {
+            let (qualifier, field) = stream.schema.qualified_field(i);
+            (qualifier.cloned(), Arc::clone(field))
+        })
+        .collect();
+    let Ok(schema) = DFSchema::new_with_metadata(fields, stream.schema.metadata().clone()) else {
+        return (0..used.len()).collect();
+    };
+    let exprs = kept
+        .iter()
+        .map(|&i| Arc::new(Column::new(stream.schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>)
+        .collect();
+    stream.steps.push(CalcStep::Project {
+        exprs,
+        schema: Arc::new(schema.as_arrow().clone()),
+    });
+    stream.time = stream.time.and_then(|t| {
+        let column = kept.iter().position(|&c| c == t.column)?;
+        Some(TimeAttr { column, ..t })
+    });
+    stream.windows = stream
+        .windows
+        .iter()
+        .filter_map(|w| {
+            let column = kept.iter().position(|&c| c == w.column)?;
+            Some(WindowColumn { column, ..*w })
+        })
+        .collect();
+    stream.schema = Arc::new(schema);
+    kept
 }

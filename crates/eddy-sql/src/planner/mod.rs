@@ -156,6 +156,9 @@ pub(crate) struct Compiler {
     /// While the input of a `WHERE rn <= N` is planned: the ranking the
     /// filter limits and N (see `rank::rank_limit`).
     rank_limit: Option<rank::RankLimit>,
+    /// While the input of a projection is planned, when it is a join: the
+    /// join's output columns the projection reads (see `plan_join`).
+    join_output_needed: Option<Vec<bool>>,
 }
 
 impl Compiler {
@@ -187,6 +190,7 @@ impl Compiler {
             current_words: Words::default(),
             state_ttl_ms: None,
             rank_limit: None,
+            join_output_needed: None,
         }
     }
 
@@ -588,6 +592,8 @@ impl Compiler {
     /// Translates a logical plan into a stream.
     fn plan_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
         let state = self.ctx.state();
+        // Only a join right below the projection that set it reads this.
+        let join_needed = self.join_output_needed.take();
         match plan {
             LogicalPlan::TableScan(scan) => {
                 let name = scan.table_name.table().to_lowercase();
@@ -638,7 +644,10 @@ impl Compiler {
                 Ok(stream)
             }
             LogicalPlan::Projection(projection) => {
-                let mut stream = self.plan_stream(&projection.input, position)?;
+                self.join_output_needed = columns_read_of_a_join(&projection.expr, &projection.input);
+                let planned = self.plan_stream(&projection.input, position);
+                self.join_output_needed = None;
+                let mut stream = planned?;
                 let input_schema = stream.schema.clone();
                 let exprs = projection
                     .expr
@@ -668,7 +677,7 @@ impl Compiler {
                             Some(on) => on.clone().and(filter.predicate.clone()),
                             None => filter.predicate.clone(),
                         });
-                        return self.plan_join(&merged, position);
+                        return self.plan_join(&merged, position, join_needed);
                     }
                 }
                 self.rank_limit = rank::rank_limit(filter);
@@ -687,6 +696,7 @@ impl Compiler {
                 Ok(stream)
             }
             LogicalPlan::SubqueryAlias(alias) => {
+                self.join_output_needed = join_needed;
                 let mut stream = self.plan_stream(&alias.input, position)?;
                 stream.schema = alias.schema.clone();
                 if let Some(lost) = stream.time_lost.as_mut().filter(|l| l.ends_with("SELECT list")) {
@@ -715,7 +725,7 @@ impl Compiler {
                 let node = stream::add_operator(&mut self.graph, Arc::new(UnionPlan::new(schema, endpoints.len())), inputs);
                 Ok(Stream::of_node(node, &self.graph, union.schema.clone(), time))
             }
-            LogicalPlan::Join(join) => self.plan_join(join, position),
+            LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
             LogicalPlan::Window(window) => self.plan_over(window, position),
             LogicalPlan::Sort(_) => Err(SqlError::at(
                 &self.anchor(position, &["ORDER"]),
@@ -736,4 +746,28 @@ impl Compiler {
             )),
         }
     }
+}
+
+/// The columns of `input` that `exprs` read, when `input` is a join (maybe
+/// under a WHERE or an alias): the join then keeps only those in its state.
+fn columns_read_of_a_join(exprs: &[Expr], input: &LogicalPlan) -> Option<Vec<bool>> {
+    let mut below = input;
+    loop {
+        match below {
+            LogicalPlan::Join(_) => break,
+            LogicalPlan::Filter(filter)
+                if matches!(filter.input.as_ref(), LogicalPlan::Join(_)) =>
+            {
+                break
+            }
+            LogicalPlan::SubqueryAlias(alias) => below = alias.input.as_ref(),
+            _ => return None,
+        }
+    }
+    let schema = input.schema();
+    let mut read = vec![false; schema.fields().len()];
+    for column in exprs.iter().flat_map(Expr::column_refs) {
+        read[schema.index_of_column(column).ok()?] = true;
+    }
+    Some(read)
 }
