@@ -10,6 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use eddy_engine::graph::NodeKind;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -109,7 +110,7 @@ fn interval_joins_match_datafusion_batch_joins() {
                     &sql,
                     &sql,
                     (&left, &right),
-                    &|n| n == [rows as u64; 2],
+                    rows,
                     "interval_join",
                 );
             }
@@ -131,25 +132,17 @@ fn regular_and_ttl_bounded_joins_match_datafusion_batch_joins() {
     let (left, right) = (left.display().to_string(), right.display().to_string());
     let sides = (left.as_str(), right.as_str());
     let regular = join_sql("INNER", "l.a % 3 <> r.b % 3");
-    let every_row = |n: [u64; 2]| n == [rows as u64; 2];
     assert_streaming_join_equals(
         "regular join",
         &regular,
         &regular,
         sides,
-        &every_row,
+        rows,
         "regular_join",
     );
     let comma =
         "SELECT l.k AS lk, l.a, l.ts AS lts, r.k AS rk, r.b, r.ts AS rts FROM l, r WHERE l.k = r.k";
-    assert_streaming_join_equals(
-        "comma join",
-        comma,
-        comma,
-        sides,
-        &every_row,
-        "regular_join",
-    );
+    assert_streaming_join_equals("comma join", comma, comma, sides, rows, "regular_join");
     // Few columns read, conditions on one side: a side's own conditions
     // filter it before the join unless the join preserves that side, and
     // only the columns read, keys and times reach the join's state.
@@ -160,22 +153,34 @@ fn regular_and_ttl_bounded_joins_match_datafusion_batch_joins() {
         "SELECT l.a, r.ts IS NULL AS r_missing FROM l LEFT JOIN r ON l.k = r.k
            AND r.et BETWEEN l.et - INTERVAL '1' SECOND AND l.et AND r.b % 2 = 0 AND l.a % 3 = 0",
     ];
-    // Rows the join sees per side: fewer where a side's conditions filter
-    // it first (both sides of the inner join, the left side's of the RIGHT
-    // join, the right side's of the LEFT join), all of a preserved side.
-    let all = rows as u64;
-    let seen: [&dyn Fn([u64; 2]) -> bool; 3] = [
-        &|[l, r]| l < all && r < all,
-        &|[l, r]| l < all && r == all,
-        &|[l, r]| l == all && r < all,
+    // What the join does to each input on arrival: the inner join filters
+    // both sides, the RIGHT join only the left, the LEFT join only the
+    // right; each keeps the columns read, keys and event times.
+    let prepared = [
+        [
+            "left input: filter(ts@2 % 2 = 0) columns[0, 1]",
+            "right input: filter(b@1 % 3 != 1) columns[0, 1]",
+        ],
+        [
+            "left input: filter(a@1 % 3 = 0) columns[0, 1, 3]",
+            "right input: columns[0, 1, 3]",
+        ],
+        [
+            "left input: columns[0, 1, 3]",
+            "right input: filter(b@1 % 2 = 0) columns[0, 2, 3]",
+        ],
     ];
-    for (i, (sql, seen)) in narrow.into_iter().zip(seen).enumerate() {
+    for (i, (sql, prepared)) in narrow.into_iter().zip(prepared).enumerate() {
         let kind = if i == 0 {
             "regular_join"
         } else {
             "interval_join"
         };
-        assert_streaming_join_equals(&format!("narrow join {i}"), sql, sql, sides, seen, kind);
+        let plan = join_plan(sql, kind);
+        for expected in prepared {
+            assert!(plan.contains(expected), "narrow join {i}: {plan}");
+        }
+        assert_streaming_join_equals(&format!("narrow join {i}"), sql, sql, sides, rows, kind);
     }
     for kind in ["INNER", "LEFT", "FULL"] {
         let streaming = format!(
@@ -187,27 +192,20 @@ fn regular_and_ttl_bounded_joins_match_datafusion_batch_joins() {
             "r.et BETWEEN l.et - INTERVAL '1500' MILLISECOND AND l.et + INTERVAL '1500' MILLISECOND",
         );
         let case = format!("{kind} JOIN with a state TTL");
-        assert_streaming_join_equals(
-            &case,
-            &streaming,
-            &batch,
-            sides,
-            &every_row,
-            "interval_join",
-        );
+        assert_streaming_join_equals(&case, &streaming, &batch, sides, rows, "interval_join");
     }
 }
 
 /// Runs `streaming_sql` over the two files with every batch size and
 /// parallelism of the sweep and checks its rows against `batch_sql` run by
-/// DataFusion, and that the join nodes (of `node_kind`) together saw rows
-/// per side as `seen` expects and hold none at the end.
+/// DataFusion, and that the join nodes (of `node_kind`) saw every row once
+/// and hold none at the end.
 fn assert_streaming_join_equals(
     case: &str,
     streaming_sql: &str,
     batch_sql: &str,
     (left, right): (&str, &str),
-    seen: &dyn Fn([u64; 2]) -> bool,
+    rows: usize,
     node_kind: &str,
 ) {
     let expected = batch_rows(left, right, batch_sql);
@@ -247,8 +245,8 @@ fn assert_streaming_join_equals(
                 expected.len()
             );
         }
-        // One join node, or one per instance: together they saw the rows
-        // `seen` expects and hold none at the end.
+        // One join node, or one per instance: together they saw every row
+        // once and hold none at the end.
         let joins: Vec<_> = captured
             .report
             .nodes
@@ -263,6 +261,28 @@ fn assert_streaming_join_equals(
                 *total += n;
             }
         }
-        assert!(seen(rows_in), "{case}: the join saw {rows_in:?} rows");
+        assert_eq!(rows_in, [rows as u64; 2], "{case}: rows into the join");
     }
+}
+
+/// The description of the `kind` node that `sql` over tables `l` and `r`
+/// plans.
+fn join_plan(sql: &str, kind: &str) -> String {
+    let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
+    let job = eddy_sql::compile(
+        &[SqlFile {
+            name: "<join>".into(),
+            text,
+        }],
+        &BTreeMap::new(),
+    )
+    .expect("plans");
+    job.graph
+        .nodes
+        .iter()
+        .find_map(|node| match &node.kind {
+            NodeKind::Operator(plan) if plan.kind() == kind => Some(plan.describe()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {kind} node"))
 }

@@ -136,6 +136,55 @@ impl std::fmt::Display for TimeBound {
     }
 }
 
+/// What the join does to a batch of one input as it arrives, before
+/// anything else: keep the rows its own conditions pass (a condition on
+/// that side only, where the join does not preserve the side), then keep
+/// only the columns the join and its readers use. Its state then holds no
+/// more than it needs, without an operator in between.
+#[derive(Debug, Clone, Default)]
+pub struct JoinInput {
+    /// Rows failing it are dropped (over the input's own columns).
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The input's columns kept, in order (`None`: all); the side's schema,
+    /// keys and time column refer to the kept columns.
+    pub columns: Option<Vec<usize>>,
+}
+
+impl JoinInput {
+    /// `batch` filtered and projected.
+    pub fn prepare(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let batch = match &self.filter {
+            Some(filter) => {
+                let mask = super::predicate_mask(filter, &batch, "interval_join")?;
+                filter_record_batch(&batch, &mask)?
+            }
+            None => batch,
+        };
+        Ok(match &self.columns {
+            Some(columns) => batch.project(columns)?,
+            None => batch,
+        })
+    }
+
+    fn describe(&self, side: &str) -> String {
+        let filter = self
+            .filter
+            .as_ref()
+            .map(|f| format!(" filter({f})"))
+            .unwrap_or_default();
+        let columns = self
+            .columns
+            .as_ref()
+            .map(|c| format!(" columns{c:?}"))
+            .unwrap_or_default();
+        if filter.is_empty() && columns.is_empty() {
+            String::new()
+        } else {
+            format!("; {side} input:{filter}{columns}")
+        }
+    }
+}
+
 /// How event time limits the rows that pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JoinBound {
@@ -178,6 +227,7 @@ pub enum JoinBound {
 ///     time: JoinBound::Unbounded,
 ///     allowed_lateness_ms: 0,
 ///     residual: None,
+///     inputs: Default::default(),
 /// };
 /// assert_eq!(plan.kind(), "regular_join");
 /// ```
@@ -201,6 +251,9 @@ pub struct IntervalJoinPlan {
     pub allowed_lateness_ms: i64,
     /// Further conditions, over the output schema.
     pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// What each input's batches go through on arrival: [left, right].
+    /// `left_schema` and `right_schema` are the schemas after it.
+    pub inputs: [JoinInput; 2],
 }
 
 impl OperatorPlan for IntervalJoinPlan {
@@ -228,10 +281,12 @@ impl OperatorPlan for IntervalJoinPlan {
             JoinBound::Unbounded => "no time bound (every row kept)".to_string(),
         };
         format!(
-            "{:?} on [{}] = [{}], {bound}{residual}",
+            "{:?} on [{}] = [{}], {bound}{residual}{}{}",
             self.kind,
             keys(&self.left_keys),
             keys(&self.right_keys),
+            self.inputs[0].describe("left"),
+            self.inputs[1].describe("right"),
         )
     }
 
@@ -487,7 +542,11 @@ fn interleave_columns(
 impl Operator for IntervalJoinOperator {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let input = input.min(1);
+        let batch = self.plan.inputs[input].prepare(batch)?;
         let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
         let keyed = self.keys_and_times(input, &batch)?;
         let (keys, times) = (&keyed.keys, &keyed.times);
 
@@ -674,6 +733,7 @@ mod tests {
             },
             allowed_lateness_ms: 500,
             residual: None,
+            inputs: Default::default(),
         }
     }
 

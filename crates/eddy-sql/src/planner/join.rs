@@ -18,13 +18,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::DFSchema;
+use datafusion::common::{DFSchema, DFSchemaRef};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
-use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::PhysicalExpr;
-use eddy_engine::operators::calc::CalcStep;
-use eddy_engine::operators::interval_join::{IntervalJoinPlan, JoinBound, JoinKind, TimeBound};
+use eddy_engine::operators::interval_join::{
+    IntervalJoinPlan, JoinBound, JoinInput, JoinKind, TimeBound,
+};
 
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
@@ -325,21 +324,31 @@ impl Compiler {
             JoinKind::Right => (true, false),
             JoinKind::Full => (false, false),
         };
-        let mut kept = Vec::new();
+        // (The join applies them, and the column pruning below, to each
+        // batch as it arrives: an operator in between would cost a thread
+        // and its queues for what is a filter kernel and an Arc clone.)
+        let (mut kept, mut side_filters) = (Vec::new(), [Vec::new(), Vec::new()]);
         for conjunct in residual {
-            let (stream, schema) = match side_of(&conjunct, left_schema, right_schema) {
-                Some(Side::Left) if push_left => (&mut left, left_schema),
-                Some(Side::Right) if push_right => (&mut right, right_schema),
-                _ => {
-                    kept.push(conjunct);
-                    continue;
-                }
-            };
-            let predicate = crate::context::physical_expr(&state, conjunct, schema)
-                .map_err(|e| self.df_error(position, e))?;
-            stream.steps.push(CalcStep::Filter(predicate));
+            match side_of(&conjunct, left_schema, right_schema) {
+                Some(Side::Left) if push_left => side_filters[0].push(conjunct),
+                Some(Side::Right) if push_right => side_filters[1].push(conjunct),
+                _ => kept.push(conjunct),
+            }
         }
         let residual = kept;
+        let mut inputs: [JoinInput; 2] = Default::default();
+        for ((input, filters), schema) in inputs
+            .iter_mut()
+            .zip(side_filters)
+            .zip([left_schema, right_schema])
+        {
+            if let Some(filter) = datafusion::logical_expr::utils::conjunction(filters) {
+                input.filter = Some(
+                    crate::context::physical_expr(&state, filter, schema)
+                        .map_err(|e| self.df_error(position, e))?,
+                );
+            }
+        }
 
         // Columns that neither the join nor what reads its output uses are
         // dropped from its inputs: its state keeps only the others.
@@ -351,10 +360,28 @@ impl Compiler {
             &residual,
             time,
         );
-        let left_kept = prune(&mut left, &used.left);
-        let right_kept = prune(&mut right, &used.right);
+        let (pruned_left, left_kept) = pruned(left_schema, &used.left);
+        let (pruned_right, right_kept) = pruned(right_schema, &used.right);
         let time = time.map(|t| t.remapped(&left_kept, &right_kept));
-        let (left_schema, right_schema) = (left.schema.as_ref(), right.schema.as_ref());
+        for ((input, kept), width) in inputs
+            .iter_mut()
+            .zip([&left_kept, &right_kept])
+            .zip([used.left.len(), used.right.len()])
+        {
+            input.columns = (kept.len() < width).then(|| kept.clone());
+        }
+        // The exchange in front of the join hashes whole input rows.
+        let physical = |exprs: &[Expr], schema: &DFSchema| {
+            exprs
+                .iter()
+                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
+                .collect::<datafusion::error::Result<Vec<_>>>()
+        };
+        let left_edge_keys =
+            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
+        let right_edge_keys =
+            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
+        let (left_schema, right_schema) = (pruned_left.as_ref(), pruned_right.as_ref());
         // The rows a side misses are padded with NULLs, as in `join.schema`.
         let side_fields = |schema: &DFSchema, padded: bool| {
             schema
@@ -379,12 +406,6 @@ impl Compiler {
         )
         .map_err(|e| self.df_error(position, e))?;
 
-        let physical = |exprs: &[Expr], schema: &DFSchema| {
-            exprs
-                .iter()
-                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
-                .collect::<datafusion::error::Result<Vec<_>>>()
-        };
         let left_key_exprs =
             physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
         let right_key_exprs =
@@ -427,6 +448,7 @@ impl Compiler {
             time: time.map_or(JoinBound::Unbounded, |t| t.bound),
             allowed_lateness_ms,
             residual,
+            inputs,
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
@@ -434,8 +456,8 @@ impl Compiler {
             &mut self.graph,
             Arc::new(plan),
             vec![
-                (from_left, keyed(left_key_exprs)),
-                (from_right, keyed(right_key_exprs)),
+                (from_left, keyed(left_edge_keys)),
+                (from_right, keyed(right_edge_keys)),
             ],
         );
         // Output rows carry the left row's event time; right-only rows of
@@ -635,43 +657,24 @@ impl UsedColumns {
     }
 }
 
-/// Projects `stream` to the columns `used` marks, when that drops any; the
-/// kept columns' old numbers, in order.
-fn prune(stream: &mut Stream, used: &[bool]) -> Vec<usize> {
+/// `schema` narrowed to the columns `used` marks, and their numbers in
+/// `schema`, in order (the whole schema when that drops none or the
+/// narrowed one cannot be built).
+fn pruned(schema: &DFSchema, used: &[bool]) -> (DFSchemaRef, Vec<usize>) {
+    let all = || (Arc::new(schema.clone()), (0..used.len()).collect());
     let kept: Vec<usize> = (0..used.len()).filter(|&i| used[i]).collect();
     if kept.len() == used.len() {
-        return kept;
+        return all();
     }
-    let fields: Vec<_> = kept
+    let fields = kept
         .iter()
         .map(|&i| {
-            let (qualifier, field) = stream.schema.qualified_field(i);
+            let (qualifier, field) = schema.qualified_field(i);
             (qualifier.cloned(), Arc::clone(field))
         })
         .collect();
-    let Ok(schema) = DFSchema::new_with_metadata(fields, stream.schema.metadata().clone()) else {
-        return (0..used.len()).collect();
-    };
-    let exprs = kept
-        .iter()
-        .map(|&i| Arc::new(Column::new(stream.schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>)
-        .collect();
-    stream.steps.push(CalcStep::Project {
-        exprs,
-        schema: Arc::new(schema.as_arrow().clone()),
-    });
-    stream.time = stream.time.and_then(|t| {
-        let column = kept.iter().position(|&c| c == t.column)?;
-        Some(TimeAttr { column, ..t })
-    });
-    stream.windows = stream
-        .windows
-        .iter()
-        .filter_map(|w| {
-            let column = kept.iter().position(|&c| c == w.column)?;
-            Some(WindowColumn { column, ..*w })
-        })
-        .collect();
-    stream.schema = Arc::new(schema);
-    kept
+    match DFSchema::new_with_metadata(fields, schema.metadata().clone()) {
+        Ok(narrowed) => (Arc::new(narrowed), kept),
+        Err(_) => all(),
+    }
 }
