@@ -286,3 +286,59 @@ fn join_plan(sql: &str, kind: &str) -> String {
         })
         .unwrap_or_else(|| panic!("no {kind} node"))
 }
+
+/// Two files over overlapping periods (the right one starts 100 s later):
+/// read at full speed, the right file's rows would wait in the join until
+/// the left one's watermark reached them, 10,000 of them at once. Bounded
+/// sources are read in step by event time (no more than 5 s apart), so
+/// the join holds a few batches' worth at most, and the result is the
+/// batch join's.
+#[test]
+fn bounded_sources_are_read_in_step_so_a_join_buffers_little() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = 20_000usize;
+    let side = |offset_ms: i64, value: &str| {
+        (0..rows)
+            .map(|i| {
+                let ts = T0 + offset_ms + i as i64 * 10;
+                format!("{{\"k\":\"k{}\",\"{value}\":{i},\"ts\":{ts}}}\n", i % 50)
+            })
+            .collect::<String>()
+    };
+    let left = dir.path().join("l.ndjson");
+    let right = dir.path().join("r.ndjson");
+    std::fs::write(&left, side(0, "a")).expect("write");
+    std::fs::write(&right, side(100_000, "b")).expect("write");
+    let (left, right) = (left.display().to_string(), right.display().to_string());
+    let sql = join_sql("INNER", "r.et BETWEEN l.et - INTERVAL '1' SECOND AND l.et");
+    let expected = batch_rows(&left, &right, &sql);
+    assert!(!expected.is_empty());
+    let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
+    let inputs = BTreeMap::from([("l".to_string(), left), ("r".to_string(), right)]);
+    let captured = common::run_captured_in_parallel(
+        &[SqlFile {
+            name: "<join>".into(),
+            text,
+        }],
+        &BTreeMap::new(),
+        inputs,
+        256,
+        1,
+    )
+    .expect("runs");
+    assert_eq!(
+        canonical(captured.lines.iter().map(String::as_str)),
+        expected
+    );
+    let join = captured
+        .report
+        .nodes
+        .iter()
+        .find(|n| n.kind == "interval_join")
+        .expect("a join");
+    assert!(
+        join.metrics.peak_state_rows < 3_000,
+        "the join held {} rows at once",
+        join.metrics.peak_state_rows
+    );
+}

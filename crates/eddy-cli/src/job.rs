@@ -141,12 +141,13 @@ pub fn summary(report: &JobReport) -> String {
             _ => {
                 let inputs: Vec<String> = m.rows_in_by_input.iter().map(u64::to_string).collect();
                 lines.push(format!(
-                    "{}: {} rows in ({}), {} rows out, {} in state ({}){}",
+                    "{}: {} rows in ({}), {} rows out, {} in state (at most {}; {}){}",
                     node.name,
                     m.rows_in,
                     inputs.join(" + "),
                     m.rows_out,
                     m.state_rows,
+                    m.peak_state_rows,
                     mebibytes(m.state_bytes),
                     if m.late_rows > 0 {
                         format!(", {} late", m.late_rows)

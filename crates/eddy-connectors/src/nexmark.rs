@@ -342,6 +342,10 @@ fn append(event: &Event, columns: &[Column], builders: &mut [Builder]) {
 }
 
 impl SourceReader for NexmarkSource {
+    fn bounded(&self) -> bool {
+        true
+    }
+
     fn next_batch(&mut self, ctx: &mut SourceContext) -> eddy_engine::Result<Option<RecordBatch>> {
         let mut builders = self.builders(self.config.batch_size);
         let mut rows = 0;

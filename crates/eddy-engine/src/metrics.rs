@@ -2,7 +2,7 @@
 //! observes the job (the CLI's summary, the HTTP API).
 //!
 //! Counters are monotonic atomics; `state_rows` and `state_bytes` are
-//! gauges. Reading them never blocks the running node. Counters are part of
+//! gauges, `peak_state_rows` the gauge's high-water mark. Reading them never blocks the running node. Counters are part of
 //! every checkpoint, so a resumed job's counts continue where they were.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -20,6 +20,7 @@ pub struct NodeMetrics {
     late_rows: AtomicU64,
     bad_rows: AtomicU64,
     state_rows: AtomicU64,
+    peak_state_rows: AtomicU64,
     state_bytes: AtomicU64,
     watermark: AtomicI64,
     rows_in_by_input: Vec<AtomicU64>,
@@ -34,6 +35,7 @@ impl Default for NodeMetrics {
             late_rows: AtomicU64::new(0),
             bad_rows: AtomicU64::new(0),
             state_rows: AtomicU64::new(0),
+            peak_state_rows: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
             watermark: AtomicI64::new(WATERMARK_MIN),
         }
@@ -55,6 +57,9 @@ pub struct MetricsSnapshot {
     pub bad_rows: u64,
     /// Rows (or groups) currently held in operator state.
     pub state_rows: u64,
+    /// The most rows (or groups) the state has held at once.
+    #[serde(default)]
+    pub peak_state_rows: u64,
     /// Approximate bytes of memory held in operator state.
     #[serde(default)]
     pub state_bytes: u64,
@@ -100,6 +105,7 @@ impl NodeMetrics {
     /// Sets the state-size gauge.
     pub fn set_state_rows(&self, n: usize) {
         self.state_rows.store(n as u64, Ordering::Relaxed);
+        self.peak_state_rows.fetch_max(n as u64, Ordering::Relaxed);
     }
     /// Sets the state-memory gauge.
     pub fn set_state_bytes(&self, n: usize) {
@@ -112,6 +118,8 @@ impl NodeMetrics {
         self.late_rows.store(from.late_rows, Ordering::Relaxed);
         self.bad_rows.store(from.bad_rows, Ordering::Relaxed);
         self.state_rows.store(from.state_rows, Ordering::Relaxed);
+        self.peak_state_rows
+            .store(from.peak_state_rows, Ordering::Relaxed);
         self.state_bytes.store(from.state_bytes, Ordering::Relaxed);
         self.watermark.store(from.watermark, Ordering::Relaxed);
         for (counter, value) in self.rows_in_by_input.iter().zip(&from.rows_in_by_input) {
@@ -135,6 +143,7 @@ impl NodeMetrics {
             late_rows: self.late_rows.load(Ordering::Relaxed),
             bad_rows: self.bad_rows.load(Ordering::Relaxed),
             state_rows: self.state_rows.load(Ordering::Relaxed),
+            peak_state_rows: self.peak_state_rows.load(Ordering::Relaxed),
             state_bytes: self.state_bytes.load(Ordering::Relaxed),
             watermark: self.watermark.load(Ordering::Relaxed),
         }

@@ -340,6 +340,10 @@ impl GeneratorSource {
 }
 
 impl SourceReader for GeneratorSource {
+    fn bounded(&self) -> bool {
+        self.pacer.is_none()
+    }
+
     fn next_batch(&mut self, ctx: &mut SourceContext) -> EngineResult<Option<RecordBatch>> {
         let table = ctx.table().to_string();
         let Some(batch) = self

@@ -320,6 +320,10 @@ fn read_line_bounded(
 }
 
 impl SourceReader for NdjsonSource {
+    fn bounded(&self) -> bool {
+        !self.live
+    }
+
     fn next_batch(&mut self, ctx: &mut SourceContext) -> EngineResult<Option<RecordBatch>> {
         let table = ctx.table().to_string();
         loop {

@@ -23,6 +23,7 @@
 //! - `source_task`, `operator_task`, `sink_task`: the three kinds of node thread;
 //! - [`handle`]: [`JobHandle`], [`JobState`], [`JobReport`].
 
+pub(crate) mod alignment;
 pub(crate) mod control;
 pub mod handle;
 mod inputs;
@@ -49,6 +50,7 @@ use crate::message::Message;
 use crate::metrics::NodeMetrics;
 use crate::sink::{SinkMode, SinkWriter};
 use crate::source::SourceRunner;
+use alignment::SourceAlignment;
 use control::{Control, NodeContext};
 use handle::JobInner;
 use inputs::{InputClock, Inputs};
@@ -206,6 +208,8 @@ pub fn start_job(
 
     // Open and restore everything before any thread starts.
     let mut work = Vec::with_capacity(n);
+    // Bounded sources with event time, read in step (`alignment`).
+    let mut aligned = Vec::new();
     for (id, node) in graph.nodes.iter().enumerate() {
         let saved = saved[id].take();
         if saved.as_ref().is_some_and(|s| s.runtime.finished) {
@@ -225,6 +229,9 @@ pub fn start_job(
                 }
                 let position = reader.position();
                 let idle = meta.as_ref().is_some_and(|m| m.idle);
+                if layout.event_time.is_some() && reader.bounded() {
+                    aligned.push(id);
+                }
                 Work::Source(SourceWork {
                     reader,
                     runner,
@@ -232,6 +239,7 @@ pub fn start_job(
                     position,
                     injected: restored_id,
                     idle,
+                    alignment: None,
                 })
             }
             NodeKind::Operator(plan) => {
@@ -265,6 +273,18 @@ pub fn start_job(
                 )
             }
         });
+    }
+    // One bounded source alone waits for nobody.
+    if aligned.len() > 1 {
+        let alignment = Arc::new(SourceAlignment::new(
+            aligned.len(),
+            alignment::DEFAULT_MAX_DRIFT_MS,
+        ));
+        for (place, &id) in aligned.iter().enumerate() {
+            if let Some(Work::Source(source)) = work.get_mut(id) {
+                source.alignment = Some((alignment.clone(), place));
+            }
+        }
     }
 
     let (events_tx, events_rx) = std::sync::mpsc::channel();

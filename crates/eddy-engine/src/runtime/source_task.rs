@@ -13,12 +13,14 @@
 //! reader's position after it and the bad rows found while reading it, so
 //! that a checkpoint covers exactly the rows sent downstream.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, RecvTimeoutError};
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
+use super::alignment::SourceAlignment;
 use super::control::{NodeContext, NodeEvent};
 use super::outputs::{Outputs, POLL};
 use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
@@ -45,6 +47,18 @@ pub(crate) struct SourceWork {
     pub injected: CheckpointId,
     /// The source was idle at that checkpoint.
     pub idle: bool,
+    /// The job's watermark alignment and this source's place in it, when
+    /// it is a bounded source with event time among several.
+    pub alignment: Option<(Arc<SourceAlignment>, usize)>,
+}
+
+/// Releases a source's place in the alignment however it stops.
+struct AlignedSource(Arc<SourceAlignment>, usize);
+
+impl Drop for AlignedSource {
+    fn drop(&mut self) {
+        self.0.release(self.1);
+    }
 }
 
 /// What a source checkpoints.
@@ -116,7 +130,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
         mut position,
         mut injected,
         mut idle,
+        alignment,
     } = work;
+    let aligned = alignment.map(|(alignment, place)| AlignedSource(alignment, place));
     let metrics = &ctx.metrics;
     let control = &ctx.control;
     let reads = spawn_reader(&ctx.name, reader)?;
@@ -172,6 +188,13 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 return ctx.report(NodeEvent::Stopped);
             }
         }
+        // Ahead of the slowest bounded source: wait (still answering the
+        // control requests above) instead of reading on.
+        if let Some(AlignedSource(alignment, place)) = &aligned {
+            if alignment.wait_while_ahead(*place, POLL) {
+                continue;
+            }
+        }
         match reads.recv_timeout(POLL) {
             Ok(Read::Batch {
                 batch,
@@ -212,6 +235,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 if let Some(wm) = out.watermark {
                     metrics.set_watermark(wm);
                     outputs.send_port(0, Message::Watermark(wm))?;
+                    if let Some(AlignedSource(alignment, place)) = &aligned {
+                        alignment.advance(*place, wm);
+                    }
                 }
                 if let Some(wm) = out.late_watermark {
                     outputs.send_port(LATE_PORT, Message::Watermark(wm))?;
@@ -232,6 +258,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 if let Some(wm) = runner.tick() {
                     metrics.set_watermark(wm);
                     outputs.send_port(0, Message::Watermark(wm))?;
+                    if let Some(AlignedSource(alignment, place)) = &aligned {
+                        alignment.advance(*place, wm);
+                    }
                 }
                 if let Some(timeout) = idle_timeout {
                     if !idle && last_input.elapsed() >= timeout {
@@ -249,6 +278,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             }
         }
     }
+    drop(aligned);
     metrics.set_watermark(WATERMARK_MAX);
     outputs.send_all(Message::Watermark(WATERMARK_MAX))?;
     outputs.send_all(Message::End)?;

@@ -92,6 +92,15 @@ pub trait SourceReader: Send {
     fn position(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+
+    /// Whether the input is stored data read as fast as the job takes it
+    /// (a file, a generator that is not paced), never waiting for rows to
+    /// arrive. Such sources are read in step by event time (see
+    /// `runtime::alignment`); a live one (a pipe, Kafka) never waits for,
+    /// nor holds back, the others. `false` by default.
+    fn bounded(&self) -> bool {
+        false
+    }
 }
 
 /// What a source connector may report while it reads.
