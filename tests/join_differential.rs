@@ -211,22 +211,8 @@ fn assert_streaming_join_equals(
     let expected = batch_rows(left, right, batch_sql);
     assert!(!expected.is_empty(), "{case}: the batch join has rows");
     for (batch_size, parallelism) in common::SWEEP {
-        let text = format!("{}\n{}\n{streaming_sql};", table("l", "a"), table("r", "b"));
-        let inputs = BTreeMap::from([
-            ("l".to_string(), left.to_string()),
-            ("r".to_string(), right.to_string()),
-        ]);
-        let captured = common::run_captured_in_parallel(
-            &[SqlFile {
-                name: "<join>".into(),
-                text,
-            }],
-            &BTreeMap::new(),
-            inputs,
-            batch_size,
-            parallelism,
-        )
-        .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let captured = run_join(streaming_sql, (left, right), batch_size, parallelism)
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
         let actual = canonical(captured.lines.iter().map(String::as_str));
         if actual != expected {
             let missing: Vec<_> = expected
@@ -313,19 +299,7 @@ fn bounded_sources_are_read_in_step_so_a_join_buffers_little() {
     let sql = join_sql("INNER", "r.et BETWEEN l.et - INTERVAL '1' SECOND AND l.et");
     let expected = batch_rows(&left, &right, &sql);
     assert!(!expected.is_empty());
-    let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
-    let inputs = BTreeMap::from([("l".to_string(), left), ("r".to_string(), right)]);
-    let captured = common::run_captured_in_parallel(
-        &[SqlFile {
-            name: "<join>".into(),
-            text,
-        }],
-        &BTreeMap::new(),
-        inputs,
-        256,
-        1,
-    )
-    .expect("runs");
+    let captured = run_join(&sql, (&left, &right), 256, 1).expect("runs");
     assert_eq!(
         canonical(captured.lines.iter().map(String::as_str)),
         expected
@@ -341,4 +315,28 @@ fn bounded_sources_are_read_in_step_so_a_join_buffers_little() {
         "the join held {} rows at once",
         join.metrics.peak_state_rows
     );
+}
+
+/// Runs `sql` over tables `l` and `r` read from the two files.
+fn run_join(
+    sql: &str,
+    (left, right): (&str, &str),
+    batch_size: usize,
+    parallelism: usize,
+) -> Result<common::Captured, eddy_cli::CliError> {
+    let text = format!("{}\n{}\n{sql};", table("l", "a"), table("r", "b"));
+    let inputs = BTreeMap::from([
+        ("l".to_string(), left.to_string()),
+        ("r".to_string(), right.to_string()),
+    ]);
+    common::run_captured_in_parallel(
+        &[SqlFile {
+            name: "<join>".into(),
+            text,
+        }],
+        &BTreeMap::new(),
+        inputs,
+        batch_size,
+        parallelism,
+    )
 }
