@@ -3,7 +3,9 @@
 // Plain modules, no build step, no request leaves the eddy server.
 
 const PALETTE = ['#1f6feb', '#1a7f37', '#9a6700', '#8250df', '#cf222e', '#0a7ea4', '#bf3989'];
-const STATEFUL = new Set(['window_aggregate', 'interval_join', 'over']);
+const STATEFUL = new Set([
+  'window_aggregate', 'session_aggregate', 'window_rank', 'interval_join', 'regular_join', 'over',
+]);
 const TAIL_ROWS = 200;
 
 const state = {
@@ -523,7 +525,9 @@ function renderGraph(job) {
       [node.kind, 'kind'],
       [`in ${fmtNumber(m.rows_in)} · out ${fmtNumber(m.rows_out)}`, ''],
     ];
-    if (STATEFUL.has(node.kind)) lines.push([`state ${fmtNumber(m.state_rows)} · ${fmtBytes(m.state_bytes)}`, 'kind']);
+    if (STATEFUL.has(node.kind)) {
+      lines.push([`state ${fmtNumber(m.state_rows)} (≤ ${fmtNumber(m.peak_state_rows)}) · ${fmtBytes(m.state_bytes)}`, 'kind']);
+    }
     else if (node.kind === 'source') lines.push([`late ${fmtNumber(m.late_rows)} · bad ${fmtNumber(m.bad_rows)}`, 'kind']);
     lines.forEach(([text, cls], i) => {
       const t = document.createElementNS(ns, 'text');

@@ -559,6 +559,7 @@ impl JobManager {
                     late_rows: m.late_rows,
                     bad_rows: m.bad_rows,
                     state_rows: m.state_rows,
+                    peak_state_rows: m.peak_state_rows,
                     state_bytes: m.state_bytes,
                     watermark,
                     watermark_lag_ms: watermark.and_then(|w| lag(wall, w)),

@@ -121,6 +121,8 @@ pub struct NodeMetrics {
     pub bad_rows: u64,
     /// Rows or groups held in state.
     pub state_rows: u64,
+    /// The most rows or groups held in state at once.
+    pub peak_state_rows: u64,
     /// Approximate bytes held in state.
     pub state_bytes: u64,
     /// The node's watermark, epoch ms (absent before the first one and after the end).
