@@ -15,10 +15,13 @@
 //! event time. An outer join needs both a lower and an upper bound (or the
 //! TTL): its null-padded rows are final only once no partner can arrive.
 
+mod condition;
+mod inputs;
+
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::{DFSchema, DFSchemaRef};
+use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
 use eddy_engine::operators::interval_join::{
@@ -28,131 +31,9 @@ use eddy_engine::operators::interval_join::{
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use crate::udf::{interval_expr_ms, strip_casts};
-
-/// Which input an expression reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Left,
-    Right,
-}
-
-fn side_of(expr: &Expr, left: &DFSchema, right: &DFSchema) -> Option<Side> {
-    let columns = expr.column_refs();
-    if columns.is_empty() {
-        return None;
-    }
-    if columns.iter().all(|c| left.has_column(c)) {
-        Some(Side::Left)
-    } else if columns.iter().all(|c| right.has_column(c)) {
-        Some(Side::Right)
-    } else {
-        None
-    }
-}
-
-/// `time column (+|-) constant interval` of one side: (side, offset ms).
-fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64)> {
-    match strip_casts(expr) {
-        Expr::Column(c) => {
-            if ctx.left_time.is_some()
-                && ctx.left.index_of_column(c).ok() == ctx.left_time
-                && ctx.left.has_column(c)
-            {
-                Some((Side::Left, 0))
-            } else if ctx.right_time.is_some()
-                && ctx.right.index_of_column(c).ok() == ctx.right_time
-            {
-                Some((Side::Right, 0))
-            } else {
-                None
-            }
-        }
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: BinaryOp::Plus,
-            right,
-        }) => {
-            let (side, offset) = time_term(left, ctx)?;
-            Some((side, offset + interval_expr_ms(right)?))
-        }
-        Expr::BinaryExpr(BinaryExpr {
-            left,
-            op: BinaryOp::Minus,
-            right,
-        }) => {
-            let (side, offset) = time_term(left, ctx)?;
-            Some((side, offset - interval_expr_ms(right)?))
-        }
-        _ => None,
-    }
-}
-
-struct TimeColumns<'a> {
-    left: &'a DFSchema,
-    right: &'a DFSchema,
-    /// Event-time column of each side (none: no time terms on that side).
-    left_time: Option<usize>,
-    right_time: Option<usize>,
-}
-
-/// Accumulates constraints on d = right time - left time.
-#[derive(Default)]
-struct Bounds {
-    lower: Option<(i64, bool)>,
-    upper: Option<(i64, bool)>,
-}
-
-impl Bounds {
-    fn add_lower(&mut self, value: i64, inclusive: bool) {
-        let tighter = match self.lower {
-            None => true,
-            Some((v, inc)) => value > v || (value == v && inc && !inclusive),
-        };
-        if tighter {
-            self.lower = Some((value, inclusive));
-        }
-    }
-
-    fn add_upper(&mut self, value: i64, inclusive: bool) {
-        let tighter = match self.upper {
-            None => true,
-            Some((v, inc)) => value < v || (value == v && inc && !inclusive),
-        };
-        if tighter {
-            self.upper = Some((value, inclusive));
-        }
-    }
-
-    /// Records `a op b` where both are time terms; false if not a time comparison.
-    fn add_comparison(&mut self, a: (Side, i64), op: BinaryOp, b: (Side, i64)) -> bool {
-        // Rewrite as `R - L op' k`.
-        let (op, k) = match (a.0, b.0) {
-            // R + ca op L + cb  =>  R - L op cb - ca
-            (Side::Right, Side::Left) => (op, b.1 - a.1),
-            // L + ca op R + cb  =>  R - L op~ ca - cb (op mirrored)
-            (Side::Left, Side::Right) => (
-                match op {
-                    BinaryOp::Gt => BinaryOp::Lt,
-                    BinaryOp::GtEq => BinaryOp::LtEq,
-                    BinaryOp::Lt => BinaryOp::Gt,
-                    BinaryOp::LtEq => BinaryOp::GtEq,
-                    other => other,
-                },
-                a.1 - b.1,
-            ),
-            _ => return false,
-        };
-        match op {
-            BinaryOp::Gt => self.add_lower(k, false),
-            BinaryOp::GtEq => self.add_lower(k, true),
-            BinaryOp::Lt => self.add_upper(k, false),
-            BinaryOp::LtEq => self.add_upper(k, true),
-            _ => return false,
-        }
-        true
-    }
-}
+use crate::udf::strip_casts;
+use condition::{side_of, time_term, Bounds, JoinTime, Side, TimeColumns};
+use inputs::{pruned, UsedColumns};
 
 impl Compiler {
     /// Plans `join`; `needed` marks the columns of its output that what
@@ -545,136 +426,5 @@ impl Compiler {
                 },
             },
         })
-    }
-}
-
-/// An interval join's time: the bound, the output's time column (the left
-/// input's) and the larger allowed lateness.
-#[derive(Clone, Copy)]
-struct JoinTime {
-    left_time: usize,
-    allowed_lateness_ms: i64,
-    bound: JoinBound,
-}
-
-impl JoinTime {
-    /// The same time with column numbers after the inputs were pruned to
-    /// the columns `left` and `right` (old numbers, in order).
-    fn remapped(self, left: &[usize], right: &[usize]) -> JoinTime {
-        let new = |kept: &[usize], old: usize| kept.iter().position(|&c| c == old).unwrap_or(old);
-        JoinTime {
-            left_time: new(left, self.left_time),
-            allowed_lateness_ms: self.allowed_lateness_ms,
-            bound: match self.bound {
-                JoinBound::Interval {
-                    left_time,
-                    right_time,
-                    bound,
-                } => JoinBound::Interval {
-                    left_time: new(left, left_time),
-                    right_time: new(right, right_time),
-                    bound,
-                },
-                JoinBound::Unbounded => JoinBound::Unbounded,
-            },
-        }
-    }
-}
-
-/// Which input columns a join uses: the ones its output's reader needs,
-/// its keys, its remaining condition and its time columns.
-struct UsedColumns {
-    left: Vec<bool>,
-    right: Vec<bool>,
-}
-
-impl UsedColumns {
-    fn of(
-        join: &Join,
-        needed: Option<&[bool]>,
-        left_keys: &[Expr],
-        right_keys: &[Expr],
-        residual: &[Expr],
-        time: Option<JoinTime>,
-    ) -> UsedColumns {
-        let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
-        let width = left_schema.fields().len();
-        let all = UsedColumns {
-            left: vec![true; width],
-            right: vec![true; right_schema.fields().len()],
-        };
-        let Some(needed) = needed.filter(|n| n.len() == join.schema.fields().len()) else {
-            return all;
-        };
-        let mut used = UsedColumns {
-            left: needed[..width].to_vec(),
-            right: needed[width..].to_vec(),
-        };
-        // A column a condition names that cannot be placed keeps them all.
-        let mark = |exprs: &[Expr], schema: &DFSchema, flags: &mut Vec<bool>| {
-            for column in exprs.iter().flat_map(Expr::column_refs) {
-                match schema.index_of_column(column) {
-                    Ok(i) => flags[i] = true,
-                    Err(_) => return false,
-                }
-            }
-            true
-        };
-        let mut joined = [used.left.clone(), used.right.clone()].concat();
-        let placed = mark(left_keys, left_schema, &mut used.left)
-            && mark(right_keys, right_schema, &mut used.right)
-            && mark(residual, &join.schema, &mut joined);
-        if !placed {
-            return all;
-        }
-        for (i, flag) in joined.into_iter().enumerate() {
-            if flag {
-                if i < width {
-                    used.left[i] = true;
-                } else {
-                    used.right[i - width] = true;
-                }
-            }
-        }
-        if let Some(JoinBound::Interval {
-            left_time,
-            right_time,
-            ..
-        }) = time.map(|t| t.bound)
-        {
-            used.left[left_time] = true;
-            used.right[right_time] = true;
-        }
-        // A side keeps at least one column, so its batches keep their rows.
-        for flags in [&mut used.left, &mut used.right] {
-            if !flags.iter().any(|&f| f) {
-                if let Some(first) = flags.first_mut() {
-                    *first = true;
-                }
-            }
-        }
-        used
-    }
-}
-
-/// `schema` narrowed to the columns `used` marks, and their numbers in
-/// `schema`, in order (the whole schema when that drops none or the
-/// narrowed one cannot be built).
-fn pruned(schema: &DFSchema, used: &[bool]) -> (DFSchemaRef, Vec<usize>) {
-    let all = || (Arc::new(schema.clone()), (0..used.len()).collect());
-    let kept: Vec<usize> = (0..used.len()).filter(|&i| used[i]).collect();
-    if kept.len() == used.len() {
-        return all();
-    }
-    let fields = kept
-        .iter()
-        .map(|&i| {
-            let (qualifier, field) = schema.qualified_field(i);
-            (qualifier.cloned(), Arc::clone(field))
-        })
-        .collect();
-    match DFSchema::new_with_metadata(fields, schema.metadata().clone()) {
-        Ok(narrowed) => (Arc::new(narrowed), kept),
-        Err(_) => all(),
     }
 }
