@@ -6,7 +6,7 @@
 
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator as BinaryOp};
-use eddy_engine::operators::interval_join::JoinBound;
+use eddy_engine::operators::interval_join::{JoinBound, TimeBound};
 
 use crate::udf::{interval_expr_ms, strip_casts};
 
@@ -134,13 +134,15 @@ impl Bounds {
     }
 }
 
-/// An interval join's time: the bound, the output's time column (the left
-/// input's) and the larger allowed lateness.
+/// An interval join's time: both inputs' event-time columns (the left
+/// one is the output's), the bound between them and the larger allowed
+/// lateness.
 #[derive(Clone, Copy)]
 pub(super) struct JoinTime {
     pub(super) left_time: usize,
+    pub(super) right_time: usize,
+    pub(super) bound: TimeBound,
     pub(super) allowed_lateness_ms: i64,
-    pub(super) bound: JoinBound,
 }
 
 impl JoinTime {
@@ -150,19 +152,17 @@ impl JoinTime {
         let new = |kept: &[usize], old: usize| kept.iter().position(|&c| c == old).unwrap_or(old);
         JoinTime {
             left_time: new(left, self.left_time),
-            allowed_lateness_ms: self.allowed_lateness_ms,
-            bound: match self.bound {
-                JoinBound::Interval {
-                    left_time,
-                    right_time,
-                    bound,
-                } => JoinBound::Interval {
-                    left_time: new(left, left_time),
-                    right_time: new(right, right_time),
-                    bound,
-                },
-                JoinBound::Unbounded => JoinBound::Unbounded,
-            },
+            right_time: new(right, self.right_time),
+            ..self
+        }
+    }
+
+    /// The operator's form of it.
+    pub(super) fn join_bound(self) -> JoinBound {
+        JoinBound::Interval {
+            left_time: self.left_time,
+            right_time: self.right_time,
+            bound: self.bound,
         }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use datafusion::common::{DFSchema, DFSchemaRef};
 use datafusion::logical_expr::{Expr, Join};
-use eddy_engine::operators::interval_join::JoinBound;
 
 use super::condition::JoinTime;
 
@@ -36,45 +35,30 @@ impl UsedColumns {
         let Some(needed) = needed.filter(|n| n.len() == join.schema.fields().len()) else {
             return all;
         };
-        let mut used = UsedColumns {
-            left: needed[..width].to_vec(),
-            right: needed[width..].to_vec(),
-        };
+        // Marks over the join's columns: the left input's, then the right's.
+        let mut used = needed.to_vec();
         // A column a condition names that cannot be placed keeps them all.
-        let mark = |exprs: &[Expr], schema: &DFSchema, flags: &mut Vec<bool>| {
+        let mut mark = |exprs: &[Expr], schema: &DFSchema, offset: usize| {
             for column in exprs.iter().flat_map(Expr::column_refs) {
                 match schema.index_of_column(column) {
-                    Ok(i) => flags[i] = true,
+                    Ok(i) => used[offset + i] = true,
                     Err(_) => return false,
                 }
             }
             true
         };
-        let mut joined = [used.left.clone(), used.right.clone()].concat();
-        let placed = mark(left_keys, left_schema, &mut used.left)
-            && mark(right_keys, right_schema, &mut used.right)
-            && mark(residual, &join.schema, &mut joined);
+        let placed = mark(left_keys, left_schema, 0)
+            && mark(right_keys, right_schema, width)
+            && mark(residual, &join.schema, 0);
         if !placed {
             return all;
         }
-        for (i, flag) in joined.into_iter().enumerate() {
-            if flag {
-                if i < width {
-                    used.left[i] = true;
-                } else {
-                    used.right[i - width] = true;
-                }
-            }
+        if let Some(time) = time {
+            used[time.left_time] = true;
+            used[width + time.right_time] = true;
         }
-        if let Some(JoinBound::Interval {
-            left_time,
-            right_time,
-            ..
-        }) = time.map(|t| t.bound)
-        {
-            used.left[left_time] = true;
-            used.right[right_time] = true;
-        }
+        let right = used.split_off(width);
+        let mut used = UsedColumns { left: used, right };
         // A side keeps at least one column, so its batches keep their rows.
         for flags in [&mut used.left, &mut used.right] {
             if !flags.iter().any(|&f| f) {

@@ -326,7 +326,7 @@ impl Compiler {
             output_schema: output_schema.clone(),
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
-            time: time.map_or(JoinBound::Unbounded, |t| t.bound),
+            time: time.map_or(JoinBound::Unbounded, JoinTime::join_bound),
             allowed_lateness_ms,
             residual,
             inputs,
@@ -412,19 +412,16 @@ impl Compiler {
         }
         Ok(JoinTime {
             left_time: left_time.column,
+            right_time: right_time.column,
+            bound: TimeBound {
+                lower_ms,
+                lower_inclusive,
+                upper_ms,
+                upper_inclusive,
+            },
             allowed_lateness_ms: left_time
                 .allowed_lateness_ms
                 .max(right_time.allowed_lateness_ms),
-            bound: JoinBound::Interval {
-                left_time: left_time.column,
-                right_time: right_time.column,
-                bound: TimeBound {
-                    lower_ms,
-                    lower_inclusive,
-                    upper_ms,
-                    upper_inclusive,
-                },
-            },
         })
     }
 }
