@@ -7,6 +7,12 @@
 #                     one's events/s per run on stderr and its median run
 #                     (by events/s) on stdout, F's line first: one run of
 #                     either engine varies by 10-15% on a busy 2-core machine
+#
+# Every eddy the benchmarks start runs PARALLELISM instances of each keyed
+# operator (EDDY_PARALLELISM; default 1 here, where eddy's own default is one
+# per core: on 2 cores one instance is the faster, see bench/README).
+
+export EDDY_PARALLELISM=${PARALLELISM:-1}
 
 build_eddy() {
   PROFILE=${PROFILE:-dev}

@@ -8,6 +8,8 @@ use std::process::Command;
 
 fn eddy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    // The tests choose the instances themselves, or test the default.
+    command.env_remove("EDDY_PARALLELISM");
     command.current_dir(common::repo_root());
     command
 }
@@ -171,7 +173,7 @@ fn explain_shows_the_instances_of_a_parallel_run() {
     // The join's two sides split by order_id, its second instance reading
     // port 1 of each split, a union of the two instances after them.
     assert!(
-        text.contains("#2 key_split hash(order_id@1) over 2 instances <- #0"),
+        text.contains("#2 key_split hash(order_id@1) over 2 instances (mix64) <- #0"),
         "{text}"
     );
     assert!(
@@ -179,6 +181,28 @@ fn explain_shows_the_instances_of_a_parallel_run() {
         "{text}"
     );
     assert!(text.contains("#6 union 2 inputs <- #4, #5"), "{text}");
+    // The anomaly rules' OVER and hop window both key matched payments by
+    // customer: one split hashes them for both.
+    let customer_splits = text
+        .lines()
+        .filter(|l| l.contains("key_split hash(customer_id@0)"))
+        .count();
+    assert_eq!(customer_splits, 1, "{text}");
+    // Without --parallelism: one instance per core.
+    let out = eddy()
+        .args(["explain", "queries/"])
+        .output()
+        .expect("eddy explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 {
+        assert!(
+            text.contains(&format!("over {cores} instances")),
+            "{cores} cores: {text}"
+        );
+    } else {
+        assert!(!text.contains("key_split"), "{text}");
+    }
 }
 
 #[test]

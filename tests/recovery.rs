@@ -10,6 +10,8 @@
 //!   output is still exact.
 //! - A changed query is refused with the operator named; `--ignore-state`
 //!   starts afresh.
+//! - A resumed job runs as many instances of each keyed operator as its
+//!   checkpoint was taken with; another N, given explicitly, is refused.
 //! - A finished job run again says so and writes nothing.
 //! - SIGTERM stops a job blocked on silent stdin within a second, with its
 //!   output committed.
@@ -29,6 +31,8 @@ use rand::{Rng, SeedableRng};
 
 fn eddy() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    // The tests choose the instances themselves, or test the default.
+    command.env_remove("EDDY_PARALLELISM");
     command.current_dir(common::repo_root());
     command
 }
@@ -401,16 +405,20 @@ fn newest_checkpoint(state: &Path) -> PathBuf {
     dirs.pop().unwrap()
 }
 
+/// The reference job over `rows` rows of each stream, and the outputs of
+/// an uninterrupted run of it.
+fn reference_job_and_output(dir: &Path, rows: u64) -> (JobArgs, BTreeMap<String, Vec<String>>) {
+    let job = reference_job(dir, rows);
+    let out = job.command(&dir.join("expected"), None).output().unwrap();
+    assert_success(&out, "the uninterrupted run");
+    let expected = ndjson_outputs(&dir.join("expected"));
+    (job, expected)
+}
+
 #[test]
 fn a_damaged_checkpoint_is_skipped_and_the_one_before_it_used() {
     let dir = tempfile::tempdir().unwrap();
-    let job = reference_job(dir.path(), 400_000);
-    let out = job
-        .command(&dir.path().join("expected"), None)
-        .output()
-        .unwrap();
-    assert_success(&out, "the uninterrupted run");
-    let expected = ndjson_outputs(&dir.path().join("expected"));
+    let (job, expected) = reference_job_and_output(dir.path(), 400_000);
 
     type Damage = fn(&Path);
     let truncate_a_state_file: Damage = |checkpoint| {
@@ -470,6 +478,42 @@ fn a_damaged_checkpoint_is_skipped_and_the_one_before_it_used() {
             "{name}: output differs"
         );
     }
+}
+
+#[test]
+fn a_resumed_job_runs_the_instances_its_checkpoint_was_taken_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let (job, expected) = reference_job_and_output(dir.path(), 400_000);
+    let with_instances = |n: &str| {
+        let mut args = job.0.clone();
+        args.extend(["--parallelism".to_string(), n.to_string()]);
+        JobArgs(args)
+    };
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(&with_instances("3"), &output, &state);
+
+    // Another N, given explicitly, is refused before anything runs.
+    let out = with_instances("2")
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("taken with 3 instance(s)") && stderr.contains("--parallelism 3"),
+        "{stderr}"
+    );
+    // Without the option the job resumes with the checkpoint's N (the
+    // default would be this machine's cores), and its output is exact.
+    let out = job.command(&output, Some(&state)).output().unwrap();
+    assert_success(&out, "the resumed run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("running 3 instance(s) of each keyed operator (as the checkpoint)"),
+        "{stderr}"
+    );
+    assert!(resumed_from(&stderr).is_some(), "{stderr}");
+    assert!(ndjson_outputs(&output) == expected, "output differs");
 }
 
 #[test]

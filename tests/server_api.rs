@@ -257,6 +257,9 @@ fn the_reference_pipeline_runs_to_finished_with_its_graph_and_metrics() {
     });
     assert_eq!(job["state"], "finished", "{job}");
     assert_eq!(job["name"], "reference");
+    // Submitted without `parallelism`: one instance per core of the server.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(job["parallelism"], cores.min(64));
     let kinds: HashSet<&str> = job["graph"]
         .as_array()
         .unwrap()

@@ -368,7 +368,8 @@ $('submit').addEventListener('click', async () => {
         name: $('job-name').value.trim() || null,
         sql: sql.value,
         params: params(),
-        parallelism: Number($('job-parallelism').value) || 1,
+        // Empty: the server's default (one instance per core).
+        parallelism: Number($('job-parallelism').value) || null,
       },
     });
     showStatus(`Submitted ${job.name}.`, 'ok');

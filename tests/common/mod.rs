@@ -61,7 +61,7 @@ pub fn run_captured_in_parallel(
         params,
         config,
         &eddy_engine::runtime::JobConfig {
-            parallelism,
+            parallelism: eddy_engine::parallel::Parallelism::Fixed(parallelism),
             ..Default::default()
         },
     )?;

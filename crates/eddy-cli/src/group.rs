@@ -39,6 +39,7 @@ use eddy_connectors::kafka::group::{ensure_topic, partition_counts, GroupMember}
 use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
+use eddy_engine::parallel::Parallelism;
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport};
 use eddy_sql::SqlFile;
 
@@ -56,7 +57,7 @@ pub struct GroupConfig {
     /// partitions to the others.
     pub session_timeout: Duration,
     /// Instances of each keyed operator in each task.
-    pub parallelism: usize,
+    pub parallelism: Parallelism,
 }
 
 /// What a group run did in this process.

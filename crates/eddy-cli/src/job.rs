@@ -125,6 +125,12 @@ pub fn summary(report: &JobReport) -> String {
     if let Some(from) = report.checkpoints.restored_from {
         lines.push(format!("resumed from checkpoint {from}"));
     }
+    if report.nodes.iter().any(|node| node.kind == "key_split") {
+        lines.push(format!(
+            "keyed operators ran as {} instances each (--parallelism)",
+            report.parallelism
+        ));
+    }
     for node in &report.nodes {
         let m = &node.metrics;
         match node.kind.as_str() {

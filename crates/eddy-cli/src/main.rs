@@ -13,6 +13,7 @@ use eddy_cli::client::{self, Client};
 use eddy_cli::{bench, generate, job, CliError, Result};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
+use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{JobConfig, JobHandle};
 use eddy_engine::EngineError;
 use tracing_subscriber::EnvFilter;
@@ -78,10 +79,11 @@ enum Command {
         session_timeout: Duration,
         /// Run each keyed operator (windows, joins, OVER, Top-N) as N
         /// instances, each owning the keys that hash to it; the results
-        /// are the same for every N. A checkpoint resumes with the N it
-        /// was taken with.
-        #[arg(long, value_name = "N", default_value_t = 1)]
-        parallelism: usize,
+        /// are the same for every N. Default: one per core, or, resuming
+        /// a checkpoint, the N it was taken with (with --group: one per
+        /// task, the tasks being the group's parallel units).
+        #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+        parallelism: Option<u16>,
     },
     /// Run the job server: an HTTP API (and, later, a web page) to submit
     /// and watch jobs; jobs checkpoint and survive restarts.
@@ -155,9 +157,10 @@ enum Command {
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
         /// Show the graph `eddy run --parallelism N` runs: each keyed
-        /// operator's instances, their key splits and union.
-        #[arg(long, value_name = "N", default_value_t = 1)]
-        parallelism: usize,
+        /// operator's instances, their key splits and union (default: one
+        /// per core, as `eddy run`).
+        #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+        parallelism: Option<u16>,
     },
     /// Print a built-in generator stream as NDJSON.
     Generate {
@@ -203,9 +206,10 @@ enum Command {
         /// DataFusion 8192).
         #[arg(long)]
         batch_size: Option<usize>,
-        /// eddy: instances of each keyed operator.
-        #[arg(long, default_value_t = 1)]
-        parallelism: usize,
+        /// eddy: instances of each keyed operator (default: one per core,
+        /// as `eddy run`).
+        #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+        parallelism: Option<u16>,
         /// Checkpoint into DIR (a fresh directory each run).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -352,7 +356,10 @@ fn execute(command: Command) -> Result<()> {
                         group,
                         checkpoints,
                         session_timeout,
-                        parallelism,
+                        parallelism: match parallelism {
+                            Some(n) => Parallelism::Fixed(n.into()),
+                            None => Parallelism::Resumed { fresh: 1 },
+                        },
                     },
                     stop,
                 )?;
@@ -369,7 +376,10 @@ fn execute(command: Command) -> Result<()> {
                 config,
                 &JobConfig {
                     checkpoints,
-                    parallelism,
+                    parallelism: match parallelism {
+                        Some(n) => Parallelism::Fixed(n.into()),
+                        None => Parallelism::default(),
+                    },
                 },
             )?;
             stop_on_signals(&handle);
@@ -483,7 +493,10 @@ fn execute(command: Command) -> Result<()> {
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
             let compiled = job::compile_files(&files, &params)?;
-            let graph = eddy_engine::parallel::expand(&compiled.graph, parallelism);
+            let graph = eddy_engine::parallel::expand(
+                &compiled.graph,
+                parallelism.map_or_else(machine_cores, usize::from),
+            );
             print!("{}", graph.explain());
             Ok(())
         }
@@ -519,7 +532,10 @@ fn execute(command: Command) -> Result<()> {
                     interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
                     ignore_state: true,
                 }),
-                parallelism,
+                parallelism: match parallelism {
+                    Some(n) => Parallelism::Fixed(n.into()),
+                    None => Parallelism::default(),
+                },
             };
             if name == "api" {
                 println!(

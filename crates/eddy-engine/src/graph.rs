@@ -137,9 +137,23 @@ pub struct Node {
 pub struct JobGraph {
     /// The nodes; edges point from lower to higher indices.
     pub nodes: Vec<Node>,
+    /// Instances of each keyed operator ([`crate::parallel::expand`] sets
+    /// it; 0 for a graph as planned, which runs each operator once).
+    parallelism: usize,
 }
 
 impl JobGraph {
+    /// Instances each keyed operator of this graph runs as (1 for a graph
+    /// as planned; N after [`crate::parallel::expand`] to N).
+    pub fn parallelism(&self) -> usize {
+        self.parallelism.max(1)
+    }
+
+    /// Records that this graph runs each keyed operator as `n` instances.
+    pub(crate) fn set_parallelism(&mut self, n: usize) {
+        self.parallelism = n;
+    }
+
     /// Appends a node and returns its id. Inputs must already exist.
     pub fn add(&mut self, node: Node) -> NodeId {
         self.nodes.push(node);

@@ -20,7 +20,8 @@
 //! must be used to resume a checkpoint (the graph differs otherwise, and
 //! the state directory refuses it). The split hashes each row once, by the
 //! operator's keys ([`crate::partition`]); an operator with two inputs (a
-//! join) gets a split per input, hashing each side by its own keys.
+//! join) gets a split per input, hashing each side by its own keys, and
+//! operators keyed alike on the same stream share one split.
 //!
 //! ```
 //! use eddy_engine::graph::JobGraph;
@@ -30,11 +31,73 @@
 //! assert_eq!(expand(&graph, 4).nodes.len(), 0); // nothing keyed, nothing added
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::error::{EngineError, Result};
 use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use crate::operator::OperatorPlan;
 use crate::operators::key_split::KeySplitPlan;
 use crate::operators::union::UnionPlan;
+
+/// How many instances of each keyed operator a job runs (`--parallelism`).
+///
+/// ```
+/// use eddy_engine::parallel::Parallelism;
+///
+/// // Resuming a checkpoint taken with 4 instances: 4, whatever the machine.
+/// assert_eq!(Parallelism::Resumed { fresh: 2 }.resolve(Some(4)).unwrap(), 4);
+/// // Starting afresh: the N it was given.
+/// assert_eq!(Parallelism::Resumed { fresh: 2 }.resolve(None).unwrap(), 2);
+/// // An explicit N that differs from the checkpoint's is refused.
+/// assert!(Parallelism::Fixed(2).resolve(Some(4)).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    /// Exactly N instances (0 counts as 1); a checkpoint taken with
+    /// another N is refused.
+    Fixed(usize),
+    /// The N of the checkpoint the job resumes from, and `fresh` instances
+    /// when it starts afresh.
+    Resumed {
+        /// Instances of a job that starts without a checkpoint.
+        fresh: usize,
+    },
+}
+
+impl Default for Parallelism {
+    /// One instance per core of the machine, or the checkpoint's N.
+    fn default() -> Self {
+        Parallelism::Resumed {
+            fresh: machine_cores(),
+        }
+    }
+}
+
+impl Parallelism {
+    /// The instances to run, given the N the checkpoint to resume was
+    /// taken with (`None`: no checkpoint).
+    pub fn resolve(self, checkpointed: Option<usize>) -> Result<usize> {
+        match (self, checkpointed) {
+            (Parallelism::Resumed { .. }, Some(n)) => Ok(n.max(1)),
+            (Parallelism::Resumed { fresh }, None) => Ok(fresh.max(1)),
+            (Parallelism::Fixed(n), Some(taken)) if n.max(1) != taken.max(1) => {
+                Err(EngineError::Checkpoint(format!(
+                    "the checkpoint was taken with {taken} instance(s) of each keyed operator \
+                     (--parallelism {taken}) and cannot resume with {n}: keys are spread over \
+                     the instances by N. Resume with --parallelism {taken} (or without the \
+                     option), or run with --ignore-state to start afresh"
+                )))
+            }
+            (Parallelism::Fixed(n), _) => Ok(n.max(1)),
+        }
+    }
+}
+
+/// The cores this process may use (1 when the system does not say).
+pub fn machine_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// Whether `node` runs as N instances: a stateful operator whose every
 /// input is hashed by a non-empty key.
@@ -60,6 +123,9 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
     let mut out = JobGraph::default();
     // Where each old node's output is now (a parallel node's: its union).
     let mut moved: Vec<(NodeId, bool)> = Vec::with_capacity(graph.nodes.len());
+    // Splits made so far, by what they read and hash: two operators keyed
+    // alike on one stream share a split, and each row is hashed once.
+    let mut made: HashMap<(NodeId, usize, String), NodeId> = HashMap::new();
     let remap = |moved: &[(NodeId, bool)], edge: &Edge| {
         let (from, parallel) = moved[edge.from];
         Edge {
@@ -84,16 +150,17 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
             let schema = graph.port_schema(edge.from, edge.port);
             let mut feed = remap(&moved, edge);
             feed.partitioning = Partitioning::Forward;
-            let id = out.add(Node {
-                name: format!("{}/split.in{input}", node.name),
-                kind: NodeKind::Operator(Arc::new(KeySplitPlan::new(
-                    schema.clone(),
-                    keys.clone(),
-                    instances,
-                ))),
-                inputs: vec![feed],
-                schema,
-            });
+            let plan = KeySplitPlan::new(schema.clone(), keys.clone(), instances);
+            let id = *made
+                .entry((feed.from, feed.port, plan.describe()))
+                .or_insert_with(|| {
+                    out.add(Node {
+                        name: format!("{}/split.in{input}", node.name),
+                        kind: NodeKind::Operator(Arc::new(plan)),
+                        inputs: vec![feed],
+                        schema,
+                    })
+                });
             splits.push((id, edge.partitioning.clone()));
         }
         let mut copies = Vec::with_capacity(parallelism);
@@ -128,5 +195,6 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
         });
         moved.push((union, true));
     }
+    out.set_parallelism(parallelism);
     out
 }

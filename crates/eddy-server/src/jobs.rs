@@ -22,6 +22,7 @@ use eddy_connectors::sinks::StdoutTarget;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::graph::{JobGraph, NodeKind};
+use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState, NodeReport};
 use eddy_engine::time::{WATERMARK_MAX, WATERMARK_MIN};
 use eddy_engine::EngineError;
@@ -217,12 +218,13 @@ impl JobManager {
             interval: self.config.checkpoint_interval,
             ignore_state: false,
         };
+        let parallelism = Parallelism::Fixed(graph.parallelism());
         let handle = start_job(
             Arc::new(graph),
             Arc::new(connectors),
             &JobConfig {
                 checkpoints: Some(checkpoints),
-                ..JobConfig::default()
+                parallelism,
             },
         )
         .map_err(engine_error)?;
@@ -301,7 +303,9 @@ impl JobManager {
             .name
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| format!("job-{id}"));
-        let parallelism = request.parallelism.unwrap_or(1);
+        let parallelism = request
+            .parallelism
+            .unwrap_or_else(|| machine_cores().min(MAX_PARALLELISM));
         if !(1..=MAX_PARALLELISM).contains(&parallelism) {
             return Err(ServerError::Rejected(format!(
                 "parallelism must be 1 to {MAX_PARALLELISM}, not {parallelism}"

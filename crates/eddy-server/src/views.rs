@@ -20,8 +20,8 @@ pub struct SubmitRequest {
     /// `${NAME}` parameter values.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
-    /// Instances of each keyed operator (1 to 64; default 1), as `eddy run
-    /// --parallelism`.
+    /// Instances of each keyed operator (1 to 64; default: the server's
+    /// cores), as `eddy run --parallelism`.
     #[serde(default)]
     pub parallelism: Option<usize>,
 }

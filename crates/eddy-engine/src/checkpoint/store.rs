@@ -49,7 +49,32 @@ struct Manifest {
     kind: CheckpointKind,
     /// Wall-clock time of writing, epoch ms (informational).
     created_ms: u64,
+    /// Instances of each keyed operator ([`JobGraph::parallelism`]); a
+    /// resumed job runs as many. Absent in manifests written before eddy
+    /// recorded it (see [`Manifest::parallelism`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parallelism: Option<usize>,
     nodes: Vec<ManifestNode>,
+}
+
+impl Manifest {
+    /// The instances of each keyed operator the checkpoint was taken with.
+    /// Older manifests do not record it: their key splits' fingerprints
+    /// (`key_split ... over N instances`) say it, and without a split the
+    /// job ran each operator once.
+    fn parallelism(&self) -> usize {
+        if let Some(n) = self.parallelism {
+            return n.max(1);
+        }
+        self.nodes
+            .iter()
+            .filter(|node| node.fingerprint.contains("key_split"))
+            .find_map(|node| {
+                let (before, _) = node.fingerprint.split_once(" instances")?;
+                before.rsplit(' ').next()?.parse().ok()
+            })
+            .unwrap_or(1)
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -131,6 +156,20 @@ impl StateDir {
         Ok(false)
     }
 
+    /// The instances of each keyed operator the newest readable checkpoint
+    /// was taken with, `None` without one: what a job resuming from this
+    /// directory runs with (see [`crate::parallel::Parallelism`]).
+    pub fn checkpointed_parallelism(&self) -> Result<Option<usize>> {
+        for (_, dir) in self.list()?.iter().rev() {
+            if dir.join(MANIFEST).exists() {
+                if let Ok(manifest) = read_manifest(dir) {
+                    return Ok(Some(manifest.parallelism()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     fn checkpoint_dir(&self, id: CheckpointId) -> PathBuf {
         self.root.join(format!("chk-{id:08}"))
     }
@@ -201,6 +240,7 @@ impl StateDir {
             checkpoint: checkpoint.id,
             kind: checkpoint.kind,
             created_ms,
+            parallelism: Some(graph.parallelism()),
             nodes,
         };
         let json = serde_json::to_vec(&manifest)
@@ -442,4 +482,40 @@ fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Res
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(parallelism: Option<usize>, fingerprints: &[&str]) -> Manifest {
+        Manifest {
+            format: FORMAT,
+            checkpoint: 3,
+            kind: CheckpointKind::Running,
+            created_ms: 0,
+            parallelism,
+            nodes: fingerprints
+                .iter()
+                .map(|f| ManifestNode {
+                    fingerprint: f.to_string(),
+                    runtime: NodeRuntimeState::default(),
+                    meta: serde_json::Value::Null,
+                    tables: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_instances_of_a_checkpoint_are_read_back() {
+        let split = "#1 key_split hash(customer_id@0) over 4 instances <- #0";
+        assert_eq!(manifest(Some(3), &[split]).parallelism(), 3);
+        // Manifests from before eddy recorded it: the key split says it.
+        assert_eq!(
+            manifest(None, &["#0 source orders", split]).parallelism(),
+            4
+        );
+        assert_eq!(manifest(None, &["#0 source orders"]).parallelism(), 1);
+    }
 }

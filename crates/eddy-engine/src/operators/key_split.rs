@@ -2,7 +2,7 @@
 //! that owns its key (see [`crate::parallel`]).
 //!
 //! In: batches of one input. Out: on port `i`, the rows whose key hashes to
-//! instance `i` of N ([`crate::partition::partition_rows`]), in input
+//! instance `i` of N ([`crate::partition::instance_rows`]), in input
 //! order; watermarks, idle and end markers and barriers go to every port
 //! (the runtime broadcasts them). Each row is hashed once, where N filters
 //! would hash it N times. Stateless.
@@ -29,7 +29,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::partition::partition_rows;
+use crate::partition::{instance_rows, INSTANCE_HASH};
 
 /// Plan of a key split into `ports` instances.
 #[derive(Debug, Clone)]
@@ -57,7 +57,11 @@ impl OperatorPlan for KeySplitPlan {
 
     fn describe(&self) -> String {
         let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
-        format!("hash({}) over {} instances", keys.join(", "), self.ports)
+        format!(
+            "hash({}) over {} instances ({INSTANCE_HASH})",
+            keys.join(", "),
+            self.ports
+        )
     }
 
     fn output_schema(&self) -> SchemaRef {
@@ -86,7 +90,7 @@ impl Operator for KeySplit {
             .iter()
             .map(|k| k.evaluate(&batch)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let targets = partition_rows(&keys, rows, self.plan.ports)?;
+        let targets = instance_rows(&keys, rows, self.plan.ports)?;
         let mut by_port: Vec<Vec<u32>> = vec![Vec::new(); self.plan.ports as usize];
         for (row, &port) in targets.iter().enumerate() {
             by_port[port as usize].push(row as u32);

@@ -82,6 +82,8 @@ pub struct JobReport {
     pub checkpoints: CheckpointStats,
     /// Wall-clock duration of this run.
     pub elapsed_ms: u128,
+    /// Instances each keyed operator ran as.
+    pub parallelism: usize,
 }
 
 pub(crate) struct JobInner {
@@ -91,6 +93,7 @@ pub(crate) struct JobInner {
     pub stats: Arc<Mutex<CheckpointStats>>,
     pub started: Instant,
     pub already_finished: Option<CheckpointId>,
+    pub parallelism: usize,
     pub state: Mutex<(JobState, Option<u128>)>,
     pub changed: Condvar,
 }
@@ -117,6 +120,12 @@ impl JobHandle {
             .lock()
             .map(|s| s.0.clone())
             .unwrap_or(JobState::Failed("job state lost".into()))
+    }
+
+    /// Instances each keyed operator runs as (resolved from
+    /// [`crate::parallel::Parallelism`] when the job started).
+    pub fn parallelism(&self) -> usize {
+        self.inner.parallelism
     }
 
     /// Live counters of every node, in node order.
@@ -198,6 +207,7 @@ impl JobHandle {
                 nodes: self.metrics(),
                 checkpoints: self.checkpoints(),
                 elapsed_ms: elapsed.unwrap_or_else(|| self.inner.started.elapsed().as_millis()),
+                parallelism: self.inner.parallelism,
             }),
         }
     }

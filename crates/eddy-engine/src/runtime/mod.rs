@@ -48,6 +48,7 @@ use crate::error::{EngineError, Result};
 use crate::graph::{check_topological, ConnectorFactory, JobGraph, NodeKind};
 use crate::message::Message;
 use crate::metrics::NodeMetrics;
+use crate::parallel::Parallelism;
 use crate::sink::{SinkMode, SinkWriter};
 use crate::source::SourceRunner;
 use alignment::SourceAlignment;
@@ -66,9 +67,10 @@ const EDGE_CAPACITY: usize = 4;
 pub struct JobConfig {
     /// Checkpoints (`--state-dir`); `None` runs without them.
     pub checkpoints: Option<CheckpointConfig>,
-    /// Instances of each keyed operator (`--parallelism`; 0 and 1: one).
-    /// The graph run is [`crate::parallel::expand`]ed to it.
-    pub parallelism: usize,
+    /// Instances of each keyed operator (`--parallelism`; by default one
+    /// per core, or the N of the checkpoint the job resumes from). The
+    /// graph run is [`crate::parallel::expand`]ed to it.
+    pub parallelism: Parallelism,
 }
 
 enum Work {
@@ -107,25 +109,56 @@ pub fn start_job(
     connectors: Arc<dyn ConnectorFactory>,
     config: &JobConfig,
 ) -> Result<JobHandle> {
-    let graph = if config.parallelism > 1 {
-        Arc::new(crate::parallel::expand(&graph, config.parallelism))
-    } else {
-        graph
-    };
-    check_topological(&graph)?;
-    connectors.check(&graph)?;
-    let n = graph.nodes.len();
-
-    let (store, restored) = match &config.checkpoints {
+    let store = match &config.checkpoints {
         Some(c) => {
             let store = StateDir::open(&c.state_dir)?;
             if c.ignore_state {
                 store.clear()?;
             }
-            let restored = store.load_latest(&graph)?;
-            (Some(store), restored)
+            Some(store)
         }
-        None => (None, None),
+        None => None,
+    };
+    let checkpointed = match &store {
+        Some(store) => store.checkpointed_parallelism()?,
+        None => None,
+    };
+    let parallelism = config
+        .parallelism
+        .resolve(checkpointed)
+        .map_err(|e| match (e, &store) {
+            (EngineError::Checkpoint(why), Some(store)) => {
+                EngineError::Checkpoint(format!("{}: {why}", store.root().display()))
+            }
+            (e, _) => e,
+        })?;
+    // A graph as planned is expanded here; one expanded already (to show
+    // its instances before it runs) must have the N resolved.
+    let graph = if graph.parallelism() == parallelism {
+        graph
+    } else if graph.parallelism() == 1 {
+        Arc::new(crate::parallel::expand(&graph, parallelism))
+    } else {
+        return Err(EngineError::Graph(format!(
+            "the graph runs {} instances of each keyed operator, the job {parallelism}",
+            graph.parallelism()
+        )));
+    };
+    check_topological(&graph)?;
+    connectors.check(&graph)?;
+    let n = graph.nodes.len();
+    tracing::info!(
+        "running {parallelism} instance(s) of each keyed operator{}",
+        if checkpointed.is_some() {
+            " (as the checkpoint)"
+        } else {
+            ""
+        }
+    );
+
+    let restored = match &store {
+        Some(store) => store.load_latest(&graph)?,
+        None => None,
     };
     if let Some(checkpoint) = &restored {
         commit_sinks(&graph, connectors.as_ref(), checkpoint)?;
@@ -178,6 +211,7 @@ pub fn start_job(
             stats: stats.clone(),
             started: Instant::now(),
             already_finished,
+            parallelism,
             state: Mutex::new((JobState::Running, None)),
             changed: Condvar::new(),
         }),
