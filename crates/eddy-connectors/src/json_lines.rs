@@ -39,36 +39,26 @@ pub fn encode_json_lines_with(
 /// stdout lines of the reference pipeline use.
 pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
     out.reserve(line.len() + line.len() / 8);
-    let mut rest = line;
-    // Runs without a quote, colon or comma are copied whole.
-    while let Some(i) = memchr::memchr3(b'"', b':', b',', rest) {
-        out.extend_from_slice(&rest[..=i]);
-        let at = rest[i];
-        rest = &rest[i + 1..];
-        if at != b'"' {
-            out.push(b' ');
-            continue;
-        }
-        // Inside a string: up to its closing quote, past escapes.
-        loop {
-            let Some(j) = memchr::memchr2(b'"', b'\\', rest) else {
-                out.extend_from_slice(rest);
-                return;
-            };
-            let end = if rest[j] == b'\\' {
-                (j + 2).min(rest.len())
-            } else {
-                j + 1
-            };
-            out.extend_from_slice(&rest[..end]);
-            let closed = rest[j] == b'"';
-            rest = &rest[end..];
-            if closed {
-                break;
+    // One pass, byte by byte: the tokens of a record line are a few bytes
+    // apart, too close for a vector search per token to pay off. Runs
+    // between the separators are copied whole.
+    let mut copied = 0;
+    let mut in_string = false;
+    let mut i = 0;
+    while i < line.len() {
+        match line[i] {
+            b'\\' if in_string => i += 1, // the escaped byte is never special
+            b'"' => in_string = !in_string,
+            b':' | b',' if !in_string => {
+                out.extend_from_slice(&line[copied..=i]);
+                out.push(b' ');
+                copied = i + 1;
             }
+            _ => {}
         }
+        i += 1;
     }
-    out.extend_from_slice(rest);
+    out.extend_from_slice(&line[copied.min(line.len())..]);
 }
 
 #[cfg(test)]
