@@ -294,6 +294,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--parallelism N` when given (or `EDDY_PARALLELISM`), else the
+/// checkpoint's N when resuming and `fresh` instances when not.
+fn chosen_parallelism(given: Option<u16>, fresh: usize) -> Parallelism {
+    match given {
+        Some(n) => Parallelism::Fixed(n.into()),
+        None => Parallelism::Resumed { fresh },
+    }
+}
+
 fn execute(command: Command) -> Result<()> {
     match command {
         Command::Run {
@@ -356,10 +365,7 @@ fn execute(command: Command) -> Result<()> {
                         group,
                         checkpoints,
                         session_timeout,
-                        parallelism: match parallelism {
-                            Some(n) => Parallelism::Fixed(n.into()),
-                            None => Parallelism::Resumed { fresh: 1 },
-                        },
+                        parallelism: chosen_parallelism(parallelism, 1),
                     },
                     stop,
                 )?;
@@ -376,10 +382,7 @@ fn execute(command: Command) -> Result<()> {
                 config,
                 &JobConfig {
                     checkpoints,
-                    parallelism: match parallelism {
-                        Some(n) => Parallelism::Fixed(n.into()),
-                        None => Parallelism::default(),
-                    },
+                    parallelism: chosen_parallelism(parallelism, machine_cores()),
                 },
             )?;
             stop_on_signals(&handle);
@@ -532,10 +535,7 @@ fn execute(command: Command) -> Result<()> {
                     interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
                     ignore_state: true,
                 }),
-                parallelism: match parallelism {
-                    Some(n) => Parallelism::Fixed(n.into()),
-                    None => Parallelism::default(),
-                },
+                parallelism: chosen_parallelism(parallelism, machine_cores()),
             };
             if name == "api" {
                 println!(
