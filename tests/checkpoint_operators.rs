@@ -6,8 +6,9 @@
 //! the operator that was snapshotted and simply went on. Swept over batch
 //! sizes and cut points, for windows (tumble, hop, cumulate, session,
 //! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
-//! aggregates, lag, row_number, a state TTL), union, source runners and
-//! source connectors.
+//! aggregates, lag, row_number, a state TTL), updating aggregates (GROUP BY
+//! without a window, global, DISTINCT), union, source runners and source
+//! connectors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -420,6 +421,21 @@ fn over_with_a_state_time_to_live() {
          SELECT k, v, ts, count(*) OVER (PARTITION BY k ORDER BY event_time) AS n FROM a",
         "over",
     );
+}
+
+#[test]
+fn updating_aggregates_keyed_global_and_distinct() {
+    check(
+        "SELECT k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high,
+                count(DISTINCT v) AS values, avg(v) AS mean, count(*) FILTER (WHERE v > 50) AS firm
+         FROM a GROUP BY k",
+        "updating_aggregate",
+    );
+    check(
+        "SELECT count(*) AS n, max(v) AS high, median(v) AS mid FROM a",
+        "updating_aggregate",
+    );
+    check("SELECT DISTINCT k FROM a", "updating_aggregate");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 const PALETTE = ['#1f6feb', '#1a7f37', '#9a6700', '#8250df', '#cf222e', '#0a7ea4', '#bf3989'];
 const STATEFUL = new Set([
   'window_aggregate', 'session_aggregate', 'window_rank', 'interval_join', 'regular_join', 'over',
+  'updating_aggregate', 'updating_rank', 'updating_join',
 ]);
 const TAIL_ROWS = 200;
 
@@ -511,7 +512,7 @@ function renderGraph(job) {
     const m = metrics.get(node.id) || {};
     const group = document.createElementNS(ns, 'g');
     const kindClass = node.kind === 'source' || node.kind === 'sink' ? node.kind : STATEFUL.has(node.kind) ? 'stateful' : '';
-    group.setAttribute('class', `node ${kindClass}`);
+    group.setAttribute('class', `node ${kindClass}${node.updating ? ' updating' : ''}`);
     group.setAttribute('data-kind', node.kind);
     const title = document.createElementNS(ns, 'title');
     title.textContent = node.description;
@@ -523,7 +524,7 @@ function renderGraph(job) {
     group.append(title, rect);
     const lines = [
       [node.name, ''],
-      [node.kind, 'kind'],
+      [node.updating ? `${node.kind} · updating` : node.kind, 'kind'],
       [`in ${fmtNumber(m.rows_in)} · out ${fmtNumber(m.rows_out)}`, ''],
     ];
     if (STATEFUL.has(node.kind)) {
@@ -694,6 +695,11 @@ function openTail(id, sink) {
   state.tail = source;
   tailStatus(`following ${sink}`);
   source.addEventListener('row', (event) => tailLine(event.data));
+  // An updating sink's rows come with their kind (+I, -U, +U, -D).
+  source.addEventListener('change', (event) => {
+    const { kind, row } = JSON.parse(event.data);
+    tailLine(`${kind} ${JSON.stringify(row)}`, kind.startsWith('-') ? 'retraction' : '');
+  });
   source.addEventListener('skipped', (event) => {
     const { rows } = JSON.parse(event.data);
     tailLine(`… ${rows} rows skipped (the page fell behind)`, 'skipped');

@@ -92,6 +92,49 @@ pub fn generated_ndjson(
     text
 }
 
+/// Replays tagged changelog lines (`TAG> +I {json}`; `+I`/`+U` add a row,
+/// `-U`/`-D` take one out) into the table they describe, as `TAG> {json}`
+/// lines, sorted. Lines without a row kind are appends. A retraction of a
+/// row the table does not hold is an error.
+#[allow(dead_code)] // not every test binary replays changelogs
+pub fn replay_changelog(lines: &[String]) -> Result<Vec<String>, String> {
+    let mut table: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in lines {
+        let (tag, rest) = line
+            .split_once("> ")
+            .ok_or_else(|| format!("not a tagged line: {line}"))?;
+        let (kind, json) = match rest.split_once(' ') {
+            Some((kind @ ("+I" | "-U" | "+U" | "-D"), json)) => (kind, json),
+            _ => ("+I", rest),
+        };
+        let row = format!("{tag}> {json}");
+        if kind.starts_with('+') {
+            *table.entry(row).or_insert(0) += 1;
+        } else {
+            let held = table
+                .get_mut(&row)
+                .ok_or_else(|| format!("{kind} of a row the sink never received: {row}"))?;
+            *held -= 1;
+            if *held == 0 {
+                table.remove(&row);
+            }
+        }
+    }
+    Ok(table
+        .into_iter()
+        .flat_map(|(row, count)| std::iter::repeat_n(row, count))
+        .collect())
+}
+
+/// Whether output lines form a changelog (their rows carry a row kind).
+#[allow(dead_code)]
+pub fn is_changelog(lines: &[String]) -> bool {
+    lines.iter().any(|l| {
+        l.split_once("> ")
+            .is_some_and(|(_, rest)| ["+I ", "-U ", "+U ", "-D "].iter().any(|k| rest.starts_with(k)))
+    })
+}
+
 /// Sorted copy of lines (output order across keys is not defined).
 pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
     lines.sort();

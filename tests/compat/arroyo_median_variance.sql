@@ -1,5 +1,5 @@
 -- origin: https://github.com/ArroyoSystems/arroyo/blob/master/crates/arroyo-planner/src/test/queries/median_variance.sql
--- expect-error: needs a window
+-- expected: worked out from the input by check_expected.py (an updating query: its changelog replayed)
 
 CREATE TABLE nexmark (
   bid STRUCT<auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR, datetime TIMESTAMP(3), extra VARCHAR>,

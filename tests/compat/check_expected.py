@@ -187,6 +187,17 @@ check("nexmark_q3", {"QUERY1": [
 forders = rows("flink_orders.ndjson")
 for o in forders:
     o["t"] = ms(o["order_time"])
+# topn_unbounded: the top 5 amounts per product over the whole stream (an
+# updating query: the .out holds the table its changelog replays to). Equal
+# amounts are ordered by the whole row (user, product, amount, time), as eddy
+# breaks ties.
+topn = []
+for product in {o["product"] for o in forders}:
+    mine = sorted((o for o in forders if o["product"] == product),
+                  key=lambda o: (-o["amount"], o["user"], o["product"], o["amount"], o["t"]))
+    topn += [{"user": o["user"], "product": product, "amount": o["amount"], "order_time": ts(o["t"]),
+              "row_num": i} for i, o in enumerate(mine[:5], 1)]
+check("flink_topn_unbounded", {"QUERY1": topn})
 sums = defaultdict(int)
 for o in forders:
     sums[(o["user"], floor(o["t"], DAY))] += o["amount"]
@@ -327,6 +338,16 @@ for r in logs:
         tvf[start][1] += r["size"]
         start -= 5 * MIN
 check("arroyo_tvf_hop", {"QUERY1": [{"count": c, "sum_size": s} for c, s in tvf.values()]})
+# median_variance: a global aggregate (an updating query: the .out holds the
+# table its changelog replays to). DataFusion's median of integers halves the
+# middle pair's sum in integers.
+ids = sorted(b["auction"] for _, b in bid_events)
+mid = len(ids) // 2
+median = ids[mid] if len(ids) % 2 else (ids[mid - 1] + ids[mid]) // 2
+mean = sum(ids) / len(ids)
+check("arroyo_median_variance", {"QUERY1": [{
+    "median_auction": median,
+    "variance_auction": sum((x - mean) ** 2 for x in ids) / (len(ids) - 1)}]})
 cars = rows("cars.ndjson")
 drivers = defaultdict(lambda: defaultdict(set))
 for c in cars:

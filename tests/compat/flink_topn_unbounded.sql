@@ -1,5 +1,5 @@
 -- origin: https://nightlies.apache.org/flink/flink-docs-release-1.20/docs/dev/table/sql/queries/topn/
--- expect-error: Top-N
+-- expected: worked out from the input by check_expected.py (an updating query: its changelog replayed)
 
 CREATE TABLE Orders (
   user BIGINT,

@@ -40,6 +40,7 @@ use generator::{GeneratedStream, GeneratorConfig, GeneratorSource};
 use ndjson::source::NdjsonPosition;
 use ndjson::NdjsonSource;
 pub use roots::PathRoots;
+use sinks::changelog::{Envelope, JsonLines};
 use sinks::format::{parse_compression, FileFormat, NdjsonFormat, ParquetFormat};
 use sinks::partition::PartitionBy;
 use sinks::rolling::RollingPolicy;
@@ -362,22 +363,40 @@ impl Connectors {
         spec: &ConnectorSpec,
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
+        let change_feed = eddy_engine::changelog::is_updating(&spec.schema);
         if let Some(kafka) = self.rebound_to_kafka(spec)? {
+            if change_feed {
+                return Err(ConnectorError::bad_option(
+                    "format",
+                    format!("'{}' is not supported on Kafka sources yet (read the feed from a file or stdin)", ndjson::debezium::FORMAT),
+                ));
+            }
             return self.open_kafka(&kafka, resume);
+        }
+        if matches!(spec.connector.as_str(), "file" | "ndjson" | "stdin") {
+            let format = spec.options.get("format").map(|f| f.to_ascii_lowercase());
+            match format.as_deref() {
+                None | Some("json" | "ndjson") if !change_feed => {}
+                Some(ndjson::debezium::FORMAT) if change_feed => {}
+                Some(other) => {
+                    return Err(ConnectorError::bad_option(
+                        "format",
+                        format!("'{other}' is not supported (use 'json', or '{}' for a change feed)", ndjson::debezium::FORMAT),
+                    ))
+                }
+                None => {
+                    return Err(ConnectorError::bad_option(
+                        "format",
+                        "the table was planned as a change feed without format = 'debezium-json'",
+                    ))
+                }
+            }
         }
         if let Some(path) = self.config.inputs.get(&spec.table) {
             return self.open_ndjson(spec, path, resume);
         }
         match spec.connector.as_str() {
             "file" | "ndjson" => {
-                if let Some(format) = spec.options.get("format") {
-                    if !matches!(format.as_str(), "json" | "ndjson") {
-                        return Err(ConnectorError::bad_option(
-                            "format",
-                            format!("'{format}' is not supported (use 'json')"),
-                        ));
-                    }
-                }
                 let path = self.source_path(spec)?;
                 self.open_ndjson(spec, &path, resume)
             }
@@ -386,6 +405,10 @@ impl Connectors {
                 "a submitted job cannot read stdin",
             )),
             "stdin" => self.open_ndjson(spec, "-", resume),
+            "kafka" if change_feed => Err(ConnectorError::bad_option(
+                "format",
+                format!("'{}' is not supported on Kafka sources yet (read the feed from a file or stdin)", ndjson::debezium::FORMAT),
+            )),
             "kafka" => self.open_kafka(spec, resume),
             "nexmark" => {
                 let option = |name: &str, default: u64| -> Result<u64> {
@@ -476,6 +499,10 @@ impl Connectors {
 
     fn sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
         let explicit_nulls = !options::flag(&spec.options, "omit_nulls", false)?;
+        let lines = JsonLines {
+            explicit_nulls,
+            envelope: Envelope::from_format(spec.options.get("format").map(String::as_str))?,
+        };
         let rolled = [
             "rolling_rows",
             "rolling_bytes",
@@ -484,7 +511,7 @@ impl Connectors {
         ]
         .iter()
         .any(|o| spec.options.contains_key(*o));
-        let ndjson_files = || -> Box<dyn FileFormat> { Box::new(NdjsonFormat { explicit_nulls }) };
+        let ndjson_files = || -> Box<dyn FileFormat> { Box::new(NdjsonFormat { lines }) };
         if let Some(dir) = &self.config.output_dir {
             let dir = &self.task_path(dir.clone(), true);
             return match self.config.output_format {
@@ -494,7 +521,7 @@ impl Connectors {
                 OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::open(
                     &spec.table,
                     dir.join(format!("{}.ndjson", spec.table)),
-                    explicit_nulls,
+                    lines,
                     mode,
                 )?)),
                 OutputFormat::Parquet => self.file_set(
@@ -526,7 +553,7 @@ impl Connectors {
             "ndjson" | "file" => Ok(Box::new(NdjsonSink::open(
                 &spec.table,
                 self.task_path(path()?, false),
-                explicit_nulls,
+                lines,
                 mode,
             )?)),
             "parquet" => self.file_set(
@@ -550,6 +577,42 @@ impl Connectors {
 }
 
 impl Connectors {
+    /// Refuses a sink that cannot take an updating query's changelog,
+    /// saying what made the query updating (`origin`) and what to use.
+    fn check_takes_changelog(&self, spec: &ConnectorSpec, origin: Option<&str>) -> EngineResult<()> {
+        let format = spec.options.get("format").map(String::as_str);
+        let debezium = Envelope::from_format(format).ok() == Some(Envelope::Debezium);
+        let takes = match &self.config.output_dir {
+            // --output: NDJSON files write the changelog as Debezium events.
+            Some(_) => self.config.output_format == OutputFormat::Ndjson,
+            None => match spec.connector.as_str() {
+                "stdout" | "print" | "blackhole" => true,
+                "ndjson" | "file" => debezium,
+                _ => false,
+            },
+        };
+        if takes {
+            return Ok(());
+        }
+        let at = if spec.declared_at.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", spec.declared_at)
+        };
+        let written = match (&self.config.output_dir, format) {
+            (Some(_), _) => "--output writes Parquet".to_string(),
+            (None, Some(format)) => format!("connector '{}', format '{format}'", spec.connector),
+            (None, None) => format!("connector '{}'", spec.connector),
+        };
+        let why = origin.map(|o| format!(": {o} makes it so")).unwrap_or_default();
+        Err(EngineError::Config(format!(
+            "{at}table '{}' ({written}) takes only appends, but the query writing it is updating (its rows change{why}); \
+             write it to a changelog sink: format = '{}' on an ndjson/file sink, or connector = 'stdout'",
+            spec.table,
+            sinks::changelog::DEBEZIUM_JSON
+        )))
+    }
+
     /// The Parquet format a sink's options ask for.
     fn parquet_files(&self, spec: &ConnectorSpec) -> Result<Box<dyn FileFormat>> {
         let partition = PartitionBy::parse(
@@ -721,6 +784,18 @@ impl ConnectorFactory for Connectors {
                     "{at}table '{}': {e}",
                     spec.table
                 )));
+            }
+        }
+        for node in &graph.nodes {
+            if let NodeKind::Sink { spec } = &node.kind {
+                let updating = node
+                    .inputs
+                    .iter()
+                    .find(|e| eddy_engine::changelog::is_updating(&graph.nodes[e.from].schema));
+                if let Some(edge) = updating {
+                    let origin = eddy_engine::changelog::origin(&graph.nodes[edge.from].schema);
+                    self.check_takes_changelog(spec, origin.as_deref())?;
+                }
             }
         }
         if self.config.roots.is_some() {

@@ -301,9 +301,25 @@ impl JobGraph {
             .schema
             .fields()
             .iter()
+            .filter(|f| !crate::changelog::is_row_kind_field(f))
             .map(|f| format!("{}: {}", f.name(), f.data_type()))
             .collect();
-        format!("#{id} {what}{arrow}\n     schema: {}", cols.join(", "))
+        // Append-only nodes say nothing; updating ones say so, with their
+        // upsert key.
+        let mode = if crate::changelog::is_updating(&node.schema) {
+            let key = crate::changelog::upsert_key(&node.schema);
+            if key.is_empty() {
+                "\n     changelog: updating (+I -U +U -D)".to_string()
+            } else {
+                format!(
+                    "\n     changelog: updating (+I -U +U -D), upsert key ({})",
+                    key.join(", ")
+                )
+            }
+        } else {
+            String::new()
+        };
+        format!("#{id} {what}{arrow}\n     schema: {}{mode}", cols.join(", "))
     }
 
     /// What a node's checkpointed state depends on: its description, its

@@ -13,6 +13,7 @@
 //! lifecycle trait ([`operator::Operator`]); windows are defined in
 //! [`window`]; the built-in operators live in [`operators`].
 
+pub mod changelog;
 pub mod checkpoint;
 pub mod error;
 pub mod graph;

@@ -1,7 +1,8 @@
 //! Live tails of sink output: every sink of a server job is wrapped in a
 //! [`TeeSink`] that, besides writing, offers each batch on a broadcast
 //! channel; `GET /api/v1/jobs/{id}/sinks/{sink}/tail` turns a subscription
-//! into Server-Sent Events, one `row` event per row (its JSON).
+//! into Server-Sent Events, one `row` event per row (its JSON), or for an
+//! updating sink one `change` event per row, `{"kind": "+U", "row": {...}}`.
 //!
 //! The job never waits for a reader: a batch nobody listens to costs a
 //! counter check, and a reader that falls behind loses the oldest batches.
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use axum::response::sse::Event;
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_connectors::json_lines::encode_json_lines;
+use eddy_connectors::sinks::changelog::kind_prefixes;
 use eddy_engine::message::CheckpointId;
 use eddy_engine::sink::SinkWriter;
 use eddy_engine::state::StateSnapshot;
@@ -150,9 +152,22 @@ pub fn events(
             }
             expected = expected.max(item.first_row + item.batch.num_rows() as u64);
             let mut text = Vec::new();
-            if encode_json_lines(&item.batch, &mut text).is_ok() {
-                for line in String::from_utf8_lossy(&text).lines() {
-                    events.push(Event::default().event("row").data(line));
+            // An updating sink's rows carry their kind: `change` events.
+            let kinds = kind_prefixes(&item.batch);
+            let rows = eddy_engine::changelog::data_columns(&item.batch);
+            if let Ok(()) = rows
+                .map_err(|_| ())
+                .and_then(|rows| encode_json_lines(&rows, &mut text).map_err(|_| ()))
+            {
+                for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
+                    match kinds.as_ref().and_then(|k| k.get(i)) {
+                        Some(kind) => events.push(
+                            Event::default()
+                                .event("change")
+                                .data(format!("{{\"kind\":\"{kind}\",\"row\":{line}}}")),
+                        ),
+                        None => events.push(Event::default().event("row").data(line)),
+                    }
                 }
             }
             events

@@ -69,6 +69,14 @@ pub struct GraphNode {
     pub description: String,
     /// Its inputs.
     pub inputs: Vec<GraphEdge>,
+    /// Whether its rows change: an updating node emits a changelog (rows
+    /// of kind `+I`, `-U`, `+U`, `-D`); otherwise it only appends.
+    #[serde(default)]
+    pub updating: bool,
+    /// An updating node's upsert key (columns no two current rows share),
+    /// when known.
+    #[serde(default)]
+    pub upsert_key: Vec<String>,
 }
 
 /// The graph of a compiled job.
@@ -98,6 +106,8 @@ pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
                     },
                 })
                 .collect(),
+            updating: eddy_engine::changelog::is_updating(&node.schema),
+            upsert_key: eddy_engine::changelog::upsert_key(&node.schema),
         })
         .collect()
 }

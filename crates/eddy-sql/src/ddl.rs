@@ -10,7 +10,8 @@ use datafusion::common::DFSchema;
 use datafusion::execution::context::{SessionContext, SessionState};
 use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::{
-    ColumnOption, CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, Value,
+    ColumnOption, CreateTable, CreateTableOptions, Expr as SqlExpr, SqlOption, TableConstraint,
+    Value,
 };
 use eddy_engine::source::{
     BadRowPolicy, ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout,
@@ -31,6 +32,9 @@ pub struct TableDef {
     pub connector: String,
     /// Other options, keys lower-cased.
     pub options: BTreeMap<String, String>,
+    /// `PRIMARY KEY (...) NOT ENFORCED` columns, lower-cased (empty: none).
+    /// A change feed's rows are versions of the row with their key.
+    pub primary_key: Vec<String>,
     /// Where the statement starts.
     pub position: Position,
 }
@@ -323,8 +327,34 @@ pub fn table_def(
             })
         }
     };
+    // PRIMARY KEY (a, b) NOT ENFORCED, or a column's own PRIMARY KEY.
+    let mut primary_key = Vec::new();
+    for constraint in &create.constraints {
+        if let TableConstraint::PrimaryKey(key) = constraint {
+            primary_key.extend(key.columns.iter().map(|c| c.column.expr.to_string().to_lowercase()));
+        }
+    }
+    for column in &create.columns {
+        if column.options.iter().any(|o| matches!(o.option, ColumnOption::PrimaryKey(_))) {
+            primary_key.push(column.name.value.to_lowercase());
+        }
+    }
+    for key in &primary_key {
+        let key = key.trim_matches(|c| c == '"' || c == '`');
+        if output_schema.index_of(key).is_err() {
+            return Err(SqlError::at(
+                position,
+                format!("PRIMARY KEY column '{key}' is not a column of '{name}'"),
+            ));
+        }
+    }
+    let primary_key = primary_key
+        .into_iter()
+        .map(|k| k.trim_matches(|c| c == '"' || c == '`').to_string())
+        .collect();
     Ok(TableDef {
         name,
+        primary_key,
         layout: SourceLayout {
             physical_schema: physical,
             output_schema,

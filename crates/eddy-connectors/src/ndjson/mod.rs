@@ -5,8 +5,10 @@
 //!   offsets and line numbers for checkpoints and bad-row reports;
 //! - [`decode`]: chunks of lines into batches, on worker threads, bad
 //!   lines found and reported one by one;
-//! - [`flat`]: the fast path for chunks of flat objects of scalars.
+//! - [`flat`]: the fast path for chunks of flat objects of scalars;
+//! - [`debezium`]: Debezium change events into changelog rows.
 
+pub mod debezium;
 pub mod decode;
 pub mod flat;
 pub mod source;

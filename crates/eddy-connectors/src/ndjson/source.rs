@@ -27,6 +27,7 @@ use super::decode::{
     too_long_line, trim_line, Chunk, ChunkDecoder, DecodePool, Decoded, LineBlock, LinePosition,
     LineSpan,
 };
+use super::debezium::DebeziumEnvelope;
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.
@@ -61,11 +62,15 @@ pub struct NdjsonSource {
     /// Bytes of the last chunk: the next one starts with room for as many
     /// (growing a chunk from nothing copied it over and over).
     chunk_bytes: usize,
+    /// A change feed's envelope (a `schema` ending in the row-kind field:
+    /// lines are Debezium change events).
+    envelope: Option<DebeziumEnvelope>,
 }
 
 impl NdjsonSource {
     /// A source decoding `reader` into `schema`, `batch_size` rows at a
-    /// time, on `decode_threads` worker threads (0 or 1: on the caller's).
+    /// time (a `schema` ending in the row-kind field, see
+    /// `eddy_engine::changelog`, reads Debezium change events), on `decode_threads` worker threads (0 or 1: on the caller's).
     /// A `live` input (stdin, a pipe) hands on what it has instead of waiting
     /// for full batches.
     pub fn new(
@@ -76,9 +81,15 @@ impl NdjsonSource {
         decode_threads: usize,
         live: bool,
     ) -> Self {
+        let envelope = eddy_engine::changelog::is_updating(&schema)
+            .then(|| DebeziumEnvelope::new(schema.clone()));
+        let schema = envelope
+            .as_ref()
+            .map_or(schema, DebeziumEnvelope::envelope_schema);
         let pool = (decode_threads > 1)
             .then(|| DecodePool::new(decode_threads, schema.clone(), location.clone()));
         Self {
+            envelope,
             reader,
             inline: ChunkDecoder::new(schema, location.clone()),
             chunk_bytes: 0,
@@ -335,12 +346,25 @@ impl SourceReader for NdjsonSource {
                 ctx.bad_row(row);
             }
             self.returned = decoded.end;
-            if let Some(batch) = decoded
+            let batch = decoded
                 .batch
                 .map_err(|e| e.for_table(&table))?
-                .filter(|b| b.num_rows() > 0)
-            {
-                ctx.set_origins(Box::new(decoded.origins));
+                .filter(|b| b.num_rows() > 0);
+            let (batch, origins) = match (&self.envelope, batch) {
+                (Some(envelope), Some(envelopes)) => {
+                    let mut bad = Vec::new();
+                    let unwrapped = envelope
+                        .unwrap(&envelopes, decoded.origins, &mut bad)
+                        .map_err(|e| e.for_table(&table))?;
+                    for row in bad {
+                        ctx.bad_row(row);
+                    }
+                    unwrapped
+                }
+                (_, batch) => (batch, decoded.origins),
+            };
+            if let Some(batch) = batch.filter(|b| b.num_rows() > 0) {
+                ctx.set_origins(Box::new(origins));
                 return Ok(Some(batch));
             }
         }

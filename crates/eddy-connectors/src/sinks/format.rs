@@ -22,7 +22,7 @@ use datafusion::parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 
 use crate::error::{ConnectorError, Result};
-use crate::json_lines::encode_json_lines_with;
+use super::changelog::JsonLines;
 
 /// A format the rolling file sink writes.
 pub trait FileFormat: Send + Sync {
@@ -179,14 +179,14 @@ impl FormatWriter for ParquetWriter {
 /// NDJSON files (the NDJSON sink's lines).
 #[derive(Debug, Clone)]
 pub struct NdjsonFormat {
-    /// Write NULL fields as `null` (false: leave them out).
-    pub explicit_nulls: bool,
+    /// How rows become lines.
+    pub lines: JsonLines,
 }
 
 struct NdjsonWriter {
     out: BufWriter<File>,
     bytes: u64,
-    explicit_nulls: bool,
+    lines: JsonLines,
     line: Vec<u8>,
 }
 
@@ -199,7 +199,7 @@ impl FileFormat for NdjsonFormat {
         Ok(Box::new(NdjsonWriter {
             out: BufWriter::with_capacity(1 << 20, file),
             bytes: 0,
-            explicit_nulls: self.explicit_nulls,
+            lines: self.lines,
             line: Vec::new(),
         }))
     }
@@ -208,7 +208,7 @@ impl FileFormat for NdjsonFormat {
 impl FormatWriter for NdjsonWriter {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.line.clear();
-        encode_json_lines_with(batch, &mut self.line, self.explicit_nulls)?;
+        self.lines.encode(batch, &mut self.line)?;
         self.out
             .write_all(&self.line)
             .map_err(|source| ConnectorError::Io {

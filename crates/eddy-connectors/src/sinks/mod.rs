@@ -16,6 +16,7 @@
 //! checkpoint covering them completes; [`commit`] publishes, idempotently,
 //! whatever a checkpoint's sink state lists.
 
+pub mod changelog;
 pub mod commit;
 pub mod format;
 pub mod ndjson;

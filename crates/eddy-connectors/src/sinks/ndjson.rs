@@ -33,7 +33,7 @@ use super::{
     sync_dir, written_elsewhere,
 };
 use crate::error::{ConnectorError, Result};
-use crate::json_lines::encode_json_lines_with;
+use super::changelog::JsonLines;
 use crate::sinks::commit::SinkState;
 
 /// A staged part of an NDJSON sink's output.
@@ -92,7 +92,7 @@ enum Output {
 /// Writes JSON lines to a file.
 pub struct NdjsonSink {
     table: String,
-    explicit_nulls: bool,
+    lines: JsonLines,
     path: PathBuf,
     output: Output,
     scratch: Vec<u8>,
@@ -127,7 +127,7 @@ impl NdjsonSink {
     pub fn open(
         table: &str,
         path: PathBuf,
-        explicit_nulls: bool,
+        lines: JsonLines,
         mode: SinkMode<'_>,
     ) -> Result<Self> {
         let output = match mode {
@@ -159,7 +159,7 @@ impl NdjsonSink {
         };
         Ok(Self {
             table: table.to_string(),
-            explicit_nulls,
+            lines,
             path,
             output,
             scratch: Vec::new(),
@@ -174,7 +174,8 @@ impl NdjsonSink {
 impl SinkWriter for NdjsonSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
         self.scratch.clear();
-        encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls)
+        self.lines
+            .encode(batch, &mut self.scratch)
             .map_err(|e| self.fail(e))?;
         let result = match &mut self.output {
             Output::Direct(out) => out

@@ -1,4 +1,5 @@
-//! The stdout sink: one `TAG> {json}` line per row (`tag` option, default
+//! The stdout sink: one `TAG> {json}` line per row (`TAG> +U {json}` for
+//! an updating result, the row's kind as Flink's print connector shows it) (`tag` option, default
 //! the upper-cased table name; JSON spaced like Python's `json.dumps`;
 //! NULL fields left out with `omit_nulls = 'true'`), written whole under the
 //! stdout lock so lines of concurrently running sinks never interleave.
@@ -15,6 +16,8 @@ use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
 use crate::error::ConnectorError;
+use super::changelog::kind_prefixes;
+use eddy_engine::changelog;
 use crate::json_lines::{encode_json_lines_with, spaced_json};
 
 /// Where stdout sinks print.
@@ -61,9 +64,14 @@ impl SinkWriter for StdoutSink {
         }
         self.scratch.clear();
         self.text.clear();
-        encode_json_lines_with(batch, &mut self.scratch, self.explicit_nulls)
+        // An updating result's lines show each row's kind after the tag.
+        let kinds = kind_prefixes(batch);
+        let data = changelog::data_columns(batch)
+            .map_err(|e| ConnectorError::from(e).for_table(&self.table))?;
+        encode_json_lines_with(&data, &mut self.scratch, self.explicit_nulls)
             .map_err(|e| e.for_table(&self.table))?;
         let mut start = 0;
+        let mut row = 0;
         let ends = memchr::memchr_iter(b'\n', &self.scratch).chain([self.scratch.len()]);
         for end in ends {
             let line = &self.scratch[start..end];
@@ -73,6 +81,11 @@ impl SinkWriter for StdoutSink {
             }
             self.text.extend_from_slice(self.tag.as_bytes());
             self.text.extend_from_slice(b"> ");
+            if let Some(kind) = kinds.as_ref().and_then(|k| k.get(row)) {
+                self.text.extend_from_slice(kind.as_bytes());
+                self.text.push(b' ');
+            }
+            row += 1;
             spaced_json(line, &mut self.text);
             self.text.push(b'\n');
         }

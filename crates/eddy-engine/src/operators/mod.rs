@@ -7,6 +7,9 @@ pub mod interval_join;
 pub mod join_state;
 pub mod key_split;
 pub mod over;
+pub mod updating_aggregate;
+pub mod updating_join;
+pub mod updating_rank;
 pub mod session_aggregate;
 pub mod union;
 pub mod window_aggregate;
@@ -21,6 +24,15 @@ use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
+
+/// One aggregate call of a GROUP BY (windowed or not).
+#[derive(Debug, Clone)]
+pub struct AggregateCall {
+    /// The DataFusion aggregate (function, arguments, DISTINCT, output field).
+    pub expr: Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>,
+    /// The `FILTER (WHERE ...)` clause, if any.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+}
 
 /// A row converter for key expressions. With no keys every row gets the same
 /// key (a constant column), so keyed state code needs no special case.

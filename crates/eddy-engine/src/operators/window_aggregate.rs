@@ -89,13 +89,7 @@ pub enum GroupColumn {
 }
 
 /// One aggregate of the GROUP BY.
-#[derive(Debug, Clone)]
-pub struct WindowAggregate {
-    /// The DataFusion aggregate (function, arguments, DISTINCT, output field).
-    pub expr: Arc<AggregateFunctionExpr>,
-    /// The `FILTER (WHERE ...)` clause, if any.
-    pub filter: Option<Arc<dyn PhysicalExpr>>,
-}
+pub type WindowAggregate = super::AggregateCall;
 
 /// Plan of a window aggregation.
 #[derive(Debug, Clone)]

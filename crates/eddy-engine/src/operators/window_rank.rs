@@ -81,7 +81,8 @@ pub enum RankFunction {
 }
 
 impl RankFunction {
-    fn name(self) -> &'static str {
+    /// The SQL function's name.
+    pub fn name(self) -> &'static str {
         match self {
             RankFunction::RowNumber => "row_number",
             RankFunction::Rank => "rank",

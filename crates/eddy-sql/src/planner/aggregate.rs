@@ -15,7 +15,8 @@ use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::operator::OperatorPlan;
 use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
-use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregate, WindowAggregatePlan};
+use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregatePlan};
+use eddy_engine::operators::AggregateCall;
 use eddy_engine::window::window_struct_type;
 use eddy_engine::window::WindowSpec;
 
@@ -117,11 +118,11 @@ impl Compiler {
             }
         }
         let Some(window) = window else {
-            return Err(SqlError::at(
-                &self.anchor(position, &["GROUP"]),
-                "GROUP BY on a stream needs a window: add tumble(INTERVAL '10' SECOND) or hop(slide, width) to the GROUP BY (an aggregate over an unbounded stream would never finish)",
-            ));
+            return self.plan_updating_aggregate(aggregate, input, keys, position);
         };
+        input
+            .append_only("a window aggregate")
+            .map_err(|m| SqlError::at(&self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]), m))?;
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
@@ -142,32 +143,7 @@ impl Compiler {
             }
         }
 
-        let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
-        for expr in &aggregate.aggr_expr {
-            let planning = PhysicalPlanningContext::default();
-            let expr = crate::context::simplify(&state, expr.clone(), &input.schema)
-                .map_err(|e| self.df_error(position, e))?;
-            let lowered = LoweredAggregateBuilder::new(
-                &expr,
-                &input.schema,
-                &input_arrow,
-                state.execution_props(),
-                &planning,
-            )
-            .build()
-            .map_err(|e| self.df_error(position, e))?;
-            let (function, filter) = (lowered.aggregate, lowered.filter);
-            if !lowered.order_bys.is_empty() {
-                return Err(SqlError::at(
-                    position,
-                    format!("aggregate {} orders its input; ordered aggregates are not supported in windows", function.name()),
-                ));
-            }
-            aggregates.push(WindowAggregate {
-                expr: function,
-                filter,
-            });
-        }
+        let aggregates = self.lower_aggregates(aggregate, &input, position)?;
 
         // Output schema as DataFusion's Aggregate lays it out; the window column
         // carries eddy's window struct type.
@@ -227,5 +203,45 @@ impl Compiler {
             aggregate.schema.clone(),
             time,
         ))
+    }
+
+    /// Every aggregate call of `aggregate` as DataFusion's physical
+    /// aggregate over `input`'s rows.
+    pub(super) fn lower_aggregates(
+        &self,
+        aggregate: &Aggregate,
+        input: &Stream,
+        position: &Position,
+    ) -> Result<Vec<AggregateCall>> {
+        let state = self.ctx.state();
+        let input_arrow = Arc::new(input.schema.as_arrow().clone());
+        let mut aggregates = Vec::with_capacity(aggregate.aggr_expr.len());
+        for expr in &aggregate.aggr_expr {
+            let planning = PhysicalPlanningContext::default();
+            let expr = crate::context::simplify(&state, expr.clone(), &input.schema)
+                .map_err(|e| self.df_error(position, e))?;
+            let lowered = LoweredAggregateBuilder::new(
+                &expr,
+                &input.schema,
+                &input_arrow,
+                state.execution_props(),
+                &planning,
+            )
+            .build()
+            .map_err(|e| self.df_error(position, e))?;
+            let (function, filter) = (lowered.aggregate, lowered.filter);
+            if !lowered.order_bys.is_empty() {
+                return Err(SqlError::at(
+                    position,
+                    format!("aggregate {} orders its input; ordered aggregates are not supported in windows", function.name()),
+                ));
+            }
+            aggregates.push(AggregateCall {
+                expr: function,
+                filter,
+            });
+        }
+
+        Ok(aggregates)
     }
 }

@@ -28,10 +28,12 @@
 //! | anything else     | rejected with the reason                               |
 
 mod aggregate;
+mod change_feed;
 mod join;
 mod over;
 mod rank;
 mod stream;
+mod updating;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -362,6 +364,7 @@ impl Compiler {
                     },
                     connector: "stdout".into(),
                     options: BTreeMap::new(),
+                    primary_key: Vec::new(),
                     position: position.clone(),
                 };
                 self.tables.insert(sink.clone(), def);
@@ -500,6 +503,11 @@ impl Compiler {
             .get(name)
             .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
             .clone();
+        let feed = change_feed::of(&def)?;
+        let layout = match &feed {
+            Some(feed) => feed.layout.clone(),
+            None => def.layout.clone(),
+        };
         let node = match self.source_nodes.get(name) {
             Some(&node) => node,
             None => {
@@ -510,13 +518,13 @@ impl Compiler {
                             table: name.to_string(),
                             connector: def.connector.clone(),
                             options: def.options.clone(),
-                            schema: def.layout.physical_schema.clone(),
+                            schema: layout.physical_schema.clone(),
                             declared_at: def.position.to_string(),
                         },
-                        layout: def.layout.clone(),
+                        layout: layout.clone(),
                     },
                     inputs: Vec::new(),
-                    schema: def.schema(),
+                    schema: layout.output_schema.clone(),
                 });
                 self.source_nodes.insert(name.to_string(), node);
                 node
@@ -526,9 +534,10 @@ impl Compiler {
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
             time_lost: None,
+            changelog: feed.map(|f| f.changelog),
             windows: Vec::new(),
             endpoint: Endpoint { node, port: 0 },
-            endpoint_schema: def.schema(),
+            endpoint_schema: layout.output_schema.clone(),
             steps: Vec::new(),
             schema: Arc::new(schema),
             time: def.layout.event_time.map(|et| TimeAttr {
@@ -550,6 +559,7 @@ impl Compiler {
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
             time_lost: None,
+            changelog: None,
             windows: Vec::new(),
             endpoint: Endpoint {
                 node: main.endpoint.node,
@@ -574,6 +584,7 @@ impl Compiler {
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
             time_lost: None,
+            changelog: None,
             windows: Vec::new(),
             endpoint: Endpoint {
                 node: main.endpoint.node,
@@ -633,6 +644,9 @@ impl Compiler {
                         .enumerate()
                         .filter_map(|(column, &i)| stream.windows.iter().find(|w| w.column == i).map(|w| stream::WindowColumn { column, ..*w }))
                         .collect();
+                    if let Some(changelog) = stream.changelog.as_mut() {
+                        changelog.upsert_key = changelog.upsert_key.as_ref().and_then(|key| key.iter().map(|k| projection.iter().position(|i| i == k)).collect());
+                    }
                     stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(scan.projected_schema.as_arrow().clone()) });
                 }
                 stream.schema = scan.projected_schema.clone();
@@ -662,6 +676,9 @@ impl Compiler {
                 });
                 if let (Some(t), None) = (before, stream.time) {
                     stream.time_lost = Some(format!("the event-time column '{}' is not in the SELECT list", input_schema.field(t.column).name()));
+                }
+                if let Some(changelog) = stream.changelog.as_mut() {
+                    changelog.upsert_key = changelog.upsert_key.as_ref().and_then(|key| stream::projected_columns(&projection.expr, &input_schema, key));
                 }
                 stream.steps.push(CalcStep::Project { exprs, schema: Arc::new(projection.schema.as_arrow().clone()) });
                 stream.schema = projection.schema.clone();
@@ -706,11 +723,21 @@ impl Compiler {
             }
             LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate, position),
             LogicalPlan::Union(union) => {
+                let mut streams = Vec::new();
+                for input in &union.inputs {
+                    streams.push(self.plan_stream(input, position)?);
+                }
+                // One updating input makes the union updating: the others'
+                // rows become inserts.
+                let changelog = streams.iter().find_map(|s| s.changelog.clone()).map(|c| stream::Changelog { upsert_key: None, ..c });
                 let mut endpoints = Vec::new();
                 let mut times = Vec::new();
-                for input in &union.inputs {
-                    let mut stream = self.plan_stream(input, position)?;
-                    endpoints.push(stream.materialize(&mut self.graph));
+                for mut stream in streams {
+                    let endpoint = stream.materialize(&mut self.graph);
+                    endpoints.push(match (&changelog, &stream.changelog) {
+                        (Some(_), None) => stream::as_inserts(&mut self.graph, endpoint, &stream.endpoint_schema),
+                        _ => endpoint,
+                    });
                     times.push(stream.time);
                 }
                 let time = match times.first() {
@@ -720,10 +747,15 @@ impl Compiler {
                     }),
                     _ => None,
                 };
-                let schema = Arc::new(union.schema.as_arrow().clone());
+                let schema = match &changelog {
+                    Some(c) => eddy_engine::changelog::with_origin(&eddy_engine::changelog::updating_schema(union.schema.as_arrow(), &[]), &c.origin),
+                    None => Arc::new(union.schema.as_arrow().clone()),
+                };
                 let inputs = endpoints.iter().map(|&e| (e, Partitioning::Forward)).collect();
                 let node = stream::add_operator(&mut self.graph, Arc::new(UnionPlan::new(schema, endpoints.len())), inputs);
-                Ok(Stream::of_node(node, &self.graph, union.schema.clone(), time))
+                let mut stream = Stream::of_node(node, &self.graph, union.schema.clone(), time);
+                stream.changelog = changelog;
+                Ok(stream)
             }
             LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
             LogicalPlan::Window(window) => self.plan_over(window, position),
@@ -732,9 +764,10 @@ impl Compiler {
                 "ORDER BY on an unbounded stream never finishes; results come out in event-time order per window",
             )),
             LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => self.plan_distinct(input, position),
             LogicalPlan::Distinct(_) => Err(SqlError::at(
                 &self.anchor(position, &["DISTINCT"]),
-                "SELECT DISTINCT over an unbounded stream needs unbounded state; use GROUP BY with a window",
+                "SELECT DISTINCT ON is not supported on streams; write the deduplication as ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) = 1",
             )),
             LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(SqlError::at(
                 position,

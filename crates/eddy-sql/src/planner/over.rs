@@ -34,7 +34,17 @@ fn constant(expr: &Expr) -> Option<&ScalarValue> {
 
 impl Compiler {
     pub(super) fn plan_over(&mut self, window: &Window, position: &Position) -> Result<Stream> {
+        // The bound of a `WHERE rn <= N` above is this window's: keep it
+        // from filters planned below.
+        let limit = self.rank_limit.take();
         let mut input = self.plan_stream(&window.input, position)?;
+        self.rank_limit = limit;
+        if let Some(ranking) = super::rank::stream_ranking(self, window, &input) {
+            return self.plan_stream_rank(window, input, ranking, position);
+        }
+        input
+            .append_only("OVER")
+            .map_err(|m| SqlError::at(&self.anchor(position, &["OVER"]), m))?;
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 &self.anchor(position, &["OVER"]),
@@ -72,7 +82,7 @@ impl Compiler {
             let ranking = matches!(fun, WindowFunctionDefinition::WindowUDF(f) if matches!(f.name(), "row_number" | "rank" | "dense_rank"));
             if !order_ok && ranking {
                 return Err(SqlError::at(&self.anchor(position, &["OVER"]),
-                    format!("a ranking on a stream that is not ORDER BY {time_name} (Top-N) ranks the results of a window: PARTITION BY window_start, window_end (or the window) of a window aggregate; over the whole stream it would never be final"),
+                    format!("a ranking on a stream that is not ORDER BY {time_name} needs a bound: a WHERE rn <= N above it (a Top-N over the stream, whose rows change), or PARTITION BY window_start, window_end (or the window) of a window aggregate (a window Top-N); unbounded, every row would re-rank its whole partition"),
                 ));
             }
             if !order_ok {

@@ -1,4 +1,5 @@
-//! Plans window Top-N: ranking functions over window results.
+//! Plans Top-N: ranking functions over window results, and over whole
+//! streams.
 //!
 //! `ROW_NUMBER() | RANK() | DENSE_RANK() OVER (PARTITION BY <window> ...
 //! ORDER BY ...)` whose PARTITION BY holds the input's event-time column —
@@ -6,6 +7,14 @@
 //! in Arroyo's `PARTITION BY window` — becomes a `window_rank` operator that
 //! ranks each window's rows once they are all in. A `WHERE rn <= N` (or
 //! `rn < N`, `rn = 1`) above it lets the operator keep only the top N.
+//!
+//! A ranking not confined to a window, bounded by such a `WHERE`, is a
+//! Top-N over the whole stream (deduplication when N is 1): an
+//! `updating_rank` whose output is an updating stream. Keep-first
+//! deduplication on the event time (`ROW_NUMBER() OVER (PARTITION BY k
+//! ORDER BY <event time>) = 1` over an append-only stream) stays an OVER
+//! `row_number` under the watermark, whose output is append-only: a row is
+//! released once no earlier one can come.
 
 use std::sync::Arc;
 
@@ -18,11 +27,13 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::PhysicalSortExpr;
+use eddy_engine::changelog;
+use eddy_engine::operators::updating_rank::UpdatingRankPlan;
 use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
 
-use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
+use super::stream::{add_operator, keyed, Changelog, Stream, TimeAttr, WindowColumn};
 use super::Compiler;
-use crate::error::{Position, Result};
+use crate::error::{Position, Result, SqlError};
 
 /// A filter's bound on a ranking column: `column <= limit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +200,58 @@ fn window_column(plan: &LogicalPlan, name: &str) -> Option<String> {
     }
 }
 
+/// A ranking over a whole stream that a `WHERE` bounds: the functions,
+/// which of them the bound applies to, and the bound.
+pub(super) struct StreamRanking {
+    functions: Vec<RankFunction>,
+    limited: usize,
+    limit: usize,
+}
+
+/// The Top-N over the whole stream `window` computes, if it is one: every
+/// function a ranking with one shared window, not confined to a window of
+/// the input's event time, bounded by the `WHERE` above it; and not the
+/// keep-first deduplication on event time that OVER runs append-only.
+pub(super) fn stream_ranking(compiler: &Compiler, window: &Window, input: &Stream) -> Option<StreamRanking> {
+    let bound = compiler.rank_limit.clone()?;
+    let first = function_params(window.window_expr.first()?)?;
+    let mut functions = Vec::with_capacity(window.window_expr.len());
+    for expr in &window.window_expr {
+        let function = function_params(expr)?;
+        if function.params.partition_by != first.params.partition_by
+            || function.params.order_by != first.params.order_by
+        {
+            return None;
+        }
+        functions.push(rank_function(function)?);
+    }
+    if let Some(time) = input.time {
+        if input.changelog.is_none()
+            && rank_functions(window, &input.schema, time.column, &input.windows).is_some()
+        {
+            return None; // a window Top-N
+        }
+        let keep_first_on_time = functions == [RankFunction::RowNumber]
+            && bound.limit == 1
+            && input.changelog.is_none()
+            && first.params.order_by.len() == 1
+            && first.params.order_by[0].asc
+            && matches!(&first.params.order_by[0].expr, Expr::Column(c) if input.schema.index_of_column(c).ok() == Some(time.column));
+        if keep_first_on_time {
+            return None;
+        }
+    }
+    let first_output = window.input.schema().fields().len();
+    let limited = (first_output..window.schema.fields().len())
+        .find(|&i| *window.schema.field(i).name() == bound.column)?
+        - first_output;
+    Some(StreamRanking {
+        functions,
+        limited,
+        limit: bound.limit,
+    })
+}
+
 impl Compiler {
     pub(super) fn plan_window_rank(
         &mut self,
@@ -271,6 +334,115 @@ impl Compiler {
         // The input's columns come first and unchanged.
         let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), Some(time));
         stream.windows = input.windows;
+        Ok(stream)
+    }
+
+    /// A Top-N over the whole stream (see the module docs).
+    pub(super) fn plan_stream_rank(
+        &mut self,
+        window: &Window,
+        mut input: Stream,
+        ranking: StreamRanking,
+        position: &Position,
+    ) -> Result<Stream> {
+        self.rank_limit = None;
+        let state = self.ctx.state();
+        let input_schema = input.schema.clone();
+        let physical = |e: &Expr| {
+            crate::context::physical_expr(&state, e.clone(), &input_schema)
+                .map_err(|e| self.df_error(position, e))
+        };
+        let params = window
+            .window_expr
+            .first()
+            .and_then(function_params)
+            .map(|f| &f.params)
+            .ok_or_else(|| SqlError::Internal("a ranking without function".into()))?;
+        if params.order_by.is_empty() {
+            return Err(SqlError::at(
+                &self.anchor(position, &["OVER"]),
+                "a Top-N needs an ORDER BY in its OVER clause (which rows come first)",
+            ));
+        }
+        let partition_by = params
+            .partition_by
+            .iter()
+            .map(physical)
+            .collect::<Result<Vec<_>>>()?;
+        let order_by = params
+            .order_by
+            .iter()
+            .map(|sort| {
+                Ok(PhysicalSortExpr::new(
+                    physical(&sort.expr)?,
+                    SortOptions::new(!sort.asc, sort.nulls_first),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // Upsert key: the partition columns and a row number (unique per
+        // partition), when the partition is plain columns.
+        let first_output = input_schema.fields().len();
+        let partition_columns: Option<Vec<usize>> = params
+            .partition_by
+            .iter()
+            .map(|e| match e {
+                Expr::Column(c) => input_schema.index_of_column(c).ok(),
+                _ => None,
+            })
+            .collect();
+        let upsert_key = partition_columns
+            .filter(|_| ranking.functions[ranking.limited] == RankFunction::RowNumber)
+            .map(|mut key| {
+                key.push(first_output + ranking.limited);
+                key
+            });
+        let key_names: Vec<String> = upsert_key
+            .iter()
+            .flatten()
+            .map(|&i| window.schema.field(i).name().clone())
+            .collect();
+        let at = self.anchor(position, &["OVER", "ROW_NUMBER", "RANK", "DENSE_RANK"]);
+        let what = if ranking.limit == 1 && ranking.functions[ranking.limited] == RankFunction::RowNumber {
+            "the deduplication"
+        } else {
+            "the Top-N"
+        };
+        let origin = format!(
+            "{what} ({}() OVER ... <= {}) at {at}",
+            ranking.functions[ranking.limited].name().to_uppercase(),
+            ranking.limit
+        );
+        let fields: Vec<datafusion::arrow::datatypes::Field> = window
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let output_schema = changelog::with_origin(
+            &changelog::updating_schema(&Schema::new(fields), &key_names),
+            &origin,
+        );
+        let plan = UpdatingRankPlan {
+            input_schema: Arc::new(input_schema.as_arrow().clone()),
+            output_schema,
+            partition_by: partition_by.clone(),
+            order_by,
+            functions: ranking.functions,
+            limited: ranking.limited,
+            limit: ranking.limit,
+            input_updating: input.changelog.is_some(),
+        };
+        let from = input.materialize(&mut self.graph);
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![(from, keyed(partition_by))],
+        );
+        let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), None);
+        stream.time_lost = Some(format!(
+            "{origin} revises its rows, which have no event time"
+        ));
+        stream.changelog = Some(Changelog { origin, upsert_key });
         Ok(stream)
     }
 }

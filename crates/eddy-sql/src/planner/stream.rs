@@ -10,6 +10,8 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use datafusion::physical_expr::expressions::Column;
+use eddy_engine::changelog;
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
 use crate::udf::{interval_expr_ms, strip_casts};
@@ -52,6 +54,20 @@ pub struct Stream {
     /// Where the event time went, when an input had one and this stream
     /// has none (for "needs event time" errors).
     pub time_lost: Option<String>,
+    /// Set when the stream is updating (its endpoint's rows carry a row
+    /// kind, see `eddy_engine::changelog`); `None` when append-only.
+    pub changelog: Option<Changelog>,
+}
+
+/// What the planner knows of an updating stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changelog {
+    /// What made it updating, for messages: "the GROUP BY without a window
+    /// at q.sql:3:1".
+    pub origin: String,
+    /// Columns (indices in the stream's schema) no two current rows share,
+    /// when known.
+    pub upsert_key: Option<Vec<usize>>,
 }
 
 /// A column whose value is a bound (start, end or time) of the tumbling
@@ -84,7 +100,34 @@ impl Stream {
             time,
             windows: Vec::new(),
             time_lost: None,
+            changelog: None,
         }
+    }
+
+    /// Refuses an updating stream as the input of `operator`, which takes
+    /// only appends: the message names what made the stream updating.
+    pub fn append_only(&self, operator: &str) -> Result<(), String> {
+        match &self.changelog {
+            None => Ok(()),
+            Some(changelog) => Err(format!(
+                "{operator} takes only an append-only input, but its input is updating (its rows change: {} emits updates and retractions); \
+                 aggregate it without a window, or put the windowed step before the updating one",
+                changelog.origin
+            )),
+        }
+    }
+
+    /// The upsert key's column names, if known.
+    fn upsert_key_names(&self) -> Vec<String> {
+        self.changelog
+            .as_ref()
+            .and_then(|c| c.upsert_key.as_ref())
+            .map(|key| {
+                key.iter()
+                    .map(|&i| self.schema.field(i).name().clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Why this stream has no event time, for an operator that needs it.
@@ -103,10 +146,31 @@ impl Stream {
             return self.endpoint;
         }
         let mut plan = CalcPlan::new(self.endpoint_schema.clone());
+        // An updating stream's row kind rides along as its last column:
+        // filters keep it, projections pass it on.
+        let updating = changelog::is_updating(&self.endpoint_schema);
+        let key_names = self.upsert_key_names();
+        let mut width = self.endpoint_schema.fields().len();
         for step in self.steps.drain(..) {
+            let step = match step {
+                CalcStep::Project { mut exprs, schema } if updating => {
+                    exprs.push(Arc::new(Column::new(changelog::ROW_KIND, width - 1)));
+                    width = exprs.len();
+                    CalcStep::Project {
+                        exprs,
+                        schema: changelog::updating_schema(&schema, &[]),
+                    }
+                }
+                other => other,
+            };
             plan.push(step);
         }
-        let schema = Arc::new(self.schema.as_arrow().clone());
+        let schema = if updating {
+            let origin = self.changelog.as_ref().map(|c| c.origin.as_str()).unwrap_or_default();
+            changelog::with_origin(&changelog::updating_schema(self.schema.as_arrow(), &key_names), origin)
+        } else {
+            Arc::new(self.schema.as_arrow().clone())
+        };
         let id = graph.nodes.len();
         let node = graph.add(Node {
             name: format!("calc#{id}"),
@@ -154,6 +218,15 @@ pub fn projected_time(exprs: &[Expr], schema: &DFSchema, time: usize) -> Option<
             .iter()
             .position(|e| window_end_of(e, schema) == Some(time))
     })
+}
+
+/// Where `columns` of `schema` are in a projection's output, when every
+/// one is passed through unchanged (an upsert key survives only so).
+pub fn projected_columns(exprs: &[Expr], schema: &DFSchema, columns: &[usize]) -> Option<Vec<usize>> {
+    columns
+        .iter()
+        .map(|&c| exprs.iter().position(|e| column_index(e, schema) == Some(c)))
+        .collect()
 }
 
 /// The input column an expression passes through unchanged, if any.
@@ -238,6 +311,38 @@ fn window_bound(expr: &Expr, schema: &DFSchema, time: usize) -> Option<(i64, i64
         }
         _ => None,
     }
+}
+
+/// An append-only stream's rows as the inserts of an updating stream (a
+/// calc appending the row kind `+I`), for a union with an updating stream.
+pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> Endpoint {
+    let mut exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as _)
+        .collect();
+    exprs.push(Arc::new(datafusion::physical_expr::expressions::Literal::new(
+        ScalarValue::Int8(Some(changelog::RowKind::Insert.byte())),
+    )));
+    let output = changelog::updating_schema(schema, &[]);
+    let mut plan = CalcPlan::new(schema.clone());
+    plan.push(CalcStep::Project {
+        exprs,
+        schema: output.clone(),
+    });
+    let id = graph.nodes.len();
+    let node = graph.add(Node {
+        name: format!("calc#{id}"),
+        kind: NodeKind::Operator(Arc::new(plan)),
+        inputs: vec![Edge {
+            from: from.node,
+            port: from.port,
+            partitioning: Partitioning::Forward,
+        }],
+        schema: output,
+    });
+    Endpoint { node, port: 0 }
 }
 
 /// How rows go to an operator keyed by `keys`: by their hash, or, without

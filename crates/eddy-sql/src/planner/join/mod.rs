@@ -12,11 +12,15 @@
 //! apart in event time never pair, so a row's state lives at most that long
 //! past the watermark. An INNER join with no time bound at all is a regular
 //! join: it keeps every row for the life of the job and its output has no
-//! event time. An outer join needs both a lower and an upper bound (or the
-//! TTL): its null-padded rows are final only once no partner can arrive.
+//! event time. An outer join with a time bound needs both a lower and an
+//! upper one (or the TTL): its null-padded rows are final only once no
+//! partner can arrive. An outer join with no time bound at all, and any
+//! join over an updating input, is an updating join (`updating.rs`): its
+//! null-padded rows are taken back when a partner comes.
 
 mod condition;
 mod inputs;
+mod updating;
 
 use std::sync::Arc;
 
@@ -185,6 +189,15 @@ impl Compiler {
                 _ => {}
             }
             residual.push(conjunct.clone());
+        }
+        // A join over an updating input, or an outer join with no time
+        // bound at all, has a changing result.
+        let unbounded_outer = kind != JoinKind::Inner
+            && bounds.lower.is_none()
+            && bounds.upper.is_none()
+            && self.state_ttl_ms.is_none();
+        if left.changelog.is_some() || right.changelog.is_some() || unbounded_outer {
+            return self.plan_updating_join(join, kind, left, right, position);
         }
         let regular = kind == JoinKind::Inner
             && bounds.lower.is_none()

@@ -1,0 +1,224 @@
+//! Debezium change events read from NDJSON (`format = 'debezium-json'`):
+//! a change feed of a database table.
+//!
+//! In: lines `{"before": {...} | null, "after": {...} | null, "op": "c" |
+//! "r" | "u" | "d", ...}` (the envelope's other fields, `ts_ms`, `source`,
+//! `transaction`, are ignored), decoded by the NDJSON decoder into the
+//! envelope's schema. Out: changelog rows (see `eddy_engine::changelog`):
+//! the table's columns and the row kind. `c` (create) and `r` (a snapshot
+//! read) are `+I` of `after`; `u` is `-U` of `before` then `+U` of
+//! `after`; `d` is `-D` of `before`.
+//!
+//! A bad envelope is a bad row naming its line: no `op` or an unknown one,
+//! an update or delete without `before`, a create or update without
+//! `after`, a NULL in a NOT NULL column of the image used.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, Int8Array, StringArray, StructArray};
+use datafusion::arrow::compute::{cast, interleave};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::changelog::RowKind;
+use eddy_engine::source::{BadRow, RowOrigins};
+
+use super::decode::NdjsonOrigins;
+use crate::error::Result;
+
+/// The `format` option value of a Debezium change feed.
+pub const FORMAT: &str = "debezium-json";
+
+/// Turns decoded Debezium envelopes into changelog rows.
+#[derive(Debug, Clone)]
+pub struct DebeziumEnvelope {
+    /// The table's columns and the row kind (what the source yields).
+    output: SchemaRef,
+    /// What lines are decoded into.
+    envelope: SchemaRef,
+}
+
+impl DebeziumEnvelope {
+    /// Envelopes of rows of `output` (the table's columns, then the
+    /// row-kind field).
+    pub fn new(output: SchemaRef) -> Self {
+        let width = output.fields().len().saturating_sub(1);
+        let image: Fields = output.fields()[..width]
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let envelope = Arc::new(Schema::new(vec![
+            Field::new("before", DataType::Struct(image.clone()), true),
+            Field::new("after", DataType::Struct(image), true),
+            Field::new("op", DataType::Utf8, true),
+        ]));
+        Self { output, envelope }
+    }
+
+    /// The schema lines are decoded into.
+    pub fn envelope_schema(&self) -> SchemaRef {
+        self.envelope.clone()
+    }
+
+    /// The changelog rows of decoded envelopes, with where each came from;
+    /// bad envelopes go to `bad`.
+    pub fn unwrap(
+        &self,
+        envelopes: &RecordBatch,
+        origins: NdjsonOrigins,
+        bad: &mut Vec<BadRow>,
+    ) -> Result<(Option<RecordBatch>, NdjsonOrigins)> {
+        let column = |i: usize| envelopes.column(i);
+        let (Some(before), Some(after), Some(op)) = (
+            column(0).as_any().downcast_ref::<StructArray>(),
+            column(1).as_any().downcast_ref::<StructArray>(),
+            column(2).as_any().downcast_ref::<StringArray>(),
+        ) else {
+            return Ok((None, origins.select(&[])));
+        };
+        let width = self.output.fields().len() - 1;
+        // (image: 0 before, 1 after; row), the kind, and the envelope row.
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(envelopes.num_rows());
+        let mut kinds: Vec<i8> = Vec::with_capacity(envelopes.num_rows());
+        let mut rows: Vec<usize> = Vec::with_capacity(envelopes.num_rows());
+        let not_null: Vec<usize> = (0..width)
+            .filter(|&c| !self.output.field(c).is_nullable())
+            .collect();
+        let null_column = |image: &StructArray, r: usize| {
+            not_null
+                .iter()
+                .find(|&&c| image.column(c).is_null(r))
+                .map(|&c| self.output.field(c).name().clone())
+        };
+        for r in 0..envelopes.num_rows() {
+            let op_value = (!op.is_null(r)).then(|| op.value(r));
+            let has_before = before.is_valid(r);
+            let has_after = after.is_valid(r);
+            let wanted: &[(usize, RowKind)] = match op_value {
+                Some("c" | "r") if has_after => &[(1, RowKind::Insert)],
+                Some("u") if has_before && has_after => {
+                    &[(0, RowKind::UpdateBefore), (1, RowKind::UpdateAfter)]
+                }
+                Some("d") if has_before => &[(0, RowKind::Delete)],
+                other => {
+                    let reason = match other {
+                        None => "a Debezium event without \"op\"".to_string(),
+                        Some("c" | "r") => format!("op \"{}\" without \"after\"", other.unwrap_or_default()),
+                        Some("u") if !has_before => "op \"u\" without \"before\" (the old row; the source database must log full rows)".to_string(),
+                        Some("u") => "op \"u\" without \"after\"".to_string(),
+                        Some("d") => "op \"d\" without \"before\" (the deleted row)".to_string(),
+                        Some(o) => format!("unknown op \"{o}\" (Debezium's are c, r, u and d)"),
+                    };
+                    let mut row = origins.origin(r);
+                    row.reason = reason;
+                    row.column = Some("op".into());
+                    bad.push(row);
+                    continue;
+                }
+            };
+            let missing = wanted.iter().find_map(|&(image, _)| {
+                null_column(if image == 0 { before } else { after }, r)
+                    .map(|c| (c, if image == 0 { "before" } else { "after" }))
+            });
+            if let Some((column, image)) = missing {
+                let mut row = origins.origin(r);
+                row.reason = format!("column '{column}' of \"{image}\" is NULL but declared NOT NULL");
+                row.column = Some(column);
+                bad.push(row);
+                continue;
+            }
+            for &(image, kind) in wanted {
+                picks.push((image, r));
+                kinds.push(kind.byte());
+                rows.push(r);
+            }
+        }
+        if picks.is_empty() {
+            return Ok((None, origins.select(&[])));
+        }
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(width + 1);
+        for c in 0..width {
+            let sources: [&dyn Array; 2] = [before.column(c).as_ref(), after.column(c).as_ref()];
+            let values = interleave(&sources, &picks)?;
+            let field = self.output.field(c);
+            columns.push(if values.data_type() == field.data_type() {
+                values
+            } else {
+                cast(&values, field.data_type())?
+            });
+        }
+        columns.push(Arc::new(Int8Array::from(kinds)));
+        let batch = RecordBatch::try_new(self.output.clone(), columns)?;
+        Ok((Some(batch), origins.select(&rows)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eddy_engine::changelog;
+
+    use super::*;
+    use crate::ndjson::decode::{decode, Chunk, LinePosition, LineSpan};
+
+    fn envelope() -> DebeziumEnvelope {
+        DebeziumEnvelope::new(changelog::updating_schema(
+            &Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("name", DataType::Utf8, true),
+            ]),
+            &[],
+        ))
+    }
+
+    fn chunk(text: &str) -> Chunk {
+        let bytes = text.as_bytes().to_vec();
+        let mut lines = Vec::new();
+        let mut start = 0;
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            lines.push(LineSpan {
+                number: i as u64 + 1,
+                offset: start as u64,
+                start,
+                end: start + line.len(),
+            });
+            start += line.len();
+        }
+        Chunk {
+            bytes,
+            lines,
+            blocks: Vec::new(),
+            max_line_bytes: 1 << 20,
+            bad: Vec::new(),
+            end: LinePosition::default(),
+        }
+    }
+
+    #[test]
+    fn operations_become_row_kinds_and_bad_envelopes_bad_rows() {
+        let text = concat!(
+            "{\"before\":null,\"after\":{\"id\":1,\"name\":\"a\"},\"op\":\"c\",\"ts_ms\":1,\"source\":{\"db\":\"x\"}}\n",
+            "{\"before\":{\"id\":1,\"name\":\"a\"},\"after\":{\"id\":1,\"name\":\"b\"},\"op\":\"u\"}\n",
+            "{\"before\":null,\"after\":{\"id\":1,\"name\":\"b\"},\"op\":\"u\"}\n",
+            "{\"before\":{\"id\":1,\"name\":\"b\"},\"after\":null,\"op\":\"d\"}\n",
+            "{\"before\":null,\"after\":{\"id\":2},\"op\":\"r\"}\n",
+            "{\"after\":{\"id\":3},\"op\":\"x\"}\n",
+            "{\"after\":{\"name\":\"no id\"},\"op\":\"c\"}\n",
+        );
+        let envelope = envelope();
+        let decoded = decode(&envelope.envelope_schema(), "feed.ndjson", chunk(text));
+        let batch = decoded.batch.unwrap().unwrap();
+        let mut bad = Vec::new();
+        let (rows, origins) = envelope.unwrap(&batch, decoded.origins, &mut bad).unwrap();
+        let rows = rows.unwrap();
+        let kinds = changelog::row_kinds(&rows).unwrap().values().to_vec();
+        assert_eq!(kinds, vec![0, 1, 2, 3, 0]);
+        let lines: Vec<u64> = origins.spans().iter().map(|s| s.number).collect();
+        assert_eq!(lines, vec![1, 2, 2, 4, 5], "each row knows its line");
+        let reasons: Vec<(Option<u64>, String)> =
+            bad.into_iter().map(|b| (b.line, b.reason)).collect();
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert_eq!(reasons[0].0, Some(3));
+        assert!(reasons[0].1.contains("without \"before\""), "{reasons:?}");
+        assert!(reasons[1].1.contains("unknown op \"x\""), "{reasons:?}");
+        assert!(reasons[2].1.contains("column 'id' of \"after\" is NULL"), "{reasons:?}");
+    }
+}

@@ -1,0 +1,603 @@
+//! Regular joins whose result changes: INNER, LEFT, RIGHT and FULL joins on
+//! key equality, without a time bound, over append-only or updating inputs.
+//!
+//! In: rows of either side, append-only or updating (a side's `-U`/`-D`
+//! rows take the row back out). Out: an updating stream of the joined rows
+//! (left columns, right columns, the row kind). For a row put in on one
+//! side, every partner the other side holds (same key, the residual
+//! condition true) yields `+I` of the pair; on a preserved side (LEFT's
+//! left, ...) a row without partners yields `+I` of itself padded with
+//! NULLs, and a partner that had none until now first takes its padded row
+//! back (`-D`). A row taken out does the reverse. Keys that are NULL match
+//! nothing.
+//!
+//! State per side: its rows by key, each encoded row with its copies and
+//! how many partner rows (copies counted) it pairs with, which says when a
+//! preserved row goes from padded to paired and back. Checkpoints: one
+//! table per side of (key, row, copies, partners).
+//!
+//! Each batch is joined in two steps: the candidate pairs of all its rows
+//! (the other side does not change during the batch) are built and the
+//! residual condition evaluated on them as one batch; then the rows are
+//! applied in order, updating partner counts, and the output assembled with
+//! `interleave`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::physical_expr::expressions::col;
+//! use eddy_engine::changelog;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::interval_join::JoinKind;
+//! use eddy_engine::operators::updating_join::UpdatingJoinPlan;
+//!
+//! let side = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+//! let plan = UpdatingJoinPlan {
+//!     kind: JoinKind::Left,
+//!     left_schema: side.clone(),
+//!     right_schema: side.clone(),
+//!     output_schema: changelog::updating_schema(
+//!         &Schema::new(vec![Field::new("k", DataType::Utf8, true), Field::new("k2", DataType::Utf8, true)]),
+//!         &[],
+//!     ),
+//!     left_keys: vec![col("k", &side).unwrap()],
+//!     right_keys: vec![col("k", &side).unwrap()],
+//!     residual: None,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let rows = RecordBatch::try_new(side, vec![Arc::new(StringArray::from(vec!["a"]))]).unwrap();
+//! op.on_batch(0, rows.clone(), &mut out).unwrap(); // +I (a, NULL)
+//! op.on_batch(1, rows, &mut out).unwrap(); // -D (a, NULL), +I (a, a)
+//! let kinds: Vec<i8> = out
+//!     .drain()
+//!     .flat_map(|(_, b)| changelog::row_kinds(&b).unwrap().values().to_vec())
+//!     .collect();
+//! assert_eq!(kinds, vec![0, 3, 0]);
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, BinaryArray, Int8Array, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::compute::{interleave, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use super::interval_join::JoinKind;
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+
+const KIND: &str = "updating_join";
+
+/// Plan of a regular join with a changing result.
+#[derive(Debug, Clone)]
+pub struct UpdatingJoinPlan {
+    /// INNER, LEFT, RIGHT or FULL.
+    pub kind: JoinKind,
+    /// The left input's own columns (an updating input's row kind follows).
+    pub left_schema: SchemaRef,
+    /// The right input's own columns.
+    pub right_schema: SchemaRef,
+    /// Left columns, right columns, the row kind.
+    pub output_schema: SchemaRef,
+    /// Key expressions over left rows.
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Key expressions over right rows (same types, in the same order).
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Condition on the joined columns beyond the keys.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+}
+
+impl OperatorPlan for UpdatingJoinPlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<String> = self
+            .left_keys
+            .iter()
+            .zip(&self.right_keys)
+            .map(|(l, r)| format!("{l} = {r}"))
+            .collect();
+        let residual = self
+            .residual
+            .as_ref()
+            .map(|r| format!(" and {r}"))
+            .unwrap_or_default();
+        format!(
+            "{} on {}{residual}, every row kept, output updating",
+            self.kind.name(),
+            keys.join(" and ")
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let key_fields = self
+            .left_keys
+            .iter()
+            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let row_fields = |schema: &SchemaRef| -> Vec<SortField> {
+            schema
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect()
+        };
+        Ok(Box::new(UpdatingJoin {
+            keys: RowConverter::new(key_fields)?,
+            rows: [
+                RowConverter::new(row_fields(&self.left_schema))?,
+                RowConverter::new(row_fields(&self.right_schema))?,
+            ],
+            sides: [HashMap::new(), HashMap::new()],
+            held: 0,
+            unmatched_retractions: 0,
+            plan: self.clone(),
+        }))
+    }
+}
+
+/// A held row: its copies and how many partner rows (copies counted) it
+/// pairs with.
+#[derive(Debug, Clone, Copy, Default)]
+struct Held {
+    copies: u32,
+    partners: u64,
+}
+
+/// One side's rows: key -> encoded row -> held.
+type SideState = HashMap<Box<[u8]>, HashMap<Box<[u8]>, Held>>;
+
+struct UpdatingJoin {
+    plan: UpdatingJoinPlan,
+    keys: RowConverter,
+    /// Row encoders of the left and right side.
+    rows: [RowConverter; 2],
+    sides: [SideState; 2],
+    held: usize,
+    unmatched_retractions: u64,
+}
+
+/// An output row: kind, this side's batch row (or NULLs), the candidate
+/// pair whose partner row it holds (or NULLs).
+struct OutRow {
+    kind: RowKind,
+    own: Option<usize>,
+    partner: Option<usize>,
+}
+
+impl UpdatingJoin {
+    fn preserves(&self, side: usize) -> bool {
+        if side == 0 {
+            self.plan.kind.keeps_left()
+        } else {
+            self.plan.kind.keeps_right()
+        }
+    }
+
+    /// Assembles output rows: this side's columns from `data`, the other
+    /// side's from `partners` (one row per candidate pair).
+    fn output(
+        &self,
+        side: usize,
+        data: &RecordBatch,
+        partners: &[ArrayRef],
+        rows: &[OutRow],
+    ) -> Result<RecordBatch> {
+        let n = rows.len();
+        let own_columns = |c: usize| -> Result<ArrayRef> {
+            let column = data.column(c);
+            let nulls = new_null_array(column.data_type(), 1);
+            let sources: [&dyn Array; 2] = [column.as_ref(), nulls.as_ref()];
+            let picks: Vec<(usize, usize)> = rows
+                .iter()
+                .map(|r| r.own.map_or((1, 0), |i| (0, i)))
+                .collect();
+            Ok(interleave(&sources, &picks)?)
+        };
+        let partner_columns = |c: usize| -> Result<ArrayRef> {
+            let column = &partners[c];
+            let nulls = new_null_array(column.data_type(), 1);
+            let sources: [&dyn Array; 2] = [column.as_ref(), nulls.as_ref()];
+            let picks: Vec<(usize, usize)> = rows
+                .iter()
+                .map(|r| r.partner.map_or((1, 0), |i| (0, i)))
+                .collect();
+            Ok(interleave(&sources, &picks)?)
+        };
+        let own: Vec<ArrayRef> = (0..data.num_columns())
+            .map(own_columns)
+            .collect::<Result<_>>()?;
+        let other: Vec<ArrayRef> = (0..partners.len())
+            .map(partner_columns)
+            .collect::<Result<_>>()?;
+        let mut columns = if side == 0 {
+            [own, other].concat()
+        } else {
+            [other, own].concat()
+        };
+        columns.push(Arc::new(Int8Array::from(
+            rows.iter().map(|r| r.kind.byte()).collect::<Vec<_>>(),
+        )));
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+}
+
+impl Operator for UpdatingJoin {
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let side = input.min(1);
+        let other = 1 - side;
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let kinds = changelog::row_kinds(&batch).cloned();
+        if let Some(kinds) = &kinds {
+            changelog::check_kinds(kinds)?;
+        }
+        let data = changelog::data_columns(&batch)?;
+        let key_exprs = if side == 0 {
+            &self.plan.left_keys
+        } else {
+            &self.plan.right_keys
+        };
+        let key_columns = key_exprs
+            .iter()
+            .map(|k| Ok(k.evaluate(&data)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let keys = self.keys.convert_columns(&key_columns)?;
+        let has_null_key = |r: usize| key_columns.iter().any(|c| c.is_null(r));
+        let encoded = self.rows[side].convert_columns(data.columns())?;
+
+        // Step 1: candidate pairs (row, partner) and the residual on them.
+        let mut pair_rows: Vec<u32> = Vec::new();
+        let mut pair_partner: Vec<(Box<[u8]>, Box<[u8]>)> = Vec::new();
+        let mut row_pairs: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
+        for r in 0..n {
+            let start = pair_rows.len();
+            if !has_null_key(r) {
+                if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
+                    for partner in bucket.keys() {
+                        pair_rows.push(r as u32);
+                        pair_partner.push((keys.row(r).data().into(), partner.clone()));
+                    }
+                }
+            }
+            row_pairs.push(start..pair_rows.len());
+        }
+        let parser = self.rows[other].parser();
+        let partners = self.rows[other]
+            .convert_rows(pair_partner.iter().map(|(_, row)| parser.parse(row)))?;
+        let passes: Vec<bool> = match &self.plan.residual {
+            Some(residual) if !pair_rows.is_empty() => {
+                let indices = UInt32Array::from(pair_rows.clone());
+                let own: Vec<ArrayRef> = data
+                    .columns()
+                    .iter()
+                    .map(|c| Ok(take(c.as_ref(), &indices, None)?))
+                    .collect::<Result<_>>()?;
+                let columns = if side == 0 {
+                    [own, partners.clone()].concat()
+                } else {
+                    [partners.clone(), own].concat()
+                };
+                let fields: Vec<Field> = self.plan.left_schema.fields().iter()
+                    .chain(self.plan.right_schema.fields().iter())
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect();
+                let joined = RecordBatch::try_new_with_options(
+                    Arc::new(Schema::new(fields)),
+                    columns,
+                    &RecordBatchOptions::new().with_row_count(Some(pair_rows.len())),
+                )?;
+                let mask = super::predicate_mask(residual, &joined, KIND)?;
+                (0..mask.len()).map(|i| mask.value(i)).collect()
+            }
+            _ => vec![true; pair_rows.len()],
+        };
+
+        // Step 2: apply the rows in order.
+        let preserves_own = self.preserves(side);
+        let preserves_other = self.preserves(other);
+        let mut rows = Vec::new();
+        for r in 0..n {
+            let retraction = kinds
+                .as_ref()
+                .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
+            let null_key = has_null_key(r);
+            let key: Box<[u8]> = keys.row(r).data().into();
+            let row: Box<[u8]> = encoded.row(r).as_ref().into();
+            if retraction && !null_key {
+                let held = self.sides[side]
+                    .get_mut(&key)
+                    .and_then(|bucket| bucket.get_mut(&row));
+                match held {
+                    Some(held) => held.copies -= 1,
+                    None => {
+                        self.unmatched_retractions += 1;
+                        continue;
+                    }
+                }
+            }
+            let mut partners_of_row = 0u64;
+            for p in row_pairs[r].clone() {
+                if !passes[p] {
+                    continue;
+                }
+                let (partner_key, partner_row) = &pair_partner[p];
+                let Some(partner) = self.sides[other]
+                    .get_mut(partner_key)
+                    .and_then(|bucket| bucket.get_mut(partner_row))
+                else {
+                    continue;
+                };
+                let copies = partner.copies;
+                partners_of_row += u64::from(copies);
+                if retraction {
+                    partner.partners -= 1;
+                    for _ in 0..copies {
+                        rows.push(OutRow { kind: RowKind::Delete, own: Some(r), partner: Some(p) });
+                    }
+                    if preserves_other && partner.partners == 0 {
+                        for _ in 0..copies {
+                            rows.push(OutRow { kind: RowKind::Insert, own: None, partner: Some(p) });
+                        }
+                    }
+                } else {
+                    if preserves_other && partner.partners == 0 {
+                        for _ in 0..copies {
+                            rows.push(OutRow { kind: RowKind::Delete, own: None, partner: Some(p) });
+                        }
+                    }
+                    partner.partners += 1;
+                    for _ in 0..copies {
+                        rows.push(OutRow { kind: RowKind::Insert, own: Some(r), partner: Some(p) });
+                    }
+                }
+            }
+            if preserves_own && partners_of_row == 0 {
+                let kind = if retraction { RowKind::Delete } else { RowKind::Insert };
+                rows.push(OutRow { kind, own: Some(r), partner: None });
+            }
+            if null_key {
+                continue; // never matches: not kept
+            }
+            if retraction {
+                self.held -= 1;
+                if let Some(bucket) = self.sides[side].get_mut(&key) {
+                    if bucket.get(&row).is_some_and(|h| h.copies == 0) {
+                        bucket.remove(&row);
+                    }
+                    if bucket.is_empty() {
+                        self.sides[side].remove(&key);
+                    }
+                }
+            } else {
+                self.held += 1;
+                let held = self.sides[side]
+                    .entry(key)
+                    .or_default()
+                    .entry(row)
+                    .or_insert(Held::default());
+                held.copies += 1;
+                held.partners = partners_of_row;
+            }
+        }
+        if !rows.is_empty() {
+            out.emit(self.output(side, &data, &partners, &rows)?);
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.held
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.sides
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|(k, bucket)| k.len() + bucket.keys().map(|r| r.len() + 40).sum::<usize>())
+            .sum()
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.unmatched_retractions
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_retractions)?;
+        for (side, name) in [(0, "left"), (1, "right")] {
+            let mut keys: Vec<&[u8]> = Vec::new();
+            let mut rows: Vec<&[u8]> = Vec::new();
+            let mut copies = Vec::new();
+            let mut partners = Vec::new();
+            for (key, bucket) in &self.sides[side] {
+                for (row, held) in bucket {
+                    keys.push(key);
+                    rows.push(row);
+                    copies.push(held.copies);
+                    partners.push(held.partners);
+                }
+            }
+            let table = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("key", DataType::Binary, false),
+                    Field::new("row", DataType::Binary, false),
+                    Field::new("copies", DataType::UInt32, false),
+                    Field::new("partners", DataType::UInt64, false),
+                ])),
+                vec![
+                    Arc::new(BinaryArray::from(keys)),
+                    Arc::new(BinaryArray::from(rows)),
+                    Arc::new(UInt32Array::from(copies)),
+                    Arc::new(UInt64Array::from(partners)),
+                ],
+            )?;
+            snapshot.push_table(name, table);
+        }
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        self.unmatched_retractions = state.meta()?;
+        self.held = 0;
+        for (side, name) in [(0, "left"), (1, "right")] {
+            let table = state.take_table(name)?;
+            let bad = || EngineError::State(format!("{KIND}: bad {name} table"));
+            let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+            let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
+                return Err(bad());
+            };
+            let copies = table.column(2).as_any().downcast_ref::<UInt32Array>().ok_or_else(bad)?;
+            let partners = table.column(3).as_any().downcast_ref::<UInt64Array>().ok_or_else(bad)?;
+            self.sides[side].clear();
+            for r in 0..table.num_rows() {
+                self.sides[side]
+                    .entry(keys.value(r).into())
+                    .or_default()
+                    .insert(
+                        rows.value(r).into(),
+                        Held {
+                            copies: copies.value(r),
+                            partners: partners.value(r),
+                        },
+                    );
+                self.held += copies.value(r) as usize;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::common::ScalarValue;
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+
+    fn side() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]))
+    }
+
+    fn plan(kind: JoinKind) -> UpdatingJoinPlan {
+        let side = side();
+        let fields: Vec<Field> = side
+            .fields()
+            .iter()
+            .chain(side.fields().iter())
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        UpdatingJoinPlan {
+            kind,
+            left_schema: side.clone(),
+            right_schema: side.clone(),
+            output_schema: changelog::updating_schema(&Schema::new(fields), &[]),
+            left_keys: vec![col("k", &side).unwrap()],
+            right_keys: vec![col("k", &side).unwrap()],
+            residual: None,
+        }
+    }
+
+    fn rows(keys: &[Option<&str>], values: &[i64], kinds: Option<&[i8]>) -> RecordBatch {
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(keys.to_vec())),
+            Arc::new(Int64Array::from(values.to_vec())),
+        ];
+        match kinds {
+            None => RecordBatch::try_new(side(), columns).unwrap(),
+            Some(kinds) => {
+                columns.push(Arc::new(Int8Array::from(kinds.to_vec())));
+                RecordBatch::try_new(changelog::updating_schema(&side(), &[]), columns).unwrap()
+            }
+        }
+    }
+
+    fn changes(out: &mut Collector) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (_, batch) in out.drain() {
+            let kinds = changelog::row_kinds(&batch).unwrap().clone();
+            for r in 0..batch.num_rows() {
+                let mut line = RowKind::of(kinds.value(r)).unwrap().short().to_string();
+                for c in 0..batch.num_columns() - 1 {
+                    line.push(' ');
+                    line.push_str(
+                        &ScalarValue::try_from_array(batch.column(c), r)
+                            .unwrap()
+                            .to_string(),
+                    );
+                }
+                lines.push(line);
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn a_full_join_pads_until_a_partner_comes_and_after_it_goes() {
+        let mut op = plan(JoinKind::Full).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&[Some("a"), None], &[1, 2], None), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 1 NULL NULL", "+I NULL 2 NULL NULL"]);
+        op.on_batch(1, rows(&[Some("a"), Some("b")], &[7, 8], Some(&[0, 0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-D a 1 NULL NULL", "+I a 1 a 7", "+I NULL NULL b 8"]
+        );
+        // The right row leaves: the left row is padded again.
+        op.on_batch(1, rows(&[Some("a")], &[7], Some(&[3])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-D a 1 a 7", "+I a 1 NULL NULL"]);
+        assert_eq!(op.state_rows(), 2, "a on the left, b on the right");
+    }
+
+    #[test]
+    fn an_inner_join_over_copies_and_a_restore() {
+        let plan = plan(JoinKind::Inner);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&[Some("a"), Some("a")], &[1, 1], None), &mut out)
+            .unwrap();
+        assert!(changes(&mut out).is_empty());
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(1, rows(&[Some("a")], &[5], None), &mut out).unwrap();
+            assert_eq!(changes(&mut out), ["+I a 1 a 5", "+I a 1 a 5"]);
+        }
+        // A retraction of a row never put in is counted, not applied.
+        op.on_batch(1, rows(&[Some("z")], &[5], Some(&[3])), &mut out)
+            .unwrap();
+        assert!(changes(&mut out).is_empty());
+        assert_eq!(op.late_rows(), 1);
+    }
+}

@@ -1,0 +1,611 @@
+//! Top-N and deduplication over a whole stream: `ROW_NUMBER() | RANK() |
+//! DENSE_RANK() OVER (PARTITION BY k ORDER BY x) ... WHERE rn <= N`, where
+//! the ranking is not confined to a window, so every row may change the
+//! top N of its partition. Deduplication is the case `ROW_NUMBER() ... = 1`
+//! (keep first: ORDER BY time ASC; keep last: DESC).
+//!
+//! In: an append-only or updating stream. Out: an updating stream: the
+//! input's columns, the ranking columns, the row kind. Per input batch,
+//! each partition it touched emits the difference between its top N before
+//! and after the batch: a row that left (or whose rank changed) is taken
+//! out, a row that came in is put in, paired as `-U`/`+U` where both
+//! happen, else `-D` or `+I`. Rows compare by their ORDER BY values (Arrow
+//! row encoding with the SQL sort options, so byte order is SQL order), ties
+//! by the row's own encoding, so the result never depends on batching.
+//!
+//! State per partition: its rows in rank order as encoded rows, with
+//! counts. Over an append-only input only the top N are kept (a row ranked
+//! below them can never come back up); over an updating input every row is
+//! kept, since a retraction may lift the (N+1)-th row into the top N.
+//! Checkpoints: one table of (partition, sort key, row, count), all bytes.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::compute::SortOptions;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::physical_expr::expressions::col;
+//! use datafusion::physical_expr::PhysicalSortExpr;
+//! use eddy_engine::changelog;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::updating_rank::UpdatingRankPlan;
+//! use eddy_engine::operators::window_rank::RankFunction;
+//!
+//! let input = Arc::new(Schema::new(vec![
+//!     Field::new("k", DataType::Utf8, true),
+//!     Field::new("v", DataType::Int64, true),
+//! ]));
+//! // The largest v per k: ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) = 1.
+//! let plan = UpdatingRankPlan {
+//!     input_schema: input.clone(),
+//!     output_schema: changelog::updating_schema(
+//!         &Schema::new(vec![
+//!             Field::new("k", DataType::Utf8, true),
+//!             Field::new("v", DataType::Int64, true),
+//!             Field::new("rn", DataType::UInt64, true),
+//!         ]),
+//!         &[],
+//!     ),
+//!     partition_by: vec![col("k", &input).unwrap()],
+//!     order_by: vec![PhysicalSortExpr::new(col("v", &input).unwrap(), SortOptions::new(true, false))],
+//!     functions: vec![RankFunction::RowNumber],
+//!     limited: 0,
+//!     limit: 1,
+//!     input_updating: false,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let rows = |v: Vec<i64>| {
+//!     RecordBatch::try_new(
+//!         input.clone(),
+//!         vec![Arc::new(StringArray::from(vec!["a"; v.len()])), Arc::new(Int64Array::from(v))],
+//!     )
+//!     .unwrap()
+//! };
+//! op.on_batch(0, rows(vec![3, 5]), &mut out).unwrap(); // +I (a, 5, 1)
+//! op.on_batch(0, rows(vec![4]), &mut out).unwrap(); // below the top: nothing
+//! op.on_batch(0, rows(vec![9]), &mut out).unwrap(); // -U (a, 5, 1), +U (a, 9, 1)
+//! let kinds: Vec<i8> = out
+//!     .drain()
+//!     .flat_map(|(_, b)| changelog::row_kinds(&b).unwrap().values().to_vec())
+//!     .collect();
+//! assert_eq!(kinds, vec![0, 1, 2]);
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int8Array, UInt32Array, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use hashbrown::HashMap;
+
+use super::window_rank::RankFunction;
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+
+const KIND: &str = "updating_rank";
+
+/// Plan of a Top-N over a whole stream.
+#[derive(Debug, Clone)]
+pub struct UpdatingRankPlan {
+    /// The input's own columns (an updating input's row kind follows them).
+    pub input_schema: SchemaRef,
+    /// The input's columns, one column per ranking function, the row kind.
+    pub output_schema: SchemaRef,
+    /// PARTITION BY expressions (none: one partition).
+    pub partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    /// ORDER BY expressions with their directions.
+    pub order_by: Vec<PhysicalSortExpr>,
+    /// The ranking functions, in output order (all share the window).
+    pub functions: Vec<RankFunction>,
+    /// Which function the `WHERE ... <= limit` bounds.
+    pub limited: usize,
+    /// The most a row's `limited` function value may be.
+    pub limit: usize,
+    /// Whether the input is updating (then every row is kept).
+    pub input_updating: bool,
+}
+
+impl OperatorPlan for UpdatingRankPlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
+        let partition: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
+        let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
+        let keeps = if self.input_updating {
+            "keeps every row (updating input)"
+        } else {
+            "keeps the top rows only"
+        };
+        format!(
+            "[{}] partition by ({}) order by ({}) where {} <= {}, {keeps}",
+            functions.join(", "),
+            partition.join(", "),
+            order.join(", "),
+            self.functions
+                .get(self.limited)
+                .map_or("?", |f| f.name()),
+            self.limit
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.partition_by.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let sort_fields = self
+            .order_by
+            .iter()
+            .map(|s| {
+                Ok(SortField::new_with_options(
+                    s.expr.data_type(&self.input_schema)?,
+                    s.options,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let row_fields = self
+            .input_schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        if self.limited >= self.functions.len() {
+            return Err(EngineError::operator(KIND, "the limit bounds no ranking function"));
+        }
+        Ok(Box::new(UpdatingRank {
+            keys: super::key_converter(&self.partition_by, &self.input_schema)?,
+            sort: RowConverter::new(sort_fields)?,
+            rows: RowConverter::new(row_fields)?,
+            plan: self.clone(),
+            partitions: HashMap::new(),
+            held: 0,
+            unmatched_retractions: 0,
+        }))
+    }
+}
+
+/// A partition's rows in rank order: (sort key, row) -> copies.
+type Ranked = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
+
+/// One ranked row of a partition's top: its encoded row and its values of
+/// the ranking functions.
+type TopRow = (Box<[u8]>, Vec<u64>);
+
+struct UpdatingRank {
+    plan: UpdatingRankPlan,
+    keys: RowConverter,
+    sort: RowConverter,
+    rows: RowConverter,
+    partitions: HashMap<Box<[u8]>, Ranked>,
+    /// Rows held over all partitions.
+    held: usize,
+    unmatched_retractions: u64,
+}
+
+impl UpdatingRank {
+    /// A partition's rows that pass the limit, in rank order.
+    fn top(&self, ranked: &Ranked) -> Vec<TopRow> {
+        let mut top = Vec::new();
+        let (mut row_number, mut rank, mut dense) = (0u64, 0u64, 0u64);
+        let mut previous: Option<&[u8]> = None;
+        for ((sort, row), &copies) in ranked {
+            for _ in 0..copies {
+                row_number += 1;
+                if previous != Some(sort.as_ref()) {
+                    rank = row_number;
+                    dense += 1;
+                    previous = Some(sort.as_ref());
+                }
+                let values: Vec<u64> = self
+                    .plan
+                    .functions
+                    .iter()
+                    .map(|f| match f {
+                        RankFunction::RowNumber => row_number,
+                        RankFunction::Rank => rank,
+                        RankFunction::DenseRank => dense,
+                    })
+                    .collect();
+                if values[self.plan.limited] > self.plan.limit as u64 {
+                    return top;
+                }
+                top.push((row.clone(), values));
+            }
+        }
+        top
+    }
+
+    /// Drops an append-only partition's rows below its top (they can never
+    /// rank in it again).
+    fn trim(ranked: &mut Ranked, keep: usize) -> usize {
+        let mut seen = 0usize;
+        let mut dropped = 0usize;
+        ranked.retain(|_, copies| {
+            if seen >= keep {
+                dropped += *copies as usize;
+                return false;
+            }
+            let room = keep - seen;
+            if (*copies as usize) > room {
+                dropped += *copies as usize - room;
+                *copies = room as u32;
+            }
+            seen += *copies as usize;
+            true
+        });
+        dropped
+    }
+
+    fn output(&self, changes: Vec<(RowKind, TopRow)>) -> Result<RecordBatch> {
+        let parser = self.rows.parser();
+        let rows: Vec<_> = changes.iter().map(|(_, (row, _))| parser.parse(row)).collect();
+        let mut columns = self.rows.convert_rows(rows)?;
+        for f in 0..self.plan.functions.len() {
+            columns.push(Arc::new(UInt64Array::from(
+                changes.iter().map(|(_, (_, v))| v[f]).collect::<Vec<_>>(),
+            )));
+        }
+        columns.push(Arc::new(Int8Array::from(
+            changes.iter().map(|(k, _)| k.byte()).collect::<Vec<_>>(),
+        )));
+        let schema = self.plan.output_schema.clone();
+        let columns = columns
+            .into_iter()
+            .zip(schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    Ok(datafusion::arrow::compute::cast(&c, f.data_type())?)
+                }
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+/// The changes that turn `before` into `after`: rows taken out paired with
+/// rows put in (`-U`, `+U`), then lone ones (`-D`, `+I`).
+fn difference(before: Vec<TopRow>, after: Vec<TopRow>, out: &mut Vec<(RowKind, TopRow)>) {
+    let mut count: HashMap<&TopRow, i64> = HashMap::new();
+    for row in &after {
+        *count.entry(row).or_insert(0) += 1;
+    }
+    for row in &before {
+        *count.entry(row).or_insert(0) -= 1;
+    }
+    let mut balance = count.clone();
+    let mut removed = Vec::new();
+    for row in &before {
+        if let Some(n) = balance.get_mut(row).filter(|n| **n < 0) {
+            *n += 1;
+            removed.push(row.clone());
+        }
+    }
+    let mut balance = count;
+    let mut added = Vec::new();
+    for row in &after {
+        if let Some(n) = balance.get_mut(row).filter(|n| **n > 0) {
+            *n -= 1;
+            added.push(row.clone());
+        }
+    }
+    let pairs = removed.len().min(added.len());
+    let mut added = added.into_iter();
+    let mut removed = removed.into_iter();
+    for _ in 0..pairs {
+        if let (Some(old), Some(new)) = (removed.next(), added.next()) {
+            out.push((RowKind::UpdateBefore, old));
+            out.push((RowKind::UpdateAfter, new));
+        }
+    }
+    out.extend(removed.map(|r| (RowKind::Delete, r)));
+    out.extend(added.map(|r| (RowKind::Insert, r)));
+}
+
+impl Operator for UpdatingRank {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let kinds = changelog::row_kinds(&batch).cloned();
+        if let Some(kinds) = &kinds {
+            if !self.plan.input_updating {
+                return Err(EngineError::operator(
+                    KIND,
+                    "an updating batch reached a Top-N planned for an append-only input",
+                ));
+            }
+            changelog::check_kinds(kinds)?;
+        }
+        let data = changelog::data_columns(&batch)?;
+        let (keys, _) = super::key_rows(&self.keys, &self.plan.partition_by, &data)?;
+        let order = self
+            .plan
+            .order_by
+            .iter()
+            .map(|s| Ok(s.expr.evaluate(&data)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let sorts = self.sort.convert_columns(&order)?;
+        let rows = self.rows.convert_columns(data.columns())?;
+
+        // Rows by partition, partitions in the order the batch touches them.
+        let mut touched: Vec<Box<[u8]>> = Vec::new();
+        let mut slots: HashMap<&[u8], usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for r in 0..n {
+            let key = keys.row(r);
+            let slot = *slots.entry(key.data()).or_insert_with(|| {
+                touched.push(key.data().into());
+                members.push(Vec::new());
+                members.len() - 1
+            });
+            members[slot].push(r);
+        }
+        let mut changes = Vec::new();
+        for (slot, key) in touched.into_iter().enumerate() {
+            let mut ranked = self.partitions.remove(&key).unwrap_or_default();
+            let before = self.top(&ranked);
+            for &r in &members[slot] {
+                let entry = (sorts.row(r).data().into(), rows.row(r).data().into());
+                let retraction = kinds
+                    .as_ref()
+                    .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
+                if retraction {
+                    match ranked.get_mut(&entry) {
+                        Some(copies) if *copies > 1 => *copies -= 1,
+                        Some(_) => {
+                            ranked.remove(&entry);
+                        }
+                        None => {
+                            self.unmatched_retractions += 1;
+                            continue;
+                        }
+                    }
+                    self.held -= 1;
+                } else {
+                    *ranked.entry(entry).or_insert(0) += 1;
+                    self.held += 1;
+                }
+            }
+            let after = self.top(&ranked);
+            if !self.plan.input_updating {
+                self.held -= Self::trim(&mut ranked, after.len());
+            }
+            difference(before, after, &mut changes);
+            if !ranked.is_empty() {
+                self.partitions.insert(key, ranked);
+            }
+        }
+        if !changes.is_empty() {
+            out.emit(self.output(changes)?);
+        }
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.held
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.partitions
+            .iter()
+            .map(|(k, ranked)| {
+                k.len()
+                    + ranked
+                        .keys()
+                        .map(|(s, r)| s.len() + r.len() + 48)
+                        .sum::<usize>()
+            })
+            .sum()
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.unmatched_retractions
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut partition: Vec<&[u8]> = Vec::new();
+        let mut sort: Vec<&[u8]> = Vec::new();
+        let mut row: Vec<&[u8]> = Vec::new();
+        let mut copies = Vec::new();
+        for (key, ranked) in &self.partitions {
+            for ((s, r), &c) in ranked {
+                partition.push(key);
+                sort.push(s);
+                row.push(r);
+                copies.push(c);
+            }
+        }
+        let table = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("partition", DataType::Binary, false),
+                Field::new("sort", DataType::Binary, false),
+                Field::new("row", DataType::Binary, false),
+                Field::new("copies", DataType::UInt32, false),
+            ])),
+            vec![
+                Arc::new(BinaryArray::from(partition)),
+                Arc::new(BinaryArray::from(sort)),
+                Arc::new(BinaryArray::from(row)),
+                Arc::new(UInt32Array::from(copies)),
+            ],
+        )?;
+        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_retractions)?;
+        snapshot.push_table("rows", table);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        self.unmatched_retractions = state.meta()?;
+        let table = state.take_table("rows")?;
+        let bad = || EngineError::State(format!("{KIND}: bad row table"));
+        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+        let (Some(partition), Some(sort), Some(row)) = (binary(0), binary(1), binary(2)) else {
+            return Err(bad());
+        };
+        let copies = table
+            .column(3)
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(bad)?;
+        self.partitions.clear();
+        self.held = 0;
+        for r in 0..table.num_rows() {
+            self.partitions
+                .entry(partition.value(r).into())
+                .or_default()
+                .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
+            self.held += copies.value(r) as usize;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::compute::SortOptions;
+    use datafusion::common::ScalarValue;
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+
+    fn input() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Int64, true),
+        ]))
+    }
+
+    /// Top `limit` by v DESC per k, with the given functions.
+    fn plan(functions: Vec<RankFunction>, limit: usize, input_updating: bool) -> UpdatingRankPlan {
+        let schema = input();
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for f in &functions {
+            fields.push(Field::new(f.name(), DataType::UInt64, true));
+        }
+        UpdatingRankPlan {
+            input_schema: schema.clone(),
+            output_schema: changelog::updating_schema(&Schema::new(fields), &[]),
+            partition_by: vec![col("k", &schema).unwrap()],
+            order_by: vec![PhysicalSortExpr::new(
+                col("v", &schema).unwrap(),
+                SortOptions::new(true, false),
+            )],
+            functions,
+            limited: 0,
+            limit,
+            input_updating,
+        }
+    }
+
+    fn rows(keys: &[&str], values: &[i64], kinds: Option<&[i8]>) -> RecordBatch {
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(keys.to_vec())),
+            Arc::new(Int64Array::from(values.to_vec())),
+        ];
+        match kinds {
+            None => RecordBatch::try_new(input(), columns).unwrap(),
+            Some(kinds) => {
+                columns.push(Arc::new(Int8Array::from(kinds.to_vec())));
+                RecordBatch::try_new(changelog::updating_schema(&input(), &[]), columns).unwrap()
+            }
+        }
+    }
+
+    fn changes(out: &mut Collector) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (_, batch) in out.drain() {
+            let kinds = changelog::row_kinds(&batch).unwrap().clone();
+            for r in 0..batch.num_rows() {
+                let mut line = RowKind::of(kinds.value(r)).unwrap().short().to_string();
+                for c in 0..batch.num_columns() - 1 {
+                    line.push(' ');
+                    line.push_str(
+                        &ScalarValue::try_from_array(batch.column(c), r)
+                            .unwrap()
+                            .to_string(),
+                    );
+                }
+                lines.push(line);
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn a_new_leader_shifts_the_ranks_below_it() {
+        let mut op = plan(vec![RankFunction::RowNumber], 2, false)
+            .create()
+            .unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a", "b"], &[5, 3, 1], None), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 5 1", "+I a 3 2", "+I b 1 1"]);
+        op.on_batch(0, rows(&["a"], &[9], None), &mut out).unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-U a 5 1", "+U a 9 1", "-U a 3 2", "+U a 5 2"]
+        );
+        // Append-only: a's third row is gone for good.
+        assert_eq!(op.state_rows(), 3);
+        op.on_batch(0, rows(&["a"], &[1], None), &mut out).unwrap();
+        assert!(changes(&mut out).is_empty());
+    }
+
+    #[test]
+    fn a_retraction_lifts_the_next_row_into_the_top() {
+        let mut op = plan(vec![RankFunction::RowNumber], 1, true)
+            .create()
+            .unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a"], &[5, 3], Some(&[0, 0])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 5 1"]);
+        op.on_batch(0, rows(&["a"], &[5], Some(&[3])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-U a 5 1", "+U a 3 1"]);
+        op.on_batch(0, rows(&["a"], &[3], Some(&[3])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-D a 3 1"]);
+        assert_eq!(op.state_rows(), 0);
+    }
+
+    #[test]
+    fn rank_keeps_ties_and_a_snapshot_restores_the_partitions() {
+        let plan = plan(vec![RankFunction::Rank, RankFunction::DenseRank], 2, false);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a", "a"], &[5, 5, 3], None), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 5 1 1", "+I a 5 1 1"]);
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["a"], &[7], None), &mut out).unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["-U a 5 1 1", "+U a 7 1 1", "-U a 5 1 1", "+U a 5 2 2", "+I a 5 2 2"]
+            );
+        }
+    }
+}

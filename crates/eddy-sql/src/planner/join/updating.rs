@@ -1,0 +1,127 @@
+//! Plans a join whose result changes: any join over an updating input, and
+//! an outer join without a time bound (its null-padded rows are taken back
+//! when a partner comes). Runs as an `updating_join`.
+//!
+//! In: the join, its planned inputs. Out: an updating stream of the joined
+//! columns, without event time. Equalities between a left and a right
+//! expression are the keys; every other condition is checked on each pair.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{BinaryExpr, Expr, Join, Operator as BinaryOp};
+use eddy_engine::changelog;
+use eddy_engine::operators::interval_join::JoinKind;
+use eddy_engine::operators::updating_join::UpdatingJoinPlan;
+
+use super::condition::{side_of, Side};
+use crate::error::{Position, Result, SqlError};
+use crate::planner::stream::{add_operator, keyed, Changelog, Stream};
+use crate::planner::Compiler;
+
+impl Compiler {
+    pub(super) fn plan_updating_join(
+        &mut self,
+        join: &Join,
+        kind: JoinKind,
+        mut left: Stream,
+        mut right: Stream,
+        position: &Position,
+    ) -> Result<Stream> {
+        let (left_schema, right_schema) = (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let mut left_keys: Vec<Expr> = Vec::new();
+        let mut right_keys: Vec<Expr> = Vec::new();
+        for (l, r) in &join.on {
+            left_keys.push(l.clone());
+            right_keys.push(r.clone());
+        }
+        let mut residual = Vec::new();
+        for conjunct in join.filter.as_ref().map(split_conjunction).unwrap_or_default() {
+            if let Expr::BinaryExpr(BinaryExpr { left: a, op: BinaryOp::Eq, right: b }) = conjunct {
+                match (side_of(a, left_schema, right_schema), side_of(b, left_schema, right_schema)) {
+                    (Some(Side::Left), Some(Side::Right)) => {
+                        left_keys.push(a.as_ref().clone());
+                        right_keys.push(b.as_ref().clone());
+                        continue;
+                    }
+                    (Some(Side::Right), Some(Side::Left)) => {
+                        left_keys.push(b.as_ref().clone());
+                        right_keys.push(a.as_ref().clone());
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            residual.push(conjunct.clone());
+        }
+        if left_keys.is_empty() {
+            return Err(SqlError::at(
+                &self.anchor(position, &["ON", "JOIN"]),
+                format!("this {} JOIN has no equality between its sides (l.a = r.b): a join without keys would pair every row with every other", kind.name()),
+            ));
+        }
+        let state = self.ctx.state();
+        let physical = |exprs: &[Expr], schema: &datafusion::common::DFSchema| {
+            exprs
+                .iter()
+                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
+                .collect::<datafusion::error::Result<Vec<_>>>()
+        };
+        let left_key_exprs = physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
+        let right_key_exprs = physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
+        for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
+            let (lt, rt) = (l.data_type(left_schema.as_arrow()), r.data_type(right_schema.as_arrow()));
+            if lt.as_ref().ok() != rt.as_ref().ok() {
+                return Err(SqlError::at(
+                    &self.anchor(position, &["ON", "WHERE"]),
+                    format!("join keys {l} and {r} have different types; CAST one of them"),
+                ));
+            }
+        }
+        let residual = match conjunction(residual) {
+            Some(expr) => Some(
+                crate::context::physical_expr(&state, expr, &join.schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
+            None => None,
+        };
+        let origin = match left.changelog.as_ref().or(right.changelog.as_ref()) {
+            Some(input) => input.origin.clone(),
+            None => {
+                let at = self.anchor(position, &[kind.name(), "JOIN"]);
+                format!("the {} JOIN without a time bound at {at}", kind.name())
+            }
+        };
+        let fields: Vec<datafusion::arrow::datatypes::Field> = join
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let output_schema = changelog::with_origin(
+            &changelog::updating_schema(&Schema::new(fields), &[]),
+            &origin,
+        );
+        let plan = UpdatingJoinPlan {
+            kind,
+            left_schema: Arc::new(left_schema.as_arrow().clone()),
+            right_schema: Arc::new(right_schema.as_arrow().clone()),
+            output_schema,
+            left_keys: left_key_exprs.clone(),
+            right_keys: right_key_exprs.clone(),
+            residual,
+        };
+        let from_left = left.materialize(&mut self.graph);
+        let from_right = right.materialize(&mut self.graph);
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![(from_left, keyed(left_key_exprs)), (from_right, keyed(right_key_exprs))],
+        );
+        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), None);
+        stream.time_lost = Some(format!("{origin} revises its rows, which have no event time"));
+        stream.changelog = Some(Changelog { origin, upsert_key: None });
+        Ok(stream)
+    }
+}

@@ -1,0 +1,130 @@
+//! Plans the queries whose results change: a GROUP BY without a window, an
+//! aggregate without GROUP BY, and SELECT DISTINCT, each an
+//! `updating_aggregate` whose output is an updating stream (see
+//! `eddy_engine::changelog`).
+//!
+//! In: the input stream (append-only or updating), the group keys and
+//! aggregates. Out: a stream of the aggregate's columns, updating, with the
+//! group keys as its upsert key and no event time (a result row is revised
+//! whenever its group changes, so it has no time of its own).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::common::DFSchemaRef;
+use datafusion::logical_expr::Aggregate;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_engine::changelog;
+use eddy_engine::operators::updating_aggregate::UpdatingAggregatePlan;
+use eddy_engine::operators::AggregateCall;
+
+use super::stream::{add_operator, keyed, Changelog, Stream};
+use super::Compiler;
+use crate::error::{Position, Result, SqlError};
+
+impl Compiler {
+    /// `GROUP BY keys` (no window) or a global aggregate over `input`.
+    pub(super) fn plan_updating_aggregate(
+        &mut self,
+        aggregate: &Aggregate,
+        input: Stream,
+        keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
+        position: &Position,
+    ) -> Result<Stream> {
+        let aggregates = self.lower_aggregates(aggregate, &input, position)?;
+        let origin = if aggregate.group_expr.is_empty() {
+            let at = self.anchor(position, &["SELECT"]);
+            format!("the aggregate without GROUP BY at {at}")
+        } else {
+            let at = self.anchor(position, &["GROUP"]);
+            format!("the GROUP BY without a window at {at}")
+        };
+        self.plan_group_changes(input, keys, aggregates, aggregate.schema.clone(), origin)
+    }
+
+    /// `SELECT DISTINCT` over `input`: every column a key, no aggregate.
+    pub(super) fn plan_distinct(
+        &mut self,
+        input: &datafusion::logical_expr::LogicalPlan,
+        position: &Position,
+    ) -> Result<Stream> {
+        let stream = self.plan_stream(input, position)?;
+        let arrow = stream.schema.as_arrow().clone();
+        let keys = arrow
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let column: Arc<dyn PhysicalExpr> = Arc::new(
+                    datafusion::physical_expr::expressions::Column::new(f.name(), i),
+                );
+                (column, f.name().clone())
+            })
+            .collect();
+        let at = self.anchor(position, &["DISTINCT"]);
+        let schema = stream.schema.clone();
+        self.plan_group_changes(
+            stream,
+            keys,
+            Vec::new(),
+            schema,
+            format!("the SELECT DISTINCT at {at}"),
+        )
+    }
+
+    fn plan_group_changes(
+        &mut self,
+        mut input: Stream,
+        keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
+        aggregates: Vec<AggregateCall>,
+        output: DFSchemaRef,
+        origin: String,
+    ) -> Result<Stream> {
+        if output.fields().len() != keys.len() + aggregates.len() {
+            return Err(SqlError::Internal(format!(
+                "an aggregate's {} output columns are not its {} keys and {} aggregates",
+                output.fields().len(),
+                keys.len(),
+                aggregates.len()
+            )));
+        }
+        let input_updating = input.changelog.is_some();
+        let key_names: Vec<String> = output
+            .fields()
+            .iter()
+            .take(keys.len())
+            .map(|f| f.name().clone())
+            .collect();
+        let fields: Vec<Field> = output
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let output_schema = changelog::with_origin(
+            &changelog::updating_schema(&Schema::new(fields), &key_names),
+            &origin,
+        );
+        let key_count = keys.len();
+        let plan = Arc::new(UpdatingAggregatePlan {
+            input_schema: Arc::new(input.schema.as_arrow().clone()),
+            output_schema,
+            keys,
+            aggregates,
+            input_updating,
+        });
+        let from = input.materialize(&mut self.graph);
+        let partitioning = keyed(eddy_engine::operator::OperatorPlan::partition_keys(
+            plan.as_ref(),
+        ));
+        let node = add_operator(&mut self.graph, plan, vec![(from, partitioning)]);
+        let mut stream = Stream::of_node(node, &self.graph, output, None);
+        stream.time_lost = Some(format!(
+            "{origin} emits revisions of its results, which have no event time"
+        ));
+        stream.changelog = Some(Changelog {
+            origin,
+            upsert_key: (key_count > 0).then(|| (0..key_count).collect()),
+        });
+        Ok(stream)
+    }
+}

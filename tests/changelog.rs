@@ -1,0 +1,446 @@
+//! Differential tests of updating queries (GROUP BY without a window,
+//! global aggregates, DISTINCT, Top-N and deduplication, regular joins
+//! without a time bound over append-only and updating inputs, and queries
+//! over their results): the changelog a sink receives,
+//! replayed (`+I`/`+U` add a row, `-U`/`-D` take one out), must give the
+//! table DataFusion computes for the same SQL as one batch query over the
+//! whole input, for batch sizes 1, 7 and 2048 and 1, 2 and 4 instances per
+//! keyed operator. A retraction of a row the sink does not hold fails the
+//! test, and so does an aggregate emitting more than one change per key
+//! and input batch (checked at batch size 1: one row in, at most -U/+U out).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use eddy_sql::SqlFile;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+const SOURCE: &str = "CREATE TABLE orders (
+  k VARCHAR, v DOUBLE, n BIGINT, ts BIGINT
+) WITH (connector = 'file', path = 'bound-by---input');
+CREATE TABLE payments (
+  k VARCHAR, p BIGINT, ts BIGINT
+) WITH (connector = 'file', path = 'bound-by---input');";
+
+/// Payments for customers c00..c16 (orders have c00..c12), some keys NULL.
+fn random_payments(seed: u64, rows: usize) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed + 100);
+    let mut out = String::new();
+    for i in 0..rows {
+        let p = rng.random_range(-5..40);
+        if rng.random_range(0..25) == 0 {
+            out.push_str(&format!("{{\"p\":{p},\"ts\":{i}}}\n"));
+        } else {
+            let k = format!("c{:02}", rng.random_range(0..17));
+            out.push_str(&format!("{{\"k\":\"{k}\",\"p\":{p},\"ts\":{i}}}\n"));
+        }
+    }
+    out
+}
+
+/// Batch sizes and instances swept.
+const SWEEP: [(usize, usize); 6] = [(1, 1), (7, 1), (2048, 1), (7, 2), (2048, 4), (1, 4)];
+
+fn random_input(seed: u64, rows: usize) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut out = String::new();
+    for i in 0..rows {
+        let k = format!("c{:02}", rng.random_range(0..13));
+        let v = f64::from(rng.random_range(0..10_000)) / 100.0;
+        let n = rng.random_range(-5..40);
+        // Some NULL amounts: aggregates skip them, counts of rows do not.
+        if rng.random_range(0..20) == 0 {
+            out.push_str(&format!("{{\"k\":\"{k}\",\"v\":{v},\"ts\":{i}}}\n"));
+        } else {
+            out.push_str(&format!(
+                "{{\"k\":\"{k}\",\"v\":{v},\"n\":{n},\"ts\":{i}}}\n"
+            ));
+        }
+    }
+    out
+}
+
+/// The updating queries: each runs as written in both engines.
+const QUERIES: [(&str, &str); 17] = [
+    (
+        "group by with every kind of aggregate",
+        "SELECT k, count(*) AS c, count(n) AS cn, sum(n) AS s, min(n) AS lo, max(n) AS hi, avg(n) AS a FROM orders GROUP BY k",
+    ),
+    (
+        "count distinct and having",
+        "SELECT k, count(DISTINCT n) AS d, sum(n) AS s FROM orders GROUP BY k HAVING count(*) > 20",
+    ),
+    (
+        "select distinct",
+        "SELECT DISTINCT k, n % 4 AS r FROM orders WHERE n IS NOT NULL",
+    ),
+    (
+        "global aggregate",
+        "SELECT count(*) AS c, sum(n) AS s, max(v) AS top FROM orders",
+    ),
+    (
+        "filter aggregate",
+        "SELECT k, count(*) FILTER (WHERE n > 20) AS big, sum(n) FILTER (WHERE n < 0) AS refunds FROM orders GROUP BY k",
+    ),
+    (
+        "aggregate of an aggregate: how many customers have each order count",
+        "SELECT c, count(*) AS customers, min(k) AS first_customer FROM (SELECT k, count(*) AS c FROM orders GROUP BY k) GROUP BY c",
+    ),
+    (
+        "global aggregate over an updating input",
+        "SELECT max(s) AS top, min(s) AS bottom, sum(s) AS total, count(DISTINCT s) AS sums FROM (SELECT k, sum(n) AS s FROM orders GROUP BY k)",
+    ),
+    (
+        "union of an updating and an append-only query",
+        "SELECT k, count(*) AS c FROM orders GROUP BY k UNION ALL SELECT k, n AS c FROM orders WHERE n > 37",
+    ),
+    (
+        "top 3 amounts per customer",
+        "SELECT k, n, ts, rn FROM (SELECT k, n, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY n DESC, ts) AS rn FROM orders) WHERE rn <= 3",
+    ),
+    (
+        "keep-last deduplication",
+        "SELECT k, v, ts FROM (SELECT k, v, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM orders) WHERE rn = 1",
+    ),
+    (
+        "rank with ties",
+        "SELECT k, n, r FROM (SELECT k, n, RANK() OVER (PARTITION BY k ORDER BY n DESC) AS r FROM orders WHERE n IS NOT NULL) WHERE r <= 2",
+    ),
+    (
+        "top 3 customers by an updating sum",
+        "SELECT k, s, rn FROM (SELECT k, s, ROW_NUMBER() OVER (ORDER BY s DESC, k) AS rn FROM (SELECT k, sum(n) AS s FROM orders GROUP BY k)) WHERE rn <= 3",
+    ),
+    (
+        "left join without a time bound, with a residual condition",
+        "SELECT o.k, o.n, p.p FROM orders o LEFT JOIN payments p ON o.k = p.k AND p.p > o.n + 30",
+    ),
+    (
+        "full join without a time bound",
+        "SELECT o.k AS ok, o.n, p.k AS pk, p.p FROM orders o FULL JOIN payments p ON o.k = p.k AND o.n = p.p",
+    ),
+    (
+        "inner join of two updating aggregates",
+        "SELECT t.k, t.s, c.c FROM (SELECT k, sum(n) AS s FROM orders GROUP BY k) t JOIN (SELECT k, count(*) AS c FROM payments GROUP BY k) c ON t.k = c.k",
+    ),
+    (
+        "right join of an updating aggregate and a stream",
+        "SELECT t.k, t.hi, p.p FROM (SELECT k, max(n) AS hi FROM orders GROUP BY k) t RIGHT JOIN payments p ON t.k = p.k",
+    ),
+    (
+        "projection and expressions over an updating stream",
+        "SELECT upper(k) AS customer, s * 2 AS doubled FROM (SELECT k, sum(n) AS s FROM orders GROUP BY k) WHERE s > 100",
+    ),
+];
+
+fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
+    let schema = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Float64, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    let payments = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("p", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    let payments_path = format!("{input}.payments");
+    let lines = common::datafusion_json_lines(
+        &[("orders", input, schema), ("payments", &payments_path, payments)],
+        sql,
+    );
+    common::json_rows(lines.iter().map(String::as_str))
+}
+
+/// The table a run's changelog replays to, as JSON rows.
+fn replay(lines: &[String], what: &str) -> Vec<Value> {
+    assert!(
+        lines.is_empty() || common::is_changelog(lines),
+        "{what}: the lines carry no row kinds"
+    );
+    let table = common::replay_changelog(lines).unwrap_or_else(|e| panic!("{what}: {e}"));
+    common::json_rows(table.iter().map(String::as_str))
+}
+
+/// Sort key: the row's text with floats left out (their last bits may
+/// differ).
+fn key(row: &Value) -> String {
+    let Value::Object(map) = row else {
+        return row.to_string();
+    };
+    map.iter()
+        .filter(|(_, v)| !matches!(v, Value::Number(n) if n.is_f64()))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn replayed_changelogs_equal_datafusion_batch_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for seed in [1u64, 2] {
+        let path = dir.path().join(format!("orders-{seed}.ndjson"));
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(random_input(seed, 700).as_bytes()))
+            .expect("write input");
+        let input = path.display().to_string();
+        let payments = format!("{input}.payments");
+        std::fs::write(&payments, random_payments(seed, 150)).expect("write payments");
+        for (name, sql) in QUERIES {
+            let mut expected = batch_rows(&input, sql);
+            assert!(!expected.is_empty(), "{name}: the batch query returned nothing");
+            expected.sort_by_key(key);
+            for (batch_size, parallelism) in SWEEP {
+                let what = format!("{name} (seed {seed}, batch {batch_size}, parallelism {parallelism})");
+                let file = SqlFile {
+                    name: "<changelog>".into(),
+                    text: format!("{SOURCE}\n{sql};"),
+                };
+                let mut inputs = BTreeMap::from([("orders".to_string(), input.clone())]);
+                if sql.contains("payments") {
+                    inputs.insert("payments".to_string(), payments.clone());
+                }
+                let captured = common::run_captured_in_parallel(
+                    &[file],
+                    &BTreeMap::new(),
+                    inputs,
+                    batch_size,
+                    parallelism,
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let mut actual = replay(&captured.lines, &what);
+                actual.sort_by_key(key);
+                common::assert_same_rows(&actual, &expected, &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn an_aggregate_emits_one_change_per_key_and_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("orders.ndjson");
+    let input = random_input(5, 400);
+    std::fs::write(&path, &input).expect("write input");
+    let rows = input.lines().count();
+    for (batch_size, most) in [(1, 2 * rows), (2048, 2 * 13)] {
+        let file = SqlFile {
+            name: "<changelog>".into(),
+            text: format!("{SOURCE}\nSELECT k, count(*) AS c FROM orders GROUP BY k;"),
+        };
+        let inputs = BTreeMap::from([("orders".to_string(), path.display().to_string())]);
+        let captured =
+            common::run_captured_in_parallel(&[file], &BTreeMap::new(), inputs, batch_size, 1)
+                .expect("run");
+        // One batch of 400 rows over 13 keys: one +I per key, nothing else.
+        assert!(
+            captured.lines.len() <= most,
+            "batch {batch_size}: {} changes for {rows} rows",
+            captured.lines.len()
+        );
+        if batch_size == 2048 {
+            assert!(captured.lines.iter().all(|l| l.contains("> +I ")));
+        }
+    }
+}
+
+#[test]
+fn updating_queries_are_refused_by_append_only_operators_and_sinks() {
+    let cases = [
+        (
+            "SELECT k, count(*) AS c FROM (SELECT k, count(*) AS c FROM orders GROUP BY k) GROUP BY k, tumble(INTERVAL '1' SECOND)",
+            "a window aggregate takes only an append-only input, but its input is updating",
+        ),
+        (
+            "SELECT k, c, sum(c) OVER (PARTITION BY k ORDER BY c) AS running FROM (SELECT k, count(*) AS c FROM orders GROUP BY k)",
+            "OVER takes only an append-only input",
+        ),
+    ];
+    for (sql, expected) in cases {
+        let file = SqlFile {
+            name: "q.sql".into(),
+            text: format!("{SOURCE}\n{sql};"),
+        };
+        let err = match eddy_sql::compile(&[file], &BTreeMap::new()) {
+            Ok(_) => panic!("planned: {sql}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(expected), "{sql}: {err}");
+        assert!(
+            err.contains("the GROUP BY without a window at q.sql:7:"),
+            "the message names what made the input updating: {err}"
+        );
+    }
+    // A sink that takes only appends.
+    let file = SqlFile {
+        name: "q.sql".into(),
+        text: format!(
+            "{SOURCE}\nCREATE TABLE totals (k VARCHAR, c BIGINT) WITH (connector = 'ndjson', path = 'totals.ndjson');\n\
+             INSERT INTO totals SELECT k, count(*) FROM orders GROUP BY k;"
+        ),
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("orders.ndjson");
+    std::fs::write(&path, random_input(3, 10)).expect("write input");
+    let inputs = BTreeMap::from([("orders".to_string(), path.display().to_string())]);
+    let err = match common::run_captured(&[file], &BTreeMap::new(), inputs, 16) {
+        Ok(_) => panic!("an updating query ran into a plain NDJSON sink"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("table 'totals' (connector 'ndjson') takes only appends")
+            && err.contains("the GROUP BY without a window at q.sql:8:")
+            && err.contains("format = 'debezium-json'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_debezium_sink_writes_change_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("orders.ndjson");
+    std::fs::write(
+        &input,
+        "{\"k\":\"a\",\"n\":1,\"ts\":1}\n{\"k\":\"b\",\"n\":2,\"ts\":2}\n{\"k\":\"a\",\"n\":3,\"ts\":3}\n",
+    )
+    .expect("write input");
+    let out = dir.path().join("totals.ndjson");
+    let file = SqlFile {
+        name: "q.sql".into(),
+        text: format!(
+            "{SOURCE}\nCREATE TABLE totals (k VARCHAR, s BIGINT) WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');\n\
+             INSERT INTO totals SELECT k, sum(n) FROM orders GROUP BY k;",
+            out.display()
+        ),
+    };
+    let inputs = BTreeMap::from([("orders".to_string(), input.display().to_string())]);
+    common::run_captured(&[file], &BTreeMap::new(), inputs, 1).expect("run");
+    let text = std::fs::read_to_string(&out).expect("sink file");
+    assert_eq!(
+        text,
+        concat!(
+            "{\"before\":null,\"after\":{\"k\":\"a\",\"s\":1},\"op\":\"c\"}\n",
+            "{\"before\":null,\"after\":{\"k\":\"b\",\"s\":2},\"op\":\"c\"}\n",
+            "{\"before\":{\"k\":\"a\",\"s\":1},\"after\":{\"k\":\"a\",\"s\":4},\"op\":\"u\"}\n",
+        )
+    );
+}
+
+/// Debezium events over accounts 0..40 (create, update, delete as the
+/// account exists or not), a few malformed, and the table they leave.
+fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut accounts: BTreeMap<i64, (String, i64)> = BTreeMap::new();
+    let mut feed = String::new();
+    let mut bad = 0;
+    let image = |id: i64, (owner, balance): &(String, i64)| {
+        format!("{{\"id\":{id},\"owner\":\"{owner}\",\"balance\":{balance}}}")
+    };
+    for i in 0..events {
+        if i % 97 == 13 {
+            feed.push_str("{\"before\":null,\"after\":{\"id\":1},\"op\":\"x\"}\n");
+            bad += 1;
+            continue;
+        }
+        let id = rng.random_range(0..40);
+        let new = (format!("o{}", rng.random_range(0..5)), rng.random_range(0..100));
+        let line = match accounts.get(&id).cloned() {
+            None => {
+                let line = format!("{{\"before\":null,\"after\":{},\"op\":\"c\",\"ts_ms\":{i}}}", image(id, &new));
+                accounts.insert(id, new);
+                line
+            }
+            Some(old) if rng.random_range(0..4) == 0 => {
+                accounts.remove(&id);
+                format!("{{\"before\":{},\"after\":null,\"op\":\"d\",\"source\":{{\"table\":\"accounts\"}}}}", image(id, &old))
+            }
+            Some(old) => {
+                let line = format!("{{\"before\":{},\"after\":{},\"op\":\"u\"}}", image(id, &old), image(id, &new));
+                accounts.insert(id, new);
+                line
+            }
+        };
+        feed.push_str(&line);
+        feed.push('\n');
+    }
+    let table: String = accounts
+        .iter()
+        .map(|(id, row)| format!("{}\n", image(*id, row)))
+        .collect();
+    (feed, table, bad)
+}
+
+const ACCOUNTS: &str = "CREATE TABLE accounts (
+  id BIGINT NOT NULL, owner VARCHAR, balance BIGINT,
+  PRIMARY KEY (id) NOT ENFORCED
+) WITH (connector = 'file', path = 'bound-by---input', format = 'debezium-json');";
+
+#[test]
+fn a_debezium_change_feed_reads_as_its_current_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (feed, table, bad) = account_feed(9, 600);
+    let feed_path = dir.path().join("accounts.ndjson");
+    let table_path = dir.path().join("accounts-now.ndjson");
+    std::fs::write(&feed_path, feed).expect("write feed");
+    std::fs::write(&table_path, table).expect("write table");
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("owner", DataType::Utf8, true),
+        Field::new("balance", DataType::Int64, true),
+    ]);
+    let queries = [
+        "SELECT id, owner, balance FROM accounts WHERE balance > 30",
+        "SELECT owner, count(*) AS n, sum(balance) AS total, max(balance) AS top FROM accounts GROUP BY owner",
+        "SELECT owner, id, balance, rn FROM (SELECT owner, id, balance, ROW_NUMBER() OVER (PARTITION BY owner ORDER BY balance DESC, id) AS rn FROM accounts) WHERE rn <= 2",
+    ];
+    for sql in queries {
+        let lines = common::datafusion_json_lines(
+            &[("accounts", table_path.to_str().expect("path"), schema.clone())],
+            sql,
+        );
+        let mut expected = common::json_rows(lines.iter().map(String::as_str));
+        expected.sort_by_key(key);
+        for (batch_size, parallelism) in SWEEP {
+            let what = format!("{sql} (batch {batch_size}, parallelism {parallelism})");
+            let file = SqlFile {
+                name: "<feed>".into(),
+                text: format!("{ACCOUNTS}\n{sql};"),
+            };
+            let inputs = BTreeMap::from([("accounts".to_string(), feed_path.display().to_string())]);
+            let captured = common::run_captured_in_parallel(
+                &[file],
+                &BTreeMap::new(),
+                inputs,
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let bad_rows: u64 = captured.report.nodes.iter().map(|n| n.metrics.bad_rows).sum();
+            assert_eq!(bad_rows, bad as u64, "{what}: malformed events are bad rows");
+            let mut actual = replay(&captured.lines, &what);
+            actual.sort_by_key(key);
+            common::assert_same_rows(&actual, &expected, &what);
+        }
+    }
+    // The feed's mode and key show in the plan.
+    let graph = eddy_sql::compile(
+        &[SqlFile {
+            name: "q.sql".into(),
+            text: format!("{ACCOUNTS}\nSELECT * FROM accounts;"),
+        }],
+        &BTreeMap::new(),
+    )
+    .expect("plan")
+    .graph;
+    assert!(
+        graph.explain().contains("changelog: updating (+I -U +U -D), upsert key (id)"),
+        "{}",
+        graph.explain()
+    );
+}
