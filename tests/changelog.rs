@@ -152,7 +152,10 @@ fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
     ]);
     let payments_path = format!("{input}.payments");
     let lines = common::datafusion_json_lines(
-        &[("orders", input, schema), ("payments", &payments_path, payments)],
+        &[
+            ("orders", input, schema),
+            ("payments", &payments_path, payments),
+        ],
         sql,
     );
     common::json_rows(lines.iter().map(String::as_str))
@@ -194,10 +197,14 @@ fn replayed_changelogs_equal_datafusion_batch_results() {
         std::fs::write(&payments, random_payments(seed, 150)).expect("write payments");
         for (name, sql) in QUERIES {
             let mut expected = batch_rows(&input, sql);
-            assert!(!expected.is_empty(), "{name}: the batch query returned nothing");
+            assert!(
+                !expected.is_empty(),
+                "{name}: the batch query returned nothing"
+            );
             expected.sort_by_key(key);
             for (batch_size, parallelism) in SWEEP {
-                let what = format!("{name} (seed {seed}, batch {batch_size}, parallelism {parallelism})");
+                let what =
+                    format!("{name} (seed {seed}, batch {batch_size}, parallelism {parallelism})");
                 let file = SqlFile {
                     name: "<changelog>".into(),
                     text: format!("{SOURCE}\n{sql};"),
@@ -349,10 +356,16 @@ fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
             continue;
         }
         let id = rng.random_range(0..40);
-        let new = (format!("o{}", rng.random_range(0..5)), rng.random_range(0..100));
+        let new = (
+            format!("o{}", rng.random_range(0..5)),
+            rng.random_range(0..100),
+        );
         let line = match accounts.get(&id).cloned() {
             None => {
-                let line = format!("{{\"before\":null,\"after\":{},\"op\":\"c\",\"ts_ms\":{i}}}", image(id, &new));
+                let line = format!(
+                    "{{\"before\":null,\"after\":{},\"op\":\"c\",\"ts_ms\":{i}}}",
+                    image(id, &new)
+                );
                 accounts.insert(id, new);
                 line
             }
@@ -361,7 +374,11 @@ fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
                 format!("{{\"before\":{},\"after\":null,\"op\":\"d\",\"source\":{{\"table\":\"accounts\"}}}}", image(id, &old))
             }
             Some(old) => {
-                let line = format!("{{\"before\":{},\"after\":{},\"op\":\"u\"}}", image(id, &old), image(id, &new));
+                let line = format!(
+                    "{{\"before\":{},\"after\":{},\"op\":\"u\"}}",
+                    image(id, &old),
+                    image(id, &new)
+                );
                 accounts.insert(id, new);
                 line
             }
@@ -401,7 +418,11 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
     ];
     for sql in queries {
         let lines = common::datafusion_json_lines(
-            &[("accounts", table_path.to_str().expect("path"), schema.clone())],
+            &[(
+                "accounts",
+                table_path.to_str().expect("path"),
+                schema.clone(),
+            )],
             sql,
         );
         let mut expected = common::json_rows(lines.iter().map(String::as_str));
@@ -412,7 +433,8 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
                 name: "<feed>".into(),
                 text: format!("{ACCOUNTS}\n{sql};"),
             };
-            let inputs = BTreeMap::from([("accounts".to_string(), feed_path.display().to_string())]);
+            let inputs =
+                BTreeMap::from([("accounts".to_string(), feed_path.display().to_string())]);
             let captured = common::run_captured_in_parallel(
                 &[file],
                 &BTreeMap::new(),
@@ -421,8 +443,16 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
                 parallelism,
             )
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let bad_rows: u64 = captured.report.nodes.iter().map(|n| n.metrics.bad_rows).sum();
-            assert_eq!(bad_rows, bad as u64, "{what}: malformed events are bad rows");
+            let bad_rows: u64 = captured
+                .report
+                .nodes
+                .iter()
+                .map(|n| n.metrics.bad_rows)
+                .sum();
+            assert_eq!(
+                bad_rows, bad as u64,
+                "{what}: malformed events are bad rows"
+            );
             let mut actual = replay(&captured.lines, &what);
             actual.sort_by_key(key);
             common::assert_same_rows(&actual, &expected, &what);
@@ -439,7 +469,9 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
     .expect("plan")
     .graph;
     assert!(
-        graph.explain().contains("changelog: updating (+I -U +U -D), upsert key (id)"),
+        graph
+            .explain()
+            .contains("changelog: updating (+I -U +U -D), upsert key (id)"),
         "{}",
         graph.explain()
     );

@@ -7,8 +7,8 @@
 //! sizes and cut points, for windows (tumble, hop, cumulate, session,
 //! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
 //! aggregates, lag, row_number, a state TTL), updating aggregates (GROUP BY
-//! without a window, global, DISTINCT), union, source runners and source
-//! connectors.
+//! without a window, global, DISTINCT), Top-N over a whole stream, joins
+//! without a time bound, union, source runners and source connectors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -436,6 +436,26 @@ fn updating_aggregates_keyed_global_and_distinct() {
         "updating_aggregate",
     );
     check("SELECT DISTINCT k FROM a", "updating_aggregate");
+}
+
+#[test]
+fn top_n_over_a_whole_stream() {
+    check(
+        "SELECT k, v, rn FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM a) WHERE rn <= 3",
+        "updating_rank",
+    );
+}
+
+#[test]
+fn joins_without_a_time_bound_left_and_full() {
+    check(
+        "SELECT a.k, a.v, b.v AS w FROM a LEFT JOIN b ON a.k = b.k AND a.ts % 50 = b.ts % 50 AND b.v > a.v",
+        "updating_join",
+    );
+    check(
+        "SELECT a.k, a.v, b.k AS k2, b.v AS w FROM a FULL JOIN b ON a.k = b.k AND a.ts % 50 = b.ts % 50",
+        "updating_join",
+    );
 }
 
 #[test]

@@ -415,7 +415,11 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
     let dir = tempfile::tempdir().unwrap();
     let sql = dir.path().join("job.sql");
     std::fs::write(&sql, UPDATING).unwrap();
-    let job = JobArgs(vec![sql.display().to_string(), "--set".into(), "ROWS=600000".into()]);
+    let job = JobArgs(vec![
+        sql.display().to_string(),
+        "--set".into(),
+        "ROWS=3000000".into(),
+    ]);
     let started = Instant::now();
     let out = job
         .command(&dir.path().join("expected"), None)

@@ -130,8 +130,11 @@ pub fn replay_changelog(lines: &[String]) -> Result<Vec<String>, String> {
 #[allow(dead_code)]
 pub fn is_changelog(lines: &[String]) -> bool {
     lines.iter().any(|l| {
-        l.split_once("> ")
-            .is_some_and(|(_, rest)| ["+I ", "-U ", "+U ", "-D "].iter().any(|k| rest.starts_with(k)))
+        l.split_once("> ").is_some_and(|(_, rest)| {
+            ["+I ", "-U ", "+U ", "-D "]
+                .iter()
+                .any(|k| rest.starts_with(k))
+        })
     })
 }
 

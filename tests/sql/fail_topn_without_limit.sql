@@ -1,4 +1,4 @@
--- fail: fail_topn_without_limit.sql:12:34: a ranking on a stream that is not ORDER BY event_time needs a bound: a WHERE rn <= N above it
+-- fail: fail_topn_without_limit.sql:12:38: a ranking on a stream that is not ORDER BY event_time needs a bound: a WHERE rn <= N above it
 -- A ranking over the raw stream without a bound is refused with what to do instead.
 CREATE TABLE clicks (
   user_id VARCHAR NOT NULL,

@@ -381,7 +381,10 @@ impl Connectors {
                 Some(other) => {
                     return Err(ConnectorError::bad_option(
                         "format",
-                        format!("'{other}' is not supported (use 'json', or '{}' for a change feed)", ndjson::debezium::FORMAT),
+                        format!(
+                            "'{other}' is not supported (use 'json', or '{}' for a change feed)",
+                            ndjson::debezium::FORMAT
+                        ),
                     ))
                 }
                 None => {
@@ -579,7 +582,11 @@ impl Connectors {
 impl Connectors {
     /// Refuses a sink that cannot take an updating query's changelog,
     /// saying what made the query updating (`origin`) and what to use.
-    fn check_takes_changelog(&self, spec: &ConnectorSpec, origin: Option<&str>) -> EngineResult<()> {
+    fn check_takes_changelog(
+        &self,
+        spec: &ConnectorSpec,
+        origin: Option<&str>,
+    ) -> EngineResult<()> {
         let format = spec.options.get("format").map(String::as_str);
         let debezium = Envelope::from_format(format).ok() == Some(Envelope::Debezium);
         let takes = match &self.config.output_dir {
@@ -604,7 +611,9 @@ impl Connectors {
             (None, Some(format)) => format!("connector '{}', format '{format}'", spec.connector),
             (None, None) => format!("connector '{}'", spec.connector),
         };
-        let why = origin.map(|o| format!(": {o} makes it so")).unwrap_or_default();
+        let why = origin
+            .map(|o| format!(": {o} makes it so"))
+            .unwrap_or_default();
         Err(EngineError::Config(format!(
             "{at}table '{}' ({written}) takes only appends, but the query writing it is updating (its rows change{why}); \
              write it to a changelog sink: format = '{}' on an ndjson/file sink, or connector = 'stdout'",

@@ -319,7 +319,10 @@ impl JobGraph {
         } else {
             String::new()
         };
-        format!("#{id} {what}{arrow}\n     schema: {}{mode}", cols.join(", "))
+        format!(
+            "#{id} {what}{arrow}\n     schema: {}{mode}",
+            cols.join(", ")
+        )
     }
 
     /// What a node's checkpointed state depends on: its description, its

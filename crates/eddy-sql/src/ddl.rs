@@ -331,11 +331,19 @@ pub fn table_def(
     let mut primary_key = Vec::new();
     for constraint in &create.constraints {
         if let TableConstraint::PrimaryKey(key) = constraint {
-            primary_key.extend(key.columns.iter().map(|c| c.column.expr.to_string().to_lowercase()));
+            primary_key.extend(
+                key.columns
+                    .iter()
+                    .map(|c| c.column.expr.to_string().to_lowercase()),
+            );
         }
     }
     for column in &create.columns {
-        if column.options.iter().any(|o| matches!(o.option, ColumnOption::PrimaryKey(_))) {
+        if column
+            .options
+            .iter()
+            .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
+        {
             primary_key.push(column.name.value.to_lowercase());
         }
     }

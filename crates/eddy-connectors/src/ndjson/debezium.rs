@@ -121,7 +121,8 @@ impl DebeziumEnvelope {
             });
             if let Some((column, image)) = missing {
                 let mut row = origins.origin(r);
-                row.reason = format!("column '{column}' of \"{image}\" is NULL but declared NOT NULL");
+                row.reason =
+                    format!("column '{column}' of \"{image}\" is NULL but declared NOT NULL");
                 row.column = Some(column);
                 bad.push(row);
                 continue;
@@ -219,6 +220,9 @@ mod tests {
         assert_eq!(reasons[0].0, Some(3));
         assert!(reasons[0].1.contains("without \"before\""), "{reasons:?}");
         assert!(reasons[1].1.contains("unknown op \"x\""), "{reasons:?}");
-        assert!(reasons[2].1.contains("column 'id' of \"after\" is NULL"), "{reasons:?}");
+        assert!(
+            reasons[2].1.contains("column 'id' of \"after\" is NULL"),
+            "{reasons:?}"
+        );
     }
 }

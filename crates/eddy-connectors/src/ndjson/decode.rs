@@ -126,7 +126,10 @@ impl NdjsonOrigins {
     /// The origins of a batch made of these rows (`rows[i]`: the row here
     /// that row `i` of the new batch came from; a row may repeat).
     pub fn select(self, rows: &[usize]) -> NdjsonOrigins {
-        let spans = rows.iter().filter_map(|&r| self.rows.get(r).copied()).collect();
+        let spans = rows
+            .iter()
+            .filter_map(|&r| self.rows.get(r).copied())
+            .collect();
         NdjsonOrigins {
             path: self.path,
             bytes: self.bytes,

@@ -23,11 +23,11 @@ use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
+use super::debezium::DebeziumEnvelope;
 use super::decode::{
     too_long_line, trim_line, Chunk, ChunkDecoder, DecodePool, Decoded, LineBlock, LinePosition,
     LineSpan,
 };
-use super::debezium::DebeziumEnvelope;
 use crate::error::ConnectorError;
 
 /// What an NDJSON source checkpoints.

@@ -65,7 +65,9 @@ impl Envelope {
             Some(DEBEZIUM_JSON) => Ok(Envelope::Debezium),
             Some(other) => Err(ConnectorError::bad_option(
                 "format",
-                format!("'{other}' is not supported (use 'json', or '{DEBEZIUM_JSON}' for a changelog)"),
+                format!(
+                    "'{other}' is not supported (use 'json', or '{DEBEZIUM_JSON}' for a changelog)"
+                ),
             )),
         }
     }

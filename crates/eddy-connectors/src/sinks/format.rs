@@ -21,8 +21,8 @@ use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::{Compression, GzipLevel, ZstdLevel};
 use datafusion::parquet::file::properties::WriterProperties;
 
-use crate::error::{ConnectorError, Result};
 use super::changelog::JsonLines;
+use crate::error::{ConnectorError, Result};
 
 /// A format the rolling file sink writes.
 pub trait FileFormat: Send + Sync {

@@ -28,12 +28,12 @@ use eddy_engine::state::StateSnapshot;
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
+use super::changelog::JsonLines;
 use super::{
     another_sinks_state, create_file, create_parent, files_matching, io_error, remove_files,
     sync_dir, written_elsewhere,
 };
 use crate::error::{ConnectorError, Result};
-use super::changelog::JsonLines;
 use crate::sinks::commit::SinkState;
 
 /// A staged part of an NDJSON sink's output.
@@ -124,12 +124,7 @@ impl NdjsonSink {
     /// when `explicit_nulls`, left out otherwise. `Direct` creates
     /// (truncates) the file; `Transactional` stages output (see the module
     /// docs), continuing after a committed checkpoint state if given.
-    pub fn open(
-        table: &str,
-        path: PathBuf,
-        lines: JsonLines,
-        mode: SinkMode<'_>,
-    ) -> Result<Self> {
+    pub fn open(table: &str, path: PathBuf, lines: JsonLines, mode: SinkMode<'_>) -> Result<Self> {
         let output = match mode {
             SinkMode::Direct => Output::Direct(BufWriter::new(create_file(&path)?)),
             SinkMode::Transactional { resume } => {

@@ -15,10 +15,10 @@ use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
-use crate::error::ConnectorError;
 use super::changelog::kind_prefixes;
-use eddy_engine::changelog;
+use crate::error::ConnectorError;
 use crate::json_lines::{encode_json_lines_with, spaced_json};
+use eddy_engine::changelog;
 
 /// Where stdout sinks print.
 #[derive(Debug, Clone, Default)]

@@ -7,11 +7,11 @@ pub mod interval_join;
 pub mod join_state;
 pub mod key_split;
 pub mod over;
+pub mod session_aggregate;
+pub mod union;
 pub mod updating_aggregate;
 pub mod updating_join;
 pub mod updating_rank;
-pub mod session_aggregate;
-pub mod union;
 pub mod window_aggregate;
 pub mod window_rank;
 

@@ -647,10 +647,20 @@ impl Operator for UpdatingAggregate {
         // Keys: drained, and interned again in the same order below.
         let keys = match self.groups.as_mut() {
             Some(groups) => groups.emit(EmitTo::All)?,
-            None => Vec::new(),
+            None => self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+                .collect(),
         };
         let state_fields = self.state_fields()?;
-        let mut fields: Vec<Field> = self.key_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut fields: Vec<Field> = self
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
         fields.push(Field::new("rows", DataType::Int64, false));
         let mut columns: Vec<ArrayRef> = keys.clone();
         columns.push(Arc::new(Int64Array::from(

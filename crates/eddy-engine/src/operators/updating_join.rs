@@ -285,8 +285,8 @@ impl Operator for UpdatingJoin {
             row_pairs.push(start..pair_rows.len());
         }
         let parser = self.rows[other].parser();
-        let partners = self.rows[other]
-            .convert_rows(pair_partner.iter().map(|(_, row)| parser.parse(row)))?;
+        let partners =
+            self.rows[other].convert_rows(pair_partner.iter().map(|(_, row)| parser.parse(row)))?;
         let passes: Vec<bool> = match &self.plan.residual {
             Some(residual) if !pair_rows.is_empty() => {
                 let indices = UInt32Array::from(pair_rows.clone());
@@ -300,7 +300,11 @@ impl Operator for UpdatingJoin {
                 } else {
                     [partners.clone(), own].concat()
                 };
-                let fields: Vec<Field> = self.plan.left_schema.fields().iter()
+                let fields: Vec<Field> = self
+                    .plan
+                    .left_schema
+                    .fields()
+                    .iter()
                     .chain(self.plan.right_schema.fields().iter())
                     .map(|f| f.as_ref().clone().with_nullable(true))
                     .collect();
@@ -355,28 +359,52 @@ impl Operator for UpdatingJoin {
                 if retraction {
                     partner.partners -= 1;
                     for _ in 0..copies {
-                        rows.push(OutRow { kind: RowKind::Delete, own: Some(r), partner: Some(p) });
+                        rows.push(OutRow {
+                            kind: RowKind::Delete,
+                            own: Some(r),
+                            partner: Some(p),
+                        });
                     }
                     if preserves_other && partner.partners == 0 {
                         for _ in 0..copies {
-                            rows.push(OutRow { kind: RowKind::Insert, own: None, partner: Some(p) });
+                            rows.push(OutRow {
+                                kind: RowKind::Insert,
+                                own: None,
+                                partner: Some(p),
+                            });
                         }
                     }
                 } else {
                     if preserves_other && partner.partners == 0 {
                         for _ in 0..copies {
-                            rows.push(OutRow { kind: RowKind::Delete, own: None, partner: Some(p) });
+                            rows.push(OutRow {
+                                kind: RowKind::Delete,
+                                own: None,
+                                partner: Some(p),
+                            });
                         }
                     }
                     partner.partners += 1;
                     for _ in 0..copies {
-                        rows.push(OutRow { kind: RowKind::Insert, own: Some(r), partner: Some(p) });
+                        rows.push(OutRow {
+                            kind: RowKind::Insert,
+                            own: Some(r),
+                            partner: Some(p),
+                        });
                     }
                 }
             }
             if preserves_own && partners_of_row == 0 {
-                let kind = if retraction { RowKind::Delete } else { RowKind::Insert };
-                rows.push(OutRow { kind, own: Some(r), partner: None });
+                let kind = if retraction {
+                    RowKind::Delete
+                } else {
+                    RowKind::Insert
+                };
+                rows.push(OutRow {
+                    kind,
+                    own: Some(r),
+                    partner: None,
+                });
             }
             if null_key {
                 continue; // never matches: not kept
@@ -471,8 +499,16 @@ impl Operator for UpdatingJoin {
             let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
                 return Err(bad());
             };
-            let copies = table.column(2).as_any().downcast_ref::<UInt32Array>().ok_or_else(bad)?;
-            let partners = table.column(3).as_any().downcast_ref::<UInt64Array>().ok_or_else(bad)?;
+            let copies = table
+                .column(2)
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .ok_or_else(bad)?;
+            let partners = table
+                .column(3)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(bad)?;
             self.sides[side].clear();
             for r in 0..table.num_rows() {
                 self.sides[side]
@@ -566,9 +602,16 @@ mod tests {
         let mut out = Collector::default();
         op.on_batch(0, rows(&[Some("a"), None], &[1, 2], None), &mut out)
             .unwrap();
-        assert_eq!(changes(&mut out), ["+I a 1 NULL NULL", "+I NULL 2 NULL NULL"]);
-        op.on_batch(1, rows(&[Some("a"), Some("b")], &[7, 8], Some(&[0, 0])), &mut out)
-            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I a 1 NULL NULL", "+I NULL 2 NULL NULL"]
+        );
+        op.on_batch(
+            1,
+            rows(&[Some("a"), Some("b")], &[7, 8], Some(&[0, 0])),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(
             changes(&mut out),
             ["-D a 1 NULL NULL", "+I a 1 a 7", "+I NULL NULL b 8"]
@@ -591,7 +634,8 @@ mod tests {
         let mut restored = plan.create().unwrap();
         restored.restore(op.snapshot().unwrap()).unwrap();
         for op in [&mut op, &mut restored] {
-            op.on_batch(1, rows(&[Some("a")], &[5], None), &mut out).unwrap();
+            op.on_batch(1, rows(&[Some("a")], &[5], None), &mut out)
+                .unwrap();
             assert_eq!(changes(&mut out), ["+I a 1 a 5", "+I a 1 a 5"]);
         }
         // A retraction of a row never put in is counted, not applied.

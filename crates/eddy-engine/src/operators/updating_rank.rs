@@ -131,9 +131,7 @@ impl OperatorPlan for UpdatingRankPlan {
             functions.join(", "),
             partition.join(", "),
             order.join(", "),
-            self.functions
-                .get(self.limited)
-                .map_or("?", |f| f.name()),
+            self.functions.get(self.limited).map_or("?", |f| f.name()),
             self.limit
         )
     }
@@ -164,7 +162,10 @@ impl OperatorPlan for UpdatingRankPlan {
             .map(|f| SortField::new(f.data_type().clone()))
             .collect();
         if self.limited >= self.functions.len() {
-            return Err(EngineError::operator(KIND, "the limit bounds no ranking function"));
+            return Err(EngineError::operator(
+                KIND,
+                "the limit bounds no ranking function",
+            ));
         }
         Ok(Box::new(UpdatingRank {
             keys: super::key_converter(&self.partition_by, &self.input_schema)?,
@@ -252,7 +253,10 @@ impl UpdatingRank {
 
     fn output(&self, changes: Vec<(RowKind, TopRow)>) -> Result<RecordBatch> {
         let parser = self.rows.parser();
-        let rows: Vec<_> = changes.iter().map(|(_, (row, _))| parser.parse(row)).collect();
+        let rows: Vec<_> = changes
+            .iter()
+            .map(|(_, (row, _))| parser.parse(row))
+            .collect();
         let mut columns = self.rows.convert_rows(rows)?;
         for f in 0..self.plan.functions.len() {
             columns.push(Arc::new(UInt64Array::from(
@@ -604,7 +608,13 @@ mod tests {
             op.on_batch(0, rows(&["a"], &[7], None), &mut out).unwrap();
             assert_eq!(
                 changes(&mut out),
-                ["-U a 5 1 1", "+U a 7 1 1", "-U a 5 1 1", "+U a 5 2 2", "+I a 5 2 2"]
+                [
+                    "-U a 5 1 1",
+                    "+U a 7 1 1",
+                    "-U a 5 1 1",
+                    "+U a 5 2 2",
+                    "+I a 5 2 2"
+                ]
             );
         }
     }

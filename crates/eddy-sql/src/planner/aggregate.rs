@@ -120,9 +120,12 @@ impl Compiler {
         let Some(window) = window else {
             return self.plan_updating_aggregate(aggregate, input, keys, position);
         };
-        input
-            .append_only("a window aggregate")
-            .map_err(|m| SqlError::at(&self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]), m))?;
+        input.append_only("a window aggregate").map_err(|m| {
+            SqlError::at(
+                &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
+                m,
+            )
+        })?;
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),

@@ -63,13 +63,11 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
         .collect();
     let mut layout = def.layout.clone();
     layout.physical_schema = changelog::updating_schema(&layout.physical_schema, &[]);
-    layout.output_schema = changelog::with_origin(
-        &changelog::updating_schema(output, &key_names),
-        &origin,
-    );
-    layout
-        .columns
-        .push(SourceColumn::Physical(def.layout.physical_schema.fields().len()));
+    layout.output_schema =
+        changelog::with_origin(&changelog::updating_schema(output, &key_names), &origin);
+    layout.columns.push(SourceColumn::Physical(
+        def.layout.physical_schema.fields().len(),
+    ));
     Ok(Some(ChangeFeed {
         layout,
         changelog: Changelog { origin, upsert_key },

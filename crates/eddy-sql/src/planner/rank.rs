@@ -212,7 +212,11 @@ pub(super) struct StreamRanking {
 /// function a ranking with one shared window, not confined to a window of
 /// the input's event time, bounded by the `WHERE` above it; and not the
 /// keep-first deduplication on event time that OVER runs append-only.
-pub(super) fn stream_ranking(compiler: &Compiler, window: &Window, input: &Stream) -> Option<StreamRanking> {
+pub(super) fn stream_ranking(
+    compiler: &Compiler,
+    window: &Window,
+    input: &Stream,
+) -> Option<StreamRanking> {
     let bound = compiler.rank_limit.clone()?;
     let first = function_params(window.window_expr.first()?)?;
     let mut functions = Vec::with_capacity(window.window_expr.len());
@@ -402,7 +406,9 @@ impl Compiler {
             .map(|&i| window.schema.field(i).name().clone())
             .collect();
         let at = self.anchor(position, &["OVER", "ROW_NUMBER", "RANK", "DENSE_RANK"]);
-        let what = if ranking.limit == 1 && ranking.functions[ranking.limited] == RankFunction::RowNumber {
+        let what = if ranking.limit == 1
+            && ranking.functions[ranking.limited] == RankFunction::RowNumber
+        {
             "the deduplication"
         } else {
             "the Top-N"

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use datafusion::physical_expr::expressions::Column;
 use eddy_engine::changelog;
+use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
 use crate::udf::{interval_expr_ms, strip_casts};
@@ -166,8 +166,15 @@ impl Stream {
             plan.push(step);
         }
         let schema = if updating {
-            let origin = self.changelog.as_ref().map(|c| c.origin.as_str()).unwrap_or_default();
-            changelog::with_origin(&changelog::updating_schema(self.schema.as_arrow(), &key_names), origin)
+            let origin = self
+                .changelog
+                .as_ref()
+                .map(|c| c.origin.as_str())
+                .unwrap_or_default();
+            changelog::with_origin(
+                &changelog::updating_schema(self.schema.as_arrow(), &key_names),
+                origin,
+            )
         } else {
             Arc::new(self.schema.as_arrow().clone())
         };
@@ -222,10 +229,18 @@ pub fn projected_time(exprs: &[Expr], schema: &DFSchema, time: usize) -> Option<
 
 /// Where `columns` of `schema` are in a projection's output, when every
 /// one is passed through unchanged (an upsert key survives only so).
-pub fn projected_columns(exprs: &[Expr], schema: &DFSchema, columns: &[usize]) -> Option<Vec<usize>> {
+pub fn projected_columns(
+    exprs: &[Expr],
+    schema: &DFSchema,
+    columns: &[usize],
+) -> Option<Vec<usize>> {
     columns
         .iter()
-        .map(|&c| exprs.iter().position(|e| column_index(e, schema) == Some(c)))
+        .map(|&c| {
+            exprs
+                .iter()
+                .position(|e| column_index(e, schema) == Some(c))
+        })
         .collect()
 }
 
@@ -322,9 +337,11 @@ pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> E
         .enumerate()
         .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as _)
         .collect();
-    exprs.push(Arc::new(datafusion::physical_expr::expressions::Literal::new(
-        ScalarValue::Int8(Some(changelog::RowKind::Insert.byte())),
-    )));
+    exprs.push(Arc::new(
+        datafusion::physical_expr::expressions::Literal::new(ScalarValue::Int8(Some(
+            changelog::RowKind::Insert.byte(),
+        ))),
+    ));
     let output = changelog::updating_schema(schema, &[]);
     let mut plan = CalcPlan::new(schema.clone());
     plan.push(CalcStep::Project {

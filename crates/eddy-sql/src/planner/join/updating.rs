@@ -29,7 +29,8 @@ impl Compiler {
         mut right: Stream,
         position: &Position,
     ) -> Result<Stream> {
-        let (left_schema, right_schema) = (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let (left_schema, right_schema) =
+            (join.left.schema().as_ref(), join.right.schema().as_ref());
         let mut left_keys: Vec<Expr> = Vec::new();
         let mut right_keys: Vec<Expr> = Vec::new();
         for (l, r) in &join.on {
@@ -37,9 +38,22 @@ impl Compiler {
             right_keys.push(r.clone());
         }
         let mut residual = Vec::new();
-        for conjunct in join.filter.as_ref().map(split_conjunction).unwrap_or_default() {
-            if let Expr::BinaryExpr(BinaryExpr { left: a, op: BinaryOp::Eq, right: b }) = conjunct {
-                match (side_of(a, left_schema, right_schema), side_of(b, left_schema, right_schema)) {
+        for conjunct in join
+            .filter
+            .as_ref()
+            .map(split_conjunction)
+            .unwrap_or_default()
+        {
+            if let Expr::BinaryExpr(BinaryExpr {
+                left: a,
+                op: BinaryOp::Eq,
+                right: b,
+            }) = conjunct
+            {
+                match (
+                    side_of(a, left_schema, right_schema),
+                    side_of(b, left_schema, right_schema),
+                ) {
                     (Some(Side::Left), Some(Side::Right)) => {
                         left_keys.push(a.as_ref().clone());
                         right_keys.push(b.as_ref().clone());
@@ -68,10 +82,15 @@ impl Compiler {
                 .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
                 .collect::<datafusion::error::Result<Vec<_>>>()
         };
-        let left_key_exprs = physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
-        let right_key_exprs = physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
+        let left_key_exprs =
+            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
+        let right_key_exprs =
+            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
         for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
-            let (lt, rt) = (l.data_type(left_schema.as_arrow()), r.data_type(right_schema.as_arrow()));
+            let (lt, rt) = (
+                l.data_type(left_schema.as_arrow()),
+                r.data_type(right_schema.as_arrow()),
+            );
             if lt.as_ref().ok() != rt.as_ref().ok() {
                 return Err(SqlError::at(
                     &self.anchor(position, &["ON", "WHERE"]),
@@ -117,11 +136,19 @@ impl Compiler {
         let node = add_operator(
             &mut self.graph,
             Arc::new(plan),
-            vec![(from_left, keyed(left_key_exprs)), (from_right, keyed(right_key_exprs))],
+            vec![
+                (from_left, keyed(left_key_exprs)),
+                (from_right, keyed(right_key_exprs)),
+            ],
         );
         let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), None);
-        stream.time_lost = Some(format!("{origin} revises its rows, which have no event time"));
-        stream.changelog = Some(Changelog { origin, upsert_key: None });
+        stream.time_lost = Some(format!(
+            "{origin} revises its rows, which have no event time"
+        ));
+        stream.changelog = Some(Changelog {
+            origin,
+            upsert_key: None,
+        });
         Ok(stream)
     }
 }
