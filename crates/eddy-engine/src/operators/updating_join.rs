@@ -163,6 +163,9 @@ struct Held {
 /// One side's rows: key -> encoded row -> held.
 type SideState = HashMap<Box<[u8]>, HashMap<Box<[u8]>, Held>>;
 
+/// A held row of the other side: its encoded key and row.
+type PartnerRef = (Box<[u8]>, Box<[u8]>);
+
 struct UpdatingJoin {
     plan: UpdatingJoinPlan,
     keys: RowConverter,
@@ -270,7 +273,7 @@ impl Operator for UpdatingJoin {
 
         // Step 1: candidate pairs (row, partner) and the residual on them.
         let mut pair_rows: Vec<u32> = Vec::new();
-        let mut pair_partner: Vec<(Box<[u8]>, Box<[u8]>)> = Vec::new();
+        let mut pair_partner: Vec<PartnerRef> = Vec::new();
         let mut row_pairs: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
         for r in 0..n {
             let start = pair_rows.len();
