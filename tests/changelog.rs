@@ -171,19 +171,6 @@ fn replay(lines: &[String], what: &str) -> Vec<Value> {
     common::json_rows(table.iter().map(String::as_str))
 }
 
-/// Sort key: the row's text with floats left out (their last bits may
-/// differ).
-fn key(row: &Value) -> String {
-    let Value::Object(map) = row else {
-        return row.to_string();
-    };
-    map.iter()
-        .filter(|(_, v)| !matches!(v, Value::Number(n) if n.is_f64()))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 #[test]
 fn replayed_changelogs_equal_datafusion_batch_results() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -201,7 +188,7 @@ fn replayed_changelogs_equal_datafusion_batch_results() {
                 !expected.is_empty(),
                 "{name}: the batch query returned nothing"
             );
-            expected.sort_by_key(key);
+            expected.sort_by_key(common::row_key);
             for (batch_size, parallelism) in SWEEP {
                 let what =
                     format!("{name} (seed {seed}, batch {batch_size}, parallelism {parallelism})");
@@ -222,7 +209,7 @@ fn replayed_changelogs_equal_datafusion_batch_results() {
                 )
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let mut actual = replay(&captured.lines, &what);
-                actual.sort_by_key(key);
+                actual.sort_by_key(common::row_key);
                 common::assert_same_rows(&actual, &expected, &what);
             }
         }
@@ -426,7 +413,7 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
             sql,
         );
         let mut expected = common::json_rows(lines.iter().map(String::as_str));
-        expected.sort_by_key(key);
+        expected.sort_by_key(common::row_key);
         for (batch_size, parallelism) in SWEEP {
             let what = format!("{sql} (batch {batch_size}, parallelism {parallelism})");
             let file = SqlFile {
@@ -454,7 +441,7 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
                 "{what}: malformed events are bad rows"
             );
             let mut actual = replay(&captured.lines, &what);
-            actual.sort_by_key(key);
+            actual.sort_by_key(common::row_key);
             common::assert_same_rows(&actual, &expected, &what);
         }
     }

@@ -235,18 +235,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A sort key from the non-float fields.
-fn key(row: &Value) -> String {
-    let Value::Object(map) = row else {
-        return row.to_string();
-    };
-    map.iter()
-        .filter(|(_, v)| !matches!(v, Value::Number(n) if n.is_f64()))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
     let schema = Schema::new(vec![
         Field::new("k", DataType::Utf8, true),
@@ -276,7 +264,7 @@ fn windows_match_datafusion_batch_queries() {
                 "{}: the batch query returned nothing",
                 case.name
             );
-            expected.sort_by_key(key);
+            expected.sort_by_key(common::row_key);
             for (batch_size, parallelism) in common::SWEEP {
                 let file = SqlFile {
                     name: "<differential>".into(),
@@ -302,7 +290,7 @@ fn windows_match_datafusion_batch_queries() {
                     "the generated input has no late rows"
                 );
                 let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
-                actual.sort_by_key(key);
+                actual.sort_by_key(common::row_key);
                 common::assert_same_rows(
                     &actual,
                     &expected,

@@ -15,6 +15,9 @@ pub mod updating_rank;
 pub mod window_aggregate;
 pub mod window_rank;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
@@ -32,6 +35,65 @@ pub struct AggregateCall {
     pub expr: Arc<datafusion::physical_expr::aggregate::AggregateFunctionExpr>,
     /// The `FILTER (WHERE ...)` clause, if any.
     pub filter: Option<Arc<dyn PhysicalExpr>>,
+}
+
+/// The fields of named key expressions over `schema` (nullable).
+pub(crate) fn key_fields(
+    keys: &[(Arc<dyn PhysicalExpr>, String)],
+    schema: &Schema,
+) -> Result<Vec<datafusion::arrow::datatypes::Field>> {
+    keys.iter()
+        .map(|(expr, name)| {
+            Ok(datafusion::arrow::datatypes::Field::new(
+                name,
+                expr.data_type(schema)?,
+                true,
+            ))
+        })
+        .collect()
+}
+
+/// `columns` as a batch of `schema`, each cast to its field's type where
+/// it differs (a scalar column built from `ScalarValue`s, a decoded row).
+pub(crate) fn batch_of(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    columns: Vec<ArrayRef>,
+) -> Result<RecordBatch> {
+    let columns = columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c)
+            } else {
+                Ok(datafusion::arrow::compute::cast(&c, f.data_type())?)
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// Whether an aggregate's sliding accumulator takes back any rows, in any
+/// order, keeping exactly the state of the rows left: sums, counts,
+/// averages, variances (min and max retract oldest-first, for window
+/// frames).
+pub(crate) fn retracts_in_any_order(
+    expr: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+) -> bool {
+    matches!(
+        expr.fun().name(),
+        "sum"
+            | "count"
+            | "avg"
+            | "mean"
+            | "var"
+            | "var_samp"
+            | "var_pop"
+            | "variance"
+            | "stddev"
+            | "stddev_samp"
+            | "stddev_pop"
+    )
 }
 
 /// A row converter for key expressions. With no keys every row gets the same

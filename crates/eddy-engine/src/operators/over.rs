@@ -507,20 +507,7 @@ impl OverOperator {
 /// all retraction needs: sums, counts, averages, variances), rather than
 /// rebuilt by adding the frame's rows again (min and max need the rows).
 fn state_restores_sliding(expr: &AggregateFunctionExpr) -> bool {
-    matches!(
-        expr.fun().name(),
-        "sum"
-            | "count"
-            | "avg"
-            | "mean"
-            | "var"
-            | "var_samp"
-            | "var_pop"
-            | "variance"
-            | "stddev"
-            | "stddev_samp"
-            | "stddev_pop"
-    )
+    super::retracts_in_any_order(expr)
 }
 
 /// Sliding accumulators' states (one row per key) as a table.

@@ -81,7 +81,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, Int8Array, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::compute::{cast, take};
+use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
@@ -130,21 +130,7 @@ enum Keeping {
 /// Whether an aggregate's sliding accumulator takes back any row in any
 /// order, exactly (sums are exact on integers and decimals).
 fn retracts_exactly(expr: &AggregateFunctionExpr) -> bool {
-    !expr.is_distinct()
-        && matches!(
-            expr.fun().name(),
-            "count"
-                | "sum"
-                | "avg"
-                | "mean"
-                | "var"
-                | "var_samp"
-                | "var_pop"
-                | "variance"
-                | "stddev"
-                | "stddev_samp"
-                | "stddev_pop"
-        )
+    !expr.is_distinct() && super::retracts_in_any_order(expr)
 }
 
 impl UpdatingAggregatePlan {
@@ -197,11 +183,7 @@ impl OperatorPlan for UpdatingAggregatePlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let key_fields = self
-            .keys
-            .iter()
-            .map(|(expr, name)| Ok(Field::new(name, expr.data_type(&self.input_schema)?, true)))
-            .collect::<Result<Vec<_>>>()?;
+        let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
         let mut arg_converters = Vec::with_capacity(self.aggregates.len());
         for aggregate in &self.aggregates {
             let fields = aggregate
@@ -440,18 +422,7 @@ impl UpdatingAggregate {
             columns.push(scalars_to_array(values, field.data_type())?);
         }
         columns.push(Arc::new(Int8Array::from(kinds)));
-        let columns = columns
-            .into_iter()
-            .zip(schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    Ok(cast(&c, f.data_type())?)
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(RecordBatch::try_new(schema, columns)?)
+        super::batch_of(&schema, columns)
     }
 
     /// The state columns of each aggregate in the checkpoint's `groups`
@@ -828,7 +799,6 @@ impl Operator for UpdatingAggregate {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::StringArray;
     use datafusion::functions_aggregate::count::count_udaf;
     use datafusion::functions_aggregate::min_max::max_udaf;
     use datafusion::functions_aggregate::sum::sum_udaf;
@@ -837,12 +807,10 @@ mod tests {
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
+    use crate::operators::testing::{changes, keyed as rows};
 
     fn input_schema() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Int64, true),
-        ]))
+        crate::operators::testing::kv_schema()
     }
 
     fn call(function: Arc<AggregateUDF>, name: &str, distinct: bool) -> AggregateCall {
@@ -885,40 +853,6 @@ mod tests {
             ],
             input_updating: true,
         }
-    }
-
-    fn rows(keys: &[&str], values: &[i64], kinds: Option<&[i8]>) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(keys.to_vec())),
-            Arc::new(Int64Array::from(values.to_vec())),
-        ];
-        match kinds {
-            None => RecordBatch::try_new(input_schema(), columns).unwrap(),
-            Some(kinds) => {
-                let mut columns = columns;
-                columns.push(Arc::new(Int8Array::from(kinds.to_vec())));
-                RecordBatch::try_new(changelog::updating_schema(&input_schema(), &[]), columns)
-                    .unwrap()
-            }
-        }
-    }
-
-    /// Emitted rows as `kind k n s m d` strings.
-    fn changes(out: &mut Collector) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (_, batch) in out.drain() {
-            let kinds = changelog::row_kinds(&batch).unwrap().clone();
-            for r in 0..batch.num_rows() {
-                let mut line = RowKind::of(kinds.value(r)).unwrap().short().to_string();
-                for c in 0..batch.num_columns() - 1 {
-                    let value = ScalarValue::try_from_array(batch.column(c), r).unwrap();
-                    line.push(' ');
-                    line.push_str(&value.to_string());
-                }
-                lines.push(line);
-            }
-        }
-        lines
     }
 
     #[test]

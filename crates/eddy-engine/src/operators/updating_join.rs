@@ -533,17 +533,13 @@ impl Operator for UpdatingJoin {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Int64Array, StringArray};
-    use datafusion::common::ScalarValue;
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
+    use crate::operators::testing::{changes, kv_rows as rows};
 
     fn side() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Int64, true),
-        ]))
+        crate::operators::testing::kv_schema()
     }
 
     fn plan(kind: JoinKind) -> UpdatingJoinPlan {
@@ -563,40 +559,6 @@ mod tests {
             right_keys: vec![col("k", &side).unwrap()],
             residual: None,
         }
-    }
-
-    fn rows(keys: &[Option<&str>], values: &[i64], kinds: Option<&[i8]>) -> RecordBatch {
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(keys.to_vec())),
-            Arc::new(Int64Array::from(values.to_vec())),
-        ];
-        match kinds {
-            None => RecordBatch::try_new(side(), columns).unwrap(),
-            Some(kinds) => {
-                columns.push(Arc::new(Int8Array::from(kinds.to_vec())));
-                RecordBatch::try_new(changelog::updating_schema(&side(), &[]), columns).unwrap()
-            }
-        }
-    }
-
-    fn changes(out: &mut Collector) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (_, batch) in out.drain() {
-            let kinds = changelog::row_kinds(&batch).unwrap().clone();
-            for r in 0..batch.num_rows() {
-                let mut line = RowKind::of(kinds.value(r)).unwrap().short().to_string();
-                for c in 0..batch.num_columns() - 1 {
-                    line.push(' ');
-                    line.push_str(
-                        &ScalarValue::try_from_array(batch.column(c), r)
-                            .unwrap()
-                            .to_string(),
-                    );
-                }
-                lines.push(line);
-            }
-        }
-        lines
     }
 
     #[test]

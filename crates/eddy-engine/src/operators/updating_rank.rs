@@ -266,19 +266,7 @@ impl UpdatingRank {
         columns.push(Arc::new(Int8Array::from(
             changes.iter().map(|(k, _)| k.byte()).collect::<Vec<_>>(),
         )));
-        let schema = self.plan.output_schema.clone();
-        let columns = columns
-            .into_iter()
-            .zip(schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    Ok(datafusion::arrow::compute::cast(&c, f.data_type())?)
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        Ok(RecordBatch::try_new(schema, columns)?)
+        super::batch_of(&self.plan.output_schema, columns)
     }
 }
 
@@ -486,18 +474,14 @@ impl Operator for UpdatingRank {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Int64Array, StringArray};
     use datafusion::arrow::compute::SortOptions;
-    use datafusion::common::ScalarValue;
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
+    use crate::operators::testing::{changes, keyed as rows};
 
     fn input() -> SchemaRef {
-        Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Int64, true),
-        ]))
+        crate::operators::testing::kv_schema()
     }
 
     /// Top `limit` by v DESC per k, with the given functions.
@@ -520,40 +504,6 @@ mod tests {
             limit,
             input_updating,
         }
-    }
-
-    fn rows(keys: &[&str], values: &[i64], kinds: Option<&[i8]>) -> RecordBatch {
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(keys.to_vec())),
-            Arc::new(Int64Array::from(values.to_vec())),
-        ];
-        match kinds {
-            None => RecordBatch::try_new(input(), columns).unwrap(),
-            Some(kinds) => {
-                columns.push(Arc::new(Int8Array::from(kinds.to_vec())));
-                RecordBatch::try_new(changelog::updating_schema(&input(), &[]), columns).unwrap()
-            }
-        }
-    }
-
-    fn changes(out: &mut Collector) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (_, batch) in out.drain() {
-            let kinds = changelog::row_kinds(&batch).unwrap().clone();
-            for r in 0..batch.num_rows() {
-                let mut line = RowKind::of(kinds.value(r)).unwrap().short().to_string();
-                for c in 0..batch.num_columns() - 1 {
-                    line.push(' ');
-                    line.push_str(
-                        &ScalarValue::try_from_array(batch.column(c), r)
-                            .unwrap()
-                            .to_string(),
-                    );
-                }
-                lines.push(line);
-            }
-        }
-        lines
     }
 
     #[test]

@@ -146,11 +146,7 @@ impl OperatorPlan for WindowAggregatePlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let key_fields = self
-            .keys
-            .iter()
-            .map(|(expr, name)| Ok(Field::new(name, expr.data_type(&self.input_schema)?, true)))
-            .collect::<Result<Vec<_>>>()?;
+        let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
         let mut state_fields = vec![Field::new(WINDOW_END, DataType::Int64, false)];
         state_fields.extend(key_fields.iter().cloned());
         let mut state_widths = Vec::with_capacity(self.aggregates.len());

@@ -27,11 +27,12 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::PhysicalSortExpr;
-use eddy_engine::changelog;
 use eddy_engine::operators::updating_rank::UpdatingRankPlan;
 use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
 
-use super::stream::{add_operator, keyed, Changelog, Stream, TimeAttr, WindowColumn};
+use super::stream::{
+    add_operator, keyed, updating_output, Changelog, Stream, TimeAttr, WindowColumn,
+};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -270,33 +271,8 @@ impl Compiler {
             column: window_column,
             to_end_ms,
         } = ranking;
-        let state = self.ctx.state();
         let input_schema = input.schema.clone();
-        let physical = |e: &Expr| {
-            crate::context::physical_expr(&state, e.clone(), &input_schema)
-                .map_err(|e| self.df_error(position, e))
-        };
-        let params = window
-            .window_expr
-            .first()
-            .and_then(function_params)
-            .map(|f| &f.params)
-            .ok_or_else(|| crate::error::SqlError::Internal("a ranking without function".into()))?;
-        let partition_by = params
-            .partition_by
-            .iter()
-            .map(physical)
-            .collect::<Result<Vec<_>>>()?;
-        let order_by = params
-            .order_by
-            .iter()
-            .map(|sort| {
-                Ok(PhysicalSortExpr::new(
-                    physical(&sort.expr)?,
-                    SortOptions::new(!sort.asc, sort.nulls_first),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let (partition_by, order_by) = self.ranking_window(window, &input_schema, position)?;
         // A limit holds for a row_number or rank column; what it keeps is a
         // prefix of each partition in rank order, so every function's values
         // on the kept rows are what they would be over all rows.
@@ -350,12 +326,7 @@ impl Compiler {
         position: &Position,
     ) -> Result<Stream> {
         self.rank_limit = None;
-        let state = self.ctx.state();
         let input_schema = input.schema.clone();
-        let physical = |e: &Expr| {
-            crate::context::physical_expr(&state, e.clone(), &input_schema)
-                .map_err(|e| self.df_error(position, e))
-        };
         let params = window
             .window_expr
             .first()
@@ -368,21 +339,7 @@ impl Compiler {
                 "a Top-N needs an ORDER BY in its OVER clause (which rows come first)",
             ));
         }
-        let partition_by = params
-            .partition_by
-            .iter()
-            .map(physical)
-            .collect::<Result<Vec<_>>>()?;
-        let order_by = params
-            .order_by
-            .iter()
-            .map(|sort| {
-                Ok(PhysicalSortExpr::new(
-                    physical(&sort.expr)?,
-                    SortOptions::new(!sort.asc, sort.nulls_first),
-                ))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let (partition_by, order_by) = self.ranking_window(window, &input_schema, position)?;
         // Upsert key: the partition columns and a row number (unique per
         // partition), when the partition is plain columns.
         let first_output = input_schema.fields().len();
@@ -418,16 +375,7 @@ impl Compiler {
             ranking.functions[ranking.limited].name().to_uppercase(),
             ranking.limit
         );
-        let fields: Vec<datafusion::arrow::datatypes::Field> = window
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        let output_schema = changelog::with_origin(
-            &changelog::updating_schema(&Schema::new(fields), &key_names),
-            &origin,
-        );
+        let output_schema = updating_output(&window.schema, &key_names, &origin);
         let plan = UpdatingRankPlan {
             input_schema: Arc::new(input_schema.as_arrow().clone()),
             output_schema,
@@ -451,4 +399,47 @@ impl Compiler {
         stream.changelog = Some(Changelog { origin, upsert_key });
         Ok(stream)
     }
+
+    /// A ranking's PARTITION BY and ORDER BY as physical expressions over
+    /// its input's rows.
+    fn ranking_window(
+        &self,
+        window: &Window,
+        input_schema: &DFSchema,
+        position: &Position,
+    ) -> Result<RankingWindow> {
+        let state = self.ctx.state();
+        let physical = |e: &Expr| {
+            crate::context::physical_expr(&state, e.clone(), input_schema)
+                .map_err(|e| self.df_error(position, e))
+        };
+        let params = window
+            .window_expr
+            .first()
+            .and_then(function_params)
+            .map(|f| &f.params)
+            .ok_or_else(|| SqlError::Internal("a ranking without function".into()))?;
+        let partition_by = params
+            .partition_by
+            .iter()
+            .map(physical)
+            .collect::<Result<Vec<_>>>()?;
+        let order_by = params
+            .order_by
+            .iter()
+            .map(|sort| {
+                Ok(PhysicalSortExpr::new(
+                    physical(&sort.expr)?,
+                    SortOptions::new(!sort.asc, sort.nulls_first),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((partition_by, order_by))
+    }
 }
+
+/// A ranking's PARTITION BY and ORDER BY over its input's rows.
+type RankingWindow = (
+    Vec<std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+    Vec<PhysicalSortExpr>,
+);

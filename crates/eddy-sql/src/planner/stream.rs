@@ -328,6 +328,24 @@ fn window_bound(expr: &Expr, schema: &DFSchema, time: usize) -> Option<(i64, i64
     }
 }
 
+/// The physical schema of an updating operator's output whose columns are
+/// `schema`'s (all nullable), with the row kind naming `upsert_key` and
+/// `origin` (what made the stream updating).
+pub fn updating_output(schema: &DFSchema, upsert_key: &[String], origin: &str) -> SchemaRef {
+    let fields: Vec<datafusion::arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    changelog::with_origin(
+        &changelog::updating_schema(
+            &datafusion::arrow::datatypes::Schema::new(fields),
+            upsert_key,
+        ),
+        origin,
+    )
+}
+
 /// An append-only stream's rows as the inserts of an updating stream (a
 /// calc appending the row kind `+I`), for a union with an updating stream.
 pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> Endpoint {

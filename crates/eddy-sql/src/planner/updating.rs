@@ -10,15 +10,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::common::DFSchemaRef;
 use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_engine::changelog;
 use eddy_engine::operators::updating_aggregate::UpdatingAggregatePlan;
 use eddy_engine::operators::AggregateCall;
 
-use super::stream::{add_operator, keyed, Changelog, Stream};
+use super::stream::{add_operator, keyed, updating_output, Changelog, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -95,15 +93,7 @@ impl Compiler {
             .take(keys.len())
             .map(|f| f.name().clone())
             .collect();
-        let fields: Vec<Field> = output
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        let output_schema = changelog::with_origin(
-            &changelog::updating_schema(&Schema::new(fields), &key_names),
-            &origin,
-        );
+        let output_schema = updating_output(&output, &key_names, &origin);
         let key_count = keys.len();
         let plan = Arc::new(UpdatingAggregatePlan {
             input_schema: Arc::new(input.schema.as_arrow().clone()),

@@ -33,6 +33,9 @@ use eddy_engine::operators::interval_join::{
 };
 
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
+
+/// A join key as a physical expression over one side's rows.
+type PhysicalKey = Arc<dyn datafusion::physical_expr::PhysicalExpr>;
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 use crate::udf::strip_casts;
@@ -300,22 +303,8 @@ impl Compiler {
         )
         .map_err(|e| self.df_error(position, e))?;
 
-        let left_key_exprs =
-            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
-        let right_key_exprs =
-            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
-        for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
-            let (lt, rt) = (
-                l.data_type(left_schema.as_arrow()),
-                r.data_type(right_schema.as_arrow()),
-            );
-            if lt.as_ref().ok() != rt.as_ref().ok() {
-                return Err(SqlError::at(
-                    &self.anchor(position, &["ON", "WHERE"]),
-                    format!("join keys {l} and {r} have different types; CAST one of them"),
-                ));
-            }
-        }
+        let (left_key_exprs, right_key_exprs) =
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
         let residual = match datafusion::logical_expr::utils::conjunction(residual) {
             Some(expr) => Some(
                 crate::context::physical_expr(&state, expr, &join_schema)
@@ -372,6 +361,41 @@ impl Compiler {
         let mut stream = Stream::of_node(node, &self.graph, Arc::new(join_schema), output_time);
         stream.time_lost = time_lost.map(str::to_string);
         Ok(stream)
+    }
+
+    /// The key expressions of both sides as physical expressions over
+    /// each side's rows; keys of different types are refused.
+    fn join_keys(
+        &self,
+        left_keys: &[Expr],
+        right_keys: &[Expr],
+        left_schema: &DFSchema,
+        right_schema: &DFSchema,
+        position: &Position,
+    ) -> Result<(Vec<PhysicalKey>, Vec<PhysicalKey>)> {
+        let state = self.ctx.state();
+        let physical = |exprs: &[Expr], schema: &DFSchema| {
+            exprs
+                .iter()
+                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
+                .collect::<datafusion::error::Result<Vec<_>>>()
+                .map_err(|e| self.df_error(position, e))
+        };
+        let left = physical(left_keys, left_schema)?;
+        let right = physical(right_keys, right_schema)?;
+        for (l, r) in left.iter().zip(&right) {
+            let (lt, rt) = (
+                l.data_type(left_schema.as_arrow()),
+                r.data_type(right_schema.as_arrow()),
+            );
+            if lt.as_ref().ok() != rt.as_ref().ok() {
+                return Err(SqlError::at(
+                    &self.anchor(position, &["ON", "WHERE"]),
+                    format!("join keys {l} and {r} have different types; CAST one of them"),
+                ));
+            }
+        }
+        Ok((left, right))
     }
 
     /// The event-time side of a join that is not a regular one: both inputs'

@@ -8,16 +8,14 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::Schema;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, Operator as BinaryOp};
-use eddy_engine::changelog;
 use eddy_engine::operators::interval_join::JoinKind;
 use eddy_engine::operators::updating_join::UpdatingJoinPlan;
 
 use super::condition::{side_of, Side};
 use crate::error::{Position, Result, SqlError};
-use crate::planner::stream::{add_operator, keyed, Changelog, Stream};
+use crate::planner::stream::{add_operator, keyed, updating_output, Changelog, Stream};
 use crate::planner::Compiler;
 
 impl Compiler {
@@ -75,29 +73,9 @@ impl Compiler {
                 format!("this {} JOIN has no equality between its sides (l.a = r.b): a join without keys would pair every row with every other", kind.name()),
             ));
         }
+        let (left_key_exprs, right_key_exprs) =
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
         let state = self.ctx.state();
-        let physical = |exprs: &[Expr], schema: &datafusion::common::DFSchema| {
-            exprs
-                .iter()
-                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
-                .collect::<datafusion::error::Result<Vec<_>>>()
-        };
-        let left_key_exprs =
-            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
-        let right_key_exprs =
-            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
-        for (l, r) in left_key_exprs.iter().zip(&right_key_exprs) {
-            let (lt, rt) = (
-                l.data_type(left_schema.as_arrow()),
-                r.data_type(right_schema.as_arrow()),
-            );
-            if lt.as_ref().ok() != rt.as_ref().ok() {
-                return Err(SqlError::at(
-                    &self.anchor(position, &["ON", "WHERE"]),
-                    format!("join keys {l} and {r} have different types; CAST one of them"),
-                ));
-            }
-        }
         let residual = match conjunction(residual) {
             Some(expr) => Some(
                 crate::context::physical_expr(&state, expr, &join.schema)
@@ -112,16 +90,7 @@ impl Compiler {
                 format!("the {} JOIN without a time bound at {at}", kind.name())
             }
         };
-        let fields: Vec<datafusion::arrow::datatypes::Field> = join
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        let output_schema = changelog::with_origin(
-            &changelog::updating_schema(&Schema::new(fields), &[]),
-            &origin,
-        );
+        let output_schema = updating_output(&join.schema, &[], &origin);
         let plan = UpdatingJoinPlan {
             kind,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
