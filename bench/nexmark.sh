@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 EVENTS=${EVENTS:-10000000}
-QUERIES=${QUERIES:-q0 q1 q2 q3 q5 q7 q8}
+QUERIES=${QUERIES:-q0 q1 q2 q3 q4 q5 q7 q8 q9}
 . bench/lib.sh
 build_eddy
 
