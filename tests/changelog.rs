@@ -67,7 +67,7 @@ fn random_input(seed: u64, rows: usize) -> String {
 }
 
 /// The updating queries: each runs as written in both engines.
-const QUERIES: [(&str, &str); 17] = [
+const QUERIES: [(&str, &str); 23] = [
     (
         "group by with every kind of aggregate",
         "SELECT k, count(*) AS c, count(n) AS cn, sum(n) AS s, min(n) AS lo, max(n) AS hi, avg(n) AS a FROM orders GROUP BY k",
@@ -131,6 +131,30 @@ const QUERIES: [(&str, &str); 17] = [
     (
         "right join of an updating aggregate and a stream",
         "SELECT t.k, t.hi, p.p FROM (SELECT k, max(n) AS hi FROM orders GROUP BY k) t RIGHT JOIN payments p ON t.k = p.k",
+    ),
+    (
+        "exists (a semi join)",
+        "SELECT k, n FROM orders o WHERE EXISTS (SELECT 1 FROM payments p WHERE p.k = o.k AND p.p > 30)",
+    ),
+    (
+        "not exists (an anti join) over an updating subquery",
+        "SELECT k, n FROM orders o WHERE n > 30 AND NOT EXISTS (SELECT 1 FROM (SELECT k, count(*) AS c FROM payments GROUP BY k) p WHERE p.k = o.k AND p.c > 9)",
+    ),
+    (
+        "in (a semi join)",
+        "SELECT k, n FROM orders WHERE k IN (SELECT k FROM payments WHERE p < 0)",
+    ),
+    (
+        "union distinct",
+        "SELECT k FROM orders UNION SELECT k FROM payments",
+    ),
+    (
+        "intersect",
+        "SELECT k, n FROM orders INTERSECT SELECT k, p FROM payments",
+    ),
+    (
+        "except",
+        "SELECT k, n FROM orders EXCEPT SELECT k, p FROM payments",
     ),
     (
         "projection and expressions over an updating stream",

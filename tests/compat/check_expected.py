@@ -164,6 +164,10 @@ check("flink_window_join_full", {"QUERY1": [
     {"l_num": 2, "l_id": "L2", "r_num": None, "r_id": None, **jw("12:05", "12:10")},
     {"l_num": None, "l_id": None, "r_num": 4, "r_id": "R4", **jw("12:05", "12:10")}]})
 
+check("flink_window_join_semi", {"QUERY1": [
+    {"row_time": "2020-04-15T12:03:00Z", "num": 3, "id": "L3", **jw("12:00", "12:05"),
+     "window_time": "2020-04-15T12:04:59.999Z"}]})
+
 # ---- Flink documentation, worked out from our inputs -----------------------
 orders = rows("orders.ndjson")
 ships = rows("shipments.ndjson")

@@ -1,5 +1,7 @@
 //! Regular joins whose result changes: INNER, LEFT, RIGHT and FULL joins on
-//! key equality, without a time bound, over append-only or updating inputs.
+//! key equality, without a time bound, over append-only or updating inputs;
+//! and semi and anti joins (`IN`, `EXISTS`, `NOT EXISTS`, `INTERSECT`,
+//! `EXCEPT`), which emit a left row while it has (or has no) partner.
 //!
 //! In: rows of either side, append-only or updating (a side's `-U`/`-D`
 //! rows take the row back out). Out: an updating stream of the joined rows
@@ -31,11 +33,12 @@
 //! use eddy_engine::changelog;
 //! use eddy_engine::operator::{Collector, OperatorPlan};
 //! use eddy_engine::operators::interval_join::JoinKind;
-//! use eddy_engine::operators::updating_join::UpdatingJoinPlan;
+//! use eddy_engine::operators::updating_join::{JoinOutput, UpdatingJoinPlan};
 //!
 //! let side = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
 //! let plan = UpdatingJoinPlan {
-//!     kind: JoinKind::Left,
+//!     kind: JoinOutput::Pairs(JoinKind::Left),
+//!     nulls_equal: false,
 //!     left_schema: side.clone(),
 //!     right_schema: side.clone(),
 //!     output_schema: changelog::updating_schema(
@@ -78,16 +81,46 @@ use crate::state::StateSnapshot;
 
 const KIND: &str = "updating_join";
 
+/// What a join emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinOutput {
+    /// Pairs, and the null-padded rows of the side(s) the kind preserves:
+    /// the left columns, then the right ones.
+    Pairs(JoinKind),
+    /// Left rows with at least one partner (`IN`, `EXISTS`, `INTERSECT`):
+    /// the left columns.
+    LeftSemi,
+    /// Left rows without a partner (`NOT EXISTS`, `EXCEPT`): the left
+    /// columns.
+    LeftAnti,
+}
+
+impl JoinOutput {
+    /// The SQL name: `INNER`, ..., `LEFT SEMI`, `LEFT ANTI`.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinOutput::Pairs(kind) => kind.name(),
+            JoinOutput::LeftSemi => "LEFT SEMI",
+            JoinOutput::LeftAnti => "LEFT ANTI",
+        }
+    }
+}
+
 /// Plan of a regular join with a changing result.
 #[derive(Debug, Clone)]
 pub struct UpdatingJoinPlan {
-    /// INNER, LEFT, RIGHT or FULL.
-    pub kind: JoinKind,
+    /// What it emits: pairs (INNER, LEFT, RIGHT, FULL), or left rows with
+    /// (semi) or without (anti) partners.
+    pub kind: JoinOutput,
+    /// Whether NULL keys equal each other (`INTERSECT`, `EXCEPT`); else a
+    /// NULL key matches nothing, as in SQL's `=`.
+    pub nulls_equal: bool,
     /// The left input's own columns (an updating input's row kind follows).
     pub left_schema: SchemaRef,
     /// The right input's own columns.
     pub right_schema: SchemaRef,
-    /// Left columns, right columns, the row kind.
+    /// Left columns, right columns (semi and anti joins: the left columns
+    /// only), the row kind.
     pub output_schema: SchemaRef,
     /// Key expressions over left rows.
     pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
@@ -114,8 +147,13 @@ impl OperatorPlan for UpdatingJoinPlan {
             .as_ref()
             .map(|r| format!(" and {r}"))
             .unwrap_or_default();
+        let nulls = if self.nulls_equal {
+            ", NULL keys equal"
+        } else {
+            ""
+        };
         format!(
-            "{} on {}{residual}, every row kept, output updating",
+            "{} on {}{residual}{nulls}, every row kept, output updating",
             self.kind.name(),
             keys.join(" and ")
         )
@@ -186,11 +224,16 @@ struct OutRow {
 
 impl UpdatingJoin {
     fn preserves(&self, side: usize) -> bool {
-        if side == 0 {
-            self.plan.kind.keeps_left()
-        } else {
-            self.plan.kind.keeps_right()
+        match self.plan.kind {
+            JoinOutput::Pairs(kind) if side == 0 => kind.keeps_left(),
+            JoinOutput::Pairs(kind) => kind.keeps_right(),
+            JoinOutput::LeftSemi | JoinOutput::LeftAnti => false,
         }
+    }
+
+    /// Whether the join emits only left rows (semi and anti joins).
+    fn left_rows_only(&self) -> bool {
+        !matches!(self.plan.kind, JoinOutput::Pairs(_))
     }
 
     /// Assembles output rows: this side's columns from `data`, the other
@@ -223,16 +266,20 @@ impl UpdatingJoin {
                 .collect();
             Ok(interleave(&sources, &picks)?)
         };
-        let own: Vec<ArrayRef> = (0..data.num_columns())
-            .map(own_columns)
-            .collect::<Result<_>>()?;
-        let other: Vec<ArrayRef> = (0..partners.len())
+        let (own_width, other_width) = match (self.left_rows_only(), side) {
+            (true, 0) => (data.num_columns(), 0),
+            (true, _) => (0, partners.len()),
+            (false, _) => (data.num_columns(), partners.len()),
+        };
+        let own: Vec<ArrayRef> = (0..own_width).map(own_columns).collect::<Result<_>>()?;
+        let other: Vec<ArrayRef> = (0..other_width)
             .map(partner_columns)
             .collect::<Result<_>>()?;
-        let mut columns = if side == 0 {
-            [own, other].concat()
-        } else {
-            [other, own].concat()
+        let mut columns = match (self.left_rows_only(), side) {
+            (true, 0) => own,
+            (true, _) => other,
+            (false, 0) => [own, other].concat(),
+            (false, _) => [other, own].concat(),
         };
         columns.push(Arc::new(Int8Array::from(
             rows.iter().map(|r| r.kind.byte()).collect::<Vec<_>>(),
@@ -268,7 +315,8 @@ impl Operator for UpdatingJoin {
             .map(|k| Ok(k.evaluate(&data)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.keys.convert_columns(&key_columns)?;
-        let has_null_key = |r: usize| key_columns.iter().any(|c| c.is_null(r));
+        let nulls_equal = self.plan.nulls_equal;
+        let has_null_key = |r: usize| !nulls_equal && key_columns.iter().any(|c| c.is_null(r));
         let encoded = self.rows[side].convert_columns(data.columns())?;
 
         // Step 1: candidate pairs (row, partner) and the residual on them.
@@ -325,6 +373,8 @@ impl Operator for UpdatingJoin {
         // Step 2: apply the rows in order.
         let preserves_own = self.preserves(side);
         let preserves_other = self.preserves(other);
+        let left_rows_only = self.left_rows_only();
+        let semi = self.plan.kind == JoinOutput::LeftSemi;
         let mut rows = Vec::new();
         for r in 0..n {
             let retraction = kinds
@@ -359,7 +409,34 @@ impl Operator for UpdatingJoin {
                 };
                 let copies = partner.copies;
                 partners_of_row += u64::from(copies);
-                if retraction {
+                if left_rows_only {
+                    if side == 0 {
+                        continue; // right rows are never output
+                    }
+                    // A left row's partners change: it enters or leaves
+                    // a semi join's output (the reverse for an anti join).
+                    let before = partner.partners;
+                    if retraction {
+                        partner.partners -= 1;
+                    } else {
+                        partner.partners += 1;
+                    }
+                    if (before == 0) != (partner.partners == 0) {
+                        let matched = partner.partners > 0;
+                        let kind = if matched == semi {
+                            RowKind::Insert
+                        } else {
+                            RowKind::Delete
+                        };
+                        for _ in 0..copies {
+                            rows.push(OutRow {
+                                kind,
+                                own: None,
+                                partner: Some(p),
+                            });
+                        }
+                    }
+                } else if retraction {
                     partner.partners -= 1;
                     for _ in 0..copies {
                         rows.push(OutRow {
@@ -397,7 +474,12 @@ impl Operator for UpdatingJoin {
                     }
                 }
             }
-            if preserves_own && partners_of_row == 0 {
+            let left_row_out = match self.plan.kind {
+                JoinOutput::LeftSemi => side == 0 && partners_of_row > 0,
+                JoinOutput::LeftAnti => side == 0 && partners_of_row == 0,
+                JoinOutput::Pairs(_) => preserves_own && partners_of_row == 0,
+            };
+            if left_row_out {
                 let kind = if retraction {
                     RowKind::Delete
                 } else {
@@ -543,15 +625,23 @@ mod tests {
     }
 
     fn plan(kind: JoinKind) -> UpdatingJoinPlan {
+        plan_of(JoinOutput::Pairs(kind))
+    }
+
+    fn plan_of(kind: JoinOutput) -> UpdatingJoinPlan {
         let side = side();
-        let fields: Vec<Field> = side
-            .fields()
-            .iter()
-            .chain(side.fields().iter())
+        let width = if kind == JoinOutput::LeftSemi || kind == JoinOutput::LeftAnti {
+            1
+        } else {
+            2
+        };
+        let fields: Vec<Field> = (0..width)
+            .flat_map(|_| side.fields().iter())
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
         UpdatingJoinPlan {
             kind,
+            nulls_equal: false,
             left_schema: side.clone(),
             right_schema: side.clone(),
             output_schema: changelog::updating_schema(&Schema::new(fields), &[]),
@@ -608,5 +698,41 @@ mod tests {
             .unwrap();
         assert!(changes(&mut out).is_empty());
         assert_eq!(op.late_rows(), 1);
+    }
+
+    #[test]
+    fn semi_and_anti_joins_follow_the_partners_of_each_left_row() {
+        let mut semi = plan_of(JoinOutput::LeftSemi).create().unwrap();
+        let mut anti = plan_of(JoinOutput::LeftAnti).create().unwrap();
+        let mut out = Collector::default();
+        let left = rows(&[Some("a"), None], &[1, 2], None);
+        semi.on_batch(0, left.clone(), &mut out).unwrap();
+        assert!(changes(&mut out).is_empty(), "no partner yet");
+        anti.on_batch(0, left, &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 1", "+I NULL 2"]);
+        // Two partners of a: the semi join emits a once, when the first comes.
+        let right = rows(&[Some("a"), Some("a")], &[7, 8], Some(&[0, 0]));
+        semi.on_batch(1, right.clone(), &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 1"]);
+        anti.on_batch(1, right, &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["-D a 1"]);
+        // Both leave: a has no partner again.
+        let gone = rows(&[Some("a"), Some("a")], &[7, 8], Some(&[3, 3]));
+        semi.on_batch(1, gone.clone(), &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["-D a 1"]);
+        anti.on_batch(1, gone, &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 1"]);
+    }
+
+    #[test]
+    fn null_keys_match_when_the_join_says_they_are_equal() {
+        let mut plan = plan_of(JoinOutput::LeftSemi);
+        plan.nulls_equal = true;
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(1, rows(&[None], &[0], None), &mut out).unwrap();
+        op.on_batch(0, rows(&[None, Some("b")], &[1, 2], None), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I NULL 1"]);
     }
 }

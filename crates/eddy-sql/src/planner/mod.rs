@@ -700,10 +700,24 @@ impl Compiler {
                 self.rank_limit = rank::rank_limit(filter);
                 let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
                 if subquery {
-                    return Err(SqlError::at(
-                        &self.anchor(position, &["EXISTS", "IN"]),
-                        "a subquery in WHERE (IN / NOT IN / EXISTS: a semi or anti join) is not supported on streams; write it as a JOIN with a time bound (an interval join or a window join)",
-                    ));
+                    // IN / EXISTS / NOT EXISTS: DataFusion's decorrelation
+                    // turns them into semi and anti joins.
+                    use datafusion::optimizer::{OptimizerContext, OptimizerRule};
+                    let rewritten = datafusion::optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery::new()
+                        .rewrite(plan.clone(), &OptimizerContext::new())
+                        .map_err(|e| self.df_error(position, e))?;
+                    let still = match &rewritten.data {
+                        LogicalPlan::Filter(f) => datafusion::common::tree_node::TreeNode::exists(&f.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(true),
+                        _ => false,
+                    };
+                    if !rewritten.transformed || still {
+                        return Err(SqlError::at(
+                            &self.anchor(position, &["EXISTS", "IN", "SELECT"]),
+                            "this subquery in WHERE is not supported on streams: IN, EXISTS and NOT EXISTS work at the top of the condition (ANDed), correlated by equalities; a scalar subquery does not",
+                        ));
+                    }
+                    self.rank_limit = None;
+                    return self.plan_stream(&rewritten.data, position);
                 }
                 let mut stream = self.plan_stream(&filter.input, position)?;
                 self.rank_limit = None;

@@ -31,6 +31,7 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as Bin
 use eddy_engine::operators::interval_join::{
     IntervalJoinPlan, JoinBound, JoinInput, JoinKind, TimeBound,
 };
+use eddy_engine::operators::updating_join::JoinOutput;
 
 use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
 
@@ -51,6 +52,22 @@ impl Compiler {
         position: &Position,
         needed: Option<Vec<bool>>,
     ) -> Result<Stream> {
+        let semi = match join.join_type {
+            JoinType::LeftSemi => Some(JoinOutput::LeftSemi),
+            JoinType::LeftAnti if join.null_aware => {
+                return Err(SqlError::at(
+                    &self.anchor(position, &["NOT", "IN", "EXCEPT"]),
+                    "NOT IN (subquery) over streams is not supported: its NULL rule makes every row depend on whether the subquery has a NULL; write NOT EXISTS (SELECT ... WHERE s.x = t.x)",
+                ))
+            }
+            JoinType::LeftAnti => Some(JoinOutput::LeftAnti),
+            _ => None,
+        };
+        if let Some(semi) = semi {
+            let left = self.plan_stream(&join.left, position)?;
+            let right = self.plan_stream(&join.right, position)?;
+            return self.plan_updating_join(join, semi, left, right, position);
+        }
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
             JoinType::Left => JoinKind::Left,
@@ -200,7 +217,7 @@ impl Compiler {
             && bounds.upper.is_none()
             && self.state_ttl_ms.is_none();
         if left.changelog.is_some() || right.changelog.is_some() || unbounded_outer {
-            return self.plan_updating_join(join, kind, left, right, position);
+            return self.plan_updating_join(join, JoinOutput::Pairs(kind), left, right, position);
         }
         let regular = kind == JoinKind::Inner
             && bounds.lower.is_none()

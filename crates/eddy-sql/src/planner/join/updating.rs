@@ -1,6 +1,8 @@
-//! Plans a join whose result changes: any join over an updating input, and
-//! an outer join without a time bound (its null-padded rows are taken back
-//! when a partner comes). Runs as an `updating_join`.
+//! Plans a join whose result changes: any join over an updating input, an
+//! outer join without a time bound (its null-padded rows are taken back
+//! when a partner comes), and semi and anti joins (`IN`, `EXISTS`, `NOT
+//! EXISTS` subqueries as DataFusion decorrelates them, `INTERSECT`,
+//! `EXCEPT`). Runs as an `updating_join`.
 //!
 //! In: the join, its planned inputs. Out: an updating stream of the joined
 //! columns, without event time. Equalities between a left and a right
@@ -10,8 +12,7 @@ use std::sync::Arc;
 
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, Operator as BinaryOp};
-use eddy_engine::operators::interval_join::JoinKind;
-use eddy_engine::operators::updating_join::UpdatingJoinPlan;
+use eddy_engine::operators::updating_join::{JoinOutput, UpdatingJoinPlan};
 
 use super::condition::{side_of, Side};
 use crate::error::{Position, Result, SqlError};
@@ -22,7 +23,7 @@ impl Compiler {
     pub(super) fn plan_updating_join(
         &mut self,
         join: &Join,
-        kind: JoinKind,
+        kind: JoinOutput,
         mut left: Stream,
         mut right: Stream,
         position: &Position,
@@ -99,6 +100,7 @@ impl Compiler {
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
             residual,
+            nulls_equal: join.null_equality == datafusion::common::NullEquality::NullEqualsNull,
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
