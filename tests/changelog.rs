@@ -67,7 +67,7 @@ fn random_input(seed: u64, rows: usize) -> String {
 }
 
 /// The updating queries: each runs as written in both engines.
-const QUERIES: [(&str, &str); 23] = [
+const QUERIES: [(&str, &str); 26] = [
     (
         "group by with every kind of aggregate",
         "SELECT k, count(*) AS c, count(n) AS cn, sum(n) AS s, min(n) AS lo, max(n) AS hi, avg(n) AS a FROM orders GROUP BY k",
@@ -155,6 +155,18 @@ const QUERIES: [(&str, &str); 23] = [
     (
         "except",
         "SELECT k, n FROM orders EXCEPT SELECT k, p FROM payments",
+    ),
+    (
+        "grouping sets",
+        "SELECT k, n % 3 AS r, count(*) AS c, sum(n) AS s FROM orders GROUP BY GROUPING SETS ((k), (n % 3), (k, n % 3), ())",
+    ),
+    (
+        "rollup with grouping()",
+        "SELECT k, v > 50 AS big, count(*) AS c, grouping(k) AS gk FROM orders GROUP BY ROLLUP (k, v > 50)",
+    ),
+    (
+        "cube over an updating input",
+        "SELECT k, s > 100 AS high, count(*) AS c FROM (SELECT k, sum(n) AS s FROM orders GROUP BY k) GROUP BY CUBE (k, s > 100)",
     ),
     (
         "projection and expressions over an updating stream",

@@ -96,6 +96,13 @@ check("flink_window_agg_cumulate", {"QUERY1": [
     {**w("08:00", "08:10"), "total_price": 11.0}, {**w("08:10", "08:12"), "total_price": 3.0},
     {**w("08:10", "08:14"), "total_price": 4.0}, {**w("08:10", "08:16"), "total_price": 4.0},
     {**w("08:10", "08:18"), "total_price": 10.0}, {**w("08:10", "08:20"), "total_price": 10.0}]})
+check("flink_window_agg_grouping_sets", {"QUERY1": [
+    {**w("08:00", "08:10"), "supplier_id": None, "total_price": 11.0},
+    {**w("08:00", "08:10"), "supplier_id": "supplier2", "total_price": 5.0},
+    {**w("08:00", "08:10"), "supplier_id": "supplier1", "total_price": 6.0},
+    {**w("08:10", "08:20"), "supplier_id": None, "total_price": 10.0},
+    {**w("08:10", "08:20"), "supplier_id": "supplier2", "total_price": 9.0},
+    {**w("08:10", "08:20"), "supplier_id": "supplier1", "total_price": 1.0}]})
 check("flink_window_agg_session_partitioned", {"QUERY1": [
     {**w("08:05", "08:09"), "supplier_id": "supplier1", "total_price": 6.0},
     {**w("08:09", "08:13"), "supplier_id": "supplier2", "total_price": 8.0},

@@ -39,6 +39,10 @@ impl Compiler {
         aggregate: &Aggregate,
         position: &Position,
     ) -> Result<Stream> {
+        if let [datafusion::logical_expr::Expr::GroupingSet(set)] = aggregate.group_expr.as_slice()
+        {
+            return self.plan_grouping_sets(aggregate, set, position);
+        }
         let mut input = self.plan_stream(&aggregate.input, position)?;
         let state = self.ctx.state();
         let input_arrow = Arc::new(input.schema.as_arrow().clone());
@@ -51,16 +55,6 @@ impl Compiler {
         // itself (a window's start/end/time after a window aggregate, as in
         // Nexmark q5's `GROUP BY starttime, endtime`) groups rows of equal
         // event time: a 1 ms tumbling window that yields the time.
-        if aggregate
-            .group_expr
-            .iter()
-            .any(|e| matches!(e, datafusion::logical_expr::Expr::GroupingSet(_)))
-        {
-            return Err(SqlError::at(
-                &self.anchor(position, &["GROUPING", "ROLLUP", "CUBE"]),
-                "GROUPING SETS, ROLLUP and CUBE are not supported in streaming windows yet; write one query per grouping and UNION ALL them",
-            ));
-        }
         let has_window = aggregate
             .group_expr
             .iter()

@@ -29,6 +29,7 @@
 
 mod aggregate;
 mod change_feed;
+mod grouping_sets;
 mod join;
 mod over;
 mod rank;
@@ -741,35 +742,7 @@ impl Compiler {
                 for input in &union.inputs {
                     streams.push(self.plan_stream(input, position)?);
                 }
-                // One updating input makes the union updating: the others'
-                // rows become inserts.
-                let changelog = streams.iter().find_map(|s| s.changelog.clone()).map(|c| stream::Changelog { upsert_key: None, ..c });
-                let mut endpoints = Vec::new();
-                let mut times = Vec::new();
-                for mut stream in streams {
-                    let endpoint = stream.materialize(&mut self.graph);
-                    endpoints.push(match (&changelog, &stream.changelog) {
-                        (Some(_), None) => stream::as_inserts(&mut self.graph, endpoint, &stream.endpoint_schema),
-                        _ => endpoint,
-                    });
-                    times.push(stream.time);
-                }
-                let time = match times.first() {
-                    Some(Some(first)) if times.iter().all(|t| t.map(|t| t.column) == Some(first.column)) => Some(TimeAttr {
-                        column: first.column,
-                        allowed_lateness_ms: times.iter().flatten().map(|t| t.allowed_lateness_ms).max().unwrap_or(0),
-                    }),
-                    _ => None,
-                };
-                let schema = match &changelog {
-                    Some(c) => eddy_engine::changelog::with_origin(&eddy_engine::changelog::updating_schema(union.schema.as_arrow(), &[]), &c.origin),
-                    None => Arc::new(union.schema.as_arrow().clone()),
-                };
-                let inputs = endpoints.iter().map(|&e| (e, Partitioning::Forward)).collect();
-                let node = stream::add_operator(&mut self.graph, Arc::new(UnionPlan::new(schema, endpoints.len())), inputs);
-                let mut stream = Stream::of_node(node, &self.graph, union.schema.clone(), time);
-                stream.changelog = changelog;
-                Ok(stream)
+                Ok(self.union_streams(streams, union.schema.clone()))
             }
             LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
             LogicalPlan::Window(window) => self.plan_over(window, position),
@@ -792,6 +765,75 @@ impl Compiler {
                 format!("{} is not supported in streaming queries", other.display().to_string().split(':').next().unwrap_or("this plan")),
             )),
         }
+    }
+}
+
+impl Compiler {
+    /// UNION ALL of planned streams into `schema`. One updating input makes
+    /// the union updating: the others' rows become inserts. The union keeps
+    /// event time when every input has it in the same column.
+    fn union_streams(
+        &mut self,
+        streams: Vec<Stream>,
+        schema: datafusion::common::DFSchemaRef,
+    ) -> Stream {
+        let changelog =
+            streams
+                .iter()
+                .find_map(|s| s.changelog.clone())
+                .map(|c| stream::Changelog {
+                    upsert_key: None,
+                    ..c
+                });
+        let mut endpoints = Vec::new();
+        let mut times = Vec::new();
+        for mut stream in streams {
+            let endpoint = stream.materialize(&mut self.graph);
+            endpoints.push(match (&changelog, &stream.changelog) {
+                (Some(_), None) => {
+                    stream::as_inserts(&mut self.graph, endpoint, &stream.endpoint_schema)
+                }
+                _ => endpoint,
+            });
+            times.push(stream.time);
+        }
+        let time = match times.first() {
+            Some(Some(first))
+                if times
+                    .iter()
+                    .all(|t| t.map(|t| t.column) == Some(first.column)) =>
+            {
+                Some(TimeAttr {
+                    column: first.column,
+                    allowed_lateness_ms: times
+                        .iter()
+                        .flatten()
+                        .map(|t| t.allowed_lateness_ms)
+                        .max()
+                        .unwrap_or(0),
+                })
+            }
+            _ => None,
+        };
+        let arrow = match &changelog {
+            Some(c) => eddy_engine::changelog::with_origin(
+                &eddy_engine::changelog::updating_schema(schema.as_arrow(), &[]),
+                &c.origin,
+            ),
+            None => Arc::new(schema.as_arrow().clone()),
+        };
+        let inputs = endpoints
+            .iter()
+            .map(|&e| (e, Partitioning::Forward))
+            .collect();
+        let node = stream::add_operator(
+            &mut self.graph,
+            Arc::new(UnionPlan::new(arrow, endpoints.len())),
+            inputs,
+        );
+        let mut stream = Stream::of_node(node, &self.graph, schema, time);
+        stream.changelog = changelog;
+        stream
     }
 }
 
