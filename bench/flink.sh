@@ -2,7 +2,11 @@
 # eddy vs Apache Flink 1.20, side by side on the same generated NDJSON:
 # the window (tumbling 10 s count/sum per customer), hop (5 s every 1 s)
 # and join (payments LEFT JOIN orders within +-10 s) queries of
-# `eddy bench`, Flink at parallelism 1 and 2. Flink is PyFlink from PyPI
+# `eddy bench`, and the updating queries of bench/updating/ (group: count
+# and sum per customer without a window; left_join: payments LEFT JOIN
+# orders without a time bound), Flink at parallelism 1 and 2. Flink runs
+# the updating aggregate in its best form, mini-batch with local-global
+# aggregation (1 s, 5000 rows). Flink is PyFlink from PyPI
 # (apache-flink==1.20.0, in a virtual environment of its own that this
 # script creates) on Java 17 (Debian's openjdk-17-jre-headless, which the
 # script installs if missing). Flink's figure is its job's net runtime
@@ -11,6 +15,7 @@
 #
 #   bench/flink.sh                                      # 2,000,000 rows, dev profile
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/flink.sh
+#   QUERIES="group left_join" bench/flink.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +51,17 @@ printf "%-7s %14s %14s %7s %14s %7s %18s\n" query "eddy ev/s" "flink p1 ev/s" ra
 for q in $QUERIES; do
   if [ "$q" = join ]; then
     eddy_json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson")
+  elif [ "$q" = group ] || [ "$q" = left_join ]; then
+    # Updating queries: `eddy run` of bench/updating/$q.sql, the whole
+    # process timed (start-up and planning included).
+    events=$ROWS
+    [ "$q" = left_join ] && events=$((2 * ROWS))
+    /usr/bin/time -f "%e %M" -o "$work/time" "$EDDY" run --quiet "bench/updating/$q.sql" \
+      --set "INPUT=$work/orders.ndjson" --set "ORDERS=$work/orders.ndjson" --set "PAYMENTS=$work/payments.ndjson" \
+      > /dev/null 2>"$work/eddy-$q.log" || { cat "$work/eddy-$q.log" >&2; exit 1; }
+    read -r wall peak_kb < "$work/time"
+    eddy_json=$(awk -v n="$events" -v w="$wall" -v m="$peak_kb" 'BEGIN {
+      printf "{\"rows_per_second\":%.0f,\"peak_rss_bytes\":%d}", n / w, m * 1024 }')
   else
     eddy_json=$("$EDDY" bench "$q" --engine eddy --input "$work/orders.ndjson")
   fi

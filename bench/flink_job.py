@@ -24,6 +24,13 @@ QUERIES = {
         SELECT window_start, customer_id, count(*), sum(order_amount)
         FROM TABLE(HOP(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '5' SECOND))
         GROUP BY window_start, window_end, customer_id""",
+    "group": """
+        INSERT INTO group_out
+        SELECT customer_id, count(*), sum(order_amount) FROM orders GROUP BY customer_id""",
+    "left_join": """
+        INSERT INTO join_out
+        SELECT p.payment_id, o.customer_id, ABS(p.paid_amount - o.order_amount) > 0.01
+        FROM payments p LEFT JOIN orders o ON p.order_id = o.order_id""",
     "join": """
         INSERT INTO join_out
         SELECT p.payment_id, o.customer_id, ABS(p.paid_amount - o.order_amount) > 0.01
@@ -80,9 +87,20 @@ def main():
     env.execute_sql("""
         CREATE TABLE join_out (payment_id STRING, customer_id STRING, mismatch BOOLEAN)
         WITH ('connector' = 'blackhole')""")
+    env.execute_sql("""
+        CREATE TABLE group_out (customer_id STRING, n BIGINT, total DOUBLE)
+        WITH ('connector' = 'blackhole')""")
+    if query == "group":
+        # Flink's best form for an updating aggregate: mini-batches with
+        # local-global aggregation.
+        config = env.get_config()
+        config.set("table.exec.mini-batch.enabled", "true")
+        config.set("table.exec.mini-batch.allow-latency", "1 s")
+        config.set("table.exec.mini-batch.size", "5000")
+        config.set("table.optimizer.agg-phase-strategy", "TWO_PHASE")
     result = env.execute_sql(QUERIES[query])
     net_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
-    events = count_lines(orders) + (count_lines(payments) if query == "join" else 0)
+    events = count_lines(orders) + (count_lines(payments) if "join" in query else 0)
     print(json.dumps({
         "engine": "flink",
         "query": query,

@@ -1026,3 +1026,119 @@ fn two_processes_of_a_group_run_the_reference_pipeline_as_one_process_does() {
     }
     assert_eq!(actual.len(), expected.len());
 }
+
+/// Debezium events for accounts 0..30 keyed (partitioned) by id, as a
+/// connector writes a table's changes, with one malformed event; the
+/// table they leave (id -> owner, balance).
+fn account_changes(events: usize) -> (Vec<(i32, i64, Vec<u8>)>, BTreeMap<i64, (String, i64)>) {
+    let mut rng = SmallRng::seed_from_u64(17);
+    let mut table: BTreeMap<i64, (String, i64)> = BTreeMap::new();
+    let mut records = Vec::new();
+    let image = |id: i64, (owner, balance): &(String, i64)| {
+        format!("{{\"id\":{id},\"owner\":\"{owner}\",\"balance\":{balance}}}")
+    };
+    for i in 0..events {
+        let id = rng.random_range(0..30i64);
+        let new = (
+            format!("o{}", rng.random_range(0..4)),
+            rng.random_range(0..100i64),
+        );
+        let value = match table.get(&id).cloned() {
+            _ if i == 50 => "{\"before\":null,\"after\":null,\"op\":\"c\"}".to_string(),
+            None => {
+                table.insert(id, new.clone());
+                format!(
+                    "{{\"before\":null,\"after\":{},\"op\":\"c\",\"ts_ms\":{i}}}",
+                    image(id, &new)
+                )
+            }
+            Some(old) if rng.random_range(0..5) == 0 => {
+                table.remove(&id);
+                format!(
+                    "{{\"before\":{},\"after\":null,\"op\":\"d\"}}",
+                    image(id, &old)
+                )
+            }
+            Some(old) => {
+                table.insert(id, new.clone());
+                format!(
+                    "{{\"before\":{},\"after\":{},\"op\":\"u\"}}",
+                    image(id, &old),
+                    image(id, &new)
+                )
+            }
+        };
+        records.push((
+            (id % 3) as i32,
+            1_700_000_000_000 + i as i64,
+            value.into_bytes(),
+        ));
+    }
+    (records, table)
+}
+
+#[test]
+fn a_debezium_topic_in_and_a_debezium_changelog_topic_out() {
+    let broker = Broker::start();
+    broker.create_topic("accounts", 3);
+    broker.create_topic("per_owner", 2);
+    let (records, table) = account_changes(400);
+    broker.produce("accounts", &records);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("job.sql"),
+        format!(
+            "CREATE TABLE accounts (id BIGINT NOT NULL, owner VARCHAR, balance BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+               WITH (connector = 'kafka', bootstrap_servers = '{0}', topic = 'accounts', stop = 'latest',
+                     format = 'debezium-json');
+             CREATE TABLE per_owner (owner VARCHAR, accounts BIGINT, total BIGINT)
+               WITH (connector = 'kafka', bootstrap_servers = '{0}', topic = 'per_owner', key_column = 'owner',
+                     format = 'debezium-json');
+             INSERT INTO per_owner SELECT owner, count(*), sum(balance) FROM accounts GROUP BY owner;",
+            broker.address
+        ),
+    )
+    .unwrap();
+    let run = common::run_captured(
+        &sql_files(dir.path()),
+        &BTreeMap::new(),
+        BTreeMap::new(),
+        16,
+    )
+    .unwrap();
+    let (_, _, bad) = source_metric(&run.report, "accounts");
+    assert_eq!(bad, 1, "the malformed event is a bad row");
+    // Replay the sink topic's change events, in each key's partition order.
+    let mut replayed: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (_, key, value) in broker.read_records("per_owner", 2) {
+        let event: serde_json::Value = serde_json::from_str(&value).unwrap();
+        let key = key.expect("keyed by owner");
+        let image = |side: &str| {
+            let row = &event[side];
+            (!row.is_null()).then(|| {
+                assert_eq!(row["owner"].as_str(), Some(key.as_str()), "{value}");
+                (
+                    row["accounts"].as_i64().unwrap(),
+                    row["total"].as_i64().unwrap(),
+                )
+            })
+        };
+        if let Some(before) = image("before") {
+            assert_eq!(
+                replayed.remove(&key),
+                Some(before),
+                "{value} takes out what was there"
+            );
+        }
+        if let Some(after) = image("after") {
+            assert_eq!(replayed.insert(key.clone(), after), None, "{value}");
+        }
+    }
+    let mut expected: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (owner, balance) in table.values() {
+        let entry = expected.entry(owner.clone()).or_insert((0, 0));
+        entry.0 += 1;
+        entry.1 += balance;
+    }
+    assert_eq!(replayed, expected);
+}

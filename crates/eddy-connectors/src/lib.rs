@@ -365,12 +365,6 @@ impl Connectors {
     ) -> Result<Box<dyn SourceReader>> {
         let change_feed = eddy_engine::changelog::is_updating(&spec.schema);
         if let Some(kafka) = self.rebound_to_kafka(spec)? {
-            if change_feed {
-                return Err(ConnectorError::bad_option(
-                    "format",
-                    format!("'{}' is not supported on Kafka sources yet (read the feed from a file or stdin)", ndjson::debezium::FORMAT),
-                ));
-            }
             return self.open_kafka(&kafka, resume);
         }
         if matches!(spec.connector.as_str(), "file" | "ndjson" | "stdin") {
@@ -408,10 +402,6 @@ impl Connectors {
                 "a submitted job cannot read stdin",
             )),
             "stdin" => self.open_ndjson(spec, "-", resume),
-            "kafka" if change_feed => Err(ConnectorError::bad_option(
-                "format",
-                format!("'{}' is not supported on Kafka sources yet (read the feed from a file or stdin)", ndjson::debezium::FORMAT),
-            )),
             "kafka" => self.open_kafka(spec, resume),
             "nexmark" => {
                 let option = |name: &str, default: u64| -> Result<u64> {
@@ -502,9 +492,12 @@ impl Connectors {
 
     fn sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
         let explicit_nulls = !options::flag(&spec.options, "omit_nulls", false)?;
-        let lines = JsonLines {
-            explicit_nulls,
-            envelope: Envelope::from_format(spec.options.get("format").map(String::as_str))?,
+        // Text sinks' lines (Kafka sinks read their own format option).
+        let lines = || -> Result<JsonLines> {
+            Ok(JsonLines {
+                explicit_nulls,
+                envelope: Envelope::from_format(spec.options.get("format").map(String::as_str))?,
+            })
         };
         let rolled = [
             "rolling_rows",
@@ -514,17 +507,18 @@ impl Connectors {
         ]
         .iter()
         .any(|o| spec.options.contains_key(*o));
-        let ndjson_files = || -> Box<dyn FileFormat> { Box::new(NdjsonFormat { lines }) };
+        let ndjson_files =
+            || -> Result<Box<dyn FileFormat>> { Ok(Box::new(NdjsonFormat { lines: lines()? })) };
         if let Some(dir) = &self.config.output_dir {
             let dir = &self.task_path(dir.clone(), true);
             return match self.config.output_format {
                 OutputFormat::Ndjson if rolled => {
-                    self.file_set(spec, &dir.join(&spec.table), ndjson_files(), mode)
+                    self.file_set(spec, &dir.join(&spec.table), ndjson_files()?, mode)
                 }
                 OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::open(
                     &spec.table,
                     dir.join(format!("{}.ndjson", spec.table)),
-                    lines,
+                    lines()?,
                     mode,
                 )?)),
                 OutputFormat::Parquet => self.file_set(
@@ -551,12 +545,12 @@ impl Connectors {
                 )))
             }
             "ndjson" | "file" if rolled => {
-                self.file_set(spec, &self.task_path(path()?, true), ndjson_files(), mode)
+                self.file_set(spec, &self.task_path(path()?, true), ndjson_files()?, mode)
             }
             "ndjson" | "file" => Ok(Box::new(NdjsonSink::open(
                 &spec.table,
                 self.task_path(path()?, false),
-                lines,
+                lines()?,
                 mode,
             )?)),
             "parquet" => self.file_set(
@@ -594,7 +588,7 @@ impl Connectors {
             Some(_) => self.config.output_format == OutputFormat::Ndjson,
             None => match spec.connector.as_str() {
                 "stdout" | "print" | "blackhole" => true,
-                "ndjson" | "file" => debezium,
+                "ndjson" | "file" | "kafka" => debezium,
                 _ => false,
             },
         };
@@ -616,7 +610,7 @@ impl Connectors {
             .unwrap_or_default();
         Err(EngineError::Config(format!(
             "{at}table '{}' ({written}) takes only appends, but the query writing it is updating (its rows change{why}); \
-             write it to a changelog sink: format = '{}' on an ndjson/file sink, or connector = 'stdout'",
+             write it to a changelog sink: format = '{}' on an ndjson, file or kafka sink, or connector = 'stdout'",
             spec.table,
             sinks::changelog::DEBEZIUM_JSON
         )))

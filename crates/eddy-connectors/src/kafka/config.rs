@@ -113,8 +113,10 @@ pub struct KafkaSinkConfig {
     pub delivery: Delivery,
     /// The transactional id (exactly-once).
     pub transactional_id: String,
-    /// Write NULL fields (`omit_nulls = false`, the default) or leave them out.
-    pub explicit_nulls: bool,
+    /// How rows become record values: JSON objects (NULL fields written
+    /// unless `omit_nulls`), or Debezium change events (`format =
+    /// 'debezium-json'`).
+    pub lines: crate::sinks::changelog::JsonLines,
     /// The columns the sink receives.
     pub schema: datafusion::arrow::datatypes::SchemaRef,
     /// `format = 'arrow'`: an exchange of a job scaled out over a group.
@@ -133,10 +135,16 @@ fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -
 fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
     let options = &spec.options;
     if let Some(format) = options.get("format") {
-        if !matches!(format.as_str(), "json" | "ndjson" | super::exchange::FORMAT) {
+        if !matches!(
+            format.as_str(),
+            "json" | "ndjson" | crate::ndjson::debezium::FORMAT | super::exchange::FORMAT
+        ) {
             return Err(ConnectorError::bad_option(
                 "format",
-                format!("'{format}' is not supported (use 'json')"),
+                format!(
+                    "'{format}' is not supported (use 'json', or '{}' for a changelog)",
+                    crate::ndjson::debezium::FORMAT
+                ),
             ));
         }
     }
@@ -318,7 +326,15 @@ impl KafkaSinkConfig {
                 ))
             }
         };
-        let explicit_nulls = !crate::options::flag(options, "omit_nulls", false)?;
+        let lines = crate::sinks::changelog::JsonLines {
+            explicit_nulls: !crate::options::flag(options, "omit_nulls", false)?,
+            envelope: crate::sinks::changelog::Envelope::from_format(
+                options
+                    .get("format")
+                    .map(String::as_str)
+                    .filter(|f| *f != super::exchange::FORMAT),
+            )?,
+        };
         let transactional_id = options
             .get("transactional_id")
             .cloned()
@@ -353,7 +369,7 @@ impl KafkaSinkConfig {
             key_column,
             delivery,
             transactional_id,
-            explicit_nulls,
+            lines,
             schema: spec.schema.clone(),
             exchange,
         })

@@ -78,7 +78,6 @@ use super::exchange::ExchangeWriter;
 use super::source::PartitionOffset;
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
-use crate::json_lines::encode_json_lines_with;
 use crate::sinks::commit::SinkState;
 
 /// How long a flush, a transaction call or a look-up may take.
@@ -368,7 +367,7 @@ impl KafkaSink {
             return exchange.records(batch);
         }
         let mut text = Vec::new();
-        encode_json_lines_with(batch, &mut text, self.config.explicit_nulls)?;
+        let line_rows = self.config.lines.encode_lines(batch, &mut text)?;
         let keys = match self.config.key_column {
             Some(i) => {
                 let column = cast(batch.column(i), &DataType::Utf8)?;
@@ -381,12 +380,8 @@ impl KafkaSink {
             }
             None => None,
         };
-        let mut records = Vec::with_capacity(batch.num_rows());
-        for (row, line) in text
-            .split(|&b| b == b'\n')
-            .take(batch.num_rows())
-            .enumerate()
-        {
+        let mut records = Vec::with_capacity(line_rows.len());
+        for (&row, line) in line_rows.iter().zip(text.split(|&b| b == b'\n')) {
             records.push(KafkaRecord {
                 key: keys
                     .as_ref()

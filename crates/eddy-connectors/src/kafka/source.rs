@@ -64,6 +64,7 @@ use serde::{Deserialize, Serialize};
 use super::config::{KafkaSourceConfig, StartAt, StopAt};
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
+use crate::ndjson::debezium::DebeziumEnvelope;
 use crate::ndjson::decode::{
     decode, Chunk, DecodePool, Decoded, LinePosition, LineSpan, NdjsonOrigins,
 };
@@ -177,7 +178,11 @@ pub struct KafkaSource {
     config: KafkaSourceConfig,
     consumer: BaseConsumer<QuietContext>,
     schema: SchemaRef,
+    /// What record values are decoded into (a change feed's: the
+    /// Debezium envelope).
     value_schema: SchemaRef,
+    /// A change feed's envelope.
+    envelope: Option<DebeziumEnvelope>,
     columns: Vec<ColumnSource>,
     wants_keys: bool,
     partitions: BTreeMap<i32, PartitionRead>,
@@ -336,6 +341,13 @@ impl KafkaSource {
             .iter()
             .any(|c| matches!(c, ColumnSource::Meta(MetaColumn::Key)));
         let value_schema: SchemaRef = Arc::new(Schema::new(value_fields));
+        // A change feed (the schema ends in the row kind): values are
+        // Debezium change events.
+        let envelope = eddy_engine::changelog::is_updating(&value_schema)
+            .then(|| DebeziumEnvelope::new(value_schema.clone()));
+        let value_schema = envelope
+            .as_ref()
+            .map_or(value_schema, DebeziumEnvelope::envelope_schema);
         let pool = DecodePool::new(
             config.decode_threads.max(1),
             value_schema.clone(),
@@ -346,6 +358,7 @@ impl KafkaSource {
             consumer,
             schema,
             value_schema,
+            envelope,
             columns,
             wants_keys,
             partitions,
@@ -498,9 +511,24 @@ impl KafkaSource {
         let Some(values) = decoded.batch? else {
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         };
-        let rows = Int64Array::from_iter_values(
-            decoded.origins.spans().iter().map(|s| s.number as i64 - 1),
-        );
+        let (values, origins) = match &self.envelope {
+            Some(envelope) => {
+                let mut bad = Vec::new();
+                let unwrapped = envelope.unwrap(&values, decoded.origins, &mut bad)?;
+                for mut row in bad {
+                    row.path = location.clone();
+                    row.line = None;
+                    ctx.bad_row(row);
+                }
+                match unwrapped {
+                    (Some(rows), origins) => (rows, origins),
+                    (None, _) => return Ok(RecordBatch::new_empty(self.schema.clone())),
+                }
+            }
+            None => (values, decoded.origins),
+        };
+        let rows =
+            Int64Array::from_iter_values(origins.spans().iter().map(|s| s.number as i64 - 1));
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
         for (source, field) in self.columns.iter().zip(self.schema.fields()) {
             let array: ArrayRef = match source {
@@ -522,7 +550,7 @@ impl KafkaSource {
             columns.push(array);
         }
         ctx.set_origins(Box::new(KafkaOrigins {
-            lines: decoded.origins,
+            lines: origins,
             location,
         }));
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)

@@ -96,9 +96,16 @@ impl JsonLines {
     /// `--output`) is written as Debezium events: plain rows would lose
     /// the retractions.
     pub fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+        self.encode_lines(batch, out).map(|_| ())
+    }
+
+    /// [`JsonLines::encode`], returning for each line written the batch
+    /// row it stands for (a `u` event: its `-U` row).
+    pub fn encode_lines(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<Vec<usize>> {
         let kinds = changelog::row_kinds(batch);
         if self.envelope == Envelope::Plain && kinds.is_none() {
-            return encode_json_lines_with(batch, out, self.explicit_nulls);
+            encode_json_lines_with(batch, out, self.explicit_nulls)?;
+            return Ok((0..batch.num_rows()).collect());
         }
         let data = changelog::data_columns(batch)?;
         let mut lines = Vec::with_capacity(batch.num_rows() * 64);
@@ -113,7 +120,9 @@ impl JsonLines {
                 .unwrap_or(RowKind::Insert)
         };
         let mut r = 0;
+        let mut line_rows = Vec::with_capacity(rows.len());
         while r < rows.len() {
+            line_rows.push(r);
             let (before, after, op, used) = match kind(r) {
                 RowKind::UpdateBefore
                     if r + 1 < rows.len() && kind(r + 1) == RowKind::UpdateAfter =>
@@ -132,7 +141,7 @@ impl JsonLines {
             out.extend_from_slice(b"\"}\n");
             r += used;
         }
-        Ok(())
+        Ok(line_rows)
     }
 }
 
