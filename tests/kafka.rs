@@ -1030,7 +1030,10 @@ fn two_processes_of_a_group_run_the_reference_pipeline_as_one_process_does() {
 /// Debezium events for accounts 0..30 keyed (partitioned) by id, as a
 /// connector writes a table's changes, with one malformed event; the
 /// table they leave (id -> owner, balance).
-fn account_changes(events: usize) -> (Vec<(i32, i64, Vec<u8>)>, BTreeMap<i64, (String, i64)>) {
+/// `(partition, timestamp, value)` records to produce.
+type Records = Vec<(i32, i64, Vec<u8>)>;
+
+fn account_changes(events: usize) -> (Records, BTreeMap<i64, (String, i64)>) {
     let mut rng = SmallRng::seed_from_u64(17);
     let mut table: BTreeMap<i64, (String, i64)> = BTreeMap::new();
     let mut records = Vec::new();
