@@ -1145,3 +1145,94 @@ fn a_debezium_topic_in_and_a_debezium_changelog_topic_out() {
     }
     assert_eq!(replayed, expected);
 }
+
+/// The table the Debezium change events of every `*.ndjson` file in `dir`
+/// describe (each file replayed alone: a key's changes are all in one
+/// task's file), as sorted JSON rows.
+fn debezium_tables(dir: &Path) -> Vec<String> {
+    let mut rows = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "ndjson") {
+            continue;
+        }
+        let mut table: BTreeMap<String, usize> = BTreeMap::new();
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            if !event["before"].is_null() {
+                let before = event["before"].to_string();
+                let held = table.get_mut(&before).unwrap_or_else(|| {
+                    panic!("{}: {line} takes out a row not held", path.display())
+                });
+                *held -= 1;
+                if *held == 0 {
+                    table.remove(&before);
+                }
+            }
+            if !event["after"].is_null() {
+                *table.entry(event["after"].to_string()).or_insert(0) += 1;
+            }
+        }
+        rows.extend(
+            table
+                .into_iter()
+                .flat_map(|(row, n)| std::iter::repeat_n(row, n)),
+        );
+    }
+    common::sorted(rows)
+}
+
+#[test]
+fn an_updating_aggregate_keyed_otherwise_runs_in_a_group_through_an_exchange() {
+    let broker = Broker::start();
+    broker.create_topic("payments", 3);
+    let lines = generated_lines(GeneratedStream::Payments, 30_000);
+    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let write_job = |out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(
+            &job,
+            format!(
+                "{}
+                 CREATE TABLE per_method (method VARCHAR, payments BIGINT, cents BIGINT)
+                   WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');
+                 INSERT INTO per_method
+                 SELECT method, count(*), sum(CAST(round(paid_amount * 100) AS BIGINT)) FROM payments GROUP BY method;",
+                payments_table(&broker.address, "key_column = 'order_id'"),
+                out.join("per_method.ndjson").display()
+            ),
+        )
+        .unwrap();
+    };
+    let alone = dir.path().join("alone");
+    write_job(&alone);
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = debezium_tables(&alone);
+    assert!(expected.len() >= 3, "{expected:?}");
+    let together = dir.path().join("together");
+    write_job(&together);
+    let state = dir.path().join("state");
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = group_member(&job, "updating", &state, &log_a);
+    let mut b = group_member(&job, "updating", &state, &log_b);
+    for (member, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+        assert!(
+            member.wait().unwrap().success(),
+            "{}",
+            std::fs::read_to_string(log).unwrap()
+        );
+    }
+    let log = std::fs::read_to_string(&log_a).unwrap();
+    assert!(
+        log.contains("through topic 'updating.exchange.updating_aggregate-"),
+        "the aggregate is keyed by method, the topic by order_id: {log}"
+    );
+    assert_eq!(debezium_tables(&together), expected);
+}

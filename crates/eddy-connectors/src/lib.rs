@@ -588,7 +588,9 @@ impl Connectors {
             Some(_) => self.config.output_format == OutputFormat::Ndjson,
             None => match spec.connector.as_str() {
                 "stdout" | "print" | "blackhole" => true,
-                "ndjson" | "file" | "kafka" => debezium,
+                "ndjson" | "file" => debezium,
+                // An exchange topic carries whole batches, row kinds included.
+                "kafka" => debezium || format == Some(kafka::exchange::FORMAT),
                 _ => false,
             },
         };

@@ -19,13 +19,23 @@
 //! | bad_rows(table)   | the table's source node, bad port                      |
 //! | Projection/Filter | a step of a fused `calc` node                           |
 //! | Aggregate         | `window_aggregate` (tumble/hop/cumulate in GROUP BY),  |
-//! |                   | `session_aggregate` (session in GROUP BY)              |
+//! |                   | `session_aggregate` (session in GROUP BY),             |
+//! |                   | `updating_aggregate` (no window: an updating stream),  |
+//! |                   | one of those per set, unioned (GROUPING SETS)          |
+//! | Distinct          | `updating_aggregate` keyed by every column             |
 //! | Union             | `union`                                                |
 //! | Join              | `interval_join` (a time bound between the sides, or    |
-//! |                   | the state TTL), `regular_join` (INNER, no bound)       |
+//! |                   | the state TTL), `regular_join` (INNER, no bound),      |
+//! |                   | `updating_join` (outer without a bound, over updating  |
+//! |                   | inputs, semi and anti joins)                           |
+//! | Filter (subquery) | decorrelated by DataFusion into a semi or anti join    |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
-//! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N)         |
+//! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N),        |
+//! |                   | `updating_rank` (over the whole stream, WHERE rn <= N) |
 //! | anything else     | rejected with the reason                               |
+//!
+//! Each stream is append-only or updating (`stream::Changelog`); see
+//! `eddy_engine::changelog` for how updating rows are carried.
 
 mod aggregate;
 mod change_feed;
