@@ -590,7 +590,11 @@ impl Connectors {
                 "stdout" | "print" | "blackhole" => true,
                 "ndjson" | "file" => debezium,
                 // An exchange topic carries whole batches, row kinds included.
-                "kafka" => debezium || format == Some(kafka::exchange::FORMAT),
+                "kafka" => {
+                    debezium
+                        || format == Some(kafka::exchange::FORMAT)
+                        || format == Some(kafka::config::UPSERT_JSON)
+                }
                 _ => false,
             },
         };
@@ -612,7 +616,7 @@ impl Connectors {
             .unwrap_or_default();
         Err(EngineError::Config(format!(
             "{at}table '{}' ({written}) takes only appends, but the query writing it is updating (its rows change{why}); \
-             write it to a changelog sink: format = '{}' on an ndjson, file or kafka sink, or connector = 'stdout'",
+             write it to a changelog sink: format = '{}' on an ndjson, file or kafka sink, format = 'upsert-json' on a kafka sink, or connector = 'stdout'",
             spec.table,
             sinks::changelog::DEBEZIUM_JSON
         )))

@@ -117,6 +117,9 @@ pub struct KafkaSinkConfig {
     /// unless `omit_nulls`), or Debezium change events (`format =
     /// 'debezium-json'`).
     pub lines: crate::sinks::changelog::JsonLines,
+    /// `format = 'upsert-json'`: each record holds its key's current row,
+    /// a delete is a tombstone (a compacted topic keeps the current table).
+    pub upsert: bool,
     /// The columns the sink receives.
     pub schema: datafusion::arrow::datatypes::SchemaRef,
     /// `format = 'arrow'`: an exchange of a job scaled out over a group.
@@ -131,18 +134,26 @@ fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -
         .ok_or_else(|| ConnectorError::bad_option(name, format!("a kafka {what} needs a {name}")))
 }
 
+/// The `format` of an upsert sink: records keyed by `key_column` holding
+/// the key's current row, deletes as tombstones.
+pub const UPSERT_JSON: &str = "upsert-json";
+
 /// The client configuration shared by sources and sinks.
 fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
     let options = &spec.options;
     if let Some(format) = options.get("format") {
         if !matches!(
             format.as_str(),
-            "json" | "ndjson" | crate::ndjson::debezium::FORMAT | super::exchange::FORMAT
+            "json"
+                | "ndjson"
+                | crate::ndjson::debezium::FORMAT
+                | UPSERT_JSON
+                | super::exchange::FORMAT
         ) {
             return Err(ConnectorError::bad_option(
                 "format",
                 format!(
-                    "'{format}' is not supported (use 'json', or '{}' for a changelog)",
+                    "'{format}' is not supported (use 'json', or '{}' or '{UPSERT_JSON}' for a changelog)",
                     crate::ndjson::debezium::FORMAT
                 ),
             ));
@@ -326,13 +337,18 @@ impl KafkaSinkConfig {
                 ))
             }
         };
+        let format = options.get("format").map(String::as_str);
+        let upsert = format == Some(UPSERT_JSON);
+        if upsert && key_column.is_none() {
+            return Err(ConnectorError::bad_option(
+                "key_column",
+                "an upsert sink (format = 'upsert-json') needs key_column: the column whose value keys each record (a delete is a tombstone of that key)",
+            ));
+        }
         let lines = crate::sinks::changelog::JsonLines {
             explicit_nulls: !crate::options::flag(options, "omit_nulls", false)?,
             envelope: crate::sinks::changelog::Envelope::from_format(
-                options
-                    .get("format")
-                    .map(String::as_str)
-                    .filter(|f| *f != super::exchange::FORMAT),
+                format.filter(|f| *f != super::exchange::FORMAT && *f != UPSERT_JSON),
             )?,
         };
         let transactional_id = options
@@ -370,6 +386,7 @@ impl KafkaSinkConfig {
             delivery,
             transactional_id,
             lines,
+            upsert,
             schema: spec.schema.clone(),
             exchange,
         })

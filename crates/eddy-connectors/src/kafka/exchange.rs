@@ -42,7 +42,7 @@
 //!     Arc::new(Int64Array::from(vec![1, 2, 3])),
 //! ]).unwrap();
 //! let records = writer.records(&batch).unwrap();
-//! let rows: usize = records.iter().map(|r| decode_rows(&r.value, &schema).unwrap().num_rows()).sum();
+//! let rows: usize = records.iter().map(|r| decode_rows(r.value.as_deref().unwrap_or_default(), &schema).unwrap().num_rows()).sum();
 //! assert_eq!(rows, 3);
 //! writer.watermark(1_000);
 //! assert_eq!(writer.markers().len(), 4); // one per partition
@@ -196,7 +196,7 @@ impl ExchangeWriter {
             };
             records.push(KafkaRecord {
                 key: None,
-                value: encode_rows(&part)?,
+                value: Some(encode_rows(&part)?),
                 partition: Some(partition as i32),
             });
         }
@@ -219,7 +219,7 @@ impl ExchangeWriter {
         (0..self.partitions)
             .map(|p| KafkaRecord {
                 key: Some(WATERMARK_KEY.to_string()),
-                value: value.clone(),
+                value: Some(value.clone()),
                 partition: Some(p as i32),
             })
             .collect()
@@ -504,7 +504,7 @@ mod tests {
         let mut seen: BTreeMap<Option<String>, i32> = BTreeMap::new();
         let mut total = 0;
         for record in &records {
-            let rows = decode_rows(&record.value, &payload).unwrap();
+            let rows = decode_rows(record.value.as_deref().unwrap_or_default(), &payload).unwrap();
             total += rows.num_rows();
             let keys = rows
                 .column(0)
@@ -560,7 +560,10 @@ mod tests {
         writer.watermark(5);
         let markers = writer.markers();
         assert_eq!(markers.len(), 2);
-        assert_eq!(parse_marker(&markers[0].value), Some((1, 5)));
+        assert_eq!(
+            parse_marker(markers[0].value.as_deref().unwrap_or_default()),
+            Some((1, 5))
+        );
         let mut partition = ExchangePartition {
             partition: 0,
             offset: 0,

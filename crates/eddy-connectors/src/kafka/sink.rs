@@ -79,6 +79,7 @@ use super::source::PartitionOffset;
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
 use crate::sinks::commit::SinkState;
+use eddy_engine::changelog::{self, RowKind};
 
 /// How long a flush, a transaction call or a look-up may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -96,8 +97,8 @@ const SEQ_HEADER: &str = "eddy.seq";
 pub struct KafkaRecord {
     /// The key column's value.
     pub key: Option<String>,
-    /// The value's bytes.
-    pub value: Vec<u8>,
+    /// The value's bytes; `None`: a tombstone (an upsert sink's delete).
+    pub value: Option<Vec<u8>>,
     /// The partition it goes to (`None`: the client's partitioner's
     /// choice by key).
     pub partition: Option<i32>,
@@ -245,7 +246,10 @@ fn send(
     record: &KafkaRecord,
     headers: Option<OwnedHeaders>,
 ) -> Result<()> {
-    let mut base = BaseRecord::<str, [u8]>::to(topic).payload(record.value.as_slice());
+    let mut base = BaseRecord::<str, [u8]>::to(topic);
+    if let Some(value) = &record.value {
+        base = base.payload(value.as_slice());
+    }
     if let Some(key) = &record.key {
         base = base.key(key.as_str());
     }
@@ -367,7 +371,13 @@ impl KafkaSink {
             return exchange.records(batch);
         }
         let mut text = Vec::new();
-        let line_rows = self.config.lines.encode_lines(batch, &mut text)?;
+        let line_rows = if self.config.upsert {
+            self.config
+                .lines
+                .encode_lines(&changelog::data_columns(batch)?, &mut text)?
+        } else {
+            self.config.lines.encode_lines(batch, &mut text)?
+        };
         let keys = match self.config.key_column {
             Some(i) => {
                 let column = cast(batch.column(i), &DataType::Utf8)?;
@@ -380,14 +390,34 @@ impl KafkaSink {
             }
             None => None,
         };
+        let key_of = |row: usize| {
+            keys.as_ref()
+                .filter(|k| k.is_valid(row))
+                .map(|k| k.value(row).to_string())
+        };
         let mut records = Vec::with_capacity(line_rows.len());
-        for (&row, line) in line_rows.iter().zip(text.split(|&b| b == b'\n')) {
+        let kinds = changelog::row_kinds(batch);
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+        for (&row, line) in line_rows.iter().zip(&lines) {
+            let value = match kinds.map(|k| RowKind::of(k.value(row))) {
+                // Upsert: the key's current row, or a tombstone.
+                Some(Some(RowKind::Delete)) if self.config.upsert => None,
+                Some(Some(RowKind::UpdateBefore)) if self.config.upsert => {
+                    let replaced = kinds.is_some_and(|k| {
+                        row + 1 < k.len()
+                            && RowKind::of(k.value(row + 1)) == Some(RowKind::UpdateAfter)
+                            && key_of(row + 1) == key_of(row)
+                    });
+                    if replaced {
+                        continue; // its +U overwrites the key
+                    }
+                    None
+                }
+                _ => Some(line.to_vec()),
+            };
             records.push(KafkaRecord {
-                key: keys
-                    .as_ref()
-                    .filter(|k| k.is_valid(row))
-                    .map(|k| k.value(row).to_string()),
-                value: line.to_vec(),
+                key: key_of(row),
+                value,
                 partition: None,
             });
         }
@@ -403,7 +433,7 @@ pub fn epoch_table(checkpoint: CheckpointId) -> String {
 fn records_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("key", DataType::Utf8, true),
-        Field::new("value", DataType::Binary, false),
+        Field::new("value", DataType::Binary, true),
         Field::new("partition", DataType::Int32, true),
     ]))
 }
@@ -412,7 +442,7 @@ fn records_schema() -> SchemaRef {
 /// rather than inside its JSON manifest.
 fn records_batch(records: &[KafkaRecord]) -> Result<RecordBatch> {
     let keys = StringArray::from_iter(records.iter().map(|r| r.key.as_deref()));
-    let values = BinaryArray::from_iter_values(records.iter().map(|r| r.value.as_slice()));
+    let values = BinaryArray::from_iter(records.iter().map(|r| r.value.as_deref()));
     let partitions = Int32Array::from_iter(records.iter().map(|r| r.partition));
     Ok(RecordBatch::try_new(
         records_schema(),
@@ -439,7 +469,7 @@ pub fn records_from_batch(batch: &RecordBatch) -> Result<Vec<KafkaRecord>> {
     Ok((0..batch.num_rows())
         .map(|i| KafkaRecord {
             key: keys.is_valid(i).then(|| keys.value(i).to_string()),
-            value: values.value(i).to_vec(),
+            value: values.is_valid(i).then(|| values.value(i).to_vec()),
             partition: partitions.is_valid(i).then(|| partitions.value(i)),
         })
         .collect())
