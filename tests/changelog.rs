@@ -499,3 +499,106 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
         graph.explain()
     );
 }
+
+/// Rates for customers c00..c12: a new rate now and then, times rising.
+fn random_rates(seed: u64, rows: usize, span: i64) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed + 200);
+    let mut out = String::new();
+    for i in 0..rows {
+        let k = format!("c{:02}", rng.random_range(0..13));
+        let rate = rng.random_range(1..500);
+        let ts = (i as i64) * span / rows as i64 + rng.random_range(0..3);
+        out.push_str(&format!("{{\"k\":\"{k}\",\"rate\":{rate},\"ts\":{ts}}}\n"));
+    }
+    out
+}
+
+const TEMPORAL_SOURCES: &str = "CREATE TABLE orders (
+  k VARCHAR, v DOUBLE, n BIGINT, ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '0.005' SECOND
+) WITH (connector = 'file', path = 'bound-by---input');
+CREATE TABLE rates (
+  k VARCHAR, rate BIGINT, ts BIGINT,
+  rate_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+  WATERMARK FOR rate_time AS rate_time - INTERVAL '0.005' SECOND
+) WITH (connector = 'file', path = 'bound-by---input');";
+
+#[test]
+fn a_temporal_join_meets_the_version_valid_at_each_rows_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let orders = dir.path().join("orders.ndjson");
+    let rates = dir.path().join("rates.ndjson");
+    std::fs::write(&orders, random_input(4, 700)).expect("write orders");
+    std::fs::write(&rates, random_rates(4, 120, 700)).expect("write rates");
+    let order_schema = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Float64, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    let rate_schema = Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("rate", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, true),
+    ]);
+    for (join, outer) in [("LEFT JOIN", true), ("JOIN", false)] {
+        let streaming = format!(
+            "SELECT o.k, o.n, o.ts, r.rate, r.ts AS rate_ts FROM orders o {join} rates FOR SYSTEM_TIME AS OF o.event_time AS r ON o.k = r.k"
+        );
+        // The batch form: each order with the latest rate at or before it.
+        let batch = format!(
+            "SELECT k, n, ts, rate, rate_ts FROM (
+               SELECT o.k, o.n, o.ts, r.rate, r.ts AS rate_ts,
+                      ROW_NUMBER() OVER (PARTITION BY o.ts ORDER BY r.ts DESC) AS rn
+               FROM orders o LEFT JOIN rates r ON o.k = r.k AND r.ts <= o.ts)
+             WHERE rn = 1 {}",
+            if outer { "" } else { "AND rate IS NOT NULL" }
+        );
+        let lines = common::datafusion_json_lines(
+            &[
+                (
+                    "orders",
+                    orders.to_str().expect("path"),
+                    order_schema.clone(),
+                ),
+                ("rates", rates.to_str().expect("path"), rate_schema.clone()),
+            ],
+            &batch,
+        );
+        let mut expected = common::json_rows(lines.iter().map(String::as_str));
+        expected.sort_by_key(common::row_key);
+        assert!(expected.len() > 100, "{join}: {} rows", expected.len());
+        for (batch_size, parallelism) in SWEEP {
+            let what = format!("{join} (batch {batch_size}, parallelism {parallelism})");
+            let file = SqlFile {
+                name: "<temporal>".into(),
+                text: format!("{TEMPORAL_SOURCES}\n{streaming};"),
+            };
+            let inputs = BTreeMap::from([
+                ("orders".to_string(), orders.display().to_string()),
+                ("rates".to_string(), rates.display().to_string()),
+            ]);
+            let captured = common::run_captured_in_parallel(
+                &[file],
+                &BTreeMap::new(),
+                inputs,
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                !common::is_changelog(&captured.lines),
+                "{what}: append-only"
+            );
+            assert_eq!(
+                common::late_rows(&captured.report),
+                0,
+                "{what}: no late rows"
+            );
+            let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
+            actual.sort_by_key(common::row_key);
+            common::assert_same_rows(&actual, &expected, &what);
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
 //! aggregates, lag, row_number, a state TTL), updating aggregates (GROUP BY
 //! without a window, global, DISTINCT), Top-N over a whole stream, joins
-//! without a time bound, union, source runners and source connectors.
+//! without a time bound, the temporal join, union, source runners and
+//! source connectors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -443,6 +444,14 @@ fn top_n_over_a_whole_stream() {
     check(
         "SELECT k, v, rn FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM a) WHERE rn <= 3",
         "updating_rank",
+    );
+}
+
+#[test]
+fn temporal_join_keeps_waiting_rows_and_versions_across_a_restore() {
+    check(
+        "SELECT a.k, a.v, r.v AS w FROM a LEFT JOIN b FOR SYSTEM_TIME AS OF a.event_time AS r ON a.k = r.k",
+        "temporal_join",
     );
 }
 

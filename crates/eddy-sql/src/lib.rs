@@ -21,6 +21,7 @@ pub mod params;
 pub mod planner;
 pub mod side_streams;
 pub mod statements;
+pub mod temporal_joins;
 pub mod udaf;
 pub mod udf;
 

@@ -44,6 +44,8 @@ pub struct ParsedStatement {
     /// Its words (upper case) where they are written, so that an error
     /// found while planning can point at the construct it is about.
     pub words: Words,
+    /// Its `FOR SYSTEM_TIME AS OF` clauses (cut out of the statement).
+    pub temporal_joins: Vec<crate::temporal_joins::TemporalJoin>,
 }
 
 /// The words of a statement, upper case, with their positions, in order.
@@ -190,6 +192,8 @@ fn parse_one(
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
+    let (tokens, temporal_joins) = crate::temporal_joins::cut_temporal_joins(tokens)
+        .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
@@ -204,6 +208,7 @@ fn parse_one(
         position,
         watermark,
         words,
+        temporal_joins,
     }))
 }
 

@@ -8,6 +8,7 @@ pub mod join_state;
 pub mod key_split;
 pub mod over;
 pub mod session_aggregate;
+pub mod temporal_join;
 pub mod union;
 pub mod updating_aggregate;
 pub mod updating_join;

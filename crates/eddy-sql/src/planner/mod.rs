@@ -27,7 +27,8 @@
 //! | Join              | `interval_join` (a time bound between the sides, or    |
 //! |                   | the state TTL), `regular_join` (INNER, no bound),      |
 //! |                   | `updating_join` (outer without a bound, over updating  |
-//! |                   | inputs, semi and anti joins)                           |
+//! |                   | inputs, semi and anti joins), `temporal_join` (FOR     |
+//! |                   | SYSTEM_TIME AS OF the probe's event time)              |
 //! | Filter (subquery) | decorrelated by DataFusion into a semi or anti join    |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
 //! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N),        |
@@ -69,6 +70,7 @@ use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
 use crate::statements::{parse_file, ParsedStatement, Words};
+use crate::temporal_joins::TemporalJoin;
 use eddy_engine::source::bad_rows::bad_row_schema;
 use stream::{Endpoint, Stream, TimeAttr};
 
@@ -137,6 +139,8 @@ struct Output {
     map: SourceMap,
     /// The statement's words, to point errors at their construct.
     words: Words,
+    /// Its `FOR SYSTEM_TIME AS OF` clauses.
+    temporal: Vec<TemporalJoin>,
 }
 
 /// A `CREATE VIEW`: its plan, planned into a stream where it is first read.
@@ -146,6 +150,7 @@ struct View {
     position: Position,
     map: SourceMap,
     words: Words,
+    temporal: Vec<TemporalJoin>,
 }
 
 /// Holds declarations while statements are read, then builds the graph.
@@ -163,6 +168,8 @@ pub(crate) struct Compiler {
     current_map: SourceMap,
     /// The words of the statement being planned (see [`Compiler::anchor`]).
     current_words: Words,
+    /// The `FOR SYSTEM_TIME AS OF` clauses of the statement being planned.
+    current_temporal: Vec<TemporalJoin>,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this
     /// long, and bound joins to rows at most this far apart in event time.
     state_ttl_ms: Option<i64>,
@@ -201,6 +208,7 @@ impl Compiler {
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
             current_words: Words::default(),
+            current_temporal: Vec::new(),
             state_ttl_ms: None,
             rank_limit: None,
             join_output_needed: None,
@@ -330,6 +338,7 @@ impl Compiler {
                         position: position.clone(),
                         map: map.clone(),
                         words: parsed.words.clone(),
+                        temporal: parsed.temporal_joins.clone(),
                     },
                 );
             }
@@ -352,6 +361,7 @@ impl Compiler {
                     position,
                     map: map.clone(),
                     words: parsed.words.clone(),
+                    temporal: parsed.temporal_joins.clone(),
                 });
             }
             statement @ Statement::Query(_) => {
@@ -386,6 +396,7 @@ impl Compiler {
                     position,
                     map: map.clone(),
                     words: parsed.words.clone(),
+                    temporal: parsed.temporal_joins.clone(),
                 });
             }
             Statement::Set(Set::SingleAssignment {
@@ -458,6 +469,7 @@ impl Compiler {
         for output in &outputs {
             self.current_map = output.map.clone();
             self.current_words = output.words.clone();
+            self.current_temporal = output.temporal.clone();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             let endpoint = stream.materialize(&mut self.graph);
             sink_inputs
@@ -627,9 +639,11 @@ impl Compiler {
                     // Errors inside the view point into the view.
                     let outer_map = std::mem::replace(&mut self.current_map, view.map);
                     let outer_words = std::mem::replace(&mut self.current_words, view.words);
+                    let outer_temporal = std::mem::replace(&mut self.current_temporal, view.temporal);
                     let planned = self.plan_stream(&view.plan, &view.position);
                     self.current_map = outer_map;
                     self.current_words = outer_words;
+                    self.current_temporal = outer_temporal;
                     let mut stream = planned?;
                     stream.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), stream.clone());

@@ -20,6 +20,7 @@
 
 mod condition;
 mod inputs;
+mod temporal;
 mod updating;
 
 use std::sync::Arc;
@@ -52,6 +53,9 @@ impl Compiler {
         position: &Position,
         needed: Option<Vec<bool>>,
     ) -> Result<Stream> {
+        if let Some(clause) = self.temporal_clause(join) {
+            return self.plan_temporal_join(join, &clause, position);
+        }
         let semi = match join.join_type {
             JoinType::LeftSemi => Some(JoinOutput::LeftSemi),
             JoinType::LeftAnti if join.null_aware => {

@@ -30,44 +30,7 @@ impl Compiler {
     ) -> Result<Stream> {
         let (left_schema, right_schema) =
             (join.left.schema().as_ref(), join.right.schema().as_ref());
-        let mut left_keys: Vec<Expr> = Vec::new();
-        let mut right_keys: Vec<Expr> = Vec::new();
-        for (l, r) in &join.on {
-            left_keys.push(l.clone());
-            right_keys.push(r.clone());
-        }
-        let mut residual = Vec::new();
-        for conjunct in join
-            .filter
-            .as_ref()
-            .map(split_conjunction)
-            .unwrap_or_default()
-        {
-            if let Expr::BinaryExpr(BinaryExpr {
-                left: a,
-                op: BinaryOp::Eq,
-                right: b,
-            }) = conjunct
-            {
-                match (
-                    side_of(a, left_schema, right_schema),
-                    side_of(b, left_schema, right_schema),
-                ) {
-                    (Some(Side::Left), Some(Side::Right)) => {
-                        left_keys.push(a.as_ref().clone());
-                        right_keys.push(b.as_ref().clone());
-                        continue;
-                    }
-                    (Some(Side::Right), Some(Side::Left)) => {
-                        left_keys.push(b.as_ref().clone());
-                        right_keys.push(a.as_ref().clone());
-                        continue;
-                    }
-                    _ => {}
-                }
-            }
-            residual.push(conjunct.clone());
-        }
+        let (left_keys, right_keys, residual) = equi_keys(join);
         if left_keys.is_empty() {
             return Err(SqlError::at(
                 &self.anchor(position, &["ON", "JOIN"]),
@@ -122,4 +85,49 @@ impl Compiler {
         });
         Ok(stream)
     }
+}
+
+/// A join's equalities between a left and a right expression (its keys),
+/// and its other conditions.
+pub(super) fn equi_keys(join: &Join) -> (Vec<Expr>, Vec<Expr>, Vec<Expr>) {
+    let (left_schema, right_schema) = (join.left.schema().as_ref(), join.right.schema().as_ref());
+    let mut left_keys: Vec<Expr> = Vec::new();
+    let mut right_keys: Vec<Expr> = Vec::new();
+    for (l, r) in &join.on {
+        left_keys.push(l.clone());
+        right_keys.push(r.clone());
+    }
+    let mut residual = Vec::new();
+    for conjunct in join
+        .filter
+        .as_ref()
+        .map(split_conjunction)
+        .unwrap_or_default()
+    {
+        if let Expr::BinaryExpr(BinaryExpr {
+            left: a,
+            op: BinaryOp::Eq,
+            right: b,
+        }) = conjunct
+        {
+            match (
+                side_of(a, left_schema, right_schema),
+                side_of(b, left_schema, right_schema),
+            ) {
+                (Some(Side::Left), Some(Side::Right)) => {
+                    left_keys.push(a.as_ref().clone());
+                    right_keys.push(b.as_ref().clone());
+                    continue;
+                }
+                (Some(Side::Right), Some(Side::Left)) => {
+                    left_keys.push(b.as_ref().clone());
+                    right_keys.push(a.as_ref().clone());
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        residual.push(conjunct.clone());
+    }
+    (left_keys, right_keys, residual)
 }

@@ -1,0 +1,546 @@
+//! The event-time temporal join: `probe JOIN versioned FOR SYSTEM_TIME AS
+//! OF probe.t ON probe.k = versioned.k`. Each probe row meets the version of
+//! its key valid at its event time: the versioned row with the latest event
+//! time at or before it (as in Flink).
+//!
+//! In: probe rows (input 0) and versions (input 1), both append-only with
+//! event time. Out: append-only joined rows (probe columns, version
+//! columns), each once the watermark (the least over both inputs) has
+//! reached its probe time, when no version that could still be valid for
+//! it can come; a LEFT join pads a probe row without a version with NULLs.
+//! The output keeps the probe's event time.
+//!
+//! State: the probe rows waiting for the watermark (their batches), and per
+//! key the versions still needed: the latest at or before the watermark
+//! (what a probe row arriving now may meet) and every later one. Older
+//! versions are dropped as the watermark passes their successors.
+//! Checkpoints: the waiting probe rows as one table, the versions as
+//! (key, time, row) bytes.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::physical_expr::expressions::col;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::temporal_join::TemporalJoinPlan;
+//!
+//! let side = Arc::new(Schema::new(vec![
+//!     Field::new("k", DataType::Utf8, true),
+//!     Field::new("t", DataType::Int64, true),
+//! ]));
+//! let plan = TemporalJoinPlan {
+//!     left_outer: false,
+//!     left_schema: side.clone(),
+//!     right_schema: side.clone(),
+//!     output_schema: Arc::new(Schema::new(
+//!         [side.fields().to_vec(), side.fields().to_vec()].concat(),
+//!     )),
+//!     left_keys: vec![col("k", &side).unwrap()],
+//!     right_keys: vec![col("k", &side).unwrap()],
+//!     left_time: 1,
+//!     right_time: 1,
+//!     residual: None,
+//!     allowed_lateness_ms: 0,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let rows = |t: i64| {
+//!     RecordBatch::try_new(side.clone(), vec![
+//!         Arc::new(StringArray::from(vec!["a"])),
+//!         Arc::new(Int64Array::from(vec![t])),
+//!     ])
+//!     .unwrap()
+//! };
+//! op.on_batch(1, rows(10), &mut out).unwrap(); // version at 10
+//! op.on_batch(1, rows(20), &mut out).unwrap(); // version at 20
+//! op.on_batch(0, rows(15), &mut out).unwrap(); // a probe at 15 waits
+//! op.on_watermark(15, &mut out).unwrap(); // ... and meets the version at 10
+//! let joined: Vec<RecordBatch> = out.drain().map(|(_, b)| b).collect();
+//! let version_time = joined[0].column(3).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+//! assert_eq!(version_time, 10);
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    new_null_array, Array, ArrayRef, BinaryArray, Int64Array, UInt32Array,
+};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
+
+const KIND: &str = "temporal_join";
+
+/// Plan of an event-time temporal join.
+#[derive(Debug, Clone)]
+pub struct TemporalJoinPlan {
+    /// LEFT (a probe row without a version is padded) or INNER.
+    pub left_outer: bool,
+    /// The probe rows' columns.
+    pub left_schema: SchemaRef,
+    /// The versioned rows' columns.
+    pub right_schema: SchemaRef,
+    /// Probe columns, then version columns.
+    pub output_schema: SchemaRef,
+    /// Key expressions over probe rows.
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Key expressions over versions (same types, same order).
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The probe rows' event-time column (what `AS OF` names).
+    pub left_time: usize,
+    /// The versions' event-time column (when each version starts).
+    pub right_time: usize,
+    /// Condition on the joined columns beyond the keys.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// Lateness the sources allow: a version up to this far behind the
+    /// watermark may still come, so a probe row waits this much longer.
+    pub allowed_lateness_ms: i64,
+}
+
+impl OperatorPlan for TemporalJoinPlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<String> = self
+            .left_keys
+            .iter()
+            .zip(&self.right_keys)
+            .map(|(l, r)| format!("{l} = {r}"))
+            .collect();
+        format!(
+            "{} on {}, the version valid at {} (versions by {}), each row once the watermark passes it",
+            if self.left_outer { "LEFT" } else { "INNER" },
+            keys.join(" and "),
+            self.left_schema.field(self.left_time).name(),
+            self.right_schema.field(self.right_time).name(),
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let key_fields = self
+            .left_keys
+            .iter()
+            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let row_fields = self
+            .right_schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        Ok(Box::new(TemporalJoin {
+            keys: RowConverter::new(key_fields)?,
+            rows: RowConverter::new(row_fields)?,
+            plan: self.clone(),
+            pending: Vec::new(),
+            versions: HashMap::new(),
+            watermark: WATERMARK_MIN,
+            held_versions: 0,
+        }))
+    }
+}
+
+/// One key's versions: event time -> encoded row (a later row of the same
+/// time replaces an earlier one).
+type Versions = BTreeMap<i64, Box<[u8]>>;
+
+struct TemporalJoin {
+    plan: TemporalJoinPlan,
+    keys: RowConverter,
+    rows: RowConverter,
+    /// Probe rows waiting for the watermark, as they arrived.
+    pending: Vec<RecordBatch>,
+    versions: HashMap<Box<[u8]>, Versions>,
+    watermark: Timestamp,
+    held_versions: usize,
+}
+
+impl TemporalJoin {
+    /// Key rows of `batch` (`None` for a row with a NULL key).
+    fn key_rows(
+        &self,
+        keys: &[Arc<dyn PhysicalExpr>],
+        batch: &RecordBatch,
+    ) -> Result<Vec<Option<Box<[u8]>>>> {
+        let n = batch.num_rows();
+        let columns = keys
+            .iter()
+            .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let rows = self.keys.convert_columns(&columns)?;
+        Ok((0..n)
+            .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
+            .collect())
+    }
+
+    /// Joins the waiting probe rows at or before `watermark` and keeps the
+    /// rest waiting.
+    fn release(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let schema = self.plan.left_schema.clone();
+        let waiting = concat_batches(&schema, &self.pending)?;
+        self.pending.clear();
+        let times = to_epoch_millis(waiting.column(self.plan.left_time))?;
+        let due: datafusion::arrow::array::BooleanArray = (0..times.len())
+            .map(|i| Some(times.is_null(i) || times.value(i) <= watermark))
+            .collect();
+        let later = datafusion::arrow::compute::not(&due)?;
+        let rest = filter_record_batch(&waiting, &later)?;
+        if rest.num_rows() > 0 {
+            self.pending.push(rest);
+        }
+        let probes = filter_record_batch(&waiting, &due)?;
+        if probes.num_rows() == 0 {
+            return Ok(());
+        }
+        let times = to_epoch_millis(probes.column(self.plan.left_time))?;
+        let keys = self.key_rows(&self.plan.left_keys.clone(), &probes)?;
+        // Each probe row's version, if any.
+        let mut matched_rows: Vec<u32> = Vec::new();
+        let mut versions: Vec<&[u8]> = Vec::new();
+        let mut unmatched: Vec<u32> = Vec::new();
+        for (r, key) in keys.iter().enumerate() {
+            let version = key.as_ref().and_then(|k| {
+                let t = (!times.is_null(r)).then(|| times.value(r))?;
+                self.versions
+                    .get(k)?
+                    .range(..=t)
+                    .next_back()
+                    .map(|(_, row)| row.as_ref())
+            });
+            match version {
+                Some(row) => {
+                    matched_rows.push(r as u32);
+                    versions.push(row);
+                }
+                None => unmatched.push(r as u32),
+            }
+        }
+        let parser = self.rows.parser();
+        let version_columns = self
+            .rows
+            .convert_rows(versions.iter().map(|row| parser.parse(row)))?;
+        let probe_columns: Vec<ArrayRef> = probes
+            .columns()
+            .iter()
+            .map(|c| {
+                Ok(take(
+                    c.as_ref(),
+                    &UInt32Array::from(matched_rows.clone()),
+                    None,
+                )?)
+            })
+            .collect::<Result<_>>()?;
+        let mut joined = self.joined(probe_columns, version_columns, matched_rows.len())?;
+        if let Some(residual) = &self.plan.residual {
+            if joined.num_rows() > 0 {
+                let mask = super::predicate_mask(residual, &joined, KIND)?;
+                if self.plan.left_outer {
+                    // A probe row whose version fails the condition is padded.
+                    for (i, &r) in matched_rows.iter().enumerate() {
+                        if !mask.value(i) {
+                            unmatched.push(r);
+                        }
+                    }
+                }
+                joined = filter_record_batch(&joined, &mask)?;
+            }
+        }
+        out.emit(joined);
+        if self.plan.left_outer && !unmatched.is_empty() {
+            unmatched.sort_unstable();
+            let indices = UInt32Array::from(unmatched);
+            let probe_columns: Vec<ArrayRef> = probes
+                .columns()
+                .iter()
+                .map(|c| Ok(take(c.as_ref(), &indices, None)?))
+                .collect::<Result<_>>()?;
+            let nulls = self
+                .plan
+                .right_schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), indices.len()))
+                .collect();
+            out.emit(self.joined(probe_columns, nulls, indices.len())?);
+        }
+        Ok(())
+    }
+
+    fn joined(
+        &self,
+        left: Vec<ArrayRef>,
+        right: Vec<ArrayRef>,
+        rows: usize,
+    ) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            [left, right].concat(),
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+
+    /// Drops versions no probe row can meet any more: per key, all but the
+    /// latest at or before the watermark, and later ones.
+    fn forget(&mut self, watermark: Timestamp) {
+        let mut dropped = 0;
+        for versions in self.versions.values_mut() {
+            let Some((&current, _)) = versions.range(..=watermark).next_back() else {
+                continue;
+            };
+            let older: Vec<i64> = versions.range(..current).map(|(&t, _)| t).collect();
+            dropped += older.len();
+            for t in older {
+                versions.remove(&t);
+            }
+        }
+        self.held_versions -= dropped;
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    watermark: Timestamp,
+}
+
+impl Operator for TemporalJoin {
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if input == 0 {
+            self.pending.push(batch);
+            return Ok(());
+        }
+        let keys = self.key_rows(&self.plan.right_keys.clone(), &batch)?;
+        let times = to_epoch_millis(batch.column(self.plan.right_time))?;
+        let rows = self.rows.convert_columns(batch.columns())?;
+        for (r, key) in keys.into_iter().enumerate() {
+            let (Some(key), false) = (key, times.is_null(r)) else {
+                continue; // a NULL key or time is no version of anything
+            };
+            let versions = self.versions.entry(key).or_default();
+            if versions
+                .insert(times.value(r), rows.row(r).as_ref().into())
+                .is_none()
+            {
+                self.held_versions += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        self.watermark = watermark;
+        // Versions up to the allowed lateness behind the watermark may
+        // still come: only what is past that is final.
+        let final_before = watermark.saturating_sub(self.plan.allowed_lateness_ms);
+        self.release(final_before, out)?;
+        self.forget(final_before);
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        self.release(Timestamp::MAX, out)
+    }
+
+    fn state_rows(&self) -> usize {
+        self.pending
+            .iter()
+            .map(RecordBatch::num_rows)
+            .sum::<usize>()
+            + self.held_versions
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.pending
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>()
+            + self
+                .versions
+                .iter()
+                .map(|(k, v)| k.len() + v.values().map(|r| r.len() + 32).sum::<usize>())
+                .sum::<usize>()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            watermark: self.watermark,
+        })?;
+        let waiting = concat_batches(&self.plan.left_schema, &self.pending)?;
+        self.pending = vec![waiting.clone()];
+        snapshot.push_table("probes", waiting);
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut times = Vec::new();
+        let mut rows: Vec<&[u8]> = Vec::new();
+        for (key, versions) in &self.versions {
+            for (&t, row) in versions {
+                keys.push(key);
+                times.push(t);
+                rows.push(row);
+            }
+        }
+        snapshot.push_table(
+            "versions",
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("key", DataType::Binary, false),
+                    Field::new("time", DataType::Int64, false),
+                    Field::new("row", DataType::Binary, false),
+                ])),
+                vec![
+                    Arc::new(BinaryArray::from(keys)),
+                    Arc::new(Int64Array::from(times)),
+                    Arc::new(BinaryArray::from(rows)),
+                ],
+            )?,
+        );
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        let meta: Meta = state.meta()?;
+        self.watermark = meta.watermark;
+        let probes = state.take_table("probes")?;
+        self.pending = if probes.num_rows() > 0 {
+            vec![probes]
+        } else {
+            Vec::new()
+        };
+        let table = state.take_table("versions")?;
+        let bad = || EngineError::State(format!("{KIND}: bad version table"));
+        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+        let (Some(keys), Some(rows)) = (binary(0), binary(2)) else {
+            return Err(bad());
+        };
+        let times = table
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(bad)?;
+        self.versions.clear();
+        self.held_versions = table.num_rows();
+        for r in 0..table.num_rows() {
+            self.versions
+                .entry(keys.value(r).into())
+                .or_default()
+                .insert(times.value(r), rows.value(r).into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operators::testing::{kv_rows, kv_schema};
+
+    /// `probe(k, v) JOIN versions(k, v)`, both timed by `v`.
+    fn plan(left_outer: bool) -> TemporalJoinPlan {
+        let side = kv_schema();
+        let fields: Vec<Field> = side
+            .fields()
+            .iter()
+            .chain(side.fields().iter())
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        TemporalJoinPlan {
+            left_outer,
+            left_schema: side.clone(),
+            right_schema: side.clone(),
+            output_schema: Arc::new(Schema::new(fields)),
+            left_keys: vec![col("k", &side).unwrap()],
+            right_keys: vec![col("k", &side).unwrap()],
+            left_time: 1,
+            right_time: 1,
+            residual: None,
+            allowed_lateness_ms: 0,
+        }
+    }
+
+    fn pairs(out: &mut Collector) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (_, batch) in out.drain() {
+            for r in 0..batch.num_rows() {
+                let cell = |c: usize| {
+                    datafusion::common::ScalarValue::try_from_array(batch.column(c), r)
+                        .unwrap()
+                        .to_string()
+                };
+                lines.push(format!("{} {} {} {}", cell(0), cell(1), cell(2), cell(3)));
+            }
+        }
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn each_probe_meets_the_version_valid_at_its_time() {
+        let mut op = plan(true).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            1,
+            kv_rows(&[Some("a"), Some("a"), Some("b")], &[10, 20, 30], None),
+            &mut out,
+        )
+        .unwrap();
+        op.on_batch(
+            0,
+            kv_rows(
+                &[Some("a"), Some("a"), Some("b"), Some("a")],
+                &[5, 15, 25, 40],
+                None,
+            ),
+            &mut out,
+        )
+        .unwrap();
+        op.on_watermark(25, &mut out).unwrap();
+        assert_eq!(
+            pairs(&mut out),
+            ["a 15 a 10", "a 5 NULL NULL", "b 25 NULL NULL"],
+            "b's version starts at 30, after the probe at 25"
+        );
+        assert_eq!(
+            op.state_rows(),
+            1 + 2,
+            "the probe at 40 waits; a@20 (current) and b@30 (to come) stay, a@10 is gone"
+        );
+        // A version arriving late for a waiting probe still counts.
+        op.on_batch(1, kv_rows(&[Some("a")], &[35], None), &mut out)
+            .unwrap();
+        let snapshot = op.snapshot().unwrap();
+        let mut restored = plan(true).create().unwrap();
+        restored.restore(snapshot).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_watermark(45, &mut out).unwrap();
+            assert_eq!(pairs(&mut out), ["a 40 a 35"]);
+        }
+        // The watermark at 45 leaves a's current version (35) and b's (30).
+        assert_eq!(restored.state_rows(), 2);
+    }
+}

@@ -1,0 +1,153 @@
+//! Plans the event-time temporal join (`JOIN versioned FOR SYSTEM_TIME AS
+//! OF probe.t ON ...`, see `crate::temporal_joins`) into a `temporal_join`.
+//!
+//! In: the join, the clause. Out: an append-only stream of the probe's and
+//! the version's columns, keeping the probe's event time. Both inputs must
+//! be append-only with event time, the `AS OF` column the probe's event
+//! time; the versioned side's event time is when each version starts.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Join, JoinType};
+use eddy_engine::operators::temporal_join::TemporalJoinPlan;
+
+use super::updating::equi_keys;
+use crate::error::{Position, Result, SqlError};
+use crate::planner::stream::{add_operator, keyed, Stream, TimeAttr};
+use crate::planner::Compiler;
+use crate::temporal_joins::TemporalJoin;
+
+impl Compiler {
+    pub(super) fn plan_temporal_join(
+        &mut self,
+        join: &Join,
+        clause: &TemporalJoin,
+        position: &Position,
+    ) -> Result<Stream> {
+        let at = self.anchor(position, &["SYSTEM_TIME", "FOR", "JOIN"]);
+        let left_outer = match join.join_type {
+            JoinType::Inner => false,
+            JoinType::Left => true,
+            other => {
+                return Err(SqlError::at(
+                    &at,
+                    format!(
+                        "a temporal join (FOR SYSTEM_TIME AS OF) is INNER or LEFT, not {other}"
+                    ),
+                ))
+            }
+        };
+        let mut left = self.plan_stream(&join.left, position)?;
+        let mut right = self.plan_stream(&join.right, position)?;
+        for (side, stream) in [("probe", &left), ("versioned", &right)] {
+            stream
+                .append_only(&format!("the {side} side of a temporal join"))
+                .map_err(|m| SqlError::at(&at, m))?;
+        }
+        let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
+            let (side, stream) = if left.time.is_none() {
+                ("probe", &left)
+            } else {
+                ("versioned", &right)
+            };
+            return Err(SqlError::at(
+                &at,
+                format!(
+                    "a temporal join needs event time on both sides (the versioned side's says when each version starts), but the {side} side has none: {}",
+                    stream.why_no_time()
+                ),
+            ));
+        };
+        let (left_schema, right_schema) =
+            (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let probe_time = left_schema.field(left_time.column).name();
+        if !probe_time.eq_ignore_ascii_case(&clause.time_column) {
+            return Err(SqlError::at(
+                &at,
+                format!(
+                    "FOR SYSTEM_TIME AS OF names '{}', but the probe side's event time is '{probe_time}': the version met is the one valid at the probe row's event time",
+                    clause.time_column
+                ),
+            ));
+        }
+        let (left_keys, right_keys, residual) = equi_keys(join);
+        if left_keys.is_empty() {
+            return Err(SqlError::at(
+                &at,
+                "a temporal join needs an equality between the probe and the versioned table's key (ON o.currency = r.currency)",
+            ));
+        }
+        let (left_key_exprs, right_key_exprs) =
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
+        let state = self.ctx.state();
+        let residual = match conjunction(residual) {
+            Some(expr) => Some(
+                crate::context::physical_expr(&state, expr, &join.schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
+            None => None,
+        };
+        let fields: Vec<Field> = join
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let allowed_lateness_ms = left_time
+            .allowed_lateness_ms
+            .max(right_time.allowed_lateness_ms);
+        let plan = TemporalJoinPlan {
+            left_outer,
+            left_schema: Arc::new(left_schema.as_arrow().clone()),
+            right_schema: Arc::new(right_schema.as_arrow().clone()),
+            output_schema: Arc::new(Schema::new(fields)),
+            left_keys: left_key_exprs.clone(),
+            right_keys: right_key_exprs.clone(),
+            left_time: left_time.column,
+            right_time: right_time.column,
+            residual,
+            allowed_lateness_ms,
+        };
+        let from_left = left.materialize(&mut self.graph);
+        let from_right = right.materialize(&mut self.graph);
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![
+                (from_left, keyed(left_key_exprs)),
+                (from_right, keyed(right_key_exprs)),
+            ],
+        );
+        // Rows are emitted once the watermark passes their time plus the
+        // lateness, so they keep the probe's event time without being late.
+        Ok(Stream::of_node(
+            node,
+            &self.graph,
+            join.schema.clone(),
+            Some(TimeAttr {
+                column: left_time.column,
+                allowed_lateness_ms,
+            }),
+        ))
+    }
+
+    /// The `FOR SYSTEM_TIME AS OF` clause of the statement being planned
+    /// that marks `join` (by its right side's alias or table name).
+    pub(super) fn temporal_clause(&self, join: &Join) -> Option<TemporalJoin> {
+        let name = match join.right.as_ref() {
+            datafusion::logical_expr::LogicalPlan::SubqueryAlias(alias) => {
+                alias.alias.table().to_lowercase()
+            }
+            datafusion::logical_expr::LogicalPlan::TableScan(scan) => {
+                scan.table_name.table().to_lowercase()
+            }
+            _ => return None,
+        };
+        self.current_temporal
+            .iter()
+            .find(|c| c.table == name)
+            .cloned()
+    }
+}
