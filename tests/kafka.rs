@@ -1269,3 +1269,68 @@ fn an_updating_aggregate_keyed_otherwise_runs_in_a_group_through_an_exchange() {
     );
     assert_eq!(debezium_tables(&together), expected);
 }
+
+#[test]
+fn an_upsert_topic_reads_as_its_current_table() {
+    let broker = Broker::start();
+    broker.create_topic("accounts_now", 3);
+    let mut rng = SmallRng::seed_from_u64(23);
+    let mut table: BTreeMap<i64, (String, i64)> = BTreeMap::new();
+    let producer = broker.producer();
+    for _ in 0..300 {
+        let id = rng.random_range(0..25i64);
+        let key = id.to_string();
+        let value = if table.contains_key(&id) && rng.random_range(0..4) == 0 {
+            table.remove(&id);
+            None // a tombstone
+        } else {
+            let row = (
+                format!("o{}", rng.random_range(0..6)),
+                rng.random_range(0..100i64),
+            );
+            let json = format!(
+                "{{\"id\":{id},\"owner\":\"{}\",\"balance\":{}}}",
+                row.0, row.1
+            );
+            table.insert(id, row);
+            Some(json)
+        };
+        let mut record = BaseRecord::<str, str>::to("accounts_now")
+            .key(key.as_str())
+            .partition((id % 3) as i32);
+        if let Some(value) = &value {
+            record = record.payload(value.as_str());
+        }
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("job.sql"),
+        format!(
+            "CREATE TABLE accounts (id BIGINT NOT NULL, owner VARCHAR, balance BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+               WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'accounts_now', stop = 'latest',
+                     format = 'upsert-json', key_column = 'id');
+             CREATE TABLE per_owner (owner VARCHAR, accounts BIGINT, total BIGINT) WITH (connector = 'stdout', tag = 'OWNER');
+             INSERT INTO per_owner SELECT owner, count(*), sum(balance) FROM accounts GROUP BY owner;",
+            broker.address
+        ),
+    )
+    .unwrap();
+    let run =
+        common::run_captured(&sql_files(dir.path()), &BTreeMap::new(), BTreeMap::new(), 8).unwrap();
+    let replayed = common::replay_changelog(&run.lines).unwrap();
+    let mut expected: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (owner, balance) in table.values() {
+        let entry = expected.entry(owner.clone()).or_insert((0, 0));
+        entry.0 += 1;
+        entry.1 += balance;
+    }
+    let expected: Vec<String> = expected
+        .into_iter()
+        .map(|(owner, (n, total))| {
+            format!("OWNER> {{\"owner\": \"{owner}\", \"accounts\": {n}, \"total\": {total}}}")
+        })
+        .collect();
+    assert_eq!(common::sorted(replayed), expected);
+}

@@ -61,6 +61,9 @@ pub struct KafkaSourceConfig {
     /// `format = 'arrow'`: an exchange written by this many tasks (option
     /// `producers`), read with the watermark its markers carry.
     pub exchange_producers: Option<usize>,
+    /// `format = 'upsert-json'`: the column the record key fills (a
+    /// record is the new value of its key, a tombstone deletes the key).
+    pub upsert_key: Option<String>,
 }
 
 /// What a sink promises about its records.
@@ -265,6 +268,21 @@ impl KafkaSourceConfig {
             })?,
             None => default_batch_size,
         };
+        let upsert_key = if options.get("format").map(String::as_str) == Some(UPSERT_JSON) {
+            Some(
+                options
+                    .get("key_column")
+                    .cloned()
+                    .ok_or_else(|| {
+                        ConnectorError::bad_option(
+                            "key_column",
+                            "an upsert source (format = 'upsert-json') needs key_column: the primary key column the record key holds",
+                        )
+                    })?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             table: spec.table.clone(),
             topic,
@@ -275,6 +293,7 @@ impl KafkaSourceConfig {
             partitions: None,
             decode_threads: 1,
             exchange_producers,
+            upsert_key,
         })
     }
 }

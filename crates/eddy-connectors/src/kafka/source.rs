@@ -381,6 +381,7 @@ impl KafkaSource {
         topic: &str,
         skip_before_ms: Option<i64>,
         wants_keys: bool,
+        upsert_key: Option<&str>,
         message: &rdkafka::message::BorrowedMessage<'_>,
     ) {
         let partition = message.partition();
@@ -400,7 +401,30 @@ impl KafkaSource {
                 return;
             }
         }
-        let Some(value) = message.payload() else {
+        let upsert_line;
+        let value = match (upsert_key, message.payload()) {
+            // An upsert topic: each record the new value of its key, a
+            // tombstone a delete of it (see `DebeziumEnvelope`'s upsert ops).
+            (Some(_), Some(value)) => {
+                let mut line = b"{\"after\":".to_vec();
+                line.extend_from_slice(value);
+                line.extend_from_slice(b",\"op\":\"upsert\"}");
+                upsert_line = line;
+                Some(upsert_line.as_slice())
+            }
+            (Some(column), None) => match message.key() {
+                Some(key) => {
+                    let key = serde_json::Value::String(String::from_utf8_lossy(key).into_owned());
+                    let column = serde_json::Value::String(column.to_string());
+                    upsert_line = format!("{{\"before\":{{{column}:{key}}},\"op\":\"tombstone\"}}")
+                        .into_bytes();
+                    Some(upsert_line.as_slice())
+                }
+                None => None,
+            },
+            (None, value) => value,
+        };
+        let Some(value) = value else {
             pending.bad.push(BadRow {
                 path: format!("kafka:{topic}/{partition}"),
                 line: None,
@@ -637,6 +661,7 @@ impl SourceReader for KafkaSource {
                         &self.config.topic,
                         self.skip_before_ms,
                         self.wants_keys,
+                        self.config.upsert_key.as_deref(),
                         &message,
                     );
                     // A record can only fill its own partition's batch.

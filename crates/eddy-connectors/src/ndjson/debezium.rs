@@ -95,6 +95,11 @@ impl DebeziumEnvelope {
             let has_after = after.is_valid(r);
             let wanted: &[(usize, RowKind)] = match op_value {
                 Some("c" | "r") if has_after => &[(1, RowKind::Insert)],
+                // An upsert topic's records (made by the Kafka source): a
+                // key's new value, and a tombstone, whose image holds only
+                // the key (the changelog's upsert step adds the old rows).
+                Some("upsert") if has_after => &[(1, RowKind::UpdateAfter)],
+                Some("tombstone") if has_before => &[(0, RowKind::Delete)],
                 Some("u") if has_before && has_after => {
                     &[(0, RowKind::UpdateBefore), (1, RowKind::UpdateAfter)]
                 }
@@ -115,10 +120,14 @@ impl DebeziumEnvelope {
                     continue;
                 }
             };
-            let missing = wanted.iter().find_map(|&(image, _)| {
-                null_column(if image == 0 { before } else { after }, r)
-                    .map(|c| (c, if image == 0 { "before" } else { "after" }))
-            });
+            let tombstone = op_value == Some("tombstone");
+            let missing = wanted
+                .iter()
+                .filter(|_| !tombstone)
+                .find_map(|&(image, _)| {
+                    null_column(if image == 0 { before } else { after }, r)
+                        .map(|c| (c, if image == 0 { "before" } else { "after" }))
+                });
             if let Some((column, image)) = missing {
                 let mut row = origins.origin(r);
                 row.reason =

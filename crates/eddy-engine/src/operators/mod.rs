@@ -3,6 +3,7 @@
 //! [`crate::operator::Operator`]).
 
 pub mod calc;
+pub mod changelog_normalize;
 pub mod interval_join;
 pub mod join_state;
 pub mod key_split;

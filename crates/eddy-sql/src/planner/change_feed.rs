@@ -1,10 +1,13 @@
-//! Source tables that are change feeds: `format = 'debezium-json'`.
+//! Source tables that are change feeds: `format = 'debezium-json'`, and
+//! upsert Kafka topics, `format = 'upsert-json'`.
 //!
 //! In: a declared table. Out, for a change feed: the layout its source node
 //! runs (the row-kind column appended to its physical and output columns,
 //! so the connector decodes change events into changelog rows) and what
 //! the planner knows of its stream (updating; upsert key: the `PRIMARY
-//! KEY`). Other tables are read as they are.
+//! KEY`). An upsert topic's rows are upserts and deletes by key: the
+//! planner puts a `changelog_normalize` step keyed by the primary key
+//! behind its source. Other tables are read as they are.
 //!
 //! A change feed declares no WATERMARK: its changes are applied in arrival
 //! order (a late `-U` cannot be dropped without leaving its old row behind).
@@ -19,20 +22,48 @@ use crate::error::{Result, SqlError};
 /// The `format` option value of a Debezium change feed.
 const DEBEZIUM_JSON: &str = "debezium-json";
 
+/// The `format` option value of an upsert topic (records keyed by the
+/// primary key, each the key's new value, a tombstone a delete).
+const UPSERT_JSON: &str = "upsert-json";
+
 /// A change feed's source layout and stream facts.
 pub(super) struct ChangeFeed {
     pub layout: SourceLayout,
     pub changelog: Changelog,
+    /// An upsert feed: its rows are upserts and deletes by key, which a
+    /// `changelog_normalize` step turns into a changelog.
+    pub upsert: bool,
 }
 
 /// The change feed `def` declares, if it is one.
 pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
-    let is_feed = def
+    let format = def
         .options
         .get("format")
-        .is_some_and(|f| f.trim().eq_ignore_ascii_case(DEBEZIUM_JSON));
-    if !is_feed {
+        .map(|f| f.trim().to_ascii_lowercase());
+    let upsert = format.as_deref() == Some(UPSERT_JSON);
+    if format.as_deref() != Some(DEBEZIUM_JSON) && !upsert {
         return Ok(None);
+    }
+    if upsert {
+        if def.connector != "kafka" {
+            return Err(SqlError::at(
+                &def.position,
+                format!("format '{UPSERT_JSON}' reads an upsert Kafka topic: use it with connector = 'kafka'"),
+            ));
+        }
+        let key = def.options.get("key_column").map(|k| k.to_lowercase());
+        if def.primary_key.len() != 1
+            || key.as_deref() != def.primary_key.first().map(String::as_str)
+        {
+            return Err(SqlError::at(
+                &def.position,
+                format!(
+                    "table '{}' reads an upsert topic (format '{UPSERT_JSON}'): declare its key as PRIMARY KEY (k) NOT ENFORCED, one column, and name it as key_column = 'k' (the column each record's key holds)",
+                    def.name
+                ),
+            ));
+        }
     }
     if def.layout.event_time.is_some() {
         return Err(SqlError::at(
@@ -44,8 +75,10 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
         ));
     }
     let origin = format!(
-        "the change feed '{}' (format '{DEBEZIUM_JSON}', declared at {})",
-        def.name, def.position
+        "the change feed '{}' (format '{}', declared at {})",
+        def.name,
+        if upsert { UPSERT_JSON } else { DEBEZIUM_JSON },
+        def.position
     );
     let output = &def.layout.output_schema;
     let upsert_key: Option<Vec<usize>> = (!def.primary_key.is_empty())
@@ -71,5 +104,6 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
     Ok(Some(ChangeFeed {
         layout,
         changelog: Changelog { origin, upsert_key },
+        upsert,
     }))
 }

@@ -163,6 +163,8 @@ pub(crate) struct Compiler {
     outputs: Vec<Output>,
     graph: JobGraph,
     source_nodes: HashMap<String, NodeId>,
+    /// Upsert feeds: the changelog step behind each one's source.
+    normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
     sinks: BTreeSet<String>,
     current_map: SourceMap,
@@ -204,6 +206,7 @@ impl Compiler {
             outputs: Vec::new(),
             graph: JobGraph::default(),
             source_nodes: HashMap::new(),
+            normalized: HashMap::new(),
             view_streams: HashMap::new(),
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
@@ -553,6 +556,31 @@ impl Compiler {
                 node
             }
         };
+        // An upsert feed's rows become a changelog behind the source.
+        let node = match (&feed, self.normalized.get(name)) {
+            (_, Some(&normalized)) => normalized,
+            (Some(feed), None) if feed.upsert => {
+                let schema = layout.output_schema.clone();
+                let keys = def
+                    .primary_key
+                    .iter()
+                    .map(|k| datafusion::physical_expr::expressions::col(k, &schema))
+                    .collect::<datafusion::error::Result<Vec<_>>>()
+                    .map_err(|e| self.df_error(position, e))?;
+                let plan = eddy_engine::operators::changelog_normalize::ChangelogNormalizePlan {
+                    schema,
+                    keys: keys.clone(),
+                };
+                let normalized = stream::add_operator(
+                    &mut self.graph,
+                    Arc::new(plan),
+                    vec![(Endpoint { node, port: 0 }, stream::keyed(keys))],
+                );
+                self.normalized.insert(name.to_string(), normalized);
+                normalized
+            }
+            _ => node,
+        };
         let schema = DFSchema::try_from_qualified_schema(name, def.schema().as_ref())
             .map_err(|e| self.df_error(position, e))?;
         Ok(Stream {
@@ -585,7 +613,11 @@ impl Compiler {
             changelog: None,
             windows: Vec::new(),
             endpoint: Endpoint {
-                node: main.endpoint.node,
+                node: self
+                    .source_nodes
+                    .get(table)
+                    .copied()
+                    .unwrap_or(main.endpoint.node),
                 port: eddy_engine::operator::LATE_PORT,
             },
             endpoint_schema: late_schema,
@@ -610,7 +642,11 @@ impl Compiler {
             changelog: None,
             windows: Vec::new(),
             endpoint: Endpoint {
-                node: main.endpoint.node,
+                node: self
+                    .source_nodes
+                    .get(table)
+                    .copied()
+                    .unwrap_or(main.endpoint.node),
                 port: eddy_engine::operator::BAD_PORT,
             },
             endpoint_schema: bad_schema,

@@ -1,0 +1,264 @@
+//! Turns an upsert stream (each row the new value of its key, or a delete
+//! of its key) into a changelog with the old rows: what an upsert Kafka
+//! topic (a compacted topic, records keyed by the primary key, a tombstone
+//! per delete) needs before any operator can use it.
+//!
+//! In: an updating stream whose `+I`/`+U` rows are upserts and whose
+//! `-U`/`-D` rows are deletes (only their key columns count). Out: a
+//! changelog: a key's first row `+I`, a new value `-U` old then `+U` new
+//! (nothing when the value did not change), a delete `-D` old. A delete of
+//! a key not held is counted and dropped (an upsert topic read from the
+//! middle, or a tombstone repeated by compaction).
+//!
+//! State: per key its current row, encoded. Checkpoints: (key, row) bytes.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, Int8Array, StringArray};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::physical_expr::expressions::col;
+//! use eddy_engine::changelog;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::changelog_normalize::ChangelogNormalizePlan;
+//!
+//! let data = Schema::new(vec![Field::new("k", DataType::Utf8, false), Field::new("v", DataType::Int64, true)]);
+//! let schema = changelog::updating_schema(&data, &["k".to_string()]);
+//! let plan = ChangelogNormalizePlan {
+//!     schema: schema.clone(),
+//!     keys: vec![col("k", &schema).unwrap()],
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let upserts = RecordBatch::try_new(schema, vec![
+//!     Arc::new(StringArray::from(vec!["a", "a"])),
+//!     Arc::new(Int64Array::from(vec![1, 2])),
+//!     Arc::new(Int8Array::from(vec![2, 2])),
+//! ]).unwrap();
+//! op.on_batch(0, upserts, &mut out).unwrap();
+//! let kinds: Vec<i8> = out
+//!     .drain()
+//!     .flat_map(|(_, b)| changelog::row_kinds(&b).unwrap().values().to_vec())
+//!     .collect();
+//! assert_eq!(kinds, vec![0, 1, 2]); // +I (a, 1), -U (a, 1), +U (a, 2)
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int8Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+
+const KIND: &str = "changelog_normalize";
+
+/// Plan of the upsert-to-changelog step.
+#[derive(Debug, Clone)]
+pub struct ChangelogNormalizePlan {
+    /// The rows' schema, the row kind last (input and output alike).
+    pub schema: SchemaRef,
+    /// The primary key's expressions.
+    pub keys: Vec<Arc<dyn PhysicalExpr>>,
+}
+
+impl OperatorPlan for ChangelogNormalizePlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
+        format!(
+            "upserts by ({}) into a changelog with the old rows",
+            keys.join(", ")
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.keys.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let width = self.schema.fields().len().saturating_sub(1);
+        let rows = RowConverter::new(
+            self.schema.fields()[..width]
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(Box::new(ChangelogNormalize {
+            keys: super::key_converter(&self.keys, &self.schema)?,
+            rows,
+            plan: self.clone(),
+            current: HashMap::new(),
+            unmatched_deletes: 0,
+        }))
+    }
+}
+
+struct ChangelogNormalize {
+    plan: ChangelogNormalizePlan,
+    keys: RowConverter,
+    rows: RowConverter,
+    /// Each key's current row.
+    current: HashMap<Box<[u8]>, Box<[u8]>>,
+    unmatched_deletes: u64,
+}
+
+impl Operator for ChangelogNormalize {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let kinds = changelog::row_kinds(&batch)
+            .ok_or_else(|| {
+                EngineError::operator(KIND, "an append-only batch reached the upsert step")
+            })?
+            .clone();
+        changelog::check_kinds(&kinds)?;
+        let data = changelog::data_columns(&batch)?;
+        let (keys, _) = super::key_rows(&self.keys, &self.plan.keys, &batch)?;
+        let rows = self.rows.convert_columns(data.columns())?;
+        let mut changes: Vec<(RowKind, Box<[u8]>)> = Vec::new();
+        for r in 0..batch.num_rows() {
+            let key: Box<[u8]> = keys.row(r).data().into();
+            if changelog::is_retraction_byte(kinds.value(r)) {
+                match self.current.remove(&key) {
+                    Some(old) => changes.push((RowKind::Delete, old)),
+                    None => self.unmatched_deletes += 1,
+                }
+                continue;
+            }
+            let row: Box<[u8]> = rows.row(r).as_ref().into();
+            match self.current.insert(key, row.clone()) {
+                None => changes.push((RowKind::Insert, row)),
+                Some(old) if old == row => {}
+                Some(old) => {
+                    changes.push((RowKind::UpdateBefore, old));
+                    changes.push((RowKind::UpdateAfter, row));
+                }
+            }
+        }
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let parser = self.rows.parser();
+        let mut columns: Vec<ArrayRef> = self
+            .rows
+            .convert_rows(changes.iter().map(|(_, row)| parser.parse(row)))?;
+        columns.push(Arc::new(Int8Array::from(
+            changes.iter().map(|(k, _)| k.byte()).collect::<Vec<_>>(),
+        )));
+        out.emit(super::batch_of(&self.plan.schema, columns)?);
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.current.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.current
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 32)
+            .sum()
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.unmatched_deletes
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
+            .current
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .unzip();
+        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
+        snapshot.push_table(
+            "current",
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("key", DataType::Binary, false),
+                    Field::new("row", DataType::Binary, false),
+                ])),
+                vec![
+                    Arc::new(BinaryArray::from(keys)),
+                    Arc::new(BinaryArray::from(rows)),
+                ],
+            )?,
+        );
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        self.unmatched_deletes = state.meta()?;
+        let table = state.take_table("current")?;
+        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+        let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
+            return Err(EngineError::State(format!("{KIND}: bad state table")));
+        };
+        self.current = (0..table.num_rows())
+            .map(|r| (keys.value(r).into(), rows.value(r).into()))
+            .collect();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operators::testing::{changes, keyed, kv_schema};
+
+    fn plan() -> ChangelogNormalizePlan {
+        let schema = changelog::updating_schema(&kv_schema(), &["k".to_string()]);
+        ChangelogNormalizePlan {
+            keys: vec![col("k", &schema).unwrap()],
+            schema,
+        }
+    }
+
+    #[test]
+    fn upserts_and_deletes_become_a_changelog_with_the_old_rows() {
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        // upsert a=1, b=5, a=2, a=2 again; delete b; delete c (never held).
+        op.on_batch(
+            0,
+            keyed(
+                &["a", "b", "a", "a", "b", "c"],
+                &[1, 5, 2, 2, 0, 0],
+                Some(&[2, 2, 2, 2, 3, 3]),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I a 1", "+I b 5", "-U a 1", "+U a 2", "-D b 5"]
+        );
+        assert_eq!(op.late_rows(), 1, "the delete of c");
+        let mut restored = plan().create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored
+            .on_batch(0, keyed(&["a"], &[0], Some(&[3])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-D a 2"]);
+    }
+}
