@@ -198,8 +198,56 @@ struct Held {
     partners: u64,
 }
 
-/// One side's rows: key -> encoded row -> held.
-type SideState = HashMap<Box<[u8]>, HashMap<Box<[u8]>, Held>>;
+/// One key's rows on one side: encoded row and what is held of it. A
+/// vector, not a map: most keys hold a row or a few (a map per key cost
+/// more than the rows), and a row is found by a short scan.
+#[derive(Debug, Default)]
+struct Bucket(Vec<(Box<[u8]>, Held)>);
+
+impl Bucket {
+    fn get(&self, row: &[u8]) -> Option<&Held> {
+        self.0
+            .iter()
+            .find(|(r, _)| r.as_ref() == row)
+            .map(|(_, h)| h)
+    }
+
+    fn get_mut(&mut self, row: &[u8]) -> Option<&mut Held> {
+        self.0
+            .iter_mut()
+            .find(|(r, _)| r.as_ref() == row)
+            .map(|(_, h)| h)
+    }
+
+    /// The entry of `row`, added (nothing held) if absent.
+    fn entry(&mut self, row: Box<[u8]>) -> &mut Held {
+        let at = match self.0.iter().position(|(r, _)| *r == row) {
+            Some(at) => at,
+            None => {
+                self.0.push((row, Held::default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    fn remove(&mut self, row: &[u8]) {
+        if let Some(at) = self.0.iter().position(|(r, _)| r.as_ref() == row) {
+            self.0.swap_remove(at);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &Box<[u8]>> {
+        self.0.iter().map(|(r, _)| r)
+    }
+}
+
+/// One side's rows: key -> its rows.
+type SideState = HashMap<Box<[u8]>, Bucket>;
 
 /// A held row of the other side: its encoded key and row.
 type PartnerRef = (Box<[u8]>, Box<[u8]>);
@@ -327,7 +375,7 @@ impl Operator for UpdatingJoin {
             let start = pair_rows.len();
             if !has_null_key(r) {
                 if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
-                    for partner in bucket.keys() {
+                    for partner in bucket.rows() {
                         pair_rows.push(r as u32);
                         pair_partner.push((keys.row(r).data().into(), partner.clone()));
                     }
@@ -506,11 +554,7 @@ impl Operator for UpdatingJoin {
                 }
             } else {
                 self.held += 1;
-                let held = self.sides[side]
-                    .entry(key)
-                    .or_default()
-                    .entry(row)
-                    .or_insert(Held::default());
+                let held = self.sides[side].entry(key).or_default().entry(row);
                 held.copies += 1;
                 held.partners = partners_of_row;
             }
@@ -529,7 +573,7 @@ impl Operator for UpdatingJoin {
         self.sides
             .iter()
             .flat_map(|s| s.iter())
-            .map(|(k, bucket)| k.len() + bucket.keys().map(|r| r.len() + 40).sum::<usize>())
+            .map(|(k, bucket)| k.len() + 48 + bucket.rows().map(|r| r.len() + 40).sum::<usize>())
             .sum()
     }
 
@@ -545,7 +589,7 @@ impl Operator for UpdatingJoin {
             let mut copies = Vec::new();
             let mut partners = Vec::new();
             for (key, bucket) in &self.sides[side] {
-                for (row, held) in bucket {
+                for (row, held) in &bucket.0 {
                     keys.push(key);
                     rows.push(row);
                     copies.push(held.copies);
@@ -596,16 +640,13 @@ impl Operator for UpdatingJoin {
                 .ok_or_else(bad)?;
             self.sides[side].clear();
             for r in 0..table.num_rows() {
-                self.sides[side]
+                *self.sides[side]
                     .entry(keys.value(r).into())
                     .or_default()
-                    .insert(
-                        rows.value(r).into(),
-                        Held {
-                            copies: copies.value(r),
-                            partners: partners.value(r),
-                        },
-                    );
+                    .entry(rows.value(r).into()) = Held {
+                    copies: copies.value(r),
+                    partners: partners.value(r),
+                };
                 self.held += copies.value(r) as usize;
             }
         }

@@ -70,7 +70,7 @@ impl Compiler {
         if let Some(semi) = semi {
             let left = self.plan_stream(&join.left, position)?;
             let right = self.plan_stream(&join.right, position)?;
-            return self.plan_updating_join(join, semi, left, right, position);
+            return self.plan_updating_join(join, semi, left, right, None, position);
         }
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
@@ -221,7 +221,14 @@ impl Compiler {
             && bounds.upper.is_none()
             && self.state_ttl_ms.is_none();
         if left.changelog.is_some() || right.changelog.is_some() || unbounded_outer {
-            return self.plan_updating_join(join, JoinOutput::Pairs(kind), left, right, position);
+            return self.plan_updating_join(
+                join,
+                JoinOutput::Pairs(kind),
+                left,
+                right,
+                needed,
+                position,
+            );
         }
         let regular = kind == JoinKind::Inner
             && bounds.lower.is_none()

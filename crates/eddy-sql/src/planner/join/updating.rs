@@ -15,9 +15,12 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Join, Operator as BinaryOp};
 use eddy_engine::operators::updating_join::{JoinOutput, UpdatingJoinPlan};
 
 use super::condition::{side_of, Side};
+use super::inputs::{pruned, UsedColumns};
 use crate::error::{Position, Result, SqlError};
 use crate::planner::stream::{add_operator, keyed, updating_output, Changelog, Stream};
 use crate::planner::Compiler;
+use datafusion::common::DFSchemaRef;
+use eddy_engine::operators::calc::CalcStep;
 
 impl Compiler {
     pub(super) fn plan_updating_join(
@@ -26,10 +29,9 @@ impl Compiler {
         kind: JoinOutput,
         mut left: Stream,
         mut right: Stream,
+        needed: Option<Vec<bool>>,
         position: &Position,
     ) -> Result<Stream> {
-        let (left_schema, right_schema) =
-            (join.left.schema().as_ref(), join.right.schema().as_ref());
         let (left_keys, right_keys, residual) = equi_keys(join);
         if left_keys.is_empty() {
             return Err(SqlError::at(
@@ -37,12 +39,40 @@ impl Compiler {
                 format!("this {} JOIN has no equality between its sides (l.a = r.b): a join without keys would pair every row with every other", kind.name()),
             ));
         }
+        // Every row is kept: keep only the columns the keys, the condition
+        // and what reads the join use (a semi or anti join's output is its
+        // left input, kept whole).
+        let needed = needed.filter(|_| matches!(kind, JoinOutput::Pairs(_)));
+        let used = UsedColumns::of(
+            join,
+            needed.as_deref(),
+            &left_keys,
+            &right_keys,
+            &residual,
+            None,
+        );
+        let (left_schema, left_kept) = pruned(join.left.schema(), &used.left);
+        let (right_schema, right_kept) = pruned(join.right.schema(), &used.right);
+        narrow(&mut left, &left_schema, &left_kept);
+        narrow(&mut right, &right_schema, &right_kept);
+        let join_schema = match kind {
+            JoinOutput::Pairs(_) => Arc::new(
+                left_schema
+                    .join(&right_schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
+            JoinOutput::LeftSemi | JoinOutput::LeftAnti => Arc::clone(&join.schema),
+        };
+        let (left_schema, right_schema) = (left_schema.as_ref(), right_schema.as_ref());
         let (left_key_exprs, right_key_exprs) =
             self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
         let state = self.ctx.state();
+        let residual_schema = left_schema
+            .join(right_schema)
+            .map_err(|e| self.df_error(position, e))?;
         let residual = match conjunction(residual) {
             Some(expr) => Some(
-                crate::context::physical_expr(&state, expr, &join.schema)
+                crate::context::physical_expr(&state, expr, &residual_schema)
                     .map_err(|e| self.df_error(position, e))?,
             ),
             None => None,
@@ -54,7 +84,7 @@ impl Compiler {
                 format!("the {} JOIN without a time bound at {at}", kind.name())
             }
         };
-        let output_schema = updating_output(&join.schema, &[], &origin);
+        let output_schema = updating_output(&join_schema, &[], &origin);
         let plan = UpdatingJoinPlan {
             kind,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
@@ -75,7 +105,7 @@ impl Compiler {
                 (from_right, keyed(right_key_exprs)),
             ],
         );
-        let mut stream = Stream::of_node(node, &self.graph, join.schema.clone(), None);
+        let mut stream = Stream::of_node(node, &self.graph, join_schema, None);
         stream.time_lost = Some(format!(
             "{origin} revises its rows, which have no event time"
         ));
@@ -84,6 +114,33 @@ impl Compiler {
             upsert_key: None,
         });
         Ok(stream)
+    }
+}
+
+/// Narrows `stream` to the columns `kept` of it (a projection step), as
+/// `schema` (its pruned schema) lists them.
+fn narrow(stream: &mut Stream, schema: &DFSchemaRef, kept: &[usize]) {
+    if kept.len() == stream.schema.fields().len() {
+        return;
+    }
+    let exprs = kept
+        .iter()
+        .map(|&i| {
+            Arc::new(datafusion::physical_expr::expressions::Column::new(
+                stream.schema.field(i).name(),
+                i,
+            )) as Arc<dyn datafusion::physical_expr::PhysicalExpr>
+        })
+        .collect();
+    stream.steps.push(CalcStep::Project {
+        exprs,
+        schema: Arc::new(schema.as_arrow().clone()),
+    });
+    stream.schema = Arc::clone(schema);
+    stream.time = None;
+    stream.windows.clear();
+    if let Some(changelog) = stream.changelog.as_mut() {
+        changelog.upsert_key = None;
     }
 }
 
