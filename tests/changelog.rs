@@ -345,12 +345,21 @@ fn a_debezium_sink_writes_change_events() {
         name: "q.sql".into(),
         text: format!(
             "{SOURCE}\nCREATE TABLE totals (k VARCHAR, s BIGINT) WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');\n\
-             INSERT INTO totals SELECT k, sum(n) FROM orders GROUP BY k;",
+             CREATE TABLE cdc (k VARCHAR, s BIGINT) WITH (connector = 'stdout', tag = 'CDC', format = 'debezium-json');\n\
+             CREATE VIEW sums AS SELECT k, sum(n) AS s FROM orders GROUP BY k;\n\
+             INSERT INTO totals SELECT * FROM sums;\n\
+             INSERT INTO cdc SELECT * FROM sums;",
             out.display()
         ),
     };
     let inputs = BTreeMap::from([("orders".to_string(), input.display().to_string())]);
-    common::run_captured(&[file], &BTreeMap::new(), inputs, 1).expect("run");
+    let run = common::run_captured(&[file], &BTreeMap::new(), inputs, 1).expect("run");
+    assert_eq!(
+        run.lines.last().map(String::as_str),
+        Some("CDC> {\"before\": {\"k\": \"a\", \"s\": 1}, \"after\": {\"k\": \"a\", \"s\": 4}, \"op\": \"u\"}"),
+        "stdout prints the same events: {:?}",
+        run.lines
+    );
     let text = std::fs::read_to_string(&out).expect("sink file");
     assert_eq!(
         text,

@@ -540,7 +540,7 @@ impl Connectors {
                 Ok(Box::new(StdoutSink::new(
                     &spec.table,
                     tag,
-                    explicit_nulls,
+                    lines()?,
                     self.config.stdout.clone(),
                 )))
             }

@@ -90,7 +90,7 @@ pub fn options(connector: &str, role: Role) -> Option<&'static [&'static str]> {
         (Role::Source, "generator") => {
             &["stream", "seed", "rate", "count", "realtime", "batch_size"]
         }
-        (Role::Sink, "stdout" | "print") => &["tag", "omit_nulls"],
+        (Role::Sink, "stdout" | "print") => &["tag", "omit_nulls", "format"],
         (Role::Sink, "ndjson" | "file") => &[
             "path",
             "format",

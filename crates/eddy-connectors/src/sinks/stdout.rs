@@ -15,7 +15,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
-use super::changelog::kind_prefixes;
+use super::changelog::{kind_prefixes, Envelope, JsonLines};
 use crate::error::ConnectorError;
 use crate::json_lines::{encode_json_lines_with, spaced_json};
 use eddy_engine::changelog;
@@ -37,6 +37,8 @@ pub struct StdoutSink {
     table: String,
     tag: String,
     explicit_nulls: bool,
+    /// Print Debezium change events (instead of rows with their kind).
+    debezium: bool,
     target: StdoutTarget,
     scratch: Vec<u8>,
     text: Vec<u8>,
@@ -44,12 +46,14 @@ pub struct StdoutSink {
 
 impl StdoutSink {
     /// A stdout sink for `table` printing with `tag`; NULL fields are
-    /// printed as `null` when `explicit_nulls`, left out otherwise.
-    pub fn new(table: &str, tag: String, explicit_nulls: bool, target: StdoutTarget) -> Self {
+    /// printed as `null` when `lines.explicit_nulls`, left out otherwise;
+    /// with `format = 'debezium-json'` each line is a Debezium change event.
+    pub fn new(table: &str, tag: String, lines: JsonLines, target: StdoutTarget) -> Self {
         Self {
             table: table.to_string(),
             tag,
-            explicit_nulls,
+            explicit_nulls: lines.explicit_nulls,
+            debezium: lines.envelope == Envelope::Debezium,
             target,
             scratch: Vec::new(),
             text: Vec::new(),
@@ -64,12 +68,23 @@ impl SinkWriter for StdoutSink {
         }
         self.scratch.clear();
         self.text.clear();
-        // An updating result's lines show each row's kind after the tag.
-        let kinds = kind_prefixes(batch);
-        let data = changelog::data_columns(batch)
-            .map_err(|e| ConnectorError::from(e).for_table(&self.table))?;
-        encode_json_lines_with(&data, &mut self.scratch, self.explicit_nulls)
+        // An updating result's lines show each row's kind after the tag,
+        // or are Debezium change events.
+        let kinds = if self.debezium {
+            JsonLines {
+                explicit_nulls: self.explicit_nulls,
+                envelope: Envelope::Debezium,
+            }
+            .encode(batch, &mut self.scratch)
             .map_err(|e| e.for_table(&self.table))?;
+            None
+        } else {
+            let data = changelog::data_columns(batch)
+                .map_err(|e| ConnectorError::from(e).for_table(&self.table))?;
+            encode_json_lines_with(&data, &mut self.scratch, self.explicit_nulls)
+                .map_err(|e| e.for_table(&self.table))?;
+            kind_prefixes(batch)
+        };
         let mut start = 0;
         let mut row = 0;
         let ends = memchr::memchr_iter(b'\n', &self.scratch).chain([self.scratch.len()]);
