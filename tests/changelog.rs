@@ -67,7 +67,7 @@ fn random_input(seed: u64, rows: usize) -> String {
 }
 
 /// The updating queries: each runs as written in both engines.
-const QUERIES: [(&str, &str); 26] = [
+const QUERIES: [(&str, &str); 27] = [
     (
         "group by with every kind of aggregate",
         "SELECT k, count(*) AS c, count(n) AS cn, sum(n) AS s, min(n) AS lo, max(n) AS hi, avg(n) AS a FROM orders GROUP BY k",
@@ -143,6 +143,10 @@ const QUERIES: [(&str, &str); 26] = [
     (
         "in (a semi join)",
         "SELECT k, n FROM orders WHERE k IN (SELECT k FROM payments WHERE p < 0)",
+    ),
+    (
+        "not in (a null-aware anti join)",
+        "SELECT k, n FROM orders WHERE k NOT IN (SELECT k FROM payments WHERE p > 30 AND k IS NOT NULL)",
     ),
     (
         "union distinct",

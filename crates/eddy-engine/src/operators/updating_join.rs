@@ -39,6 +39,7 @@
 //! let plan = UpdatingJoinPlan {
 //!     kind: JoinOutput::Pairs(JoinKind::Left),
 //!     nulls_equal: false,
+//!     null_aware: false,
 //!     left_schema: side.clone(),
 //!     right_schema: side.clone(),
 //!     output_schema: changelog::updating_schema(
@@ -115,6 +116,10 @@ pub struct UpdatingJoinPlan {
     /// Whether NULL keys equal each other (`INTERSECT`, `EXCEPT`); else a
     /// NULL key matches nothing, as in SQL's `=`.
     pub nulls_equal: bool,
+    /// `NOT IN (subquery)` (a left anti join with SQL's NULL rule): while
+    /// the right side holds a row with a NULL key, no left row is emitted;
+    /// while it holds none at all, every left row is, NULL keys included.
+    pub null_aware: bool,
     /// The left input's own columns (an updating input's row kind follows).
     pub left_schema: SchemaRef,
     /// The right input's own columns.
@@ -185,6 +190,8 @@ impl OperatorPlan for UpdatingJoinPlan {
             sides: [HashMap::new(), HashMap::new()],
             held: 0,
             unmatched_retractions: 0,
+            right_rows: 0,
+            right_null_rows: 0,
             plan: self.clone(),
         }))
     }
@@ -260,6 +267,19 @@ struct UpdatingJoin {
     sides: [SideState; 2],
     held: usize,
     unmatched_retractions: u64,
+    /// Null-aware anti joins: right rows held, and those with a NULL key.
+    right_rows: u64,
+    right_null_rows: u64,
+}
+
+/// Whether an anti join emits a left row: by the gate (see
+/// `UpdatingJoin::gate`), else when its key is not NULL and it has no
+/// partner.
+fn anti_out(gate: Option<bool>, null_key: bool, partners: u64) -> bool {
+    match gate {
+        Some(all) => all,
+        None => !null_key && partners == 0,
+    }
 }
 
 /// An output row: kind, this side's batch row (or NULLs), the candidate
@@ -282,6 +302,65 @@ impl UpdatingJoin {
     /// Whether the join emits only left rows (semi and anti joins).
     fn left_rows_only(&self) -> bool {
         !matches!(self.plan.kind, JoinOutput::Pairs(_))
+    }
+
+    /// A null-aware anti join's rule from the right side as a whole:
+    /// `Some(true)` every left row is emitted (no right rows), `Some(false)`
+    /// none is (a right row has a NULL key), `None` each by its partners.
+    fn gate(&self) -> Option<bool> {
+        if !self.plan.null_aware {
+            None
+        } else if self.right_rows == 0 {
+            Some(true)
+        } else if self.right_null_rows > 0 {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// The left rows whose emission changes when the gate goes from
+    /// `before` to `after` (their partners before this right row were
+    /// theirs now, less `changed` for those it matched), as changes.
+    fn flip_all(
+        &self,
+        before: Option<bool>,
+        after: Option<bool>,
+        changed: &hashbrown::HashSet<(Box<[u8]>, Box<[u8]>)>,
+        delta: i64,
+    ) -> Vec<(RowKind, Box<[u8]>)> {
+        let mut flips = Vec::new();
+        for (key, bucket) in &self.sides[0] {
+            let null_key = key.is_empty();
+            for (row, held) in &bucket.0 {
+                let matched = changed.contains(&(key.clone(), row.clone()));
+                let partners_before = if matched {
+                    (held.partners as i64 - delta).max(0) as u64
+                } else {
+                    held.partners
+                };
+                let was = anti_out(before, null_key, partners_before);
+                let is = anti_out(after, null_key, held.partners);
+                if was != is {
+                    let kind = if is { RowKind::Insert } else { RowKind::Delete };
+                    for _ in 0..held.copies {
+                        flips.push((kind, row.clone()));
+                    }
+                }
+            }
+        }
+        flips
+    }
+
+    /// Left rows as an output batch of `changes`.
+    fn left_rows_batch(&self, changes: &[(RowKind, Box<[u8]>)]) -> Result<RecordBatch> {
+        let parser = self.rows[0].parser();
+        let mut columns =
+            self.rows[0].convert_rows(changes.iter().map(|(_, row)| parser.parse(row)))?;
+        columns.push(Arc::new(Int8Array::from(
+            changes.iter().map(|(k, _)| k.byte()).collect::<Vec<_>>(),
+        )));
+        super::batch_of(&self.plan.output_schema, columns)
     }
 
     /// Assembles output rows: this side's columns from `data`, the other
@@ -429,9 +508,34 @@ impl Operator for UpdatingJoin {
                 .as_ref()
                 .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
             let null_key = has_null_key(r);
-            let key: Box<[u8]> = keys.row(r).data().into();
+            // A null-aware anti join keeps its left rows with NULL keys
+            // (under an empty key, which no encoded key is): they are
+            // emitted while the right side is empty.
+            let keep_null = null_key && self.plan.null_aware && side == 0;
+            let key: Box<[u8]> = if keep_null {
+                Box::new([])
+            } else {
+                keys.row(r).data().into()
+            };
             let row: Box<[u8]> = encoded.row(r).as_ref().into();
-            if retraction && !null_key {
+            let gate_before = self.gate();
+            if self.plan.null_aware && side == 1 {
+                if retraction {
+                    self.right_rows = self.right_rows.saturating_sub(1);
+                    if null_key {
+                        self.right_null_rows = self.right_null_rows.saturating_sub(1);
+                    }
+                } else {
+                    self.right_rows += 1;
+                    if null_key {
+                        self.right_null_rows += 1;
+                    }
+                }
+            }
+            let gate_after = self.gate();
+            let flipped = gate_before != gate_after;
+            let mut matched: hashbrown::HashSet<(Box<[u8]>, Box<[u8]>)> = hashbrown::HashSet::new();
+            if retraction && (!null_key || keep_null) {
                 let held = self.sides[side]
                     .get_mut(&key)
                     .and_then(|bucket| bucket.get_mut(&row));
@@ -468,6 +572,13 @@ impl Operator for UpdatingJoin {
                         partner.partners -= 1;
                     } else {
                         partner.partners += 1;
+                    }
+                    if self.plan.null_aware {
+                        // The gate decides, or all flips come below.
+                        matched.insert((partner_key.clone(), partner_row.clone()));
+                        if flipped || gate_after.is_some() {
+                            continue;
+                        }
                     }
                     if (before == 0) != (partner.partners == 0) {
                         let matched = partner.partners > 0;
@@ -522,8 +633,24 @@ impl Operator for UpdatingJoin {
                     }
                 }
             }
+            if flipped {
+                // The right side went empty, or gained or lost its NULLs:
+                // every left row may change.
+                let delta = if retraction { -1 } else { 1 };
+                let flips = self.flip_all(gate_before, gate_after, &matched, delta);
+                if !flips.is_empty() {
+                    if !rows.is_empty() {
+                        out.emit(self.output(side, &data, &partners, &rows)?);
+                        rows.clear();
+                    }
+                    out.emit(self.left_rows_batch(&flips)?);
+                }
+            }
             let left_row_out = match self.plan.kind {
                 JoinOutput::LeftSemi => side == 0 && partners_of_row > 0,
+                JoinOutput::LeftAnti if self.plan.null_aware => {
+                    side == 0 && anti_out(gate_after, null_key, partners_of_row)
+                }
                 JoinOutput::LeftAnti => side == 0 && partners_of_row == 0,
                 JoinOutput::Pairs(_) => preserves_own && partners_of_row == 0,
             };
@@ -539,7 +666,7 @@ impl Operator for UpdatingJoin {
                     partner: None,
                 });
             }
-            if null_key {
+            if null_key && !keep_null {
                 continue; // never matches: not kept
             }
             if retraction {
@@ -582,7 +709,11 @@ impl Operator for UpdatingJoin {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_retractions)?;
+        let mut snapshot = StateSnapshot::with_meta(&(
+            self.unmatched_retractions,
+            self.right_rows,
+            self.right_null_rows,
+        ))?;
         for (side, name) in [(0, "left"), (1, "right")] {
             let mut keys: Vec<&[u8]> = Vec::new();
             let mut rows: Vec<&[u8]> = Vec::new();
@@ -619,7 +750,11 @@ impl Operator for UpdatingJoin {
         if state.is_empty() {
             return Ok(());
         }
-        self.unmatched_retractions = state.meta()?;
+        (
+            self.unmatched_retractions,
+            self.right_rows,
+            self.right_null_rows,
+        ) = state.meta()?;
         self.held = 0;
         for (side, name) in [(0, "left"), (1, "right")] {
             let table = state.take_table(name)?;
@@ -683,6 +818,7 @@ mod tests {
         UpdatingJoinPlan {
             kind,
             nulls_equal: false,
+            null_aware: false,
             left_schema: side.clone(),
             right_schema: side.clone(),
             output_schema: changelog::updating_schema(&Schema::new(fields), &[]),
@@ -775,5 +911,47 @@ mod tests {
         op.on_batch(0, rows(&[None, Some("b")], &[1, 2], None), &mut out)
             .unwrap();
         assert_eq!(changes(&mut out), ["+I NULL 1"]);
+    }
+
+    #[test]
+    fn not_in_emits_nothing_while_the_subquery_has_a_null_and_everything_while_it_is_empty() {
+        let mut plan = plan_of(JoinOutput::LeftAnti);
+        plan.null_aware = true;
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&[Some("a"), None], &[1, 2], None), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I a 1", "+I NULL 2"],
+            "an empty subquery"
+        );
+        op.on_batch(1, rows(&[Some("b")], &[0], Some(&[0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-D NULL 2"],
+            "a NULL is not NOT IN a non-empty set"
+        );
+        op.on_batch(1, rows(&[None], &[0], Some(&[0])), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-D a 1"],
+            "nothing is NOT IN a set with a NULL"
+        );
+        let snapshot = op.snapshot().unwrap();
+        let mut restored = plan.create().unwrap();
+        restored.restore(snapshot).unwrap();
+        restored
+            .on_batch(
+                1,
+                rows(&[None, Some("b")], &[0, 0], Some(&[3, 3])),
+                &mut out,
+            )
+            .unwrap();
+        let mut got = changes(&mut out);
+        got.sort();
+        assert_eq!(got, ["+I NULL 2", "+I a 1"], "empty again");
     }
 }

@@ -761,6 +761,19 @@ impl Compiler {
                 self.rank_limit = rank::rank_limit(filter);
                 let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
                 if subquery {
+                    // A correlated NOT IN's NULL rule holds per outer row
+                    // (its own share of the subquery); the anti join applies
+                    // it to the subquery as a whole.
+                    let correlated_not_in = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| {
+                        Ok(matches!(e, Expr::InSubquery(s) if s.negated && !s.subquery.outer_ref_columns.is_empty()))
+                    })
+                    .unwrap_or(false);
+                    if correlated_not_in {
+                        return Err(SqlError::at(
+                            &self.anchor(position, &["NOT", "IN"]),
+                            "a correlated NOT IN (subquery) over streams is not supported: its NULL rule makes every row depend on whether its own share of the subquery has a NULL; write NOT EXISTS (SELECT ... WHERE s.x = t.x AND ...)",
+                        ));
+                    }
                     // IN / EXISTS / NOT EXISTS: DataFusion's decorrelation
                     // turns them into semi and anti joins.
                     use datafusion::optimizer::{OptimizerContext, OptimizerRule};

@@ -58,12 +58,6 @@ impl Compiler {
         }
         let semi = match join.join_type {
             JoinType::LeftSemi => Some(JoinOutput::LeftSemi),
-            JoinType::LeftAnti if join.null_aware => {
-                return Err(SqlError::at(
-                    &self.anchor(position, &["NOT", "IN", "EXCEPT"]),
-                    "NOT IN (subquery) over streams is not supported: its NULL rule makes every row depend on whether the subquery has a NULL; write NOT EXISTS (SELECT ... WHERE s.x = t.x)",
-                ))
-            }
             JoinType::LeftAnti => Some(JoinOutput::LeftAnti),
             _ => None,
         };

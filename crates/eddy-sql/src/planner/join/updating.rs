@@ -94,6 +94,7 @@ impl Compiler {
             right_keys: right_key_exprs.clone(),
             residual,
             nulls_equal: join.null_equality == datafusion::common::NullEquality::NullEqualsNull,
+            null_aware: join.null_aware,
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
