@@ -326,7 +326,7 @@ impl UpdatingJoin {
         &self,
         before: Option<bool>,
         after: Option<bool>,
-        changed: &hashbrown::HashSet<(Box<[u8]>, Box<[u8]>)>,
+        changed: &hashbrown::HashSet<PartnerRef>,
         delta: i64,
     ) -> Vec<(RowKind, Box<[u8]>)> {
         let mut flips = Vec::new();
@@ -534,7 +534,7 @@ impl Operator for UpdatingJoin {
             }
             let gate_after = self.gate();
             let flipped = gate_before != gate_after;
-            let mut matched: hashbrown::HashSet<(Box<[u8]>, Box<[u8]>)> = hashbrown::HashSet::new();
+            let mut matched: hashbrown::HashSet<PartnerRef> = hashbrown::HashSet::new();
             if retraction && (!null_key || keep_null) {
                 let held = self.sides[side]
                     .get_mut(&key)
