@@ -15,7 +15,7 @@
 #
 #   bench/flink.sh                                      # 2,000,000 rows, dev profile
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/flink.sh
-#   QUERIES="group left_join" bench/flink.sh
+#   QUERIES="group left_join" FLINK_HEAP=6g bench/flink.sh   # Flink's heap (default 1g)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 echo "input: $ROWS orders, $ROWS payments (join: both); profile $PROFILE; $(nproc) cores"
 
 flink() { # QUERY PARALLELISM: one JSON line
-  JAVA_HOME=$java17 JVM_ARGS=-Xmx1g "$flink_python" bench/flink_job.py "$1" "$2" \
+  JAVA_HOME=$java17 JVM_ARGS=-Xmx${FLINK_HEAP:-1g} "$flink_python" bench/flink_job.py "$1" "$2" \
     "$work/orders.ndjson" "$work/payments.ndjson" 2>"$work/flink-$1-$2.log" | tail -1
 }
 
@@ -55,9 +55,12 @@ for q in $QUERIES; do
     # Updating queries: `eddy run` of bench/updating/$q.sql, the whole
     # process timed (start-up and planning included).
     events=$ROWS
-    [ "$q" = left_join ] && events=$((2 * ROWS))
-    /usr/bin/time -f "%e %M" -o "$work/time" "$EDDY" run --quiet "bench/updating/$q.sql" \
-      --set "INPUT=$work/orders.ndjson" --set "ORDERS=$work/orders.ndjson" --set "PAYMENTS=$work/payments.ndjson" \
+    inputs=(--set "INPUT=$work/orders.ndjson")
+    if [ "$q" = left_join ]; then
+      events=$((2 * ROWS))
+      inputs=(--set "ORDERS=$work/orders.ndjson" --set "PAYMENTS=$work/payments.ndjson")
+    fi
+    /usr/bin/time -f "%e %M" -o "$work/time" "$EDDY" run --quiet "bench/updating/$q.sql" "${inputs[@]}" \
       > /dev/null 2>"$work/eddy-$q.log" || { cat "$work/eddy-$q.log" >&2; exit 1; }
     read -r wall peak_kb < "$work/time"
     eddy_json=$(awk -v n="$events" -v w="$wall" -v m="$peak_kb" 'BEGIN {

@@ -202,6 +202,7 @@ impl OperatorPlan for UpdatingAggregatePlan {
             keeping: self.keeping(),
             arg_converters,
             group_indices: Vec::new(),
+            slot_of: Vec::new(),
             live_groups: 0,
             unmatched_retractions: 0,
         }))
@@ -236,6 +237,9 @@ struct UpdatingAggregate {
     keeping: Vec<Keeping>,
     arg_converters: Vec<RowConverter>,
     group_indices: Vec<usize>,
+    /// Per group, its slot in the batch being applied (`u32::MAX`: not
+    /// touched); kept between batches, reset after each.
+    slot_of: Vec<u32>,
     /// Groups with rows.
     live_groups: usize,
     /// Retractions of rows a group never held (an inconsistent input).
@@ -337,53 +341,75 @@ impl UpdatingAggregate {
         Ok(acc.evaluate()?)
     }
 
+    /// Folds the batch rows of group `g` in: `order[ins]` are its inserted
+    /// rows, `order[ret]` its retracted ones; `permuted` holds, for each
+    /// aggregate without a FILTER, its arguments already in `order`, so a
+    /// group's rows are a slice of them.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         g: usize,
         args: &[Vec<ArrayRef>],
         filters: &[Option<BooleanArray>],
-        inserted: &[u32],
-        retracted: &[u32],
+        permuted: &[Option<Vec<ArrayRef>>],
+        order: &[u32],
+        ins: std::ops::Range<usize>,
+        ret: std::ops::Range<usize>,
     ) -> Result<()> {
         for (i, call) in self.plan.aggregates.iter().enumerate() {
-            let passing = |rows: &[u32]| -> Vec<u32> {
-                match &filters[i] {
-                    None => rows.to_vec(),
-                    Some(mask) => rows
-                        .iter()
-                        .copied()
-                        .filter(|&r| mask.is_valid(r as usize) && mask.value(r as usize))
-                        .collect(),
+            // The arguments of the rows in `range` (FILTER applied).
+            let pick = |range: &std::ops::Range<usize>| -> Result<Option<Vec<ArrayRef>>> {
+                if range.is_empty() {
+                    return Ok(None);
                 }
+                if let Some(columns) = &permuted[i] {
+                    return Ok(Some(
+                        columns
+                            .iter()
+                            .map(|c| c.slice(range.start, range.len()))
+                            .collect(),
+                    ));
+                }
+                let rows: Vec<u32> = order[range.clone()]
+                    .iter()
+                    .copied()
+                    .filter(|&r| {
+                        filters[i]
+                            .as_ref()
+                            .is_none_or(|m| m.is_valid(r as usize) && m.value(r as usize))
+                    })
+                    .collect();
+                if rows.is_empty() {
+                    return Ok(None);
+                }
+                let indices = UInt32Array::from(rows);
+                Ok(Some(
+                    args[i]
+                        .iter()
+                        .map(|a| Ok(take(a.as_ref(), &indices, None)?))
+                        .collect::<Result<Vec<_>>>()?,
+                ))
             };
-            let ins = passing(inserted);
-            let ret = passing(retracted);
-            if ins.is_empty() && ret.is_empty() {
+            let (inserted, retracted) = (pick(&ins)?, pick(&ret)?);
+            if inserted.is_none() && retracted.is_none() {
                 continue;
             }
-            let pick = |rows: &[u32]| -> Result<Vec<ArrayRef>> {
-                let indices = UInt32Array::from(rows.to_vec());
-                args[i]
-                    .iter()
-                    .map(|a| Ok(take(a.as_ref(), &indices, None)?))
-                    .collect()
-            };
             match &mut self.states[g].aggregates[i] {
                 AggState::Accumulated(acc) => {
-                    if !ins.is_empty() {
-                        acc.update_batch(&pick(&ins)?)?;
+                    if let Some(columns) = &inserted {
+                        acc.update_batch(columns)?;
                     }
-                    if !ret.is_empty() {
-                        acc.retract_batch(&pick(&ret)?)?;
+                    if let Some(columns) = &retracted {
+                        acc.retract_batch(columns)?;
                     }
                 }
                 AggState::Multiset { values, current } => {
                     let converter = &self.arg_converters[i];
-                    for (rows, delta) in [(&ins, 1i64), (&ret, -1i64)] {
-                        if rows.is_empty() {
+                    for (columns, delta) in [(&inserted, 1i64), (&retracted, -1i64)] {
+                        let Some(columns) = columns else {
                             continue;
-                        }
-                        let encoded = converter.convert_columns(&pick(rows)?)?;
+                        };
+                        let encoded = converter.convert_columns(columns)?;
                         for row in encoded.iter() {
                             let count = values.entry(row.as_ref().into()).or_insert(0);
                             *count += delta;
@@ -498,30 +524,75 @@ impl Operator for UpdatingAggregate {
             .collect::<Result<Vec<_>>>()?;
         self.intern(&keys, rows)?;
 
-        // Rows by group, groups in the order the batch first touches them.
-        let groups = self.states.len();
-        let mut first_row = vec![u32::MAX; groups];
-        let mut touched = Vec::new();
-        let mut inserted: Vec<Vec<u32>> = Vec::new();
-        let mut retracted: Vec<Vec<u32>> = Vec::new();
-        let mut slot = vec![usize::MAX; groups];
-        for (row, &g) in self.group_indices.iter().enumerate() {
-            if slot[g] == usize::MAX {
-                slot[g] = touched.len();
-                touched.push(g);
-                first_row[g] = row as u32;
-                inserted.push(Vec::new());
-                retracted.push(Vec::new());
-            }
-            let retraction = kinds
+        // Rows by group, groups in the order the batch first touches them:
+        // `order` lists each touched group's inserted rows, then its
+        // retracted ones, so each group's rows are one slice of the batch's
+        // arguments taken in that order once.
+        if self.slot_of.len() < self.states.len() {
+            self.slot_of.resize(self.states.len(), u32::MAX);
+        }
+        let retraction = |row: usize| {
+            kinds
                 .as_ref()
-                .is_some_and(|k| changelog::is_retraction_byte(k.value(row)));
-            if retraction {
-                retracted[slot[g]].push(row as u32);
+                .is_some_and(|k| changelog::is_retraction_byte(k.value(row)))
+        };
+        let mut touched: Vec<usize> = Vec::new();
+        let mut first_row: Vec<u32> = Vec::new();
+        let mut counts: Vec<(usize, usize)> = Vec::new();
+        for (row, &g) in self.group_indices.iter().enumerate() {
+            let s = if self.slot_of[g] == u32::MAX {
+                self.slot_of[g] = touched.len() as u32;
+                touched.push(g);
+                first_row.push(row as u32);
+                counts.push((0, 0));
+                touched.len() - 1
             } else {
-                inserted[slot[g]].push(row as u32);
+                self.slot_of[g] as usize
+            };
+            if retraction(row) {
+                counts[s].1 += 1;
+            } else {
+                counts[s].0 += 1;
             }
         }
+        let mut starts = Vec::with_capacity(counts.len());
+        let mut at = 0;
+        for &(ins, ret) in &counts {
+            starts.push(at);
+            at += ins + ret;
+        }
+        let mut next_ins = starts.clone();
+        let mut next_ret: Vec<usize> = starts.iter().zip(&counts).map(|(s, c)| s + c.0).collect();
+        let mut order = vec![0u32; rows];
+        for (row, &g) in self.group_indices.iter().enumerate() {
+            let s = self.slot_of[g] as usize;
+            let next = if retraction(row) {
+                &mut next_ret[s]
+            } else {
+                &mut next_ins[s]
+            };
+            order[*next] = row as u32;
+            *next += 1;
+        }
+        for &g in &touched {
+            self.slot_of[g] = u32::MAX;
+        }
+        let order_indices = UInt32Array::from(order.clone());
+        let permuted = args
+            .iter()
+            .zip(&filters)
+            .map(|(columns, filter)| {
+                filter
+                    .is_none()
+                    .then(|| {
+                        columns
+                            .iter()
+                            .map(|c| Ok(take(c.as_ref(), &order_indices, None)?))
+                            .collect::<Result<Vec<ArrayRef>>>()
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
 
         let mut changes = Vec::new();
         for (s, &g) in touched.iter().enumerate() {
@@ -530,13 +601,16 @@ impl Operator for UpdatingAggregate {
             } else {
                 None
             };
+            let (inserted, retracted) = counts[s];
+            let ins = starts[s]..starts[s] + inserted;
+            let ret = ins.end..ins.end + retracted;
             let held = self.states[g].rows;
-            let taken = (retracted[s].len() as i64).min(held + inserted[s].len() as i64);
-            if taken < retracted[s].len() as i64 {
-                self.unmatched_retractions += retracted[s].len() as u64 - taken as u64;
+            let taken = (retracted as i64).min(held + inserted as i64);
+            if taken < retracted as i64 {
+                self.unmatched_retractions += retracted as u64 - taken as u64;
             }
-            self.apply(g, &args, &filters, &inserted[s], &retracted[s])?;
-            let after_rows = held + inserted[s].len() as i64 - taken;
+            self.apply(g, &args, &filters, &permuted, &order, ins, ret)?;
+            let after_rows = held + inserted as i64 - taken;
             self.states[g].rows = after_rows;
             let after = if after_rows > 0 {
                 Some(self.values(g)?)
@@ -546,7 +620,7 @@ impl Operator for UpdatingAggregate {
                 self.states[g] = self.new_group()?;
                 None
             };
-            let key_row = first_row[g];
+            let key_row = first_row[s];
             match (before, after) {
                 (None, Some(new)) => {
                     self.live_groups += 1;
