@@ -210,6 +210,27 @@ pub fn data_columns(
     )
 }
 
+/// The row kinds of a batch reaching `operator`, checked: an updating
+/// batch where the plan expected appends is an error (a planner bug), and
+/// so is a row kind that is none of the four.
+pub fn checked_row_kinds(
+    batch: &RecordBatch,
+    planned_updating: bool,
+    operator: &str,
+) -> Result<Option<Int8Array>> {
+    let Some(kinds) = row_kinds(batch) else {
+        return Ok(None);
+    };
+    if !planned_updating {
+        return Err(EngineError::operator(
+            operator,
+            "an updating batch reached an operator planned for an append-only input",
+        ));
+    }
+    check_kinds(kinds)?;
+    Ok(Some(kinds.clone()))
+}
+
 /// Checks that every row kind of an updating batch is one of the four.
 pub fn check_kinds(kinds: &Int8Array) -> Result<()> {
     match kinds.values().iter().find(|&&k| !(0..=3).contains(&k)) {

@@ -98,6 +98,18 @@ pub(crate) fn retracts_in_any_order(
     )
 }
 
+/// A join's key pairs as `eddy explain` shows them: `l = r and ...`.
+pub(crate) fn describe_key_pairs(
+    left: &[Arc<dyn PhysicalExpr>],
+    right: &[Arc<dyn PhysicalExpr>],
+) -> String {
+    left.iter()
+        .zip(right)
+        .map(|(l, r)| format!("{l} = {r}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// A row converter for key expressions. With no keys every row gets the same
 /// key (a constant column), so keyed state code needs no special case.
 pub(crate) fn key_converter(

@@ -114,16 +114,11 @@ impl OperatorPlan for TemporalJoinPlan {
     }
 
     fn describe(&self) -> String {
-        let keys: Vec<String> = self
-            .left_keys
-            .iter()
-            .zip(&self.right_keys)
-            .map(|(l, r)| format!("{l} = {r}"))
-            .collect();
+        let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(
             "{} on {}, the version valid at {} (versions by {}), each row once the watermark passes it",
             if self.left_outer { "LEFT" } else { "INNER" },
-            keys.join(" and "),
+            keys,
             self.left_schema.field(self.left_time).name(),
             self.right_schema.field(self.right_time).name(),
         )

@@ -486,16 +486,7 @@ impl Operator for UpdatingAggregate {
         if rows == 0 {
             return Ok(());
         }
-        let kinds = changelog::row_kinds(&batch).cloned();
-        if let Some(kinds) = &kinds {
-            if !self.plan.input_updating {
-                return Err(EngineError::operator(
-                    KIND,
-                    "an updating batch reached an aggregate planned for an append-only input",
-                ));
-            }
-            changelog::check_kinds(kinds)?;
-        }
+        let kinds = changelog::checked_row_kinds(&batch, self.plan.input_updating, KIND)?;
         let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
             Ok(e.evaluate(&batch)?.into_array(rows)?)
         };

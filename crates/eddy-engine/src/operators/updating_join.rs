@@ -141,12 +141,7 @@ impl OperatorPlan for UpdatingJoinPlan {
     }
 
     fn describe(&self) -> String {
-        let keys: Vec<String> = self
-            .left_keys
-            .iter()
-            .zip(&self.right_keys)
-            .map(|(l, r)| format!("{l} = {r}"))
-            .collect();
+        let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         let residual = self
             .residual
             .as_ref()
@@ -160,7 +155,7 @@ impl OperatorPlan for UpdatingJoinPlan {
         format!(
             "{} on {}{residual}{nulls}, every row kept, output updating",
             self.kind.name(),
-            keys.join(" and ")
+            keys
         )
     }
 

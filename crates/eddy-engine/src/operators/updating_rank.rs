@@ -315,16 +315,7 @@ impl Operator for UpdatingRank {
         if n == 0 {
             return Ok(());
         }
-        let kinds = changelog::row_kinds(&batch).cloned();
-        if let Some(kinds) = &kinds {
-            if !self.plan.input_updating {
-                return Err(EngineError::operator(
-                    KIND,
-                    "an updating batch reached a Top-N planned for an append-only input",
-                ));
-            }
-            changelog::check_kinds(kinds)?;
-        }
+        let kinds = changelog::checked_row_kinds(&batch, self.plan.input_updating, KIND)?;
         let data = changelog::data_columns(&batch)?;
         let (keys, _) = super::key_rows(&self.keys, &self.plan.partition_by, &data)?;
         let order = self
