@@ -97,8 +97,11 @@ impl Server {
             command.args(["--token", token]);
         }
         let (child, base) = common::spawn_server(command);
+        // A fresh connection per request: a connection the server closed
+        // after an error answer (a body it would not read) is never reused.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .max_idle_connections(0)
             .build()
             .into();
         Server {
@@ -485,6 +488,23 @@ fn errors_come_back_with_their_status() {
     assert_eq!(status, 200);
     assert_eq!(valid["valid"], true);
     assert_eq!(valid["graph"].as_array().unwrap().len(), 3, "{valid}");
+    assert!(
+        valid["graph"].as_array().unwrap().iter().all(|n| n["updating"] == false),
+        "{valid}"
+    );
+    // An updating query: its nodes say so, with their upsert key.
+    let counts = "CREATE TABLE orders (customer_id VARCHAR) WITH (connector = 'generator', stream = 'orders');\n\
+                  SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id;";
+    let (_, valid) = server.post("/api/v1/validate", &json!({ "sql": counts, "parallelism": 1 }));
+    let aggregate = valid["graph"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "updating_aggregate")
+        .unwrap_or_else(|| panic!("{valid}"))
+        .clone();
+    assert_eq!(aggregate["updating"], true, "{aggregate}");
+    assert_eq!(aggregate["upsert_key"], json!(["customer_id"]), "{aggregate}");
     let (_, invalid) = server.post("/api/v1/validate", &json!({ "sql": "SELECT FROM WHERE" }));
     assert_eq!(invalid["valid"], false);
     assert!(invalid["errors"][0]["line"].as_u64().is_some(), "{invalid}");
