@@ -489,13 +489,20 @@ fn errors_come_back_with_their_status() {
     assert_eq!(valid["valid"], true);
     assert_eq!(valid["graph"].as_array().unwrap().len(), 3, "{valid}");
     assert!(
-        valid["graph"].as_array().unwrap().iter().all(|n| n["updating"] == false),
+        valid["graph"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["updating"] == false),
         "{valid}"
     );
     // An updating query: its nodes say so, with their upsert key.
     let counts = "CREATE TABLE orders (customer_id VARCHAR) WITH (connector = 'generator', stream = 'orders');\n\
                   SELECT customer_id, count(*) AS n FROM orders GROUP BY customer_id;";
-    let (_, valid) = server.post("/api/v1/validate", &json!({ "sql": counts, "parallelism": 1 }));
+    let (_, valid) = server.post(
+        "/api/v1/validate",
+        &json!({ "sql": counts, "parallelism": 1 }),
+    );
     let aggregate = valid["graph"]
         .as_array()
         .unwrap()
@@ -504,7 +511,11 @@ fn errors_come_back_with_their_status() {
         .unwrap_or_else(|| panic!("{valid}"))
         .clone();
     assert_eq!(aggregate["updating"], true, "{aggregate}");
-    assert_eq!(aggregate["upsert_key"], json!(["customer_id"]), "{aggregate}");
+    assert_eq!(
+        aggregate["upsert_key"],
+        json!(["customer_id"]),
+        "{aggregate}"
+    );
     let (_, invalid) = server.post("/api/v1/validate", &json!({ "sql": "SELECT FROM WHERE" }));
     assert_eq!(invalid["valid"], false);
     assert!(invalid["errors"][0]["line"].as_u64().is_some(), "{invalid}");
