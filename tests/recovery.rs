@@ -374,6 +374,8 @@ CREATE TABLE per_customer (customer_id VARCHAR, orders BIGINT, cents BIGINT, big
   WITH (connector = 'ndjson', path = 'per_customer.ndjson', format = 'debezium-json');
 CREATE TABLE order_counts (orders BIGINT, customers BIGINT, countries BIGINT)
   WITH (connector = 'ndjson', path = 'order_counts.ndjson', format = 'debezium-json');
+CREATE TABLE top_customers (customer_id VARCHAR, orders BIGINT, rn BIGINT)
+  WITH (connector = 'ndjson', path = 'top_customers.ndjson', format = 'debezium-json');
 CREATE VIEW totals AS
 SELECT customer_id, count(*) AS orders, sum(CAST(order_amount * 100 AS BIGINT)) AS cents,
        max(order_amount) AS biggest, min(country) AS country
@@ -381,6 +383,10 @@ FROM orders GROUP BY customer_id;
 INSERT INTO per_customer SELECT customer_id, orders, cents, biggest FROM totals;
 INSERT INTO order_counts
 SELECT orders, count(*), count(DISTINCT country) FROM totals GROUP BY orders;
+INSERT INTO top_customers
+SELECT customer_id, orders, rn FROM (
+  SELECT customer_id, orders, ROW_NUMBER() OVER (ORDER BY orders DESC, customer_id) AS rn FROM totals
+) WHERE rn <= 3;
 ";
 
 /// The table a file of Debezium change events describes, as sorted JSON
@@ -427,13 +433,18 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
         .unwrap();
     assert_success(&out, "the uninterrupted run");
     let baseline = started.elapsed();
-    let sinks = ["per_customer.ndjson", "order_counts.ndjson"];
+    let sinks = [
+        "per_customer.ndjson",
+        "order_counts.ndjson",
+        "top_customers.ndjson",
+    ];
     let expected: Vec<Vec<String>> = sinks
         .iter()
         .map(|s| debezium_table(&dir.path().join("expected").join(s)))
         .collect();
     assert!(expected[0].len() > 100, "many customers");
     assert!(expected[1].len() > 3, "several order counts");
+    assert_eq!(expected[2].len(), 3, "a top 3");
     let verify = |output: &Path, run: &KillRun| {
         for (sink, rows) in sinks.iter().zip(&expected) {
             assert!(
@@ -459,7 +470,7 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
         "no run resumed from a checkpoint"
     );
     eprintln!(
-        "updating aggregates (killed runs at --parallelism 2): {} kills in {} round(s), every round's changelog replays exactly; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
+        "updating aggregates and a Top-N of them (killed runs at --parallelism 2): {} kills in {} round(s), every round's changelog replays exactly; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
         run.kills, run.rounds, run.resumed_from
     );
 }
