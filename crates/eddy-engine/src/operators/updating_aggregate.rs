@@ -568,7 +568,8 @@ impl Operator for UpdatingAggregate {
         for &g in &touched {
             self.slot_of[g] = u32::MAX;
         }
-        let order_indices = UInt32Array::from(order.clone());
+        let order_indices = UInt32Array::from(order);
+        let order = order_indices.values();
         let permuted = args
             .iter()
             .zip(&filters)
@@ -600,7 +601,7 @@ impl Operator for UpdatingAggregate {
             if taken < retracted as i64 {
                 self.unmatched_retractions += retracted as u64 - taken as u64;
             }
-            self.apply(g, &args, &filters, &permuted, &order, ins, ret)?;
+            self.apply(g, &args, &filters, &permuted, order, ins, ret)?;
             let after_rows = held + inserted as i64 - taken;
             self.states[g].rows = after_rows;
             let after = if after_rows > 0 {

@@ -65,6 +65,23 @@ fn rank_function(function: &WindowFunction) -> Option<RankFunction> {
     }
 }
 
+/// The ranking functions of `window` and its first function, when every
+/// function is a ranking and all share one PARTITION BY and ORDER BY.
+fn rankings(window: &Window) -> Option<(Vec<RankFunction>, &WindowFunction)> {
+    let first = function_params(window.window_expr.first()?)?;
+    let mut functions = Vec::with_capacity(window.window_expr.len());
+    for expr in &window.window_expr {
+        let function = function_params(expr)?;
+        if function.params.partition_by != first.params.partition_by
+            || function.params.order_by != first.params.order_by
+        {
+            return None;
+        }
+        functions.push(rank_function(function)?);
+    }
+    Some((functions, first))
+}
+
 /// How a ranking finds each row's window.
 pub(super) struct RankWindow {
     /// The ranking functions.
@@ -85,17 +102,7 @@ pub(super) fn rank_functions(
     time: usize,
     windows: &[WindowColumn],
 ) -> Option<RankWindow> {
-    let mut functions = Vec::with_capacity(window.window_expr.len());
-    let first = function_params(window.window_expr.first()?)?;
-    for expr in &window.window_expr {
-        let function = function_params(expr)?;
-        if function.params.partition_by != first.params.partition_by
-            || function.params.order_by != first.params.order_by
-        {
-            return None;
-        }
-        functions.push(rank_function(function)?);
-    }
+    let (functions, first) = rankings(window)?;
     let columns: Vec<usize> = first
         .params
         .partition_by
@@ -219,17 +226,7 @@ pub(super) fn stream_ranking(
     input: &Stream,
 ) -> Option<StreamRanking> {
     let bound = compiler.rank_limit.clone()?;
-    let first = function_params(window.window_expr.first()?)?;
-    let mut functions = Vec::with_capacity(window.window_expr.len());
-    for expr in &window.window_expr {
-        let function = function_params(expr)?;
-        if function.params.partition_by != first.params.partition_by
-            || function.params.order_by != first.params.order_by
-        {
-            return None;
-        }
-        functions.push(rank_function(function)?);
-    }
+    let (functions, first) = rankings(window)?;
     if let Some(time) = input.time {
         if input.changelog.is_none()
             && rank_functions(window, &input.schema, time.column, &input.windows).is_some()
