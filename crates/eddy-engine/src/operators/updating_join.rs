@@ -184,6 +184,7 @@ impl OperatorPlan for UpdatingJoinPlan {
             ],
             sides: [HashMap::new(), HashMap::new()],
             held: 0,
+            bytes: 0,
             unmatched_retractions: 0,
             right_rows: 0,
             right_null_rows: 0,
@@ -221,16 +222,17 @@ impl Bucket {
             .map(|(_, h)| h)
     }
 
-    /// The entry of `row`, added (nothing held) if absent.
-    fn entry(&mut self, row: Box<[u8]>) -> &mut Held {
-        let at = match self.0.iter().position(|(r, _)| *r == row) {
-            Some(at) => at,
+    /// The entry of `row`, added (nothing held) if absent; whether it
+    /// was added.
+    fn entry(&mut self, row: &[u8]) -> (&mut Held, bool) {
+        match self.0.iter().position(|(r, _)| r.as_ref() == row) {
+            Some(at) => (&mut self.0[at].1, false),
             None => {
-                self.0.push((row, Held::default()));
-                self.0.len() - 1
+                self.0.push((row.into(), Held::default()));
+                let last = self.0.len() - 1;
+                (&mut self.0[last].1, true)
             }
-        };
-        &mut self.0[at].1
+        }
     }
 
     fn remove(&mut self, row: &[u8]) {
@@ -242,11 +244,13 @@ impl Bucket {
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    fn rows(&self) -> impl Iterator<Item = &Box<[u8]>> {
-        self.0.iter().map(|(r, _)| r)
-    }
 }
+
+/// Bytes a key of `len` bytes costs in a side's map (its box, the map
+/// slot, the bucket).
+const KEY_COST: usize = 48;
+/// Bytes a row of `len` bytes costs besides them (its box and count).
+const ROW_COST: usize = 40;
 
 /// One side's rows: key -> its rows.
 type SideState = HashMap<Box<[u8]>, Bucket>;
@@ -261,6 +265,9 @@ struct UpdatingJoin {
     rows: [RowConverter; 2],
     sides: [SideState; 2],
     held: usize,
+    /// Bytes the sides hold (keys and rows with their overheads), kept as
+    /// rows come and go.
+    bytes: usize,
     unmatched_retractions: u64,
     /// Null-aware anti joins: right rows held, and those with a NULL key.
     right_rows: u64,
@@ -442,24 +449,30 @@ impl Operator for UpdatingJoin {
         let encoded = self.rows[side].convert_columns(data.columns())?;
 
         // Step 1: candidate pairs (row, partner) and the residual on them.
+        // A partner is its place in the bucket of the row's key on the
+        // other side, which this batch does not reorder (only this side's
+        // rows come and go).
         let mut pair_rows: Vec<u32> = Vec::new();
-        let mut pair_partner: Vec<PartnerRef> = Vec::new();
+        let mut pair_slot: Vec<u32> = Vec::new();
         let mut row_pairs: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
-        for r in 0..n {
-            let start = pair_rows.len();
-            if !has_null_key(r) {
-                if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
-                    for partner in bucket.rows() {
-                        pair_rows.push(r as u32);
-                        pair_partner.push((keys.row(r).data().into(), partner.clone()));
+        let partners = {
+            let mut partner_rows: Vec<&[u8]> = Vec::new();
+            for r in 0..n {
+                let start = pair_rows.len();
+                if !has_null_key(r) {
+                    if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
+                        for (slot, (partner, _)) in bucket.0.iter().enumerate() {
+                            pair_rows.push(r as u32);
+                            pair_slot.push(slot as u32);
+                            partner_rows.push(partner);
+                        }
                     }
                 }
+                row_pairs.push(start..pair_rows.len());
             }
-            row_pairs.push(start..pair_rows.len());
-        }
-        let parser = self.rows[other].parser();
-        let partners =
-            self.rows[other].convert_rows(pair_partner.iter().map(|(_, row)| parser.parse(row)))?;
+            let parser = self.rows[other].parser();
+            self.rows[other].convert_rows(partner_rows.iter().map(|row| parser.parse(row)))?
+        };
         let passes: Vec<bool> = match &self.plan.residual {
             Some(residual) if !pair_rows.is_empty() => {
                 let indices = UInt32Array::from(pair_rows.clone());
@@ -507,12 +520,8 @@ impl Operator for UpdatingJoin {
             // (under an empty key, which no encoded key is): they are
             // emitted while the right side is empty.
             let keep_null = null_key && self.plan.null_aware && side == 0;
-            let key: Box<[u8]> = if keep_null {
-                Box::new([])
-            } else {
-                keys.row(r).data().into()
-            };
-            let row: Box<[u8]> = encoded.row(r).as_ref().into();
+            let key: &[u8] = if keep_null { &[] } else { keys.row(r).data() };
+            let row: &[u8] = encoded.row(r).data();
             let gate_before = self.gate();
             if self.plan.null_aware && side == 1 {
                 if retraction {
@@ -532,8 +541,8 @@ impl Operator for UpdatingJoin {
             let mut matched: hashbrown::HashSet<PartnerRef> = hashbrown::HashSet::new();
             if retraction && (!null_key || keep_null) {
                 let held = self.sides[side]
-                    .get_mut(&key)
-                    .and_then(|bucket| bucket.get_mut(&row));
+                    .get_mut(key)
+                    .and_then(|bucket| bucket.get_mut(row));
                 match held {
                     Some(held) => held.copies -= 1,
                     None => {
@@ -543,14 +552,19 @@ impl Operator for UpdatingJoin {
                 }
             }
             let mut partners_of_row = 0u64;
-            for p in row_pairs[r].clone() {
+            let pairs = row_pairs[r].clone();
+            let mut partner_bucket = if pairs.is_empty() {
+                None
+            } else {
+                self.sides[other].get_mut(keys.row(r).data())
+            };
+            for p in pairs {
                 if !passes[p] {
                     continue;
                 }
-                let (partner_key, partner_row) = &pair_partner[p];
-                let Some(partner) = self.sides[other]
-                    .get_mut(partner_key)
-                    .and_then(|bucket| bucket.get_mut(partner_row))
+                let Some((partner_row, partner)) = partner_bucket
+                    .as_mut()
+                    .and_then(|bucket| bucket.0.get_mut(pair_slot[p] as usize))
                 else {
                     continue;
                 };
@@ -570,7 +584,7 @@ impl Operator for UpdatingJoin {
                     }
                     if self.plan.null_aware {
                         // The gate decides, or all flips come below.
-                        matched.insert((partner_key.clone(), partner_row.clone()));
+                        matched.insert((keys.row(r).data().into(), partner_row.clone()));
                         if flipped || gate_after.is_some() {
                             continue;
                         }
@@ -666,19 +680,32 @@ impl Operator for UpdatingJoin {
             }
             if retraction {
                 self.held -= 1;
-                if let Some(bucket) = self.sides[side].get_mut(&key) {
-                    if bucket.get(&row).is_some_and(|h| h.copies == 0) {
-                        bucket.remove(&row);
+                if let Some(bucket) = self.sides[side].get_mut(key) {
+                    if bucket.get(row).is_some_and(|h| h.copies == 0) {
+                        bucket.remove(row);
+                        self.bytes -= row.len() + ROW_COST;
                     }
                     if bucket.is_empty() {
-                        self.sides[side].remove(&key);
+                        self.sides[side].remove(key);
+                        self.bytes -= key.len() + KEY_COST;
                     }
                 }
             } else {
                 self.held += 1;
-                let held = self.sides[side].entry(key).or_default().entry(row);
+                let sides = &mut self.sides[side];
+                if !sides.contains_key(key) {
+                    self.bytes += key.len() + KEY_COST;
+                    sides.insert(key.into(), Bucket::default());
+                }
+                let bucket = sides
+                    .get_mut(key)
+                    .ok_or_else(|| EngineError::operator(KIND, "a key vanished on insert"))?;
+                let (held, added) = bucket.entry(row);
                 held.copies += 1;
                 held.partners = partners_of_row;
+                if added {
+                    self.bytes += row.len() + ROW_COST;
+                }
             }
         }
         if !rows.is_empty() {
@@ -692,11 +719,7 @@ impl Operator for UpdatingJoin {
     }
 
     fn state_bytes(&self) -> usize {
-        self.sides
-            .iter()
-            .flat_map(|s| s.iter())
-            .map(|(k, bucket)| k.len() + 48 + bucket.rows().map(|r| r.len() + 40).sum::<usize>())
-            .sum()
+        self.bytes
     }
 
     fn late_rows(&self) -> u64 {
@@ -773,13 +796,28 @@ impl Operator for UpdatingJoin {
                 *self.sides[side]
                     .entry(keys.value(r).into())
                     .or_default()
-                    .entry(rows.value(r).into()) = Held {
+                    .entry(rows.value(r))
+                    .0 = Held {
                     copies: copies.value(r),
                     partners: partners.value(r),
                 };
                 self.held += copies.value(r) as usize;
             }
         }
+        self.bytes = self
+            .sides
+            .iter()
+            .flat_map(|s| s.iter())
+            .map(|(k, bucket)| {
+                k.len()
+                    + KEY_COST
+                    + bucket
+                        .0
+                        .iter()
+                        .map(|(r, _)| r.len() + ROW_COST)
+                        .sum::<usize>()
+            })
+            .sum();
         Ok(())
     }
 }

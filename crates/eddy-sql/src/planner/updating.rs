@@ -101,6 +101,7 @@ impl Compiler {
             keys,
             aggregates,
             input_updating,
+            state_ttl_ms: self.state_ttl_ms,
         });
         let from = input.materialize(&mut self.graph);
         let partitioning = keyed(eddy_engine::operator::OperatorPlan::partition_keys(

@@ -1,0 +1,885 @@
+//! GROUP BY without a window: a result table that changes with every input
+//! row, emitted as a changelog (see [`crate::changelog`]).
+//!
+//! In: batches of an append-only or an updating stream (an updating one's
+//! `-U`/`-D` rows are taken back out of their group). Out: an updating
+//! stream: the group columns, the aggregates (laid out as DataFusion's
+//! `Aggregate` node lays them out, so HAVING and the outer SELECT are
+//! ordinary calc steps), then the row kind. Per input batch each group it
+//! touched emits at most one change:
+//!
+//! ```text
+//!   group had no rows, has rows now       +I new
+//!   group had rows, has rows now          -U old, +U new   (nothing if equal)
+//!   group had rows, has none now          -D old
+//! ```
+//!
+//! State: keys interned to group indices by DataFusion's `GroupValues`,
+//! each group's net row count, and per aggregate one
+//! [`column::AggregateColumn`] over all groups: count, sum, avg, min and
+//! max over 64-bit numbers are kept columnar ([`columnar`], one vector a
+//! field, a batch folded in by one pass); any other aggregate keeps a
+//! DataFusion accumulator or an argument multiset per group ([`rows`]). A
+//! batch's old and new values of the groups it touched are read out as
+//! arrays, compared, and the changes gathered from them: nothing per row
+//! or per group allocates.
+//!
+//! State time-to-live (`SET 'table.exec.state.ttl'`): a group no row has
+//! touched while the watermark advanced by more than the TTL is forgotten
+//! (swept every half TTL of watermark); a later row of its key starts it
+//! afresh with a `+I`, as in Flink, where the TTL counts processing time.
+//! Without a watermark (a change feed declares none) nothing expires.
+//!
+//! Checkpoints: one table `groups` (key columns, net row count, the
+//! watermark that last touched the group, then every aggregate's state
+//! columns, laid out as DataFusion's accumulator of it lays out its
+//! `state()`) and one table `values{i}` per multiset aggregate (group index,
+//! encoded arguments, count). `GroupValues` hands keys over only by
+//! draining them; a snapshot re-interns them in order, through the code a
+//! restore runs.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::functions_aggregate::count::count_udaf;
+//! use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+//! use datafusion::physical_expr::expressions::col;
+//! use eddy_engine::changelog;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::updating_aggregate::{AggregateCall, UpdatingAggregatePlan};
+//!
+//! let input = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
+//! let count = AggregateExprBuilder::new(count_udaf(), vec![col("k", &input).unwrap()])
+//!     .schema(input.clone())
+//!     .alias("n")
+//!     .build()
+//!     .unwrap();
+//! let output = changelog::updating_schema(
+//!     &Schema::new(vec![
+//!         Field::new("k", DataType::Utf8, true),
+//!         Field::new("n", DataType::Int64, true),
+//!     ]),
+//!     &["k".to_string()],
+//! );
+//! let plan = UpdatingAggregatePlan {
+//!     input_schema: input.clone(),
+//!     output_schema: output,
+//!     keys: vec![(col("k", &input).unwrap(), "k".into())],
+//!     aggregates: vec![AggregateCall { expr: Arc::new(count), filter: None }],
+//!     input_updating: false,
+//!     state_ttl_ms: None,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let rows = RecordBatch::try_new(input, vec![Arc::new(StringArray::from(vec!["a", "a"]))]).unwrap();
+//! op.on_batch(0, rows.clone(), &mut out).unwrap();
+//! op.on_batch(0, rows, &mut out).unwrap();
+//! let kinds: Vec<i8> = out
+//!     .drain()
+//!     .flat_map(|(_, b)| changelog::row_kinds(&b).unwrap().values().to_vec())
+//!     .collect();
+//! assert_eq!(kinds, vec![0, 1, 2]); // +I (a, 2), then -U (a, 2), +U (a, 4)
+//! ```
+
+mod column;
+mod columnar;
+mod rows;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, Int8Array, RecordBatch, UInt32Array,
+};
+use datafusion::arrow::compute::kernels::cmp::distinct;
+use datafusion::arrow::compute::{filter, interleave, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::EmitTo;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::aggregates::group_values::{new_group_values, GroupValues};
+use datafusion::physical_plan::aggregates::order::GroupOrdering;
+
+use self::column::{AggregateColumn, BatchRows};
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+
+const KIND: &str = "updating_aggregate";
+
+pub use super::AggregateCall;
+
+/// Plan of a GROUP BY without a window.
+#[derive(Debug, Clone)]
+pub struct UpdatingAggregatePlan {
+    /// The input's own columns (an updating input's row kind follows them).
+    pub input_schema: SchemaRef,
+    /// Group columns, aggregates, then the row-kind field.
+    pub output_schema: SchemaRef,
+    /// Key expressions with their output names (none: one global group).
+    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
+    /// The aggregates, in output order.
+    pub aggregates: Vec<AggregateCall>,
+    /// Whether the input is an updating stream (its `-U`/`-D` rows are
+    /// taken back out); fixes how each aggregate is kept.
+    pub input_updating: bool,
+    /// `SET 'table.exec.state.ttl'`: forget a group the watermark has
+    /// passed by this much since a row last touched it.
+    pub state_ttl_ms: Option<i64>,
+}
+
+impl OperatorPlan for UpdatingAggregatePlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let keys: Vec<&str> = self.keys.iter().map(|(_, n)| n.as_str()).collect();
+        let aggs: Vec<String> = self
+            .aggregates
+            .iter()
+            .map(|a| a.expr.name().to_string())
+            .collect();
+        let input = if self.input_updating {
+            "updating input (retractions applied)"
+        } else {
+            "append-only input"
+        };
+        let ttl = self
+            .state_ttl_ms
+            .map(|t| format!(", state ttl {t}ms"))
+            .unwrap_or_default();
+        format!(
+            "by ({}), {input}, a change per touched key and batch: [{}]{ttl}",
+            keys.join(", "),
+            aggs.join(", ")
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
+        let mut columns: Vec<Box<dyn AggregateColumn>> = Vec::with_capacity(self.aggregates.len());
+        for call in &self.aggregates {
+            columns.push(
+                match columnar::columnar(&call.expr, &self.input_schema, self.input_updating)? {
+                    Some(column) => column,
+                    None => Box::new(rows::RowAccumulators::new(
+                        call,
+                        &self.input_schema,
+                        self.input_updating,
+                    )?),
+                },
+            );
+        }
+        Ok(Box::new(UpdatingAggregate {
+            plan: self.clone(),
+            key_schema: Arc::new(Schema::new(key_fields)),
+            groups: None,
+            needs_order: columns.iter().any(|c| c.needs_order()),
+            columns,
+            rows: Vec::new(),
+            touched_at: Vec::new(),
+            group_indices: Vec::new(),
+            slot_of: Vec::new(),
+            live_groups: 0,
+            unmatched_retractions: 0,
+            watermark: WATERMARK_MIN,
+            last_sweep: WATERMARK_MIN,
+        }))
+    }
+}
+
+struct UpdatingAggregate {
+    plan: UpdatingAggregatePlan,
+    key_schema: SchemaRef,
+    /// Interns key rows to group indices; `None` until the first batch and
+    /// for a global aggregate.
+    groups: Option<Box<dyn GroupValues>>,
+    /// Per aggregate, its state over all groups.
+    columns: Vec<Box<dyn AggregateColumn>>,
+    /// Whether a column folds rows in a group at a time.
+    needs_order: bool,
+    /// Per group, its net row count.
+    rows: Vec<i64>,
+    /// Per group, the watermark when a row last touched it.
+    touched_at: Vec<Timestamp>,
+    group_indices: Vec<usize>,
+    /// Per group, its slot in the batch being applied (`u32::MAX`: not
+    /// touched); kept between batches, reset after each.
+    slot_of: Vec<u32>,
+    /// Groups with rows.
+    live_groups: usize,
+    /// Retractions of rows a group never held (an inconsistent input).
+    unmatched_retractions: u64,
+    watermark: Timestamp,
+    last_sweep: Timestamp,
+}
+
+/// Where a change's aggregate values come from: the old values (0) or the
+/// new ones (1) of a touched group's slot.
+type ValuesAt = (usize, usize);
+
+impl UpdatingAggregate {
+    fn ensure_groups(&mut self, count: usize) -> Result<()> {
+        if self.rows.len() < count {
+            self.rows.resize(count, 0);
+            self.touched_at.resize(count, self.watermark);
+            for column in &mut self.columns {
+                column.resize(count)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Interns the batch's keys into `group_indices`.
+    fn intern(&mut self, keys: &[ArrayRef], rows: usize) -> Result<()> {
+        if self.plan.keys.is_empty() {
+            self.group_indices.clear();
+            self.group_indices.resize(rows, 0);
+            return self.ensure_groups(1);
+        }
+        if self.groups.is_none() {
+            self.groups = Some(new_group_values(
+                self.key_schema.clone(),
+                &GroupOrdering::None,
+            )?);
+        }
+        let groups = self
+            .groups
+            .as_mut()
+            .ok_or_else(|| EngineError::operator(KIND, "group table vanished"))?;
+        groups.intern(keys, &mut self.group_indices)?;
+        let count = groups.len();
+        self.ensure_groups(count)
+    }
+
+    /// Every aggregate's values for `groups`.
+    fn values(&mut self, groups: &[usize]) -> Result<Vec<ArrayRef>> {
+        self.columns
+            .iter_mut()
+            .map(|c| c.evaluate(groups))
+            .collect()
+    }
+
+    /// Builds the output batch: each change's key from `keys` at its row,
+    /// its values from `old`/`new` at its slot.
+    fn output(
+        &self,
+        keys: &[ArrayRef],
+        key_rows: Vec<u32>,
+        kinds: Vec<i8>,
+        at: &[ValuesAt],
+        old: &[ArrayRef],
+        new: &[ArrayRef],
+    ) -> Result<RecordBatch> {
+        let schema = self.plan.output_schema.clone();
+        let indices = UInt32Array::from(key_rows);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for key in keys {
+            columns.push(take(key.as_ref(), &indices, None)?);
+        }
+        for (old, new) in old.iter().zip(new) {
+            columns.push(interleave(&[old.as_ref(), new.as_ref()], at)?);
+        }
+        columns.push(Arc::new(Int8Array::from(kinds)));
+        super::batch_of(&schema, columns)
+    }
+
+    /// Forgets the groups no row touched while the watermark advanced by
+    /// more than the TTL; runs every half TTL of watermark.
+    fn sweep(&mut self) -> Result<()> {
+        let Some(ttl) = self.plan.state_ttl_ms else {
+            return Ok(());
+        };
+        let horizon = self.watermark;
+        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
+            return Ok(());
+        }
+        self.last_sweep = horizon;
+        let cutoff = horizon.saturating_sub(ttl);
+        let keep: Vec<bool> = self.touched_at.iter().map(|&t| t >= cutoff).collect();
+        if keep.iter().all(|&k| k) {
+            return Ok(());
+        }
+        if let Some(groups) = self.groups.as_mut() {
+            let keys = groups.emit(EmitTo::All)?;
+            let mask = BooleanArray::from(keep.clone());
+            let kept = keys
+                .iter()
+                .map(|k| Ok(filter(k.as_ref(), &mask)?))
+                .collect::<Result<Vec<_>>>()?;
+            groups.intern(&kept, &mut self.group_indices)?;
+        }
+        for column in &mut self.columns {
+            column.retain(&keep)?;
+        }
+        column::retain_marked(&mut self.rows, &keep);
+        column::retain_marked(&mut self.touched_at, &keep);
+        self.live_groups = self.rows.iter().filter(|&&r| r > 0).count();
+        Ok(())
+    }
+}
+
+/// Per slot, whether any aggregate's old and new values differ.
+fn differing(old: &[ArrayRef], new: &[ArrayRef], slots: usize) -> Result<Vec<bool>> {
+    let mut differs = vec![false; slots];
+    for (old, new) in old.iter().zip(new) {
+        match distinct(old, new) {
+            Ok(mask) => {
+                for (s, d) in differs.iter_mut().enumerate() {
+                    *d |= mask.value(s);
+                }
+            }
+            // Types the comparison kernel does not take (lists, structs).
+            Err(_) => {
+                for (s, d) in differs.iter_mut().enumerate() {
+                    if !*d {
+                        *d = ScalarValue::try_from_array(old, s)?
+                            != ScalarValue::try_from_array(new, s)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(differs)
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    /// The input's mode, which fixed how each aggregate was kept.
+    input_updating: bool,
+    unmatched_retractions: u64,
+    #[serde(default)]
+    watermark: Option<Timestamp>,
+}
+
+impl Operator for UpdatingAggregate {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let kinds = changelog::checked_row_kinds(&batch, self.plan.input_updating, KIND)?;
+        let retracts: Option<Vec<bool>> = kinds.as_ref().map(|k| {
+            k.values()
+                .iter()
+                .map(|&b| changelog::is_retraction_byte(b))
+                .collect()
+        });
+        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
+            Ok(e.evaluate(&batch)?.into_array(rows)?)
+        };
+        let keys = self
+            .plan
+            .keys
+            .iter()
+            .map(|(e, _)| eval(e))
+            .collect::<Result<Vec<_>>>()?;
+        let args = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| a.expr.expressions().iter().map(eval).collect())
+            .collect::<Result<Vec<Vec<ArrayRef>>>>()?;
+        let filters = self
+            .plan
+            .aggregates
+            .iter()
+            .map(|a| {
+                a.filter
+                    .as_ref()
+                    .map(|f| super::predicate_mask(f, &batch, KIND))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.intern(&keys, rows)?;
+
+        // The groups the batch touches, in the order it first touches
+        // them, with their inserted and retracted row counts.
+        if self.slot_of.len() < self.rows.len() {
+            self.slot_of.resize(self.rows.len(), u32::MAX);
+        }
+        let retraction = |row: usize| retracts.as_ref().is_some_and(|r| r[row]);
+        let mut touched: Vec<usize> = Vec::new();
+        let mut first_row: Vec<u32> = Vec::new();
+        let mut counts: Vec<(usize, usize)> = Vec::new();
+        for (row, &g) in self.group_indices.iter().enumerate() {
+            let s = if self.slot_of[g] == u32::MAX {
+                self.slot_of[g] = touched.len() as u32;
+                touched.push(g);
+                first_row.push(row as u32);
+                counts.push((0, 0));
+                touched.len() - 1
+            } else {
+                self.slot_of[g] as usize
+            };
+            if retraction(row) {
+                counts[s].1 += 1;
+            } else {
+                counts[s].0 += 1;
+            }
+        }
+        let mut spans = Vec::with_capacity(counts.len());
+        let mut at = 0;
+        for &(ins, ret) in &counts {
+            spans.push((at..at + ins, at + ins..at + ins + ret));
+            at += ins + ret;
+        }
+        // A group's rows as one run, when an aggregate folds a group at a
+        // time.
+        let order = if self.needs_order {
+            let mut next_ins: Vec<usize> = spans.iter().map(|(i, _)| i.start).collect();
+            let mut next_ret: Vec<usize> = spans.iter().map(|(_, r)| r.start).collect();
+            let mut order = vec![0u32; rows];
+            for (row, &g) in self.group_indices.iter().enumerate() {
+                let s = self.slot_of[g] as usize;
+                let next = if retraction(row) {
+                    &mut next_ret[s]
+                } else {
+                    &mut next_ins[s]
+                };
+                order[*next] = row as u32;
+                *next += 1;
+            }
+            Some(UInt32Array::from(order))
+        } else {
+            None
+        };
+        for &g in &touched {
+            self.slot_of[g] = u32::MAX;
+        }
+
+        let old = self.values(&touched)?;
+        let held: Vec<i64> = touched.iter().map(|&g| self.rows[g]).collect();
+        let group_indices = std::mem::take(&mut self.group_indices);
+        let batch_rows = BatchRows {
+            groups: &group_indices,
+            retracts: retracts.as_deref(),
+            touched: &touched,
+            order: order.as_ref(),
+            spans: &spans,
+        };
+        let folded = self
+            .columns
+            .iter_mut()
+            .zip(args.iter().zip(&filters))
+            .try_for_each(|(column, (args, filter))| {
+                column.update(&batch_rows, args, filter.as_ref())
+            });
+        self.group_indices = group_indices;
+        folded?;
+
+        let mut after = Vec::with_capacity(touched.len());
+        for (s, &g) in touched.iter().enumerate() {
+            let (inserted, retracted) = counts[s];
+            let taken = (retracted as i64).min(held[s] + inserted as i64);
+            if taken < retracted as i64 {
+                self.unmatched_retractions += retracted as u64 - taken as u64;
+            }
+            let rows_after = held[s] + inserted as i64 - taken;
+            self.rows[g] = rows_after;
+            self.touched_at[g] = self.watermark;
+            if rows_after == 0 {
+                for column in &mut self.columns {
+                    column.reset(g)?;
+                }
+            }
+            after.push(rows_after);
+        }
+        let new = self.values(&touched)?;
+        let differs = differing(&old, &new, touched.len())?;
+
+        let mut key_rows = Vec::new();
+        let mut kinds = Vec::new();
+        let mut at: Vec<ValuesAt> = Vec::new();
+        let mut change = |slot: usize, kind: RowKind, from: usize| {
+            key_rows.push(first_row[slot]);
+            kinds.push(kind.byte());
+            at.push((from, slot));
+        };
+        for s in 0..touched.len() {
+            match (held[s] > 0, after[s] > 0) {
+                (false, true) => {
+                    self.live_groups += 1;
+                    change(s, RowKind::Insert, 1);
+                }
+                (true, true) if differs[s] => {
+                    change(s, RowKind::UpdateBefore, 0);
+                    change(s, RowKind::UpdateAfter, 1);
+                }
+                (true, false) => {
+                    self.live_groups -= 1;
+                    change(s, RowKind::Delete, 0);
+                }
+                (true, true) | (false, false) => {}
+            }
+        }
+        if !kinds.is_empty() {
+            out.emit(self.output(&keys, key_rows, kinds, &at, &old, &new)?);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
+        self.sweep()
+    }
+
+    fn state_rows(&self) -> usize {
+        self.live_groups
+    }
+
+    fn state_bytes(&self) -> usize {
+        let groups = self.groups.as_ref().map_or(0, |g| g.size());
+        let columns: usize = self.columns.iter().map(|c| c.size()).sum();
+        groups + columns + self.rows.capacity() * 16
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.unmatched_retractions
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            input_updating: self.plan.input_updating,
+            unmatched_retractions: self.unmatched_retractions,
+            watermark: Some(self.watermark),
+        })?;
+        // Keys: drained, and interned again in the same order below.
+        let keys = match self.groups.as_mut() {
+            Some(groups) => groups.emit(EmitTo::All)?,
+            None => self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+                .collect(),
+        };
+        let mut fields: Vec<Field> = self
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("rows", DataType::Int64, false));
+        fields.push(Field::new("touched_at", DataType::Int64, false));
+        let mut columns: Vec<ArrayRef> = keys;
+        columns.push(Arc::new(Int64Array::from(self.rows.clone())));
+        columns.push(Arc::new(Int64Array::from(self.touched_at.clone())));
+        let mut tables = Vec::new();
+        for (i, column) in self.columns.iter_mut().enumerate() {
+            let state_fields = column.state_fields()?;
+            for (c, (state, field)) in column
+                .state_columns()?
+                .into_iter()
+                .zip(state_fields)
+                .enumerate()
+            {
+                columns.push(state);
+                fields.push(field.with_name(format!("a{i}_{c}")));
+            }
+            if let Some(table) = column.state_table()? {
+                tables.push(crate::state::StateTable {
+                    name: format!("values{i}"),
+                    batch: table,
+                });
+            }
+        }
+        let groups_table = RecordBatch::try_new_with_options(
+            Arc::new(Schema::new(fields)),
+            columns,
+            &datafusion::arrow::record_batch::RecordBatchOptions::new()
+                .with_row_count(Some(self.rows.len())),
+        )?;
+        // Go on from the snapshot, exactly as a restore would.
+        self.restore(StateSnapshot {
+            meta: snapshot.meta.clone(),
+            tables: std::iter::once(crate::state::StateTable {
+                name: "groups".into(),
+                batch: groups_table.clone(),
+            })
+            .chain(tables.iter().cloned())
+            .collect(),
+        })?;
+        snapshot.push_table("groups", groups_table);
+        for table in tables {
+            snapshot.push_table(table.name, table.batch);
+        }
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        let meta: Meta = state.meta()?;
+        self.unmatched_retractions = meta.unmatched_retractions;
+        if meta.input_updating != self.plan.input_updating {
+            return Err(EngineError::State(format!(
+                "{KIND}: the checkpoint's input was {}updating, this job's is {}",
+                if meta.input_updating { "" } else { "not " },
+                if self.plan.input_updating { "" } else { "not" },
+            )));
+        }
+        self.watermark = meta.watermark.unwrap_or(WATERMARK_MIN);
+        self.last_sweep = self.watermark;
+        let table = state.take_table("groups")?;
+        let key_count = self.plan.keys.len();
+        let rows = table.num_rows();
+        self.groups = None;
+        let keys: Vec<ArrayRef> = table.columns()[..key_count].to_vec();
+        if key_count > 0 {
+            let mut groups = new_group_values(self.key_schema.clone(), &GroupOrdering::None)?;
+            groups.intern(&keys, &mut self.group_indices)?;
+            if groups.len() != rows {
+                return Err(EngineError::State(format!(
+                    "{KIND}: {rows} groups in the checkpoint, {} distinct keys",
+                    groups.len()
+                )));
+            }
+            self.groups = Some(groups);
+        }
+        let int64 = |c: usize| {
+            table
+                .columns()
+                .get(c)
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                .ok_or_else(|| EngineError::State(format!("{KIND}: bad groups table")))
+        };
+        self.rows = int64(key_count)?.values().to_vec();
+        self.touched_at = int64(key_count + 1)?.values().to_vec();
+        let mut at = key_count + 2;
+        for (i, column) in self.columns.iter_mut().enumerate() {
+            let width = column.state_fields()?.len();
+            let states = table
+                .columns()
+                .get(at..at + width)
+                .ok_or_else(|| EngineError::State(format!("{KIND}: groups table too narrow")))?;
+            at += width;
+            let own = if width == 0 {
+                Some(state.take_table(&format!("values{i}"))?)
+            } else {
+                None
+            };
+            column.restore(rows, states, own)?;
+        }
+        self.live_groups = self.rows.iter().filter(|&&r| r > 0).count();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::functions_aggregate::min_max::max_udaf;
+    use datafusion::functions_aggregate::sum::sum_udaf;
+    use datafusion::logical_expr::AggregateUDF;
+    use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operators::testing::{changes, keyed as rows};
+
+    fn input_schema() -> SchemaRef {
+        crate::operators::testing::kv_schema()
+    }
+
+    fn call(function: Arc<AggregateUDF>, name: &str, distinct: bool) -> AggregateCall {
+        let input = input_schema();
+        let expr = AggregateExprBuilder::new(function, vec![col("v", &input).unwrap()])
+            .schema(input)
+            .alias(name)
+            .with_distinct(distinct)
+            .build()
+            .unwrap();
+        AggregateCall {
+            expr: Arc::new(expr),
+            filter: None,
+        }
+    }
+
+    /// `SELECT k, count(v), sum(v), max(v), count(DISTINCT v) ... GROUP BY k`
+    /// over an updating input.
+    fn plan() -> UpdatingAggregatePlan {
+        let input = input_schema();
+        let output = changelog::updating_schema(
+            &Schema::new(vec![
+                Field::new("k", DataType::Utf8, true),
+                Field::new("n", DataType::Int64, true),
+                Field::new("s", DataType::Int64, true),
+                Field::new("m", DataType::Int64, true),
+                Field::new("d", DataType::Int64, true),
+            ]),
+            &["k".to_string()],
+        );
+        UpdatingAggregatePlan {
+            input_schema: input.clone(),
+            output_schema: output,
+            keys: vec![(col("k", &input).unwrap(), "k".into())],
+            aggregates: vec![
+                call(count_udaf(), "n", false),
+                call(sum_udaf(), "s", false),
+                call(max_udaf(), "m", false),
+                call(count_udaf(), "d", true),
+            ],
+            input_updating: true,
+            state_ttl_ms: None,
+        }
+    }
+
+    #[test]
+    fn append_only_input_inserts_then_updates_once_per_batch() {
+        let mut plan = plan();
+        plan.input_updating = false;
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "b", "a"], &[1, 5, 2], None), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 2 3 2 2", "+I b 1 5 5 1"]);
+        op.on_batch(0, rows(&["a", "a", "a"], &[7, 1, 1], None), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-U a 2 3 2 2", "+U a 5 12 7 3"],
+            "one change for three rows of a"
+        );
+        assert_eq!(op.state_rows(), 2);
+    }
+
+    #[test]
+    fn retractions_take_rows_out_and_an_emptied_group_is_deleted() {
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        let (i, ub, ua, d) = (0, 1, 2, 3);
+        op.on_batch(
+            0,
+            rows(&["a", "a", "b"], &[4, 9, 1], Some(&[i, i, i])),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 2 13 9 2", "+I b 1 1 1 1"]);
+        // 9 leaves a: its max falls back to 4 (the multiset keeps it).
+        op.on_batch(0, rows(&["a", "a"], &[9, 4], Some(&[ub, ua])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-U a 2 13 9 2", "+U a 2 8 4 1"]);
+        op.on_batch(0, rows(&["b"], &[1], Some(&[d])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["-D b 1 1 1 1"]);
+        assert_eq!(op.state_rows(), 1);
+        // b starts afresh.
+        op.on_batch(0, rows(&["b"], &[3], Some(&[i])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I b 1 3 3 1"]);
+    }
+
+    #[test]
+    fn an_unchanged_result_emits_nothing() {
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a"], &[4], Some(&[0])), &mut out)
+            .unwrap();
+        changes(&mut out);
+        // The same row out and in again: a's result is what it was.
+        op.on_batch(0, rows(&["a", "a"], &[4, 4], Some(&[1, 2])), &mut out)
+            .unwrap();
+        assert!(changes(&mut out).is_empty());
+    }
+
+    #[test]
+    fn a_restored_operator_goes_on_where_the_snapshot_was() {
+        let plan = plan();
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            rows(&["a", "a", "b"], &[4, 9, 1], Some(&[0, 0, 0])),
+            &mut out,
+        )
+        .unwrap();
+        changes(&mut out);
+        let snapshot = op.snapshot().unwrap();
+        let mut restored = plan.create().unwrap();
+        restored.restore(snapshot).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["a", "b"], &[9, 2], Some(&[3, 0])), &mut out)
+                .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                [
+                    "-U a 2 13 9 2",
+                    "+U a 1 4 4 1",
+                    "-U b 1 1 1 1",
+                    "+U b 2 3 2 2"
+                ]
+            );
+        }
+        assert_eq!(restored.state_rows(), 2);
+    }
+
+    #[test]
+    fn a_global_aggregate_has_one_group() {
+        let mut plan = plan();
+        plan.input_updating = false;
+        plan.keys.clear();
+        plan.output_schema = changelog::updating_schema(
+            &Schema::new(
+                plan.output_schema.fields()[1..5]
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect::<Vec<_>>(),
+            ),
+            &[],
+        );
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "b"], &[1, 2], None), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["c"], &[3], None), &mut out).unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I 2 3 2 2", "-U 2 3 2 2", "+U 3 6 3 3"]
+        );
+    }
+
+    #[test]
+    fn a_group_idle_past_the_ttl_is_forgotten_and_starts_afresh() {
+        let mut plan = plan();
+        plan.input_updating = false;
+        plan.state_ttl_ms = Some(10);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_watermark(0, &mut out).unwrap();
+        op.on_batch(0, rows(&["a", "b"], &[1, 2], None), &mut out)
+            .unwrap();
+        op.on_watermark(8, &mut out).unwrap();
+        op.on_batch(0, rows(&["a"], &[3], None), &mut out).unwrap();
+        changes(&mut out);
+        // b was last touched at watermark 0, a at 8: at 15 only b is
+        // more than 10 behind.
+        op.on_watermark(15, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 1);
+        assert!(changes(&mut out).is_empty(), "expiry emits nothing");
+        let snapshot = op.snapshot().unwrap();
+        let mut restored = plan.create().unwrap();
+        restored.restore(snapshot).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["b", "a"], &[5, 1], None), &mut out)
+                .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["+I b 1 5 5 1", "-U a 2 4 3 2", "+U a 3 5 3 2"]
+            );
+        }
+    }
+}
