@@ -18,6 +18,12 @@ use eddy_engine::runtime::{JobConfig, JobHandle};
 use eddy_engine::EngineError;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: operator state is many small rows that come and go (a join
+/// side, a multiset), where the system allocator spent as long as the
+/// operators themselves.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// eddy: a streaming SQL engine on DataFusion and Arrow.
 #[derive(Parser, Debug)]
 #[command(name = "eddy", version, about)]
