@@ -49,6 +49,7 @@
 //!     left_keys: vec![col("k", &side).unwrap()],
 //!     right_keys: vec![col("k", &side).unwrap()],
 //!     residual: None,
+//!     state_ttl_ms: None,
 //! };
 //! let mut op = plan.create().unwrap();
 //! let mut out = Collector::default();
@@ -65,7 +66,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, BinaryArray, Int8Array, UInt32Array, UInt64Array,
+    new_null_array, Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::{interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -79,6 +80,7 @@ use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
+use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
 const KIND: &str = "updating_join";
 
@@ -133,6 +135,9 @@ pub struct UpdatingJoinPlan {
     pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// Condition on the joined columns beyond the keys.
     pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// `SET 'table.exec.state.ttl'`: forget a key's rows (both sides) the
+    /// watermark has passed by this much since a row with the key came.
+    pub state_ttl_ms: Option<i64>,
 }
 
 impl OperatorPlan for UpdatingJoinPlan {
@@ -188,6 +193,8 @@ impl OperatorPlan for UpdatingJoinPlan {
             unmatched_retractions: 0,
             right_rows: 0,
             right_null_rows: 0,
+            watermark: WATERMARK_MIN,
+            last_sweep: WATERMARK_MIN,
             plan: self.clone(),
         }))
     }
@@ -205,18 +212,22 @@ struct Held {
 /// vector, not a map: most keys hold a row or a few (a map per key cost
 /// more than the rows), and a row is found by a short scan.
 #[derive(Debug, Default)]
-struct Bucket(Vec<(Box<[u8]>, Held)>);
+struct Bucket {
+    rows: Vec<(Box<[u8]>, Held)>,
+    /// The watermark when a row of either side with this key last came.
+    touched_at: Timestamp,
+}
 
 impl Bucket {
     fn get(&self, row: &[u8]) -> Option<&Held> {
-        self.0
+        self.rows
             .iter()
             .find(|(r, _)| r.as_ref() == row)
             .map(|(_, h)| h)
     }
 
     fn get_mut(&mut self, row: &[u8]) -> Option<&mut Held> {
-        self.0
+        self.rows
             .iter_mut()
             .find(|(r, _)| r.as_ref() == row)
             .map(|(_, h)| h)
@@ -225,24 +236,24 @@ impl Bucket {
     /// The entry of `row`, added (nothing held) if absent; whether it
     /// was added.
     fn entry(&mut self, row: &[u8]) -> (&mut Held, bool) {
-        match self.0.iter().position(|(r, _)| r.as_ref() == row) {
-            Some(at) => (&mut self.0[at].1, false),
+        match self.rows.iter().position(|(r, _)| r.as_ref() == row) {
+            Some(at) => (&mut self.rows[at].1, false),
             None => {
-                self.0.push((row.into(), Held::default()));
-                let last = self.0.len() - 1;
-                (&mut self.0[last].1, true)
+                self.rows.push((row.into(), Held::default()));
+                let last = self.rows.len() - 1;
+                (&mut self.rows[last].1, true)
             }
         }
     }
 
     fn remove(&mut self, row: &[u8]) {
-        if let Some(at) = self.0.iter().position(|(r, _)| r.as_ref() == row) {
-            self.0.swap_remove(at);
+        if let Some(at) = self.rows.iter().position(|(r, _)| r.as_ref() == row) {
+            self.rows.swap_remove(at);
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.rows.is_empty()
     }
 }
 
@@ -272,6 +283,8 @@ struct UpdatingJoin {
     /// Null-aware anti joins: right rows held, and those with a NULL key.
     right_rows: u64,
     right_null_rows: u64,
+    watermark: Timestamp,
+    last_sweep: Timestamp,
 }
 
 /// Whether an anti join emits a left row: by the gate (see
@@ -334,7 +347,7 @@ impl UpdatingJoin {
         let mut flips = Vec::new();
         for (key, bucket) in &self.sides[0] {
             let null_key = key.is_empty();
-            for (row, held) in &bucket.0 {
+            for (row, held) in &bucket.rows {
                 let matched = changed.contains(&(key.clone(), row.clone()));
                 let partners_before = if matched {
                     (held.partners as i64 - delta).max(0) as u64
@@ -425,6 +438,7 @@ impl Operator for UpdatingJoin {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let side = input.min(1);
         let other = 1 - side;
+        let now = self.watermark;
         let n = batch.num_rows();
         if n == 0 {
             return Ok(());
@@ -461,7 +475,7 @@ impl Operator for UpdatingJoin {
                 let start = pair_rows.len();
                 if !has_null_key(r) {
                     if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
-                        for (slot, (partner, _)) in bucket.0.iter().enumerate() {
+                        for (slot, (partner, _)) in bucket.rows.iter().enumerate() {
                             pair_rows.push(r as u32);
                             pair_slot.push(slot as u32);
                             partner_rows.push(partner);
@@ -562,10 +576,10 @@ impl Operator for UpdatingJoin {
                 if !passes[p] {
                     continue;
                 }
-                let Some((partner_row, partner)) = partner_bucket
-                    .as_mut()
-                    .and_then(|bucket| bucket.0.get_mut(pair_slot[p] as usize))
-                else {
+                let Some((partner_row, partner)) = partner_bucket.as_mut().and_then(|bucket| {
+                    bucket.touched_at = now;
+                    bucket.rows.get_mut(pair_slot[p] as usize)
+                }) else {
                     continue;
                 };
                 let copies = partner.copies;
@@ -700,6 +714,7 @@ impl Operator for UpdatingJoin {
                 let bucket = sides
                     .get_mut(key)
                     .ok_or_else(|| EngineError::operator(KIND, "a key vanished on insert"))?;
+                bucket.touched_at = now;
                 let (held, added) = bucket.entry(row);
                 held.copies += 1;
                 held.partners = partners_of_row;
@@ -726,23 +741,59 @@ impl Operator for UpdatingJoin {
         self.unmatched_retractions
     }
 
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
+        let Some(ttl) = self.plan.state_ttl_ms else {
+            return Ok(());
+        };
+        let horizon = self.watermark;
+        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
+            return Ok(());
+        }
+        self.last_sweep = horizon;
+        let cutoff = horizon.saturating_sub(ttl);
+        for side in 0..2 {
+            let (mut rows, mut bytes) = (0usize, 0usize);
+            self.sides[side].retain(|key, bucket| {
+                let keep = bucket.touched_at >= cutoff;
+                if !keep {
+                    bytes += key.len() + KEY_COST;
+                    for (row, held) in &bucket.rows {
+                        rows += held.copies as usize;
+                        bytes += row.len() + ROW_COST;
+                    }
+                }
+                keep
+            });
+            self.held -= rows;
+            self.bytes -= bytes;
+            if side == 1 {
+                self.right_rows = self.right_rows.saturating_sub(rows as u64);
+            }
+        }
+        Ok(())
+    }
+
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&(
             self.unmatched_retractions,
             self.right_rows,
             self.right_null_rows,
+            self.watermark,
         ))?;
         for (side, name) in [(0, "left"), (1, "right")] {
             let mut keys: Vec<&[u8]> = Vec::new();
             let mut rows: Vec<&[u8]> = Vec::new();
             let mut copies = Vec::new();
             let mut partners = Vec::new();
+            let mut touched_at = Vec::new();
             for (key, bucket) in &self.sides[side] {
-                for (row, held) in &bucket.0 {
+                for (row, held) in &bucket.rows {
                     keys.push(key);
                     rows.push(row);
                     copies.push(held.copies);
                     partners.push(held.partners);
+                    touched_at.push(bucket.touched_at);
                 }
             }
             let table = RecordBatch::try_new(
@@ -751,12 +802,14 @@ impl Operator for UpdatingJoin {
                     Field::new("row", DataType::Binary, false),
                     Field::new("copies", DataType::UInt32, false),
                     Field::new("partners", DataType::UInt64, false),
+                    Field::new("touched_at", DataType::Int64, false),
                 ])),
                 vec![
                     Arc::new(BinaryArray::from(keys)),
                     Arc::new(BinaryArray::from(rows)),
                     Arc::new(UInt32Array::from(copies)),
                     Arc::new(UInt64Array::from(partners)),
+                    Arc::new(Int64Array::from(touched_at)),
                 ],
             )?;
             snapshot.push_table(name, table);
@@ -772,7 +825,9 @@ impl Operator for UpdatingJoin {
             self.unmatched_retractions,
             self.right_rows,
             self.right_null_rows,
+            self.watermark,
         ) = state.meta()?;
+        self.last_sweep = self.watermark;
         self.held = 0;
         for (side, name) in [(0, "left"), (1, "right")] {
             let table = state.take_table(name)?;
@@ -791,13 +846,16 @@ impl Operator for UpdatingJoin {
                 .as_any()
                 .downcast_ref::<UInt64Array>()
                 .ok_or_else(bad)?;
+            let touched_at = table
+                .column(4)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or_else(bad)?;
             self.sides[side].clear();
             for r in 0..table.num_rows() {
-                *self.sides[side]
-                    .entry(keys.value(r).into())
-                    .or_default()
-                    .entry(rows.value(r))
-                    .0 = Held {
+                let bucket = self.sides[side].entry(keys.value(r).into()).or_default();
+                bucket.touched_at = touched_at.value(r);
+                *bucket.entry(rows.value(r)).0 = Held {
                     copies: copies.value(r),
                     partners: partners.value(r),
                 };
@@ -812,7 +870,7 @@ impl Operator for UpdatingJoin {
                 k.len()
                     + KEY_COST
                     + bucket
-                        .0
+                        .rows
                         .iter()
                         .map(|(r, _)| r.len() + ROW_COST)
                         .sum::<usize>()
@@ -858,6 +916,7 @@ mod tests {
             left_keys: vec![col("k", &side).unwrap()],
             right_keys: vec![col("k", &side).unwrap()],
             residual: None,
+            state_ttl_ms: None,
         }
     }
 
@@ -986,5 +1045,38 @@ mod tests {
         let mut got = changes(&mut out);
         got.sort();
         assert_eq!(got, ["+I NULL 2", "+I a 1"], "empty again");
+    }
+
+    #[test]
+    fn keys_idle_past_the_ttl_are_forgotten_on_both_sides() {
+        let mut plan = plan(JoinKind::Inner);
+        plan.state_ttl_ms = Some(10);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_watermark(0, &mut out).unwrap();
+        op.on_batch(0, rows(&[Some("a"), Some("b")], &[1, 2], None), &mut out)
+            .unwrap();
+        op.on_watermark(8, &mut out).unwrap();
+        // A right row of a at 8 meets a's left row and keeps the key alive.
+        op.on_batch(1, rows(&[Some("a")], &[7], Some(&[0])), &mut out)
+            .unwrap();
+        assert_eq!(changes(&mut out), ["+I a 1 a 7"]);
+        op.on_watermark(15, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 2, "b (last seen at 0) is gone");
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(
+                1,
+                rows(&[Some("b"), Some("a")], &[5, 6], Some(&[0, 0])),
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["+I a 1 a 6"],
+                "b's left row never pairs"
+            );
+        }
     }
 }

@@ -17,7 +17,12 @@
 //! counts. Over an append-only input only the top N are kept (a row ranked
 //! below them can never come back up); over an updating input every row is
 //! kept, since a retraction may lift the (N+1)-th row into the top N.
-//! Checkpoints: one table of (partition, sort key, row, count), all bytes.
+//! State time-to-live (`SET 'table.exec.state.ttl'`): a partition no row
+//! touched while the watermark advanced by more than the TTL is forgotten
+//! (its rows leave no change behind; a later row starts it afresh).
+//!
+//! Checkpoints: one table of (partition, sort key, row, count, the
+//! watermark that last touched the partition).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -53,6 +58,7 @@
 //!     limited: 0,
 //!     limit: 1,
 //!     input_updating: false,
+//!     state_ttl_ms: None,
 //! };
 //! let mut op = plan.create().unwrap();
 //! let mut out = Collector::default();
@@ -76,7 +82,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int8Array, UInt32Array, UInt64Array};
+use datafusion::arrow::array::{
+    Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array, UInt64Array,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
@@ -88,6 +96,7 @@ use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
+use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
 const KIND: &str = "updating_rank";
 
@@ -110,6 +119,9 @@ pub struct UpdatingRankPlan {
     pub limit: usize,
     /// Whether the input is updating (then every row is kept).
     pub input_updating: bool,
+    /// `SET 'table.exec.state.ttl'`: forget a partition the watermark has
+    /// passed by this much since a row last touched it.
+    pub state_ttl_ms: Option<i64>,
 }
 
 impl OperatorPlan for UpdatingRankPlan {
@@ -126,8 +138,12 @@ impl OperatorPlan for UpdatingRankPlan {
         } else {
             "keeps the top rows only"
         };
+        let ttl = self
+            .state_ttl_ms
+            .map(|t| format!(", state ttl {t}ms"))
+            .unwrap_or_default();
         format!(
-            "[{}] partition by ({}) order by ({}) where {} <= {}, {keeps}",
+            "[{}] partition by ({}) order by ({}) where {} <= {}, {keeps}{ttl}",
             functions.join(", "),
             partition.join(", "),
             order.join(", "),
@@ -175,12 +191,21 @@ impl OperatorPlan for UpdatingRankPlan {
             partitions: HashMap::new(),
             held: 0,
             unmatched_retractions: 0,
+            watermark: WATERMARK_MIN,
+            last_sweep: WATERMARK_MIN,
         }))
     }
 }
 
 /// A partition's rows in rank order: (sort key, row) -> copies.
 type Ranked = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
+
+/// A partition: its ranked rows and the watermark when a row last touched
+/// it.
+struct Partition {
+    ranked: Ranked,
+    touched_at: Timestamp,
+}
 
 /// One ranked row of a partition's top: its encoded row and its values of
 /// the ranking functions.
@@ -191,10 +216,19 @@ struct UpdatingRank {
     keys: RowConverter,
     sort: RowConverter,
     rows: RowConverter,
-    partitions: HashMap<Box<[u8]>, Ranked>,
+    partitions: HashMap<Box<[u8]>, Partition>,
     /// Rows held over all partitions.
     held: usize,
     unmatched_retractions: u64,
+    watermark: Timestamp,
+    last_sweep: Timestamp,
+}
+
+/// What a checkpoint keeps besides the rows.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    unmatched_retractions: u64,
+    watermark: Timestamp,
 }
 
 impl UpdatingRank {
@@ -342,7 +376,11 @@ impl Operator for UpdatingRank {
         }
         let mut changes = Vec::new();
         for (slot, key) in touched.into_iter().enumerate() {
-            let mut ranked = self.partitions.remove(&key).unwrap_or_default();
+            let mut ranked = self
+                .partitions
+                .remove(&key)
+                .map(|p| p.ranked)
+                .unwrap_or_default();
             let before = self.top(&ranked);
             for &r in &members[slot] {
                 let entry = (sorts.row(r).data().into(), rows.row(r).data().into());
@@ -372,12 +410,41 @@ impl Operator for UpdatingRank {
             }
             difference(before, after, &mut changes);
             if !ranked.is_empty() {
-                self.partitions.insert(key, ranked);
+                self.partitions.insert(
+                    key,
+                    Partition {
+                        ranked,
+                        touched_at: self.watermark,
+                    },
+                );
             }
         }
         if !changes.is_empty() {
             out.emit(self.output(changes)?);
         }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
+        let Some(ttl) = self.plan.state_ttl_ms else {
+            return Ok(());
+        };
+        let horizon = self.watermark;
+        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
+            return Ok(());
+        }
+        self.last_sweep = horizon;
+        let cutoff = horizon.saturating_sub(ttl);
+        let mut dropped = 0;
+        self.partitions.retain(|_, p| {
+            let keep = p.touched_at >= cutoff;
+            if !keep {
+                dropped += p.ranked.values().map(|&c| c as usize).sum::<usize>();
+            }
+            keep
+        });
+        self.held -= dropped;
         Ok(())
     }
 
@@ -388,9 +455,9 @@ impl Operator for UpdatingRank {
     fn state_bytes(&self) -> usize {
         self.partitions
             .iter()
-            .map(|(k, ranked)| {
+            .map(|(k, p)| {
                 k.len()
-                    + ranked
+                    + p.ranked
                         .keys()
                         .map(|(s, r)| s.len() + r.len() + 48)
                         .sum::<usize>()
@@ -407,12 +474,14 @@ impl Operator for UpdatingRank {
         let mut sort: Vec<&[u8]> = Vec::new();
         let mut row: Vec<&[u8]> = Vec::new();
         let mut copies = Vec::new();
-        for (key, ranked) in &self.partitions {
-            for ((s, r), &c) in ranked {
+        let mut touched_at = Vec::new();
+        for (key, p) in &self.partitions {
+            for ((s, r), &c) in &p.ranked {
                 partition.push(key);
                 sort.push(s);
                 row.push(r);
                 copies.push(c);
+                touched_at.push(p.touched_at);
             }
         }
         let table = RecordBatch::try_new(
@@ -421,15 +490,20 @@ impl Operator for UpdatingRank {
                 Field::new("sort", DataType::Binary, false),
                 Field::new("row", DataType::Binary, false),
                 Field::new("copies", DataType::UInt32, false),
+                Field::new("touched_at", DataType::Int64, false),
             ])),
             vec![
                 Arc::new(BinaryArray::from(partition)),
                 Arc::new(BinaryArray::from(sort)),
                 Arc::new(BinaryArray::from(row)),
                 Arc::new(UInt32Array::from(copies)),
+                Arc::new(Int64Array::from(touched_at)),
             ],
         )?;
-        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_retractions)?;
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            unmatched_retractions: self.unmatched_retractions,
+            watermark: self.watermark,
+        })?;
         snapshot.push_table("rows", table);
         Ok(snapshot)
     }
@@ -438,7 +512,10 @@ impl Operator for UpdatingRank {
         if state.is_empty() {
             return Ok(());
         }
-        self.unmatched_retractions = state.meta()?;
+        let meta: Meta = state.meta()?;
+        self.unmatched_retractions = meta.unmatched_retractions;
+        self.watermark = meta.watermark;
+        self.last_sweep = meta.watermark;
         let table = state.take_table("rows")?;
         let bad = || EngineError::State(format!("{KIND}: bad row table"));
         let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
@@ -450,12 +527,21 @@ impl Operator for UpdatingRank {
             .as_any()
             .downcast_ref::<UInt32Array>()
             .ok_or_else(bad)?;
+        let touched_at = table
+            .column(4)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(bad)?;
         self.partitions.clear();
         self.held = 0;
         for r in 0..table.num_rows() {
             self.partitions
                 .entry(partition.value(r).into())
-                .or_default()
+                .or_insert_with(|| Partition {
+                    ranked: Ranked::new(),
+                    touched_at: touched_at.value(r),
+                })
+                .ranked
                 .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
             self.held += copies.value(r) as usize;
         }
@@ -494,6 +580,7 @@ mod tests {
             limited: 0,
             limit,
             input_updating,
+            state_ttl_ms: None,
         }
     }
 
@@ -556,6 +643,36 @@ mod tests {
                     "+U a 5 2 2",
                     "+I a 5 2 2"
                 ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_partition_idle_past_the_ttl_is_forgotten() {
+        let mut plan = plan(vec![RankFunction::RowNumber], 1, false);
+        plan.state_ttl_ms = Some(10);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_watermark(0, &mut out).unwrap();
+        op.on_batch(0, rows(&["a", "b"], &[5, 3], None), &mut out)
+            .unwrap();
+        op.on_watermark(8, &mut out).unwrap();
+        op.on_batch(0, rows(&["a"], &[6], None), &mut out).unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I a 5 1", "+I b 3 1", "-U a 5 1", "+U a 6 1"]
+        );
+        op.on_watermark(15, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 1, "b, untouched since 0, is gone");
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["b", "a"], &[1, 2], None), &mut out)
+                .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["+I b 1 1"],
+                "b starts afresh; a keeps 6"
             );
         }
     }

@@ -173,7 +173,9 @@ pub(crate) struct Compiler {
     /// The `FOR SYSTEM_TIME AS OF` clauses of the statement being planned.
     current_temporal: Vec<TemporalJoin>,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this
-    /// long, and bound joins to rows at most this far apart in event time.
+    /// long, bound joins of append-only streams to rows at most this far
+    /// apart in event time, and let updating operators (GROUP BY, Top-N,
+    /// regular joins) forget keys the watermark passed by this much.
     state_ttl_ms: Option<i64>,
     /// While the input of a `WHERE rn <= N` is planned: the ranking the
     /// filter limits and N (see `rank::rank_limit`).
@@ -456,7 +458,7 @@ impl Compiler {
             }
             _ => Err(SqlError::at(
                 position,
-                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' OVER state and of join rows)"),
+                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N)"),
             )),
         }
     }

@@ -382,6 +382,7 @@ impl Compiler {
             limited: ranking.limited,
             limit: ranking.limit,
             input_updating: input.changelog.is_some(),
+            state_ttl_ms: self.state_ttl_ms,
         };
         let from = input.materialize(&mut self.graph);
         let node = add_operator(

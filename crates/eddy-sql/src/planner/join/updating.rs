@@ -95,6 +95,7 @@ impl Compiler {
             residual,
             nulls_equal: join.null_equality == datafusion::common::NullEquality::NullEqualsNull,
             null_aware: join.null_aware,
+            state_ttl_ms: self.state_ttl_ms,
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
