@@ -377,11 +377,13 @@ fn a_debezium_sink_writes_change_events() {
 
 /// Debezium events over accounts 0..40 (create, update, delete as the
 /// account exists or not), a few malformed, and the table they leave.
-fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
+fn account_feed(seed: u64, events: usize) -> (String, String, usize, Vec<usize>) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut accounts: BTreeMap<i64, (String, i64)> = BTreeMap::new();
     let mut feed = String::new();
     let mut bad = 0;
+    // Lines (from 1) of changes to keys the feed never created.
+    let mut unknown_keys = Vec::new();
     let image = |id: i64, (owner, balance): &(String, i64)| {
         format!("{{\"id\":{id},\"owner\":\"{owner}\",\"balance\":{balance}}}")
     };
@@ -389,6 +391,25 @@ fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
         if i % 97 == 13 {
             feed.push_str("{\"before\":null,\"after\":{\"id\":1},\"op\":\"x\"}\n");
             bad += 1;
+            continue;
+        }
+        if i % 89 == 7 || i % 83 == 5 {
+            // An update or a delete of a key never created.
+            let ghost = (format!("ghost{i}"), 1);
+            feed.push_str(&if i % 89 == 7 {
+                format!(
+                    "{{\"before\":{},\"after\":{},\"op\":\"u\"}}\n",
+                    image(1000 + i as i64, &ghost),
+                    image(1000 + i as i64, &ghost)
+                )
+            } else {
+                format!(
+                    "{{\"before\":{{\"id\":{}}},\"after\":null,\"op\":\"d\"}}\n",
+                    1000 + i
+                )
+            });
+            bad += 1;
+            unknown_keys.push(feed.lines().count());
             continue;
         }
         let id = rng.random_range(0..40);
@@ -403,16 +424,33 @@ fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
                     image(id, &new)
                 );
                 accounts.insert(id, new);
+                if rng.random_range(0..8) == 0 {
+                    // A create delivered twice (at-least-once delivery).
+                    feed.push_str(&line);
+                    feed.push('\n');
+                }
                 line
             }
             Some(old) if rng.random_range(0..4) == 0 => {
                 accounts.remove(&id);
-                format!("{{\"before\":{},\"after\":null,\"op\":\"d\",\"source\":{{\"table\":\"accounts\"}}}}", image(id, &old))
+                if rng.random_range(0..2) == 0 {
+                    // The old row of a delete as PostgreSQL logs it by
+                    // default: its key only.
+                    format!("{{\"before\":{{\"id\":{id}}},\"after\":null,\"op\":\"d\"}}")
+                } else {
+                    format!("{{\"before\":{},\"after\":null,\"op\":\"d\",\"source\":{{\"table\":\"accounts\"}}}}", image(id, &old))
+                }
             }
             Some(old) => {
+                // Now and then an old row that lags the one the feed holds.
+                let before = if rng.random_range(0..6) == 0 {
+                    (old.0.clone(), -1)
+                } else {
+                    old
+                };
                 let line = format!(
                     "{{\"before\":{},\"after\":{},\"op\":\"u\"}}",
-                    image(id, &old),
+                    image(id, &before),
                     image(id, &new)
                 );
                 accounts.insert(id, new);
@@ -426,7 +464,7 @@ fn account_feed(seed: u64, events: usize) -> (String, String, usize) {
         .iter()
         .map(|(id, row)| format!("{}\n", image(*id, row)))
         .collect();
-    (feed, table, bad)
+    (feed, table, bad, unknown_keys)
 }
 
 const ACCOUNTS: &str = "CREATE TABLE accounts (
@@ -437,7 +475,7 @@ const ACCOUNTS: &str = "CREATE TABLE accounts (
 #[test]
 fn a_debezium_change_feed_reads_as_its_current_table() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (feed, table, bad) = account_feed(9, 600);
+    let (feed, table, bad, unknown_keys) = account_feed(9, 600);
     let feed_path = dir.path().join("accounts.ndjson");
     let table_path = dir.path().join("accounts-now.ndjson");
     std::fs::write(&feed_path, feed).expect("write feed");
@@ -494,6 +532,27 @@ fn a_debezium_change_feed_reads_as_its_current_table() {
             common::assert_same_rows(&actual, &expected, &what);
         }
     }
+    // Changes to keys the feed never created are bad rows at their lines.
+    let file = SqlFile {
+        name: "<feed>".into(),
+        text: format!("{ACCOUNTS}\nSELECT line, reason FROM bad_rows(accounts) WHERE reason LIKE '%never created%';"),
+    };
+    let inputs = BTreeMap::from([("accounts".to_string(), feed_path.display().to_string())]);
+    let captured = common::run_captured_in_parallel(&[file], &BTreeMap::new(), inputs, 7, 1)
+        .expect("bad rows");
+    let rows = common::json_rows(captured.lines.iter().map(String::as_str));
+    let mut lines: Vec<usize> = rows
+        .iter()
+        .map(|r| r["line"].as_u64().expect("a line") as usize)
+        .collect();
+    lines.sort_unstable();
+    assert_eq!(lines, unknown_keys, "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r["reason"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("op \"d\" of key (id=10"))),
+        "{rows:?}"
+    );
     // The feed's mode and key show in the plan.
     let graph = eddy_sql::compile(
         &[SqlFile {

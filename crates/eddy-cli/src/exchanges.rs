@@ -310,6 +310,7 @@ fn cut_in(
             event_time: None,
             idle_timeout: None,
             bad_rows: BadRowPolicy::Fail,
+            change_feed_key: None,
         };
         sources.push(Node {
             name: table.clone(),

@@ -370,6 +370,7 @@ pub fn table_def(
             event_time,
             idle_timeout,
             bad_rows,
+            change_feed_key: None,
         },
         connector,
         options,

@@ -261,6 +261,14 @@ pub fn start_job(
                 if let Some(meta) = &meta {
                     runner.restore(&meta.runner);
                 }
+                if let Some(feed) = saved.as_ref().and_then(|s| {
+                    s.state
+                        .tables
+                        .iter()
+                        .find(|t| t.name == source_task::FEED_TABLE)
+                }) {
+                    runner.restore_feed(&feed.batch)?;
+                }
                 let position = reader.position();
                 let idle = meta.as_ref().is_some_and(|m| m.idle);
                 if layout.event_time.is_some() && reader.bounded() {

@@ -61,6 +61,9 @@ impl Drop for AlignedSource {
     }
 }
 
+/// The checkpoint table of a Debezium feed's held rows.
+pub(crate) const FEED_TABLE: &str = "feed";
+
 /// What a source checkpoints.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct SourceMeta {
@@ -154,6 +157,10 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             runner: runner.state(),
             idle,
         };
+        let mut state = StateSnapshot::with_meta(&meta)?;
+        if let Some(feed) = runner.feed_snapshot()? {
+            state.push_table(FEED_TABLE, feed);
+        }
         Ok(NodeCheckpoint {
             runtime: NodeRuntimeState {
                 finished,
@@ -161,7 +168,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 clock: None,
                 forwarded: WATERMARK_MIN,
             },
-            state: StateSnapshot::with_meta(&meta)?,
+            state,
         })
     };
     loop {
@@ -220,6 +227,11 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 };
                 if let Some(carried) = carried.and_then(|w| runner.carried_watermark(w)) {
                     out.watermark = Some(carried);
+                }
+                let (held, bytes) = runner.feed_size();
+                if bytes > 0 {
+                    metrics.set_state_rows(held);
+                    metrics.set_state_bytes(bytes);
                 }
                 let mut bad = bad;
                 bad.extend(source_ctx.take_bad_rows());

@@ -66,6 +66,10 @@ pub struct SourceLayout {
     pub idle_timeout: Option<std::time::Duration>,
     /// What happens to bad rows (option `bad_rows`).
     pub bad_rows: BadRowPolicy,
+    /// A Debezium change feed's primary key (output columns): the source
+    /// holds each key's current row and checks every change against it
+    /// (see [`super::feed_table`]).
+    pub change_feed_key: Option<Vec<usize>>,
 }
 
 impl SourceLayout {

@@ -22,6 +22,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use serde::{Deserialize, Serialize};
 
 use super::bad_rows::{raw_text, BadRow, BadRowPolicy, RowOrigins};
+use super::feed_table::FeedTable;
 use super::layout::{SourceColumn, SourceLayout};
 use super::watermark::WatermarkTracker;
 use super::{SourceContext, SplitEvents};
@@ -93,6 +94,8 @@ pub struct SourceRunner {
     last_watermark: Timestamp,
     max_late: Timestamp,
     last_late_watermark: Timestamp,
+    /// A Debezium feed's table (made on first use).
+    feed: Option<FeedTable>,
 }
 
 impl SourceRunner {
@@ -106,7 +109,43 @@ impl SourceRunner {
             last_watermark: WATERMARK_MIN,
             max_late: WATERMARK_MIN,
             last_late_watermark: WATERMARK_MIN,
+            feed: None,
         }
+    }
+
+    /// A Debezium feed's table of current rows, made on first use; `None`
+    /// for other sources.
+    fn feed_table(&mut self) -> Result<Option<&mut FeedTable>> {
+        let Some(key) = &self.layout.change_feed_key else {
+            return Ok(None);
+        };
+        if self.feed.is_none() {
+            self.feed = Some(FeedTable::new(
+                self.layout.output_schema.clone(),
+                key.clone(),
+            )?);
+        }
+        Ok(self.feed.as_mut())
+    }
+
+    /// A Debezium feed's held rows as a checkpoint table.
+    pub fn feed_snapshot(&self) -> Result<Option<RecordBatch>> {
+        self.feed.as_ref().map(FeedTable::snapshot).transpose()
+    }
+
+    /// Holds a Debezium feed's rows from a checkpoint table.
+    pub fn restore_feed(&mut self, table: &RecordBatch) -> Result<()> {
+        match self.feed_table()? {
+            Some(feed) => feed.restore(table),
+            None => Err(EngineError::State(
+                "the checkpoint holds a change feed's rows for a source that reads none".into(),
+            )),
+        }
+    }
+
+    /// Keys and bytes a Debezium feed's table holds.
+    pub fn feed_size(&self) -> (usize, usize) {
+        self.feed.as_ref().map_or((0, 0), |f| (f.len(), f.size()))
     }
 
     /// The state to checkpoint.
@@ -242,6 +281,20 @@ impl SourceRunner {
     ) -> Result<SourceOutput> {
         let (full, kept) = self.compute_columns(raw, origins, ctx)?;
         let original = |row: usize| kept.as_ref().map_or(row, |k| k[row]);
+        // A Debezium feed's changes, checked against its table. (A feed
+        // declares no event time, so the rows judged below never are.)
+        let full = match self.feed_table()? {
+            Some(feed) => {
+                let applied = feed.apply(&full)?;
+                for (row, reason) in applied.bad {
+                    let mut bad = origin_of(raw, origins, original(row), ctx.table());
+                    bad.reason = reason;
+                    ctx.bad_row(bad);
+                }
+                applied.rows
+            }
+            None => full,
+        };
         let Some(spec) = self.layout.event_time else {
             return Ok(SourceOutput {
                 on_time: Some(full),

@@ -5,7 +5,10 @@
 //! runs (the row-kind column appended to its physical and output columns,
 //! so the connector decodes change events into changelog rows) and what
 //! the planner knows of its stream (updating; upsert key: the `PRIMARY
-//! KEY`). An upsert topic's rows are upserts and deletes by key: the
+//! KEY`). A Debezium feed with a primary key is checked at its source
+//! against the table it describes (`eddy_engine::source::feed_table`: a
+//! change to a key never created is a bad row, a delete takes out the row
+//! held). An upsert topic's rows are upserts and deletes by key: the
 //! planner puts a `changelog_normalize` step keyed by the primary key
 //! behind its source. Other tables are read as they are.
 //!
@@ -95,6 +98,9 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
         .map(|&i| output.field(i).name().clone())
         .collect();
     let mut layout = def.layout.clone();
+    // A Debezium feed with a key is checked against the table it
+    // describes, at its source; an upsert feed's normalize step does that.
+    layout.change_feed_key = if upsert { None } else { upsert_key.clone() };
     layout.physical_schema = changelog::updating_schema(&layout.physical_schema, &[]);
     layout.output_schema =
         changelog::with_origin(&changelog::updating_schema(output, &key_names), &origin);

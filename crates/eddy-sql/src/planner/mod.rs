@@ -387,6 +387,7 @@ impl Compiler {
                         event_time: None,
                         idle_timeout: None,
                         bad_rows: Default::default(),
+                        change_feed_key: None,
                     },
                     connector: "stdout".into(),
                     options: BTreeMap::new(),
