@@ -94,8 +94,9 @@ pub struct SourceRunner {
     last_watermark: Timestamp,
     max_late: Timestamp,
     last_late_watermark: Timestamp,
-    /// A Debezium feed's table (made on first use).
-    feed: Option<FeedTable>,
+    /// A Debezium feed's table (made on first use; boxed, as most sources
+    /// have none).
+    feed: Option<Box<FeedTable>>,
 }
 
 impl SourceRunner {
@@ -120,17 +121,17 @@ impl SourceRunner {
             return Ok(None);
         };
         if self.feed.is_none() {
-            self.feed = Some(FeedTable::new(
+            self.feed = Some(Box::new(FeedTable::new(
                 self.layout.output_schema.clone(),
                 key.clone(),
-            )?);
+            )?));
         }
-        Ok(self.feed.as_mut())
+        Ok(self.feed.as_deref_mut())
     }
 
     /// A Debezium feed's held rows as a checkpoint table.
     pub fn feed_snapshot(&self) -> Result<Option<RecordBatch>> {
-        self.feed.as_ref().map(FeedTable::snapshot).transpose()
+        self.feed.as_deref().map(FeedTable::snapshot).transpose()
     }
 
     /// Holds a Debezium feed's rows from a checkpoint table.
