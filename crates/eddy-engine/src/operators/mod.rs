@@ -10,6 +10,7 @@ pub mod key_split;
 pub mod over;
 pub mod session_aggregate;
 pub mod temporal_join;
+pub mod ttl;
 pub mod union;
 pub mod updating_aggregate;
 pub mod updating_join;

@@ -76,11 +76,12 @@ use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
 use super::interval_join::JoinKind;
+use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
-use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "updating_join";
 
@@ -194,7 +195,7 @@ impl OperatorPlan for UpdatingJoinPlan {
             right_rows: 0,
             right_null_rows: 0,
             watermark: WATERMARK_MIN,
-            last_sweep: WATERMARK_MIN,
+            sweeps: TtlSweeps::new(self.state_ttl_ms),
             plan: self.clone(),
         }))
     }
@@ -284,7 +285,7 @@ struct UpdatingJoin {
     right_rows: u64,
     right_null_rows: u64,
     watermark: Timestamp,
-    last_sweep: Timestamp,
+    sweeps: TtlSweeps,
 }
 
 /// Whether an anti join emits a left row: by the gate (see
@@ -743,15 +744,9 @@ impl Operator for UpdatingJoin {
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
-        let Some(ttl) = self.plan.state_ttl_ms else {
+        let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
-        let horizon = self.watermark;
-        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
-            return Ok(());
-        }
-        self.last_sweep = horizon;
-        let cutoff = horizon.saturating_sub(ttl);
         for side in 0..2 {
             let (mut rows, mut bytes) = (0usize, 0usize);
             self.sides[side].retain(|key, bucket| {
@@ -827,7 +822,7 @@ impl Operator for UpdatingJoin {
             self.right_null_rows,
             self.watermark,
         ) = state.meta()?;
-        self.last_sweep = self.watermark;
+        self.sweeps.resume(self.watermark);
         self.held = 0;
         for (side, name) in [(0, "left"), (1, "right")] {
             let table = state.take_table(name)?;

@@ -91,12 +91,13 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use hashbrown::HashMap;
 
+use super::ttl::TtlSweeps;
 use super::window_rank::RankFunction;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
-use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "updating_rank";
 
@@ -192,7 +193,7 @@ impl OperatorPlan for UpdatingRankPlan {
             held: 0,
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
-            last_sweep: WATERMARK_MIN,
+            sweeps: TtlSweeps::new(self.state_ttl_ms),
         }))
     }
 }
@@ -221,7 +222,7 @@ struct UpdatingRank {
     held: usize,
     unmatched_retractions: u64,
     watermark: Timestamp,
-    last_sweep: Timestamp,
+    sweeps: TtlSweeps,
 }
 
 /// What a checkpoint keeps besides the rows.
@@ -427,15 +428,9 @@ impl Operator for UpdatingRank {
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
-        let Some(ttl) = self.plan.state_ttl_ms else {
+        let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
-        let horizon = self.watermark;
-        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
-            return Ok(());
-        }
-        self.last_sweep = horizon;
-        let cutoff = horizon.saturating_sub(ttl);
         let mut dropped = 0;
         self.partitions.retain(|_, p| {
             let keep = p.touched_at >= cutoff;
@@ -515,7 +510,7 @@ impl Operator for UpdatingRank {
         let meta: Meta = state.meta()?;
         self.unmatched_retractions = meta.unmatched_retractions;
         self.watermark = meta.watermark;
-        self.last_sweep = meta.watermark;
+        self.sweeps.resume(meta.watermark);
         let table = state.take_table("rows")?;
         let bad = || EngineError::State(format!("{KIND}: bad row table"));
         let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();

@@ -102,11 +102,12 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
 use self::column::{AggregateColumn, BatchRows};
+use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
-use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "updating_aggregate";
 
@@ -195,7 +196,7 @@ impl OperatorPlan for UpdatingAggregatePlan {
             live_groups: 0,
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
-            last_sweep: WATERMARK_MIN,
+            sweeps: TtlSweeps::new(self.state_ttl_ms),
         }))
     }
 }
@@ -223,7 +224,7 @@ struct UpdatingAggregate {
     /// Retractions of rows a group never held (an inconsistent input).
     unmatched_retractions: u64,
     watermark: Timestamp,
-    last_sweep: Timestamp,
+    sweeps: TtlSweeps,
 }
 
 /// Where a change's aggregate values come from: the old values (0) or the
@@ -299,15 +300,9 @@ impl UpdatingAggregate {
     /// Forgets the groups no row touched while the watermark advanced by
     /// more than the TTL; runs every half TTL of watermark.
     fn sweep(&mut self) -> Result<()> {
-        let Some(ttl) = self.plan.state_ttl_ms else {
+        let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
-        let horizon = self.watermark;
-        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
-            return Ok(());
-        }
-        self.last_sweep = horizon;
-        let cutoff = horizon.saturating_sub(ttl);
         let keep: Vec<bool> = self.touched_at.iter().map(|&t| t >= cutoff).collect();
         if keep.iter().all(|&k| k) {
             return Ok(());
@@ -633,7 +628,7 @@ impl Operator for UpdatingAggregate {
             )));
         }
         self.watermark = meta.watermark.unwrap_or(WATERMARK_MIN);
-        self.last_sweep = self.watermark;
+        self.sweeps.resume(self.watermark);
         let table = state.take_table("groups")?;
         let key_count = self.plan.keys.len();
         let rows = table.num_rows();
