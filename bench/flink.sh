@@ -51,6 +51,8 @@ flink() { # QUERY PARALLELISM: one JSON line
 # One updating query's eddy runs at EDDY_PARALLELISM=$1: EDDY_RUNS runs
 # (default 5), the median wall time and its run's peak, as JSON.
 eddy_updating() {
+  # A JVM of the Flink runs before still exiting would share the cores.
+  while pgrep -x java > /dev/null; do sleep 1; done
   : > "$work/times"
   for _ in $(seq "${EDDY_RUNS:-5}"); do
     EDDY_PARALLELISM=$1 /usr/bin/time -f "%e %M" -o "$work/time" "$EDDY" run --quiet "bench/updating/$q.sql" "${inputs[@]}" \

@@ -725,3 +725,71 @@ fn a_state_ttl_forgets_keys_the_watermark_left_behind() {
         ]
     );
 }
+
+#[test]
+fn deduplication_on_arrival_keeps_the_first_or_the_last_row_of_each_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("orders.ndjson");
+    let input = random_input(6, 500);
+    std::fs::write(&path, &input).expect("write input");
+    // The first and the last row of each key, in file order.
+    let mut first: BTreeMap<String, Value> = BTreeMap::new();
+    let mut last: BTreeMap<String, Value> = BTreeMap::new();
+    for line in input.lines() {
+        let row: Value = serde_json::from_str(line).expect("json");
+        let k = row["k"].as_str().expect("k").to_string();
+        let kept = serde_json::json!({"k": row["k"], "ts": row["ts"]});
+        first.entry(k.clone()).or_insert_with(|| kept.clone());
+        last.insert(k, kept);
+    }
+    let source = "CREATE TABLE orders (
+      k VARCHAR, v DOUBLE, n BIGINT, ts BIGINT, proc AS PROCTIME()
+    ) WITH (connector = 'file', path = 'bound-by---input');";
+    for (order, expected, append_only) in [("ASC", &first, true), ("DESC", &last, false)] {
+        let query = format!(
+            "SELECT k, ts FROM (SELECT k, ts, ROW_NUMBER() OVER (PARTITION BY k ORDER BY proc {order}) AS rn FROM orders) WHERE rn = 1"
+        );
+        let mut expected: Vec<Value> = expected.values().cloned().collect();
+        expected.sort_by_key(common::row_key);
+        for (batch_size, parallelism) in SWEEP {
+            let what = format!("{order} (batch {batch_size}, parallelism {parallelism})");
+            let file = SqlFile {
+                name: "<arrival>".into(),
+                text: format!("{source}\n{query};"),
+            };
+            let inputs = BTreeMap::from([("orders".to_string(), path.display().to_string())]);
+            let captured = common::run_captured_in_parallel(
+                &[file],
+                &BTreeMap::new(),
+                inputs,
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                !common::is_changelog(&captured.lines),
+                append_only,
+                "{what}: keep-first is append-only, keep-last updating"
+            );
+            let mut actual = if append_only {
+                common::json_rows(captured.lines.iter().map(String::as_str))
+            } else {
+                replay(&captured.lines, &what)
+            };
+            actual.sort_by_key(common::row_key);
+            common::assert_same_rows(&actual, &expected, &what);
+        }
+    }
+    // Over an updating input, arrival is refused, naming what made it so.
+    let Err(err) = eddy_sql::compile(
+        &[SqlFile {
+            name: "q.sql".into(),
+            text: format!("{source}\nSELECT k FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY proc) AS rn FROM (SELECT k, proc FROM orders WHERE k IN (SELECT k FROM orders WHERE n > 30))) WHERE rn = 1;"),
+        }],
+        &BTreeMap::new(),
+    ) else {
+        panic!("ranking an updating input by arrival was not refused");
+    };
+    let err = err.to_string();
+    assert!(err.contains("ranking by arrival"), "{err}");
+}

@@ -238,11 +238,14 @@ pub fn table_def(
                 } else {
                     field.data_type().clone()
                 };
-                let out = field
+                let mut out = field
                     .as_ref()
                     .clone()
                     .with_data_type(data_type)
                     .with_nullable(true);
+                if crate::flink_functions::is_proctime_call(&logical) {
+                    out = crate::flink_functions::mark_proctime(out);
+                }
                 output_fields.push(out.clone());
                 columns.push(SourceColumn::Computed(ComputedColumn {
                     field: out,

@@ -9,6 +9,7 @@
 //! | `DATE_FORMAT(t, pattern)` | `t` formatted with a Java `SimpleDateFormat` pattern (`yyyy-MM-dd HH:mm:ss`) |
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
 //! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON |
+//! | `PROCTIME()` | the wall-clock time a batch of rows is read, as a TIMESTAMP(3); as a table's computed column (`proc AS PROCTIME()`) it marks the column as the table's arrival order (see [`is_proctime`]) |
 //!
 //! The unit of `TIMESTAMPDIFF`/`TIMESTAMPADD` is a keyword in Flink; the
 //! statement reader turns it into a string before DataFusion parses it. All
@@ -21,7 +22,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, Float64Array, Int64Array, StringBuilder, TimestampMillisecondArray,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -32,9 +33,31 @@ use datafusion::prelude::SessionContext;
 
 const TS_MS: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
 
+/// Field metadata marking a table's processing-time column (`proc AS
+/// PROCTIME()`): ordering by it is ordering by arrival.
+const PROCTIME_MARK: &str = "eddy.proctime";
+
+/// `field` marked as a processing-time column.
+pub fn mark_proctime(field: Field) -> Field {
+    let mut metadata = field.metadata().clone();
+    metadata.insert(PROCTIME_MARK.to_string(), "true".to_string());
+    field.with_metadata(metadata)
+}
+
+/// Whether `field` is a table's processing-time column.
+pub fn is_proctime(field: &Field) -> bool {
+    field.metadata().contains_key(PROCTIME_MARK)
+}
+
+/// Whether `expr` is a call of `PROCTIME()`.
+pub fn is_proctime_call(expr: &datafusion::logical_expr::Expr) -> bool {
+    matches!(expr, datafusion::logical_expr::Expr::ScalarFunction(f) if f.func.name() == "proctime")
+}
+
 /// Registers the functions (and the `variance` alias) with a session.
 pub fn register(ctx: &SessionContext) {
     for udf in [
+        ScalarUDF::from(Proctime::new()),
         ScalarUDF::from(Mod::new()),
         ScalarUDF::from(ToTimestampLtz::new()),
         ScalarUDF::from(TimestampDiff::new()),
@@ -86,6 +109,39 @@ macro_rules! signature_impl {
             &self.signature
         }
     };
+}
+
+/// `PROCTIME()`: the wall clock, read once per batch.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Proctime {
+    signature: Signature,
+}
+
+impl Proctime {
+    fn new() -> Self {
+        Self {
+            signature: Signature::exact(vec![], Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Proctime {
+    signature_impl!("proctime");
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(TS_MS)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        Ok(ColumnarValue::Scalar(ScalarValue::TimestampMillisecond(
+            Some(now),
+            None,
+        )))
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -17,6 +17,11 @@
 //! counts. Over an append-only input only the top N are kept (a row ranked
 //! below them can never come back up); over an updating input every row is
 //! kept, since a retraction may lift the (N+1)-th row into the top N.
+//! Ranking by arrival (`ORDER BY proc`, a `PROCTIME()` column; an
+//! append-only input): the sort key is each row's arrival number at the
+//! operator, ascending for keep-first, descending for keep-last, so ties
+//! in the wall clock never reorder rows.
+//!
 //! State time-to-live (`SET 'table.exec.state.ttl'`): a partition no row
 //! touched while the watermark advanced by more than the TTL is forgotten
 //! (its rows leave no change behind; a later row starts it afresh).
@@ -59,6 +64,7 @@
 //!     limit: 1,
 //!     input_updating: false,
 //!     state_ttl_ms: None,
+//!     arrival: None,
 //! };
 //! let mut op = plan.create().unwrap();
 //! let mut out = Collector::default();
@@ -123,6 +129,18 @@ pub struct UpdatingRankPlan {
     /// `SET 'table.exec.state.ttl'`: forget a partition the watermark has
     /// passed by this much since a row last touched it.
     pub state_ttl_ms: Option<i64>,
+    /// Ranked by arrival (ORDER BY a `PROCTIME()` column) rather than by
+    /// `order_by`'s values; an append-only input only.
+    pub arrival: Option<Arrival>,
+}
+
+/// Which arrival ranks first when a Top-N ranks by arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The first row to arrive (`ORDER BY proc ASC`: keep first).
+    Earliest,
+    /// The last row to arrive (`ORDER BY proc DESC`: keep last).
+    Latest,
 }
 
 impl OperatorPlan for UpdatingRankPlan {
@@ -134,6 +152,11 @@ impl OperatorPlan for UpdatingRankPlan {
         let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
         let partition: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
         let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
+        let order: Vec<String> = match self.arrival {
+            Some(Arrival::Earliest) => vec!["arrival, earliest first".into()],
+            Some(Arrival::Latest) => vec!["arrival, latest first".into()],
+            None => order,
+        };
         let keeps = if self.input_updating {
             "keeps every row (updating input)"
         } else {
@@ -194,6 +217,7 @@ impl OperatorPlan for UpdatingRankPlan {
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
             sweeps: TtlSweeps::new(self.state_ttl_ms),
+            arrivals: 0,
         }))
     }
 }
@@ -223,6 +247,8 @@ struct UpdatingRank {
     unmatched_retractions: u64,
     watermark: Timestamp,
     sweeps: TtlSweeps,
+    /// Rows seen, the arrival number of the next (ranking by arrival).
+    arrivals: u64,
 }
 
 /// What a checkpoint keeps besides the rows.
@@ -230,6 +256,8 @@ struct UpdatingRank {
 struct Meta {
     unmatched_retractions: u64,
     watermark: Timestamp,
+    #[serde(default)]
+    arrivals: u64,
 }
 
 impl UpdatingRank {
@@ -360,6 +388,21 @@ impl Operator for UpdatingRank {
             .map(|s| Ok(s.expr.evaluate(&data)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let sorts = self.sort.convert_columns(&order)?;
+        // Ranking by arrival: the sort key is the row's arrival number
+        // (big-endian, so byte order is arrival order; inverted for latest
+        // first).
+        let arrival = self.plan.arrival;
+        let first_arrival = self.arrivals;
+        self.arrivals += n as u64;
+        let sort_key = |r: usize| -> Box<[u8]> {
+            match arrival {
+                None => sorts.row(r).data().into(),
+                Some(Arrival::Earliest) => Box::new((first_arrival + r as u64).to_be_bytes()),
+                Some(Arrival::Latest) => {
+                    Box::new((u64::MAX - (first_arrival + r as u64)).to_be_bytes())
+                }
+            }
+        };
         let rows = self.rows.convert_columns(data.columns())?;
 
         // Rows by partition, partitions in the order the batch touches them.
@@ -384,7 +427,7 @@ impl Operator for UpdatingRank {
                 .unwrap_or_default();
             let before = self.top(&ranked);
             for &r in &members[slot] {
-                let entry = (sorts.row(r).data().into(), rows.row(r).data().into());
+                let entry = (sort_key(r), rows.row(r).data().into());
                 let retraction = kinds
                     .as_ref()
                     .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
@@ -498,6 +541,7 @@ impl Operator for UpdatingRank {
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: self.unmatched_retractions,
             watermark: self.watermark,
+            arrivals: self.arrivals,
         })?;
         snapshot.push_table("rows", table);
         Ok(snapshot)
@@ -510,6 +554,7 @@ impl Operator for UpdatingRank {
         let meta: Meta = state.meta()?;
         self.unmatched_retractions = meta.unmatched_retractions;
         self.watermark = meta.watermark;
+        self.arrivals = meta.arrivals;
         self.sweeps.resume(meta.watermark);
         let table = state.take_table("rows")?;
         let bad = || EngineError::State(format!("{KIND}: bad row table"));
@@ -576,6 +621,7 @@ mod tests {
             limit,
             input_updating,
             state_ttl_ms: None,
+            arrival: None,
         }
     }
 
@@ -668,6 +714,36 @@ mod tests {
                 changes(&mut out),
                 ["+I b 1 1"],
                 "b starts afresh; a keeps 6"
+            );
+        }
+    }
+
+    #[test]
+    fn ranking_by_arrival_keeps_the_first_or_the_last_row() {
+        let mut first = plan(vec![RankFunction::RowNumber], 1, false);
+        first.arrival = Some(Arrival::Earliest);
+        let mut op = first.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a"], &[5, 9], None), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["a"], &[1], None), &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 5 1"], "the first stays");
+
+        let mut last = first.clone();
+        last.arrival = Some(Arrival::Latest);
+        let mut op = last.create().unwrap();
+        op.on_batch(0, rows(&["a", "a"], &[5, 9], None), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["a"], &[1], None), &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 9 1", "-U a 9 1", "+U a 1 1"]);
+        let mut restored = last.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["a"], &[3], None), &mut out).unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["-U a 1 1", "+U a 3 1"],
+                "arrivals go on counting"
             );
         }
     }

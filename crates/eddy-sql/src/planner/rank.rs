@@ -27,11 +27,11 @@ use datafusion::logical_expr::{
     BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::PhysicalSortExpr;
-use eddy_engine::operators::updating_rank::UpdatingRankPlan;
+use eddy_engine::operators::updating_rank::{Arrival, UpdatingRankPlan};
 use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
 
 use super::stream::{
-    add_operator, keyed, updating_output, Changelog, Stream, TimeAttr, WindowColumn,
+    add_operator, keyed, updating_output, Changelog, Endpoint, Stream, TimeAttr, WindowColumn,
 };
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
@@ -337,6 +337,36 @@ impl Compiler {
             ));
         }
         let (partition_by, order_by) = self.ranking_window(window, &input_schema, position)?;
+        // ORDER BY a `PROCTIME()` column: ranked by arrival.
+        let arrival = match params.order_by.as_slice() {
+            [only] => match &only.expr {
+                Expr::Column(c) => input_schema
+                    .index_of_column(c)
+                    .ok()
+                    .filter(|&i| crate::flink_functions::is_proctime(input_schema.field(i)))
+                    .map(|_| {
+                        if only.asc {
+                            Arrival::Earliest
+                        } else {
+                            Arrival::Latest
+                        }
+                    }),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let (Some(_), Some(changelog)) = (arrival, &input.changelog) {
+            return Err(SqlError::at(
+                &self.anchor(position, &["OVER"]),
+                format!(
+                    "ranking by arrival (ORDER BY a PROCTIME() column) needs an append-only input, and this one is updating: {} makes it so; rank by a value instead",
+                    changelog.origin
+                ),
+            ));
+        }
+        // Keep-first on arrival over an append-only input never takes a
+        // row back: its output is append-only.
+        let append_only = arrival == Some(Arrival::Earliest);
         // Upsert key: the partition columns and a row number (unique per
         // partition), when the partition is plain columns.
         let first_output = input_schema.fields().len();
@@ -383,6 +413,7 @@ impl Compiler {
             limit: ranking.limit,
             input_updating: input.changelog.is_some(),
             state_ttl_ms: self.state_ttl_ms,
+            arrival,
         };
         let from = input.materialize(&mut self.graph);
         let node = add_operator(
@@ -390,6 +421,14 @@ impl Compiler {
             Arc::new(plan),
             vec![(from, keyed(partition_by))],
         );
+        if append_only {
+            let rows = super::stream::without_row_kind(&mut self.graph, Endpoint { node, port: 0 });
+            let mut stream = Stream::of_node(rows.node, &self.graph, window.schema.clone(), None);
+            stream.time_lost = Some(format!(
+                "{origin} keeps rows by arrival, which has no event time"
+            ));
+            return Ok(stream);
+        }
         let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), None);
         stream.time_lost = Some(format!(
             "{origin} revises its rows, which have no event time"

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
@@ -344,6 +344,42 @@ pub fn updating_output(schema: &DFSchema, upsert_key: &[String], origin: &str) -
         ),
         origin,
     )
+}
+
+/// An updating stream that only ever inserts, as an append-only one (a
+/// calc dropping the row kind).
+pub fn without_row_kind(graph: &mut JobGraph, from: Endpoint) -> Endpoint {
+    let schema = graph.port_schema(from.node, from.port);
+    let width = schema.fields().len().saturating_sub(1);
+    let data: SchemaRef = Arc::new(Schema::new(
+        schema.fields()[..width]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect::<Vec<_>>(),
+    ));
+    let exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = data
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as _)
+        .collect();
+    let mut plan = CalcPlan::new(schema.clone());
+    plan.push(CalcStep::Project {
+        exprs,
+        schema: data.clone(),
+    });
+    let id = graph.nodes.len();
+    let node = graph.add(Node {
+        name: format!("calc#{id}"),
+        kind: NodeKind::Operator(Arc::new(plan)),
+        inputs: vec![Edge {
+            from: from.node,
+            port: from.port,
+            partitioning: Partitioning::Forward,
+        }],
+        schema: data,
+    });
+    Endpoint { node, port: 0 }
 }
 
 /// An append-only stream's rows as the inserts of an updating stream (a
