@@ -175,6 +175,14 @@ check("flink_window_join_semi", {"QUERY1": [
     {"row_time": "2020-04-15T12:03:00Z", "num": 3, "id": "L3", **jw("12:00", "12:05"),
      "window_time": "2020-04-15T12:04:59.999Z"}]})
 
+# The anti join (NOT IN) keeps the left rows the semi join drops: L1 (no
+# right row in 12:00-12:05 has num 1) and L2 (none in 12:05-12:10 has 2).
+check("flink_window_join_anti", {"QUERY1": [
+    {"row_time": "2020-04-15T12:02:00Z", "num": 1, "id": "L1", **jw("12:00", "12:05"),
+     "window_time": "2020-04-15T12:04:59.999Z"},
+    {"row_time": "2020-04-15T12:06:00Z", "num": 2, "id": "L2", **jw("12:05", "12:10"),
+     "window_time": "2020-04-15T12:09:59.999Z"}]})
+
 # ---- Flink documentation, worked out from our inputs -----------------------
 orders = rows("orders.ndjson")
 ships = rows("shipments.ndjson")

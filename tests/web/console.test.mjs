@@ -2,7 +2,9 @@
 // serve (started by scripts/web-test.sh): write a query with a typo and see
 // the error marked at its line, fix it, submit, see the job running with its
 // graph, a chart with at least two points and rows arriving in the tail
-// (paused and resumed), see it in the jobs list, stop it; at 1280 px and at
+// (paused and resumed), see it in the jobs list, stop it; an updating job
+// (GROUP BY without a window) drawn as updating with its rows tailed with
+// their kinds; at 1280 px and at
 // phone width; keyboard focus; no console error and no request that leaves
 // the server. A screenshot of every screen goes to the output directory.
 import assert from 'node:assert/strict';
@@ -25,6 +27,13 @@ const TYPO = SOURCE + `INSERT INTO big_orders
 SELECT order_id, customer_id, order_amont FROM orders WHERE order_amount > 20;
 `;
 const FIXED = TYPO.replace('order_amont', 'order_amount');
+// A GROUP BY without a window: a result that changes, tailed as a changelog.
+const UPDATING = SOURCE.replace(
+  'CREATE TABLE big_orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE)',
+  'CREATE TABLE per_customer (customer_id VARCHAR, orders BIGINT)',
+) + `INSERT INTO per_customer
+SELECT customer_id, count(*) AS orders FROM orders GROUP BY customer_id;
+`;
 
 const problems = [];
 const page = await open(browserName, { executablePath, nodeModules: process.env.NODE_MODULES, problems, base });
@@ -112,6 +121,32 @@ try {
   const focused = await page.evaluate(() => document.activeElement && document.activeElement.tagName);
   assert.ok(['A', 'BUTTON', 'SELECT', 'INPUT', 'TEXTAREA'].includes(focused), `focus on ${focused}`);
   step('keyboard');
+
+  // An updating query: its aggregate is drawn as updating, and its rows
+  // tail with their kinds, retractions marked.
+  await page.goto(`${base}/`);
+  await page.waitFor('#examples option:nth-child(2)');
+  await page.fill('#sql', UPDATING);
+  await page.waitFor('#sql-status.ok', 10000);
+  await page.fill('#job-name', 'per-customer');
+  await page.fill('#job-parallelism', '1');
+  await page.click('#submit');
+  await page.waitForFunction(() => /#\/jobs\/[a-z0-9]+/.test(location.hash), null);
+  await page.waitFor('#job-state.running');
+  await page.waitFor('#graph svg .node.updating[data-kind="updating_aggregate"]');
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('#tail li')].some((li) => li.textContent.startsWith('-U ')),
+    null,
+    30000,
+  );
+  const lines = await page.texts('#tail li');
+  assert.ok(lines.every((line) => /^(\+I|-U|\+U|-D) \{/.test(line)), `kinds on every line: ${lines.slice(0, 3)}`);
+  const retraction = await page.text('#tail li.retraction');
+  assert.match(retraction, /^-U \{"customer_id":"[^"]+","orders":\d+\}$/);
+  await shot('5b-updating-job');
+  await page.click('#job-stop');
+  await page.waitFor('#job-state.stopped', 20000);
+  step('an updating job: drawn as updating, its tail with row kinds');
 
   // Phone width: nothing wider than the screen.
   await page.setViewport(390, 844);

@@ -42,6 +42,7 @@ mod aggregate;
 mod change_feed;
 mod grouping_sets;
 mod join;
+mod not_in;
 mod over;
 mod rank;
 mod stream;
@@ -765,23 +766,23 @@ impl Compiler {
                 let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
                 if subquery {
                     // A correlated NOT IN's NULL rule holds per outer row
-                    // (its own share of the subquery); the anti join applies
-                    // it to the subquery as a whole.
+                    // (its own share of the subquery): it becomes the NOT
+                    // EXISTS it means (see `not_in`).
                     let correlated_not_in = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| {
                         Ok(matches!(e, Expr::InSubquery(s) if s.negated && !s.subquery.outer_ref_columns.is_empty()))
                     })
                     .unwrap_or(false);
-                    if correlated_not_in {
-                        return Err(SqlError::at(
-                            &self.anchor(position, &["NOT", "IN"]),
-                            "a correlated NOT IN (subquery) over streams is not supported: its NULL rule makes every row depend on whether its own share of the subquery has a NULL; write NOT EXISTS (SELECT ... WHERE s.x = t.x AND ...)",
-                        ));
-                    }
+                    let target = if correlated_not_in {
+                        let predicate = not_in::as_not_exists(&filter.predicate, filter.input.schema()).map_err(|e| self.df_error(position, e))?;
+                        LogicalPlan::Filter(datafusion::logical_expr::Filter::try_new(predicate, filter.input.clone()).map_err(|e| self.df_error(position, e))?)
+                    } else {
+                        plan.clone()
+                    };
                     // IN / EXISTS / NOT EXISTS: DataFusion's decorrelation
                     // turns them into semi and anti joins.
                     use datafusion::optimizer::{OptimizerContext, OptimizerRule};
                     let rewritten = datafusion::optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery::new()
-                        .rewrite(plan.clone(), &OptimizerContext::new())
+                        .rewrite(target, &OptimizerContext::new())
                         .map_err(|e| self.df_error(position, e))?;
                     let still = match &rewritten.data {
                         LogicalPlan::Filter(f) => datafusion::common::tree_node::TreeNode::exists(&f.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(true),
