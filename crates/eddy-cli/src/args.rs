@@ -1,0 +1,257 @@
+//! The command line's shape: every command and its arguments (clap), as
+//! `main` parses them.
+//!
+//! In: the process's arguments. Out: a [`Cli`] holding one [`Command`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use eddy_cli::client::Client;
+
+/// eddy: a streaming SQL engine on DataFusion and Arrow.
+#[derive(Parser, Debug)]
+#[command(name = "eddy", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum Format {
+    Ndjson,
+    Parquet,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Run SQL files (or directories of them) as one streaming job.
+    Run(RunArgs),
+    /// Run the job server: an HTTP API and a web console to submit and
+    /// watch jobs; jobs checkpoint and survive restarts.
+    Serve(ServeArgs),
+    /// Submit SQL files (or directories of them) to a server as one job.
+    Submit {
+        /// `.sql` files or directories of `.sql` files.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Set a `${NAME}` parameter: NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// The job's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Instances of each keyed operator (as `eddy run --parallelism`).
+        #[arg(long, value_name = "N")]
+        parallelism: Option<usize>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// List a server's jobs.
+    Jobs {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show one job of a server: state, checkpoints, per-node counters.
+    Job {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Stop a job of a server gracefully (final checkpoint, output committed).
+    Stop {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Check that a server answers (exit 0 when it does).
+    Health {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Print the operator graph SQL compiles to.
+    Explain {
+        /// `.sql` files, directories, or SQL text.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Set a `${NAME}` parameter: NAME=VALUE.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Show the graph `eddy run --parallelism N` runs: each keyed
+        /// operator's instances, their key splits and union (default: one
+        /// per core, as `eddy run`).
+        #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+        parallelism: Option<u16>,
+    },
+    /// Print a built-in generator stream as NDJSON.
+    Generate {
+        /// orders, payments or devices.
+        #[arg(long)]
+        stream: String,
+        /// Background events per second of event time.
+        #[arg(long, default_value_t = 2)]
+        rate: u32,
+        /// Random seed; the same seed gives the same bytes.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Rows to print (default: the 60-second reference scenario).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Pace the output so that event time advances with the wall clock.
+        #[arg(long)]
+        realtime: bool,
+    },
+    /// Benchmark drivers (see bench/).
+    Bench(BenchArgs),
+}
+
+/// The arguments of `eddy run`.
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    /// `.sql` files or directories of `.sql` files.
+    #[arg(required = true)]
+    pub(crate) paths: Vec<PathBuf>,
+    /// Set a `${NAME}` parameter: NAME=VALUE.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub(crate) set: Vec<String>,
+    /// Read a source table from an NDJSON file (`-` = stdin): TABLE=PATH.
+    #[arg(long = "input", value_name = "TABLE=PATH")]
+    pub(crate) input: Vec<String>,
+    /// Write every sink to DIR/<sink>.ndjson (or Parquet under DIR/<sink>/).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) output: Option<PathBuf>,
+    /// File format with --output.
+    #[arg(long, value_enum, default_value = "ndjson")]
+    pub(crate) format: Format,
+    /// Rows per source batch.
+    #[arg(long, default_value_t = eddy_connectors::DEFAULT_BATCH_SIZE)]
+    pub(crate) batch_size: usize,
+    /// Print no job summary on stderr.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// Checkpoint into DIR and resume from its latest checkpoint: a job
+    /// killed at any moment and started again with the same arguments
+    /// loses and repeats nothing in its file sinks.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Time between checkpoints (`100ms`, `5s`; default 10s). Needs --state-dir.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) checkpoint_interval: Option<Duration>,
+    /// Discard the checkpoints in --state-dir and start afresh.
+    #[arg(long, requires = "state_dir")]
+    pub(crate) ignore_state: bool,
+    /// Scale out: join this Kafka consumer group and run the tasks (one
+    /// per partition number of the job's topics) the group assigns to
+    /// this process; every process of the group shares --state-dir.
+    #[arg(long, value_name = "NAME", requires = "state_dir")]
+    pub(crate) group: Option<String>,
+    /// With --group: how long a silent process keeps its partitions
+    /// before the group gives them to the others.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "6s", requires = "group")]
+    pub(crate) session_timeout: Duration,
+    /// Run each keyed operator (windows, joins, OVER, Top-N) as N
+    /// instances, each owning the keys that hash to it; the results
+    /// are the same for every N. Default: one per core, or, resuming
+    /// a checkpoint, the N it was taken with (with --group: one per
+    /// task, the tasks being the group's parallel units).
+    #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) parallelism: Option<u16>,
+}
+
+/// The arguments of `eddy serve`.
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) addr: std::net::SocketAddr,
+    /// Jobs' sources read files below this directory only.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub(crate) data_root: PathBuf,
+    /// Jobs' sinks write below this directory only.
+    #[arg(long, value_name = "DIR", default_value = "eddy-output")]
+    pub(crate) output_root: PathBuf,
+    /// Job definitions and checkpoints.
+    #[arg(long, value_name = "DIR", default_value = "eddy-state")]
+    pub(crate) state_dir: PathBuf,
+    /// Require `Authorization: Bearer TOKEN` on every route but /metrics and /healthz.
+    #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// Time between checkpoints of every job.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub(crate) checkpoint_interval: Duration,
+}
+
+/// The arguments of `eddy bench`.
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// Which benchmark: window, hop, join, pipeline (DataFusion's batch
+    /// form of the reference pipeline's stages 10-30; eddy's side is
+    /// `eddy run queries/`), or api (load on a running server).
+    #[arg(value_parser = ["window", "hop", "join", "pipeline", "api"])]
+    pub(crate) name: String,
+    /// eddy or datafusion (window, join).
+    #[arg(long, default_value = "eddy")]
+    pub(crate) engine: String,
+    /// NDJSON input file (window, hop).
+    #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop")]))]
+    pub(crate) input: Option<PathBuf>,
+    /// NDJSON orders file (join, pipeline).
+    #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]
+    pub(crate) orders: Option<PathBuf>,
+    /// NDJSON payments file (join, pipeline).
+    #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]
+    pub(crate) payments: Option<PathBuf>,
+    /// NDJSON device events file (pipeline).
+    #[arg(long, required_if_eq("name", "pipeline"))]
+    pub(crate) devices: Option<PathBuf>,
+    /// Rows per batch (default: each engine's own, eddy 2048,
+    /// DataFusion 8192).
+    #[arg(long)]
+    pub(crate) batch_size: Option<usize>,
+    /// eddy: instances of each keyed operator (default: one per core,
+    /// as `eddy run`).
+    #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) parallelism: Option<u16>,
+    /// Checkpoint into DIR (a fresh directory each run).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// Time between checkpoints.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "state_dir")]
+    pub(crate) checkpoint_interval: Option<Duration>,
+    /// api: concurrent clients.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) clients: usize,
+    /// api: how long to load the server.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) seconds: u64,
+    /// api: the server.
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+}
+
+/// Which server a client command talks to.
+#[derive(Args, Debug)]
+pub(crate) struct ServerArgs {
+    /// The server's URL.
+    #[arg(
+        long = "server",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub(crate) url: String,
+    /// Its token, if it has one.
+    #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+}
+
+impl ServerArgs {
+    pub(crate) fn client(&self) -> Client {
+        Client::new(&self.url, self.token.clone().filter(|t| !t.is_empty()))
+    }
+}
+
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    eddy_engine::time::parse_duration(text)
+}

@@ -1,0 +1,134 @@
+//! `eddy run`: SQL files as one streaming job on this machine, or as a
+//! task of a Kafka consumer group (`--group`).
+//!
+//! In: the command's arguments. Out: the job's run summary on stderr; the
+//! sinks' output where the SQL (or `--output`) puts it.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use eddy_cli::{job, CliError, Result};
+use eddy_connectors::{ConnectorConfig, OutputFormat};
+use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
+use eddy_engine::parallel::{machine_cores, Parallelism};
+use eddy_engine::runtime::{JobConfig, JobHandle};
+
+use crate::args::{Format, RunArgs};
+
+/// Runs the job `args` describe until its sources end or it is stopped.
+pub(crate) fn run(args: RunArgs) -> Result<()> {
+    let RunArgs {
+        paths,
+        set,
+        input,
+        output,
+        format,
+        batch_size,
+        quiet,
+        state_dir,
+        checkpoint_interval,
+        ignore_state,
+        group,
+        session_timeout,
+        parallelism,
+    } = args;
+    if batch_size == 0 {
+        return Err(CliError::Usage("--batch-size must be at least 1".into()));
+    }
+    let checkpoints = match (state_dir, checkpoint_interval) {
+        (None, Some(_)) => {
+            return Err(CliError::Usage(
+                "--checkpoint-interval needs --state-dir".into(),
+            ))
+        }
+        (None, None) => None,
+        (Some(dir), interval) => Some(CheckpointConfig {
+            state_dir: dir,
+            interval: interval.unwrap_or(DEFAULT_INTERVAL),
+            ignore_state,
+        }),
+    };
+    let files = job::load_sql(&paths)?;
+    let params = job::parse_pairs(&set, "--set")?;
+    let config = ConnectorConfig {
+        inputs: job::parse_pairs(&input, "--input")?,
+        output_dir: output,
+        output_format: match format {
+            Format::Ndjson => OutputFormat::Ndjson,
+            Format::Parquet => OutputFormat::Parquet,
+        },
+        batch_size,
+        ..ConnectorConfig::default()
+    };
+    if let (Some(group), Some(checkpoints)) = (group, checkpoints.clone()) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        if let Err(e) = ctrlc::set_handler(move || {
+            eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on");
+            flag.store(true, Ordering::SeqCst);
+        }) {
+            tracing::warn!("cannot handle Ctrl-C: {e}");
+        }
+        let report = eddy_cli::group::run_group(
+            &files,
+            &params,
+            config,
+            &eddy_cli::group::GroupConfig {
+                group,
+                checkpoints,
+                session_timeout,
+                parallelism: chosen_parallelism(parallelism, 1),
+            },
+            stop,
+        )?;
+        if !quiet {
+            for (task, report) in &report.tasks {
+                eprintln!("task-{task}:\n{}", job::summary(report));
+            }
+        }
+        return Ok(());
+    }
+    let handle = job::start(
+        &files,
+        &params,
+        config,
+        &JobConfig {
+            checkpoints,
+            parallelism: chosen_parallelism(parallelism, machine_cores()),
+        },
+    )?;
+    stop_on_signals(&handle);
+    let report = handle.wait()?;
+    if !quiet || report.already_finished.is_some() {
+        eprintln!("{}", job::summary(&report));
+    }
+    Ok(())
+}
+
+/// Ctrl-C (or SIGTERM) once stops the job gracefully: a final checkpoint,
+/// sinks committed. A second Ctrl-C cancels it.
+pub(crate) fn stop_on_signals(handle: &JobHandle) {
+    static SIGNALS: AtomicU32 = AtomicU32::new(0);
+    let handle = handle.clone();
+    let installed = ctrlc::set_handler(move || {
+        if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
+            eprintln!("stopping: committing output (and taking a final checkpoint with --state-dir); interrupt again to cancel");
+            handle.stop();
+        } else {
+            eprintln!("cancelling");
+            handle.cancel();
+        }
+    });
+    if let Err(e) = installed {
+        tracing::warn!("cannot handle Ctrl-C: {e}");
+    }
+}
+
+/// `--parallelism N` when given (or `EDDY_PARALLELISM`), else the
+/// checkpoint's N when resuming and `fresh` instances when not.
+pub(crate) fn chosen_parallelism(given: Option<u16>, fresh: usize) -> Parallelism {
+    match given {
+        Some(n) => Parallelism::Fixed(n.into()),
+        None => Parallelism::Resumed { fresh },
+    }
+}

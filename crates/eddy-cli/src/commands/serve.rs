@@ -1,0 +1,65 @@
+//! `eddy serve`: the job server (HTTP API and web console) until Ctrl-C or
+//! SIGTERM, which stops every job with a final checkpoint.
+//!
+//! In: the command's arguments. Out: the address it serves on (stderr).
+
+use eddy_cli::{CliError, Result};
+
+use crate::args::ServeArgs;
+
+/// Serves until a signal.
+pub(crate) fn serve(args: ServeArgs) -> Result<()> {
+    let ServeArgs {
+        addr,
+        data_root,
+        output_root,
+        state_dir,
+        token,
+        checkpoint_interval,
+    } = args;
+    for dir in [&output_root, &state_dir] {
+        std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    }
+    if !data_root.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--data-root {}: no such directory",
+            data_root.display()
+        )));
+    }
+    let config = eddy_server::ServerConfig {
+        addr,
+        token: token.filter(|t| !t.is_empty()),
+        checkpoint_interval,
+        ..eddy_server::ServerConfig::new(data_root, output_root, state_dir)
+    };
+    let (data, output, state) = (
+        config.data_root.display().to_string(),
+        config.output_root.display().to_string(),
+        config.state_dir.display().to_string(),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| CliError::Io {
+            path: "tokio runtime".into(),
+            source,
+        })?;
+    // Ctrl-C or SIGTERM: stop serving, stop every job with a final
+    // checkpoint (the next start resumes them), exit.
+    let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = signalled.clone();
+    if let Err(e) = ctrlc::set_handler(move || {
+        eprintln!("shutting down: stopping jobs with a final checkpoint");
+        notify.notify_one();
+    }) {
+        tracing::warn!("cannot handle Ctrl-C: {e}");
+    }
+    let shutdown = async move { signalled.notified().await };
+    runtime.block_on(eddy_server::serve(config, |bound| {
+        eprintln!("eddy serving on http://{bound} (data root {data}, output root {output}, state in {state})");
+    }, shutdown))?;
+    Ok(())
+}
