@@ -3,8 +3,11 @@
 //! its key valid at its event time: the versioned row with the latest event
 //! time at or before it (as in Flink).
 //!
-//! In: probe rows (input 0) and versions (input 1), both append-only with
-//! event time. Out: append-only joined rows (probe columns, version
+//! In: probe rows (input 0, append-only) and versions (input 1), both with
+//! event time. The versioned side is append-only (each row a new version
+//! of its key from its time) or a changelog, a change feed's: `+I`/`+U` a
+//! version from its time, `-D` the key deleted from its time (a probe row
+//! after it meets no version), `-U` nothing (its `+U` follows). Out: append-only joined rows (probe columns, version
 //! columns), each once the watermark (the least over both inputs) has
 //! reached its probe time, when no version that could still be valid for
 //! it can come; a LEFT join pads a probe row without a version with NULLs.
@@ -75,6 +78,7 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
@@ -152,9 +156,9 @@ impl OperatorPlan for TemporalJoinPlan {
     }
 }
 
-/// One key's versions: event time -> encoded row (a later row of the same
-/// time replaces an earlier one).
-type Versions = BTreeMap<i64, Box<[u8]>>;
+/// One key's versions: event time -> encoded row, or `None` where the key
+/// was deleted (a later change of the same time replaces an earlier one).
+type Versions = BTreeMap<i64, Option<Box<[u8]>>>;
 
 struct TemporalJoin {
     plan: TemporalJoinPlan,
@@ -220,7 +224,7 @@ impl TemporalJoin {
                     .get(k)?
                     .range(..=t)
                     .next_back()
-                    .map(|(_, row)| row.as_ref())
+                    .and_then(|(_, row)| row.as_deref())
             });
             match version {
                 Some(row) => {
@@ -299,15 +303,22 @@ impl TemporalJoin {
     fn forget(&mut self, watermark: Timestamp) {
         let mut dropped = 0;
         for versions in self.versions.values_mut() {
-            let Some((&current, _)) = versions.range(..=watermark).next_back() else {
+            let Some((&current, row)) = versions.range(..=watermark).next_back() else {
                 continue;
             };
-            let older: Vec<i64> = versions.range(..current).map(|(&t, _)| t).collect();
+            // A deletion valid now means what no version means: it goes too.
+            let deleted = row.is_none();
+            let older: Vec<i64> = versions
+                .range(..=current)
+                .map(|(&t, _)| t)
+                .filter(|&t| t < current || deleted)
+                .collect();
             dropped += older.len();
             for t in older {
                 versions.remove(&t);
             }
         }
+        self.versions.retain(|_, versions| !versions.is_empty());
         self.held_versions -= dropped;
     }
 }
@@ -326,6 +337,8 @@ impl Operator for TemporalJoin {
             self.pending.push(batch);
             return Ok(());
         }
+        let kinds = changelog::row_kinds(&batch).cloned();
+        let batch = changelog::data_columns(&batch)?;
         let keys = self.key_rows(&self.plan.right_keys.clone(), &batch)?;
         let times = to_epoch_millis(batch.column(self.plan.right_time))?;
         let rows = self.rows.convert_columns(batch.columns())?;
@@ -333,11 +346,13 @@ impl Operator for TemporalJoin {
             let (Some(key), false) = (key, times.is_null(r)) else {
                 continue; // a NULL key or time is no version of anything
             };
+            let row = match kinds.as_ref().and_then(|k| RowKind::of(k.value(r))) {
+                Some(RowKind::UpdateBefore) => continue, // its +U follows
+                Some(RowKind::Delete) => None,
+                _ => Some(rows.row(r).as_ref().into()),
+            };
             let versions = self.versions.entry(key).or_default();
-            if versions
-                .insert(times.value(r), rows.row(r).as_ref().into())
-                .is_none()
-            {
+            if versions.insert(times.value(r), row).is_none() {
                 self.held_versions += 1;
             }
         }
@@ -374,7 +389,12 @@ impl Operator for TemporalJoin {
             + self
                 .versions
                 .iter()
-                .map(|(k, v)| k.len() + v.values().map(|r| r.len() + 32).sum::<usize>())
+                .map(|(k, v)| {
+                    k.len()
+                        + v.values()
+                            .map(|r| r.as_ref().map_or(0, |r| r.len()) + 32)
+                            .sum::<usize>()
+                })
                 .sum::<usize>()
     }
 
@@ -387,12 +407,12 @@ impl Operator for TemporalJoin {
         snapshot.push_table("probes", waiting);
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times = Vec::new();
-        let mut rows: Vec<&[u8]> = Vec::new();
+        let mut rows: Vec<Option<&[u8]>> = Vec::new();
         for (key, versions) in &self.versions {
             for (&t, row) in versions {
                 keys.push(key);
                 times.push(t);
-                rows.push(row);
+                rows.push(row.as_deref());
             }
         }
         snapshot.push_table(
@@ -401,7 +421,7 @@ impl Operator for TemporalJoin {
                 Arc::new(Schema::new(vec![
                     Field::new("key", DataType::Binary, false),
                     Field::new("time", DataType::Int64, false),
-                    Field::new("row", DataType::Binary, false),
+                    Field::new("row", DataType::Binary, true),
                 ])),
                 vec![
                     Arc::new(BinaryArray::from(keys)),
@@ -442,7 +462,10 @@ impl Operator for TemporalJoin {
             self.versions
                 .entry(keys.value(r).into())
                 .or_default()
-                .insert(times.value(r), rows.value(r).into());
+                .insert(
+                    times.value(r),
+                    rows.is_valid(r).then(|| rows.value(r).into()),
+                );
         }
         Ok(())
     }
@@ -537,5 +560,50 @@ mod tests {
         }
         // The watermark at 45 leaves a's current version (35) and b's (30).
         assert_eq!(restored.state_rows(), 2);
+    }
+
+    #[test]
+    fn a_change_feed_versions_from_inserts_and_updates_and_deletes_end_them() {
+        let mut op = plan(true).create().unwrap();
+        let mut out = Collector::default();
+        let (i, ub, ua, d) = (0, 1, 2, 3);
+        op.on_batch(
+            1,
+            kv_rows(
+                &[Some("a"), Some("a"), Some("a"), Some("a")],
+                &[10, 20, 25, 25],
+                Some(&[i, d, ub, ua]),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        op.on_batch(
+            0,
+            kv_rows(&[Some("a"), Some("a"), Some("a")], &[15, 22, 27], None),
+            &mut out,
+        )
+        .unwrap();
+        op.on_watermark(30, &mut out).unwrap();
+        assert_eq!(
+            pairs(&mut out),
+            ["a 15 a 10", "a 22 NULL NULL", "a 27 a 25"],
+            "deleted at 20, back at 25"
+        );
+        assert_eq!(
+            op.state_rows(),
+            1,
+            "only the version at 25 can still be met"
+        );
+        op.on_batch(1, kv_rows(&[Some("a")], &[35], Some(&[d])), &mut out)
+            .unwrap();
+        let mut restored = plan(true).create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, kv_rows(&[Some("a")], &[36], None), &mut out)
+                .unwrap();
+            op.on_watermark(40, &mut out).unwrap();
+            assert_eq!(pairs(&mut out), ["a 36 NULL NULL"]);
+            assert_eq!(op.state_rows(), 0, "a deleted key holds nothing");
+        }
     }
 }
