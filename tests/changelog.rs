@@ -833,3 +833,122 @@ fn deduplication_on_arrival_keeps_the_first_or_the_last_row_of_each_key() {
     let err = err.to_string();
     assert!(err.contains("ranking by arrival"), "{err}");
 }
+
+/// A Debezium feed of rates for c00..c12: creates, updates and deletes at
+/// increasing commit times (`source.ts_ms`) over 0..700 ms, and per key
+/// the history it describes: (time, rate, or None once deleted).
+fn rate_feed(seed: u64, events: usize) -> (String, BTreeMap<String, Vec<(i64, Option<i64>)>>) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut held: BTreeMap<String, i64> = BTreeMap::new();
+    let mut history: BTreeMap<String, Vec<(i64, Option<i64>)>> = BTreeMap::new();
+    let mut feed = String::new();
+    let mut t = 0i64;
+    for _ in 0..events {
+        t += rng.random_range(1..=9);
+        let k = format!("c{:02}", rng.random_range(0..13));
+        let rate = rng.random_range(1..100);
+        let image = |rate: i64| format!("{{\"k\":\"{k}\",\"rate\":{rate}}}");
+        let meta = format!(
+            "\"source\":{{\"ts_ms\":{t},\"db\":\"fx\"}},\"ts_ms\":{}",
+            t + 3
+        );
+        let line = match held.get(&k).copied() {
+            None => {
+                held.insert(k.clone(), rate);
+                history.entry(k.clone()).or_default().push((t, Some(rate)));
+                format!(
+                    "{{\"before\":null,\"after\":{},\"op\":\"c\",{meta}}}",
+                    image(rate)
+                )
+            }
+            Some(_) if rng.random_range(0..5) == 0 => {
+                held.remove(&k);
+                history.entry(k.clone()).or_default().push((t, None));
+                // The old row as PostgreSQL logs it by default: the key.
+                format!("{{\"before\":{{\"k\":\"{k}\"}},\"after\":null,\"op\":\"d\",{meta}}}")
+            }
+            Some(old) => {
+                held.insert(k.clone(), rate);
+                history.entry(k.clone()).or_default().push((t, Some(rate)));
+                format!(
+                    "{{\"before\":{},\"after\":{},\"op\":\"u\",{meta}}}",
+                    image(old),
+                    image(rate)
+                )
+            }
+        };
+        feed.push_str(&line);
+        feed.push('\n');
+    }
+    (feed, history)
+}
+
+#[test]
+fn a_temporal_join_against_a_change_feed_meets_the_version_valid_at_each_rows_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let orders_path = dir.path().join("orders.ndjson");
+    let rates_path = dir.path().join("rates.ndjson");
+    let orders = random_input(8, 700);
+    std::fs::write(&orders_path, &orders).expect("write orders");
+    let (feed, history) = rate_feed(8, 160);
+    std::fs::write(&rates_path, feed).expect("write rates");
+    // Each order with the rate its key had at its time (none before the
+    // key's first version or while it is deleted), worked out here.
+    let mut expected: Vec<Value> = orders
+        .lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).expect("json");
+            let k = row["k"].as_str().expect("k");
+            let ts = row["ts"].as_i64().expect("ts");
+            let rate = history
+                .get(k)
+                .and_then(|h| h.iter().rev().find(|(t, _)| *t <= ts))
+                .and_then(|(_, rate)| *rate);
+            serde_json::json!({"k": k, "n": row["n"], "ts": ts, "rate": rate})
+        })
+        .collect();
+    expected.sort_by_key(common::row_key);
+    let deleted = expected.iter().filter(|r| r["rate"].is_null()).count();
+    assert!(
+        deleted > 20 && deleted < 600,
+        "{deleted} orders meet no rate"
+    );
+    let sources = "CREATE TABLE orders (
+      k VARCHAR, v DOUBLE, n BIGINT, ts BIGINT,
+      event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+      WATERMARK FOR event_time AS event_time - INTERVAL '0.005' SECOND
+    ) WITH (connector = 'file', path = 'bound-by---input');
+    CREATE TABLE rates (
+      k VARCHAR NOT NULL, rate BIGINT,
+      changed TIMESTAMP(3) METADATA FROM 'value.source.timestamp' VIRTUAL,
+      WATERMARK FOR changed AS changed - INTERVAL '0.005' SECOND,
+      PRIMARY KEY (k) NOT ENFORCED
+    ) WITH (connector = 'file', path = 'bound-by---input', format = 'debezium-json');";
+    let query = "SELECT o.k, o.n, o.ts, r.rate FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.event_time AS r ON o.k = r.k";
+    for (batch_size, parallelism) in SWEEP {
+        let what = format!("batch {batch_size}, parallelism {parallelism}");
+        let file = SqlFile {
+            name: "<temporal feed>".into(),
+            text: format!("{sources}\n{query};"),
+        };
+        let inputs = BTreeMap::from([
+            ("orders".to_string(), orders_path.display().to_string()),
+            ("rates".to_string(), rates_path.display().to_string()),
+        ]);
+        let captured = common::run_captured_in_parallel(
+            &[file],
+            &BTreeMap::new(),
+            inputs,
+            batch_size,
+            parallelism,
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            !common::is_changelog(&captured.lines),
+            "{what}: a temporal join's output is append-only"
+        );
+        let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
+        actual.sort_by_key(common::row_key);
+        common::assert_same_rows(&actual, &expected, &what);
+    }
+}

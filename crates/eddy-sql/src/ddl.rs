@@ -69,12 +69,24 @@ fn option_value(expr: &SqlExpr) -> Option<String> {
     }
 }
 
+/// The metadata keys of a Debezium feed (Flink's names), with what each is.
+const DEBEZIUM_METADATA: [(&str, &str); 4] = [
+    (
+        "value.source.timestamp",
+        "when the database made the change: source.ts_ms",
+    ),
+    ("source.timestamp", "the same"),
+    ("value.ingestion-timestamp", "when Debezium read it: ts_ms"),
+    ("ingestion-timestamp", "the same"),
+];
+
 /// Builds a [`TableDef`] from a parsed `CREATE TABLE`.
 pub fn table_def(
     ctx: &SessionContext,
     state: &SessionState,
     create: &CreateTable,
     watermark: Option<&WatermarkClause>,
+    metadata_columns: &[(String, String)],
     position: &Position,
 ) -> Result<TableDef> {
     let name = create.name.to_string().to_lowercase();
@@ -174,6 +186,34 @@ pub fn table_def(
         all_defs.push(plain);
         generated.push(generation.map(|expr| (expr, inferred)));
     }
+    // Metadata columns: only a Debezium envelope has them (so far).
+    for (column, key) in metadata_columns {
+        let debezium = options
+            .get("format")
+            .is_some_and(|f| f.trim().eq_ignore_ascii_case("debezium-json"));
+        if !debezium {
+            return Err(SqlError::at(
+                position,
+                format!("column '{column}' is read from the record's metadata ('{key}'), which only a Debezium change feed (format = 'debezium-json') has"),
+            ));
+        }
+        if !DEBEZIUM_METADATA
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(key))
+        {
+            return Err(SqlError::at(
+                position,
+                format!(
+                    "column '{column}': '{key}' is not a Debezium metadata key; known: {}",
+                    DEBEZIUM_METADATA
+                        .iter()
+                        .map(|(k, what)| format!("'{k}' ({what})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
     let plan_error =
         |e: datafusion::error::DataFusionError| SqlError::at(position, e.strip_backtrace());
     let mark_json = |schema: datafusion::arrow::datatypes::Schema| {
@@ -181,7 +221,18 @@ pub fn table_def(
             .fields()
             .iter()
             .map(|f| {
-                let f = f.as_ref().clone();
+                let mut f = f.as_ref().clone();
+                if let Some((_, key)) = metadata_columns
+                    .iter()
+                    .find(|(c, _)| c.eq_ignore_ascii_case(f.name()))
+                {
+                    let mut metadata = f.metadata().clone();
+                    metadata.insert(
+                        eddy_engine::source::METADATA_COLUMN_KEY.to_string(),
+                        key.to_ascii_lowercase(),
+                    );
+                    f = f.with_metadata(metadata);
+                }
                 if json_columns
                     .iter()
                     .any(|c| c.eq_ignore_ascii_case(f.name()))

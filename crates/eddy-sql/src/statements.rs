@@ -46,6 +46,9 @@ pub struct ParsedStatement {
     pub words: Words,
     /// Its `FOR SYSTEM_TIME AS OF` clauses (cut out of the statement).
     pub temporal_joins: Vec<crate::temporal_joins::TemporalJoin>,
+    /// A CREATE TABLE's metadata columns, `col TYPE METADATA FROM 'key'
+    /// [VIRTUAL]` (cut out of the column list): column and key.
+    pub metadata_columns: Vec<(String, String)>,
 }
 
 /// The words of a statement, upper case, with their positions, in order.
@@ -188,6 +191,7 @@ fn parse_one(
         return Ok(None);
     }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
+    let (tokens, metadata_columns) = cut_metadata_columns(tokens);
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens)
@@ -209,7 +213,81 @@ fn parse_one(
         watermark,
         words,
         temporal_joins,
+        metadata_columns,
     }))
+}
+
+/// Flink's metadata columns, `CREATE TABLE t (..., ts TIMESTAMP(3) METADATA
+/// FROM 'value.source.timestamp' VIRTUAL, ...)`: `METADATA FROM '<key>'`
+/// (and `VIRTUAL`) are cut out, leaving an ordinary column, and the column
+/// and key recorded (see `ddl`, which says which keys a format has).
+fn cut_metadata_columns(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<(String, String)>) {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    let word = |i: usize, text: &str| matches!(&tokens[i].token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(text));
+    let mut found = Vec::new();
+    let mut depth = 0i32;
+    let mut item_name: Option<String> = None;
+    let mut item_start = true;
+    for (k, &i) in significant.iter().enumerate() {
+        match &tokens[i].token {
+            Token::LParen => {
+                depth += 1;
+                if depth == 1 {
+                    item_start = true;
+                }
+                continue;
+            }
+            Token::RParen => {
+                depth -= 1;
+                continue;
+            }
+            Token::Comma if depth == 1 => {
+                item_start = true;
+                continue;
+            }
+            Token::Word(w) if depth == 1 && item_start => {
+                item_name = Some(w.value.to_lowercase());
+                item_start = false;
+                continue;
+            }
+            _ => {}
+        }
+        item_start = false;
+        if depth != 1 || !word(i, "metadata") {
+            continue;
+        }
+        let (Some(&from), Some(&key)) = (significant.get(k + 1), significant.get(k + 2)) else {
+            continue;
+        };
+        let Token::SingleQuotedString(text) = &tokens[key].token else {
+            continue;
+        };
+        if !word(from, "from") {
+            continue;
+        }
+        let end = match significant.get(k + 3) {
+            Some(&v) if word(v, "virtual") => v,
+            _ => key,
+        };
+        if let Some(name) = &item_name {
+            found.push((i, end, name.clone(), text.clone()));
+        }
+    }
+    if found.is_empty() {
+        return (tokens, Vec::new());
+    }
+    let mut rest = Vec::with_capacity(tokens.len());
+    let mut next = 0;
+    let mut columns = Vec::new();
+    for (start, end, name, key) in found {
+        rest.extend_from_slice(&tokens[next..start]);
+        next = end + 1;
+        columns.push((name, key));
+    }
+    rest.extend_from_slice(&tokens[next..]);
+    (rest, columns)
 }
 
 /// Flink's computed columns, `CREATE TABLE t (..., ts AS expr, ...)`:

@@ -15,8 +15,9 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::new_null_array;
 use datafusion::arrow::array::{Array, ArrayRef, Int8Array, StringArray, StructArray};
-use datafusion::arrow::compute::{cast, interleave};
+use datafusion::arrow::compute::{cast, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::changelog::RowKind;
@@ -28,6 +29,17 @@ use crate::error::Result;
 /// The `format` option value of a Debezium change feed.
 pub const FORMAT: &str = "debezium-json";
 
+/// Where an output column comes from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// Column `i` of the before/after images.
+    Image(usize),
+    /// The envelope's `ts_ms` (when Debezium read the change).
+    IngestionTime,
+    /// The envelope's `source.ts_ms` (when the database made it).
+    SourceTime,
+}
+
 /// Turns decoded Debezium envelopes into changelog rows.
 #[derive(Debug, Clone)]
 pub struct DebeziumEnvelope {
@@ -35,23 +47,56 @@ pub struct DebeziumEnvelope {
     output: SchemaRef,
     /// What lines are decoded into.
     envelope: SchemaRef,
+    /// Per output column (the row kind aside), where it comes from.
+    sources: Vec<Source>,
 }
 
 impl DebeziumEnvelope {
     /// Envelopes of rows of `output` (the table's columns, then the
-    /// row-kind field).
+    /// row-kind field). A column marked as a metadata column
+    /// (`eddy_engine::source::METADATA_COLUMN_KEY`) is read from the
+    /// envelope: `value.ingestion-timestamp` its `ts_ms`,
+    /// `value.source.timestamp` its `source.ts_ms`.
     pub fn new(output: SchemaRef) -> Self {
         let width = output.fields().len().saturating_sub(1);
-        let image: Fields = output.fields()[..width]
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        let envelope = Arc::new(Schema::new(vec![
+        let mut image = Vec::new();
+        let mut sources = Vec::with_capacity(width);
+        for field in &output.fields()[..width] {
+            sources.push(match eddy_engine::source::metadata_key(field) {
+                Some(key) if key.ends_with("ingestion-timestamp") => Source::IngestionTime,
+                Some(_) => Source::SourceTime,
+                None => {
+                    image.push(field.as_ref().clone().with_nullable(true));
+                    Source::Image(image.len() - 1)
+                }
+            });
+        }
+        let image = Fields::from(image);
+        let mut fields = vec![
             Field::new("before", DataType::Struct(image.clone()), true),
             Field::new("after", DataType::Struct(image), true),
             Field::new("op", DataType::Utf8, true),
-        ]));
-        Self { output, envelope }
+        ];
+        if sources.iter().any(|s| matches!(s, Source::IngestionTime)) {
+            fields.push(Field::new("ts_ms", DataType::Int64, true));
+        }
+        if sources.iter().any(|s| matches!(s, Source::SourceTime)) {
+            fields.push(Field::new(
+                "source",
+                DataType::Struct(Fields::from(vec![Field::new(
+                    "ts_ms",
+                    DataType::Int64,
+                    true,
+                )])),
+                true,
+            ));
+        }
+        let envelope = Arc::new(Schema::new(fields));
+        Self {
+            output,
+            envelope,
+            sources,
+        }
     }
 
     /// The schema lines are decoded into.
@@ -80,14 +125,19 @@ impl DebeziumEnvelope {
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(envelopes.num_rows());
         let mut kinds: Vec<i8> = Vec::with_capacity(envelopes.num_rows());
         let mut rows: Vec<usize> = Vec::with_capacity(envelopes.num_rows());
-        let not_null: Vec<usize> = (0..width)
+        // (image column, output column) of the NOT NULL columns.
+        let not_null: Vec<(usize, usize)> = (0..width)
             .filter(|&c| !self.output.field(c).is_nullable())
+            .filter_map(|c| match self.sources[c] {
+                Source::Image(i) => Some((i, c)),
+                _ => None,
+            })
             .collect();
         let null_column = |image: &StructArray, r: usize| {
             not_null
                 .iter()
-                .find(|&&c| image.column(c).is_null(r))
-                .map(|&c| self.output.field(c).name().clone())
+                .find(|&&(i, _)| image.column(i).is_null(r))
+                .map(|&(_, c)| self.output.field(c).name().clone())
         };
         for r in 0..envelopes.num_rows() {
             let op_value = (!op.is_null(r)).then(|| op.value(r));
@@ -146,9 +196,44 @@ impl DebeziumEnvelope {
             return Ok((None, origins.select(&[])));
         }
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(width + 1);
+        let envelope_rows =
+            datafusion::arrow::array::UInt32Array::from_iter_values(rows.iter().map(|&r| r as u32));
         for c in 0..width {
-            let sources: [&dyn Array; 2] = [before.column(c).as_ref(), after.column(c).as_ref()];
-            let values = interleave(&sources, &picks)?;
+            let values = match self.sources[c] {
+                Source::Image(i) => {
+                    let sources: [&dyn Array; 2] =
+                        [before.column(i).as_ref(), after.column(i).as_ref()];
+                    interleave(&sources, &picks)?
+                }
+                Source::IngestionTime => {
+                    let ts = envelopes
+                        .column_by_name("ts_ms")
+                        .cloned()
+                        .unwrap_or_else(|| new_null_array(&DataType::Int64, envelopes.num_rows()));
+                    take(ts.as_ref(), &envelope_rows, None)?
+                }
+                Source::SourceTime => {
+                    // `source.ts_ms`, NULL where `source` is.
+                    let source = envelopes
+                        .column_by_name("source")
+                        .and_then(|s| s.as_any().downcast_ref::<StructArray>());
+                    let ts = source.and_then(|s| {
+                        s.column_by_name("ts_ms")?
+                            .as_any()
+                            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                            .map(|ts| (s, ts))
+                    });
+                    let values: datafusion::arrow::array::Int64Array = rows
+                        .iter()
+                        .map(|&r| {
+                            ts.and_then(|(s, ts)| {
+                                (s.is_valid(r) && ts.is_valid(r)).then(|| ts.value(r))
+                            })
+                        })
+                        .collect();
+                    Arc::new(values) as ArrayRef
+                }
+            };
             let field = self.output.field(c);
             columns.push(if values.data_type() == field.data_type() {
                 values

@@ -21,7 +21,10 @@
 //! changelog consistent whatever the database logged: a delete whose
 //! `before` holds only the key (PostgreSQL's default replica identity),
 //! or a `before` that lags a missed event, still takes out exactly the row
-//! downstream operators hold.
+//! downstream operators hold. Metadata columns (`METADATA FROM
+//! 'value.source.timestamp'`) are the exception: they hold the value of
+//! the change that made each row, on `-U` and `-D` rows too (as in Flink),
+//! so a delete carries when it happened.
 //!
 //! State: key and row, both Arrow row-encoded; checkpointed as one table
 //! with the source's position, so a resumed source checks exactly as the
@@ -60,6 +63,9 @@ pub struct Applied {
 pub struct FeedTable {
     schema: SchemaRef,
     key_columns: Vec<usize>,
+    /// Columns read from the change's metadata: taken from the change on
+    /// every row it makes.
+    metadata_columns: Vec<bool>,
     keys: RowConverter,
     rows: RowConverter,
     held: HashMap<Box<[u8]>, Box<[u8]>>,
@@ -83,9 +89,13 @@ impl FeedTable {
         let sort = |i: usize| SortField::new(schema.field(i).data_type().clone());
         let keys = RowConverter::new(key_columns.iter().map(|&i| sort(i)).collect())?;
         let rows = RowConverter::new((0..width).map(sort).collect())?;
+        let metadata_columns = (0..width)
+            .map(|c| crate::source::metadata_key(schema.field(c)).is_some())
+            .collect();
         Ok(Self {
             schema,
             key_columns,
+            metadata_columns,
             keys,
             rows,
             held: HashMap::new(),
@@ -154,7 +164,7 @@ impl FeedTable {
             .collect();
         let keys = self.keys.convert_columns(&key_columns)?;
         let rows = self.rows.convert_columns(data.columns())?;
-        let mut out: Vec<(From, RowKind)> = Vec::with_capacity(n);
+        let mut out: Vec<(From, RowKind, usize)> = Vec::with_capacity(n);
         let mut taken: Vec<Box<[u8]>> = Vec::new();
         let mut bad = Vec::new();
         let mut r = 0;
@@ -164,12 +174,12 @@ impl FeedTable {
             match RowKind::of(kinds.value(r)) {
                 Some(RowKind::Insert) | Some(RowKind::UpdateAfter) => {
                     match self.held.get(key.data()) {
-                        None => out.push((From::Batch(r), RowKind::Insert)),
+                        None => out.push((From::Batch(r), RowKind::Insert, r)),
                         Some(held) if held.as_ref() == row.data() => {} // a replay
                         Some(held) => {
                             taken.push(held.clone());
-                            out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore));
-                            out.push((From::Batch(r), RowKind::UpdateAfter));
+                            out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, r));
+                            out.push((From::Batch(r), RowKind::UpdateAfter, r));
                         }
                     }
                     self.insert(key.data(), row.data());
@@ -206,8 +216,8 @@ impl FeedTable {
                     } else if let Some(old) = self.remove(key.data()) {
                         if old.as_ref() != rows.row(a).data() || new_key != key {
                             taken.push(old);
-                            out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore));
-                            out.push((From::Batch(a), RowKind::UpdateAfter));
+                            out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, a));
+                            out.push((From::Batch(a), RowKind::UpdateAfter, a));
                         }
                         self.insert(new_key.data(), rows.row(a).data());
                     }
@@ -217,7 +227,7 @@ impl FeedTable {
                     match self.remove(key.data()) {
                         Some(old) => {
                             taken.push(old);
-                            out.push((From::Held(taken.len() - 1), RowKind::Delete));
+                            out.push((From::Held(taken.len() - 1), RowKind::Delete, r));
                         }
                         None => bad.push((
                             r,
@@ -246,7 +256,7 @@ impl FeedTable {
         &self,
         data: &RecordBatch,
         taken: &[Box<[u8]>],
-        out: &[(From, RowKind)],
+        out: &[(From, RowKind, usize)],
     ) -> Result<RecordBatch> {
         let parser = self.rows.parser();
         let held = self
@@ -254,18 +264,24 @@ impl FeedTable {
             .convert_rows(taken.iter().map(|row| parser.parse(row)))?;
         let picks: Vec<(usize, usize)> = out
             .iter()
-            .map(|(from, _)| match *from {
+            .map(|(from, _, _)| match *from {
                 From::Batch(r) => (0, r),
                 From::Held(i) => (1, i),
             })
             .collect();
+        let changes: Vec<(usize, usize)> = out.iter().map(|&(_, _, r)| (0, r)).collect();
         let mut columns = Vec::with_capacity(self.schema.fields().len());
         for (c, own) in data.columns().iter().enumerate() {
             let sources: [&dyn Array; 2] = [own.as_ref(), held[c].as_ref()];
-            columns.push(interleave(&sources, &picks)?);
+            let picks = if self.metadata_columns[c] {
+                &changes
+            } else {
+                &picks
+            };
+            columns.push(interleave(&sources, picks)?);
         }
         columns.push(Arc::new(Int8Array::from_iter_values(
-            out.iter().map(|(_, kind)| kind.byte()),
+            out.iter().map(|(_, kind, _)| kind.byte()),
         )) as ArrayRef);
         Ok(RecordBatch::try_new_with_options(
             self.schema.clone(),

@@ -93,6 +93,20 @@ impl SourceLayout {
 /// written, a string as itself, a number as its digits).
 pub const JSON_COLUMN_KEY: &str = "eddy.json";
 
+/// Field metadata key marking a metadata column (`col TIMESTAMP(3) METADATA
+/// FROM 'value.source.timestamp'`): its value is the key's, which the
+/// connector reads from the record around the row (a Debezium envelope's
+/// `ts_ms`, `source.ts_ms`) rather than from the row.
+pub const METADATA_COLUMN_KEY: &str = "eddy.metadata_from";
+
+/// The metadata key `field` is read from, if it is a metadata column.
+pub fn metadata_key(field: &datafusion::arrow::datatypes::Field) -> Option<&str> {
+    field
+        .metadata()
+        .get(METADATA_COLUMN_KEY)
+        .map(String::as_str)
+}
+
 /// Whether `field` was declared `JSON`.
 pub fn is_json_column(field: &datafusion::arrow::datatypes::Field) -> bool {
     field.metadata().contains_key(JSON_COLUMN_KEY)

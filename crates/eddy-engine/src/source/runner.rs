@@ -282,8 +282,8 @@ impl SourceRunner {
     ) -> Result<SourceOutput> {
         let (full, kept) = self.compute_columns(raw, origins, ctx)?;
         let original = |row: usize| kept.as_ref().map_or(row, |k| k[row]);
-        // A Debezium feed's changes, checked against its table. (A feed
-        // declares no event time, so the rows judged below never are.)
+        // A Debezium feed's changes, checked against its table (its rows
+        // are never judged late below, so `original` still maps them).
         let full = match self.feed_table()? {
             Some(feed) => {
                 let applied = feed.apply(&full)?;
@@ -317,6 +317,18 @@ impl SourceRunner {
         clock.last_input = now;
         let times = to_epoch_millis(full.column(spec.column))?;
         let judged = clock.tracker.judge_above(&times, floor);
+        if crate::changelog::is_updating(&self.layout.output_schema) {
+            // A change feed's rows all go on: dropping a late or untimed
+            // change would leave its old row behind downstream. Its
+            // watermark only says how far its event time has come.
+            let watermark = self.tick();
+            return Ok(SourceOutput {
+                on_time: Some(full),
+                late: None,
+                watermark,
+                late_watermark: None,
+            });
+        }
         let time_column = self.layout.output_schema.field(spec.column).name();
         for &row in &judged.null_time_rows {
             let mut bad = origin_of(raw, origins, original(row), ctx.table());

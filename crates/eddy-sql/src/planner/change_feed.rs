@@ -12,8 +12,11 @@
 //! planner puts a `changelog_normalize` step keyed by the primary key
 //! behind its source. Other tables are read as they are.
 //!
-//! A change feed declares no WATERMARK: its changes are applied in arrival
-//! order (a late `-U` cannot be dropped without leaving its old row behind).
+//! A change feed's changes apply in arrival order. A Debezium feed may
+//! declare a WATERMARK (its event time, best the change's own time: a
+//! `METADATA FROM 'value.source.timestamp'` column): then it can be the
+//! versioned side of a temporal join. Its rows are never dropped as late (a
+//! late `-U` dropped would leave its old row behind).
 
 use eddy_engine::changelog;
 use eddy_engine::source::{SourceColumn, SourceLayout};
@@ -68,11 +71,11 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ));
         }
     }
-    if def.layout.event_time.is_some() {
+    if upsert && def.layout.event_time.is_some() {
         return Err(SqlError::at(
             &def.position,
             format!(
-                "table '{}' is a change feed (format '{DEBEZIUM_JSON}'): its changes apply in arrival order, and a WATERMARK on it is not supported yet; leave the WATERMARK out",
+                "table '{}' reads an upsert topic (format '{UPSERT_JSON}'): a WATERMARK on it is not supported yet; leave the WATERMARK out",
                 def.name
             ),
         ));

@@ -317,6 +317,7 @@ impl Compiler {
                     &state,
                     &create,
                     parsed.watermark.as_ref(),
+                    &parsed.metadata_columns,
                     &position,
                 )?;
                 self.register(&def.name, def.schema(), &position)?;

@@ -2,9 +2,10 @@
 //! OF probe.t ON ...`, see `crate::temporal_joins`) into a `temporal_join`.
 //!
 //! In: the join, the clause. Out: an append-only stream of the probe's and
-//! the version's columns, keeping the probe's event time. Both inputs must
-//! be append-only with event time, the `AS OF` column the probe's event
-//! time; the versioned side's event time is when each version starts.
+//! the version's columns, keeping the probe's event time. Both inputs need
+//! event time, the `AS OF` column the probe's; the probe is append-only,
+//! the versioned side append-only or a changelog (a change feed with a
+//! WATERMARK); its event time is when each version (or deletion) starts.
 
 use std::sync::Arc;
 
@@ -41,11 +42,9 @@ impl Compiler {
         };
         let mut left = self.plan_stream(&join.left, position)?;
         let mut right = self.plan_stream(&join.right, position)?;
-        for (side, stream) in [("probe", &left), ("versioned", &right)] {
-            stream
-                .append_only(&format!("the {side} side of a temporal join"))
-                .map_err(|m| SqlError::at(&at, m))?;
-        }
+        // The versioned side may be a change feed's changelog.
+        left.append_only("the probe side of a temporal join")
+            .map_err(|m| SqlError::at(&at, m))?;
         let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
             let (side, stream) = if left.time.is_none() {
                 ("probe", &left)
