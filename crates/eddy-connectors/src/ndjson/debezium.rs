@@ -37,7 +37,7 @@ enum Source {
     /// The envelope's `ts_ms` (when Debezium read the change).
     IngestionTime,
     /// The envelope's `source.ts_ms` (when the database made it).
-    SourceTime,
+    DatabaseTime,
 }
 
 /// Turns decoded Debezium envelopes into changelog rows.
@@ -64,7 +64,7 @@ impl DebeziumEnvelope {
         for field in &output.fields()[..width] {
             sources.push(match eddy_engine::source::metadata_key(field) {
                 Some(key) if key.ends_with("ingestion-timestamp") => Source::IngestionTime,
-                Some(_) => Source::SourceTime,
+                Some(_) => Source::DatabaseTime,
                 None => {
                     image.push(field.as_ref().clone().with_nullable(true));
                     Source::Image(image.len() - 1)
@@ -80,7 +80,7 @@ impl DebeziumEnvelope {
         if sources.iter().any(|s| matches!(s, Source::IngestionTime)) {
             fields.push(Field::new("ts_ms", DataType::Int64, true));
         }
-        if sources.iter().any(|s| matches!(s, Source::SourceTime)) {
+        if sources.iter().any(|s| matches!(s, Source::DatabaseTime)) {
             fields.push(Field::new(
                 "source",
                 DataType::Struct(Fields::from(vec![Field::new(
@@ -212,7 +212,7 @@ impl DebeziumEnvelope {
                         .unwrap_or_else(|| new_null_array(&DataType::Int64, envelopes.num_rows()));
                     take(ts.as_ref(), &envelope_rows, None)?
                 }
-                Source::SourceTime => {
+                Source::DatabaseTime => {
                     // `source.ts_ms`, NULL where `source` is.
                     let source = envelopes
                         .column_by_name("source")
