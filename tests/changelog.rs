@@ -837,10 +837,13 @@ fn deduplication_on_arrival_keeps_the_first_or_the_last_row_of_each_key() {
 /// A Debezium feed of rates for c00..c12: creates, updates and deletes at
 /// increasing commit times (`source.ts_ms`) over 0..700 ms, and per key
 /// the history it describes: (time, rate, or None once deleted).
-fn rate_feed(seed: u64, events: usize) -> (String, BTreeMap<String, Vec<(i64, Option<i64>)>>) {
+/// Per key, its changes: (time, rate, or None for a delete).
+type RateHistory = BTreeMap<String, Vec<(i64, Option<i64>)>>;
+
+fn rate_feed(seed: u64, events: usize) -> (String, RateHistory) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut held: BTreeMap<String, i64> = BTreeMap::new();
-    let mut history: BTreeMap<String, Vec<(i64, Option<i64>)>> = BTreeMap::new();
+    let mut history = RateHistory::new();
     let mut feed = String::new();
     let mut t = 0i64;
     for _ in 0..events {
