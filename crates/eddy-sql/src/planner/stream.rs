@@ -346,58 +346,25 @@ pub fn updating_output(schema: &DFSchema, upsert_key: &[String], origin: &str) -
     )
 }
 
-/// An updating stream that only ever inserts, as an append-only one (a
-/// calc dropping the row kind).
-pub fn without_row_kind(graph: &mut JobGraph, from: Endpoint) -> Endpoint {
-    let schema = graph.port_schema(from.node, from.port);
-    let width = schema.fields().len().saturating_sub(1);
-    let data: SchemaRef = Arc::new(Schema::new(
-        schema.fields()[..width]
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect::<Vec<_>>(),
-    ));
-    let exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = data
+/// The columns of `schema` as projection expressions, in order.
+fn column_exprs(schema: &Schema) -> Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+    schema
         .fields()
         .iter()
         .enumerate()
         .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as _)
-        .collect();
-    let mut plan = CalcPlan::new(schema.clone());
-    plan.push(CalcStep::Project {
-        exprs,
-        schema: data.clone(),
-    });
-    let id = graph.nodes.len();
-    let node = graph.add(Node {
-        name: format!("calc#{id}"),
-        kind: NodeKind::Operator(Arc::new(plan)),
-        inputs: vec![Edge {
-            from: from.node,
-            port: from.port,
-            partitioning: Partitioning::Forward,
-        }],
-        schema: data,
-    });
-    Endpoint { node, port: 0 }
+        .collect()
 }
 
-/// An append-only stream's rows as the inserts of an updating stream (a
-/// calc appending the row kind `+I`), for a union with an updating stream.
-pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> Endpoint {
-    let mut exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Arc::new(Column::new(f.name(), i)) as _)
-        .collect();
-    exprs.push(Arc::new(
-        datafusion::physical_expr::expressions::Literal::new(ScalarValue::Int8(Some(
-            changelog::RowKind::Insert.byte(),
-        ))),
-    ));
-    let output = changelog::updating_schema(schema, &[]);
-    let mut plan = CalcPlan::new(schema.clone());
+/// A calc node projecting what `from` emits (`input`) into `output`.
+fn add_projection(
+    graph: &mut JobGraph,
+    from: Endpoint,
+    input: SchemaRef,
+    exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
+    output: SchemaRef,
+) -> Endpoint {
+    let mut plan = CalcPlan::new(input);
     plan.push(CalcStep::Project {
         exprs,
         schema: output.clone(),
@@ -414,6 +381,34 @@ pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> E
         schema: output,
     });
     Endpoint { node, port: 0 }
+}
+
+/// An updating stream that only ever inserts, as an append-only one (a
+/// calc dropping the row kind).
+pub fn without_row_kind(graph: &mut JobGraph, from: Endpoint) -> Endpoint {
+    let schema = graph.port_schema(from.node, from.port);
+    let width = schema.fields().len().saturating_sub(1);
+    let data: SchemaRef = Arc::new(Schema::new(
+        schema.fields()[..width]
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect::<Vec<_>>(),
+    ));
+    let exprs = column_exprs(&data);
+    add_projection(graph, from, schema, exprs, data)
+}
+
+/// An append-only stream's rows as the inserts of an updating stream (a
+/// calc appending the row kind `+I`), for a union with an updating stream.
+pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> Endpoint {
+    let mut exprs = column_exprs(schema);
+    exprs.push(Arc::new(
+        datafusion::physical_expr::expressions::Literal::new(ScalarValue::Int8(Some(
+            changelog::RowKind::Insert.byte(),
+        ))),
+    ));
+    let output = changelog::updating_schema(schema, &[]);
+    add_projection(graph, from, schema.clone(), exprs, output)
 }
 
 /// How rows go to an operator keyed by `keys`: by their hash, or, without
