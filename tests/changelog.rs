@@ -955,3 +955,48 @@ fn a_temporal_join_against_a_change_feed_meets_the_version_valid_at_each_rows_ti
         common::assert_same_rows(&actual, &expected, &what);
     }
 }
+
+#[test]
+fn a_feeds_metadata_columns_stay_out_of_operators_that_match_retractions_by_value() {
+    let rates = "CREATE TABLE rates (
+      k VARCHAR NOT NULL, rate BIGINT,
+      changed TIMESTAMP(3) METADATA FROM 'value.source.timestamp' VIRTUAL,
+      PRIMARY KEY (k) NOT ENFORCED
+    ) WITH (connector = 'file', path = 'bound-by---input', format = 'debezium-json');";
+    for (sql, operator) in [
+        ("SELECT k, rate FROM rates WHERE changed > TIMESTAMP '2024-01-01 00:00:00'", "this WHERE"),
+        ("SELECT k, max(changed) AS last FROM rates GROUP BY k", "the GROUP BY"),
+        ("SELECT DISTINCT k, changed FROM rates", "the SELECT DISTINCT"),
+        ("SELECT a.k, b.changed FROM rates a JOIN rates b ON a.k = b.k", "this INNER JOIN"),
+        ("SELECT k, changed FROM (SELECT k, changed, ROW_NUMBER() OVER (PARTITION BY k ORDER BY rate DESC) AS rn FROM rates) WHERE rn <= 2", "a Top-N"),
+    ] {
+        let Err(err) = eddy_sql::compile(
+            &[SqlFile {
+                name: "q.sql".into(),
+                text: format!("{rates}\n{sql};"),
+            }],
+            &BTreeMap::new(),
+        ) else {
+            panic!("planned: {sql}");
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains(operator) && err.contains("column 'changed' holds each change's own metadata"),
+            "{sql}: {err}"
+        );
+    }
+    // Read as it is, or used apart from it, the column is fine.
+    for sql in [
+        "SELECT k, rate, changed FROM rates",
+        "SELECT k, count(*) AS n, sum(rate) AS total FROM rates GROUP BY k",
+    ] {
+        eddy_sql::compile(
+            &[SqlFile {
+                name: "q.sql".into(),
+                text: format!("{rates}\n{sql};"),
+            }],
+            &BTreeMap::new(),
+        )
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}

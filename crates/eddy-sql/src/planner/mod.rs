@@ -802,6 +802,10 @@ impl Compiler {
                 self.rank_limit = None;
                 let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
                     .map_err(|e| self.df_error(position, e))?;
+                // A filter over a changelog must pass a retraction as it
+                // passed its insert.
+                let used = datafusion::physical_expr::utils::collect_columns(&predicate).iter().map(|c| c.index()).collect::<Vec<_>>();
+                stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&self.anchor(position, &["WHERE"]), m))?;
                 stream.steps.push(CalcStep::Filter(predicate));
                 Ok(stream)
             }

@@ -355,6 +355,9 @@ impl Compiler {
             },
             _ => None,
         };
+        input
+            .no_change_metadata("a Top-N", 0..input_schema.fields().len())
+            .map_err(|m| SqlError::at(&self.anchor(position, &["OVER"]), m))?;
         if let (Some(_), Some(changelog)) = (arrival, &input.changelog) {
             return Err(SqlError::at(
                 &self.anchor(position, &["OVER"]),

@@ -117,6 +117,34 @@ impl Stream {
         }
     }
 
+    /// Refuses `operator`, which matches each retraction to the row it
+    /// takes out by its values, from using `columns` (indices into this
+    /// stream's schema) where one is a change feed's metadata column: its
+    /// `-U`/`-D` rows carry the change's own value (an update's or delete's
+    /// time), not the row's.
+    pub fn no_change_metadata(
+        &self,
+        operator: &str,
+        columns: impl IntoIterator<Item = usize>,
+    ) -> Result<(), String> {
+        let Some(changelog) = &self.changelog else {
+            return Ok(());
+        };
+        for c in columns {
+            let Some(field) = self.schema.fields().get(c) else {
+                continue;
+            };
+            if let Some(key) = eddy_engine::source::metadata_key(field) {
+                return Err(format!(
+                    "{operator} matches each retraction of its updating input to the row it takes out by its values, but column '{}' holds each change's own metadata ('{key}' of {}: a -U or -D carries the time of the update or delete, not the row's); leave it out of {operator} (it can go to a sink as it is, or be the WATERMARK of a temporal join's versioned table)",
+                    field.name(),
+                    changelog.origin
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The upsert key's column names, if known.
     fn upsert_key_names(&self) -> Vec<String> {
         self.changelog

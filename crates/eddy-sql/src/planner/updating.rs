@@ -37,7 +37,15 @@ impl Compiler {
             let at = self.anchor(position, &["GROUP"]);
             format!("the GROUP BY without a window at {at}")
         };
-        self.plan_group_changes(input, keys, aggregates, aggregate.schema.clone(), origin)
+        let at = self.anchor(position, &["GROUP", "SELECT"]);
+        self.plan_group_changes(
+            input,
+            keys,
+            aggregates,
+            aggregate.schema.clone(),
+            origin,
+            &at,
+        )
     }
 
     /// `SELECT DISTINCT` over `input`: every column a key, no aggregate.
@@ -67,6 +75,7 @@ impl Compiler {
             Vec::new(),
             schema,
             format!("the SELECT DISTINCT at {at}"),
+            &at,
         )
     }
 
@@ -77,7 +86,26 @@ impl Compiler {
         aggregates: Vec<AggregateCall>,
         output: DFSchemaRef,
         origin: String,
+        at: &Position,
     ) -> Result<Stream> {
+        // The aggregate keeps its keys and arguments, matching retractions
+        // by their values.
+        let mut used = std::collections::BTreeSet::new();
+        let arguments: Vec<Arc<dyn PhysicalExpr>> = aggregates
+            .iter()
+            .flat_map(|a| a.expr.expressions())
+            .chain(aggregates.iter().filter_map(|a| a.filter.clone()))
+            .collect();
+        for expr in keys.iter().map(|(k, _)| k).chain(arguments.iter()) {
+            used.extend(
+                datafusion::physical_expr::utils::collect_columns(expr)
+                    .iter()
+                    .map(|c| c.index()),
+            );
+        }
+        input
+            .no_change_metadata(&origin, used)
+            .map_err(|m| SqlError::at(at, m))?;
         if output.fields().len() != keys.len() + aggregates.len() {
             return Err(SqlError::Internal(format!(
                 "an aggregate's {} output columns are not its {} keys and {} aggregates",

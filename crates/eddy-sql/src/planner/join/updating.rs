@@ -55,6 +55,15 @@ impl Compiler {
         let (right_schema, right_kept) = pruned(join.right.schema(), &used.right);
         narrow(&mut left, &left_schema, &left_kept);
         narrow(&mut right, &right_schema, &right_kept);
+        // Every row is kept whole, retractions matched by value.
+        let at = self.anchor(position, &[kind.name(), "JOIN", "IN", "EXISTS"]);
+        for side in [&left, &right] {
+            side.no_change_metadata(
+                &format!("this {} JOIN", kind.name()),
+                0..side.schema.fields().len(),
+            )
+            .map_err(|m| SqlError::at(&at, m))?;
+        }
         let join_schema = match kind {
             JoinOutput::Pairs(_) => Arc::new(
                 left_schema
