@@ -1,4 +1,4 @@
--- fail: fail_metadata_column.sql:3:1: column 'changed': 'value.op_ts' is not a Debezium metadata key; known: 'value.source.timestamp'
+-- fail: fail_metadata_column.sql:4:24: column 'changed': 'value.op_ts' is not a Debezium metadata key; known: 'value.source.timestamp'
 -- A metadata column names one of the keys a Debezium envelope has.
 CREATE TABLE rates (k VARCHAR NOT NULL, rate BIGINT,
   changed TIMESTAMP(3) METADATA FROM 'value.op_ts' VIRTUAL,

@@ -86,7 +86,7 @@ pub fn table_def(
     state: &SessionState,
     create: &CreateTable,
     watermark: Option<&WatermarkClause>,
-    metadata_columns: &[(String, String)],
+    metadata_columns: &[crate::statements::MetadataColumn],
     position: &Position,
 ) -> Result<TableDef> {
     let name = create.name.to_string().to_lowercase();
@@ -187,7 +187,12 @@ pub fn table_def(
         generated.push(generation.map(|expr| (expr, inferred)));
     }
     // Metadata columns: only a Debezium envelope has them (so far).
-    for (column, key) in metadata_columns {
+    for crate::statements::MetadataColumn {
+        column,
+        key,
+        position,
+    } in metadata_columns
+    {
         let debezium = options
             .get("format")
             .is_some_and(|f| f.trim().eq_ignore_ascii_case("debezium-json"));
@@ -222,9 +227,9 @@ pub fn table_def(
             .iter()
             .map(|f| {
                 let mut f = f.as_ref().clone();
-                if let Some((_, key)) = metadata_columns
+                if let Some(crate::statements::MetadataColumn { key, .. }) = metadata_columns
                     .iter()
-                    .find(|(c, _)| c.eq_ignore_ascii_case(f.name()))
+                    .find(|m| m.column.eq_ignore_ascii_case(f.name()))
                 {
                     let mut metadata = f.metadata().clone();
                     metadata.insert(

@@ -47,8 +47,19 @@ pub struct ParsedStatement {
     /// Its `FOR SYSTEM_TIME AS OF` clauses (cut out of the statement).
     pub temporal_joins: Vec<crate::temporal_joins::TemporalJoin>,
     /// A CREATE TABLE's metadata columns, `col TYPE METADATA FROM 'key'
-    /// [VIRTUAL]` (cut out of the column list): column and key.
-    pub metadata_columns: Vec<(String, String)>,
+    /// [VIRTUAL]` (cut out of the column list).
+    pub metadata_columns: Vec<MetadataColumn>,
+}
+
+/// A column read from its record's metadata: `col TYPE METADATA FROM 'key'`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetadataColumn {
+    /// The column (lower case).
+    pub column: String,
+    /// The metadata key, as written.
+    pub key: String,
+    /// Where `METADATA` is written.
+    pub position: Position,
 }
 
 /// The words of a statement, upper case, with their positions, in order.
@@ -191,7 +202,7 @@ fn parse_one(
         return Ok(None);
     }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
-    let (tokens, metadata_columns) = cut_metadata_columns(tokens);
+    let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens)
@@ -221,7 +232,10 @@ fn parse_one(
 /// FROM 'value.source.timestamp' VIRTUAL, ...)`: `METADATA FROM '<key>'`
 /// (and `VIRTUAL`) are cut out, leaving an ordinary column, and the column
 /// and key recorded (see `ddl`, which says which keys a format has).
-fn cut_metadata_columns(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<(String, String)>) {
+fn cut_metadata_columns(
+    tokens: Vec<TokenWithSpan>,
+    map: &SourceMap,
+) -> (Vec<TokenWithSpan>, Vec<MetadataColumn>) {
     let significant: Vec<usize> = (0..tokens.len())
         .filter(|&i| !is_trivia(&tokens[i].token))
         .collect();
@@ -281,10 +295,15 @@ fn cut_metadata_columns(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, Vec<
     let mut rest = Vec::with_capacity(tokens.len());
     let mut next = 0;
     let mut columns = Vec::new();
-    for (start, end, name, key) in found {
+    for (start, end, column, key) in found {
         rest.extend_from_slice(&tokens[next..start]);
         next = end + 1;
-        columns.push((name, key));
+        let at = tokens[start].span.start;
+        columns.push(MetadataColumn {
+            column,
+            key,
+            position: map.position(at.line, at.column),
+        });
     }
     rest.extend_from_slice(&tokens[next..]);
     (rest, columns)
@@ -592,6 +611,30 @@ mod tests {
         assert_eq!((w.column.as_str(), w.bound_ms), ("ts", 2000));
         assert_eq!((w.position.line, w.position.column), (2, 2));
         assert_eq!(s[1].position.line, 4);
+    }
+
+    #[test]
+    fn metadata_columns_are_cut_and_recorded() {
+        let s = parse(
+            "CREATE TABLE r (k VARCHAR,\n  changed TIMESTAMP(3) METADATA FROM 'value.source.timestamp' VIRTUAL,\n  rate BIGINT) WITH (connector = 'file');",
+        )
+        .unwrap();
+        let m = &s[0].metadata_columns;
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            (m[0].column.as_str(), m[0].key.as_str()),
+            ("changed", "value.source.timestamp")
+        );
+        assert_eq!((m[0].position.line, m[0].position.column), (2, 24));
+        let Statement::CreateTable(create) = &s[0].statement else {
+            panic!("a CREATE TABLE");
+        };
+        let names: Vec<String> = create
+            .columns
+            .iter()
+            .map(|c| c.name.value.clone())
+            .collect();
+        assert_eq!(names, ["k", "changed", "rate"]);
     }
 
     #[test]
