@@ -1334,3 +1334,86 @@ fn an_upsert_topic_reads_as_its_current_table() {
         .collect();
     assert_eq!(common::sorted(replayed), expected);
 }
+
+#[test]
+fn a_debezium_topic_is_a_versioned_table_for_a_temporal_join() {
+    let broker = Broker::start();
+    broker.create_topic("rates", 1);
+    // EUR: 2 from 1000 ms, 3 from 2000 ms, deleted at 3000 ms, 5 from
+    // 4000 ms (the database's times, source.ts_ms); GBP: 7 from 1500 ms.
+    let change = |before: &str, after: &str, op: &str, t: i64| {
+        format!(
+            "{{\"before\":{before},\"after\":{after},\"op\":\"{op}\",\"source\":{{\"ts_ms\":{t},\"db\":\"fx\"}},\"ts_ms\":{}}}",
+            t + 40
+        )
+    };
+    let rows = [
+        change("null", "{\"cur\":\"EUR\",\"rate\":2}", "c", 1000),
+        change("null", "{\"cur\":\"GBP\",\"rate\":7}", "c", 1500),
+        change(
+            "{\"cur\":\"EUR\",\"rate\":2}",
+            "{\"cur\":\"EUR\",\"rate\":3}",
+            "u",
+            2000,
+        ),
+        change("{\"cur\":\"EUR\"}", "null", "d", 3000),
+        change("null", "{\"cur\":\"EUR\",\"rate\":5}", "c", 4000),
+    ];
+    let records: Vec<(i32, i64, Vec<u8>)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (0, 1_700_000_000_000 + i as i64, v.clone().into_bytes()))
+        .collect();
+    broker.produce("rates", &records);
+    let dir = tempfile::tempdir().unwrap();
+    let orders: String = [
+        ("o1", "EUR", 500),
+        ("o2", "EUR", 1000),
+        ("o3", "EUR", 2500),
+        ("o4", "EUR", 3500),
+        ("o5", "GBP", 3500),
+        ("o6", "EUR", 4200),
+    ]
+    .iter()
+    .map(|(id, cur, ts)| format!("{{\"id\":\"{id}\",\"cur\":\"{cur}\",\"ts\":{ts}}}\n"))
+    .collect();
+    std::fs::write(dir.path().join("orders.ndjson"), orders).unwrap();
+    std::fs::write(
+        dir.path().join("job.sql"),
+        format!(
+            "CREATE TABLE rates (cur VARCHAR NOT NULL, rate BIGINT,
+               changed TIMESTAMP(3) METADATA FROM 'value.source.timestamp' VIRTUAL,
+               WATERMARK FOR changed AS changed,
+               PRIMARY KEY (cur) NOT ENFORCED)
+               WITH (connector = 'kafka', bootstrap_servers = '{0}', topic = 'rates', stop = 'latest',
+                     format = 'debezium-json');
+             CREATE TABLE orders (id VARCHAR, cur VARCHAR, ts BIGINT,
+               event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
+               WATERMARK FOR event_time AS event_time)
+               WITH (connector = 'file', path = '{1}');
+             SELECT o.id, r.rate FROM orders o LEFT JOIN rates FOR SYSTEM_TIME AS OF o.event_time AS r
+               ON o.cur = r.cur;",
+            broker.address,
+            dir.path().join("orders.ndjson").display()
+        ),
+    )
+    .unwrap();
+    let run =
+        common::run_captured(&sql_files(dir.path()), &BTreeMap::new(), BTreeMap::new(), 2).unwrap();
+    let mut rows = common::json_rows(run.lines.iter().map(String::as_str));
+    rows.sort_by_key(|r| r["id"].as_str().unwrap_or_default().to_string());
+    let rates: Vec<(String, serde_json::Value)> = rows
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r["rate"].clone()))
+        .collect();
+    let expected = [
+        ("o1", serde_json::Value::Null),
+        ("o2", 2.into()),
+        ("o3", 3.into()),
+        ("o4", serde_json::Value::Null),
+        ("o5", 7.into()),
+        ("o6", 5.into()),
+    ]
+    .map(|(id, rate)| (id.to_string(), rate));
+    assert_eq!(rates, expected, "{:?}", run.lines);
+}
