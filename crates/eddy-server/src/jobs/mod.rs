@@ -13,33 +13,36 @@
 //! A job's record is saved under its own lock, and a deleted job is marked
 //! under the same lock, so a watcher finishing late never brings a deleted
 //! job back.
+//!
+//! Here the jobs' lifecycle (open, submit, start, stop, delete, tail);
+//! [`compile`] the SQL and the engine's refusals as API errors; `report`
+//! what the server reports of each job (samples, counters, summaries,
+//! views).
 
-use std::collections::{BTreeMap, VecDeque};
+mod compile;
+mod report;
+
+pub use compile::compile;
+use compile::{engine_error, sink_names, MAX_PARALLELISM};
+
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy_connectors::sinks::StdoutTarget;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
-use eddy_engine::graph::{JobGraph, NodeKind};
+use eddy_engine::graph::JobGraph;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState, NodeReport};
-use eddy_engine::time::{WATERMARK_MAX, WATERMARK_MIN};
-use eddy_engine::EngineError;
-use eddy_sql::SqlFile;
 
 use crate::config::ServerConfig;
 use crate::connectors::ServerConnectors;
 use crate::error::{Result, ServerError};
 use crate::store::{JobRecord, JobStore};
 use crate::tail::{TapItem, Taps};
-use crate::views::{
-    graph_view, CheckpointView, GraphNode, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
-    SubmitRequest,
-};
+use crate::views::{graph_view, GraphNode, JobView, SubmitRequest};
 
-/// Samples kept per job (one a second).
-const HISTORY: usize = 600;
 /// How long stop and delete wait for a job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
@@ -47,14 +50,6 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 struct Run {
     handle: JobHandle,
     taps: Arc<Taps>,
-}
-
-/// Per-second figures of a running job.
-#[derive(Default)]
-struct Samples {
-    last: Option<(Instant, Vec<u64>)>,
-    rates: Vec<f64>,
-    history: VecDeque<Sample>,
 }
 
 /// A job known to the server.
@@ -65,7 +60,7 @@ pub struct ManagedJob {
     graph: Vec<GraphNode>,
     sinks: Vec<String>,
     run: Mutex<Option<Run>>,
-    samples: Mutex<Samples>,
+    samples: Mutex<report::Samples>,
 }
 
 /// See the module docs.
@@ -79,67 +74,6 @@ pub struct JobManager {
 
 pub(crate) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
-}
-
-/// The most instances of an operator a submitted job may ask for.
-const MAX_PARALLELISM: usize = 64;
-
-/// Compiles a job's SQL.
-pub fn compile(name: &str, sql: &str, params: &BTreeMap<String, String>) -> Result<JobGraph> {
-    let files = [SqlFile {
-        name: name.to_string(),
-        text: sql.to_string(),
-    }];
-    Ok(eddy_sql::compile(&files, params)?.graph)
-}
-
-fn sink_names(graph: &JobGraph) -> Vec<String> {
-    graph
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.kind, NodeKind::Sink { .. }))
-        .map(|n| n.name.clone())
-        .collect()
-}
-
-fn engine_error(error: EngineError) -> ServerError {
-    match error {
-        EngineError::Config(m) => match declared_at(&m) {
-            Some((position, message)) => {
-                ServerError::Sql(eddy_sql::SqlError::at(&position, message))
-            }
-            None => ServerError::Rejected(m),
-        },
-        e @ (EngineError::Connector { .. } | EngineError::State(_)) => {
-            ServerError::Rejected(e.to_string())
-        }
-        other => ServerError::Internal(other.to_string()),
-    }
-}
-
-/// A check's message about a table declared in the submitted SQL starts
-/// with `<sql>:LINE:COLUMN: `; that position goes back to the client, so the
-/// console can mark it like any SQL error.
-fn declared_at(message: &str) -> Option<(eddy_sql::Position, &str)> {
-    let rest = message.strip_prefix("<sql>:")?;
-    let mut parts = rest.splitn(3, ':');
-    let line = parts.next()?.parse().ok()?;
-    let column = parts.next()?.parse().ok()?;
-    let message = parts.next()?.trim_start();
-    Some((
-        eddy_sql::Position {
-            file: "<sql>".into(),
-            line,
-            column,
-        },
-        message,
-    ))
 }
 
 impl JobManager {
@@ -163,7 +97,7 @@ impl JobManager {
                 sinks: graph.as_ref().map(sink_names).unwrap_or_default(),
                 record: Mutex::new((record, false)),
                 run: Mutex::new(None),
-                samples: Mutex::new(Samples::default()),
+                samples: Mutex::new(report::Samples::default()),
             });
             manager.insert(job.clone());
             if resume {
@@ -335,7 +269,7 @@ impl JobManager {
             sinks: sink_names(&graph),
             record: Mutex::new((record, false)),
             run: Mutex::new(None),
-            samples: Mutex::new(Samples::default()),
+            samples: Mutex::new(report::Samples::default()),
         });
         if let Err(e) = self.start_run(&job, graph) {
             let _ = self.store.remove(&id);
@@ -378,32 +312,6 @@ impl JobManager {
                 handle.cancel();
             }
         }
-    }
-
-    /// Every job, oldest first.
-    pub fn list(&self) -> Vec<JobSummary> {
-        let jobs: Vec<Arc<ManagedJob>> = self
-            .jobs
-            .read()
-            .map(|j| j.values().cloned().collect())
-            .unwrap_or_default();
-        let mut summaries: Vec<(i64, JobSummary)> = jobs
-            .iter()
-            .map(|j| {
-                (
-                    j.record.lock().map(|r| r.0.created_ms).unwrap_or(0),
-                    self.summary(j),
-                )
-            })
-            .collect();
-        summaries.sort_by_key(|(created, _)| *created);
-        summaries.into_iter().map(|(_, s)| s).collect()
-    }
-
-    /// One job in full.
-    pub fn job(&self, id: &str) -> Result<JobView> {
-        let job = self.get(id)?;
-        Ok(self.view(&job))
     }
 
     /// Stops a job gracefully (final checkpoint, sinks committed) and waits
@@ -461,198 +369,6 @@ impl JobManager {
             .map(|tap| tap.subscribe())
             .ok_or_else(|| ServerError::Rejected(format!("job '{id}' is not running")))
     }
-
-    /// Every job's live counters, for `/metrics`.
-    pub fn all_metrics(&self) -> Vec<(JobSummary, Vec<NodeMetrics>)> {
-        let jobs: Vec<Arc<ManagedJob>> = self
-            .jobs
-            .read()
-            .map(|j| j.values().cloned().collect())
-            .unwrap_or_default();
-        jobs.iter()
-            .map(|j| (self.summary(j), self.node_metrics(j)))
-            .collect()
-    }
-
-    /// Takes a sample of every running job (called once a second).
-    pub fn sample(&self) {
-        let jobs: Vec<Arc<ManagedJob>> = self
-            .jobs
-            .read()
-            .map(|j| j.values().cloned().collect())
-            .unwrap_or_default();
-        for job in jobs {
-            let Some(handle) = job.handle() else { continue };
-            if handle.state() != JobState::Running {
-                continue;
-            }
-            let reports = handle.metrics();
-            let now = Instant::now();
-            let counts: Vec<u64> = reports.iter().map(|r| r.metrics.rows_in).collect();
-            let Ok(mut samples) = job.samples.lock() else {
-                continue;
-            };
-            let rates: Vec<f64> = match &samples.last {
-                Some((at, before)) => {
-                    let seconds = now.duration_since(*at).as_secs_f64().max(1e-3);
-                    counts
-                        .iter()
-                        .zip(before)
-                        .map(|(c, b)| c.saturating_sub(*b) as f64 / seconds)
-                        .collect()
-                }
-                None => vec![0.0; counts.len()],
-            };
-            let wall = now_ms();
-            let sources: Vec<SourceSample> = reports
-                .iter()
-                .zip(&rates)
-                .filter(|(r, _)| r.kind == "source")
-                .map(|(r, rate)| SourceSample {
-                    name: r.name.clone(),
-                    rows_in: r.metrics.rows_in,
-                    events_per_second: *rate,
-                    watermark_lag_ms: lag(wall, r.metrics.watermark),
-                    late_rows: r.metrics.late_rows,
-                    bad_rows: r.metrics.bad_rows,
-                })
-                .collect();
-            let total = sources.iter().map(|s| s.events_per_second).sum();
-            samples.history.push_back(Sample {
-                at_ms: wall,
-                events_per_second: total,
-                sources,
-            });
-            while samples.history.len() > HISTORY {
-                samples.history.pop_front();
-            }
-            samples.rates = rates;
-            samples.last = Some((now, counts));
-        }
-    }
-
-    fn node_metrics(&self, job: &ManagedJob) -> Vec<NodeMetrics> {
-        let reports = match job.handle() {
-            Some(handle) => handle.metrics(),
-            None => job
-                .record
-                .lock()
-                .map(|r| r.0.final_metrics.clone())
-                .unwrap_or_default(),
-        };
-        let running = job.handle().is_some_and(|h| h.state() == JobState::Running);
-        let rates = job
-            .samples
-            .lock()
-            .map(|s| s.rates.clone())
-            .unwrap_or_default();
-        let wall = now_ms();
-        reports
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let m = r.metrics;
-                let watermark = (m.watermark != WATERMARK_MIN && m.watermark != WATERMARK_MAX)
-                    .then_some(m.watermark);
-                NodeMetrics {
-                    id: r.id,
-                    name: r.name,
-                    kind: r.kind,
-                    rows_in: m.rows_in,
-                    rows_out: m.rows_out,
-                    late_rows: m.late_rows,
-                    bad_rows: m.bad_rows,
-                    state_rows: m.state_rows,
-                    peak_state_rows: m.peak_state_rows,
-                    state_bytes: m.state_bytes,
-                    watermark,
-                    watermark_lag_ms: watermark.and_then(|w| lag(wall, w)),
-                    events_per_second: if running {
-                        rates.get(i).copied().unwrap_or(0.0)
-                    } else {
-                        0.0
-                    },
-                }
-            })
-            .collect()
-    }
-
-    fn summary(&self, job: &ManagedJob) -> JobSummary {
-        let record = job.record.lock().map(|r| r.0.clone()).ok();
-        let metrics = self.node_metrics(job);
-        let sources = metrics.iter().filter(|m| m.kind == "source");
-        let state = match job.handle() {
-            Some(handle) => handle.state(),
-            None => JobState::Running,
-        };
-        let (state_name, error) = match (&state, job.handle()) {
-            (_, None) => {
-                let r = record.as_ref();
-                (
-                    r.map(|r| r.state.clone()).unwrap_or_default(),
-                    r.and_then(|r| r.error.clone()),
-                )
-            }
-            (JobState::Failed(message), _) => ("failed".to_string(), Some(message.clone())),
-            (other, _) => (other.name().to_string(), None),
-        };
-        let ended_ms = if state.is_terminal() || job.handle().is_none() {
-            record
-                .as_ref()
-                .and_then(|r| r.ended_ms)
-                .or_else(|| job.handle().map(|_| now_ms()))
-        } else {
-            None
-        };
-        JobSummary {
-            id: job.id.clone(),
-            name: record.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
-            state: state_name,
-            error,
-            created_at: record
-                .as_ref()
-                .map(|r| rfc3339(r.created_ms))
-                .unwrap_or_default(),
-            started_at: record.as_ref().and_then(|r| r.started_ms).map(rfc3339),
-            ended_at: ended_ms.map(rfc3339),
-            events_per_second: sources.clone().map(|m| m.events_per_second).sum(),
-            watermark_lag_ms: sources.clone().filter_map(|m| m.watermark_lag_ms).max(),
-            late_rows: sources.clone().map(|m| m.late_rows).sum(),
-            bad_rows: sources.map(|m| m.bad_rows).sum(),
-        }
-    }
-
-    fn view(&self, job: &ManagedJob) -> JobView {
-        let record = job.record.lock().map(|r| r.0.clone()).ok();
-        let checkpoints = job
-            .handle()
-            .map(|h| {
-                let c = h.checkpoints();
-                CheckpointView {
-                    completed: c.completed,
-                    last_id: c.last_id,
-                    last_bytes: c.last_bytes,
-                    last_duration_ms: c.last_duration_ms,
-                    restored_from: c.restored_from,
-                }
-            })
-            .unwrap_or_default();
-        JobView {
-            summary: self.summary(job),
-            sql: record.as_ref().map(|r| r.sql.clone()).unwrap_or_default(),
-            parallelism: record.as_ref().map_or(1, |r| r.parallelism),
-            params: record.map(|r| r.params).unwrap_or_default(),
-            graph: job.graph.clone(),
-            metrics: self.node_metrics(job),
-            checkpoints,
-            sinks: job.sinks.clone(),
-            history: job
-                .samples
-                .lock()
-                .map(|s| s.history.iter().cloned().collect())
-                .unwrap_or_default(),
-        }
-    }
 }
 
 impl ManagedJob {
@@ -662,9 +378,4 @@ impl ManagedJob {
             .ok()
             .and_then(|r| r.as_ref().map(|r| r.handle.clone()))
     }
-}
-
-fn lag(wall: i64, watermark: i64) -> Option<i64> {
-    (watermark != WATERMARK_MIN && watermark != WATERMARK_MAX)
-        .then(|| wall.saturating_sub(watermark))
 }
