@@ -1,0 +1,512 @@
+//! The OVER operator at work: rows wait for the watermark (`Pending`), then
+//! run in event-time order through each key's state (`KeyState`).
+//!
+//! In: batches and watermarks. Out: the batches with one column per OVER
+//! function appended, in event-time order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, not, take_record_batch};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::RowConverter;
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use super::checkpoint::{retracted, OverMeta};
+use super::{Frame, OverFunction, OverPlan};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator};
+use crate::state::StateSnapshot;
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+
+/// A batch waiting for the watermark, with bounds of its event times: a
+/// watermark below all of them leaves it alone, one above all releases it
+/// whole; only a batch it cuts is filtered.
+pub(super) struct Pending {
+    pub(super) batch: RecordBatch,
+    /// No row is earlier than this.
+    pub(super) first: Timestamp,
+    /// No row is later than this.
+    pub(super) last: Timestamp,
+}
+
+impl Pending {
+    pub(super) fn new(batch: RecordBatch, time_column: usize) -> Result<Self> {
+        let times = to_epoch_millis(batch.column(time_column))?;
+        Ok(Pending {
+            first: datafusion::arrow::compute::min(&times).unwrap_or(WATERMARK_MAX),
+            last: datafusion::arrow::compute::max(&times).unwrap_or(WATERMARK_MIN),
+            batch,
+        })
+    }
+}
+
+/// Per-key state of every function.
+pub(super) struct KeyState {
+    pub(super) accumulators: Vec<Option<Box<dyn Accumulator>>>,
+    /// Rows of the key each function has seen (an empty frame reads as the
+    /// aggregate's default value, as in DataFusion's batch window functions).
+    pub(super) seen: Vec<u64>,
+    pub(super) rows: i64,
+    pub(super) lags: Vec<VecDeque<ScalarValue>>,
+    /// Event time of the key's latest row (state time-to-live).
+    pub(super) last_time: Timestamp,
+    /// Sliding frames: the rows in the frame, oldest first: time and the
+    /// aggregate's argument values (`None`: the row is in the frame but its
+    /// FILTER left it out of the aggregate).
+    pub(super) frames: Vec<VecDeque<(Timestamp, Option<Vec<ScalarValue>>)>>,
+}
+
+pub(super) struct OverOperator {
+    pub(super) plan: OverPlan,
+    pub(super) converter: RowConverter,
+    pub(super) pending: Vec<Pending>,
+    pub(super) pending_rows: usize,
+    pub(super) keys: HashMap<Vec<u8>, KeyState>,
+    /// Horizon of the last time-to-live sweep.
+    pub(super) last_sweep: Timestamp,
+}
+
+impl OverOperator {
+    pub(super) fn new_key_state(&self) -> Result<KeyState> {
+        Self::key_state_for(&self.plan)
+    }
+
+    pub(super) fn key_state_for(plan: &OverPlan) -> Result<KeyState> {
+        let accumulators = plan
+            .functions
+            .iter()
+            .map(|f| match f {
+                OverFunction::Aggregate { expr, frame, .. } if frame.slides() => {
+                    expr.create_sliding_accumulator().map(Some)
+                }
+                OverFunction::Aggregate { expr, .. } => expr.create_accumulator().map(Some),
+                _ => Ok(None),
+            })
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let functions = plan.functions.len();
+        Ok(KeyState {
+            accumulators,
+            seen: vec![0; functions],
+            rows: 0,
+            lags: vec![VecDeque::new(); functions],
+            last_time: WATERMARK_MIN,
+            frames: vec![VecDeque::new(); functions],
+        })
+    }
+
+    /// Runs released rows (sorted by time, arrival) through the functions.
+    pub(super) fn process(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
+        let n = batch.num_rows();
+        let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
+            Ok(e.evaluate(&batch)?.into_array(n)?)
+        };
+        let (keys, _) = super::super::key_rows(&self.converter, &self.plan.partition_by, &batch)?;
+        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.functions.len());
+        let mut filters: Vec<Option<BooleanArray>> = Vec::with_capacity(self.plan.functions.len());
+        for f in &self.plan.functions {
+            match f {
+                OverFunction::Aggregate { expr, filter, .. } => {
+                    args.push(expr.expressions().iter().map(eval).collect::<Result<_>>()?);
+                    let filter = match filter {
+                        Some(e) => Some(
+                            eval(e)?
+                                .as_any()
+                                .downcast_ref::<BooleanArray>()
+                                .cloned()
+                                .ok_or_else(|| {
+                                    EngineError::operator("over", "FILTER clause is not boolean")
+                                })?,
+                        ),
+                        None => None,
+                    };
+                    filters.push(filter);
+                }
+                OverFunction::Lag { value, .. } => {
+                    args.push(vec![eval(value)?]);
+                    filters.push(None);
+                }
+                OverFunction::RowNumber => {
+                    args.push(Vec::new());
+                    filters.push(None);
+                }
+            }
+        }
+        let mut values: Vec<Vec<ScalarValue>> =
+            vec![Vec::with_capacity(n); self.plan.functions.len()];
+        for value in values.iter_mut() {
+            value.resize(n, ScalarValue::Null);
+        }
+        let plan = &self.plan;
+        let peers_frames = plan.functions.iter().any(
+            |f| matches!(f, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers()),
+        );
+        let fold = |f: usize, state: &mut KeyState, row: usize| -> Result<()> {
+            if filters[f]
+                .as_ref()
+                .is_some_and(|m| !m.is_valid(row) || !m.value(row))
+            {
+                return Ok(());
+            }
+            if let Some(acc) = state.accumulators[f].as_mut() {
+                let slice: Vec<ArrayRef> = args[f].iter().map(|a| a.slice(row, 1)).collect();
+                acc.update_batch(&slice)?;
+            }
+            Ok(())
+        };
+        let read = |f: usize, state: &mut KeyState| -> Result<ScalarValue> {
+            match state.accumulators[f].as_mut() {
+                Some(acc) => Ok(acc.evaluate()?),
+                None => Err(EngineError::operator("over", "missing accumulator")),
+            }
+        };
+        // Sliding frames: a row enters (folded, remembered with its values)...
+        let enter = |f: usize, state: &mut KeyState, row: usize, t: Timestamp| -> Result<()> {
+            let included = !filters[f]
+                .as_ref()
+                .is_some_and(|m| !m.is_valid(row) || !m.value(row));
+            let values = if included {
+                let values = args[f]
+                    .iter()
+                    .map(|a| ScalarValue::try_from_array(a.as_ref(), row))
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                fold(f, state, row)?;
+                Some(values)
+            } else {
+                None
+            };
+            state.frames[f].push_back((t, values));
+            Ok(())
+        };
+        // ...and the oldest rows leave while `leaves(time, rows held)`.
+        let slide = |f: usize,
+                     state: &mut KeyState,
+                     leaves: &dyn Fn(Timestamp, usize) -> bool|
+         -> Result<()> {
+            let mut gone: Vec<Vec<ScalarValue>> = Vec::new();
+            while let Some(&(time, _)) = state.frames[f].front() {
+                if !leaves(time, state.frames[f].len()) {
+                    break;
+                }
+                if let Some((_, Some(values))) = state.frames[f].pop_front() {
+                    gone.push(values);
+                }
+            }
+            if gone.is_empty() {
+                return Ok(());
+            }
+            let Some(acc) = state.accumulators[f].as_mut() else {
+                return Err(EngineError::operator("over", "missing accumulator"));
+            };
+            acc.retract_batch(&retracted(gone, args[f].len())?)?;
+            Ok(())
+        };
+        let mut start = 0;
+        while start < n {
+            // A run of peers: rows with the same event time.
+            let t = times.value(start);
+            let mut end = start + 1;
+            while end < n && times.value(end) == t {
+                end += 1;
+            }
+            // One key lookup per row, every function folded and read there.
+            for row in start..end {
+                let key = keys.row(row);
+                let state = match self.keys.get_mut(key.as_ref()) {
+                    Some(state)
+                        if plan
+                            .state_ttl_ms
+                            .is_none_or(|ttl| t.saturating_sub(state.last_time) <= ttl) =>
+                    {
+                        state
+                    }
+                    _ => {
+                        // New, or idle past the time-to-live: starts empty.
+                        let fresh = Self::key_state_for(plan)?;
+                        self.keys.insert(key.as_ref().to_vec(), fresh);
+                        self.keys
+                            .get_mut(key.as_ref())
+                            .ok_or_else(|| EngineError::operator("over", "key state vanished"))?
+                    }
+                };
+                state.last_time = t;
+                for (f, function) in plan.functions.iter().enumerate() {
+                    match function {
+                        // Read once every peer is folded, below.
+                        OverFunction::Aggregate {
+                            frame: Frame::UpToPeers,
+                            ..
+                        } => fold(f, state, row)?,
+                        OverFunction::Aggregate {
+                            frame: Frame::RangePreceding { range_ms },
+                            ..
+                        } => {
+                            slide(f, state, &|time, _| time < t.saturating_sub(*range_ms))?;
+                            enter(f, state, row, t)?;
+                        }
+                        OverFunction::Aggregate {
+                            frame: Frame::RowsPreceding { rows },
+                            ..
+                        } => {
+                            enter(f, state, row, t)?;
+                            slide(f, state, &|_, held| held > rows + 1)?;
+                            values[f][row] = read(f, state)?;
+                        }
+                        OverFunction::Aggregate { frame, expr, .. } => {
+                            if *frame == Frame::UpToCurrentRow {
+                                fold(f, state, row)?;
+                                values[f][row] = read(f, state)?;
+                            } else {
+                                values[f][row] = if state.seen[f] == 0 {
+                                    expr.fun().default_value(expr.field().data_type())?
+                                } else {
+                                    read(f, state)?
+                                };
+                                fold(f, state, row)?;
+                            }
+                            state.seen[f] += 1;
+                        }
+                        OverFunction::RowNumber => {
+                            state.rows += 1;
+                            values[f][row] = ScalarValue::UInt64(Some(state.rows as u64));
+                        }
+                        OverFunction::Lag {
+                            offset, default, ..
+                        } => {
+                            let history = &mut state.lags[f];
+                            values[f][row] = if history.len() == *offset {
+                                history.front().cloned().unwrap_or(default.clone())
+                            } else {
+                                default.clone()
+                            };
+                            history
+                                .push_back(ScalarValue::try_from_array(args[f][0].as_ref(), row)?);
+                            if history.len() > *offset {
+                                history.pop_front();
+                            }
+                        }
+                    }
+                }
+            }
+            if peers_frames {
+                for row in start..end {
+                    let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                        continue;
+                    };
+                    for (f, function) in plan.functions.iter().enumerate() {
+                        if matches!(function, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers())
+                        {
+                            values[f][row] = read(f, state)?;
+                        }
+                    }
+                }
+            }
+            start = end;
+        }
+        let mut columns = batch.columns().to_vec();
+        let base = columns.len();
+        for (f, column) in values.into_iter().enumerate() {
+            let field = self.plan.output_schema.field(base + f);
+            let array = if column.is_empty() {
+                datafusion::arrow::array::new_empty_array(field.data_type())
+            } else {
+                ScalarValue::iter_to_array(column)?
+            };
+            let array = if array.data_type() == field.data_type() {
+                array
+            } else {
+                datafusion::arrow::compute::cast(&array, field.data_type())?
+            };
+            columns.push(array);
+        }
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?)
+    }
+}
+
+impl OverOperator {
+    /// Drops keys idle for longer than the time-to-live before `horizon`
+    /// (every row still to come has a time at or after it). Runs every half
+    /// TTL of event time.
+    pub(super) fn sweep(&mut self, horizon: Timestamp) {
+        let Some(ttl) = self.plan.state_ttl_ms else {
+            return;
+        };
+        if horizon == WATERMARK_MAX || horizon.saturating_sub(self.last_sweep) < (ttl / 2).max(1) {
+            return;
+        }
+        self.last_sweep = horizon;
+        let cutoff = horizon.saturating_sub(ttl);
+        self.keys.retain(|_, state| state.last_time >= cutoff);
+    }
+}
+
+impl Operator for OverOperator {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
+        self.pending_rows += batch.num_rows();
+        self.pending
+            .push(Pending::new(batch, self.plan.time_column)?);
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        let horizon = if watermark == WATERMARK_MAX {
+            WATERMARK_MAX
+        } else {
+            watermark.saturating_sub(self.plan.allowed_lateness_ms)
+        };
+        self.release(watermark, horizon, out)?;
+        self.sweep(horizon);
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.pending_rows + self.keys.len()
+    }
+
+    fn state_bytes(&self) -> usize {
+        let pending: usize = self
+            .pending
+            .iter()
+            .map(|p| p.batch.get_array_memory_size())
+            .sum();
+        let keys: usize = self
+            .keys
+            .iter()
+            .map(|(key, state)| {
+                key.capacity()
+                    + std::mem::size_of::<KeyState>()
+                    + state
+                        .accumulators
+                        .iter()
+                        .flatten()
+                        .map(|a| a.size())
+                        .sum::<usize>()
+                    + state
+                        .lags
+                        .iter()
+                        .flatten()
+                        .map(ScalarValue::size)
+                        .sum::<usize>()
+            })
+            .sum();
+        pending + keys
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&OverMeta {
+            last_sweep: self.last_sweep,
+        })?;
+        let pending = concat_batches(
+            &self.plan.input_schema,
+            self.pending.iter().map(|p| &p.batch),
+        )?;
+        snapshot.push_table("pending", pending);
+        for (name, table) in self.key_tables()? {
+            snapshot.push_table(name, table);
+        }
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: OverMeta = state.meta()?;
+        self.last_sweep = meta.last_sweep;
+        let pending = state.take_table("pending")?;
+        self.pending_rows = pending.num_rows();
+        if pending.num_rows() > 0 {
+            self.pending = vec![Pending::new(pending, self.plan.time_column)?];
+        }
+        self.load_keys(&mut state)
+    }
+}
+
+impl OverOperator {
+    /// Releases pending rows before `horizon` in event-time order.
+    pub(super) fn release(
+        &mut self,
+        watermark: Timestamp,
+        horizon: Timestamp,
+        out: &mut Collector,
+    ) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Split each pending batch on its own (never concatenating what stays:
+        // a string-view column would keep every earlier batch's buffers alive).
+        let mut released_parts = Vec::new();
+        let mut kept = Vec::new();
+        for pending in std::mem::take(&mut self.pending) {
+            if watermark == WATERMARK_MAX || pending.last < horizon {
+                released_parts.push(pending.batch);
+                continue;
+            }
+            if pending.first >= horizon {
+                kept.push(pending);
+                continue;
+            }
+            let batch = pending.batch;
+            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+            let release: BooleanArray = times
+                .iter()
+                .map(|t| Some(t.is_some_and(|t| t < horizon)))
+                .collect();
+            match release.true_count() {
+                0 => kept.push(Pending { batch, ..pending }),
+                n if n == batch.num_rows() => released_parts.push(batch),
+                _ => {
+                    released_parts.push(filter_record_batch(&batch, &release)?);
+                    kept.push(Pending {
+                        batch: filter_record_batch(&batch, &not(&release)?)?,
+                        // What stays is at or after the horizon.
+                        first: horizon,
+                        last: pending.last,
+                    });
+                }
+            }
+        }
+        self.pending_rows = kept.iter().map(|p| p.batch.num_rows()).sum();
+        self.pending = kept;
+        if released_parts.is_empty() {
+            return Ok(());
+        }
+        let released = concat_batches(&self.plan.input_schema, &released_parts)?;
+        // Sort by (event time, arrival order): a stable sort by time (rows
+        // without a time, left out below, first). Mostly they come sorted.
+        let released_times = to_epoch_millis(released.column(self.plan.time_column))?;
+        let mut order: Vec<(Timestamp, u32)> = (0..released.num_rows())
+            .map(|i| {
+                let time = if released_times.is_valid(i) {
+                    released_times.value(i)
+                } else {
+                    Timestamp::MIN
+                };
+                (time, i as u32)
+            })
+            .collect();
+        let sorted = if order.is_sorted() {
+            released
+        } else {
+            order.sort_unstable();
+            let order = UInt32Array::from_iter_values(order.iter().map(|&(_, i)| i));
+            take_record_batch(&released, &order)?
+        };
+        // Rows without an event time cannot be ordered; they were counted as bad at the source.
+        let sorted = if sorted.column(self.plan.time_column).null_count() > 0 {
+            let valid =
+                datafusion::arrow::compute::is_not_null(sorted.column(self.plan.time_column))?;
+            filter_record_batch(&sorted, &valid)?
+        } else {
+            sorted
+        };
+        out.emit(self.process(sorted)?);
+        Ok(())
+    }
+}
