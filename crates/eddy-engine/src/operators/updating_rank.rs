@@ -214,6 +214,7 @@ impl OperatorPlan for UpdatingRankPlan {
             plan: self.clone(),
             partitions: HashMap::new(),
             held: 0,
+            bytes: 0,
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
             sweeps: TtlSweeps::new(self.state_ttl_ms),
@@ -224,6 +225,11 @@ impl OperatorPlan for UpdatingRankPlan {
 
 /// A partition's rows in rank order: (sort key, row) -> copies.
 type Ranked = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
+
+/// Bytes a ranked row costs: its sort key, its row, the map's node.
+fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
+    sort.len() + row.len() + 48
+}
 
 /// A partition: its ranked rows and the watermark when a row last touched
 /// it.
@@ -244,6 +250,9 @@ struct UpdatingRank {
     partitions: HashMap<Box<[u8]>, Partition>,
     /// Rows held over all partitions.
     held: usize,
+    /// Bytes held (keys, rows and their overheads), kept as rows come and
+    /// go: sizing walked every row.
+    bytes: usize,
     unmatched_retractions: u64,
     watermark: Timestamp,
     sweeps: TtlSweeps,
@@ -295,12 +304,16 @@ impl UpdatingRank {
 
     /// Drops an append-only partition's rows below its top (they can never
     /// rank in it again).
-    fn trim(ranked: &mut Ranked, keep: usize) -> usize {
+    /// Keeps the first `keep` rows (copies counted); the rows and bytes
+    /// dropped.
+    fn trim(ranked: &mut Ranked, keep: usize) -> (usize, usize) {
         let mut seen = 0usize;
         let mut dropped = 0usize;
-        ranked.retain(|_, copies| {
+        let mut bytes = 0usize;
+        ranked.retain(|entry, copies| {
             if seen >= keep {
                 dropped += *copies as usize;
+                bytes += entry_bytes(entry);
                 return false;
             }
             let room = keep - seen;
@@ -311,7 +324,7 @@ impl UpdatingRank {
             seen += *copies as usize;
             true
         });
-        dropped
+        (dropped, bytes)
     }
 
     fn output(&self, changes: Vec<(RowKind, TopRow)>) -> Result<RecordBatch> {
@@ -420,11 +433,13 @@ impl Operator for UpdatingRank {
         }
         let mut changes = Vec::new();
         for (slot, key) in touched.into_iter().enumerate() {
-            let mut ranked = self
-                .partitions
-                .remove(&key)
-                .map(|p| p.ranked)
-                .unwrap_or_default();
+            let mut ranked = match self.partitions.remove(&key) {
+                Some(partition) => {
+                    self.bytes -= key.len();
+                    partition.ranked
+                }
+                None => Ranked::new(),
+            };
             let before = self.top(&ranked);
             for &r in &members[slot] {
                 let entry = (sort_key(r), rows.row(r).data().into());
@@ -436,6 +451,7 @@ impl Operator for UpdatingRank {
                         Some(copies) if *copies > 1 => *copies -= 1,
                         Some(_) => {
                             ranked.remove(&entry);
+                            self.bytes -= entry_bytes(&entry);
                         }
                         None => {
                             self.unmatched_retractions += 1;
@@ -444,16 +460,27 @@ impl Operator for UpdatingRank {
                     }
                     self.held -= 1;
                 } else {
-                    *ranked.entry(entry).or_insert(0) += 1;
+                    match ranked.entry(entry) {
+                        std::collections::btree_map::Entry::Occupied(mut held) => {
+                            *held.get_mut() += 1;
+                        }
+                        std::collections::btree_map::Entry::Vacant(slot) => {
+                            self.bytes += entry_bytes(slot.key());
+                            slot.insert(1);
+                        }
+                    }
                     self.held += 1;
                 }
             }
             let after = self.top(&ranked);
             if !self.plan.input_updating {
-                self.held -= Self::trim(&mut ranked, after.len());
+                let (rows, bytes) = Self::trim(&mut ranked, after.len());
+                self.held -= rows;
+                self.bytes -= bytes;
             }
             difference(before, after, &mut changes);
             if !ranked.is_empty() {
+                self.bytes += key.len();
                 self.partitions.insert(
                     key,
                     Partition {
@@ -474,15 +501,17 @@ impl Operator for UpdatingRank {
         let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
-        let mut dropped = 0;
-        self.partitions.retain(|_, p| {
+        let (mut dropped, mut bytes) = (0, 0);
+        self.partitions.retain(|key, p| {
             let keep = p.touched_at >= cutoff;
             if !keep {
                 dropped += p.ranked.values().map(|&c| c as usize).sum::<usize>();
+                bytes += key.len() + p.ranked.keys().map(entry_bytes).sum::<usize>();
             }
             keep
         });
         self.held -= dropped;
+        self.bytes -= bytes;
         Ok(())
     }
 
@@ -491,16 +520,7 @@ impl Operator for UpdatingRank {
     }
 
     fn state_bytes(&self) -> usize {
-        self.partitions
-            .iter()
-            .map(|(k, p)| {
-                k.len()
-                    + p.ranked
-                        .keys()
-                        .map(|(s, r)| s.len() + r.len() + 48)
-                        .sum::<usize>()
-            })
-            .sum()
+        self.bytes
     }
 
     fn late_rows(&self) -> u64 {
@@ -585,6 +605,11 @@ impl Operator for UpdatingRank {
                 .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
             self.held += copies.value(r) as usize;
         }
+        self.bytes = self
+            .partitions
+            .iter()
+            .map(|(k, p)| k.len() + p.ranked.keys().map(entry_bytes).sum::<usize>())
+            .sum();
         Ok(())
     }
 }
@@ -746,5 +771,48 @@ mod tests {
                 "arrivals go on counting"
             );
         }
+    }
+
+    #[test]
+    fn state_bytes_are_kept_as_rows_come_and_go() {
+        let walk = |op: &mut Box<dyn Operator>| {
+            // A restore sizes its state by walking it.
+            let mut fresh = plan(vec![RankFunction::RowNumber], 2, true)
+                .create()
+                .unwrap();
+            fresh.restore(op.snapshot().unwrap()).unwrap();
+            fresh.state_bytes()
+        };
+        let mut op = plan(vec![RankFunction::RowNumber], 2, true)
+            .create()
+            .unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            rows(&["a", "a", "b"], &[5, 3, 4], Some(&[0, 0, 0])),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(op.state_bytes(), walk(&mut op));
+        op.on_batch(0, rows(&["a", "b"], &[5, 4], Some(&[3, 3])), &mut out)
+            .unwrap();
+        assert_eq!(op.state_bytes(), walk(&mut op));
+        assert!(op.state_bytes() > 0);
+        op.on_batch(0, rows(&["a"], &[3], Some(&[3])), &mut out)
+            .unwrap();
+        assert_eq!(op.state_bytes(), 0, "nothing held, nothing counted");
+        // Over an append-only input rows below the top are trimmed.
+        let mut op = plan(vec![RankFunction::RowNumber], 1, false)
+            .create()
+            .unwrap();
+        op.on_batch(0, rows(&["a", "a", "b"], &[5, 3, 4], None), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["a"], &[9], None), &mut out).unwrap();
+        let mut fresh = plan(vec![RankFunction::RowNumber], 1, false)
+            .create()
+            .unwrap();
+        fresh.restore(op.snapshot().unwrap()).unwrap();
+        assert_eq!(op.state_bytes(), fresh.state_bytes());
+        assert_eq!(op.state_rows(), 2);
     }
 }
