@@ -69,17 +69,6 @@ fn option_value(expr: &SqlExpr) -> Option<String> {
     }
 }
 
-/// The metadata keys of a Debezium feed (Flink's names), with what each is.
-const DEBEZIUM_METADATA: [(&str, &str); 4] = [
-    (
-        "value.source.timestamp",
-        "when the database made the change: source.ts_ms",
-    ),
-    ("source.timestamp", "the same"),
-    ("value.ingestion-timestamp", "when Debezium read it: ts_ms"),
-    ("ingestion-timestamp", "the same"),
-];
-
 /// Builds a [`TableDef`] from a parsed `CREATE TABLE`.
 pub fn table_def(
     ctx: &SessionContext,
@@ -202,17 +191,14 @@ pub fn table_def(
                 format!("column '{column}' is read from the record's metadata ('{key}'), which only a Debezium change feed (format = 'debezium-json') has"),
             ));
         }
-        if !DEBEZIUM_METADATA
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case(key))
-        {
+        if eddy_engine::source::ChangeMetadata::of_key(key).is_none() {
             return Err(SqlError::at(
                 position,
                 format!(
                     "column '{column}': '{key}' is not a Debezium metadata key; known: {}",
-                    DEBEZIUM_METADATA
+                    eddy_engine::source::ChangeMetadata::KEYS
                         .iter()
-                        .map(|(k, what)| format!("'{k}' ({what})"))
+                        .map(|(k, what)| format!("'{k}' ({})", what.describe()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
@@ -259,6 +245,24 @@ pub fn table_def(
     let physical = Arc::new(mark_json(
         planner.build_schema(physical_defs).map_err(plan_error)?,
     ));
+    // A change's time is a TIMESTAMP or epoch milliseconds.
+    for metadata in metadata_columns {
+        let typed = physical
+            .field_with_name(&metadata.column)
+            .ok()
+            .map(|f| f.data_type().clone());
+        if let Some(other) =
+            typed.filter(|t| !matches!(t, DataType::Int64 | DataType::Timestamp(_, _)))
+        {
+            return Err(SqlError::at(
+                &metadata.position,
+                format!(
+                    "column '{}' reads '{}', a time: declare it TIMESTAMP(3) (or BIGINT for epoch milliseconds), not {other}",
+                    metadata.column, metadata.key
+                ),
+            ));
+        }
+    }
     let physical_df = DFSchema::try_from(physical.as_ref().clone()).map_err(plan_error)?;
 
     let mut columns = Vec::with_capacity(declared.fields().len());

@@ -21,7 +21,7 @@ use datafusion::arrow::compute::{cast, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::changelog::RowKind;
-use eddy_engine::source::{BadRow, RowOrigins};
+use eddy_engine::source::{BadRow, ChangeMetadata, RowOrigins};
 
 use super::decode::NdjsonOrigins;
 use crate::error::Result;
@@ -62,9 +62,11 @@ impl DebeziumEnvelope {
         let mut image = Vec::new();
         let mut sources = Vec::with_capacity(width);
         for field in &output.fields()[..width] {
-            sources.push(match eddy_engine::source::metadata_key(field) {
-                Some(key) if key.ends_with("ingestion-timestamp") => Source::IngestionTime,
-                Some(_) => Source::DatabaseTime,
+            let metadata =
+                eddy_engine::source::metadata_key(field).and_then(ChangeMetadata::of_key);
+            sources.push(match metadata {
+                Some(ChangeMetadata::IngestionTime) => Source::IngestionTime,
+                Some(ChangeMetadata::DatabaseTime) => Source::DatabaseTime,
                 None => {
                     image.push(field.as_ref().clone().with_nullable(true));
                     Source::Image(image.len() - 1)

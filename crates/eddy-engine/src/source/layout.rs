@@ -99,6 +99,41 @@ pub const JSON_COLUMN_KEY: &str = "eddy.json";
 /// `ts_ms`, `source.ts_ms`) rather than from the row.
 pub const METADATA_COLUMN_KEY: &str = "eddy.metadata_from";
 
+/// What a change record's metadata column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeMetadata {
+    /// When the database made the change (Debezium's `source.ts_ms`).
+    DatabaseTime,
+    /// When the change was read from the database (the envelope's `ts_ms`).
+    IngestionTime,
+}
+
+impl ChangeMetadata {
+    /// The keys a metadata column may name (Flink's), what each holds.
+    pub const KEYS: [(&'static str, ChangeMetadata); 4] = [
+        ("value.source.timestamp", ChangeMetadata::DatabaseTime),
+        ("source.timestamp", ChangeMetadata::DatabaseTime),
+        ("value.ingestion-timestamp", ChangeMetadata::IngestionTime),
+        ("ingestion-timestamp", ChangeMetadata::IngestionTime),
+    ];
+
+    /// The metadata `key` names (any case), if it is one.
+    pub fn of_key(key: &str) -> Option<Self> {
+        Self::KEYS
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|&(_, m)| m)
+    }
+
+    /// What it holds, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ChangeMetadata::DatabaseTime => "when the database made the change: source.ts_ms",
+            ChangeMetadata::IngestionTime => "when the change was read: ts_ms",
+        }
+    }
+}
+
 /// The metadata key `field` is read from, if it is a metadata column.
 pub fn metadata_key(field: &datafusion::arrow::datatypes::Field) -> Option<&str> {
     field

@@ -281,18 +281,20 @@ impl<T: ArrowPrimitiveType> AggregateColumn for Sum<T> {
     }
 }
 
-/// `avg(x)` over doubles: the sum and the non-null count (NULL when none).
-#[derive(Default)]
-struct Avg {
-    sums: Vec<f64>,
-    counts: Vec<u64>,
+/// `avg(x)` over doubles: a (retracting) double sum over its non-null
+/// count, NULL when none. Its checkpoint columns are DataFusion's average's
+/// state, (count, sum).
+struct Avg(Sum<Float64Type>);
+
+impl Default for Avg {
+    fn default() -> Self {
+        Avg(Sum::new(true))
+    }
 }
 
 impl AggregateColumn for Avg {
     fn resize(&mut self, groups: usize) -> Result<()> {
-        self.sums.resize(groups, 0.0);
-        self.counts.resize(groups, 0);
-        Ok(())
+        self.0.resize(groups)
     }
 
     fn update(
@@ -301,43 +303,24 @@ impl AggregateColumn for Avg {
         args: &[ArrayRef],
         filter: Option<&BooleanArray>,
     ) -> Result<()> {
-        let arg = args[0]
-            .as_primitive_opt::<Float64Type>()
-            .ok_or_else(|| EngineError::operator(KIND, "avg argument of an unplanned type"))?;
-        let values = arg.values();
-        for (row, &g) in rows.groups.iter().enumerate() {
-            if !passes(filter, row) || arg.is_null(row) {
-                continue;
-            }
-            if rows.retracts(row) {
-                self.sums[g] -= values[row];
-                self.counts[g] = self.counts[g].wrapping_sub(1);
-            } else {
-                self.sums[g] += values[row];
-                self.counts[g] += 1;
-            }
-        }
-        Ok(())
+        self.0.update(rows, args, filter)
     }
 
     fn evaluate(&mut self, groups: &[usize]) -> Result<ArrayRef> {
+        let Sum { sums, values, .. } = &self.0;
         Ok(Arc::new(PrimitiveArray::<Float64Type>::from_iter(
             groups
                 .iter()
-                .map(|&g| (self.counts[g] > 0).then(|| self.sums[g] / self.counts[g] as f64)),
+                .map(|&g| (values[g] > 0).then(|| sums[g] / values[g] as f64)),
         )))
     }
 
     fn reset(&mut self, g: usize) -> Result<()> {
-        self.sums[g] = 0.0;
-        self.counts[g] = 0;
-        Ok(())
+        self.0.reset(g)
     }
 
     fn retain(&mut self, keep: &[bool]) -> Result<()> {
-        retain_marked(&mut self.sums, keep);
-        retain_marked(&mut self.counts, keep);
-        Ok(())
+        self.0.retain(keep)
     }
 
     fn state_fields(&self) -> Result<Vec<Field>> {
@@ -348,15 +331,12 @@ impl AggregateColumn for Avg {
     }
 
     fn state_columns(&mut self) -> Result<Vec<ArrayRef>> {
-        Ok(vec![
-            Arc::new(UInt64Array::from(self.counts.clone())),
-            Arc::new(PrimitiveArray::<Float64Type>::from_iter(
-                self.sums
-                    .iter()
-                    .zip(&self.counts)
-                    .map(|(&s, &n)| (n > 0).then_some(s)),
-            )),
-        ])
+        let [sum, count]: [ArrayRef; 2] = self
+            .0
+            .state_columns()?
+            .try_into()
+            .map_err(|_| EngineError::operator(KIND, "a retracting sum keeps two columns"))?;
+        Ok(vec![count, sum])
     }
 
     fn restore(
@@ -365,17 +345,17 @@ impl AggregateColumn for Avg {
         columns: &[ArrayRef],
         _: Option<RecordBatch>,
     ) -> Result<()> {
-        let counts = state_column::<UInt64Type>(columns, 0)?;
-        let sums = state_column::<Float64Type>(columns, 1)?;
-        self.counts = (0..groups).map(|g| counts.value(g)).collect();
-        self.sums = (0..groups)
-            .map(|g| if sums.is_valid(g) { sums.value(g) } else { 0.0 })
-            .collect();
-        Ok(())
+        let [count, sum] = columns else {
+            return Err(EngineError::State(format!(
+                "{KIND}: an average's state is two columns"
+            )));
+        };
+        let (count, sum) = (count.clone(), sum.clone());
+        self.0.restore(groups, &[sum, count], None)
     }
 
     fn size(&self) -> usize {
-        (self.sums.capacity() + self.counts.capacity()) * 8
+        self.0.size()
     }
 }
 
@@ -602,7 +582,7 @@ mod tests {
             &PrimitiveArray::<Float64Type>::from(vec![Some(1.5), None, None])
         );
         restored.retain(&[false, true, true]).unwrap();
-        assert_eq!(restored.counts, vec![0, 0]);
+        assert_eq!(restored.0.values, vec![0, 0]);
     }
 
     #[test]
