@@ -34,7 +34,7 @@ if [ ! -x "$java17/bin/java" ]; then
     sudo apt-get install -y -q openjdk-17-jre-headless >/dev/null
   fi
 fi
-EDDY_VENV=${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv} python_env apache-flink==1.20.0
+python_env_pinned "${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv}" apache-flink==1.20.0
 flink_python="$VENV/bin/python"
 
 work=$(mktemp -d)

@@ -3,8 +3,9 @@
 # (tests/web/console.test.mjs): Debian's Chromium driven by playwright-core,
 # and Debian's Firefox ESR driven by puppeteer-core over WebDriver BiDi, both
 # headless. Installs what it needs on first use: the `chromium` and
-# `firefox-esr` packages (apt) and the two npm packages (into a cache
-# directory outside the clone). Saves a screenshot of every screen under
+# `firefox-esr` packages (apt) and the two npm packages as
+# tests/web/package-lock.json pins them (into a cache directory outside the
+# clone). Saves a screenshot of every screen under
 # WEB_TEST_OUT (default $CARGO_TARGET_DIR/web-test) and fails on any console
 # error. BROWSERS="chromium" runs one.
 #
@@ -13,8 +14,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/serve-lib.sh
 
-PLAYWRIGHT_VERSION=1.64.1
-PUPPETEER_VERSION=25.16.0
 BROWSERS=${BROWSERS:-chromium firefox}
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 FIREFOX=${FIREFOX:-/usr/bin/firefox-esr}
@@ -28,13 +27,15 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
+# The browser drivers, exactly as tests/web/package-lock.json pins them
+# (versions and integrity hashes), installed with `npm ci` into a cache
+# directory outside the clone, again whenever the lockfile changes.
 NODE_DIR=${EDDY_NODE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-node}
-installed() { node -p "try { require('$NODE_DIR/node_modules/$1/package.json').version } catch (e) { '' }"; }
-if [ "$(installed playwright-core)" != "$PLAYWRIGHT_VERSION" ] || [ "$(installed puppeteer-core)" != "$PUPPETEER_VERSION" ]; then
-  echo "web-test: installing playwright-core $PLAYWRIGHT_VERSION and puppeteer-core $PUPPETEER_VERSION" >&2
+if ! cmp -s tests/web/package-lock.json "$NODE_DIR/package-lock.json" || [ ! -d "$NODE_DIR/node_modules" ]; then
+  echo "web-test: installing the browser drivers pinned by tests/web/package-lock.json" >&2
   mkdir -p "$NODE_DIR"
-  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund --no-save \
-    "playwright-core@$PLAYWRIGHT_VERSION" "puppeteer-core@$PUPPETEER_VERSION" >/dev/null)
+  cp tests/web/package.json tests/web/package-lock.json "$NODE_DIR/"
+  (cd "$NODE_DIR" && npm ci --silent --no-audit --no-fund --engine-strict=false >/dev/null)
 fi
 
 EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}

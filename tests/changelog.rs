@@ -368,7 +368,7 @@ fn updating_queries_are_refused_by_append_only_operators_and_sinks() {
         Err(e) => e.to_string(),
     };
     assert!(
-        err.contains("table 'totals' (connector 'ndjson') takes only appends")
+        err.contains("table 'totals': connector 'ndjson' takes only appends")
             && err.contains("the GROUP BY without a window at q.sql:8:")
             && err.contains("format = 'debezium-json'"),
         "{err}"

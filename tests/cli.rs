@@ -312,3 +312,35 @@ fn realtime_generation_follows_the_wall_clock() {
         .expect("eddy generate");
     assert_eq!(fast.stdout, out.stdout);
 }
+
+/// `eddy connectors` prints the reference generated from the connectors'
+/// declared options; docs/CONNECTORS.md is that output (rewrite it with
+/// `EDDY_UPDATE_GOLDEN=1`), so the docs cannot drift from the code.
+#[test]
+fn the_connector_reference_is_generated_and_docs_match_it() {
+    let out = eddy().arg("connectors").output().expect("run eddy");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    for expected in [
+        "## kafka",
+        "| `stop` | never, latest |",
+        "## stdout\n",
+        "Also named: print.",
+        "| `rolling_bytes` | size (64MB, 1GiB) |",
+    ] {
+        assert!(printed.contains(expected), "{expected}\n{printed}");
+    }
+    let docs = common::repo_root().join("docs/CONNECTORS.md");
+    if common::updating_golden() {
+        std::fs::write(&docs, &printed).expect("write docs");
+    }
+    let written = std::fs::read_to_string(&docs).unwrap_or_default();
+    assert!(
+        written == printed,
+        "docs/CONNECTORS.md differs from `eddy connectors` (rerun with EDDY_UPDATE_GOLDEN=1)"
+    );
+}

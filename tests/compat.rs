@@ -34,7 +34,7 @@ fn compatibility_suite() {
     paths.sort();
     assert!(paths.len() >= 30, "the suite holds at least 30 queries");
     let params = BTreeMap::from([("DATA".to_string(), dir.join("data").display().to_string())]);
-    let update = std::env::var_os("EDDY_UPDATE_GOLDEN").is_some();
+    let update = common::updating_golden();
     let (mut runs, mut refused, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for path in &paths {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();

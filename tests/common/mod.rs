@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use eddy_cli::job;
-use eddy_connectors::sinks::StdoutTarget;
+use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::ConnectorConfig;
 use eddy_engine::runtime::JobReport;
 use eddy_sql::SqlFile;
@@ -158,6 +158,12 @@ pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
     lines
 }
 
+/// Whether this run rewrites golden files: only with `EDDY_UPDATE_GOLDEN=1`
+/// (any other value, or none, compares).
+pub fn updating_golden() -> bool {
+    std::env::var("EDDY_UPDATE_GOLDEN").as_deref() == Ok("1")
+}
+
 /// Compares `actual` with the golden file at `path`, or rewrites it when
 /// `EDDY_UPDATE_GOLDEN=1`.
 pub fn check_golden(path: &PathBuf, actual: &[String]) {
@@ -166,7 +172,7 @@ pub fn check_golden(path: &PathBuf, actual: &[String]) {
     } else {
         format!("{}\n", actual.join("\n"))
     };
-    if std::env::var("EDDY_UPDATE_GOLDEN").as_deref() == Ok("1") {
+    if updating_golden() {
         std::fs::write(path, &text).expect("write golden");
         return;
     }

@@ -71,6 +71,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Print every connector and the options it takes as a source and as
+    /// a sink (Markdown; docs/CONNECTORS.md is this output).
+    Connectors,
     /// Print the operator graph SQL compiles to.
     Explain {
         /// `.sql` files, directories, or SQL text.

@@ -22,7 +22,8 @@
 //! exactly-once sinks. Each key's rows are in one task: those of an
 //! operator keyed by the topics' key (`key_column`) are in one partition
 //! number already; an operator keyed otherwise gets its rows through an
-//! exchange topic keyed by its own key ([`crate::exchanges`]), which every
+//! exchange topic keyed by its own key
+//! ([`eddy_engine::distribute::exchanges`]), which every
 //! task writes and each reads its partition of. So results equal a single
 //! process's.
 //!
@@ -35,16 +36,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use eddy_connectors::kafka::exchange::KafkaExchanges;
 use eddy_connectors::kafka::group::{ensure_topic, partition_counts, GroupMember};
 use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
+use eddy_engine::distribute::exchanges::{self, PartitionedSource};
 use eddy_engine::parallel::Parallelism;
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport};
 use eddy_sql::SqlFile;
 
 use crate::error::{CliError, Result};
-use crate::{exchanges, job};
+use crate::job;
 
 /// How a group run is set up.
 #[derive(Debug, Clone)]
@@ -139,13 +142,19 @@ pub fn run_group(
             listed.join(", ")
         )));
     }
-    let task_graph = exchanges::plan(
-        &compiled.graph,
-        &sources,
-        &config.group,
-        &servers,
-        partitions,
-    )?;
+    let partitioned: Vec<PartitionedSource> = sources
+        .iter()
+        .map(|s| PartitionedSource {
+            table: s.table.clone(),
+            key_column: s.key_column.clone(),
+        })
+        .collect();
+    let exchange_topics = KafkaExchanges {
+        servers: servers.clone(),
+        group: config.group.clone(),
+    };
+    let task_graph = exchanges::plan(&compiled.graph, &partitioned, &exchange_topics, partitions)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     for exchange in &task_graph.exchanges {
         tracing::info!(
             "exchange: {} gets its rows by {} through topic '{}'",

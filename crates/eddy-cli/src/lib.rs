@@ -7,7 +7,6 @@
 pub mod bench;
 pub mod client;
 pub mod error;
-pub mod exchanges;
 pub mod generate;
 pub mod group;
 pub mod job;

@@ -7,12 +7,26 @@ use eddy_engine::EngineError;
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectorError {
     /// `connector = '...'` names nothing eddy knows.
-    #[error("unknown connector '{connector}'{hint} (sources: file, stdin, generator, kafka; sinks: stdout, ndjson, parquet, kafka, blackhole)")]
+    #[error("unknown connector '{connector}'{hint} ({role}s: {known})")]
     UnknownConnector {
         /// The name given.
         connector: String,
+        /// `source` or `sink`.
+        role: &'static str,
         /// `; did you mean '...'?`, or empty.
         hint: String,
+        /// The connectors that can play the role, comma-separated.
+        known: String,
+    },
+    /// The connector exists but cannot be read (or written).
+    #[error("connector '{connector}': it cannot be a {role} ({role}s: {known})")]
+    NotInRole {
+        /// The name given.
+        connector: String,
+        /// `source` or `sink`.
+        role: &'static str,
+        /// The connectors that can play the role, comma-separated.
+        known: String,
     },
     /// An option the connector does not take (a typo, usually).
     #[error("unknown option '{option}' for a {connector} {role}{hint} (valid options: {valid})")]
@@ -29,14 +43,14 @@ pub enum ConnectorError {
         valid: String,
     },
     /// An option is missing or has a bad value.
-    #[error("{at}option '{option}': {reason}")]
+    #[error("{}option '{option}': {reason}", eddy_engine::position::prefix(at.as_ref()))]
     BadOption {
         /// The option's name.
         option: String,
         /// Why it is wrong.
         reason: String,
-        /// `file:line:col: ` of the table's declaration, or empty.
-        at: String,
+        /// Where the table is declared, when known.
+        at: Option<eddy_engine::position::Position>,
     },
     /// Reading or writing failed.
     #[error("{path}: {source}")]
@@ -75,11 +89,11 @@ impl ConnectorError {
     /// error, so that it points at the SQL to fix.
     pub fn declared_at(self, spec: &eddy_engine::graph::ConnectorSpec) -> Self {
         match self {
-            Self::BadOption { option, reason, .. } if !spec.declared_at.is_empty() => {
+            Self::BadOption { option, reason, .. } if spec.declared_at.is_some() => {
                 Self::BadOption {
                     option,
                     reason,
-                    at: format!("{}: ", spec.declared_at),
+                    at: spec.declared_at.clone(),
                 }
             }
             other => other,
@@ -99,7 +113,7 @@ impl ConnectorError {
         Self::BadOption {
             option: option.to_string(),
             reason: reason.into(),
-            at: String::new(),
+            at: None,
         }
     }
 }

@@ -1,158 +1,165 @@
-//! The options each connector understands, and the check that rejects the
-//! rest: a misspelt option is an error naming it, the closest valid name
-//! and every valid one, never silently ignored.
+//! Connector options, declared once: each connector lists its options as
+//! [`OptionDecl`]s (name, kind of value, one line of docs), and from that
+//! one list come the check that refuses a misspelt name (naming the
+//! closest valid one and all of them), the check of each value's kind
+//! before anything runs, the reference `eddy connectors` prints, and the
+//! typed reading the connector does when it opens ([`OptionValues`]).
 //!
-//! In: a table's connector name and leftover options (the engine's own
-//! table options, [`TABLE_OPTIONS`], are taken out by the SQL front end).
-//! Out: `Ok` or a [`ConnectorError::UnknownOption`].
+//! In: a table's options (the engine's own table options,
+//! [`TABLE_OPTIONS`], are allowed on every source). Out: `Ok` or a
+//! [`ConnectorError::UnknownOption`] / [`ConnectorError::BadOption`];
+//! typed values.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use eddy_connectors::options::{OptionDecl, OptionKind, OptionValues, validate};
+//!
+//! const OPTIONS: &[OptionDecl] = &[
+//!     OptionDecl::new("rate", OptionKind::Count, "rows a second"),
+//!     OptionDecl::new("realtime", OptionKind::Flag, "pace rows on the wall clock"),
+//! ];
+//! let mut given = BTreeMap::new();
+//! given.insert("rate".to_string(), "500".to_string());
+//! validate(OPTIONS, &given, "generator", eddy_connectors::Role::Source).unwrap();
+//! let values = OptionValues::new(&given);
+//! assert_eq!(values.count::<u32>("rate").unwrap(), Some(500));
+//! assert!(!values.flag("realtime", false).unwrap());
+//!
+//! given.insert("rat".to_string(), "5".to_string());
+//! let err = validate(OPTIONS, &given, "generator", eddy_connectors::Role::Source).unwrap_err();
+//! assert!(err.to_string().contains("did you mean 'rate'?"));
+//! ```
 
-use eddy_engine::graph::ConnectorSpec;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use eddy_engine::source::layout::TABLE_OPTIONS;
 use eddy_engine::suggest::closest;
 
+use crate::connector::Role;
 use crate::error::{ConnectorError, Result};
 
-const KAFKA_SOURCE_OPTIONS: [&str; 9] = [
-    "bootstrap_servers",
-    "key_column",
-    "topic",
-    "format",
-    "group_id",
-    "start",
-    "stop",
-    "batch_size",
-    "isolation",
-];
-
-const KAFKA_SINK_OPTIONS: [&str; 7] = [
-    "bootstrap_servers",
-    "topic",
-    "format",
-    "key_column",
-    "delivery",
-    "transactional_id",
-    "omit_nulls",
-];
-
-/// Options of the Kafka tables a group job adds for its exchanges
-/// (`format = 'arrow'`; see [`crate::kafka::exchange`]).
-const EXCHANGE_OPTIONS: [&str; 3] = ["partition_columns", "partitions", "producers"];
-
-/// A true/false option (`'true'`, `'false'`, any case); `default` when
-/// the table does not set it.
-pub fn flag(
-    options: &std::collections::BTreeMap<String, String>,
-    name: &str,
-    default: bool,
-) -> Result<bool> {
-    match options.get(name).map(|v| v.to_ascii_lowercase()) {
-        None => Ok(default),
-        Some(v) if v == "true" => Ok(true),
-        Some(v) if v == "false" => Ok(false),
-        Some(v) => Err(ConnectorError::bad_option(
-            name,
-            format!("'{v}' is not true or false"),
-        )),
-    }
-}
-
-/// Whether a table is read or written.
+/// The kind of value an option takes; checked before the job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Read by a query.
-    Source,
-    /// Written by an INSERT (or a query's result).
-    Sink,
+pub enum OptionKind {
+    /// Any text.
+    Text,
+    /// A file or directory path.
+    Path,
+    /// A whole number, zero or more.
+    Count,
+    /// `true` or `false` (any case).
+    Flag,
+    /// A byte size with an optional unit (`64MB`, `1 GiB`, `500k`).
+    Size,
+    /// A duration (`10s`, `5 min`, `1h`).
+    Duration,
+    /// One of these words (any case).
+    OneOf(&'static [&'static str]),
+    /// A family of options: every name starting with the declared name
+    /// (`properties.` for the Kafka client's own settings).
+    Prefix,
 }
 
-/// The connectors there are, per role.
-pub fn connectors(role: Role) -> &'static [&'static str] {
-    match role {
-        Role::Source => &["file", "ndjson", "stdin", "generator", "nexmark", "kafka"],
-        Role::Sink => &[
-            "stdout",
-            "print",
-            "ndjson",
-            "file",
-            "parquet",
-            "kafka",
-            "blackhole",
-        ],
+impl OptionKind {
+    /// How the reference describes a value of this kind.
+    pub fn describe(self) -> String {
+        match self {
+            Self::Text => "text".into(),
+            Self::Path => "path".into(),
+            Self::Count => "number".into(),
+            Self::Flag => "true or false".into(),
+            Self::Size => "size (64MB, 1GiB)".into(),
+            Self::Duration => "duration (10s, 5 min)".into(),
+            Self::OneOf(words) => words.join(", "),
+            Self::Prefix => "any client setting".into(),
+        }
+    }
+
+    /// Checks `value` is of this kind.
+    fn check(self, option: &str, value: &str) -> Result<()> {
+        match self {
+            Self::Text | Self::Path | Self::Prefix => Ok(()),
+            Self::Count => parse_number::<u64>(value, option).map(|_| ()),
+            Self::Flag => parse_flag(value, option).map(|_| ()),
+            Self::Size => parse_size(value, option).map(|_| ()),
+            Self::Duration => parse_duration(value, option).map(|_| ()),
+            Self::OneOf(words) => {
+                if words.iter().any(|w| w.eq_ignore_ascii_case(value.trim())) {
+                    Ok(())
+                } else {
+                    Err(ConnectorError::bad_option(
+                        option,
+                        format!(
+                            "'{value}' is not one of {}",
+                            words
+                                .iter()
+                                .map(|w| format!("'{w}'"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
     }
 }
 
-/// The options `connector` takes in `role` (besides `connector` itself).
-pub fn options(connector: &str, role: Role) -> Option<&'static [&'static str]> {
-    Some(match (role, connector) {
-        (Role::Source, "file" | "ndjson") => &["path", "format", "batch_size", "max_line_bytes"],
-        (Role::Source, "stdin") => &["format", "batch_size", "max_line_bytes"],
-        (Role::Source, "nexmark") => &["stream", "events", "rate", "batch_size"],
-        (Role::Source, "generator") => {
-            &["stream", "seed", "rate", "count", "realtime", "batch_size"]
-        }
-        (Role::Sink, "stdout" | "print") => &["tag", "omit_nulls", "format"],
-        (Role::Sink, "ndjson" | "file") => &[
-            "path",
-            "format",
-            "omit_nulls",
-            "rolling_rows",
-            "rolling_bytes",
-            "rolling_interval",
-            "partition_by",
-        ],
-        (Role::Sink, "parquet") => &[
-            "path",
-            "compression",
-            "row_group_size",
-            "rolling_rows",
-            "rolling_bytes",
-            "rolling_interval",
-            "partition_by",
-        ],
-        (Role::Sink, "blackhole") => &[],
-        (Role::Source, "kafka") => &KAFKA_SOURCE_OPTIONS,
-        (Role::Sink, "kafka") => &KAFKA_SINK_OPTIONS,
-        _ => return None,
-    })
+/// One option a connector takes in a role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionDecl {
+    /// The option's name (for [`OptionKind::Prefix`], the prefix).
+    pub name: &'static str,
+    /// What it takes.
+    pub kind: OptionKind,
+    /// One line for the reference.
+    pub doc: &'static str,
 }
 
-/// Checks `spec`'s connector and options for `role`.
-pub fn check(spec: &ConnectorSpec, role: Role) -> Result<()> {
-    let Some(valid) = options(&spec.connector, role) else {
-        let known = connectors(role);
-        return Err(ConnectorError::UnknownConnector {
-            connector: spec.connector.clone(),
-            hint: hint(&spec.connector, known.iter().copied()),
-        });
-    };
+impl OptionDecl {
+    /// An option.
+    pub const fn new(name: &'static str, kind: OptionKind, doc: &'static str) -> Self {
+        Self { name, kind, doc }
+    }
+
+    fn matches(&self, given: &str) -> bool {
+        match self.kind {
+            OptionKind::Prefix => given.starts_with(self.name),
+            _ => given == self.name,
+        }
+    }
+}
+
+/// Checks every option in `given` against `declared` (and, for a source,
+/// the engine's table options): the name is known, the value of its kind.
+pub fn validate(
+    declared: &[OptionDecl],
+    given: &BTreeMap<String, String>,
+    connector: &str,
+    role: Role,
+) -> Result<()> {
     let engine: &[&str] = match role {
         Role::Source => &TABLE_OPTIONS,
         Role::Sink => &[],
     };
-    for option in spec.options.keys() {
-        if valid.contains(&option.as_str()) {
+    for (option, value) in given {
+        if let Some(decl) = declared.iter().find(|d| d.matches(option)) {
+            decl.kind.check(option, value)?;
             continue;
         }
-        if spec.connector == "kafka" && option.starts_with(crate::kafka::config::PROPERTIES_PREFIX)
-        {
+        if engine.contains(&option.as_str()) {
             continue;
         }
-        if spec.connector == "kafka"
-            && spec.options.get("format").map(String::as_str)
-                == Some(crate::kafka::exchange::FORMAT)
-            && EXCHANGE_OPTIONS.contains(&option.as_str())
-        {
-            continue;
-        }
-        let mut all: Vec<&str> = valid.iter().chain(engine).copied().collect();
+        let mut all: Vec<&str> = declared
+            .iter()
+            .map(|d| d.name)
+            .chain(engine.iter().copied())
+            .collect();
         all.sort_unstable();
         return Err(ConnectorError::UnknownOption {
             option: option.clone(),
-            connector: spec.connector.clone(),
-            role: match role {
-                Role::Source => "source",
-                Role::Sink => "sink",
-            },
+            connector: connector.to_string(),
+            role: role.name(),
             hint: hint(option, all.iter().copied()),
             valid: if all.is_empty() {
                 "none".to_string()
@@ -164,60 +171,209 @@ pub fn check(spec: &ConnectorSpec, role: Role) -> Result<()> {
     Ok(())
 }
 
-fn hint<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+/// `; did you mean '...'?` for the known name closest to `given`, or empty.
+pub(crate) fn hint<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> String {
     closest(given, known)
         .map(|name| format!("; did you mean '{name}'?"))
         .unwrap_or_default()
 }
 
+/// A table's options, read typed (after [`validate`], so a value of the
+/// wrong kind is already refused; the readers still say why).
+#[derive(Debug, Clone, Copy)]
+pub struct OptionValues<'a> {
+    given: &'a BTreeMap<String, String>,
+}
+
+impl<'a> OptionValues<'a> {
+    /// The options of one table.
+    pub fn new(given: &'a BTreeMap<String, String>) -> Self {
+        Self { given }
+    }
+
+    /// The option's text, if set.
+    pub fn text(&self, name: &str) -> Option<&'a str> {
+        self.given.get(name).map(String::as_str)
+    }
+
+    /// The option's text lower-cased, if set (formats, modes).
+    pub fn word(&self, name: &str) -> Option<String> {
+        self.text(name).map(|v| v.trim().to_ascii_lowercase())
+    }
+
+    /// The option's text, or an error saying why it is needed.
+    pub fn required(&self, name: &str, why: &str) -> Result<&'a str> {
+        self.text(name)
+            .ok_or_else(|| ConnectorError::bad_option(name, why.to_string()))
+    }
+
+    /// A number.
+    pub fn count<T: std::str::FromStr>(&self, name: &str) -> Result<Option<T>> {
+        self.text(name).map(|v| parse_number(v, name)).transpose()
+    }
+
+    /// A true/false option; `default` when not set.
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool> {
+        match self.text(name) {
+            Some(v) => parse_flag(v, name),
+            None => Ok(default),
+        }
+    }
+
+    /// A byte size.
+    pub fn size(&self, name: &str) -> Result<Option<u64>> {
+        self.text(name).map(|v| parse_size(v, name)).transpose()
+    }
+
+    /// A duration.
+    pub fn duration(&self, name: &str) -> Result<Option<Duration>> {
+        self.text(name).map(|v| parse_duration(v, name)).transpose()
+    }
+}
+
+/// A true/false option of `options`; `default` when not set.
+pub fn flag(options: &BTreeMap<String, String>, name: &str, default: bool) -> Result<bool> {
+    OptionValues::new(options).flag(name, default)
+}
+
+fn parse_number<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| ConnectorError::bad_option(option, format!("'{value}' is not a valid number")))
+}
+
+fn parse_flag(value: &str, option: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        v => Err(ConnectorError::bad_option(
+            option,
+            format!("'{v}' is not true or false"),
+        )),
+    }
+}
+
+fn parse_duration(value: &str, option: &str) -> Result<Duration> {
+    eddy_engine::time::parse_duration(value).map_err(|e| ConnectorError::bad_option(option, e))
+}
+
+/// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`).
+fn parse_size(value: &str, option: &str) -> Result<u64> {
+    let text = value.trim().to_ascii_lowercase();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(ConnectorError::bad_option(
+                option,
+                format!("'{other}' is not a size unit (use B, KB, KiB, MB, MiB, GB, GiB)"),
+            ))
+        }
+    };
+    let number: f64 = number
+        .parse()
+        .map_err(|_| ConnectorError::bad_option(option, format!("'{value}' is not a size")))?;
+    Ok((number * scale) as u64)
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    use datafusion::arrow::datatypes::Schema;
-
     use super::*;
 
-    fn spec(connector: &str, options: &[(&str, &str)]) -> ConnectorSpec {
-        ConnectorSpec {
-            table: "t".into(),
-            connector: connector.into(),
-            options: options
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<BTreeMap<_, _>>(),
-            schema: Arc::new(Schema::empty()),
-            declared_at: String::new(),
-        }
+    const DECLARED: &[OptionDecl] = &[
+        OptionDecl::new("path", OptionKind::Path, ""),
+        OptionDecl::new("rows", OptionKind::Count, ""),
+        OptionDecl::new("every", OptionKind::Duration, ""),
+        OptionDecl::new("bytes", OptionKind::Size, ""),
+        OptionDecl::new("mode", OptionKind::OneOf(&["fast", "slow"]), ""),
+        OptionDecl::new("properties.", OptionKind::Prefix, ""),
+    ];
+
+    fn given(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn a_misspelt_option_is_named_with_the_closest_and_every_valid_one() {
-        let err = check(
-            &spec("file", &[("path", "x"), ("idel_timeout", "1s")]),
+        let err = validate(
+            DECLARED,
+            &given(&[("idel_timeout", "1s")]),
+            "x",
             Role::Source,
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("unknown option 'idel_timeout'"), "{err}");
+        assert!(
+            err.contains("unknown option 'idel_timeout' for a x source"),
+            "{err}"
+        );
         assert!(err.contains("did you mean 'idle_timeout'?"), "{err}");
-        assert!(err.contains("allowed_lateness, bad_rows, batch_size, format, idle_timeout, max_future_skew, max_line_bytes, path"), "{err}");
-        assert!(check(&spec("file", &[("path", "x")]), Role::Source).is_ok());
-        let err = check(&spec("parquet", &[("tag", "x")]), Role::Sink)
+        assert!(err.contains("allowed_lateness, bad_rows, bytes, every, idle_timeout, max_future_skew, mode, path, properties., rows"), "{err}");
+        // The engine's table options belong to sources only.
+        let err = validate(DECLARED, &given(&[("idle_timeout", "1s")]), "x", Role::Sink)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("unknown option 'tag' for a parquet sink"),
+            err.contains("unknown option 'idle_timeout' for a x sink"),
             "{err}"
         );
     }
 
     #[test]
-    fn an_unknown_connector_is_named_with_a_hint() {
-        let err = check(&spec("generater", &[]), Role::Source)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("did you mean 'generator'?"), "{err}");
+    fn values_are_checked_by_their_declared_kind() {
+        let ok = given(&[
+            ("path", "a/b"),
+            ("rows", "10"),
+            ("every", "5 min"),
+            ("bytes", "64MiB"),
+            ("mode", "FAST"),
+            ("properties.linger.ms", "5"),
+        ]);
+        validate(DECLARED, &ok, "x", Role::Sink).unwrap();
+        for (option, value, why) in [
+            ("rows", "ten", "'ten' is not a valid number"),
+            ("rows", "-1", "'-1' is not a valid number"),
+            ("every", "soon", "option 'every'"),
+            ("bytes", "9 parsecs", "is not a size unit"),
+            ("mode", "medium", "'medium' is not one of 'fast', 'slow'"),
+        ] {
+            let err = validate(DECLARED, &given(&[(option, value)]), "x", Role::Sink)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{option}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn values_read_typed() {
+        let g = given(&[
+            ("rows", " 7 "),
+            ("bytes", "1k"),
+            ("every", "2s"),
+            ("f", "TRUE"),
+        ]);
+        let values = OptionValues::new(&g);
+        assert_eq!(values.count::<usize>("rows").unwrap(), Some(7));
+        assert_eq!(values.size("bytes").unwrap(), Some(1000));
+        assert_eq!(
+            values.duration("every").unwrap(),
+            Some(Duration::from_secs(2))
+        );
+        assert!(values.flag("f", false).unwrap());
+        assert!(values.flag("absent", true).unwrap());
+        assert!(values.required("path", "needed").is_err());
     }
 }

@@ -45,6 +45,18 @@ pub enum EngineError {
     /// say). Found before anything runs.
     #[error("{0}")]
     Config(String),
+    /// A table cannot be read or written as declared (an unknown option, a
+    /// path outside a server's roots). Found before anything runs; `at`
+    /// is where the table is declared.
+    #[error("{}table '{table}': {message}", crate::position::prefix(at.as_ref()))]
+    Table {
+        /// Where the table is declared.
+        at: Option<crate::position::Position>,
+        /// The table.
+        table: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Checkpointed state could not be encoded, decoded or applied.
     #[error("checkpoint state: {0}")]
     State(String),

@@ -38,9 +38,9 @@ pub struct ConnectorSpec {
     /// Sources: the physical columns the connector must produce.
     /// Sinks: the columns the sink receives.
     pub schema: SchemaRef,
-    /// Where the table is declared (`file:line:col`), for error messages;
-    /// empty when unknown.
-    pub declared_at: String,
+    /// Where the table is declared, for errors; `None` for tables the
+    /// engine adds (a group job's exchanges).
+    pub declared_at: Option<crate::position::Position>,
 }
 
 /// Opens the connectors a graph names. Overrides such as `--input` and
@@ -137,14 +137,14 @@ pub struct Node {
 pub struct JobGraph {
     /// The nodes; edges point from lower to higher indices.
     pub nodes: Vec<Node>,
-    /// Instances of each keyed operator ([`crate::parallel::expand`] sets
+    /// Instances of each keyed operator ([`crate::distribute::instances::expand`] sets
     /// it; 0 for a graph as planned, which runs each operator once).
     parallelism: usize,
 }
 
 impl JobGraph {
     /// Instances each keyed operator of this graph runs as (1 for a graph
-    /// as planned; N after [`crate::parallel::expand`] to N).
+    /// as planned; N after [`crate::distribute::instances::expand`] to N).
     pub fn parallelism(&self) -> usize {
         self.parallelism.max(1)
     }

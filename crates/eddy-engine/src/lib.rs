@@ -15,6 +15,7 @@
 
 pub mod changelog;
 pub mod checkpoint;
+pub mod distribute;
 pub mod error;
 pub mod graph;
 pub mod message;
@@ -23,6 +24,7 @@ pub mod operator;
 pub mod operators;
 pub mod parallel;
 pub mod partition;
+pub mod position;
 pub mod runtime;
 pub mod sink;
 pub mod source;

@@ -124,6 +124,22 @@ pub trait Operator: Send {
     }
 }
 
+/// Where an operator needs its input rows when the job runs spread over
+/// parallel instances or scaled-out tasks ([`crate::distribute`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// Any instance may take any row: the operator keeps no state across
+    /// rows (a calc, a union, a key split). It runs where its input is.
+    Any,
+    /// The rows of one key (the operator's
+    /// [`OperatorPlan::partition_keys`]) must meet in one instance; keys
+    /// may be spread over many.
+    Keyed,
+    /// Every row must meet in one instance (a global aggregate, anything
+    /// whose state is not keyed).
+    Single,
+}
+
 /// The immutable description of an operator node; creates its per-run state.
 pub trait OperatorPlan: Send + Sync + Debug {
     /// Short kind name, e.g. `calc`, `window_aggregate`.
@@ -138,6 +154,16 @@ pub trait OperatorPlan: Send + Sync + Debug {
     /// an empty list means the operator is not keyed.
     fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
         Vec::new()
+    }
+    /// Where the operator needs its rows: by default keyed when it has
+    /// partition keys and single when not; stateless operators say
+    /// [`Distribution::Any`].
+    fn distribution(&self) -> Distribution {
+        if self.partition_keys().is_empty() {
+            Distribution::Single
+        } else {
+            Distribution::Keyed
+        }
     }
     /// Output ports the operator emits on ([`Collector::emit_to`]); all
     /// carry [`OperatorPlan::output_schema`]'s rows, and watermarks and

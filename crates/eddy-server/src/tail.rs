@@ -197,7 +197,7 @@ mod tests {
     async fn a_slow_reader_is_told_what_it_skipped() {
         let tap = Tap::default();
         let (receiver, start) = tap.subscribe();
-        let mut sink = TeeSink::new(Box::new(eddy_connectors::sinks::BlackholeSink), tap);
+        let mut sink = TeeSink::new(Box::new(eddy_connectors::blackhole::BlackholeSink), tap);
         // Far more batches than the channel holds, before the reader reads anything.
         for i in 0..(TAIL_CAPACITY as i64 + 10) {
             sink.write(&batch(vec![i * 2, i * 2 + 1])).unwrap();

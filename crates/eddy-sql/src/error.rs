@@ -1,24 +1,7 @@
 //! The SQL front end's error type. Every user-facing error carries the file,
 //! line and column it refers to and prints as `file:line:column: message`.
 
-use std::fmt;
-
-/// A position in a SQL file (1-based line and column).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Position {
-    /// The file (or `<sql>` for inline text).
-    pub file: String,
-    /// 1-based line.
-    pub line: u64,
-    /// 1-based column.
-    pub column: u64,
-}
-
-impl fmt::Display for Position {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
-    }
-}
+pub use eddy_engine::position::Position;
 
 /// Errors found while reading, parsing and planning SQL.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! The commands: [`execute`] runs the one parsed from the command line.
 //! `run`, `serve` and `bench` have a module each; the server's clients
-//! (`submit`, `jobs`, `job`, `stop`, `health`), `explain` and `generate`
+//! (`submit`, `jobs`, `job`, `stop`, `health`), `connectors`, `explain` and
+//! `generate`
 //! are a call each, here.
 //!
 //! In: a parsed [`Command`]. Out: what the command prints; an error for
@@ -64,6 +65,10 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             println!("ok");
             Ok(())
         }
+        Command::Connectors => {
+            print!("{}", eddy_connectors::Registry::standard().reference());
+            Ok(())
+        }
         Command::Explain {
             paths,
             set,
@@ -72,7 +77,7 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
             let compiled = job::compile_files(&files, &params)?;
-            let graph = eddy_engine::parallel::expand(
+            let graph = eddy_engine::distribute::instances::expand(
                 &compiled.graph,
                 parallelism.map_or_else(machine_cores, usize::from),
             );

@@ -7,6 +7,7 @@
 //! (see [`stream_schema`]), in arrival order. The same arguments always give
 //! the same rows; [`scenario`] documents what is planted where.
 
+mod connector;
 pub mod pacer;
 pub mod rng;
 pub mod scenario;
@@ -22,6 +23,7 @@ use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::Result as EngineResult;
 
 use crate::error::{ConnectorError, Result};
+pub use connector::GeneratorConnector;
 use scenario::Background;
 
 /// One of the generator's streams.

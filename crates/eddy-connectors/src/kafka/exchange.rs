@@ -59,6 +59,8 @@ use datafusion::arrow::compute::{concat_batches, take_record_batch};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
+use eddy_engine::distribute::exchanges::{is_key_only, ExchangeTopics};
+use eddy_engine::graph::ConnectorSpec;
 use eddy_engine::partition::partition_rows;
 use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
@@ -226,13 +228,74 @@ impl ExchangeWriter {
     }
 }
 
-/// How the names of key-only columns start: columns computed to hash by,
-/// which the exchange does not send.
-pub const KEY_ONLY_PREFIX: &str = "__eddy_key_";
+/// The exchanges of a job scaled out over consumer group `group`: topics
+/// `<group>.exchange.<operator>.<input>` on `servers`, one partition per
+/// task, written exactly once.
+#[derive(Debug, Clone)]
+pub struct KafkaExchanges {
+    /// The cluster the job's topics live on.
+    pub servers: String,
+    /// The consumer group's name.
+    pub group: String,
+}
 
-/// A column the exchange computes to hash by and does not send.
-pub fn is_key_only(name: &str) -> bool {
-    name.starts_with(KEY_ONLY_PREFIX)
+impl KafkaExchanges {
+    fn spec(&self, topic: &str, extra: &[(&str, String)]) -> ConnectorSpec {
+        let options: BTreeMap<String, String> = [
+            ("bootstrap_servers", self.servers.clone()),
+            ("topic", topic.to_string()),
+            ("format", FORMAT.to_string()),
+        ]
+        .into_iter()
+        .chain(extra.iter().cloned())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        ConnectorSpec {
+            table: String::new(),
+            connector: "kafka".into(),
+            options,
+            schema: Arc::new(Schema::empty()),
+            declared_at: None,
+        }
+    }
+}
+
+impl ExchangeTopics for KafkaExchanges {
+    fn name(&self, consumer: &str, input: usize) -> String {
+        format!(
+            "{}.exchange.{}.{input}",
+            topic_part(&self.group),
+            topic_part(consumer)
+        )
+    }
+
+    fn sink(&self, name: &str, keys: &[String], tasks: usize) -> ConnectorSpec {
+        self.spec(
+            name,
+            &[
+                ("partition_columns", keys.join(",")),
+                ("partitions", tasks.to_string()),
+                ("delivery", "exactly_once".into()),
+            ],
+        )
+    }
+
+    fn source(&self, name: &str, tasks: usize) -> ConnectorSpec {
+        self.spec(name, &[("producers", tasks.to_string())])
+    }
+}
+
+/// A topic-name-safe form of a name.
+fn topic_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 /// A marker's producer and watermark.

@@ -1,5 +1,6 @@
 //! Kafka: `connector = 'kafka'` sources and sinks (through librdkafka).
 //!
+//! - [`KafkaConnector`]: the connector (options, opening, commits);
 //! - [`config`]: the tables' options, typed;
 //! - [`source`]: a topic's partitions read as splits, each with its own
 //!   watermark, offsets kept in checkpoints;
@@ -12,6 +13,7 @@
 //!   committing checkpointed offsets for monitoring.
 
 pub mod config;
+mod connector;
 pub mod exchange;
 pub mod group;
 pub mod offsets;
@@ -47,5 +49,6 @@ pub(crate) fn is_end_of_partition(error: &KafkaError) -> bool {
 }
 
 pub use config::{Delivery, KafkaSinkConfig, KafkaSourceConfig, StartAt, StopAt};
+pub use connector::{address_options, KafkaConnector, KafkaTopicRef, SCHEME};
 pub use sink::{KafkaCommits, KafkaSink, KafkaSinkState};
 pub use source::{KafkaPosition, KafkaSource, PartitionOffset};

@@ -45,7 +45,7 @@
 //!     connector: "kafka".into(),
 //!     options,
 //!     schema: schema.clone(),
-//!     declared_at: String::new(),
+//!     declared_at: None,
 //! };
 //! let config = KafkaSinkConfig::from_spec(&spec).unwrap();
 //! let mut sink = KafkaSink::open(config, SinkMode::Direct, Arc::new(KafkaCommits::default())).unwrap();
@@ -78,7 +78,6 @@ use super::exchange::ExchangeWriter;
 use super::source::PartitionOffset;
 use super::QuietContext;
 use crate::error::{ConnectorError, Result};
-use crate::sinks::commit::SinkState;
 use eddy_engine::changelog::{self, RowKind};
 
 /// How long a flush, a transaction call or a look-up may take.
@@ -132,6 +131,68 @@ pub struct KafkaSinkState {
     pub transactional_id: String,
     /// Epochs to write, oldest first.
     pub epochs: Vec<KafkaEpoch>,
+}
+
+/// A Kafka sink's state as checkpoints hold it: tagged `"format": "kafka"`,
+/// as file sinks' states carry their own tag, so a commit can tell them
+/// apart.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "format", rename_all = "lowercase")]
+enum TaggedState {
+    Kafka(KafkaSinkState),
+}
+
+/// [`TaggedState`] written without copying the state.
+#[derive(Debug, Serialize)]
+#[serde(tag = "format", rename_all = "lowercase")]
+enum TaggedStateRef<'a> {
+    Kafka(&'a KafkaSinkState),
+}
+
+impl KafkaSinkState {
+    /// The state in `snapshot` (its epochs without their records); `None`
+    /// when the snapshot holds none, or another sink's.
+    pub fn from_snapshot(snapshot: &StateSnapshot) -> Result<Option<Self>> {
+        if snapshot.meta.get("format").and_then(|f| f.as_str()) != Some("kafka") {
+            return Ok(None);
+        }
+        let TaggedState::Kafka(state) = snapshot
+            .meta()
+            .map_err(|e| ConnectorError::bad_option("checkpoint", e.to_string()))?;
+        Ok(Some(state))
+    }
+
+    /// The state in `snapshot` with every epoch's records, read from the
+    /// tables beside it: what a commit writes.
+    pub fn from_checkpoint(snapshot: &StateSnapshot) -> Result<Option<Self>> {
+        let Some(mut state) = Self::from_snapshot(snapshot)? else {
+            return Ok(None);
+        };
+        for epoch in &mut state.epochs {
+            let name = epoch_table(epoch.checkpoint);
+            let table = snapshot
+                .tables
+                .iter()
+                .find(|t| t.name == name)
+                .ok_or_else(|| {
+                    ConnectorError::bad_option(
+                        "checkpoint",
+                        format!(
+                            "the Kafka sink's records of checkpoint {} are missing",
+                            epoch.checkpoint
+                        ),
+                    )
+                })?;
+            epoch.records = records_from_batch(&table.batch)?;
+        }
+        Ok(Some(state))
+    }
+
+    /// The snapshot holding this state (the records go beside it).
+    pub fn to_snapshot(&self) -> Result<StateSnapshot> {
+        StateSnapshot::with_meta(&TaggedStateRef::Kafka(self))
+            .map_err(|e| ConnectorError::bad_option("checkpoint", e.to_string()))
+    }
 }
 
 /// What this process knows about exactly-once commits: the epochs it
@@ -342,10 +403,7 @@ impl KafkaSink {
             let resumed = match mode {
                 SinkMode::Transactional {
                     resume: Some(snapshot),
-                } => match SinkState::from_snapshot(snapshot)? {
-                    Some(SinkState::Kafka(state)) => Some(state.run),
-                    _ => None,
-                },
+                } => KafkaSinkState::from_snapshot(snapshot)?.map(|state| state.run),
                 _ => None,
             };
             Writer::Epochs {
@@ -591,7 +649,7 @@ impl SinkWriter for KafkaSink {
                     transactional_id: self.config.transactional_id.clone(),
                     epochs: pending.clone(),
                 };
-                let mut snapshot = SinkState::Kafka(state).to_snapshot().map_err(fail)?;
+                let mut snapshot = state.to_snapshot().map_err(fail)?;
                 for epoch in pending.iter() {
                     snapshot.push_table(
                         epoch_table(epoch.checkpoint),

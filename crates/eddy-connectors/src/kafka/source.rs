@@ -35,7 +35,7 @@
 //!     connector: "kafka".into(),
 //!     options,
 //!     schema: Arc::new(Schema::new(vec![Field::new("order_id", DataType::Utf8, true)])),
-//!     declared_at: String::new(),
+//!     declared_at: None,
 //! };
 //! let config = KafkaSourceConfig::from_spec(&spec, 8192).unwrap();
 //! let mut source = KafkaSource::open(config, spec.schema.clone(), None).unwrap();

@@ -1,4 +1,5 @@
-//! The state a file sink pre-commits at a checkpoint barrier, and the
+//! The state a file sink (NDJSON, Parquet, rolled; any connector's, or
+//! `--output`'s) pre-commits at a checkpoint barrier, and the
 //! commit that publishes it.
 //!
 //! In: a sink's [`StateSnapshot`] from a completed checkpoint. Out: its
@@ -12,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use super::ndjson::{self, NdjsonSinkState};
 use super::rolling::{self, FileSetState};
 use crate::error::{ConnectorError, Result};
-use crate::kafka::sink::KafkaSinkState;
 
 /// A file sink's pre-committed state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,16 +22,17 @@ pub enum SinkState {
     Ndjson(NdjsonSinkState),
     /// A directory of rolled files (Parquet, partitioned or rolled NDJSON).
     Files(FileSetState),
-    /// Kafka records to write in a transaction.
-    Kafka(KafkaSinkState),
 }
 
 impl SinkState {
     /// Reads the state out of a snapshot; `None` for a sink without one
-    /// (stdout, blackhole).
+    /// (stdout, blackhole), an error for another kind of sink's state.
     pub fn from_snapshot(snapshot: &StateSnapshot) -> Result<Option<Self>> {
         if snapshot.meta.is_null() {
             return Ok(None);
+        }
+        if !is_file_state(snapshot) {
+            return Err(super::another_sinks_state());
         }
         snapshot
             .meta()
@@ -46,33 +47,22 @@ impl SinkState {
     }
 }
 
-/// Publishes what `snapshot` lists; nothing for a sink without state.
-/// Kafka states are committed by the caller ([`crate::kafka::sink::commit`]
-/// needs the table's client settings): this returns them.
-pub fn commit(snapshot: &StateSnapshot) -> Result<Option<KafkaSinkState>> {
-    match SinkState::from_snapshot(snapshot)? {
-        None => Ok(None),
-        Some(SinkState::Ndjson(state)) => ndjson::commit(&state).map(|_| None),
-        Some(SinkState::Files(state)) => rolling::commit(&state).map(|_| None),
-        Some(SinkState::Kafka(mut state)) => {
-            for epoch in &mut state.epochs {
-                let name = crate::kafka::sink::epoch_table(epoch.checkpoint);
-                let table = snapshot
-                    .tables
-                    .iter()
-                    .find(|t| t.name == name)
-                    .ok_or_else(|| {
-                        ConnectorError::bad_option(
-                            "checkpoint",
-                            format!(
-                                "the Kafka sink's records of checkpoint {} are missing",
-                                epoch.checkpoint
-                            ),
-                        )
-                    })?;
-                epoch.records = crate::kafka::sink::records_from_batch(&table.batch)?;
-            }
-            Ok(Some(state))
-        }
+/// Publishes the files `snapshot` lists; `false` when it holds no file
+/// sink's state (nothing, or another connector's: see
+/// [`crate::Connector::commit_sink`]).
+pub fn commit(snapshot: &StateSnapshot) -> Result<bool> {
+    if !is_file_state(snapshot) {
+        return Ok(false);
     }
+    match SinkState::from_snapshot(snapshot)? {
+        None => Ok(false),
+        Some(SinkState::Ndjson(state)) => ndjson::commit(&state).map(|_| true),
+        Some(SinkState::Files(state)) => rolling::commit(&state).map(|_| true),
+    }
+}
+
+/// Whether `snapshot` holds a file sink's state.
+fn is_file_state(snapshot: &StateSnapshot) -> bool {
+    let format = snapshot.meta.get("format").and_then(|f| f.as_str());
+    matches!(format, Some("ndjson" | "files"))
 }

@@ -1,14 +1,14 @@
-//! Sinks: tagged lines on stdout, NDJSON files, Parquet files, and a
-//! blackhole for benchmarks.
+//! What file sinks share (the `file` and `parquet` connectors, and
+//! `--output DIR`), and how any text sink writes an updating query.
 //!
 //! In: result batches in the sink table's schema. Out:
-//! - [`stdout`]: one `TAG> {json}` line per row; at-least-once (what was
-//!   printed before a crash is printed again after a restart);
 //! - [`ndjson`]: one JSON object per line in a file;
 //! - [`rolling`]: a directory of Parquet files (or NDJSON files, with
 //!   rolling or partitioning options), rolled by rows, bytes, time and
 //!   checkpoints, partitioned Hive style ([`partition`]), in a [`format`];
-//! - [`BlackholeSink`]: discards rows.
+//! - [`file_options`]: what a file sink's options say;
+//! - [`changelog`]: an updating query's rows as row kinds, Debezium events
+//!   or upserts.
 //!
 //! The file sinks are exactly-once when the job checkpoints: rows are
 //! staged in hidden in-progress files and published (appended to the final
@@ -18,37 +18,18 @@
 
 pub mod changelog;
 pub mod commit;
+pub mod file_options;
 pub mod format;
 pub mod ndjson;
 pub mod partition;
 pub mod rolling;
-pub mod stdout;
 
 use std::fs::File;
 use std::path::Path;
 
-use datafusion::arrow::record_batch::RecordBatch;
-use eddy_engine::sink::SinkWriter;
-use eddy_engine::Result as EngineResult;
-
 use crate::error::{ConnectorError, Result};
 pub use ndjson::NdjsonSink;
 pub use rolling::RollingFileSink;
-pub use stdout::{StdoutSink, StdoutTarget};
-
-/// Discards rows (benchmarks); the sink node still counts them.
-#[derive(Debug, Default)]
-pub struct BlackholeSink;
-
-impl SinkWriter for BlackholeSink {
-    fn write(&mut self, _batch: &RecordBatch) -> EngineResult<()> {
-        Ok(())
-    }
-
-    fn finish(&mut self) -> EngineResult<()> {
-        Ok(())
-    }
-}
 
 pub(crate) fn io_error(path: &Path, source: std::io::Error) -> ConnectorError {
     ConnectorError::Io {

@@ -58,6 +58,10 @@ impl CalcPlan {
 }
 
 impl OperatorPlan for CalcPlan {
+    fn distribution(&self) -> crate::operator::Distribution {
+        crate::operator::Distribution::Any
+    }
+
     fn kind(&self) -> &'static str {
         "calc"
     }

@@ -51,6 +51,10 @@ impl KeySplitPlan {
 }
 
 impl OperatorPlan for KeySplitPlan {
+    fn distribution(&self) -> crate::operator::Distribution {
+        crate::operator::Distribution::Any
+    }
+
     fn kind(&self) -> &'static str {
         "key_split"
     }

@@ -25,6 +25,10 @@ impl UnionPlan {
 }
 
 impl OperatorPlan for UnionPlan {
+    fn distribution(&self) -> crate::operator::Distribution {
+        crate::operator::Distribution::Any
+    }
+
     fn kind(&self) -> &'static str {
         "union"
     }

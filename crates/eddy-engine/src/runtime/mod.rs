@@ -69,7 +69,7 @@ pub struct JobConfig {
     pub checkpoints: Option<CheckpointConfig>,
     /// Instances of each keyed operator (`--parallelism`; by default one
     /// per core, or the N of the checkpoint the job resumes from). The
-    /// graph run is [`crate::parallel::expand`]ed to it.
+    /// graph run is [`crate::distribute::instances::expand`]ed to it.
     pub parallelism: Parallelism,
 }
 
@@ -137,7 +137,7 @@ pub fn start_job(
     let graph = if graph.parallelism() == parallelism {
         graph
     } else if graph.parallelism() == 1 {
-        Arc::new(crate::parallel::expand(&graph, parallelism))
+        Arc::new(crate::distribute::instances::expand(&graph, parallelism))
     } else {
         return Err(EngineError::Graph(format!(
             "the graph runs {} instances of each keyed operator, the job {parallelism}",

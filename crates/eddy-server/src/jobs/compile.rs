@@ -1,6 +1,6 @@
 //! A submitted job's SQL compiled, and the engine's refusals turned into
-//! the API's errors (a table check's `<sql>:LINE:COLUMN:` position goes back
-//! to the client as an SQL error at that place).
+//! the API's errors (a table check's position, carried in
+//! [`EngineError::Table`], goes back to the client as an SQL error there).
 //!
 //! In: SQL text and parameters; an engine error. Out: a job graph; a
 //! [`ServerError`].
@@ -36,34 +36,20 @@ pub(super) fn sink_names(graph: &JobGraph) -> Vec<String> {
 
 pub(super) fn engine_error(error: EngineError) -> ServerError {
     match error {
-        EngineError::Config(m) => match declared_at(&m) {
-            Some((position, message)) => {
-                ServerError::Sql(eddy_sql::SqlError::at(&position, message))
-            }
-            None => ServerError::Rejected(m),
-        },
-        e @ (EngineError::Connector { .. } | EngineError::State(_)) => {
-            ServerError::Rejected(e.to_string())
-        }
+        // A table's problem goes back as an SQL error at its declaration,
+        // so the console marks it like any other.
+        EngineError::Table {
+            at: Some(at),
+            table,
+            message,
+        } => ServerError::Sql(eddy_sql::SqlError::at(
+            &at,
+            format!("table '{table}': {message}"),
+        )),
+        e @ (EngineError::Table { .. }
+        | EngineError::Config(_)
+        | EngineError::Connector { .. }
+        | EngineError::State(_)) => ServerError::Rejected(e.to_string()),
         other => ServerError::Internal(other.to_string()),
     }
-}
-
-/// A check's message about a table declared in the submitted SQL starts
-/// with `<sql>:LINE:COLUMN: `; that position goes back to the client, so the
-/// console can mark it like any SQL error.
-fn declared_at(message: &str) -> Option<(eddy_sql::Position, &str)> {
-    let rest = message.strip_prefix("<sql>:")?;
-    let mut parts = rest.splitn(3, ':');
-    let line = parts.next()?.parse().ok()?;
-    let column = parts.next()?.parse().ok()?;
-    let message = parts.next()?.trim_start();
-    Some((
-        eddy_sql::Position {
-            file: "<sql>".into(),
-            line,
-            column,
-        },
-        message,
-    ))
 }

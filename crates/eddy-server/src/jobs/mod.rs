@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use eddy_connectors::sinks::StdoutTarget;
+use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::graph::JobGraph;
@@ -89,7 +89,7 @@ impl JobManager {
         for record in manager.store.load_all()? {
             let graph = compile(&record.name, &record.sql, &record.params)
                 .ok()
-                .map(|g| eddy_engine::parallel::expand(&g, record.parallelism));
+                .map(|g| eddy_engine::distribute::instances::expand(&g, record.parallelism));
             let resume = record.state == "running";
             let job = Arc::new(ManagedJob {
                 id: record.id.clone(),
@@ -246,7 +246,7 @@ impl JobManager {
             )));
         }
         // The graph run, viewed and measured is the one with its instances.
-        let graph = eddy_engine::parallel::expand(
+        let graph = eddy_engine::distribute::instances::expand(
             &compile(&name, &request.sql, &request.params)?,
             parallelism,
         );

@@ -501,7 +501,7 @@ impl Compiler {
                         connector: def.connector.clone(),
                         options: def.options.clone(),
                         schema: def.schema(),
-                        declared_at: def.position.to_string(),
+                        declared_at: Some(def.position.clone()),
                     },
                 },
                 inputs: endpoints
@@ -550,7 +550,7 @@ impl Compiler {
                             connector: def.connector.clone(),
                             options: def.options.clone(),
                             schema: layout.physical_schema.clone(),
-                            declared_at: def.position.to_string(),
+                            declared_at: Some(def.position.clone()),
                         },
                         layout: layout.clone(),
                     },

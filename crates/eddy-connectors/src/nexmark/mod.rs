@@ -39,6 +39,9 @@
 //! assert_eq!(rows, 920); // 46 of every 50 events are bids
 //! ```
 
+mod connector;
+
+pub use connector::NexmarkConnector;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{

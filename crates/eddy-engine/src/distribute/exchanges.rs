@@ -1,14 +1,18 @@
-//! Where a job scaled out over a consumer group needs exchanges, and the
-//! task graph with them in.
+//! Where a job scaled out over tasks needs exchanges, and the task graph
+//! with them in.
 //!
-//! In: the job's graph, its Kafka sources (with their `key_column`), the
-//! group's name and its task count. Out: a [`TaskGraph`]: the graph every
-//! task runs, with each exchange cut in, and the exchange topics to create.
+//! In: the job's graph, how its sources are partitioned
+//! ([`PartitionedSource`]: a task reads one partition number of every
+//! source, keyed by a column or not), the task count, and the connector
+//! that carries exchanges ([`ExchangeTopics`]; Kafka's in
+//! `eddy_connectors::kafka::exchange`). Out: a [`TaskGraph`]: the graph
+//! every task runs, with each exchange cut in, and the exchanges to create.
 //!
-//! A task holds one partition number of every input topic, so a stateful
-//! operator keyed by the topics' key sees all rows of its keys there. One
-//! keyed otherwise (or not keyed: a global aggregate) would see a part of
-//! them; its inputs are cut, as Kafka Streams repartitions:
+//! A task holds one partition number of every input, so an operator that
+//! declares [`Distribution::Keyed`] by the inputs' key sees all rows of
+//! its keys there. One keyed otherwise (or [`Distribution::Single`]: a
+//! global aggregate) would see a part of them; its inputs are cut, as
+//! Kafka Streams repartitions:
 //!
 //! ```text
 //!  before:  payments ─> calc ──hash(method)──> window_aggregate ─> sink
@@ -22,25 +26,57 @@
 //! exchange are checked again against the exchange's key, so a query keyed
 //! three ways gets two exchanges.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::error::{EngineError, Result};
+use crate::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use crate::operator::Distribution;
+use crate::operators::calc::{CalcPlan, CalcStep};
+use crate::source::{BadRowPolicy, SourceColumn, SourceLayout};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
-use eddy_connectors::kafka::exchange::{is_key_only, KEY_ONLY_PREFIX};
-use eddy_connectors::KafkaTopicRef;
-use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
-use eddy_engine::operators::calc::{CalcPlan, CalcStep};
-use eddy_engine::source::{BadRowPolicy, SourceColumn, SourceLayout};
 
-use crate::error::{CliError, Result};
+/// Prefix of the columns an exchange's writer adds for a key that is an
+/// expression, not a column: the writer hashes them and does not send them.
+pub const KEY_ONLY_PREFIX: &str = "__eddy_key_";
+
+/// Whether a column is an exchange's computed key, not a row's column.
+pub fn is_key_only(name: &str) -> bool {
+    name.starts_with(KEY_ONLY_PREFIX)
+}
+
+/// A source as the tasks read it: each task one partition number of it,
+/// the rows of a partition sharing `key_column`'s hash when it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionedSource {
+    /// The source table.
+    pub table: String,
+    /// The column the source is partitioned by.
+    pub key_column: Option<String>,
+}
+
+/// The connector that carries exchanges between tasks: every task writes
+/// every partition of an exchange and reads its own.
+pub trait ExchangeTopics {
+    /// The name of the exchange into input `input` of `consumer` (a Kafka
+    /// topic's name).
+    fn name(&self, consumer: &str, input: usize) -> String;
+    /// The sink table writing rows of `schema` into exchange `name`,
+    /// partitioned by the hash of `keys` (columns of `schema`; none: every
+    /// row to partition 0) over `tasks` partitions.
+    fn sink(&self, name: &str, keys: &[String], tasks: usize) -> ConnectorSpec;
+    /// The source table reading a task's partition of exchange `name`,
+    /// written by `tasks` tasks.
+    fn source(&self, name: &str, tasks: usize) -> ConnectorSpec;
+}
 
 /// An exchange: the rows into one input of a keyed operator go through a
 /// topic of the group's partition count, hashed by the operator's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exchange {
-    /// The topic.
+    /// The topic ([`ExchangeTopics::name`]).
     pub topic: String,
     /// The operator whose input it feeds, and which input.
     pub consumer: String,
@@ -88,26 +124,11 @@ fn column_names(exprs: &[Arc<dyn PhysicalExpr>]) -> BTreeSet<String> {
         .collect()
 }
 
-/// A topic-name-safe form of a node's name.
-fn topic_part(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// Plans the task graph; see the module docs. `servers` is the cluster
-/// the exchange topics live on, `tasks` the group's task count.
+/// Plans the task graph; see the module docs. `tasks` is the task count.
 pub fn plan(
     graph: &JobGraph,
-    sources: &[KafkaTopicRef],
-    group: &str,
-    servers: &str,
+    sources: &[PartitionedSource],
+    topics: &dyn ExchangeTopics,
     tasks: usize,
 ) -> Result<TaskGraph> {
     let mut spread: Vec<Spread> = Vec::with_capacity(graph.nodes.len());
@@ -119,7 +140,7 @@ pub fn plan(
         let here = match &node.kind {
             NodeKind::Source { spec, .. } => {
                 let Some(topic) = sources.iter().find(|s| s.table == spec.table) else {
-                    return Err(CliError::Usage(format!(
+                    return Err(EngineError::Config(format!(
                         "--group: table {} is not read from Kafka, so every task would read all of it; read it from a topic (connector = 'kafka' or --input {}=kafka://...)",
                         spec.table, spec.table
                     )));
@@ -136,9 +157,9 @@ pub fn plan(
                 },
                 |s| (*s).clone(),
             ),
-            NodeKind::Operator(plan) if matches!(plan.kind(), "calc" | "union") => {
+            NodeKind::Operator(plan) if plan.distribution() == Distribution::Any => {
                 if !same_domain {
-                    return Err(CliError::Usage(format!(
+                    return Err(EngineError::Config(format!(
                         "--group: {} joins streams that are spread over the tasks by different keys; key the operators before it alike",
                         node.name
                     )));
@@ -189,15 +210,14 @@ pub fn plan(
         };
         spread.push(here);
     }
-    cut_in(graph, cuts, group, servers, tasks)
+    cut_in(graph, cuts, topics, tasks)
 }
 
 /// Cuts every edge of `cuts` into an exchange sink and source.
 fn cut_in(
     graph: &JobGraph,
     cuts: Vec<Cut>,
-    group: &str,
-    servers: &str,
+    topics: &dyn ExchangeTopics,
     tasks: usize,
 ) -> Result<TaskGraph> {
     let mut out = graph.clone();
@@ -206,12 +226,7 @@ fn cut_in(
     for cut in &cuts {
         let consumer = &graph.nodes[cut.consumer];
         let edge = &consumer.inputs[cut.input];
-        let topic = format!(
-            "{}.exchange.{}.{}",
-            topic_part(group),
-            topic_part(&consumer.name),
-            cut.input
-        );
+        let topic = topics.name(&consumer.name, cut.input);
         let table = format!("exchange:{}.{}", consumer.name, cut.input);
         let schema = graph.port_schema(edge.from, edge.port);
         // Keys that are columns hash as they are; others are computed by a
@@ -241,7 +256,7 @@ fn cut_in(
                 .collect();
             for (expr, name) in &computed {
                 let data_type = expr.data_type(&schema).map_err(|e| {
-                    CliError::Usage(format!("--group: the key of {}: {e}", consumer.name))
+                    EngineError::Config(format!("--group: the key of {}: {e}", consumer.name))
                 })?;
                 fields.push(Field::new(name, data_type, true));
                 exprs.push(expr.clone());
@@ -264,34 +279,13 @@ fn cut_in(
             });
             (id, 0, with_keys)
         };
-        let options = |extra: &[(&str, String)]| -> BTreeMap<String, String> {
-            let mut options: BTreeMap<String, String> = [
-                ("bootstrap_servers", servers.to_string()),
-                ("topic", topic.clone()),
-                (
-                    "format",
-                    eddy_connectors::kafka::exchange::FORMAT.to_string(),
-                ),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-            options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
-            options
-        };
         out.add(Node {
             name: table.clone(),
             kind: NodeKind::Sink {
                 spec: ConnectorSpec {
                     table: table.clone(),
-                    connector: "kafka".into(),
-                    options: options(&[
-                        ("partition_columns", keys.join(",")),
-                        ("partitions", tasks.to_string()),
-                        ("delivery", "exactly_once".into()),
-                    ]),
                     schema: sink_schema.clone(),
-                    declared_at: String::new(),
+                    ..topics.sink(&topic, &keys, tasks)
                 },
             },
             inputs: vec![Edge {
@@ -317,10 +311,8 @@ fn cut_in(
             kind: NodeKind::Source {
                 spec: ConnectorSpec {
                     table,
-                    connector: "kafka".into(),
-                    options: options(&[("producers", tasks.to_string())]),
                     schema: schema.clone(),
-                    declared_at: String::new(),
+                    ..topics.source(&topic, tasks)
                 },
                 layout,
             },
@@ -355,116 +347,4 @@ fn cut_in(
         graph: out,
         exchanges,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use eddy_sql::SqlFile;
-
-    const PAYMENTS: &str = "CREATE TABLE payments (
-           order_id VARCHAR, method VARCHAR, paid_amount DOUBLE, payment_ts BIGINT NOT NULL,
-           event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
-           WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
-         ) WITH (connector = 'kafka', bootstrap_servers = 'localhost:9092', topic = 'payments');
-         CREATE TABLE out (k VARCHAR, n BIGINT) WITH (connector = 'blackhole');";
-
-    fn graph(query: &str) -> JobGraph {
-        let files = [SqlFile {
-            name: "job.sql".into(),
-            text: format!("{PAYMENTS}\n{query}"),
-        }];
-        eddy_sql::compile(&files, &BTreeMap::new()).unwrap().graph
-    }
-
-    fn payments_keyed_by(key: &str) -> Vec<KafkaTopicRef> {
-        vec![KafkaTopicRef {
-            table: "payments".into(),
-            servers: "localhost:9092".into(),
-            topic: "payments".into(),
-            key_column: Some(key.into()),
-        }]
-    }
-
-    const BY_METHOD: &str = "INSERT INTO out SELECT method, count(*)
-         FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
-         GROUP BY method, window_start, window_end;";
-
-    #[test]
-    fn an_operator_keyed_by_the_topics_key_needs_no_exchange() {
-        let plan = plan(
-            &graph(BY_METHOD),
-            &payments_keyed_by("method"),
-            "g",
-            "b:1",
-            4,
-        )
-        .unwrap();
-        assert!(plan.exchanges.is_empty());
-        assert_eq!(plan.graph.nodes.len(), graph(BY_METHOD).nodes.len());
-    }
-
-    #[test]
-    fn an_operator_keyed_otherwise_reads_an_exchange_its_input_writes() {
-        let original = graph(BY_METHOD);
-        let plan = plan(
-            &original,
-            &payments_keyed_by("order_id"),
-            "my group",
-            "b:1",
-            4,
-        )
-        .unwrap();
-        assert_eq!(plan.exchanges.len(), 1);
-        let exchange = &plan.exchanges[0];
-        assert_eq!(exchange.keys, vec!["method".to_string()]);
-        assert!(
-            exchange
-                .topic
-                .starts_with("my-group.exchange.window_aggregate-"),
-            "{}",
-            exchange.topic
-        );
-        // A source put first, a sink added: two nodes more.
-        let nodes = &plan.graph.nodes;
-        assert_eq!(nodes.len(), original.nodes.len() + 2);
-        let NodeKind::Source { spec, layout } = &nodes[0].kind else {
-            panic!("the exchange source is not first");
-        };
-        assert_eq!(spec.options["producers"], "4");
-        assert!(
-            layout.event_time.is_none(),
-            "its watermark comes from markers"
-        );
-        let NodeKind::Sink { spec } = &nodes[nodes.len() - 1].kind else {
-            panic!("the exchange sink is not last");
-        };
-        assert_eq!(spec.options["partition_columns"], "method");
-        assert_eq!(spec.options["topic"], exchange.topic);
-        // The window now reads the exchange source, still hashed by method.
-        let window = nodes
-            .iter()
-            .find(|n| n.name.starts_with("window_aggregate"))
-            .unwrap();
-        assert_eq!(window.inputs[0].from, 0);
-        assert!(matches!(
-            window.inputs[0].partitioning,
-            Partitioning::Hash(_)
-        ));
-        // Edges still point backwards.
-        for (id, node) in nodes.iter().enumerate() {
-            assert!(node.inputs.iter().all(|e| e.from < id), "{}", node.name);
-        }
-    }
-
-    #[test]
-    fn a_table_not_read_from_kafka_is_refused_with_the_fix() {
-        let err = plan(&graph(BY_METHOD), &[], "g", "b:1", 4)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("table payments is not read from Kafka"),
-            "{err}"
-        );
-    }
 }

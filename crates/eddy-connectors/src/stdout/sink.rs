@@ -15,9 +15,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::sink::SinkWriter;
 use eddy_engine::Result as EngineResult;
 
-use super::changelog::{kind_prefixes, Envelope, JsonLines};
 use crate::error::ConnectorError;
 use crate::json_lines::{encode_json_lines_with, spaced_json};
+use crate::sinks::changelog::{kind_prefixes, Envelope, JsonLines};
 use eddy_engine::changelog;
 
 /// Where stdout sinks print.

@@ -1,0 +1,153 @@
+//! The [`Connector`] trait: everything eddy knows of one `connector =
+//! '...'` name — the options it takes as a source and as a sink (declared
+//! once, [`crate::options`]), the checks a table passes before the job
+//! runs, opening readers and writers, whether a sink takes a changelog,
+//! and what happens when a checkpoint holding its state completes.
+//!
+//! In: a table's [`ConnectorSpec`] and the run's [`ConnectorConfig`]. Out:
+//! a [`SourceReader`] or [`SinkWriter`]. The [`crate::registry`] lists the
+//! connectors; [`crate::Connectors`] applies the run's overrides and hands
+//! each table to its connector.
+//!
+//! A connector is a unit struct (or holds what its tables share, like
+//! Kafka's transaction bookkeeping) in its own module:
+//!
+//! ```
+//! use eddy_connectors::options::{OptionDecl, OptionKind};
+//! use eddy_connectors::{Connector, ConnectorConfig, Role, Result};
+//! use eddy_connectors::blackhole::BlackholeSink;
+//! use eddy_engine::graph::ConnectorSpec;
+//! use eddy_engine::sink::{SinkMode, SinkWriter};
+//!
+//! /// Drops rows on the floor.
+//! #[derive(Debug)]
+//! struct Void;
+//!
+//! impl Connector for Void {
+//!     fn name(&self) -> &'static str { "void" }
+//!     fn summary(&self) -> &'static str { "discards every row" }
+//!     fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
+//!         (role == Role::Sink).then_some(&[])
+//!     }
+//!     fn open_sink(&self, _: &ConnectorConfig, _: &ConnectorSpec, _: SinkMode<'_>)
+//!         -> Result<Box<dyn SinkWriter>> {
+//!         Ok(Box::new(BlackholeSink))
+//!     }
+//!     fn takes_changelog(&self, _: &ConnectorSpec) -> bool { true }
+//! }
+//! assert!(Void.options(Role::Source).is_none());
+//! ```
+
+use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::sink::{SinkMode, SinkWriter};
+use eddy_engine::source::SourceReader;
+use eddy_engine::state::StateSnapshot;
+
+use crate::config::ConnectorConfig;
+use crate::error::{ConnectorError, Result};
+use crate::options::OptionDecl;
+
+/// Whether a table is read or written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Read by a query.
+    Source,
+    /// Written by an INSERT (or a query's result).
+    Sink,
+}
+
+impl Role {
+    /// `source` or `sink`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Source => "source",
+            Self::Sink => "sink",
+        }
+    }
+}
+
+/// One connector. See the module docs.
+pub trait Connector: Send + Sync + std::fmt::Debug {
+    /// The name tables give (`connector = 'kafka'`).
+    fn name(&self) -> &'static str;
+
+    /// Other names for it (`print` for `stdout`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// One line for the reference.
+    fn summary(&self) -> &'static str;
+
+    /// The options it takes in `role`; `None` when it cannot play that
+    /// role (a generator is never written).
+    fn options(&self, role: Role) -> Option<&'static [OptionDecl]>;
+
+    /// Checks beyond each option's kind, before anything runs: options
+    /// that go together, paths inside a server's roots. Called after the
+    /// declared options passed.
+    fn check(&self, _config: &ConnectorConfig, _spec: &ConnectorSpec, _role: Role) -> Result<()> {
+        Ok(())
+    }
+
+    /// Opens a reader, resumed at a checkpointed position when given.
+    fn open_source(
+        &self,
+        _config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        _resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
+        Err(not_a(self.name(), spec, Role::Source))
+    }
+
+    /// Opens a writer.
+    fn open_sink(
+        &self,
+        _config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        _mode: SinkMode<'_>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        Err(not_a(self.name(), spec, Role::Sink))
+    }
+
+    /// Whether the sink writes an updating query's changes (row kinds,
+    /// Debezium events, upserts) rather than only appends.
+    fn takes_changelog(&self, _spec: &ConnectorSpec) -> bool {
+        false
+    }
+
+    /// A checkpoint holding a reader at `position` is complete (a Kafka
+    /// source commits its offsets to its group, for monitoring).
+    fn source_checkpointed(
+        &self,
+        _config: &ConnectorConfig,
+        _spec: &ConnectorSpec,
+        _position: &serde_json::Value,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Publishes what the sink pre-committed into a now complete
+    /// checkpoint; idempotent (a resumed job commits its checkpoint again).
+    /// File states are published by [`crate::sinks::commit`] whatever the
+    /// connector (so `--output` files are too); this is for the rest.
+    fn commit_sink(
+        &self,
+        _config: &ConnectorConfig,
+        _spec: &ConnectorSpec,
+        _state: &StateSnapshot,
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn not_a(name: &str, spec: &ConnectorSpec, role: Role) -> ConnectorError {
+    ConnectorError::bad_option(
+        "connector",
+        format!(
+            "'{name}' cannot be a {} (table '{}')",
+            role.name(),
+            spec.table
+        ),
+    )
+}

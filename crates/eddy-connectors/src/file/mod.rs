@@ -1,0 +1,114 @@
+//! The `file` connector (also named `ndjson`): NDJSON files read as a
+//! source ([`source`]), and written as a sink — one file appended to, or,
+//! with rolling or partitioning options, a directory of rolled files —
+//! exactly once when the job checkpoints ([`crate::sinks`]).
+//!
+//! In: the table's options (`path`, `format`, ...). Out: an
+//! [`crate::ndjson::NdjsonSource`], an [`NdjsonSink`] or a rolled file set.
+
+pub mod source;
+
+use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::sink::{SinkMode, SinkWriter};
+use eddy_engine::source::SourceReader;
+
+use crate::config::ConnectorConfig;
+use crate::connector::{Connector, Role};
+use crate::error::Result;
+use crate::options::{OptionDecl, OptionKind};
+use crate::sinks::changelog::Envelope;
+use crate::sinks::file_options::{self as files, json_lines, rolled};
+use crate::sinks::NdjsonSink;
+
+/// See the module docs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FileConnector;
+
+const SOURCE_OPTIONS: &[OptionDecl] = &[
+    OptionDecl::new("path", OptionKind::Path, "the NDJSON file read"),
+    source::FORMAT,
+    source::BATCH_SIZE,
+    source::MAX_LINE_BYTES,
+];
+
+const SINK_OPTIONS: &[OptionDecl] = &[
+    files::PATH,
+    files::TEXT_FORMAT,
+    files::OMIT_NULLS,
+    files::ROLLING_ROWS,
+    files::ROLLING_BYTES,
+    files::ROLLING_INTERVAL,
+    files::PARTITION_BY,
+];
+
+impl Connector for FileConnector {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["ndjson"]
+    }
+
+    fn summary(&self) -> &'static str {
+        "NDJSON files: read from the start (and resumed at the checkpointed byte), \
+         written exactly once with checkpoints, rolled and partitioned on request"
+    }
+
+    fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
+        Some(match role {
+            Role::Source => SOURCE_OPTIONS,
+            Role::Sink => SINK_OPTIONS,
+        })
+    }
+
+    fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
+        match role {
+            Role::Source => {
+                source::check_format(spec)?;
+                config.source_path(spec).map(|_| ())
+            }
+            Role::Sink => {
+                files::check(spec, false)?;
+                config.sink_path(spec).map(|_| ())
+            }
+        }
+    }
+
+    fn open_source(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
+        source::check_format(spec)?;
+        source::open(config, spec, &config.source_path(spec)?, resume)
+    }
+
+    fn open_sink(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        mode: SinkMode<'_>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let path = config.sink_path(spec)?;
+        if rolled(spec) {
+            return files::file_set(
+                spec,
+                &config.task_path(path, true),
+                files::ndjson_files(spec)?,
+                mode,
+            );
+        }
+        Ok(Box::new(NdjsonSink::open(
+            &spec.table,
+            config.task_path(path, false),
+            json_lines(spec)?,
+            mode,
+        )?))
+    }
+
+    fn takes_changelog(&self, spec: &ConnectorSpec) -> bool {
+        json_lines(spec).map(|l| l.envelope).ok() == Some(Envelope::Debezium)
+    }
+}
