@@ -60,6 +60,36 @@ fn silent_pipe(path: &Path) -> SilentPipe {
     SilentPipe { _done: done }
 }
 
+/// Waits until `condition` holds, failing after `within` with `what`.
+fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < within,
+            "{what} did not happen within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Rows the job's source `orders` has read so far.
+fn orders_read(handle: &JobHandle) -> u64 {
+    handle
+        .metrics()
+        .iter()
+        .find(|n| n.name == "orders")
+        .map_or(0, |n| n.metrics.rows_in)
+}
+
+/// Waits until the job's sink has opened its output (every node has
+/// started: the source is blocked reading the silent pipe).
+fn wait_until_open(dir: &Path) {
+    let output = dir.join("out/copy.ndjson");
+    wait_until(Duration::from_secs(10), "opening the output", || {
+        output.exists()
+    });
+}
+
 fn pipe_job(dir: &Path, checkpoints: bool) -> (JobHandle, SilentPipe) {
     let pipe = dir.join("in.pipe");
     let guard = silent_pipe(&pipe);
@@ -81,7 +111,7 @@ fn stop_ends_a_job_blocked_on_a_silent_pipe_within_a_second() {
     for checkpoints in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let (handle, _pipe) = pipe_job(dir.path(), checkpoints);
-        std::thread::sleep(Duration::from_millis(300));
+        wait_until_open(dir.path());
         assert_eq!(handle.state(), JobState::Running);
         let asked = Instant::now();
         handle.stop();
@@ -105,7 +135,7 @@ fn stop_ends_a_job_blocked_on_a_silent_pipe_within_a_second() {
 fn cancel_reports_cancelled_not_success() {
     let dir = tempfile::tempdir().unwrap();
     let (handle, _pipe) = pipe_job(dir.path(), true);
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until_open(dir.path());
     let clone = handle.clone();
     clone.cancel();
     let result = handle
@@ -156,26 +186,13 @@ fn a_stopped_job_leaves_readable_parquet_files_with_its_rows() {
         };
         let handle = job::start(&sql(GENERATED), &BTreeMap::new(), config, &job).unwrap();
         // Live metrics grow while the job runs.
-        std::thread::sleep(Duration::from_millis(300));
-        let early = handle
-            .metrics()
-            .iter()
-            .find(|n| n.name == "orders")
-            .unwrap()
-            .metrics
-            .rows_in;
-        std::thread::sleep(Duration::from_millis(300));
-        let later = handle
-            .metrics()
-            .iter()
-            .find(|n| n.name == "orders")
-            .unwrap()
-            .metrics
-            .rows_in;
-        assert!(
-            later > early && early > 0,
-            "rows read: {early} then {later}"
-        );
+        wait_until(Duration::from_secs(20), "reading rows", || {
+            orders_read(&handle) > 0
+        });
+        let early = orders_read(&handle);
+        wait_until(Duration::from_secs(20), "reading more rows", || {
+            orders_read(&handle) > early
+        });
         handle.stop();
         let report = handle.wait().unwrap();
         assert_eq!(report.state, JobState::Stopped);
@@ -253,7 +270,9 @@ fn a_stopped_job_resumes_and_its_counters_continue() {
         ..JobConfig::default()
     };
     let handle = job::start(&sql(&text), &BTreeMap::new(), config(), &job).unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    wait_until(Duration::from_secs(20), "reading 100,000 rows", || {
+        orders_read(&handle) >= 100_000
+    });
     handle.stop();
     let stopped = handle.wait().unwrap();
     let read_before = stopped

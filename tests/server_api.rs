@@ -280,6 +280,15 @@ fn the_reference_pipeline_runs_to_finished_with_its_graph_and_metrics() {
     ] {
         assert!(kinds.contains(kind), "graph has a {kind} node");
     }
+    // Each node says whether it keeps state (from the operator's declared
+    // distribution), so the console needs no list of operator kinds.
+    for node in job["graph"].as_array().unwrap() {
+        let stateful = matches!(
+            node["kind"].as_str().unwrap(),
+            "interval_join" | "window_aggregate" | "over" | "window_rank" | "session_aggregate"
+        );
+        assert_eq!(node["stateful"], stateful, "{node}");
+    }
     // Every sink wrote exactly what the golden output holds.
     let golden =
         std::fs::read_to_string(common::repo_root().join("tests/golden/reference.out")).unwrap();

@@ -61,7 +61,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .route("/", get(crate::web::index))
-        .route("/assets/app.js", get(crate::web::script))
+        .route("/assets/js/{name}", get(crate::web::script))
         .route("/assets/style.css", get(crate::web::style))
         .route("/metrics", get(metrics))
         .route("/healthz", get(health))

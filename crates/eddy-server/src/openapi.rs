@@ -7,8 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::views::{
-    CheckpointView, GraphEdge, GraphNode, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
-    SubmitRequest, ValidateRequest, ValidateResponse,
+    CheckpointView, GraphEdge, GraphNode, JobStatus, JobSummary, JobView, NodeMetrics, Sample,
+    SourceSample, SubmitRequest, ValidateRequest, ValidateResponse,
 };
 
 /// The API document.
@@ -28,7 +28,7 @@ use crate::views::{
         crate::web::list_examples,
     ),
     components(schemas(
-        SubmitRequest, ValidateRequest, ValidateResponse, JobSummary, JobView, GraphNode, GraphEdge,
+        SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
         NodeMetrics, CheckpointView, Sample, SourceSample, ErrorBody, crate::web::Example
     )),
     modifiers(&BearerToken),

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::views::{JobSummary, NodeMetrics};
+use crate::views::{JobStatus, JobSummary, NodeMetrics};
 
 fn escape(value: &str) -> String {
     value
@@ -86,13 +86,17 @@ pub fn render(jobs: &[(JobSummary, Vec<NodeMetrics>)]) -> String {
     );
     let _ = writeln!(out, "# TYPE eddy_job_running gauge");
     for (job, _) in jobs {
-        let running = if job.state == "running" { 1 } else { 0 };
+        let running = if job.state == JobStatus::Running {
+            1
+        } else {
+            0
+        };
         let _ = writeln!(
             out,
             "eddy_job_running{{job=\"{}\",job_name=\"{}\",state=\"{}\"}} {running}",
             escape(&job.id),
             escape(&job.name),
-            escape(&job.state)
+            job.state.name()
         );
     }
     for family in &FAMILIES {

@@ -37,8 +37,8 @@ pub struct JobRecord {
     pub started_ms: Option<i64>,
     /// End, epoch ms.
     pub ended_ms: Option<i64>,
-    /// `running`, `finished`, `failed`, `stopped` or `cancelled`.
-    pub state: String,
+    /// Where it is in its life (`running` ones resume when the server starts).
+    pub state: crate::views::JobStatus,
     /// Why it failed.
     pub error: Option<String>,
     /// Counters when it ended.

@@ -77,6 +77,10 @@ pub struct GraphNode {
     /// when known.
     #[serde(default)]
     pub upsert_key: Vec<String>,
+    /// Whether the operator keeps state across rows (it declares a keyed
+    /// or single distribution; calcs, unions and key splits do not).
+    #[serde(default)]
+    pub stateful: bool,
 }
 
 /// The graph of a compiled job.
@@ -108,6 +112,8 @@ pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
                 .collect(),
             updating: eddy_engine::changelog::is_updating(&node.schema),
             upsert_key: eddy_engine::changelog::upsert_key(&node.schema),
+            stateful: matches!(&node.kind, NodeKind::Operator(plan)
+                if plan.distribution() != eddy_engine::operator::Distribution::Any),
         })
         .collect()
 }
@@ -186,6 +192,48 @@ pub struct Sample {
     pub sources: Vec<SourceSample>,
 }
 
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Its threads are running (or it will resume when the server starts).
+    Running,
+    /// Every input ended and every output was written.
+    Finished,
+    /// A node failed; the job's `error` says which and why.
+    Failed,
+    /// Stopped gracefully with a final checkpoint.
+    Stopped,
+    /// Cancelled: ended at once, committing nothing more.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// The lower-case name, as the API writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl From<&eddy_engine::runtime::JobState> for JobStatus {
+    fn from(state: &eddy_engine::runtime::JobState) -> Self {
+        use eddy_engine::runtime::JobState;
+        match state {
+            JobState::Running => Self::Running,
+            JobState::Finished => Self::Finished,
+            JobState::Failed(_) => Self::Failed,
+            JobState::Stopped => Self::Stopped,
+            JobState::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
 /// A job in the list.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct JobSummary {
@@ -193,8 +241,8 @@ pub struct JobSummary {
     pub id: String,
     /// Its name.
     pub name: String,
-    /// `running`, `finished`, `failed`, `stopped` or `cancelled`.
-    pub state: String,
+    /// Where it is in its life.
+    pub state: JobStatus,
     /// Why it failed.
     pub error: Option<String>,
     /// Submission time (RFC 3339).

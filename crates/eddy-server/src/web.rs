@@ -1,5 +1,7 @@
-//! The web console: `web/` (one HTML page, a stylesheet, a script module),
-//! embedded in the binary at build time and served at `/` and `/assets/`;
+//! The web console: `web/` (one HTML page, a stylesheet, and `web/js/`'s
+//! ES modules: `main.js` routes and starts the page, `core.js` holds the
+//! state and the API client, one module a view), embedded in the binary at
+//! build time and served at `/` and `/assets/`;
 //! and `GET /api/v1/examples`, the reference pipeline's queries for its
 //! editor. No build step, no request leaves the server.
 
@@ -10,7 +12,16 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 const INDEX: &str = include_str!("../../../web/index.html");
-const SCRIPT: &str = include_str!("../../../web/app.js");
+/// The script modules, by name (`/assets/js/<name>`).
+const MODULES: [(&str, &str); 7] = [
+    ("main.js", include_str!("../../../web/js/main.js")),
+    ("core.js", include_str!("../../../web/js/core.js")),
+    ("format.js", include_str!("../../../web/js/format.js")),
+    ("jobs.js", include_str!("../../../web/js/jobs.js")),
+    ("editor.js", include_str!("../../../web/js/editor.js")),
+    ("job.js", include_str!("../../../web/js/job.js")),
+    ("tail.js", include_str!("../../../web/js/tail.js")),
+];
 const STYLE: &str = include_str!("../../../web/style.css");
 
 const SOURCES: &str = include_str!("../../../queries/00_sources.sql");
@@ -101,9 +112,12 @@ pub async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX)
 }
 
-/// `GET /assets/app.js`.
-pub async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", SCRIPT)
+/// `GET /assets/js/{name}`: one of the script modules.
+pub async fn script(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+    match MODULES.iter().find(|(n, _)| *n == name) {
+        Some((_, body)) => asset("text/javascript; charset=utf-8", body),
+        None => (axum::http::StatusCode::NOT_FOUND, "no such script").into_response(),
+    }
 }
 
 /// `GET /assets/style.css`.
@@ -114,6 +128,35 @@ pub async fn style() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every module a module imports is served (a module added to `web/js/`
+    /// but not to [`MODULES`] would break the page).
+    #[test]
+    fn every_imported_module_is_served() {
+        for (name, body) in MODULES {
+            for line in body.lines().filter(|l| l.starts_with("import ")) {
+                let imported = line
+                    .rsplit("'./")
+                    .next()
+                    .and_then(|rest| rest.split('\'').next())
+                    .unwrap_or_default();
+                assert!(
+                    MODULES.iter().any(|(n, _)| *n == imported),
+                    "{name} imports {imported}, which is not served"
+                );
+            }
+        }
+        let served: Vec<&str> = MODULES.iter().map(|(n, _)| *n).collect();
+        let mut on_disk: Vec<String> =
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../web/js"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+        on_disk.sort();
+        let mut served_sorted = served.clone();
+        served_sorted.sort();
+        assert_eq!(on_disk, served_sorted, "web/js and MODULES differ");
+    }
 
     #[test]
     fn every_example_compiles() {

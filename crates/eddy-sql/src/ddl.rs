@@ -18,8 +18,8 @@ use eddy_engine::source::{
 };
 
 use crate::context::DdlContext;
+use crate::dialect::statements::WatermarkClause;
 use crate::error::{Position, Result, SqlError};
-use crate::statements::WatermarkClause;
 
 /// A declared table: a source or a sink, decided by how queries use it.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub fn table_def(
     state: &SessionState,
     create: &CreateTable,
     watermark: Option<&WatermarkClause>,
-    metadata_columns: &[crate::statements::MetadataColumn],
+    metadata_columns: &[crate::dialect::statements::MetadataColumn],
     position: &Position,
 ) -> Result<TableDef> {
     let name = create.name.to_string().to_lowercase();
@@ -176,7 +176,7 @@ pub fn table_def(
         generated.push(generation.map(|expr| (expr, inferred)));
     }
     // Metadata columns: only a Debezium envelope has them (so far).
-    for crate::statements::MetadataColumn {
+    for crate::dialect::statements::MetadataColumn {
         column,
         key,
         position,
@@ -213,9 +213,10 @@ pub fn table_def(
             .iter()
             .map(|f| {
                 let mut f = f.as_ref().clone();
-                if let Some(crate::statements::MetadataColumn { key, .. }) = metadata_columns
-                    .iter()
-                    .find(|m| m.column.eq_ignore_ascii_case(f.name()))
+                if let Some(crate::dialect::statements::MetadataColumn { key, .. }) =
+                    metadata_columns
+                        .iter()
+                        .find(|m| m.column.eq_ignore_ascii_case(f.name()))
                 {
                     let mut metadata = f.metadata().clone();
                     metadata.insert(
@@ -303,8 +304,8 @@ pub fn table_def(
                     .clone()
                     .with_data_type(data_type)
                     .with_nullable(true);
-                if crate::flink_functions::is_proctime_call(&logical) {
-                    out = crate::flink_functions::mark_proctime(out);
+                if crate::dialect::flink_functions::is_proctime_call(&logical) {
+                    out = crate::dialect::flink_functions::mark_proctime(out);
                 }
                 output_fields.push(out.clone());
                 columns.push(SourceColumn::Computed(ComputedColumn {

@@ -4,7 +4,9 @@
 //! [`eddy_engine::graph::JobGraph`] out.
 //!
 //! - [`params`]: `${NAME:default}` substitution with position mapping;
-//! - [`statements`]: tokenizing, statement splitting, the `WATERMARK FOR` clause;
+//! - [`dialect`]: tokenizing, statement splitting, the clauses and functions of
+//!   Flink's and Arroyo's SQL (`WATERMARK FOR`, `FOR SYSTEM_TIME AS OF`, group
+//!   windows, ...) in DataFusion's terms;
 //! - [`ddl`]: `CREATE TABLE` into table definitions (computed columns, event time);
 //! - [`udf`]: the `tumble` and `hop` window functions;
 //! - [`planner`]: DataFusion logical plans into streaming operators.
@@ -13,15 +15,11 @@
 
 pub mod context;
 pub mod ddl;
+pub mod dialect;
 pub mod error;
-pub mod flink_functions;
-pub mod flink_windows;
-pub mod output_names;
 pub mod params;
 pub mod planner;
 pub mod side_streams;
-pub mod statements;
-pub mod temporal_joins;
 pub mod udaf;
 pub mod udf;
 

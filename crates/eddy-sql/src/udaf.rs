@@ -287,7 +287,7 @@ pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
     for udaf in aggregate_functions() {
         ctx.register_udaf(udaf);
     }
-    crate::flink_functions::register(ctx);
+    crate::dialect::flink_functions::register(ctx);
 }
 
 #[cfg(test)]

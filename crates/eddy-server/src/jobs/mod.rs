@@ -41,7 +41,7 @@ use crate::connectors::ServerConnectors;
 use crate::error::{Result, ServerError};
 use crate::store::{JobRecord, JobStore};
 use crate::tail::{TapItem, Taps};
-use crate::views::{graph_view, GraphNode, JobView, SubmitRequest};
+use crate::views::{graph_view, GraphNode, JobStatus, JobView, SubmitRequest};
 
 /// How long stop and delete wait for a job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -90,7 +90,7 @@ impl JobManager {
             let graph = compile(&record.name, &record.sql, &record.params)
                 .ok()
                 .map(|g| eddy_engine::distribute::instances::expand(&g, record.parallelism));
-            let resume = record.state == "running";
+            let resume = record.state == JobStatus::Running;
             let job = Arc::new(ManagedJob {
                 id: record.id.clone(),
                 graph: graph.as_ref().map(graph_view).unwrap_or_default(),
@@ -106,7 +106,7 @@ impl JobManager {
                     .and_then(|graph| manager.start_run(&job, graph));
                 if let Err(e) = started {
                     tracing::warn!(job = %job.id, "cannot resume: {e}");
-                    manager.finish_record(&job, "failed", Some(e.to_string()), Vec::new());
+                    manager.finish_record(&job, JobStatus::Failed, Some(e.to_string()), Vec::new());
                 }
             }
         }
@@ -163,7 +163,7 @@ impl JobManager {
         )
         .map_err(engine_error)?;
         if let Ok(mut record) = job.record.lock() {
-            record.0.state = "running".into();
+            record.0.state = JobStatus::Running;
             record.0.started_ms = Some(now_ms());
             record.0.ended_ms = None;
             record.0.error = None;
@@ -192,7 +192,7 @@ impl JobManager {
                     (JobState::Failed(message), _) => Some(message.clone()),
                     _ => None,
                 };
-                Self::save_end(&store, &watched, state.name(), error, handle.metrics());
+                Self::save_end(&store, &watched, (&state).into(), error, handle.metrics());
             })
             .map_err(|e| ServerError::Internal(format!("cannot start a watcher thread: {e}")))?;
         Ok(())
@@ -201,7 +201,7 @@ impl JobManager {
     fn save_end(
         store: &JobStore,
         job: &ManagedJob,
-        state: &str,
+        state: JobStatus,
         error: Option<String>,
         metrics: Vec<NodeReport>,
     ) {
@@ -210,7 +210,7 @@ impl JobManager {
             if *deleted {
                 return;
             }
-            record.state = state.to_string();
+            record.state = state;
             record.error = error;
             record.ended_ms = Some(now_ms());
             record.final_metrics = metrics;
@@ -223,7 +223,7 @@ impl JobManager {
     fn finish_record(
         &self,
         job: &ManagedJob,
-        state: &str,
+        state: JobStatus,
         error: Option<String>,
         metrics: Vec<NodeReport>,
     ) {
@@ -259,7 +259,7 @@ impl JobManager {
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,
-            state: "running".into(),
+            state: JobStatus::Running,
             error: None,
             final_metrics: Vec::new(),
         };

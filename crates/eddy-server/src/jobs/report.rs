@@ -14,7 +14,9 @@ use eddy_engine::time::{WATERMARK_MAX, WATERMARK_MIN};
 
 use super::{now_ms, JobManager, ManagedJob};
 use crate::error::Result;
-use crate::views::{CheckpointView, JobSummary, JobView, NodeMetrics, Sample, SourceSample};
+use crate::views::{
+    CheckpointView, JobStatus, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
+};
 
 /// Samples kept per job (one a second).
 const HISTORY: usize = 600;
@@ -187,12 +189,12 @@ impl JobManager {
             (_, None) => {
                 let r = record.as_ref();
                 (
-                    r.map(|r| r.state.clone()).unwrap_or_default(),
+                    r.map_or(JobStatus::Running, |r| r.state),
                     r.and_then(|r| r.error.clone()),
                 )
             }
-            (JobState::Failed(message), _) => ("failed".to_string(), Some(message.clone())),
-            (other, _) => (other.name().to_string(), None),
+            (JobState::Failed(message), _) => (JobStatus::Failed, Some(message.clone())),
+            (other, _) => (other.into(), None),
         };
         let ended_ms = if state.is_terminal() || job.handle().is_none() {
             record

@@ -67,11 +67,11 @@ use eddy_engine::operators::union::UnionPlan;
 
 use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
+use crate::dialect::statements::{parse_file, ParsedStatement, Words};
+use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
-use crate::statements::{parse_file, ParsedStatement, Words};
-use crate::temporal_joins::TemporalJoin;
 use eddy_engine::source::bad_rows::bad_row_schema;
 use stream::{Endpoint, Stream, TimeAttr};
 

@@ -1,5 +1,5 @@
 //! Plans the event-time temporal join (`JOIN versioned FOR SYSTEM_TIME AS
-//! OF probe.t ON ...`, see `crate::temporal_joins`) into a `temporal_join`.
+//! OF probe.t ON ...`, see `crate::dialect::temporal_joins`) into a `temporal_join`.
 //!
 //! In: the join, the clause. Out: an append-only stream of the probe's and
 //! the version's columns, keeping the probe's event time. Both inputs need
@@ -15,10 +15,10 @@ use datafusion::logical_expr::{Join, JoinType};
 use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 
 use super::updating::equi_keys;
+use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
 use crate::planner::stream::{add_operator, keyed, Stream, TimeAttr};
 use crate::planner::Compiler;
-use crate::temporal_joins::TemporalJoin;
 
 impl Compiler {
     pub(super) fn plan_temporal_join(

@@ -45,7 +45,7 @@ pub struct ParsedStatement {
     /// found while planning can point at the construct it is about.
     pub words: Words,
     /// Its `FOR SYSTEM_TIME AS OF` clauses (cut out of the statement).
-    pub temporal_joins: Vec<crate::temporal_joins::TemporalJoin>,
+    pub temporal_joins: Vec<crate::dialect::temporal_joins::TemporalJoin>,
     /// A CREATE TABLE's metadata columns, `col TYPE METADATA FROM 'key'
     /// [VIRTUAL]` (cut out of the column list).
     pub metadata_columns: Vec<MetadataColumn>,
@@ -205,19 +205,21 @@ fn parse_one(
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
     let tokens = flink_computed_columns(tokens);
     let tokens = quote_time_units(quote_set_key(tokens));
-    let (tokens, mut window_tvfs) = crate::flink_windows::cut_window_tvfs(tokens)
+    let (tokens, mut window_tvfs) = crate::dialect::flink_windows::cut_window_tvfs(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
-    let (tokens, temporal_joins) = crate::temporal_joins::cut_temporal_joins(tokens)
+    let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let mut statement = Parser::new(dialect)
         .with_tokens_with_locations(tokens)
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
-    window_tvfs.extend(crate::flink_windows::cut_function_tvfs(&mut statement));
-    crate::flink_windows::rewrite_group_windows(&mut statement);
-    crate::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
+    window_tvfs.extend(crate::dialect::flink_windows::cut_function_tvfs(
+        &mut statement,
+    ));
+    crate::dialect::flink_windows::rewrite_group_windows(&mut statement);
+    crate::dialect::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
         .map_err(|((line, column), e)| SqlError::at(&map.position(line, column), e))?;
-    crate::output_names::name_function_columns(&mut statement);
+    crate::dialect::output_names::name_function_columns(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,

@@ -218,7 +218,7 @@ mod tests {
             .unwrap()
             .parse_statement()
             .unwrap();
-        crate::flink_windows::rewrite_group_windows(&mut legacy);
+        crate::dialect::flink_windows::rewrite_group_windows(&mut legacy);
         name_function_columns(&mut legacy);
         let text = legacy.to_string();
         assert!(

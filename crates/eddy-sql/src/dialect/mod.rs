@@ -1,0 +1,24 @@
+//! The SQL dialect eddy reads, in one place: Flink's and Arroyo's SQL as
+//! people write it, turned into statements DataFusion's planner takes.
+//!
+//! - [`statements`]: tokenizing, statement splitting and parsing with
+//!   positions kept, the `WATERMARK FOR` and `METADATA FROM` clauses of a
+//!   `CREATE TABLE` (cut from the tokens: sqlparser's generic dialect has
+//!   neither);
+//! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` cut from a join's tokens
+//!   and recorded for the planner;
+//! - [`flink_windows`]: Flink's legacy group windows (`TUMBLE(ts, ...)` in
+//!   GROUP BY, `TUMBLE_START`, ...) and `TABLE t` window arguments
+//!   rewritten to eddy's window functions;
+//! - [`flink_functions`]: functions Flink users reach for, with Flink's
+//!   meaning (`MOD`, `TO_TIMESTAMP_LTZ`, `PROCTIME()`, ...);
+//! - [`output_names`]: Flink's short names for unaliased function columns.
+//!
+//! In: substituted SQL text. Out: sqlparser statements in DataFusion's
+//! dialect, with positions, and the clauses cut from them.
+
+pub mod flink_functions;
+pub mod flink_windows;
+pub mod output_names;
+pub mod statements;
+pub mod temporal_joins;
