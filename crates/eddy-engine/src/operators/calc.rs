@@ -150,3 +150,62 @@ impl Operator for CalcOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Array, Int64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::logical_expr::Operator as BinaryOp;
+    use datafusion::physical_expr::expressions::{binary, col, lit};
+
+    use super::*;
+    use crate::operator::Distribution;
+    use crate::operators::testing::{kv_rows, kv_schema};
+
+    #[test]
+    fn a_filter_then_a_projection_run_fused_in_row_order() {
+        let input = kv_schema();
+        let mut plan = CalcPlan::new(input.clone());
+        // WHERE v > 1, then SELECT v * 10 AS w.
+        let v = col("v", &input).unwrap();
+        plan.push(CalcStep::Filter(
+            binary(v.clone(), BinaryOp::Gt, lit(1i64), &input).unwrap(),
+        ));
+        let output = Arc::new(Schema::new(vec![Field::new("w", DataType::Int64, true)]));
+        plan.push(CalcStep::Project {
+            exprs: vec![binary(v, BinaryOp::Multiply, lit(10i64), &input).unwrap()],
+            schema: output.clone(),
+        });
+        assert_eq!(plan.distribution(), Distribution::Any);
+        assert_eq!(plan.output_schema(), output);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        // NULL > 1 is NULL: the row is dropped like a false one.
+        op.on_batch(
+            0,
+            kv_rows(
+                &[Some("a"), None, Some("c"), Some("d")],
+                &[3, 1, 2, 0],
+                None,
+            ),
+            &mut out,
+        )
+        .unwrap();
+        let emitted: Vec<(usize, RecordBatch)> = out.drain().collect();
+        assert_eq!(emitted.len(), 1);
+        let w = emitted[0]
+            .1
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .clone();
+        assert_eq!(w.values().to_vec(), vec![30, 20]);
+        // A batch the filter empties emits nothing.
+        op.on_batch(0, kv_rows(&[Some("x")], &[0], None), &mut out)
+            .unwrap();
+        assert_eq!(out.drain().count(), 0);
+    }
+}

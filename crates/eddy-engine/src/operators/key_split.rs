@@ -114,3 +114,69 @@ impl Operator for KeySplit {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use datafusion::arrow::array::{Array, StringArray};
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operator::Distribution;
+    use crate::operators::testing::{keyed, kv_schema};
+
+    /// The keys each port got.
+    fn keys_by_port(out: &mut Collector) -> BTreeMap<usize, Vec<String>> {
+        let mut by_port: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (port, batch) in out.drain() {
+            let keys = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .clone();
+            for i in 0..keys.len() {
+                by_port
+                    .entry(port)
+                    .or_default()
+                    .push(keys.value(i).to_string());
+            }
+        }
+        by_port
+    }
+
+    #[test]
+    fn each_key_goes_to_one_port_every_time() {
+        let schema = kv_schema();
+        let plan = KeySplitPlan::new(schema.clone(), vec![col("k", &schema).unwrap()], 3);
+        assert_eq!(plan.distribution(), Distribution::Any);
+        assert_eq!(plan.output_ports(), 3);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "a", "b", "c", "d"];
+        let values: Vec<i64> = (0..keys.len() as i64).collect();
+        op.on_batch(0, keyed(&keys, &values, None), &mut out)
+            .unwrap();
+        let first = keys_by_port(&mut out);
+        assert_eq!(first.values().map(Vec::len).sum::<usize>(), keys.len());
+        assert!(first.len() > 1, "spread over more than one port: {first:?}");
+        for (port, got) in &first {
+            assert!(*port < 3);
+            for key in got {
+                assert!(
+                    first.iter().all(|(p, ks)| p == port || !ks.contains(key)),
+                    "{key} on two ports: {first:?}"
+                );
+            }
+        }
+        // The same keys in another batch go where they went before.
+        op.on_batch(0, keyed(&["h", "a"], &[0, 0], None), &mut out)
+            .unwrap();
+        for (port, got) in keys_by_port(&mut out) {
+            for key in got {
+                assert!(first[&port].contains(&key), "{key} moved to port {port}");
+            }
+        }
+    }
+}

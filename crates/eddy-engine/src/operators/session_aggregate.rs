@@ -611,3 +611,58 @@ impl Operator for SessionAggregateOperator {
         self.late_rows
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::functions_aggregate::sum::sum_udaf;
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operator::{Collector, Distribution};
+    use crate::operators::testing::{
+        aggregate_call, fired_windows as fired, timed_rows as rows, timed_schema, windowed_output,
+    };
+
+    /// `GROUP BY session(gap 10 ms), k` with `count(v)` and `sum(v)`.
+    fn plan() -> SessionAggregatePlan {
+        let input = timed_schema();
+        SessionAggregatePlan {
+            output_schema: windowed_output(),
+            gap_ms: 10,
+            time_column: 2,
+            allowed_lateness_ms: 0,
+            group_columns: vec![GroupColumn::Window, GroupColumn::Key(0)],
+            keys: vec![(col("k", &input).unwrap(), "k".into())],
+            aggregates: vec![
+                aggregate_call(count_udaf(), "n"),
+                aggregate_call(sum_udaf(), "total"),
+            ],
+            input_schema: input,
+        }
+    }
+
+    #[test]
+    fn a_row_bridging_two_sessions_merges_them_and_a_gap_closes_one() {
+        assert_eq!(plan().distribution(), Distribution::Keyed);
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        // a: 0 and 18 would be two sessions; 9 (out of order) bridges them.
+        // b: 0, then 40 after a gap: two sessions.
+        op.on_batch(0, rows(&["a", "a", "b"], &[1, 2, 3], &[0, 18, 0]), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["a", "b"], &[4, 5], &[9, 40]), &mut out)
+            .unwrap();
+        // A checkpoint while rows wait for the watermark loses none.
+        let mut restored = plan().create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored.on_watermark(25, &mut out).unwrap();
+        assert_eq!(
+            fired(&mut out),
+            ["0-10 b 1 3"],
+            "a's session ends at 28: a watermark past it fires it"
+        );
+        restored.on_watermark(i64::MAX, &mut out).unwrap();
+        assert_eq!(fired(&mut out), ["0-28 a 3 7", "40-50 b 1 5"]);
+    }
+}

@@ -1,15 +1,23 @@
 //! Helpers for operator unit tests over (k VARCHAR, v BIGINT) rows, plain
-//! or as a changelog, and for reading what an updating operator emitted.
+//! or as a changelog, or with an event time `ts`, and for reading what an
+//! updating operator or a window emitted.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, Int8Array, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{
+    ArrayRef, Int64Array, Int8Array, StringArray, StructArray, TimestampMillisecondArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::AggregateUDF;
+use datafusion::physical_expr::aggregate::AggregateExprBuilder;
+use datafusion::physical_expr::expressions::col;
 
 use crate::changelog::{self, RowKind};
 use crate::operator::Collector;
+use crate::operators::AggregateCall;
+use crate::window::window_struct_type;
 
 /// The rows' schema: `k VARCHAR, v BIGINT`.
 pub fn kv_schema() -> SchemaRef {
@@ -61,5 +69,104 @@ pub fn changes(out: &mut Collector) -> Vec<String> {
             lines.push(line);
         }
     }
+    lines
+}
+
+/// Rows with an event time: `k VARCHAR, v BIGINT, ts TIMESTAMP(3)`.
+pub fn timed_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        ),
+    ]))
+}
+
+/// Rows `(k, v, ts)` of [`timed_schema`].
+pub fn timed_rows(keys: &[&str], values: &[i64], times: &[i64]) -> RecordBatch {
+    RecordBatch::try_new(
+        timed_schema(),
+        vec![
+            Arc::new(StringArray::from(keys.to_vec())),
+            Arc::new(Int64Array::from(values.to_vec())),
+            Arc::new(TimestampMillisecondArray::from(times.to_vec())),
+        ],
+    )
+    .expect("timed rows")
+}
+
+/// `function(v)` over [`timed_schema`] rows, named `name`.
+pub fn aggregate_call(function: Arc<AggregateUDF>, name: &str) -> AggregateCall {
+    let schema = timed_schema();
+    AggregateCall {
+        expr: Arc::new(
+            AggregateExprBuilder::new(function, vec![col("v", &schema).expect("v")])
+                .schema(schema)
+                .alias(name)
+                .build()
+                .expect("aggregate"),
+        ),
+        filter: None,
+    }
+}
+
+/// The output of `GROUP BY window, k` with two BIGINT aggregates:
+/// `window, k, n, total`.
+pub fn windowed_output() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("window", window_struct_type(), true),
+        Field::new("k", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+        Field::new("total", DataType::Int64, true),
+    ]))
+}
+
+/// What windows of [`windowed_output`] fired, a row a line: `start-end key
+/// n total`, sorted.
+pub fn fired_windows(out: &mut Collector) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (_, batch) in out.drain() {
+        let window = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .expect("a window struct");
+        let bound = |name: &str| {
+            window
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<TimestampMillisecondArray>())
+                .expect("a window bound")
+                .clone()
+        };
+        let (start, end) = (bound("start"), bound("end"));
+        let int = |i: usize| {
+            batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("BIGINT")
+                .clone()
+        };
+        let keys = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("keys");
+        let (n, total) = (int(2), int(3));
+        for r in 0..batch.num_rows() {
+            lines.push(format!(
+                "{}-{} {} {} {}",
+                start.value(r),
+                end.value(r),
+                keys.value(r),
+                n.value(r),
+                total.value(r)
+            ));
+        }
+    }
+    lines.sort();
     lines
 }

@@ -60,3 +60,43 @@ impl Operator for UnionOperator {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::operator::Distribution;
+    use crate::operators::testing::{keyed, kv_schema};
+
+    #[test]
+    fn rows_of_every_input_come_out_under_the_unions_schema() {
+        // The union's own names (inputs may name their columns otherwise).
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Utf8, true),
+            Field::new("value", DataType::Int64, true),
+        ]));
+        let plan = UnionPlan::new(schema.clone(), 2);
+        assert_eq!(plan.distribution(), Distribution::Any);
+        assert_eq!(plan.describe(), "2 inputs");
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, keyed(&["a", "b"], &[1, 2], None), &mut out)
+            .unwrap();
+        op.on_batch(1, keyed(&["c"], &[3], None), &mut out).unwrap();
+        // An empty batch emits nothing.
+        op.on_batch(1, RecordBatch::new_empty(kv_schema()), &mut out)
+            .unwrap();
+        let emitted: Vec<(usize, RecordBatch)> = out.drain().collect();
+        assert_eq!(emitted.len(), 2);
+        assert!(emitted
+            .iter()
+            .all(|(port, b)| *port == 0 && b.schema() == schema));
+        let rows: usize = emitted.iter().map(|(_, b)| b.num_rows()).sum();
+        assert_eq!(rows, 3);
+        // Stateless: nothing to checkpoint.
+        assert!(op.snapshot().unwrap().is_empty());
+    }
+}

@@ -754,3 +754,89 @@ impl Operator for WindowAggregateOperator {
         self.late_rows
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::functions_aggregate::sum::sum_udaf;
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operator::Distribution;
+    use crate::operators::testing::{
+        aggregate_call, fired_windows as fired, timed_rows as rows, timed_schema, windowed_output,
+    };
+
+    /// `GROUP BY window, k` with `count(v)` and `sum(v)`.
+    fn plan(window: WindowSpec) -> WindowAggregatePlan {
+        let input = timed_schema();
+        WindowAggregatePlan {
+            output_schema: windowed_output(),
+            window,
+            time_column: 2,
+            allowed_lateness_ms: 0,
+            group_columns: vec![GroupColumn::Window, GroupColumn::Key(0)],
+            keys: vec![(col("k", &input).unwrap(), "k".into())],
+            aggregates: vec![
+                aggregate_call(count_udaf(), "n"),
+                aggregate_call(sum_udaf(), "total"),
+            ],
+            input_schema: input,
+        }
+    }
+
+    #[test]
+    fn a_tumbling_window_fires_at_its_end_and_counts_what_comes_after_as_late() {
+        let plan = plan(WindowSpec::Tumble { width_ms: 10 });
+        assert_eq!(plan.distribution(), Distribution::Keyed);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            rows(&["a", "b", "a", "a"], &[1, 2, 3, 4], &[1, 5, 9, 12]),
+            &mut out,
+        )
+        .unwrap();
+        op.on_watermark(9, &mut out).unwrap();
+        assert!(fired(&mut out).is_empty(), "[0, 10) is still open at 9");
+        op.on_watermark(10, &mut out).unwrap();
+        assert_eq!(fired(&mut out), ["0-10 a 2 4", "0-10 b 1 2"]);
+        // A row of the fired window is late: counted, not folded in.
+        op.on_batch(0, rows(&["a"], &[100], &[3]), &mut out)
+            .unwrap();
+        assert_eq!(op.late_rows(), 1);
+        // [10, 20) survives a checkpoint and fires from the restored state.
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored
+            .on_batch(0, rows(&["b"], &[5], &[19]), &mut out)
+            .unwrap();
+        restored.on_watermark(20, &mut out).unwrap();
+        assert_eq!(fired(&mut out), ["10-20 a 1 4", "10-20 b 1 5"]);
+    }
+
+    #[test]
+    fn hopping_windows_fold_each_row_once_and_fire_every_window_holding_it() {
+        let plan = plan(WindowSpec::Hop {
+            slide_ms: 5,
+            width_ms: 10,
+        });
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            rows(&["a", "a", "a"], &[1, 10, 100], &[2, 7, 12]),
+            &mut out,
+        )
+        .unwrap();
+        // A snapshot in the middle (frozen slices included) changes nothing.
+        op.on_watermark(6, &mut out).unwrap();
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored.on_watermark(i64::MAX, &mut out).unwrap();
+        assert_eq!(
+            fired(&mut out),
+            ["-5-5 a 1 1", "0-10 a 2 11", "10-20 a 1 100", "5-15 a 2 110",]
+        );
+    }
+}

@@ -453,3 +453,124 @@ impl Operator for WindowRankOperator {
         self.late_rows
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::compute::SortOptions;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+    use crate::operator::Distribution;
+    use crate::operators::testing::{timed_rows as rows, timed_schema};
+
+    /// Rows ranked by `v` descending within the window `ts` names (its
+    /// time: end - 1 ms), with all three functions.
+    fn plan(limit: Option<usize>) -> WindowRankPlan {
+        let input = timed_schema();
+        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for name in ["rn", "rk", "dr"] {
+            fields.push(Field::new(name, DataType::UInt64, true));
+        }
+        WindowRankPlan {
+            output_schema: Arc::new(Schema::new(fields)),
+            time_column: 2,
+            to_end_ms: 1,
+            allowed_lateness_ms: 0,
+            partition_by: vec![col("ts", &input).unwrap()],
+            order_by: vec![PhysicalSortExpr::new(
+                col("v", &input).unwrap(),
+                SortOptions::new(true, false),
+            )],
+            functions: vec![
+                RankFunction::RowNumber,
+                RankFunction::Rank,
+                RankFunction::DenseRank,
+            ],
+            limit,
+            input_schema: input,
+        }
+    }
+
+    /// Emitted rows, a line each: `k v row_number rank dense_rank`, in order.
+    fn ranked(out: &mut Collector) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (_, batch) in out.drain() {
+            let keys = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let values = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let rank = |i: usize| {
+                batch
+                    .column(i)
+                    .as_any()
+                    .downcast_ref::<UInt64Array>()
+                    .unwrap()
+                    .clone()
+            };
+            let (rn, rk, dr) = (rank(3), rank(4), rank(5));
+            for r in 0..batch.num_rows() {
+                lines.push(format!(
+                    "{} {} {} {} {}",
+                    keys.value(r),
+                    values.value(r),
+                    rn.value(r),
+                    rk.value(r),
+                    dr.value(r)
+                ));
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn a_complete_window_is_ranked_with_ties_in_arrival_order() {
+        assert_eq!(plan(None).distribution(), Distribution::Keyed);
+        let mut op = plan(None).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "b", "e"], &[5, 7, 3], &[9, 9, 19]), &mut out)
+            .unwrap();
+        op.on_batch(0, rows(&["c", "d"], &[5, 1], &[9, 9]), &mut out)
+            .unwrap();
+        op.on_watermark(9, &mut out).unwrap();
+        assert!(ranked(&mut out).is_empty(), "the window ends at 10");
+        op.on_watermark(10, &mut out).unwrap();
+        assert_eq!(
+            ranked(&mut out),
+            ["b 7 1 1 1", "a 5 2 2 2", "c 5 3 2 2", "d 1 4 4 3"]
+        );
+        // The next window's rows survive a checkpoint.
+        let mut restored = plan(None).create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored.on_watermark(i64::MAX, &mut out).unwrap();
+        assert_eq!(ranked(&mut out), ["e 3 1 1 1"]);
+        // A row of a window already emitted is late.
+        restored
+            .on_batch(0, rows(&["z"], &[9], &[9]), &mut out)
+            .unwrap();
+        assert_eq!(restored.late_rows(), 1);
+    }
+
+    #[test]
+    fn a_limit_drops_the_rows_past_the_top_n_but_keeps_ties_of_the_last() {
+        let mut op = plan(Some(2)).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            rows(&["a", "b", "c", "d"], &[5, 7, 5, 1], &[9, 9, 9, 9]),
+            &mut out,
+        )
+        .unwrap();
+        op.on_watermark(10, &mut out).unwrap();
+        // c ties with a, the second: rank and dense_rank must see it (a
+        // `WHERE rn <= 2` above drops it); d cannot make the top 2.
+        assert_eq!(ranked(&mut out), ["b 7 1 1 1", "a 5 2 2 2", "c 5 3 2 2"]);
+    }
+}
