@@ -104,6 +104,85 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 /// Configuration errors (a missing input file, an `--input` naming no
 /// source, a state directory of another query) are returned before any
 /// thread starts.
+///
+/// A graph of one source and one sink, with connectors that read and
+/// write memory (eddy's own are `eddy_connectors::Connectors`; the SQL
+/// front end, `eddy_sql::compile`, builds graphs):
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use datafusion::arrow::array::Int64Array;
+/// use datafusion::arrow::datatypes::{DataType, Field, Schema};
+/// use datafusion::arrow::record_batch::RecordBatch;
+/// use eddy_engine::graph::{ConnectorFactory, ConnectorSpec, Edge, JobGraph, Node, NodeKind, Partitioning};
+/// use eddy_engine::runtime::{start_job, JobConfig, JobState};
+/// use eddy_engine::sink::{SinkMode, SinkWriter};
+/// use eddy_engine::source::{BadRowPolicy, SourceColumn, SourceContext, SourceLayout, SourceReader};
+///
+/// struct Rows(Option<RecordBatch>);
+/// impl SourceReader for Rows {
+///     fn next_batch(&mut self, _: &mut SourceContext) -> eddy_engine::Result<Option<RecordBatch>> {
+///         Ok(self.0.take())
+///     }
+/// }
+/// struct Keep(Arc<Mutex<usize>>);
+/// impl SinkWriter for Keep {
+///     fn write(&mut self, batch: &RecordBatch) -> eddy_engine::Result<()> {
+///         *self.0.lock().unwrap() += batch.num_rows();
+///         Ok(())
+///     }
+///     fn finish(&mut self) -> eddy_engine::Result<()> { Ok(()) }
+/// }
+/// struct Memory { batch: RecordBatch, written: Arc<Mutex<usize>> }
+/// impl ConnectorFactory for Memory {
+///     fn open_source(&self, _: &ConnectorSpec, _: Option<&serde_json::Value>)
+///         -> eddy_engine::Result<Box<dyn SourceReader>> {
+///         Ok(Box::new(Rows(Some(self.batch.clone()))))
+///     }
+///     fn open_sink(&self, _: &ConnectorSpec, _: SinkMode<'_>)
+///         -> eddy_engine::Result<Box<dyn SinkWriter>> {
+///         Ok(Box::new(Keep(self.written.clone())))
+///     }
+/// }
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+/// let spec = |table: &str| ConnectorSpec {
+///     table: table.into(),
+///     connector: "memory".into(),
+///     options: Default::default(),
+///     schema: schema.clone(),
+///     declared_at: None,
+/// };
+/// let layout = SourceLayout {
+///     physical_schema: schema.clone(),
+///     output_schema: schema.clone(),
+///     columns: vec![SourceColumn::Physical(0)],
+///     event_time: None,
+///     idle_timeout: None,
+///     bad_rows: BadRowPolicy::Fail,
+///     change_feed_key: None,
+/// };
+/// let mut graph = JobGraph::default();
+/// let source = graph.add(Node {
+///     name: "numbers".into(),
+///     kind: NodeKind::Source { spec: spec("numbers"), layout },
+///     inputs: vec![],
+///     schema: schema.clone(),
+/// });
+/// graph.add(Node {
+///     name: "out".into(),
+///     kind: NodeKind::Sink { spec: spec("out") },
+///     inputs: vec![Edge { from: source, port: 0, partitioning: Partitioning::Forward }],
+///     schema: schema.clone(),
+/// });
+///
+/// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]).unwrap();
+/// let written = Arc::new(Mutex::new(0));
+/// let connectors = Arc::new(Memory { batch, written: written.clone() });
+/// let report = start_job(Arc::new(graph), connectors, &JobConfig::default()).unwrap().wait().unwrap();
+/// assert_eq!(report.state, JobState::Finished);
+/// assert_eq!(*written.lock().unwrap(), 3);
+/// ```
 pub fn start_job(
     graph: Arc<JobGraph>,
     connectors: Arc<dyn ConnectorFactory>,

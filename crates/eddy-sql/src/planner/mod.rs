@@ -94,6 +94,31 @@ pub struct CompiledJob {
 }
 
 /// Compiles `files` with parameter values `params` into a job.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use eddy_sql::{compile, SqlFile};
+///
+/// let files = [SqlFile {
+///     name: "job.sql".into(),
+///     text: "CREATE TABLE orders (customer VARCHAR, amount DOUBLE, ts TIMESTAMP,
+///              WATERMARK FOR ts AS ts - INTERVAL '2' SECOND)
+///            WITH (connector = 'file', path = '${INPUT}');
+///            SELECT customer, count(*) AS n
+///            FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+///            GROUP BY customer, window_start, window_end;"
+///         .into(),
+/// }];
+/// let params = BTreeMap::from([("INPUT".to_string(), "orders.ndjson".to_string())]);
+/// let job = compile(&files, &params).unwrap();
+/// let plan = job.graph.explain();
+/// assert!(plan.contains("source orders [connector=file"), "{plan}");
+/// assert!(plan.contains("window_aggregate"), "{plan}");
+///
+/// // Errors name the file, line and column.
+/// let typo = [SqlFile { name: "bad.sql".into(), text: "SELECT nope FROM nowhere;".into() }];
+/// assert!(compile(&typo, &BTreeMap::new()).unwrap_err().to_string().starts_with("bad.sql:1:"));
+/// ```
 pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
     // Planning recurses through expressions (DataFusion and sqlparser both
     // do); a thread of its own with a large stack makes that independent of
