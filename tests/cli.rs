@@ -344,3 +344,58 @@ fn the_connector_reference_is_generated_and_docs_match_it() {
         "docs/CONNECTORS.md differs from `eddy connectors` (rerun with EDDY_UPDATE_GOLDEN=1)"
     );
 }
+
+/// A job whose operator state passes `--memory-limit` fails with an error
+/// naming the budget and the operator holding most, instead of growing
+/// until the machine runs out; under a limit it has room in, it finishes.
+#[test]
+fn a_job_past_its_memory_limit_fails_naming_the_operator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sql = dir.path().join("keys.sql");
+    let write = |count: u64| {
+        std::fs::write(
+            &sql,
+            format!(
+                "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+                   WITH (connector = 'generator', stream = 'orders', count = '{count}');
+                 CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
+                 INSERT INTO per_order SELECT order_id, count(*) AS n FROM orders GROUP BY order_id;"
+            ),
+        )
+        .expect("write sql");
+    };
+    write(20_000_000);
+    let out = eddy()
+        .args(["run", "--memory-limit", "1MiB", "--parallelism", "1"])
+        .arg(&sql)
+        .output()
+        .expect("run eddy");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("over the job's memory budget"), "{stderr}");
+    assert!(
+        stderr.contains("of 1.0 MiB (updating_aggregate#"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--memory-limit"), "{stderr}");
+
+    write(10_000);
+    let out = eddy()
+        .args(["run", "--memory-limit", "1GiB"])
+        .arg(&sql)
+        .output()
+        .expect("run eddy");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = eddy()
+        .args(["run", "--memory-limit", "lots"])
+        .arg(&sql)
+        .output()
+        .expect("run eddy");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'lots' is not a size"));
+}

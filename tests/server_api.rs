@@ -76,6 +76,11 @@ fn dirs() -> Dirs {
 
 impl Server {
     fn start(dirs: &Dirs, token: Option<&str>) -> Self {
+        Self::start_with(dirs, token, &[])
+    }
+
+    /// [`Server::start`] with more arguments to `eddy serve`.
+    fn start_with(dirs: &Dirs, token: Option<&str>, more: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
         command
             .args([
@@ -96,6 +101,7 @@ impl Server {
         if let Some(token) = token {
             command.args(["--token", token]);
         }
+        command.args(more);
         let (child, base) = common::spawn_server(command);
         // A fresh connection per request: a connection the server closed
         // after an error answer (a body it would not read) is never reused.
@@ -668,4 +674,49 @@ fn a_server_stopped_with_sigterm_stops_its_jobs_and_resumes_them_on_restart() {
         2_000_000,
         "no row twice"
     );
+}
+
+/// A job's own memory budget, and the server's for all jobs: the job that
+/// passes one fails with the budget and its operator in its error, and
+/// the server goes on.
+#[test]
+fn memory_budgets_fail_the_job_that_passes_them() {
+    const KEYS: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+           WITH (connector = 'generator', stream = 'orders', count = '20000000');
+         CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
+         INSERT INTO per_order SELECT order_id, count(*) AS n FROM orders GROUP BY order_id;";
+    let dirs = dirs();
+    let server = Server::start_with(&dirs, None, &["--memory-limit", "4MiB"]);
+    let (status, error) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "bad", "sql": KEYS, "memory_limit": "plenty" }),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("memory_limit"),
+        "{error}"
+    );
+    for (name, limit, budget) in [("own", Some("1MiB"), "job"), ("shared", None, "server")] {
+        let (status, job) = server.post(
+            "/api/v1/jobs",
+            &json!({ "name": name, "sql": KEYS, "memory_limit": limit, "parallelism": 1 }),
+        );
+        assert_eq!(status, 201, "{job}");
+        let id = job["id"].as_str().unwrap();
+        let job = server.wait_for(id, "ended", Duration::from_secs(60), |j| {
+            j["state"] != "running"
+        });
+        assert_eq!(job["state"], "failed", "{job}");
+        let error = job["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!("over the {budget}'s memory budget")),
+            "{error}"
+        );
+        assert!(
+            error.contains(&format!("({name}/updating_aggregate#")),
+            "{error}"
+        );
+    }
+    let (status, _) = server.get("/healthz");
+    assert_eq!(status, 200);
 }

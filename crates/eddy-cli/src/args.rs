@@ -161,6 +161,16 @@ pub(crate) struct RunArgs {
     /// task, the tasks being the group's parallel units).
     #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) parallelism: Option<u16>,
+    /// Fail the job, naming the operator holding most, when its operator
+    /// state passes SIZE (`512MiB`, `4GB`) rather than let the process
+    /// run out of memory. With --group: a budget per task.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub(crate) memory_limit: Option<u64>,
+}
+
+/// A byte size (`512MiB`, `4GB`).
+fn parse_size(text: &str) -> Result<u64, String> {
+    eddy_engine::memory::parse_bytes(text)
 }
 
 /// The arguments of `eddy serve`.
@@ -184,6 +194,11 @@ pub(crate) struct ServeArgs {
     /// Time between checkpoints of every job.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub(crate) checkpoint_interval: Duration,
+    /// A budget for the operator state of all jobs together (`8GiB`): the
+    /// job whose state passes it fails, naming its operator holding most.
+    /// A job may also have its own (`memory_limit` when submitted).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub(crate) memory_limit: Option<u64>,
 }
 
 /// The arguments of `eddy bench`.

@@ -42,6 +42,7 @@ use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::distribute::exchanges::{self, PartitionedSource};
+use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::Parallelism;
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport};
 use eddy_sql::SqlFile;
@@ -61,6 +62,8 @@ pub struct GroupConfig {
     pub session_timeout: Duration,
     /// Instances of each keyed operator in each task.
     pub parallelism: Parallelism,
+    /// Each task's budget for its operator state, bytes.
+    pub memory_limit: Option<u64>,
 }
 
 /// What a group run did in this process.
@@ -217,6 +220,12 @@ pub fn run_group(
                     &JobConfig {
                         checkpoints: Some(checkpoints),
                         parallelism: config.parallelism,
+                        memory: config
+                            .memory_limit
+                            .map(|limit| Arc::new(MemoryBudget::new(format!("task-{p}"), limit)))
+                            .into_iter()
+                            .collect(),
+                        label: format!("task-{p}"),
                     },
                 )?;
                 running.insert(p, handle);

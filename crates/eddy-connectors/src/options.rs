@@ -260,30 +260,7 @@ fn parse_duration(value: &str, option: &str) -> Result<Duration> {
 
 /// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`).
 fn parse_size(value: &str, option: &str) -> Result<u64> {
-    let text = value.trim().to_ascii_lowercase();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let scale: f64 = match unit.trim() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "kib" => 1024.0,
-        "m" | "mb" => 1e6,
-        "mib" => 1024.0 * 1024.0,
-        "g" | "gb" => 1e9,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => {
-            return Err(ConnectorError::bad_option(
-                option,
-                format!("'{other}' is not a size unit (use B, KB, KiB, MB, MiB, GB, GiB)"),
-            ))
-        }
-    };
-    let number: f64 = number
-        .parse()
-        .map_err(|_| ConnectorError::bad_option(option, format!("'{value}' is not a size")))?;
-    Ok((number * scale) as u64)
+    eddy_engine::memory::parse_bytes(value).map_err(|e| ConnectorError::bad_option(option, e))
 }
 
 #[cfg(test)]

@@ -57,6 +57,25 @@ pub enum EngineError {
         /// What is wrong.
         message: String,
     },
+    /// Operator state passed a memory budget ([`crate::memory`]).
+    #[error(
+        "over the {budget}'s memory budget: operator state holds {} of {} ({largest} holds {}); \
+         raise the limit (--memory-limit), give the state a TTL (SET 'table.exec.state.ttl' = '...'), \
+         or bound the keys the query keeps",
+        crate::memory::format_bytes(*used), crate::memory::format_bytes(*limit), crate::memory::format_bytes(*held)
+    )]
+    MemoryBudget {
+        /// Whose budget (`job`, `server`).
+        budget: String,
+        /// Its limit, bytes.
+        limit: u64,
+        /// What all its holders hold, bytes.
+        used: u64,
+        /// The node holding most.
+        largest: String,
+        /// What that node holds, bytes.
+        held: u64,
+    },
     /// Checkpointed state could not be encoded, decoded or applied.
     #[error("checkpoint state: {0}")]
     State(String),

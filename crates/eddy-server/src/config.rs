@@ -1,5 +1,6 @@
 //! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
-//! `--state-dir`, `--token`), passed explicitly to everything that needs it.
+//! `--state-dir`, `--token`, `--memory-limit`), passed explicitly to
+//! everything that needs it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +24,9 @@ pub struct ServerConfig {
     pub checkpoint_interval: Duration,
     /// Largest request body accepted (413 beyond).
     pub max_body_bytes: usize,
+    /// Budget of all jobs' operator state together, bytes (`--memory-limit`);
+    /// `None`: unbounded.
+    pub memory_limit: Option<u64>,
 }
 
 impl ServerConfig {
@@ -36,6 +40,7 @@ impl ServerConfig {
             token: None,
             checkpoint_interval: Duration::from_secs(10),
             max_body_bytes: 1 << 20,
+            memory_limit: None,
         }
     }
 }

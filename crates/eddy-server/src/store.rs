@@ -31,6 +31,9 @@ pub struct JobRecord {
     /// choice ran one).
     #[serde(default = "one")]
     pub parallelism: usize,
+    /// The job's own budget for its operator state, bytes.
+    #[serde(default)]
+    pub memory_limit: Option<u64>,
     /// Submission time, epoch ms.
     pub created_ms: i64,
     /// Start of its latest run, epoch ms.

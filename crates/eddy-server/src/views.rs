@@ -24,6 +24,11 @@ pub struct SubmitRequest {
     /// cores), as `eddy run --parallelism`.
     #[serde(default)]
     pub parallelism: Option<usize>,
+    /// A budget for the job's operator state (`512MiB`, `4GB`): past it
+    /// the job fails, naming its operator holding most (the server's own
+    /// `--memory-limit` applies besides).
+    #[serde(default)]
+    pub memory_limit: Option<String>,
 }
 
 /// `POST /api/v1/validate`: SQL to check without running it.

@@ -35,6 +35,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
             ignore_state: true,
         }),
         parallelism: chosen_parallelism(parallelism, machine_cores()),
+        ..JobConfig::default()
     };
     if name == "api" {
         println!(

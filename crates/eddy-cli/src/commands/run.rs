@@ -10,6 +10,7 @@ use std::sync::Arc;
 use eddy_cli::{job, CliError, Result};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
+use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{JobConfig, JobHandle};
 
@@ -31,7 +32,14 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         group,
         session_timeout,
         parallelism,
+        memory_limit,
     } = args;
+    let memory = || -> Vec<Arc<MemoryBudget>> {
+        memory_limit
+            .map(|limit| Arc::new(MemoryBudget::new("job", limit)))
+            .into_iter()
+            .collect()
+    };
     if batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
@@ -78,6 +86,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 checkpoints,
                 session_timeout,
                 parallelism: chosen_parallelism(parallelism, 1),
+                memory_limit,
             },
             stop,
         )?;
@@ -95,6 +104,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         &JobConfig {
             checkpoints,
             parallelism: chosen_parallelism(parallelism, machine_cores()),
+            memory: memory(),
+            ..JobConfig::default()
         },
     )?;
     stop_on_signals(&handle);

@@ -16,6 +16,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         state_dir,
         token,
         checkpoint_interval,
+        memory_limit,
     } = args;
     for dir in [&output_root, &state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
@@ -33,6 +34,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         addr,
         token: token.filter(|t| !t.is_empty()),
         checkpoint_interval,
+        memory_limit,
         ..eddy_server::ServerConfig::new(data_root, output_root, state_dir)
     };
     let (data, output, state) = (

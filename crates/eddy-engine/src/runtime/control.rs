@@ -132,9 +132,19 @@ pub(crate) struct NodeContext {
     pub metrics: Arc<NodeMetrics>,
     pub control: Arc<Control>,
     pub events: Sender<NodeEvent>,
+    /// The node's state charged to the job's memory budgets (released when
+    /// the node's thread ends and this context with it).
+    pub memory: crate::memory::Charge,
 }
 
 impl NodeContext {
+    /// The node's state now takes `bytes`: the gauge, and every budget;
+    /// an error when that passes a budget (the node fails, naming it).
+    pub fn set_state_bytes(&self, bytes: usize) -> crate::Result<()> {
+        self.metrics.set_state_bytes(bytes);
+        self.memory.set(bytes as u64)
+    }
+
     /// Tells the coordinator; a coordinator that is gone means the job is ending.
     pub fn report(&self, event: NodeEvent) -> crate::Result<()> {
         self.events.send(event).map_err(|_| EngineError::Aborted)

@@ -71,6 +71,12 @@ pub struct JobConfig {
     /// per core, or the N of the checkpoint the job resumes from). The
     /// graph run is [`crate::distribute::instances::expand`]ed to it.
     pub parallelism: Parallelism,
+    /// The budgets the job's operator state is charged to (its own, its
+    /// server's); none: unbounded.
+    pub memory: Vec<Arc<crate::memory::MemoryBudget>>,
+    /// How the job's nodes are named to a budget shared with other jobs
+    /// (`<label>/<node>`); empty: the node's name alone.
+    pub label: String,
 }
 
 enum Work {
@@ -436,6 +442,14 @@ pub fn start_job(
             metrics: metrics[id].clone(),
             control: control.clone(),
             events: events_tx.clone(),
+            memory: crate::memory::Charge::new(
+                config.memory.clone(),
+                if config.label.is_empty() {
+                    node.name.clone()
+                } else {
+                    format!("{}/{}", config.label, node.name)
+                },
+            ),
         };
         let body = move || {
             // A panic is a bug, but it must still end the job with a message

@@ -92,13 +92,13 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
         metrics.set_late_rows(op.late_rows());
         if sized.elapsed() >= STATE_SIZE_EVERY {
             // Sizing can walk the whole state, so it is not done per message.
-            metrics.set_state_bytes(op.state_bytes());
+            ctx.set_state_bytes(op.state_bytes())?;
             sized = Instant::now();
         }
         if let Some(barrier) = inputs.take_aligned() {
             if ctx.control.checkpointing {
                 let state = op.snapshot()?;
-                metrics.set_state_bytes(op.state_bytes());
+                ctx.set_state_bytes(op.state_bytes())?;
                 let data = NodeCheckpoint {
                     runtime: runtime_state(ctx, &inputs, forwarded, false),
                     state,
@@ -118,7 +118,7 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
     op.on_end(&mut collector)?;
     outputs.flush(&mut collector)?;
     metrics.set_state_rows(op.state_rows());
-    metrics.set_state_bytes(op.state_bytes());
+    ctx.set_state_bytes(op.state_bytes())?;
     outputs.send_all(Message::End)?;
     let data = NodeCheckpoint {
         runtime: runtime_state(ctx, &inputs, forwarded, true),

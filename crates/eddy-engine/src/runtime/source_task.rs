@@ -231,7 +231,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 let (held, bytes) = runner.feed_size();
                 if bytes > 0 {
                     metrics.set_state_rows(held);
-                    metrics.set_state_bytes(bytes);
+                    ctx.set_state_bytes(bytes)?;
                 }
                 let mut bad = bad;
                 bad.extend(source_ctx.take_bad_rows());

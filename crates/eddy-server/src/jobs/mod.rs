@@ -33,6 +33,7 @@ use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::graph::JobGraph;
+use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState, NodeReport};
 
@@ -66,6 +67,9 @@ pub struct ManagedJob {
 /// See the module docs.
 pub struct JobManager {
     config: Arc<ServerConfig>,
+    /// The budget every job's operator state is charged to
+    /// (`--memory-limit`), if any.
+    memory: Option<Arc<MemoryBudget>>,
     store: JobStore,
     jobs: RwLock<BTreeMap<String, Arc<ManagedJob>>>,
     /// Set while the server shuts down: jobs it stops stay `running` on disk.
@@ -81,6 +85,9 @@ impl JobManager {
     pub fn open(config: Arc<ServerConfig>) -> Result<Arc<Self>> {
         let store = JobStore::open(&config.state_dir)?;
         let manager = Arc::new(Self {
+            memory: config
+                .memory_limit
+                .map(|limit| Arc::new(MemoryBudget::new("server", limit))),
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
@@ -153,12 +160,23 @@ impl JobManager {
             ignore_state: false,
         };
         let parallelism = Parallelism::Fixed(graph.parallelism());
+        let (label, own_limit) = match job.record.lock() {
+            Ok(record) => (record.0.name.clone(), record.0.memory_limit),
+            Err(_) => (job.id.clone(), None),
+        };
+        let memory = own_limit
+            .map(|limit| Arc::new(MemoryBudget::new("job", limit)))
+            .into_iter()
+            .chain(self.memory.clone())
+            .collect();
         let handle = start_job(
             Arc::new(graph),
             Arc::new(connectors),
             &JobConfig {
                 checkpoints: Some(checkpoints),
                 parallelism,
+                memory,
+                label,
             },
         )
         .map_err(engine_error)?;
@@ -245,6 +263,14 @@ impl JobManager {
                 "parallelism must be 1 to {MAX_PARALLELISM}, not {parallelism}"
             )));
         }
+        let memory_limit = request
+            .memory_limit
+            .as_deref()
+            .map(|text| {
+                eddy_engine::memory::parse_bytes(text)
+                    .map_err(|e| ServerError::Rejected(format!("memory_limit: {e}")))
+            })
+            .transpose()?;
         // The graph run, viewed and measured is the one with its instances.
         let graph = eddy_engine::distribute::instances::expand(
             &compile(&name, &request.sql, &request.params)?,
@@ -256,6 +282,7 @@ impl JobManager {
             sql: request.sql,
             params: request.params,
             parallelism,
+            memory_limit,
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,
