@@ -226,6 +226,7 @@ pub fn run_group(
                             .into_iter()
                             .collect(),
                         label: format!("task-{p}"),
+                        ..JobConfig::default()
                     },
                 )?;
                 running.insert(p, handle);

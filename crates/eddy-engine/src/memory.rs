@@ -21,10 +21,10 @@
 //! let server = Arc::new(MemoryBudget::new("server", parse_bytes("1 KiB").unwrap()));
 //! let a = Charge::new(vec![server.clone()], "job-1/window_aggregate#3");
 //! let b = Charge::new(vec![server.clone()], "job-2/over#5");
-//! a.set(600).unwrap();
+//! a.set(700).unwrap();
 //! let err = b.set(600).unwrap_err().to_string();
 //! assert!(err.contains("over the server's memory budget"), "{err}");
-//! assert!(err.contains("job-1/window_aggregate#3 holds 600 B"), "{err}");
+//! assert!(err.contains("job-1/window_aggregate#3 holds 700 B"), "{err}");
 //! drop(a); // the first job ended: its state no longer counts
 //! b.set(600).unwrap();
 //! assert_eq!(server.used(), 600);

@@ -6,7 +6,9 @@
 //! A [`StateSnapshot`] has two parts: `meta`, small values (watermarks,
 //! counters, positions) as JSON, and `tables`, the bulk of the state as
 //! named Arrow record batches (window accumulators, join buffers, pending
-//! rows), which the store writes as Arrow IPC files. Operators build their
+//! rows), which the store writes as Arrow IPC files. A table may be several
+//! batches under one name ([`StateSnapshot::push_batches`]): a pending
+//! buffer is checkpointed as it is held, shared rather than copied. Operators build their
 //! tables with Arrow kernels; nothing here is on a per-row path.
 //!
 //! ```
@@ -86,14 +88,49 @@ impl StateSnapshot {
         });
     }
 
-    /// Removes and returns the table `name`; an error if there is none.
+    /// Adds a table held as several batches of `schema` (an operator's
+    /// pending buffer as it is): the batches are shared, not copied, so a
+    /// snapshot costs nothing per row; the store writes them into one file
+    /// and [`StateSnapshot::take_table`] gives them back as one batch.
+    pub fn push_batches(
+        &mut self,
+        name: impl Into<String>,
+        schema: &datafusion::arrow::datatypes::SchemaRef,
+        batches: impl IntoIterator<Item = RecordBatch>,
+    ) {
+        let name = name.into();
+        let mut pushed = false;
+        for batch in batches {
+            pushed = true;
+            self.push_table(name.clone(), batch);
+        }
+        if !pushed {
+            self.push_table(name, RecordBatch::new_empty(schema.clone()));
+        }
+    }
+
+    /// Removes and returns the table `name` (its batches as one); an error
+    /// if there is none.
     pub fn take_table(&mut self, name: &str) -> Result<RecordBatch> {
-        let position = self
-            .tables
-            .iter()
-            .position(|t| t.name == name)
-            .ok_or_else(|| EngineError::State(format!("checkpoint has no table '{name}'")))?;
-        Ok(self.tables.remove(position).batch)
+        let mut parts = Vec::new();
+        let mut i = 0;
+        while i < self.tables.len() {
+            if self.tables[i].name == name {
+                parts.push(self.tables.remove(i).batch);
+            } else {
+                i += 1;
+            }
+        }
+        match parts.len() {
+            0 => Err(EngineError::State(format!(
+                "checkpoint has no table '{name}'"
+            ))),
+            1 => Ok(parts.remove(0)),
+            _ => Ok(datafusion::arrow::compute::concat_batches(
+                &parts[0].schema(),
+                &parts,
+            )?),
+        }
     }
 
     /// Bytes of Arrow memory the tables hold.

@@ -105,6 +105,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             checkpoints,
             parallelism: chosen_parallelism(parallelism, machine_cores()),
             memory: memory(),
+            batch_rows: batch_size,
             ..JobConfig::default()
         },
     )?;

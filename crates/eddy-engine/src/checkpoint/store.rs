@@ -212,16 +212,30 @@ impl StateDir {
         let mut nodes = Vec::with_capacity(checkpoint.nodes.len());
         for (id, node) in checkpoint.nodes.iter().enumerate() {
             let mut tables = Vec::with_capacity(node.state.tables.len());
+            // A table pushed as several batches is one file of them all.
+            let mut names: Vec<&str> = Vec::new();
             for table in &node.state.tables {
-                let file = format!("n{id:03}-{}.arrow", table.name);
-                let (bytes, crc32) = write_table(&dir.join(&file), &table.batch)?;
+                if !names.contains(&table.name.as_str()) {
+                    names.push(&table.name);
+                }
+            }
+            for name in names {
+                let batches: Vec<&RecordBatch> = node
+                    .state
+                    .tables
+                    .iter()
+                    .filter(|t| t.name == name)
+                    .map(|t| &t.batch)
+                    .collect();
+                let file = format!("n{id:03}-{name}.arrow");
+                let (bytes, crc32) = write_table(&dir.join(&file), &batches)?;
                 total += bytes;
                 tables.push(ManifestTable {
-                    name: table.name.clone(),
+                    name: name.to_string(),
                     file,
                     bytes,
                     crc32,
-                    rows: table.batch.num_rows() as u64,
+                    rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
                 });
             }
             nodes.push(ManifestNode {
@@ -329,15 +343,23 @@ impl StateDir {
     }
 }
 
-fn write_table(path: &Path, batch: &RecordBatch) -> Result<(u64, u32)> {
+fn write_table(path: &Path, batches: &[&RecordBatch]) -> Result<(u64, u32)> {
+    let Some(first) = batches.first() else {
+        return Err(EngineError::State(format!(
+            "{}: a table without a batch",
+            path.display()
+        )));
+    };
     let file = File::create(path).map_err(|e| io_error(path, e))?;
     let sink = ChecksumWriter {
         inner: BufWriter::with_capacity(1 << 16, file),
         crc: crc32fast::Hasher::new(),
         bytes: 0,
     };
-    let mut writer = FileWriter::try_new(sink, &batch.schema()).map_err(|e| io_error(path, e))?;
-    writer.write(batch).map_err(|e| io_error(path, e))?;
+    let mut writer = FileWriter::try_new(sink, &first.schema()).map_err(|e| io_error(path, e))?;
+    for batch in batches {
+        writer.write(batch).map_err(|e| io_error(path, e))?;
+    }
     writer.finish().map_err(|e| io_error(path, e))?;
     let mut sink = writer.into_inner().map_err(|e| io_error(path, e))?;
     sink.flush().map_err(|e| io_error(path, e))?;
@@ -487,6 +509,65 @@ fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A table pushed as several batches (a pending buffer, shared rather
+    /// than copied at the snapshot) is one file, read back as one batch.
+    #[test]
+    fn a_table_of_several_batches_is_one_file_read_back_whole() {
+        use datafusion::arrow::array::Int64Array;
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        let schema =
+            std::sync::Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let batch = |values: Vec<i64>| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![std::sync::Arc::new(Int64Array::from(values))],
+            )
+            .unwrap()
+        };
+        let mut snapshot = StateSnapshot::default();
+        snapshot.push_batches(
+            "pending",
+            &schema,
+            vec![batch(vec![1, 2]), batch(vec![3]), batch(vec![4, 5])],
+        );
+        snapshot.push_batches("empty", &schema, Vec::new());
+        assert_eq!(
+            snapshot.tables.len(),
+            4,
+            "shared as they are: three batches and an empty one"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n000-pending.arrow");
+        let parts: Vec<&RecordBatch> = snapshot
+            .tables
+            .iter()
+            .filter(|t| t.name == "pending")
+            .map(|t| &t.batch)
+            .collect();
+        let (bytes, crc32) = write_table(&path, &parts).unwrap();
+        let read = read_table(
+            &path,
+            &ManifestTable {
+                name: "pending".into(),
+                file: String::new(),
+                bytes,
+                crc32,
+                rows: 5,
+            },
+        )
+        .unwrap();
+        let values = read
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(values.values().to_vec(), vec![1, 2, 3, 4, 5]);
+        // In memory, taking the table gives the batches as one too.
+        assert_eq!(snapshot.take_table("pending").unwrap().num_rows(), 5);
+        assert_eq!(snapshot.take_table("empty").unwrap().num_rows(), 0);
+        assert!(snapshot.take_table("pending").is_err());
+    }
 
     fn manifest(parallelism: Option<usize>, fingerprints: &[&str]) -> Manifest {
         Manifest {

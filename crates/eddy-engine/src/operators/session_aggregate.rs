@@ -587,9 +587,10 @@ impl Operator for SessionAggregateOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.push_table(
+        snapshot.push_batches(
             "pending",
-            concat_batches(&self.plan.input_schema, self.pending.iter())?,
+            &self.plan.input_schema,
+            self.pending.iter().cloned(),
         );
         snapshot.push_table("sessions", self.session_table()?);
         Ok(snapshot)

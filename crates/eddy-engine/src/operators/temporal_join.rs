@@ -402,9 +402,11 @@ impl Operator for TemporalJoin {
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             watermark: self.watermark,
         })?;
-        let waiting = concat_batches(&self.plan.left_schema, &self.pending)?;
-        self.pending = vec![waiting.clone()];
-        snapshot.push_table("probes", waiting);
+        snapshot.push_batches(
+            "probes",
+            &self.plan.left_schema,
+            self.pending.iter().cloned(),
+        );
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times = Vec::new();
         let mut rows: Vec<Option<&[u8]>> = Vec::new();

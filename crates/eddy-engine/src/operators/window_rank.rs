@@ -434,8 +434,11 @@ impl Operator for WindowRankOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        let pending = concat_batches(&self.plan.input_schema, self.pending.values().flatten())?;
-        snapshot.push_table("pending", pending);
+        snapshot.push_batches(
+            "pending",
+            &self.plan.input_schema,
+            self.pending.values().flatten().cloned(),
+        );
         Ok(snapshot)
     }
 

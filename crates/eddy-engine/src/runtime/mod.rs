@@ -77,7 +77,15 @@ pub struct JobConfig {
     /// How the job's nodes are named to a budget shared with other jobs
     /// (`<label>/<node>`); empty: the node's name alone.
     pub label: String,
+    /// The most rows in a batch an operator passes on: what it emits at
+    /// once (a window firing, everything released by the final watermark)
+    /// goes on in slices of this many rows, so downstream work and memory
+    /// per message stay bounded. 0: [`DEFAULT_BATCH_ROWS`].
+    pub batch_rows: usize,
 }
+
+/// Rows per batch passed between operators unless configured.
+pub const DEFAULT_BATCH_ROWS: usize = 8192;
 
 enum Work {
     Source(SourceWork),
@@ -435,6 +443,11 @@ pub fn start_job(
             ports: node_ports,
             metrics: metrics[id].clone(),
             control: control.clone(),
+            max_rows: if config.batch_rows == 0 {
+                DEFAULT_BATCH_ROWS
+            } else {
+                config.batch_rows
+            },
         };
         let ctx = NodeContext {
             id,

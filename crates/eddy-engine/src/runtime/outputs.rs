@@ -22,6 +22,8 @@ pub(crate) struct Outputs {
     pub ports: Vec<Vec<Sender<Message>>>,
     pub metrics: Arc<NodeMetrics>,
     pub control: Arc<Control>,
+    /// Larger batches go on in slices of this many rows.
+    pub max_rows: usize,
 }
 
 impl Outputs {
@@ -75,11 +77,64 @@ impl Outputs {
         Ok(())
     }
 
-    /// Sends what an operator emitted.
+    /// Sends what an operator emitted, a batch larger than `max_rows` in
+    /// slices of it (zero-copy), in order.
     pub fn flush(&self, collector: &mut Collector) -> Result<()> {
         for (port, batch) in collector.drain() {
-            self.send_port(port, Message::Batch(batch))?;
+            let rows = batch.num_rows();
+            if rows <= self.max_rows.max(1) {
+                self.send_port(port, Message::Batch(batch))?;
+                continue;
+            }
+            let step = self.max_rows.max(1);
+            for offset in (0..rows).step_by(step) {
+                let slice = batch.slice(offset, step.min(rows - offset));
+                self.send_port(port, Message::Batch(slice))?;
+            }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Array, Int64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::record_batch::RecordBatch;
+
+    use super::*;
+
+    #[test]
+    fn a_large_emission_goes_on_in_slices_in_order() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let outputs = Outputs {
+            ports: vec![vec![tx]],
+            metrics: NodeMetrics::new_shared(1),
+            control: Control::new(false, 0),
+            max_rows: 4096,
+        };
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let rows: Vec<i64> = (0..10_000).collect();
+        let mut collector = Collector::default();
+        collector.emit(
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(rows.clone()))]).unwrap(),
+        );
+        outputs.flush(&mut collector).unwrap();
+        let mut sizes = Vec::new();
+        let mut seen = Vec::new();
+        while let Ok(Message::Batch(batch)) = rx.try_recv() {
+            sizes.push(batch.num_rows());
+            let n = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            seen.extend((0..n.len()).map(|i| n.value(i)));
+        }
+        assert_eq!(sizes, vec![4096, 4096, 1808]);
+        assert_eq!(seen, rows);
+        assert_eq!(outputs.metrics.snapshot().rows_out, 10_000);
     }
 }

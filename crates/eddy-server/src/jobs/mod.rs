@@ -177,6 +177,7 @@ impl JobManager {
                 parallelism,
                 memory,
                 label,
+                ..JobConfig::default()
             },
         )
         .map_err(engine_error)?;

@@ -405,11 +405,11 @@ impl Operator for OverOperator {
         let mut snapshot = StateSnapshot::with_meta(&OverMeta {
             last_sweep: self.last_sweep,
         })?;
-        let pending = concat_batches(
+        snapshot.push_batches(
+            "pending",
             &self.plan.input_schema,
-            self.pending.iter().map(|p| &p.batch),
-        )?;
-        snapshot.push_table("pending", pending);
+            self.pending.iter().map(|p| p.batch.clone()),
+        );
         for (name, table) in self.key_tables()? {
             snapshot.push_table(name, table);
         }
