@@ -56,10 +56,13 @@ impl Connectors {
         Ok(())
     }
 
-    /// The declared table's options, then the table as this run reads it.
+    /// The table as this run reads it; a rebound one's declared options
+    /// are checked too (they are the declared connector's).
     fn check_source(&self, spec: &ConnectorSpec) -> Result<()> {
-        self.registry.validate(spec, Role::Source)?;
         let bound = self.bound_source(spec)?;
+        if matches!(bound, std::borrow::Cow::Owned(_)) {
+            self.registry.validate(spec, Role::Source)?;
+        }
         self.registry.check(&self.config, &bound, Role::Source)
     }
 

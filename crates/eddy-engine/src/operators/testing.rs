@@ -170,3 +170,26 @@ pub fn fired_windows(out: &mut Collector) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// The group columns, named keys and aggregates of a windowed GROUP BY.
+pub type GroupBy = (
+    Vec<crate::operators::window_aggregate::GroupColumn>,
+    Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)>,
+    Vec<AggregateCall>,
+);
+
+/// `GROUP BY window, k` over [`timed_schema`] rows with `count(v) AS n`
+/// and `sum(v) AS total`.
+pub fn count_and_sum_by_k() -> GroupBy {
+    use crate::operators::window_aggregate::GroupColumn;
+    use datafusion::functions_aggregate::count::count_udaf;
+    use datafusion::functions_aggregate::sum::sum_udaf;
+    (
+        vec![GroupColumn::Window, GroupColumn::Key(0)],
+        vec![(col("k", &timed_schema()).expect("k"), "k".into())],
+        vec![
+            aggregate_call(count_udaf(), "n"),
+            aggregate_call(sum_udaf(), "total"),
+        ],
+    )
+}

@@ -757,31 +757,25 @@ impl Operator for WindowAggregateOperator {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::functions_aggregate::count::count_udaf;
-    use datafusion::functions_aggregate::sum::sum_udaf;
-    use datafusion::physical_expr::expressions::col;
-
     use super::*;
     use crate::operator::Distribution;
     use crate::operators::testing::{
-        aggregate_call, fired_windows as fired, timed_rows as rows, timed_schema, windowed_output,
+        count_and_sum_by_k, fired_windows as fired, timed_rows as rows, timed_schema,
+        windowed_output,
     };
 
     /// `GROUP BY window, k` with `count(v)` and `sum(v)`.
     fn plan(window: WindowSpec) -> WindowAggregatePlan {
-        let input = timed_schema();
+        let (group_columns, keys, aggregates) = count_and_sum_by_k();
         WindowAggregatePlan {
             output_schema: windowed_output(),
             window,
             time_column: 2,
             allowed_lateness_ms: 0,
-            group_columns: vec![GroupColumn::Window, GroupColumn::Key(0)],
-            keys: vec![(col("k", &input).unwrap(), "k".into())],
-            aggregates: vec![
-                aggregate_call(count_udaf(), "n"),
-                aggregate_call(sum_udaf(), "total"),
-            ],
-            input_schema: input,
+            group_columns,
+            keys,
+            aggregates,
+            input_schema: timed_schema(),
         }
     }
 
