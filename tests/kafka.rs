@@ -13,6 +13,10 @@
 //! - A job reading a topic and writing a transactional sink topic, killed
 //!   with SIGKILL again and again and restarted from its checkpoints,
 //!   leaves each output record in the sink topic exactly once.
+//! - Group jobs (`eddy run --group`, and `eddy serve` with a group in the
+//!   submission): processes and servers of one group share a job's tasks,
+//!   take over a dead one's, move rows through exchange topics, and write
+//!   what one process writes alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -1419,4 +1423,160 @@ fn a_debezium_topic_is_a_versioned_table_for_a_temporal_join() {
     ]
     .map(|(id, rate)| (id.to_string(), rate));
     assert_eq!(rates, expected, "{:?}", run.lines);
+}
+
+/// A JSON request to an `eddy serve` (`GET` without a body, `POST` with).
+fn api(base: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let url = format!("{base}{path}");
+    let mut response = match body {
+        None => agent.get(&url).call(),
+        Some(body) => agent.post(&url).send_json(body),
+    }
+    .unwrap();
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// Starts `eddy serve` with its own state directory and the shared data,
+/// output and group-state directories.
+fn group_server(dir: &Path, name: &str) -> (Child, String) {
+    let mut command = eddy();
+    command
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--checkpoint-interval",
+            "100ms",
+        ])
+        .arg("--data-root")
+        .arg(dir.join("data"))
+        .arg("--output-root")
+        .arg(dir.join("out"))
+        .arg("--state-dir")
+        .arg(dir.join(format!("state-{name}")))
+        .arg("--group-state-dir")
+        .arg(dir.join("groups"))
+        .env("EDDY_LOG", "info")
+        .env_remove("EDDY_TOKEN")
+        .stdout(Stdio::null());
+    common::spawn_server(command)
+}
+
+#[test]
+fn two_servers_run_a_group_job_as_one_process_does() {
+    let broker = Broker::start();
+    broker.create_topic("payments", 3);
+    let lines = generated_lines(GeneratedStream::Payments, 60_000);
+    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    // Per method: keyed otherwise than the topic, so through an exchange.
+    let sql = |out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        format!(
+            "{}
+             CREATE TABLE by_method (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+               WITH (connector = 'ndjson', path = '{}');
+             INSERT INTO by_method
+             SELECT upper(method), CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+             GROUP BY upper(method), window_start, window_end;",
+            payments_table(&broker.address, "key_column = 'order_id'"),
+            out.join("by_method.ndjson").display()
+        )
+    };
+    let alone = dir.join("out/alone");
+    let job = dir.join("job.sql");
+    std::fs::write(&job, sql(&alone)).unwrap();
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = ndjson_lines(&alone);
+    assert!(expected.len() >= 100, "{} rows", expected.len());
+
+    let (mut a, base_a) = group_server(dir, "a");
+    let (mut b, base_b) = group_server(dir, "b");
+    let together = dir.join("out/together");
+    let submission = serde_json::json!({
+        "name": "by-method",
+        "sql": sql(&together),
+        "group": "served",
+        "session_timeout_ms": 2000,
+        "parallelism": 1,
+    });
+    // A group's name is a directory: one that is not a plain name is refused.
+    let (status, refused) = api(
+        &base_a,
+        "/api/v1/jobs",
+        Some(serde_json::json!({ "sql": sql(&together), "group": "../x" })),
+    );
+    assert_eq!(status, 400, "{refused}");
+    let mut ids = Vec::new();
+    for base in [&base_a, &base_b] {
+        let (status, view) = api(base, "/api/v1/jobs", Some(submission.clone()));
+        assert_eq!(status, 201, "{view}");
+        assert_eq!(view["group"]["name"], "served", "{view}");
+        assert_eq!(view["group"]["tasks"], 3, "{view}");
+        assert!(
+            view["graph"].to_string().contains("exchange"),
+            "the graph shown is the tasks' graph, exchanges cut in: {view}"
+        );
+        ids.push(view["id"].as_str().unwrap().to_string());
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut views = Vec::new();
+    for (base, id) in [(&base_a, &ids[0]), (&base_b, &ids[1])] {
+        loop {
+            let (status, view) = api(base, &format!("/api/v1/jobs/{id}"), None);
+            assert_eq!(status, 200, "{view}");
+            if view["state"] != "running" {
+                views.push(view);
+                break;
+            }
+            assert!(Instant::now() < deadline, "still running: {view}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for view in &views {
+        assert_eq!(view["state"], "finished", "{view}");
+    }
+    assert_eq!(ndjson_lines(&together), expected);
+    // What the servers read adds up to the topic at least (a task that
+    // moved is counted by both).
+    let read: u64 = views
+        .iter()
+        .flat_map(|v| v["metrics"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["kind"] == "source" && m["name"] == "payments")
+        .map(|m| m["rows_in"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(read >= 60_000, "{read} rows read: {views:?}");
+    // Both servers joined before the first rebalance was over: each ran
+    // a share of the tasks.
+    for view in &views {
+        let payments: u64 = view["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["kind"] == "source" && m["name"] == "payments")
+            .map(|m| m["rows_in"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(payments > 0, "a server ran no task: {view}");
+    }
+    let _ = a.kill();
+    let _ = b.kill();
+    let _ = a.wait();
+    let _ = b.wait();
 }

@@ -8,8 +8,9 @@
 //! - a server killed with SIGKILL during a checkpointed job, restarted: the
 //!   job resumes and finishes with exact output;
 //! - errors: bad SQL (400 with line and column), unknown ids (404),
-//!   oversized bodies (413), paths outside the roots (400), a missing or
-//!   wrong token (401); `/metrics` and the OpenAPI document.
+//!   oversized bodies (413), paths outside the roots (400), a group job
+//!   without a Kafka source (400), a missing or wrong token (401);
+//!   `/metrics` and the OpenAPI document.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -565,6 +566,28 @@ fn errors_come_back_with_their_status() {
         assert_eq!(status, 400, "{error}");
         assert!(error["error"].as_str().unwrap().contains(path), "{error}");
     }
+
+    // Group jobs: a job without a Kafka source cannot be scaled out over
+    // a consumer group; a session timeout is for group jobs only.
+    let (status, error) = server.post(
+        "/api/v1/jobs",
+        &json!({ "sql": ENDLESS, "group": "spread" }),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("group 'spread': a group job needs a job that reads Kafka topics"),
+        "{error}"
+    );
+    let (status, error) = server.post(
+        "/api/v1/jobs",
+        &json!({ "sql": ENDLESS, "session_timeout_ms": 2000 }),
+    );
+    assert_eq!(status, 400, "{error}");
+    let (_, list) = server.get("/api/v1/jobs");
+    assert_eq!(list, json!([]), "refused jobs are not kept");
 
     // Unknown ids.
     assert_eq!(server.get("/api/v1/jobs/nope").0, 404);

@@ -44,6 +44,11 @@ pub(crate) enum Command {
         /// Instances of each keyed operator (as `eddy run --parallelism`).
         #[arg(long, value_name = "N")]
         parallelism: Option<usize>,
+        /// Scale out: run the job as a member of this Kafka consumer group
+        /// (as `eddy run --group`); the servers (and processes) of a group
+        /// share its tasks and must share --group-state-dir.
+        #[arg(long, value_name = "NAME")]
+        group: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -188,6 +193,11 @@ pub(crate) struct ServeArgs {
     /// Job definitions and checkpoints.
     #[arg(long, value_name = "DIR", default_value = "eddy-state")]
     pub(crate) state_dir: PathBuf,
+    /// The checkpoints of group jobs (submitted with a group), one
+    /// directory per group, shared by every server of the group
+    /// (default: STATE_DIR/groups).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) group_state_dir: Option<PathBuf>,
     /// Require `Authorization: Bearer TOKEN` on every route but /metrics and /healthz.
     #[arg(long, env = "EDDY_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,

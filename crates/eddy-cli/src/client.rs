@@ -133,17 +133,33 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out.join("\n")
 }
 
+/// A job to submit (the fields of the API's submission).
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// Its name (default: the server picks one).
+    pub name: Option<String>,
+    /// Its SQL.
+    pub sql: String,
+    /// `${NAME}` parameters.
+    pub params: BTreeMap<String, String>,
+    /// Instances of each keyed operator.
+    pub parallelism: Option<usize>,
+    /// The Kafka consumer group of a group job.
+    pub group: Option<String>,
+}
+
 /// Submits SQL as a job; returns what to print.
-pub fn submit(
-    client: &Client,
-    name: Option<String>,
-    sql: String,
-    params: BTreeMap<String, String>,
-    parallelism: Option<usize>,
-) -> Result<String> {
+pub fn submit(client: &Client, job: Submission) -> Result<String> {
+    let Submission {
+        name,
+        sql,
+        params,
+        parallelism,
+        group,
+    } = job;
     let job = client.post(
         "/api/v1/jobs",
-        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism }),
+        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism, "group": group }),
     )?;
     Ok(format!(
         "submitted job {} ({}): {}",

@@ -8,7 +8,6 @@ pub mod bench;
 pub mod client;
 pub mod error;
 pub mod generate;
-pub mod group;
 pub mod job;
 
 pub use error::{CliError, Result};

@@ -66,6 +66,23 @@ pub enum ConnectorError {
     /// Writing Parquet failed.
     #[error("{0}")]
     Parquet(#[from] datafusion::parquet::errors::ParquetError),
+    /// A group job (scale-out over a Kafka consumer group) cannot run as
+    /// asked.
+    #[error("group '{group}': {message}")]
+    Group {
+        /// The consumer group's name.
+        group: String,
+        /// Why.
+        message: String,
+    },
+    /// A task of a group job failed.
+    #[error("task-{task}: {source}")]
+    Task {
+        /// The task's number (its partition number).
+        task: i32,
+        /// What failed.
+        source: Box<EngineError>,
+    },
     /// A Kafka client call failed.
     #[error("kafka: {context}: {source}")]
     Kafka {

@@ -149,3 +149,57 @@ impl NodeMetrics {
         }
     }
 }
+
+impl MetricsSnapshot {
+    /// Adds the counters of another instance of the same node (a task of
+    /// a group job): counts and gauges add up, the peak is the sum of the
+    /// peaks (a bound), the watermark is the least of the two.
+    pub fn absorb(&mut self, other: &MetricsSnapshot) {
+        self.rows_in += other.rows_in;
+        if self.rows_in_by_input.len() < other.rows_in_by_input.len() {
+            self.rows_in_by_input
+                .resize(other.rows_in_by_input.len(), 0);
+        }
+        for (sum, value) in self
+            .rows_in_by_input
+            .iter_mut()
+            .zip(&other.rows_in_by_input)
+        {
+            *sum += value;
+        }
+        self.rows_out += other.rows_out;
+        self.late_rows += other.late_rows;
+        self.bad_rows += other.bad_rows;
+        self.state_rows += other.state_rows;
+        self.peak_state_rows += other.peak_state_rows;
+        self.state_bytes += other.state_bytes;
+        self.watermark = self.watermark.min(other.watermark);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_of_a_node_add_up_and_keep_the_least_watermark() {
+        let mut a = MetricsSnapshot {
+            rows_in: 3,
+            rows_in_by_input: vec![1, 2],
+            state_rows: 4,
+            watermark: 1_000,
+            ..MetricsSnapshot::default()
+        };
+        a.absorb(&MetricsSnapshot {
+            rows_in: 5,
+            rows_in_by_input: vec![5, 0],
+            state_rows: 1,
+            watermark: 400,
+            ..MetricsSnapshot::default()
+        });
+        assert_eq!(a.rows_in, 8);
+        assert_eq!(a.rows_in_by_input, vec![6, 2]);
+        assert_eq!(a.state_rows, 5);
+        assert_eq!(a.watermark, 400);
+    }
+}

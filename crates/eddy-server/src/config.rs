@@ -1,5 +1,5 @@
 //! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
-//! `--state-dir`, `--token`, `--memory-limit`), passed explicitly to
+//! `--state-dir`, `--group-state-dir`, `--token`, `--memory-limit`), passed explicitly to
 //! everything that needs it.
 
 use std::net::SocketAddr;
@@ -17,6 +17,11 @@ pub struct ServerConfig {
     pub output_root: PathBuf,
     /// Job definitions and checkpoints.
     pub state_dir: PathBuf,
+    /// The checkpoints of group jobs, one directory per group: shared by
+    /// every server (and `eddy run --group` process) of a group, as a
+    /// task moves between them by resuming from its last checkpoint
+    /// (default `STATE_DIR/groups`).
+    pub group_state_dir: PathBuf,
     /// When set, every route but `/metrics` and `/healthz` needs
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
@@ -36,6 +41,7 @@ impl ServerConfig {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_root,
             output_root,
+            group_state_dir: state_dir.join("groups"),
             state_dir,
             token: None,
             checkpoint_interval: Duration::from_secs(10),

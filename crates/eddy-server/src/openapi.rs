@@ -7,8 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::views::{
-    CheckpointView, GraphEdge, GraphNode, JobStatus, JobSummary, JobView, NodeMetrics, Sample,
-    SourceSample, SubmitRequest, ValidateRequest, ValidateResponse,
+    CheckpointView, GraphEdge, GraphNode, GroupView, JobStatus, JobSummary, JobView, NodeMetrics,
+    Sample, SourceSample, SubmitRequest, ValidateRequest, ValidateResponse,
 };
 
 /// The API document.
@@ -29,7 +29,7 @@ use crate::views::{
     ),
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
-        NodeMetrics, CheckpointView, Sample, SourceSample, ErrorBody, crate::web::Example
+        NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example
     )),
     modifiers(&BearerToken),
     tags((name = "jobs", description = "Streaming jobs"))

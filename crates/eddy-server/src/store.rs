@@ -34,6 +34,12 @@ pub struct JobRecord {
     /// The job's own budget for its operator state, bytes.
     #[serde(default)]
     pub memory_limit: Option<u64>,
+    /// The consumer group of a group job.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// A group job's session timeout, ms.
+    #[serde(default)]
+    pub session_timeout_ms: Option<u64>,
     /// Submission time, epoch ms.
     pub created_ms: i64,
     /// Start of its latest run, epoch ms.

@@ -29,6 +29,33 @@ pub struct SubmitRequest {
     /// `--memory-limit` applies besides).
     #[serde(default)]
     pub memory_limit: Option<String>,
+    /// Scale-out: run the job as a member of this Kafka consumer group
+    /// (letters, digits, `.`, `_`, `-`), as `eddy run --group`. The group
+    /// gives this server some of the job's tasks (one per partition
+    /// number of its Kafka topics), other servers (or `eddy run --group`
+    /// processes) the rest; the tasks' state lives in the server's group
+    /// state directory, which they must share. The job's `memory_limit`
+    /// applies to each task.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// With `group`: how long a silent member keeps its tasks before the
+    /// group hands them to the others, ms (default 6000).
+    #[serde(default)]
+    pub session_timeout_ms: Option<u64>,
+}
+
+/// A group job's standing on this server.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GroupView {
+    /// The consumer group.
+    pub name: String,
+    /// The job's tasks (the partition count of its topics); 0 while not
+    /// running here.
+    pub tasks: usize,
+    /// The tasks this server runs now.
+    pub tasks_here: Vec<i32>,
+    /// The exchange topics its tasks move rows through.
+    pub exchanges: Vec<String>,
 }
 
 /// `POST /api/v1/validate`: SQL to check without running it.
@@ -278,6 +305,8 @@ pub struct JobView {
     pub params: BTreeMap<String, String>,
     /// Instances of each keyed operator.
     pub parallelism: usize,
+    /// For a group job: its group and the tasks run here.
+    pub group: Option<GroupView>,
     /// Its operator graph.
     pub graph: Vec<GraphNode>,
     /// Live counters per node.

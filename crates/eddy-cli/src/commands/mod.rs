@@ -28,6 +28,7 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             set,
             name,
             parallelism,
+            group,
             server,
         } => {
             let files = job::load_sql(&paths)?;
@@ -40,10 +41,13 @@ pub(crate) fn execute(command: Command) -> Result<()> {
                 "{}",
                 client::submit(
                     &server.client(),
-                    name,
-                    sql,
-                    job::parse_pairs(&set, "--set")?,
-                    parallelism
+                    client::Submission {
+                        name,
+                        sql,
+                        params: job::parse_pairs(&set, "--set")?,
+                        parallelism,
+                        group,
+                    }
                 )?
             );
             Ok(())

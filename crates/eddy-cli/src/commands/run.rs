@@ -4,10 +4,11 @@
 //! In: the command's arguments. Out: the job's run summary on stderr; the
 //! sinks' output where the SQL (or `--output`) puts it.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use eddy_cli::{job, CliError, Result};
+use eddy_connectors::kafka::group_job::{plain_connectors, GroupJob, GroupJobConfig, GroupPlan};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
 use eddy_engine::memory::MemoryBudget;
@@ -69,27 +70,30 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         ..ConnectorConfig::default()
     };
     if let (Some(group), Some(checkpoints)) = (group, checkpoints.clone()) {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        if let Err(e) = ctrlc::set_handler(move || {
-            eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on");
-            flag.store(true, Ordering::SeqCst);
-        }) {
-            tracing::warn!("cannot handle Ctrl-C: {e}");
-        }
-        let report = eddy_cli::group::run_group(
-            &files,
-            &params,
+        let compiled = job::compile_files(&files, &params)?;
+        let plan = GroupPlan::new(&compiled.graph, &config, &group)?;
+        let group_job = GroupJob::start(
+            plan,
             config,
-            &eddy_cli::group::GroupConfig {
+            plain_connectors(),
+            GroupJobConfig {
                 group,
                 checkpoints,
                 session_timeout,
                 parallelism: chosen_parallelism(parallelism, 1),
-                memory_limit,
+                task_memory_limit: memory_limit,
+                memory: Vec::new(),
+                label: String::new(),
             },
-            stop,
         )?;
+        let stopper = group_job.clone();
+        if let Err(e) = ctrlc::set_handler(move || {
+            eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on");
+            stopper.stop();
+        }) {
+            tracing::warn!("cannot handle Ctrl-C: {e}");
+        }
+        let report = group_job.wait()?;
         if !quiet {
             for (task, report) in &report.tasks {
                 eprintln!("task-{task}:\n{}", job::summary(report));

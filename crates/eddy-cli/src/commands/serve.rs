@@ -14,6 +14,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         data_root,
         output_root,
         state_dir,
+        group_state_dir,
         token,
         checkpoint_interval,
         memory_limit,
@@ -30,12 +31,14 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
             data_root.display()
         )));
     }
+    let defaults = eddy_server::ServerConfig::new(data_root, output_root, state_dir);
     let config = eddy_server::ServerConfig {
         addr,
+        group_state_dir: group_state_dir.unwrap_or_else(|| defaults.group_state_dir.clone()),
         token: token.filter(|t| !t.is_empty()),
         checkpoint_interval,
         memory_limit,
-        ..eddy_server::ServerConfig::new(data_root, output_root, state_dir)
+        ..defaults
     };
     let (data, output, state) = (
         config.data_root.display().to_string(),

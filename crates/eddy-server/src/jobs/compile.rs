@@ -2,11 +2,12 @@
 //! the API's errors (a table check's position, carried in
 //! [`EngineError::Table`], goes back to the client as an SQL error there).
 //!
-//! In: SQL text and parameters; an engine error. Out: a job graph; a
-//! [`ServerError`].
+//! In: SQL text and parameters; an engine or group-job error. Out: a job
+//! graph; a [`ServerError`].
 
 use std::collections::BTreeMap;
 
+use eddy_connectors::ConnectorError;
 use eddy_engine::graph::{JobGraph, NodeKind};
 use eddy_engine::EngineError;
 use eddy_sql::SqlFile;
@@ -51,5 +52,32 @@ pub(super) fn engine_error(error: EngineError) -> ServerError {
         | EngineError::Connector { .. }
         | EngineError::State(_)) => ServerError::Rejected(e.to_string()),
         other => ServerError::Internal(other.to_string()),
+    }
+}
+
+/// A group job's refusal (no Kafka source, topics not co-partitioned, an
+/// exchange topic with another partition count, a broker not reachable)
+/// as the API's error.
+pub(super) fn group_error(error: ConnectorError) -> ServerError {
+    match error {
+        ConnectorError::Task { source, .. } => engine_error(*source),
+        other => ServerError::Rejected(other.to_string()),
+    }
+}
+
+/// Checks a group's name: it names a directory of the group state.
+pub(super) fn check_group_name(group: &str) -> Result<()> {
+    let fine = !group.is_empty()
+        && group.len() <= 200
+        && !group.starts_with('.')
+        && group
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if fine {
+        Ok(())
+    } else {
+        Err(ServerError::Rejected(format!(
+            "group '{group}': a group's name is 1 to 200 letters, digits, '.', '_' or '-' (not starting with '.')"
+        )))
     }
 }

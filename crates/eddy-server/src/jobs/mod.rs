@@ -21,21 +21,25 @@
 
 mod compile;
 mod report;
+mod run_handle;
 
 pub use compile::compile;
-use compile::{engine_error, sink_names, MAX_PARALLELISM};
+use compile::{check_group_name, engine_error, group_error, sink_names, MAX_PARALLELISM};
+use run_handle::RunHandle;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use eddy_connectors::kafka::group_job::{GroupJob, GroupJobConfig, GroupPlan, TaskConnectors};
 use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
-use eddy_engine::graph::JobGraph;
+use eddy_engine::distribute::instances;
+use eddy_engine::graph::{ConnectorFactory, JobGraph};
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
-use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState, NodeReport};
+use eddy_engine::runtime::{start_job, JobConfig, JobState, NodeReport};
 
 use crate::config::ServerConfig;
 use crate::connectors::ServerConnectors;
@@ -47,10 +51,28 @@ use crate::views::{graph_view, GraphNode, JobStatus, JobView, SubmitRequest};
 /// How long stop and delete wait for a job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
+/// A group job's session timeout unless the submission names one.
+const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
 /// The current run of a job.
 struct Run {
-    handle: JobHandle,
+    handle: RunHandle,
     taps: Arc<Taps>,
+}
+
+/// What a job's run starts from: its graph with the instances of its
+/// keyed operators, or a group job's plan.
+enum Launch {
+    Single(JobGraph),
+    Group(GroupPlan),
+}
+
+/// A job's SQL planned to run: how to start it, the graph the console
+/// shows (as run: instances, exchanges) and its sinks.
+struct Planned {
+    launch: Launch,
+    view: JobGraph,
+    sinks: Vec<String>,
 }
 
 /// A job known to the server.
@@ -94,23 +116,47 @@ impl JobManager {
             shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         });
         for record in manager.store.load_all()? {
-            let graph = compile(&record.name, &record.sql, &record.params)
-                .ok()
-                .map(|g| eddy_engine::distribute::instances::expand(&g, record.parallelism));
             let resume = record.state == JobStatus::Running;
+            // A group job that will not run is shown without contacting
+            // its brokers: its graph without exchanges.
+            let planned = if resume {
+                manager.plan(&record)
+            } else {
+                compile(&record.name, &record.sql, &record.params).map(|graph| {
+                    let view = instances::expand(&graph, record.parallelism);
+                    Planned {
+                        sinks: sink_names(&view),
+                        launch: Launch::Single(graph),
+                        view,
+                    }
+                })
+            };
+            let (planned, refusal) = match planned {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e)),
+            };
             let job = Arc::new(ManagedJob {
                 id: record.id.clone(),
-                graph: graph.as_ref().map(graph_view).unwrap_or_default(),
-                sinks: graph.as_ref().map(sink_names).unwrap_or_default(),
+                graph: planned
+                    .as_ref()
+                    .map(|p| graph_view(&p.view))
+                    .unwrap_or_default(),
+                sinks: planned
+                    .as_ref()
+                    .map(|p| p.sinks.clone())
+                    .unwrap_or_default(),
                 record: Mutex::new((record, false)),
                 run: Mutex::new(None),
                 samples: Mutex::new(report::Samples::default()),
             });
             manager.insert(job.clone());
             if resume {
-                let started = graph
-                    .ok_or_else(|| ServerError::Rejected("the job's SQL no longer compiles".into()))
-                    .and_then(|graph| manager.start_run(&job, graph));
+                let started = match (planned, refusal) {
+                    (Some(planned), _) => manager.start_run(&job, planned.launch),
+                    (None, e) => Err(e.unwrap_or_else(|| {
+                        ServerError::Rejected("the job cannot be planned".into())
+                    })),
+                };
                 if let Err(e) = started {
                     tracing::warn!(job = %job.id, "cannot resume: {e}");
                     manager.finish_record(&job, JobStatus::Failed, Some(e.to_string()), Vec::new());
@@ -141,46 +187,55 @@ impl JobManager {
             roots: Some(PathRoots {
                 data: self.config.data_root.clone(),
                 output: self.config.output_root.clone(),
-                forbidden: vec![self.config.state_dir.clone()],
+                forbidden: vec![
+                    self.config.state_dir.clone(),
+                    self.config.group_state_dir.clone(),
+                ],
             }),
             ..ConnectorConfig::default()
         }
     }
 
+    /// Plans a job's run: compiles its SQL, expands its keyed operators to
+    /// its parallelism and, for a group job, plans its tasks and
+    /// exchanges (which asks the brokers for the topics' partitions).
+    fn plan(&self, record: &JobRecord) -> Result<Planned> {
+        let graph = compile(&record.name, &record.sql, &record.params)?;
+        let sinks = sink_names(&graph);
+        match &record.group {
+            None => {
+                let view = instances::expand(&graph, record.parallelism);
+                Ok(Planned {
+                    launch: Launch::Single(view.clone()),
+                    view,
+                    sinks,
+                })
+            }
+            Some(group) => {
+                check_group_name(group)?;
+                let plan =
+                    GroupPlan::new(&graph, &self.connector_config(), group).map_err(group_error)?;
+                Ok(Planned {
+                    view: instances::expand(plan.task_graph(), record.parallelism),
+                    launch: Launch::Group(plan),
+                    sinks,
+                })
+            }
+        }
+    }
+
     /// Starts (or resumes) a run of `job`.
-    fn start_run(&self, job: &Arc<ManagedJob>, graph: JobGraph) -> Result<()> {
+    fn start_run(&self, job: &Arc<ManagedJob>, launch: Launch) -> Result<()> {
         let taps = Arc::new(Taps::new(job.sinks.iter().map(String::as_str)));
-        let connectors = ServerConnectors {
-            inner: Connectors::new(self.connector_config()),
-            taps: taps.clone(),
+        let record = job
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))?;
+        let handle = match launch {
+            Launch::Single(graph) => self.start_single(&record, graph, taps.clone())?,
+            Launch::Group(plan) => self.start_group(&record, plan, taps.clone())?,
         };
-        let checkpoints = CheckpointConfig {
-            state_dir: self.store.checkpoint_dir(&job.id),
-            interval: self.config.checkpoint_interval,
-            ignore_state: false,
-        };
-        let parallelism = Parallelism::Fixed(graph.parallelism());
-        let (label, own_limit) = match job.record.lock() {
-            Ok(record) => (record.0.name.clone(), record.0.memory_limit),
-            Err(_) => (job.id.clone(), None),
-        };
-        let memory = own_limit
-            .map(|limit| Arc::new(MemoryBudget::new("job", limit)))
-            .into_iter()
-            .chain(self.memory.clone())
-            .collect();
-        let handle = start_job(
-            Arc::new(graph),
-            Arc::new(connectors),
-            &JobConfig {
-                checkpoints: Some(checkpoints),
-                parallelism,
-                memory,
-                label,
-                ..JobConfig::default()
-            },
-        )
-        .map_err(engine_error)?;
         if let Ok(mut record) = job.record.lock() {
             record.0.state = JobStatus::Running;
             record.0.started_ms = Some(now_ms());
@@ -209,12 +264,97 @@ impl JobManager {
                 let state = handle.state();
                 let error = match (&state, ended) {
                     (JobState::Failed(message), _) => Some(message.clone()),
+                    (_, Err(message)) => Some(message),
                     _ => None,
                 };
-                Self::save_end(&store, &watched, (&state).into(), error, handle.metrics());
+                let status = match (&state, &error) {
+                    (JobState::Failed(_), _) | (_, Some(_)) => JobStatus::Failed,
+                    (state, None) => state.into(),
+                };
+                Self::save_end(&store, &watched, status, error, handle.metrics());
             })
             .map_err(|e| ServerError::Internal(format!("cannot start a watcher thread: {e}")))?;
         Ok(())
+    }
+
+    /// Budgets a run is charged to: the job's own (per task for a group
+    /// job) and the server's.
+    fn budgets(&self, own: Option<u64>) -> Vec<Arc<MemoryBudget>> {
+        own.map(|limit| Arc::new(MemoryBudget::new("job", limit)))
+            .into_iter()
+            .chain(self.memory.clone())
+            .collect()
+    }
+
+    fn start_single(
+        &self,
+        record: &JobRecord,
+        graph: JobGraph,
+        taps: Arc<Taps>,
+    ) -> Result<RunHandle> {
+        let connectors = ServerConnectors {
+            inner: Connectors::new(self.connector_config()),
+            taps,
+        };
+        let checkpoints = CheckpointConfig {
+            state_dir: self.store.checkpoint_dir(&record.id),
+            interval: self.config.checkpoint_interval,
+            ignore_state: false,
+        };
+        let handle = start_job(
+            Arc::new(graph),
+            Arc::new(connectors),
+            &JobConfig {
+                checkpoints: Some(checkpoints),
+                parallelism: Parallelism::Fixed(record.parallelism),
+                memory: self.budgets(record.memory_limit),
+                label: record.name.clone(),
+                ..JobConfig::default()
+            },
+        )
+        .map_err(engine_error)?;
+        Ok(RunHandle::Single(handle))
+    }
+
+    /// Joins the job's group; the tasks it gives this server run with
+    /// their state in `GROUP_STATE_DIR/<group>`.
+    fn start_group(
+        &self,
+        record: &JobRecord,
+        plan: GroupPlan,
+        taps: Arc<Taps>,
+    ) -> Result<RunHandle> {
+        let group = record.group.clone().ok_or_else(|| {
+            ServerError::Internal("a group plan for a job without a group".into())
+        })?;
+        let task_connectors: TaskConnectors = Arc::new(move |config| {
+            Arc::new(ServerConnectors {
+                inner: Connectors::new(config),
+                taps: taps.clone(),
+            }) as Arc<dyn ConnectorFactory>
+        });
+        let job = GroupJob::start(
+            plan,
+            self.connector_config(),
+            task_connectors,
+            GroupJobConfig {
+                checkpoints: CheckpointConfig {
+                    state_dir: self.config.group_state_dir.join(&group),
+                    interval: self.config.checkpoint_interval,
+                    ignore_state: false,
+                },
+                group,
+                session_timeout: record
+                    .session_timeout_ms
+                    .map_or(DEFAULT_SESSION_TIMEOUT, Duration::from_millis),
+                parallelism: Parallelism::Fixed(record.parallelism),
+                task_memory_limit: record.memory_limit,
+                memory: self.memory.clone().into_iter().collect(),
+                label: record.name.clone(),
+            },
+        )
+        .map_err(group_error)?;
+        Ok(RunHandle::Group(job))
     }
 
     fn save_end(
@@ -272,11 +412,20 @@ impl JobManager {
                     .map_err(|e| ServerError::Rejected(format!("memory_limit: {e}")))
             })
             .transpose()?;
-        // The graph run, viewed and measured is the one with its instances.
-        let graph = eddy_engine::distribute::instances::expand(
-            &compile(&name, &request.sql, &request.params)?,
-            parallelism,
-        );
+        if let Some(group) = &request.group {
+            check_group_name(group)?;
+        } else if request.session_timeout_ms.is_some() {
+            return Err(ServerError::Rejected(
+                "session_timeout_ms is for group jobs (give a group)".into(),
+            ));
+        }
+        if let Some(ms) = request.session_timeout_ms {
+            if !(1_000..=300_000).contains(&ms) {
+                return Err(ServerError::Rejected(format!(
+                    "session_timeout_ms must be 1000 to 300000, not {ms}"
+                )));
+            }
+        }
         let record = JobRecord {
             id: id.clone(),
             name,
@@ -284,6 +433,8 @@ impl JobManager {
             params: request.params,
             parallelism,
             memory_limit,
+            group: request.group,
+            session_timeout_ms: request.session_timeout_ms,
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,
@@ -291,15 +442,18 @@ impl JobManager {
             error: None,
             final_metrics: Vec::new(),
         };
+        // The graph run, viewed and measured is the one with its instances
+        // (and a group job's exchanges).
+        let planned = self.plan(&record)?;
         let job = Arc::new(ManagedJob {
             id: id.clone(),
-            graph: graph_view(&graph),
-            sinks: sink_names(&graph),
+            graph: graph_view(&planned.view),
+            sinks: planned.sinks,
             record: Mutex::new((record, false)),
             run: Mutex::new(None),
             samples: Mutex::new(report::Samples::default()),
         });
-        if let Err(e) = self.start_run(&job, graph) {
+        if let Err(e) = self.start_run(&job, planned.launch) {
             let _ = self.store.remove(&id);
             return Err(e);
         }
@@ -327,7 +481,7 @@ impl JobManager {
             .read()
             .map(|j| j.values().cloned().collect())
             .unwrap_or_default();
-        let running: Vec<JobHandle> = jobs
+        let running: Vec<RunHandle> = jobs
             .iter()
             .filter_map(|j| j.handle())
             .filter(|h| !h.state().is_terminal())
@@ -336,7 +490,7 @@ impl JobManager {
             handle.stop();
         }
         for handle in &running {
-            if handle.wait_timeout(STOP_WAIT).is_none() {
+            if !handle.wait_timeout(STOP_WAIT) {
                 handle.cancel();
             }
         }
@@ -348,7 +502,7 @@ impl JobManager {
         let job = self.get(id)?;
         if let Some(handle) = job.handle() {
             handle.stop();
-            if handle.wait_timeout(STOP_WAIT).is_none() {
+            if !handle.wait_timeout(STOP_WAIT) {
                 tracing::warn!(job = %id, "not stopped within {STOP_WAIT:?}; still stopping");
             }
         }
@@ -361,7 +515,7 @@ impl JobManager {
         let job = self.get(id)?;
         if let Some(handle) = job.handle() {
             handle.stop();
-            if handle.wait_timeout(STOP_WAIT).is_none() {
+            if !handle.wait_timeout(STOP_WAIT) {
                 handle.cancel();
                 let _ = handle.wait_timeout(STOP_WAIT);
             }
@@ -400,7 +554,7 @@ impl JobManager {
 }
 
 impl ManagedJob {
-    fn handle(&self) -> Option<JobHandle> {
+    fn handle(&self) -> Option<RunHandle> {
         self.run
             .lock()
             .ok()

@@ -15,7 +15,7 @@ use eddy_engine::time::{WATERMARK_MAX, WATERMARK_MIN};
 use super::{now_ms, JobManager, ManagedJob};
 use crate::error::Result;
 use crate::views::{
-    CheckpointView, JobStatus, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
+    CheckpointView, GroupView, JobStatus, JobSummary, JobView, NodeMetrics, Sample, SourceSample,
 };
 
 /// Samples kept per job (one a second).
@@ -241,6 +241,17 @@ impl JobManager {
             summary: self.summary(job),
             sql: record.as_ref().map(|r| r.sql.clone()).unwrap_or_default(),
             parallelism: record.as_ref().map_or(1, |r| r.parallelism),
+            group: job.handle().and_then(|h| h.group()).or_else(|| {
+                record
+                    .as_ref()
+                    .and_then(|r| r.group.clone())
+                    .map(|name| GroupView {
+                        name,
+                        tasks: 0,
+                        tasks_here: Vec::new(),
+                        exchanges: Vec::new(),
+                    })
+            }),
             params: record.map(|r| r.params).unwrap_or_default(),
             graph: job.graph.clone(),
             metrics: self.node_metrics(job),

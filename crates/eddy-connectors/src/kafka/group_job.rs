@@ -1,0 +1,594 @@
+//! A job scaled out over a Kafka consumer group: what `eddy run --group`
+//! and a group job of `eddy serve` run.
+//!
+//! In: the job's compiled graph, its connector settings, how each task's
+//! connector factory is made, and a [`GroupJobConfig`] (the group's name,
+//! a state directory shared by every process of the group). Out: a
+//! [`GroupJob`] handle, running the tasks the group gives this process:
+//! one per partition number of the job's (co-partitioned) Kafka topics.
+//!
+//! ```text
+//!  process 1: GroupMember ── assigned {0, 2} ──> task-0 (partition 0 of every topic, state DIR/task-0)
+//!                                           └──> task-2
+//!  process 2: GroupMember ── assigned {1}    ──> task-1
+//! ```
+//!
+//! A task is a whole job: its Kafka sources read one partition, its state
+//! lives in `STATE_DIR/task-<p>` (shared by every process: a task moves by
+//! resuming from its last checkpoint), its Kafka sinks' transactional ids
+//! and its file sinks' names carry `task-<p>`. When the group rebalances
+//! (a process joins, leaves or dies) every task is stopped with a final
+//! checkpoint before the partitions are handed out again, so no two
+//! processes run a task at once; a dead process's tasks resume from their
+//! last checkpoint on the survivors, losing and repeating nothing in
+//! exactly-once sinks. Each key's rows are in one task: those of an
+//! operator keyed by the topics' key (`key_column`) are in one partition
+//! number already; an operator keyed otherwise gets its rows through an
+//! exchange topic keyed by its own key
+//! ([`eddy_engine::distribute::exchanges`], topics named by
+//! [`KafkaExchanges`]), which every task writes and each reads its
+//! partition of. So results equal a single process's.
+//!
+//! The group job ends when every task of the job has finished (bounded
+//! sources, `stop = 'latest'`; its state directory says so, whichever
+//! process ran it), when [`GroupJob::stop`] is called (the tasks here take
+//! a final checkpoint and the group hands their partitions on), or when a
+//! task fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use eddy_engine::checkpoint::store::StateDir;
+use eddy_engine::checkpoint::{CheckpointConfig, CheckpointStats};
+use eddy_engine::distribute::exchanges::{self, Exchange, PartitionedSource};
+use eddy_engine::graph::{ConnectorFactory, JobGraph};
+use eddy_engine::memory::MemoryBudget;
+use eddy_engine::parallel::Parallelism;
+use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport, JobState, NodeReport};
+
+use super::exchange::KafkaExchanges;
+use super::group::{ensure_topic, partition_counts, GroupMember};
+use crate::error::{ConnectorError, Result};
+use crate::{ConnectorConfig, Connectors};
+
+/// How a group job is set up.
+#[derive(Debug, Clone)]
+pub struct GroupJobConfig {
+    /// The consumer group's name.
+    pub group: String,
+    /// The state directory shared by every process of the group (each
+    /// task's state in `task-<p>` under it) and the checkpoint interval.
+    pub checkpoints: CheckpointConfig,
+    /// How long the group waits for a silent process before handing its
+    /// partitions to the others.
+    pub session_timeout: Duration,
+    /// Instances of each keyed operator in each task.
+    pub parallelism: Parallelism,
+    /// Each task's own budget for its operator state, bytes.
+    pub task_memory_limit: Option<u64>,
+    /// Budgets every task is charged to as well (a server's).
+    pub memory: Vec<Arc<MemoryBudget>>,
+    /// Prefix of the tasks' names in a shared budget (`<label>/task-<p>`).
+    pub label: String,
+}
+
+/// Makes the connector factory of one task from its connector settings
+/// (the job's, with the task's partition and number filled in).
+pub type TaskConnectors = Arc<dyn Fn(ConnectorConfig) -> Arc<dyn ConnectorFactory> + Send + Sync>;
+
+/// The plain factory: eddy's connectors as configured.
+pub fn plain_connectors() -> TaskConnectors {
+    Arc::new(|config| Arc::new(Connectors::new(config)) as Arc<dyn ConnectorFactory>)
+}
+
+/// What a group job did in this process.
+#[derive(Debug, Default, Clone)]
+pub struct GroupReport {
+    /// Each task run here, with how it ended (a task stopped by a
+    /// rebalance and started again appears once per run).
+    pub tasks: Vec<(i32, JobReport)>,
+}
+
+/// What the runner thread and the handles share.
+struct Shared {
+    group: String,
+    stop: AtomicBool,
+    running: Mutex<BTreeMap<i32, JobHandle>>,
+    reports: Mutex<Vec<(i32, JobReport)>>,
+    /// `None` while running; how the group job ended.
+    end: Mutex<Option<JobState>>,
+    ended: Condvar,
+}
+
+impl Shared {
+    /// Stops every running task with a final checkpoint and waits for them.
+    fn stop_tasks(&self) -> Result<()> {
+        let running: Vec<(i32, JobHandle)> = match self.running.lock() {
+            Ok(mut t) => std::mem::take(&mut *t).into_iter().collect(),
+            Err(_) => return Ok(()),
+        };
+        for (_, handle) in &running {
+            handle.stop();
+        }
+        let mut failed = None;
+        for (task, handle) in running {
+            match handle.wait() {
+                Ok(report) => self.record(task, report),
+                Err(e) => failed = failed.or(Some(task_error(task, e))),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn record(&self, task: i32, report: JobReport) {
+        if let Ok(mut reports) = self.reports.lock() {
+            reports.push((task, report));
+        }
+    }
+
+    fn finish(&self, state: JobState) {
+        if let Ok(mut end) = self.end.lock() {
+            *end = Some(state);
+        }
+        self.ended.notify_all();
+    }
+}
+
+fn task_error(task: i32, error: eddy_engine::EngineError) -> ConnectorError {
+    ConnectorError::Task {
+        task,
+        source: Box::new(error),
+    }
+}
+
+/// A group job running in this process. Cloneable: any clone can watch,
+/// stop or wait for it. See the module docs.
+#[derive(Clone)]
+pub struct GroupJob {
+    shared: Arc<Shared>,
+    partitions: usize,
+    exchanges: Arc<Vec<Exchange>>,
+}
+
+impl std::fmt::Debug for GroupJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupJob")
+            .field("group", &self.shared.group)
+            .field("partitions", &self.partitions)
+            .finish()
+    }
+}
+
+/// What a group job runs, planned before the group is joined: the
+/// topics, the task count, and each task's graph with its exchanges cut
+/// in.
+#[derive(Debug, Clone)]
+pub struct GroupPlan {
+    group: String,
+    servers: String,
+    topics: Vec<String>,
+    partitions: usize,
+    task_graph: exchanges::TaskGraph,
+}
+
+impl GroupPlan {
+    /// Plans `graph` as a group job of `group`. Errors: the job reads no
+    /// Kafka topic, its topics are on several clusters or are not
+    /// co-partitioned, the exchanges cannot be planned.
+    pub fn new(graph: &JobGraph, connectors: &ConnectorConfig, group: &str) -> Result<Self> {
+        let refused = |message: String| ConnectorError::Group {
+            group: group.to_string(),
+            message,
+        };
+        let sources = Connectors::new(connectors.clone()).kafka_sources(graph)?;
+        let Some(servers) = sources.first().map(|s| s.servers.clone()) else {
+            return Err(refused(
+                "a group job needs a job that reads Kafka topics (connector = 'kafka' or --input TABLE=kafka://...)".into(),
+            ));
+        };
+        if let Some(other) = sources.iter().find(|s| s.servers != servers) {
+            return Err(refused(format!(
+                "every Kafka source must use the same cluster ({servers} and {})",
+                other.servers
+            )));
+        }
+        let topics: Vec<String> = sources
+            .iter()
+            .map(|s| s.topic.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let counts = partition_counts(&servers, &topics)?;
+        let partitions = counts.first().copied().unwrap_or(0);
+        if partitions == 0 || counts.iter().any(|&c| c != partitions) {
+            let listed: Vec<String> = topics
+                .iter()
+                .zip(&counts)
+                .map(|(t, c)| format!("{t}: {c}"))
+                .collect();
+            return Err(refused(format!(
+                "a group runs one task per partition number, so the job's topics must have equal partition counts (co-partitioned); they have {}",
+                listed.join(", ")
+            )));
+        }
+        let partitioned: Vec<PartitionedSource> = sources
+            .iter()
+            .map(|s| PartitionedSource {
+                table: s.table.clone(),
+                key_column: s.key_column.clone(),
+            })
+            .collect();
+        let exchange_topics = KafkaExchanges {
+            servers: servers.clone(),
+            group: group.to_string(),
+        };
+        let task_graph = exchanges::plan(graph, &partitioned, &exchange_topics, partitions)
+            .map_err(|e| refused(e.to_string()))?;
+        Ok(Self {
+            group: group.to_string(),
+            servers,
+            topics,
+            partitions,
+            task_graph,
+        })
+    }
+
+    /// The graph each task runs (the job's, with the exchanges cut in).
+    pub fn task_graph(&self) -> &JobGraph {
+        &self.task_graph.graph
+    }
+
+    /// The exchanges cut into each task's graph.
+    pub fn exchanges(&self) -> &[Exchange] {
+        &self.task_graph.exchanges
+    }
+
+    /// The job's task count (the topics' partition count).
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+}
+
+fn task_state_dir(root: &Path, task: i32) -> PathBuf {
+    root.join(format!("task-{task}"))
+}
+
+impl GroupJob {
+    /// Creates the planned exchange topics, joins the group and starts
+    /// running the tasks it assigns here (on a thread of its own).
+    /// Errors: an exchange topic cannot be made (or exists with another
+    /// partition count), the group cannot be joined.
+    pub fn start(
+        plan: GroupPlan,
+        connectors: ConnectorConfig,
+        task_connectors: TaskConnectors,
+        config: GroupJobConfig,
+    ) -> Result<Self> {
+        if plan.group != config.group {
+            return Err(ConnectorError::Group {
+                group: config.group.clone(),
+                message: format!("it was planned for group '{}'", plan.group),
+            });
+        }
+        if config.checkpoints.ignore_state {
+            return Err(ConnectorError::Group {
+                group: config.group.clone(),
+                message: "the state cannot be ignored in a group (other processes share the state directory); remove the directory instead".into(),
+            });
+        }
+        let GroupPlan {
+            servers,
+            topics,
+            partitions,
+            task_graph,
+            ..
+        } = plan;
+        for exchange in &task_graph.exchanges {
+            tracing::info!(
+                "exchange: {} gets its rows by {} through topic '{}'",
+                exchange.consumer,
+                if exchange.keys.is_empty() {
+                    "one task (not keyed)".to_string()
+                } else {
+                    exchange.keys.join(", ")
+                },
+                exchange.topic
+            );
+            ensure_topic(&servers, &exchange.topic, partitions)?;
+        }
+        let shared = Arc::new(Shared {
+            group: config.group.clone(),
+            stop: AtomicBool::new(false),
+            running: Mutex::new(BTreeMap::new()),
+            reports: Mutex::new(Vec::new()),
+            end: Mutex::new(None),
+            ended: Condvar::new(),
+        });
+        let member = {
+            let shared = shared.clone();
+            GroupMember::join(
+                &servers,
+                &config.group,
+                &topics,
+                config.session_timeout,
+                move || {
+                    if let Err(e) = shared.stop_tasks() {
+                        tracing::error!("stopping tasks for a rebalance: {e}");
+                    }
+                },
+            )?
+        };
+        let runner = Runner {
+            shared: shared.clone(),
+            graph: Arc::new(task_graph.graph),
+            connectors,
+            task_connectors,
+            config,
+            partitions,
+        };
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("eddy-group-{}", shared.group))
+            .spawn(move || {
+                let end = match runner.run(&member) {
+                    Ok(state) => state,
+                    Err(e) => {
+                        if let Err(stop) = runner.shared.stop_tasks() {
+                            tracing::warn!("stopping the other tasks: {stop}");
+                        }
+                        JobState::Failed(e.to_string())
+                    }
+                };
+                member.leave();
+                thread_shared.finish(end);
+            })
+            .map_err(|e| ConnectorError::Group {
+                group: shared.group.clone(),
+                message: format!("cannot start its thread: {e}"),
+            })?;
+        Ok(Self {
+            shared,
+            partitions,
+            exchanges: Arc::new(task_graph.exchanges),
+        })
+    }
+
+    /// The group's name.
+    pub fn group(&self) -> &str {
+        &self.shared.group
+    }
+
+    /// The job's task count (the topics' partition count).
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    /// The exchanges cut into each task's graph.
+    pub fn exchanges(&self) -> &[Exchange] {
+        &self.exchanges
+    }
+
+    /// The tasks running in this process now.
+    pub fn tasks_here(&self) -> Vec<i32> {
+        self.shared
+            .running
+            .lock()
+            .map(|r| r.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Where the group job stands in this process: running until every
+    /// task has finished (anywhere), it is stopped, or a task failed.
+    pub fn state(&self) -> JobState {
+        self.shared
+            .end
+            .lock()
+            .ok()
+            .and_then(|end| end.clone())
+            .unwrap_or(JobState::Running)
+    }
+
+    /// The counters of the tasks run here, added up per node: each task's
+    /// live counters if it runs now, else those of its last run.
+    pub fn metrics(&self) -> Vec<NodeReport> {
+        let mut latest: BTreeMap<i32, Vec<NodeReport>> = BTreeMap::new();
+        if let Ok(reports) = self.shared.reports.lock() {
+            for (task, report) in reports.iter() {
+                latest.insert(*task, report.nodes.clone());
+            }
+        }
+        if let Ok(running) = self.shared.running.lock() {
+            for (task, handle) in running.iter() {
+                latest.insert(*task, handle.metrics());
+            }
+        }
+        let mut total: Vec<NodeReport> = Vec::new();
+        for nodes in latest.into_values() {
+            if total.is_empty() {
+                total = nodes;
+                continue;
+            }
+            for (sum, node) in total.iter_mut().zip(&nodes) {
+                sum.metrics.absorb(&node.metrics);
+            }
+        }
+        total
+    }
+
+    /// The checkpoint figures of each task running here.
+    pub fn task_checkpoints(&self) -> Vec<(i32, CheckpointStats)> {
+        self.shared
+            .running
+            .lock()
+            .map(|r| r.iter().map(|(&t, h)| (t, h.checkpoints())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops the tasks running here (each with a final checkpoint) and
+    /// leaves the group, whose other processes take the tasks over.
+    /// Returns at once; [`GroupJob::wait`] tells when it is done.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits until the group job has ended here; what its tasks did, or
+    /// why it failed.
+    pub fn wait(&self) -> Result<GroupReport> {
+        let guard = self.shared.end.lock().map_err(|_| self.lost())?;
+        let guard = self
+            .shared
+            .ended
+            .wait_while(guard, |end| end.is_none())
+            .map_err(|_| self.lost())?;
+        let end = guard.clone();
+        drop(guard);
+        if let Some(JobState::Failed(message)) = end {
+            return Err(ConnectorError::Group {
+                group: self.shared.group.clone(),
+                message,
+            });
+        }
+        let tasks = self.shared.reports.lock().map_err(|_| self.lost())?.clone();
+        Ok(GroupReport { tasks })
+    }
+
+    /// Like [`GroupJob::wait`], but gives up after `timeout` (`None`: still running).
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<GroupReport>> {
+        let guard = self.shared.end.lock().ok()?;
+        let (guard, _) = self
+            .shared
+            .ended
+            .wait_timeout_while(guard, timeout, |end| end.is_none())
+            .ok()?;
+        let ended = guard.is_some();
+        drop(guard);
+        ended.then(|| self.wait())
+    }
+
+    fn lost(&self) -> ConnectorError {
+        ConnectorError::Group {
+            group: self.shared.group.clone(),
+            message: "its state was lost (a thread panicked)".into(),
+        }
+    }
+}
+
+/// The thread that serves the group and starts and reaps tasks.
+struct Runner {
+    shared: Arc<Shared>,
+    graph: Arc<JobGraph>,
+    connectors: ConnectorConfig,
+    task_connectors: TaskConnectors,
+    config: GroupJobConfig,
+    partitions: usize,
+}
+
+impl Runner {
+    fn root(&self) -> &Path {
+        &self.config.checkpoints.state_dir
+    }
+
+    fn finished(&self, task: i32) -> Result<bool> {
+        let state =
+            StateDir::open(task_state_dir(self.root(), task)).map_err(|e| task_error(task, e))?;
+        state.finished().map_err(|e| task_error(task, e))
+    }
+
+    fn start_task(&self, task: i32) -> Result<JobHandle> {
+        let mut connectors = self.connectors.clone();
+        connectors.kafka_partitions = Some(vec![task]);
+        connectors.task = Some(task as u32);
+        let checkpoints = CheckpointConfig {
+            state_dir: task_state_dir(self.root(), task),
+            ..self.config.checkpoints.clone()
+        };
+        let name = format!("task-{task}");
+        let memory = self
+            .config
+            .task_memory_limit
+            .map(|limit| Arc::new(MemoryBudget::new(name.clone(), limit)))
+            .into_iter()
+            .chain(self.config.memory.iter().cloned())
+            .collect();
+        let label = if self.config.label.is_empty() {
+            name
+        } else {
+            format!("{}/{name}", self.config.label)
+        };
+        start_job(
+            self.graph.clone(),
+            (self.task_connectors)(connectors),
+            &JobConfig {
+                checkpoints: Some(checkpoints),
+                parallelism: self.config.parallelism,
+                memory,
+                label,
+                ..JobConfig::default()
+            },
+        )
+        .map_err(|e| task_error(task, e))
+    }
+
+    /// Serves the group until the job ends; how it ended.
+    fn run(&self, member: &GroupMember) -> Result<JobState> {
+        let poisoned = || ConnectorError::Group {
+            group: self.shared.group.clone(),
+            message: "its task table was poisoned (a thread panicked)".into(),
+        };
+        loop {
+            if self.shared.stop.load(Ordering::SeqCst) {
+                self.shared.stop_tasks()?;
+                return Ok(JobState::Stopped);
+            }
+            if let Some(assigned) = member.poll(Duration::from_millis(200)) {
+                tracing::info!(group = %self.shared.group, "assigned partitions {assigned:?}");
+                for &task in &assigned {
+                    let running = self
+                        .shared
+                        .running
+                        .lock()
+                        .map_err(|_| poisoned())?
+                        .contains_key(&task);
+                    if running || self.finished(task)? {
+                        continue;
+                    }
+                    let handle = self.start_task(task)?;
+                    self.shared
+                        .running
+                        .lock()
+                        .map_err(|_| poisoned())?
+                        .insert(task, handle);
+                }
+            }
+            // Tasks that ended on their own (bounded input, or a failure).
+            let ended: Vec<(i32, JobHandle)> = {
+                let mut running = self.shared.running.lock().map_err(|_| poisoned())?;
+                let done: Vec<i32> = running
+                    .iter()
+                    .filter(|(_, h)| h.state().is_terminal())
+                    .map(|(&task, _)| task)
+                    .collect();
+                done.into_iter()
+                    .filter_map(|task| running.remove(&task).map(|h| (task, h)))
+                    .collect()
+            };
+            for (task, handle) in ended {
+                let report = handle.wait().map_err(|e| task_error(task, e))?;
+                self.shared.record(task, report);
+            }
+            let mut all_finished = true;
+            for task in 0..self.partitions as i32 {
+                if !self.finished(task)? {
+                    all_finished = false;
+                    break;
+                }
+            }
+            if all_finished {
+                return Ok(JobState::Finished);
+            }
+        }
+    }
+}
