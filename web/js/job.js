@@ -55,6 +55,10 @@ function renderJob(job) {
     ['instances', job.parallelism],
     ['checkpoints', `${job.checkpoints.completed}${job.checkpoints.restored_from ? ` (resumed from #${job.checkpoints.restored_from})` : ''}`],
   ];
+  if (job.group) {
+    const here = job.group.tasks_here.length ? job.group.tasks_here.join(', ') : 'none';
+    figures.push([`group ${job.group.name}: tasks here of ${job.group.tasks}`, here]);
+  }
   $('job-figures').innerHTML = figures
     .map(([label, value]) => `<div><b>${escapeHtml(String(value))}</b><span>${escapeHtml(label)}</span></div>`)
     .join('');
