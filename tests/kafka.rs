@@ -858,7 +858,34 @@ impl GroupRuns<'_> {
                 "{}",
                 std::fs::read_to_string(&log_a).unwrap()
             );
-            assert_eq!(ndjson_lines(&out), expected, "{run}");
+            let written = ndjson_lines(&out);
+            if written != expected {
+                // What each process did, to tell a lost commit from a
+                // task run twice or a record read twice.
+                let story = |log: &Path| -> String {
+                    std::fs::read_to_string(log)
+                        .unwrap_or_default()
+                        .lines()
+                        .filter(|l| {
+                            [
+                                "assigned", "resuming", "already", "WARN", "ERROR", "exchange",
+                            ]
+                            .iter()
+                            .any(|w| l.contains(w))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                panic!(
+                    "{run}: {} rows written, {} expected; missing {:?}; extra {:?}\n--- a:\n{}\n--- b:\n{}",
+                    written.len(),
+                    expected.len(),
+                    expected.iter().filter(|l| !written.contains(l)).take(5).collect::<Vec<_>>(),
+                    written.iter().filter(|l| !expected.contains(l)).take(5).collect::<Vec<_>>(),
+                    story(&log_a),
+                    story(&log_b)
+                );
+            }
             logs.push(std::fs::read_to_string(&log_a).unwrap());
         }
         GroupRunsSeen {

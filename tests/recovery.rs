@@ -15,7 +15,8 @@
 //!   starts afresh.
 //! - A resumed job runs as many instances of each keyed operator as its
 //!   checkpoint was taken with; another N, given explicitly, is refused.
-//! - A finished job run again says so and writes nothing.
+//! - A finished job run again says so and writes nothing; one whose final
+//!   commit was cut short commits it again and is marked done.
 //! - SIGTERM stops a job blocked on silent stdin within a second, with its
 //!   output committed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -808,6 +809,20 @@ fn a_finished_job_run_again_writes_nothing() {
             .unwrap(),
         modified
     );
+    // The final checkpoint is marked once its sinks are committed. A
+    // process killed between the two leaves it unmarked (a group leaves
+    // such a task to whoever it assigns it next): starting the job again
+    // commits again, idempotently, and marks it.
+    let store = eddy_engine::checkpoint::store::StateDir::open(&state).unwrap();
+    assert!(store.finished_and_committed().unwrap());
+    std::fs::remove_file(newest_checkpoint(&state).join("COMMITTED")).unwrap();
+    assert!(store.finished().unwrap());
+    assert!(!store.finished_and_committed().unwrap());
+    let third = job.command(&output, Some(&state)).output().unwrap();
+    assert_success(&third, "the run after a cut-short final commit");
+    assert!(String::from_utf8_lossy(&third.stderr).contains("had already finished"));
+    assert!(store.finished_and_committed().unwrap());
+    assert!(ndjson_outputs(&output) == first);
 }
 
 #[test]
@@ -827,6 +842,7 @@ fn sigterm_stops_a_job_on_silent_stdin_within_a_second() {
         .arg(&output)
         .arg("--state-dir")
         .arg(&state)
+        .args(["--checkpoint-interval", "50ms"])
         .arg(&sql)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
@@ -840,7 +856,27 @@ fn sigterm_stops_a_job_on_silent_stdin_within_a_second() {
             .unwrap();
         stdin.flush().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(700)); // the job reads both rows, then waits on stdin
+    // The job has read both rows once a checkpoint counts them at the sink;
+    // then it waits on stdin.
+    let started = Instant::now();
+    loop {
+        let counted = std::fs::read_dir(&state)
+            .map(|entries| {
+                entries.filter_map(Result::ok).any(|e| {
+                    std::fs::read_to_string(e.path().join("MANIFEST"))
+                        .is_ok_and(|m| m.matches("\"rows_in\":2").count() >= 2)
+                })
+            })
+            .unwrap_or(false);
+        if counted {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no checkpoint counted both rows"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(child.try_wait().unwrap().is_none());
     let signalled = Instant::now();
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());

@@ -18,8 +18,12 @@
 //! resuming from its last checkpoint), its Kafka sinks' transactional ids
 //! and its file sinks' names carry `task-<p>`. When the group rebalances
 //! (a process joins, leaves or dies) every task is stopped with a final
-//! checkpoint before the partitions are handed out again, so no two
-//! processes run a task at once; a dead process's tasks resume from their
+//! checkpoint before the partitions are handed out again; and a process
+//! runs a task only while it holds the task's lock (`STATE_DIR/task-<p>.lock`,
+//! an advisory lock the OS drops with a dead process), taken before the
+//! task starts and let go once it has stopped, so no two processes run a
+//! task at once even if the group hands a task on before its old holder
+//! has stopped it; a dead process's tasks resume from their
 //! last checkpoint on the survivors, losing and repeating nothing in
 //! exactly-once sinks. Each key's rows are in one task: those of an
 //! operator keyed by the topics' key (`key_column`) are in one partition
@@ -31,7 +35,9 @@
 //!
 //! The group job ends when every task of the job has finished (bounded
 //! sources, `stop = 'latest'`; its state directory says so, whichever
-//! process ran it), when [`GroupJob::stop`] is called (the tasks here take
+//! process ran it, and that its final checkpoint's sinks were committed:
+//! a process killed between the two leaves the task to whoever is
+//! assigned it next, whose start commits again), when [`GroupJob::stop`] is called (the tasks here take
 //! a final checkpoint and the group hands their partitions on), or when a
 //! task fails.
 
@@ -92,11 +98,22 @@ pub struct GroupReport {
     pub tasks: Vec<(i32, JobReport)>,
 }
 
+/// A task running here, and its lock: held from before it starts until
+/// it has stopped (final checkpoint, sinks committed), so that no other
+/// process starts it meanwhile, whatever the group's coordinator does.
+struct RunningTask {
+    handle: JobHandle,
+    _lock: std::fs::File,
+}
+
 /// What the runner thread and the handles share.
 struct Shared {
     group: String,
     stop: AtomicBool,
-    running: Mutex<BTreeMap<i32, JobHandle>>,
+    running: Mutex<BTreeMap<i32, RunningTask>>,
+    /// The tasks the group assigns to this process now (cleared when the
+    /// group takes them back).
+    assigned: Mutex<BTreeSet<i32>>,
     reports: Mutex<Vec<(i32, JobReport)>>,
     /// `None` while running; how the group job ended.
     end: Mutex<Option<JobState>>,
@@ -104,23 +121,33 @@ struct Shared {
 }
 
 impl Shared {
-    /// Stops every running task with a final checkpoint and waits for them.
+    /// Stops every running task with a final checkpoint and waits for
+    /// them (their locks go once they have stopped).
     fn stop_tasks(&self) -> Result<()> {
-        let running: Vec<(i32, JobHandle)> = match self.running.lock() {
+        let running: Vec<(i32, RunningTask)> = match self.running.lock() {
             Ok(mut t) => std::mem::take(&mut *t).into_iter().collect(),
             Err(_) => return Ok(()),
         };
-        for (_, handle) in &running {
-            handle.stop();
+        for (_, task) in &running {
+            task.handle.stop();
         }
         let mut failed = None;
-        for (task, handle) in running {
-            match handle.wait() {
-                Ok(report) => self.record(task, report),
-                Err(e) => failed = failed.or(Some(task_error(task, e))),
+        for (number, task) in running {
+            match task.handle.wait() {
+                Ok(report) => self.record(number, report),
+                Err(e) => failed = failed.or(Some(task_error(number, e))),
             }
         }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// The group takes this process's tasks back: none is assigned here
+    /// until it hands some out again, and every running one stops.
+    fn revoke(&self) -> Result<()> {
+        if let Ok(mut assigned) = self.assigned.lock() {
+            assigned.clear();
+        }
+        self.stop_tasks()
     }
 
     fn record(&self, task: i32, report: JobReport) {
@@ -303,6 +330,7 @@ impl GroupJob {
             group: config.group.clone(),
             stop: AtomicBool::new(false),
             running: Mutex::new(BTreeMap::new()),
+            assigned: Mutex::new(BTreeSet::new()),
             reports: Mutex::new(Vec::new()),
             end: Mutex::new(None),
             ended: Condvar::new(),
@@ -315,7 +343,7 @@ impl GroupJob {
                 &topics,
                 config.session_timeout,
                 move || {
-                    if let Err(e) = shared.stop_tasks() {
+                    if let Err(e) = shared.revoke() {
                         tracing::error!("stopping tasks for a rebalance: {e}");
                     }
                 },
@@ -401,8 +429,8 @@ impl GroupJob {
             }
         }
         if let Ok(running) = self.shared.running.lock() {
-            for (task, handle) in running.iter() {
-                latest.insert(*task, handle.metrics());
+            for (number, task) in running.iter() {
+                latest.insert(*number, task.handle.metrics());
             }
         }
         let mut total: Vec<NodeReport> = Vec::new();
@@ -423,7 +451,11 @@ impl GroupJob {
         self.shared
             .running
             .lock()
-            .map(|r| r.iter().map(|(&t, h)| (t, h.checkpoints())).collect())
+            .map(|r| {
+                r.iter()
+                    .map(|(&n, t)| (n, t.handle.checkpoints()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -491,10 +523,39 @@ impl Runner {
         &self.config.checkpoints.state_dir
     }
 
-    fn finished(&self, task: i32) -> Result<bool> {
+    /// Whether `task` is done: finished, wherever it ran, and its last
+    /// checkpoint's sinks committed. A task that finished but whose
+    /// process died before its final commit is not: whoever is assigned
+    /// it starts it, which commits again and ends at once.
+    fn done(&self, task: i32) -> Result<bool> {
         let state =
             StateDir::open(task_state_dir(self.root(), task)).map_err(|e| task_error(task, e))?;
-        state.finished().map_err(|e| task_error(task, e))
+        state
+            .finished_and_committed()
+            .map_err(|e| task_error(task, e))
+    }
+
+    /// Takes `task`'s lock (`STATE_DIR/task-<p>.lock`, an advisory file
+    /// lock the OS drops with a dead process); `None` while another
+    /// process holds it (a task still stopping there after a rebalance).
+    fn lock_task(&self, task: i32) -> Result<Option<std::fs::File>> {
+        let path = self.root().join(format!("task-{task}.lock"));
+        let io = |source| ConnectorError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(self.root()).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
     }
 
     fn start_task(&self, task: i32) -> Result<JobHandle> {
@@ -545,43 +606,57 @@ impl Runner {
             }
             if let Some(assigned) = member.poll(Duration::from_millis(200)) {
                 tracing::info!(group = %self.shared.group, "assigned partitions {assigned:?}");
-                for &task in &assigned {
-                    let running = self
-                        .shared
-                        .running
-                        .lock()
-                        .map_err(|_| poisoned())?
-                        .contains_key(&task);
-                    if running || self.finished(task)? {
-                        continue;
-                    }
-                    let handle = self.start_task(task)?;
-                    self.shared
-                        .running
-                        .lock()
-                        .map_err(|_| poisoned())?
-                        .insert(task, handle);
+                *self.shared.assigned.lock().map_err(|_| poisoned())? = assigned;
+            }
+            // Start the assigned tasks not running here nor done; one
+            // still stopping elsewhere (its lock held) waits its turn.
+            let assigned = self.shared.assigned.lock().map_err(|_| poisoned())?.clone();
+            for task in assigned {
+                let running = self
+                    .shared
+                    .running
+                    .lock()
+                    .map_err(|_| poisoned())?
+                    .contains_key(&task);
+                if running || self.done(task)? {
+                    continue;
                 }
+                let Some(lock) = self.lock_task(task)? else {
+                    tracing::debug!(group = %self.shared.group, "task-{task} is still held by another process");
+                    continue;
+                };
+                // Done while it was held elsewhere.
+                if self.done(task)? {
+                    continue;
+                }
+                let handle = self.start_task(task)?;
+                self.shared.running.lock().map_err(|_| poisoned())?.insert(
+                    task,
+                    RunningTask {
+                        handle,
+                        _lock: lock,
+                    },
+                );
             }
             // Tasks that ended on their own (bounded input, or a failure).
-            let ended: Vec<(i32, JobHandle)> = {
+            let ended: Vec<(i32, RunningTask)> = {
                 let mut running = self.shared.running.lock().map_err(|_| poisoned())?;
                 let done: Vec<i32> = running
                     .iter()
-                    .filter(|(_, h)| h.state().is_terminal())
-                    .map(|(&task, _)| task)
+                    .filter(|(_, t)| t.handle.state().is_terminal())
+                    .map(|(&number, _)| number)
                     .collect();
                 done.into_iter()
-                    .filter_map(|task| running.remove(&task).map(|h| (task, h)))
+                    .filter_map(|number| running.remove(&number).map(|t| (number, t)))
                     .collect()
             };
-            for (task, handle) in ended {
-                let report = handle.wait().map_err(|e| task_error(task, e))?;
-                self.shared.record(task, report);
+            for (number, task) in ended {
+                let report = task.handle.wait().map_err(|e| task_error(number, e))?;
+                self.shared.record(number, report);
             }
             let mut all_finished = true;
             for task in 0..self.partitions as i32 {
-                if !self.finished(task)? {
+                if !self.done(task)? {
                     all_finished = false;
                     break;
                 }

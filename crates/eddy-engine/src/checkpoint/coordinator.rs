@@ -259,6 +259,9 @@ impl Coordinator {
         };
         let bytes = store.write(&self.graph, &checkpoint)?;
         commit_sinks(&self.graph, self.connectors.as_ref(), &checkpoint)?;
+        if kind == CheckpointKind::Finished {
+            store.mark_committed(id)?;
+        }
         self.control.set_completed(id);
         let took = done.started.elapsed().as_millis() as u64;
         tracing::debug!(

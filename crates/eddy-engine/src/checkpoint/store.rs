@@ -6,6 +6,7 @@
 //!      n003-windows.arrow      one Arrow IPC file per state table of a node
 //!      n007-left.arrow
 //!      MANIFEST                written last: MANIFEST.tmp, fsync, rename, fsync dir
+//!      COMMITTED               a finished job's checkpoint whose sinks were committed
 //!    chk-00000013/ ...
 //! ```
 //!
@@ -40,6 +41,7 @@ const FORMAT: u32 = 1;
 /// Completed checkpoints kept.
 const KEEP: usize = 2;
 const MANIFEST: &str = "MANIFEST";
+const COMMITTED: &str = "COMMITTED";
 const MANIFEST_HEADER: &str = "eddy-checkpoint-manifest crc32=";
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -154,6 +156,35 @@ impl StateDir {
             }
         }
         Ok(false)
+    }
+
+    /// Whether the newest complete checkpoint is a finished job's whose
+    /// sinks were committed ([`StateDir::mark_committed`]): nothing is
+    /// left to do for the job. A finished checkpoint without the mark may
+    /// have had its commit cut short; starting the job commits it again.
+    /// Only reads.
+    pub fn finished_and_committed(&self) -> Result<bool> {
+        for (_, dir) in self.list()?.iter().rev() {
+            if dir.join(MANIFEST).exists() {
+                return Ok(dir.join(COMMITTED).exists()
+                    && matches!(
+                        read_manifest(dir).map(|m| m.kind),
+                        Ok(CheckpointKind::Finished)
+                    ));
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records that checkpoint `id`'s sinks have been committed (written
+    /// for a finished job's last checkpoint).
+    pub fn mark_committed(&self, id: CheckpointId) -> Result<()> {
+        let dir = self.checkpoint_dir(id);
+        let path = dir.join(COMMITTED);
+        File::create(&path)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_error(&path, e))?;
+        sync_dir(&dir)
     }
 
     /// The instances of each keyed operator the newest readable checkpoint

@@ -255,6 +255,9 @@ pub fn start_job(
     };
     if let Some(checkpoint) = &restored {
         commit_sinks(&graph, connectors.as_ref(), checkpoint)?;
+        if let (Some(store), CheckpointKind::Finished) = (&store, checkpoint.kind) {
+            store.mark_committed(checkpoint.id)?;
+        }
         tracing::info!(
             "resuming from checkpoint {} ({:?})",
             checkpoint.id,
