@@ -283,6 +283,30 @@ fn task_state_dir(root: &Path, task: i32) -> PathBuf {
     root.join(format!("task-{task}"))
 }
 
+/// Takes `task`'s lock (`ROOT/task-<p>.lock`, an advisory file lock the
+/// OS drops with a dead process); `None` while another process (or
+/// another open of the file) holds it: a task still stopping there after
+/// a rebalance.
+fn lock_task(root: &Path, task: i32) -> Result<Option<std::fs::File>> {
+    let path = root.join(format!("task-{task}.lock"));
+    let io = |source| ConnectorError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(root).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
 impl GroupJob {
     /// Creates the planned exchange topics, joins the group and starts
     /// running the tasks it assigns here (on a thread of its own).
@@ -535,27 +559,8 @@ impl Runner {
             .map_err(|e| task_error(task, e))
     }
 
-    /// Takes `task`'s lock (`STATE_DIR/task-<p>.lock`, an advisory file
-    /// lock the OS drops with a dead process); `None` while another
-    /// process holds it (a task still stopping there after a rebalance).
     fn lock_task(&self, task: i32) -> Result<Option<std::fs::File>> {
-        let path = self.root().join(format!("task-{task}.lock"));
-        let io = |source| ConnectorError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        std::fs::create_dir_all(self.root()).map_err(io)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(file)),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
-        }
+        lock_task(self.root(), task)
     }
 
     fn start_task(&self, task: i32) -> Result<JobHandle> {
@@ -665,5 +670,27 @@ impl Runner {
                 return Ok(JobState::Finished);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_held_by_one_holder_at_a_time_until_it_lets_go() {
+        let root = tempfile::tempdir().unwrap();
+        let first = lock_task(root.path(), 2).unwrap();
+        assert!(first.is_some());
+        assert!(
+            lock_task(root.path(), 2).unwrap().is_none(),
+            "held: another holder waits"
+        );
+        assert!(
+            lock_task(root.path(), 1).unwrap().is_some(),
+            "tasks are locked one by one"
+        );
+        drop(first);
+        assert!(lock_task(root.path(), 2).unwrap().is_some());
     }
 }
