@@ -18,6 +18,7 @@ use eddy_engine::source::{
 };
 
 use crate::context::DdlContext;
+use crate::dialect::identifiers::normalize;
 use crate::dialect::statements::WatermarkClause;
 use crate::error::{Position, Result, SqlError};
 
@@ -116,7 +117,13 @@ pub fn table_def(
                 ),
             )
         })?;
-        options.insert(key.value.to_lowercase(), text);
+        let name = key.value.to_lowercase();
+        if options.insert(name.clone(), text).is_some() {
+            return Err(SqlError::at(
+                position,
+                format!("option '{name}' is given twice in the WITH clause of table '{name_of_table}'; give it once", name_of_table = create.name),
+            ));
+        }
     }
     let connector = options
         .remove("connector")
@@ -159,7 +166,7 @@ pub fn table_def(
             // A JSON column: text holding each value's JSON (see
             // `eddy_engine::source::JSON_COLUMN_KEY`).
             plain.data_type = datafusion::sql::sqlparser::ast::DataType::Text;
-            json_columns.push(plain.name.value.to_lowercase());
+            json_columns.push(normalize(&plain.name));
             if generation.is_none() {
                 if let Some(last) = physical_defs.last_mut() {
                     last.data_type = datafusion::sql::sqlparser::ast::DataType::Text;
@@ -363,17 +370,15 @@ pub fn table_def(
             None
         }
         Some(w) => {
-            let column = output_schema
-                .index_of(&w.column.to_lowercase())
-                .map_err(|_| {
-                    SqlError::at(
-                        &w.position,
-                        format!(
-                            "watermark column '{}' is not a column of '{name}'",
-                            w.column
-                        ),
-                    )
-                })?;
+            let column = output_schema.index_of(&w.column).map_err(|_| {
+                SqlError::at(
+                    &w.position,
+                    format!(
+                        "watermark column '{}' is not a column of '{name}'",
+                        w.column
+                    ),
+                )
+            })?;
             match output_schema.field(column).data_type() {
                 DataType::Timestamp(_, _) | DataType::Int64 => {}
                 other => {
@@ -395,11 +400,10 @@ pub fn table_def(
     let mut primary_key = Vec::new();
     for constraint in &create.constraints {
         if let TableConstraint::PrimaryKey(key) = constraint {
-            primary_key.extend(
-                key.columns
-                    .iter()
-                    .map(|c| c.column.expr.to_string().to_lowercase()),
-            );
+            primary_key.extend(key.columns.iter().map(|c| match &c.column.expr {
+                SqlExpr::Identifier(id) => normalize(id),
+                other => other.to_string().to_lowercase(),
+            }));
         }
     }
     for column in &create.columns {
@@ -408,7 +412,7 @@ pub fn table_def(
             .iter()
             .any(|o| matches!(o.option, ColumnOption::PrimaryKey(_)))
         {
-            primary_key.push(column.name.value.to_lowercase());
+            primary_key.push(normalize(&column.name));
         }
     }
     for key in &primary_key {

@@ -10,6 +10,7 @@
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
 //! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON |
 //! | `PROCTIME()` | the wall-clock time a batch of rows is read, as a TIMESTAMP(3); as a table's computed column (`proc AS PROCTIME()`) it marks the column as the table's arrival order (see [`is_proctime`]) |
+//! | `NOW()`, `CURRENT_TIMESTAMP`, `CURRENT_DATE`, `CURRENT_TIME` | the wall clock when a batch of rows is processed (Flink's streaming meaning: per record), never the instant the query was planned; types as DataFusion's (a UTC timestamp, a date, a time) |
 //!
 //! The unit of `TIMESTAMPDIFF`/`TIMESTAMPADD` is a keyword in Flink; the
 //! statement reader turns it into a string before DataFusion parses it. All
@@ -58,6 +59,9 @@ pub fn is_proctime_call(expr: &datafusion::logical_expr::Expr) -> bool {
 pub fn register(ctx: &SessionContext) {
     for udf in [
         ScalarUDF::from(Proctime::new()),
+        ScalarUDF::from(WallClock::new(WallClockKind::Timestamp)),
+        ScalarUDF::from(WallClock::new(WallClockKind::Date)),
+        ScalarUDF::from(WallClock::new(WallClockKind::Time)),
         ScalarUDF::from(Mod::new()),
         ScalarUDF::from(ToTimestampLtz::new()),
         ScalarUDF::from(TimestampDiff::new()),
@@ -143,6 +147,92 @@ impl ScalarUDFImpl for Proctime {
         )))
     }
 }
+
+/// What a wall-clock function gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum WallClockKind {
+    /// `now()` (`current_timestamp`): a UTC timestamp, nanoseconds.
+    Timestamp,
+    /// `current_date` (`today`).
+    Date,
+    /// `current_time`, nanoseconds since midnight UTC.
+    Time,
+}
+
+/// `NOW()` and its kin read per batch. DataFusion's own fold into a
+/// constant when the query is planned (right for a batch query, wrong for
+/// a stream that runs for days: `WHERE ts > NOW() - INTERVAL '1' HOUR`
+/// would compare with the hour the job started). These replace them under
+/// the same names and types, volatile, so nothing folds them.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct WallClock {
+    kind: WallClockKind,
+    aliases: Vec<String>,
+    signature: Signature,
+}
+
+impl WallClock {
+    fn new(kind: WallClockKind) -> Self {
+        let aliases: &[&str] = match kind {
+            WallClockKind::Timestamp => &["current_timestamp"],
+            WallClockKind::Date => &["today"],
+            WallClockKind::Time => &[],
+        };
+        Self {
+            kind,
+            aliases: aliases.iter().map(|a| a.to_string()).collect(),
+            signature: Signature::exact(vec![], Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for WallClock {
+    fn name(&self) -> &str {
+        match self.kind {
+            WallClockKind::Timestamp => "now",
+            WallClockKind::Date => "current_date",
+            WallClockKind::Time => "current_time",
+        }
+    }
+
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(match self.kind {
+            WallClockKind::Timestamp => {
+                DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into()))
+            }
+            WallClockKind::Date => DataType::Date32,
+            WallClockKind::Time => DataType::Time64(TimeUnit::Nanosecond),
+        })
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let now = chrono::Utc::now();
+        let nanos = now.timestamp_nanos_opt();
+        Ok(ColumnarValue::Scalar(match self.kind {
+            WallClockKind::Timestamp => {
+                ScalarValue::TimestampNanosecond(nanos, Some("+00:00".into()))
+            }
+            WallClockKind::Date => ScalarValue::Date32(Some(
+                now.date_naive().num_days_from_ce() - UNIX_EPOCH_DAYS_FROM_CE,
+            )),
+            WallClockKind::Time => ScalarValue::Time64Nanosecond(Some(
+                i64::from(now.num_seconds_from_midnight()) * 1_000_000_000
+                    + i64::from(now.nanosecond() % 1_000_000_000),
+            )),
+        }))
+    }
+}
+
+/// Days from 0001-01-01 to 1970-01-01 (chrono's common era count).
+const UNIX_EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Mod {
@@ -679,5 +769,38 @@ mod tests {
         assert_eq!(unit("second", "f").unwrap(), Unit::Millis(1000));
         assert_eq!(unit("SQL_TSI_DAY", "f").unwrap(), Unit::Millis(86_400_000));
         assert!(unit("fortnight", "f").is_err());
+    }
+}
+
+#[cfg(test)]
+mod wall_clock_tests {
+    use super::*;
+
+    /// The wall-clock functions survive optimization as calls (DataFusion's
+    /// own would be folded into the planning instant), and read the clock
+    /// when run.
+    #[test]
+    fn the_wall_clock_is_read_when_rows_are_processed_not_when_planned() {
+        use futures::executor::block_on;
+        let ctx = SessionContext::new();
+        register(&ctx);
+        let sql = "SELECT now() AS a, current_timestamp AS b, current_date AS c, current_time AS d";
+        let frame = block_on(ctx.sql(sql)).unwrap();
+        let optimized = frame.clone().into_optimized_plan().unwrap();
+        let shown = optimized.display_indent().to_string();
+        for call in ["now()", "current_date()", "current_time()"] {
+            assert!(shown.contains(call), "{call} was folded: {shown}");
+        }
+        let before = chrono::Utc::now().timestamp_nanos_opt().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let batches = block_on(frame.collect()).unwrap();
+        let column = cast(batches[0].column(0), &DataType::Int64).unwrap();
+        let read = column
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0);
+        assert!(read > before, "read at run time, after planning");
+        assert_eq!(batches[0].schema().field(2).data_type(), &DataType::Date32);
     }
 }

@@ -146,10 +146,10 @@ pub fn cut_window_tvfs(
                 p -= 1;
             }
             let descriptor = at(p + 1).and_then(word).unwrap_or_default();
-            // The descriptor names a column; quoting (Flink's `dateTime`) only
-            // protects the name there, so the bare name is used.
+            // The descriptor names a column, quoted or not, as written (a
+            // quoted `dateTime` keeps its case; see `identifiers`).
             let time_column = match at(p + 3) {
-                Some(Token::Word(w)) => w.value.clone(),
+                Some(token @ Token::Word(_)) => token.to_string(),
                 _ => return unsupported(),
             };
             if at(p) != Some(&Token::Comma)

@@ -12,13 +12,15 @@
 //!   rewritten to eddy's window functions;
 //! - [`flink_functions`]: functions Flink users reach for, with Flink's
 //!   meaning (`MOD`, `TO_TIMESTAMP_LTZ`, `PROCTIME()`, ...);
-//! - [`output_names`]: Flink's short names for unaliased function columns.
+//! - [`output_names`]: Flink's short names for unaliased function columns;
+//! - [`identifiers`]: how a name is read (quoted keeps its case).
 //!
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
 //! dialect, with positions, and the clauses cut from them.
 
 pub mod flink_functions;
 pub mod flink_windows;
+pub mod identifiers;
 pub mod output_names;
 pub mod statements;
 pub mod temporal_joins;

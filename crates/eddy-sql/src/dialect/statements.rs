@@ -18,13 +18,14 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace, Word};
 
+use crate::dialect::identifiers::normalize;
 use crate::error::{Position, Result, SqlError};
 use crate::params::SourceMap;
 
 /// `WATERMARK FOR column AS column - INTERVAL ...`.
 #[derive(Debug, Clone)]
 pub struct WatermarkClause {
-    /// The event-time column.
+    /// The event-time column ([`normalize`]d).
     pub column: String,
     /// Out-of-orderness bound in milliseconds.
     pub bound_ms: i64,
@@ -203,16 +204,28 @@ fn parse_one(
     }
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
-    let tokens = flink_computed_columns(tokens);
+    let tokens = flink_computed_columns(quote_keyword_columns(tokens));
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::dialect::flink_windows::cut_window_tvfs(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
-    let mut statement = Parser::new(dialect)
-        .with_tokens_with_locations(tokens)
+    let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
+    let mut statement = parser
         .parse_statement()
         .map_err(|e| parser_error(map, &position, &e))?;
+    // A statement is read to its end: text after it is an error, never
+    // dropped (`... WHERE id > 3 EMIT SOMETHING ELSE`).
+    let rest = parser.peek_token();
+    if !matches!(rest.token, Token::EOF) {
+        return Err(SqlError::at(
+            &map.position(rest.span.start.line, rest.span.start.column),
+            format!(
+                "unexpected '{}' after the end of the statement: eddy does not understand what follows (a statement ends with ';')",
+                rest.token
+            ),
+        ));
+    }
     window_tvfs.extend(crate::dialect::flink_windows::cut_function_tvfs(
         &mut statement,
     ));
@@ -309,6 +322,71 @@ fn cut_metadata_columns(
     }
     rest.extend_from_slice(&tokens[next..]);
     (rest, columns)
+}
+
+/// Columns named like a table constraint's keyword, `CREATE TABLE t (key
+/// VARCHAR, index BIGINT, ...)`: sqlparser's generic dialect reads `KEY`
+/// and `INDEX` at the start of an item as MySQL's index constraint, so a
+/// column so named (an item whose first word is one of them, followed by a
+/// type's name) is turned into a quoted identifier of its folded name.
+fn quote_keyword_columns(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    let is_create_table = significant.len() > 2
+        && is_keyword(&tokens[significant[0]].token, Keyword::CREATE)
+        && significant[1..]
+            .iter()
+            .take(4)
+            .any(|&i| is_keyword(&tokens[i].token, Keyword::TABLE));
+    if !is_create_table {
+        return tokens;
+    }
+    let mut depth = 0;
+    let mut item_start = false;
+    let mut quote = Vec::new();
+    for (k, &i) in significant.iter().enumerate() {
+        match &tokens[i].token {
+            Token::LParen => {
+                depth += 1;
+                item_start = depth == 1;
+                continue;
+            }
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+                continue;
+            }
+            Token::Comma if depth == 1 => {
+                item_start = true;
+                continue;
+            }
+            token if depth == 1 && item_start => {
+                let next_is_type = significant.get(k + 1).is_some_and(
+                    |&j| matches!(&tokens[j].token, Token::Word(w) if w.quote_style.is_none()),
+                );
+                if (is_keyword(token, Keyword::KEY) || is_keyword(token, Keyword::INDEX))
+                    && next_is_type
+                {
+                    quote.push(i);
+                }
+            }
+            _ => {}
+        }
+        item_start = false;
+    }
+    for i in quote {
+        if let Token::Word(w) = &tokens[i].token {
+            tokens[i].token = Token::Word(Word {
+                value: w.value.to_lowercase(),
+                quote_style: Some('"'),
+                keyword: Keyword::NoKeyword,
+            });
+        }
+    }
+    tokens
 }
 
 /// Flink's computed columns, `CREATE TABLE t (..., ts AS expr, ...)`:
@@ -544,7 +622,7 @@ fn parse_watermark(
     let syntax = |e: ParserError| parser_error(map, &position, &e);
     parser.next_token(); // WATERMARK, checked by the caller
     parser.expect_keyword(Keyword::FOR).map_err(syntax)?;
-    let column = parser.parse_identifier().map_err(syntax)?.value;
+    let column = normalize(&parser.parse_identifier().map_err(syntax)?);
     // `WATERMARK FOR col` alone (Arroyo's spelling) is a zero bound.
     if parser.peek_token().token == Token::EOF {
         return Ok(WatermarkClause {
@@ -557,13 +635,13 @@ fn parse_watermark(
     let expr = parser.parse_expr().map_err(syntax)?;
     let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";
     let bound_ms = match &expr {
-        SqlExpr::Identifier(id) if id.value == column => 0,
+        SqlExpr::Identifier(id) if normalize(id) == column => 0,
         SqlExpr::BinaryOp {
             left,
             op: BinaryOperator::Minus,
             right,
         } => match (left.as_ref(), right.as_ref()) {
-            (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if id.value == column => {
+            (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if normalize(id) == column => {
                 let text = match interval.value.as_ref() {
                     SqlExpr::Value(v) => match &v.value {
                         Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),

@@ -256,6 +256,47 @@ impl Compiler {
             .unwrap_or_else(|| fallback.clone())
     }
 
+    /// `CREATE VIEW v (a, b) AS ...`: the query's columns renamed, in
+    /// order (as many names as columns); without a list, as they are.
+    fn name_view_columns(
+        &self,
+        view: &str,
+        columns: &[datafusion::sql::sqlparser::ast::ViewColumnDef],
+        plan: LogicalPlan,
+        position: &Position,
+    ) -> Result<LogicalPlan> {
+        if columns.is_empty() {
+            return Ok(plan);
+        }
+        let count = plan.schema().fields().len();
+        if columns.len() != count {
+            return Err(SqlError::at(
+                position,
+                format!(
+                    "view '{view}' names {} columns but its query has {count}",
+                    columns.len()
+                ),
+            ));
+        }
+        let renamed: Vec<Expr> = plan
+            .schema()
+            .iter()
+            .zip(columns)
+            .map(|((qualifier, field), column)| {
+                let name = crate::dialect::identifiers::normalize(&column.name);
+                Expr::Column(datafusion::common::Column::new(
+                    qualifier.cloned(),
+                    field.name(),
+                ))
+                .alias(name)
+            })
+            .collect();
+        datafusion::logical_expr::LogicalPlanBuilder::from(plan)
+            .project(renamed)
+            .and_then(|b| b.build())
+            .map_err(|e| self.df_error(position, e))
+    }
+
     /// A DataFusion error as a positioned user error (its own span if it has one).
     fn df_error(&self, fallback: &Position, error: DataFusionError) -> SqlError {
         let position = error
@@ -283,6 +324,23 @@ impl Compiler {
             }
             None => full.clone(),
         };
+        // A construct DataFusion's planner has no plan for comes back with
+        // its whole syntax tree in debug form (kilobytes): name it instead.
+        if let Some(rest) = message
+            .split_once("Unsupported ast node ")
+            .map(|(_, rest)| rest.to_string())
+        {
+            let node: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let construct = match node.as_str() {
+                "MatchRecognize" => "MATCH_RECOGNIZE (row pattern recognition)".to_string(),
+                "" => "this construct".to_string(),
+                other => format!("'{other}'"),
+            };
+            message = format!("eddy cannot run {construct} yet");
+        }
         // DataFusion's own suggestion ("Did you mean 'sqrt'?") when the
         // diagnostic left it out.
         let has_help = error
@@ -359,6 +417,7 @@ impl Compiler {
             Statement::CreateView(view) => {
                 let name = view.name.to_string().to_lowercase();
                 let plan = self.plan_statement(Statement::Query(view.query), &position)?;
+                let plan = self.name_view_columns(&name, &view.columns, plan, &position)?;
                 let mut schema = plan.schema().as_arrow().clone();
                 schema.metadata.remove(LATE_ROWS_OF);
                 schema.metadata.remove(BAD_ROWS_OF);
