@@ -22,7 +22,10 @@
 //! markers (a producer not heard from yet holds it at the minimum), so no
 //! row that comes later is older than it — every producer judged
 //! lateness before writing, and a marker follows the rows before it. The
-//! read ends when every producer has sent the end marker (`i64::MAX`).
+//! read ends when every producer has sent the end marker (`i64::MAX`). A
+//! record read before (the same sink, epoch and number: a resumed task's
+//! commit can write a committed record again, see [`SeenEpoch`]) is
+//! dropped, so each row reaches the operator once.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -323,12 +326,77 @@ pub struct ExchangePartition {
     pub offset: i64,
     /// The last watermark each producer marked (index = producer).
     pub marks: Vec<Timestamp>,
+    /// The records read lately, per writing sink: see [`SeenEpoch`].
+    #[serde(default)]
+    pub seen: BTreeMap<String, Vec<SeenEpoch>>,
 }
 
 impl ExchangePartition {
     fn watermark(&self) -> Timestamp {
         self.marks.iter().copied().min().unwrap_or(WATERMARK_MIN)
     }
+
+    /// Notes a data record of `sink`'s `epoch`, number `seq`; false if it
+    /// was read before (a copy: see [`SeenEpoch`]).
+    fn first_sight(&mut self, sink: &str, epoch: &str, seq: u64) -> bool {
+        let epochs = self.seen.entry(sink.to_string()).or_default();
+        if let Some(known) = epochs.iter_mut().find(|e| e.epoch == epoch) {
+            if known.seqs.contains(&seq) {
+                return false;
+            }
+            known.seqs.push(seq);
+            return true;
+        }
+        epochs.push(SeenEpoch {
+            epoch: epoch.to_string(),
+            seqs: vec![seq],
+        });
+        if epochs.len() > SEEN_EPOCHS {
+            epochs.remove(0);
+        }
+        true
+    }
+}
+
+/// How many of a sink's latest epochs a reader remembers.
+const SEEN_EPOCHS: usize = 8;
+
+/// The records of one epoch of one sink a reader has read (their
+/// `eddy.seq` numbers).
+///
+/// An exchange record can reach a partition twice: a task resumed from a
+/// checkpoint commits that checkpoint's epochs again, writing the records
+/// its read-back did not find — and the read-back, reading committed
+/// records only, does not see committed records that sit behind another
+/// task's transaction still open in the same partition (every task writes
+/// every partition of an exchange topic). So the reader drops a record
+/// whose sink, epoch and number it has read already; the numbers of each
+/// sink's latest epochs are part of the reader's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenEpoch {
+    /// `eddy.epoch` of the records.
+    pub epoch: String,
+    /// Their `eddy.seq` numbers.
+    pub seqs: Vec<u64>,
+}
+
+/// The sink, epoch and number a committed record's headers carry.
+fn record_identity(message: &impl Message) -> Option<(String, String, u64)> {
+    use rdkafka::message::Headers;
+    let headers = message.headers()?;
+    let (mut sink, mut epoch, mut seq) = (None, None, None);
+    for header in headers.iter() {
+        let value = header
+            .value
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        match header.key {
+            super::sink::SINK_HEADER => sink = value,
+            super::sink::EPOCH_HEADER => epoch = value,
+            super::sink::SEQ_HEADER => seq = value.and_then(|v| v.parse().ok()),
+            _ => {}
+        }
+    }
+    Some((sink?, epoch?, seq?))
 }
 
 /// The source half; see the module docs.
@@ -410,6 +478,7 @@ impl ExchangeSource {
                         partition: p,
                         offset: low,
                         marks: vec![WATERMARK_MIN; producers.max(1)],
+                        seen: BTreeMap::new(),
                     }
                 }
             };
@@ -493,6 +562,12 @@ impl SourceReader for ExchangeSource {
                 }
                 continue;
             }
+            if let Some((sink, epoch, seq)) = record_identity(&message) {
+                if !state.first_sight(&sink, &epoch, seq) {
+                    tracing::debug!(topic = %self.topic, "dropped a copy of record {seq} of {sink} epoch {epoch} at offset {}", message.offset());
+                    continue;
+                }
+            }
             let batch = decode_rows(value, &self.schema).map_err(|e| {
                 fail(ConnectorError::bad_option(
                     "format",
@@ -528,6 +603,36 @@ impl SourceReader for ExchangeSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_read_again_is_dropped_and_old_epochs_are_forgotten() {
+        let mut partition = ExchangePartition {
+            partition: 0,
+            offset: 0,
+            marks: vec![WATERMARK_MIN],
+            seen: BTreeMap::new(),
+        };
+        assert!(partition.first_sight("task-1", "r-5", 0));
+        assert!(partition.first_sight("task-1", "r-5", 1));
+        assert!(partition.first_sight("task-2", "r-5", 0), "another sink");
+        assert!(!partition.first_sight("task-1", "r-5", 1), "a copy");
+        for epoch in 6..6 + SEEN_EPOCHS {
+            assert!(partition.first_sight("task-1", &format!("r-{epoch}"), 0));
+        }
+        assert_eq!(partition.seen["task-1"].len(), SEEN_EPOCHS);
+        assert!(
+            partition.first_sight("task-1", "r-5", 1),
+            "an epoch that old is forgotten"
+        );
+        // What a checkpoint holds comes back whole.
+        let text = serde_json::to_string(&partition).unwrap();
+        let back: ExchangePartition = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, partition);
+        // A position written before the field existed still reads.
+        let old: ExchangePartition =
+            serde_json::from_str(r#"{"partition":1,"offset":7,"marks":[1,2]}"#).unwrap();
+        assert!(old.seen.is_empty());
+    }
     use datafusion::arrow::array::{Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field};
 
@@ -631,6 +736,7 @@ mod tests {
             partition: 0,
             offset: 0,
             marks: vec![WATERMARK_MIN; 2],
+            seen: BTreeMap::new(),
         };
         partition.marks[1] = 5;
         assert_eq!(partition.watermark(), WATERMARK_MIN);

@@ -16,6 +16,12 @@
 //!   records the topic already shows, and writes only the rest. So the
 //!   topic gets each record once even on a broker that shows records of
 //!   aborted transactions; readers use `isolation.level = read_committed`.
+//!   One gap remains: a committed record behind another writer's
+//!   transaction still open in the same partition is not visible to the
+//!   read-back yet, and is written again. Exchange readers drop such copies
+//!   by their headers ([`super::exchange::SeenEpoch`]); an outside reader
+//!   of a topic that several tasks of a group write can see one after a
+//!   takeover.
 //! - **At least once** (`delivery = 'at_least_once'`, or a job without
 //!   checkpoints): records are written as they come and flushed at each
 //!   checkpoint barrier; a job resumed from a checkpoint writes again what
@@ -84,11 +90,11 @@ use eddy_engine::changelog::{self, RowKind};
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Header naming the sink (its transactional id).
-const SINK_HEADER: &str = "eddy.sink";
+pub(crate) const SINK_HEADER: &str = "eddy.sink";
 /// Header naming the checkpoint epoch.
-const EPOCH_HEADER: &str = "eddy.epoch";
+pub(crate) const EPOCH_HEADER: &str = "eddy.epoch";
 /// Header numbering a record within its epoch.
-const SEQ_HEADER: &str = "eddy.seq";
+pub(crate) const SEQ_HEADER: &str = "eddy.seq";
 
 /// One record: an optional key, a value (a row as a JSON object, or an
 /// exchange's Arrow rows or marker) and, for exchanges, its partition.
