@@ -543,9 +543,30 @@ impl Compiler {
                 self.state_ttl_ms = (!ttl.is_zero()).then_some(ttl.as_millis() as i64);
                 Ok(())
             }
+            // Flink's mini-batch settings trade latency for throughput by
+            // buffering rows; eddy always moves rows in batches (as many
+            // as a source read at once), so they are checked and need no
+            // more: results are the same with or without them.
+            "table.exec.mini-batch.enabled" => match value.trim().to_ascii_lowercase().as_str() {
+                "true" | "false" => Ok(()),
+                _ => Err(SqlError::at(
+                    position,
+                    format!("SET {key}: '{value}' is not true or false"),
+                )),
+            },
+            "table.exec.mini-batch.allow-latency" => eddy_engine::time::parse_duration(&value)
+                .map(|_| ())
+                .map_err(|e| SqlError::at(position, format!("SET {key}: {e}"))),
+            "table.exec.mini-batch.size" => value
+                .trim()
+                .parse::<u64>()
+                .map(|_| ())
+                .map_err(|_| {
+                    SqlError::at(position, format!("SET {key}: '{value}' is not a number of rows"))
+                }),
             _ => Err(SqlError::at(
                 position,
-                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N)"),
+                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N; Flink's 'table.exec.mini-batch.*', accepted as eddy always works in batches)"),
             )),
         }
     }

@@ -42,23 +42,26 @@
 //! task fails.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::{CheckpointConfig, CheckpointStats};
-use eddy_engine::distribute::exchanges::{self, Exchange, PartitionedSource};
-use eddy_engine::graph::{ConnectorFactory, JobGraph};
+use eddy_engine::distribute::exchanges::Exchange;
+use eddy_engine::graph::ConnectorFactory;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::Parallelism;
-use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport, JobState, NodeReport};
+use eddy_engine::runtime::{JobHandle, JobReport, JobState, NodeReport};
 
-use super::exchange::KafkaExchanges;
-use super::group::{ensure_topic, partition_counts, GroupMember};
+use super::group::{ensure_topic, GroupMember};
 use crate::error::{ConnectorError, Result};
 use crate::{ConnectorConfig, Connectors};
+
+mod plan;
+mod runner;
+
+pub use plan::GroupPlan;
+use runner::Runner;
 
 /// How a group job is set up.
 #[derive(Debug, Clone)]
@@ -186,124 +189,6 @@ impl std::fmt::Debug for GroupJob {
             .field("group", &self.shared.group)
             .field("partitions", &self.partitions)
             .finish()
-    }
-}
-
-/// What a group job runs, planned before the group is joined: the
-/// topics, the task count, and each task's graph with its exchanges cut
-/// in.
-#[derive(Debug, Clone)]
-pub struct GroupPlan {
-    group: String,
-    servers: String,
-    topics: Vec<String>,
-    partitions: usize,
-    task_graph: exchanges::TaskGraph,
-}
-
-impl GroupPlan {
-    /// Plans `graph` as a group job of `group`. Errors: the job reads no
-    /// Kafka topic, its topics are on several clusters or are not
-    /// co-partitioned, the exchanges cannot be planned.
-    pub fn new(graph: &JobGraph, connectors: &ConnectorConfig, group: &str) -> Result<Self> {
-        let refused = |message: String| ConnectorError::Group {
-            group: group.to_string(),
-            message,
-        };
-        let sources = Connectors::new(connectors.clone()).kafka_sources(graph)?;
-        let Some(servers) = sources.first().map(|s| s.servers.clone()) else {
-            return Err(refused(
-                "a group job needs a job that reads Kafka topics (connector = 'kafka' or --input TABLE=kafka://...)".into(),
-            ));
-        };
-        if let Some(other) = sources.iter().find(|s| s.servers != servers) {
-            return Err(refused(format!(
-                "every Kafka source must use the same cluster ({servers} and {})",
-                other.servers
-            )));
-        }
-        let topics: Vec<String> = sources
-            .iter()
-            .map(|s| s.topic.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let counts = partition_counts(&servers, &topics)?;
-        let partitions = counts.first().copied().unwrap_or(0);
-        if partitions == 0 || counts.iter().any(|&c| c != partitions) {
-            let listed: Vec<String> = topics
-                .iter()
-                .zip(&counts)
-                .map(|(t, c)| format!("{t}: {c}"))
-                .collect();
-            return Err(refused(format!(
-                "a group runs one task per partition number, so the job's topics must have equal partition counts (co-partitioned); they have {}",
-                listed.join(", ")
-            )));
-        }
-        let partitioned: Vec<PartitionedSource> = sources
-            .iter()
-            .map(|s| PartitionedSource {
-                table: s.table.clone(),
-                key_column: s.key_column.clone(),
-            })
-            .collect();
-        let exchange_topics = KafkaExchanges {
-            servers: servers.clone(),
-            group: group.to_string(),
-        };
-        let task_graph = exchanges::plan(graph, &partitioned, &exchange_topics, partitions)
-            .map_err(|e| refused(e.to_string()))?;
-        Ok(Self {
-            group: group.to_string(),
-            servers,
-            topics,
-            partitions,
-            task_graph,
-        })
-    }
-
-    /// The graph each task runs (the job's, with the exchanges cut in).
-    pub fn task_graph(&self) -> &JobGraph {
-        &self.task_graph.graph
-    }
-
-    /// The exchanges cut into each task's graph.
-    pub fn exchanges(&self) -> &[Exchange] {
-        &self.task_graph.exchanges
-    }
-
-    /// The job's task count (the topics' partition count).
-    pub fn partitions(&self) -> usize {
-        self.partitions
-    }
-}
-
-fn task_state_dir(root: &Path, task: i32) -> PathBuf {
-    root.join(format!("task-{task}"))
-}
-
-/// Takes `task`'s lock (`ROOT/task-<p>.lock`, an advisory file lock the
-/// OS drops with a dead process); `None` while another process (or
-/// another open of the file) holds it: a task still stopping there after
-/// a rebalance.
-fn lock_task(root: &Path, task: i32) -> Result<Option<std::fs::File>> {
-    let path = root.join(format!("task-{task}.lock"));
-    let io = |source| ConnectorError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    std::fs::create_dir_all(root).map_err(io)?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
     }
 }
 
@@ -529,168 +414,5 @@ impl GroupJob {
             group: self.shared.group.clone(),
             message: "its state was lost (a thread panicked)".into(),
         }
-    }
-}
-
-/// The thread that serves the group and starts and reaps tasks.
-struct Runner {
-    shared: Arc<Shared>,
-    graph: Arc<JobGraph>,
-    connectors: ConnectorConfig,
-    task_connectors: TaskConnectors,
-    config: GroupJobConfig,
-    partitions: usize,
-}
-
-impl Runner {
-    fn root(&self) -> &Path {
-        &self.config.checkpoints.state_dir
-    }
-
-    /// Whether `task` is done: finished, wherever it ran, and its last
-    /// checkpoint's sinks committed. A task that finished but whose
-    /// process died before its final commit is not: whoever is assigned
-    /// it starts it, which commits again and ends at once.
-    fn done(&self, task: i32) -> Result<bool> {
-        let state =
-            StateDir::open(task_state_dir(self.root(), task)).map_err(|e| task_error(task, e))?;
-        state
-            .finished_and_committed()
-            .map_err(|e| task_error(task, e))
-    }
-
-    fn lock_task(&self, task: i32) -> Result<Option<std::fs::File>> {
-        lock_task(self.root(), task)
-    }
-
-    fn start_task(&self, task: i32) -> Result<JobHandle> {
-        let mut connectors = self.connectors.clone();
-        connectors.kafka_partitions = Some(vec![task]);
-        connectors.task = Some(task as u32);
-        let checkpoints = CheckpointConfig {
-            state_dir: task_state_dir(self.root(), task),
-            ..self.config.checkpoints.clone()
-        };
-        let name = format!("task-{task}");
-        let memory = self
-            .config
-            .task_memory_limit
-            .map(|limit| Arc::new(MemoryBudget::new(name.clone(), limit)))
-            .into_iter()
-            .chain(self.config.memory.iter().cloned())
-            .collect();
-        let label = if self.config.label.is_empty() {
-            name
-        } else {
-            format!("{}/{name}", self.config.label)
-        };
-        start_job(
-            self.graph.clone(),
-            (self.task_connectors)(connectors),
-            &JobConfig {
-                checkpoints: Some(checkpoints),
-                parallelism: self.config.parallelism,
-                memory,
-                label,
-                ..JobConfig::default()
-            },
-        )
-        .map_err(|e| task_error(task, e))
-    }
-
-    /// Serves the group until the job ends; how it ended.
-    fn run(&self, member: &GroupMember) -> Result<JobState> {
-        let poisoned = || ConnectorError::Group {
-            group: self.shared.group.clone(),
-            message: "its task table was poisoned (a thread panicked)".into(),
-        };
-        loop {
-            if self.shared.stop.load(Ordering::SeqCst) {
-                self.shared.stop_tasks()?;
-                return Ok(JobState::Stopped);
-            }
-            if let Some(assigned) = member.poll(Duration::from_millis(200)) {
-                tracing::info!(group = %self.shared.group, "assigned partitions {assigned:?}");
-                *self.shared.assigned.lock().map_err(|_| poisoned())? = assigned;
-            }
-            // Start the assigned tasks not running here nor done; one
-            // still stopping elsewhere (its lock held) waits its turn.
-            let assigned = self.shared.assigned.lock().map_err(|_| poisoned())?.clone();
-            for task in assigned {
-                let running = self
-                    .shared
-                    .running
-                    .lock()
-                    .map_err(|_| poisoned())?
-                    .contains_key(&task);
-                if running || self.done(task)? {
-                    continue;
-                }
-                let Some(lock) = self.lock_task(task)? else {
-                    tracing::debug!(group = %self.shared.group, "task-{task} is still held by another process");
-                    continue;
-                };
-                // Done while it was held elsewhere.
-                if self.done(task)? {
-                    continue;
-                }
-                let handle = self.start_task(task)?;
-                self.shared.running.lock().map_err(|_| poisoned())?.insert(
-                    task,
-                    RunningTask {
-                        handle,
-                        _lock: lock,
-                    },
-                );
-            }
-            // Tasks that ended on their own (bounded input, or a failure).
-            let ended: Vec<(i32, RunningTask)> = {
-                let mut running = self.shared.running.lock().map_err(|_| poisoned())?;
-                let done: Vec<i32> = running
-                    .iter()
-                    .filter(|(_, t)| t.handle.state().is_terminal())
-                    .map(|(&number, _)| number)
-                    .collect();
-                done.into_iter()
-                    .filter_map(|number| running.remove(&number).map(|t| (number, t)))
-                    .collect()
-            };
-            for (number, task) in ended {
-                let report = task.handle.wait().map_err(|e| task_error(number, e))?;
-                self.shared.record(number, report);
-            }
-            let mut all_finished = true;
-            for task in 0..self.partitions as i32 {
-                if !self.done(task)? {
-                    all_finished = false;
-                    break;
-                }
-            }
-            if all_finished {
-                return Ok(JobState::Finished);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_task_is_held_by_one_holder_at_a_time_until_it_lets_go() {
-        let root = tempfile::tempdir().unwrap();
-        let first = lock_task(root.path(), 2).unwrap();
-        assert!(first.is_some());
-        assert!(
-            lock_task(root.path(), 2).unwrap().is_none(),
-            "held: another holder waits"
-        );
-        assert!(
-            lock_task(root.path(), 1).unwrap().is_some(),
-            "tasks are locked one by one"
-        );
-        drop(first);
-        assert!(lock_task(root.path(), 2).unwrap().is_some());
     }
 }
