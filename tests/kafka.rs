@@ -824,13 +824,7 @@ impl GroupRuns<'_> {
         };
         let alone = self.dir.join("alone");
         write_job(&alone);
-        let out = eddy().arg("run").arg(&job).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let expected = ndjson_lines(&alone);
+        let expected = run_alone(&job, &alone);
         assert!(expected.len() >= self.min_rows, "{} rows", expected.len());
         let mut logs = Vec::new();
         for run in ["together", "takeover"] {
@@ -896,6 +890,18 @@ impl GroupRuns<'_> {
     }
 }
 
+/// Runs `job` as one process (no group) and returns the sorted lines of
+/// the NDJSON files it wrote in `out`.
+fn run_alone(job: &Path, out: &Path) -> Vec<String> {
+    let run = eddy().arg("run").arg(job).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    ndjson_lines(out)
+}
+
 /// Kills `member` with SIGKILL `after` its log (`log`) shows it holding
 /// a share of the partitions (an assignment other than `all`).
 fn kill_once_it_holds_a_share(member: &mut Child, log: &Path, all: &str, after: Duration) {
@@ -934,16 +940,13 @@ fn group_member(job: &Path, group: &str, state: &Path, log: &Path) -> Child {
 
 #[test]
 fn operators_keyed_otherwise_than_the_topics_get_their_rows_through_exchange_topics() {
-    let broker = Broker::start();
-    broker.create_topic("payments", 3);
-    let lines = generated_lines(GeneratedStream::Payments, 60_000);
     // Keyed by order_id; the job's windows are per method (an expression
     // of it) and over everything (no key). Two processes write together
     // what one writes alone, the rows of each method (and all rows, for
     // the overall count) in one task, with nothing late; with one of them
     // killed, the survivor resumes its tasks, exchange sinks and sources
     // included, and nothing is lost or written twice.
-    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let broker = payments_by_order(60_000);
     let dir = tempfile::tempdir().unwrap();
     let runs = GroupRuns {
         dir: dir.path(),
@@ -1251,10 +1254,7 @@ fn debezium_tables(dir: &Path) -> Vec<String> {
 
 #[test]
 fn an_updating_aggregate_keyed_otherwise_runs_in_a_group_through_an_exchange() {
-    let broker = Broker::start();
-    broker.create_topic("payments", 3);
-    let lines = generated_lines(GeneratedStream::Payments, 30_000);
-    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let broker = payments_by_order(30_000);
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job.sql");
     let write_job = |out: &Path| {
@@ -1452,6 +1452,16 @@ fn a_debezium_topic_is_a_versioned_table_for_a_temporal_join() {
     assert_eq!(rates, expected, "{:?}", run.lines);
 }
 
+/// A broker whose topic `payments` (three partitions) holds `rows`
+/// generated payments keyed by `order_id`.
+fn payments_by_order(rows: u64) -> Broker {
+    let broker = Broker::start();
+    broker.create_topic("payments", 3);
+    let lines = generated_lines(GeneratedStream::Payments, rows);
+    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    broker
+}
+
 /// A JSON request to an `eddy serve` (`GET` without a body, `POST` with).
 fn api(base: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_json::Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -1475,35 +1485,22 @@ fn api(base: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_j
 /// Starts `eddy serve` with its own state directory and the shared data,
 /// output and group-state directories.
 fn group_server(dir: &Path, name: &str) -> (Child, String) {
-    let mut command = eddy();
+    let mut command = common::serve_command(
+        &dir.join("data"),
+        &dir.join("out"),
+        &dir.join(format!("state-{name}")),
+        "100ms",
+    );
     command
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--checkpoint-interval",
-            "100ms",
-        ])
-        .arg("--data-root")
-        .arg(dir.join("data"))
-        .arg("--output-root")
-        .arg(dir.join("out"))
-        .arg("--state-dir")
-        .arg(dir.join(format!("state-{name}")))
         .arg("--group-state-dir")
         .arg(dir.join("groups"))
-        .env("EDDY_LOG", "info")
-        .env_remove("EDDY_TOKEN")
-        .stdout(Stdio::null());
+        .env("EDDY_LOG", "info");
     common::spawn_server(command)
 }
 
 #[test]
 fn two_servers_run_a_group_job_as_one_process_does() {
-    let broker = Broker::start();
-    broker.create_topic("payments", 3);
-    let lines = generated_lines(GeneratedStream::Payments, 60_000);
-    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let broker = payments_by_order(60_000);
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -1525,13 +1522,7 @@ fn two_servers_run_a_group_job_as_one_process_does() {
     let alone = dir.join("out/alone");
     let job = dir.join("job.sql");
     std::fs::write(&job, sql(&alone)).unwrap();
-    let out = eddy().arg("run").arg(&job).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let expected = ndjson_lines(&alone);
+    let expected = run_alone(&job, &alone);
     assert!(expected.len() >= 100, "{} rows", expected.len());
 
     let (mut a, base_a) = group_server(dir, "a");

@@ -18,7 +18,7 @@ mod common;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -82,23 +82,7 @@ impl Server {
 
     /// [`Server::start`] with more arguments to `eddy serve`.
     fn start_with(dirs: &Dirs, token: Option<&str>, more: &[&str]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
-        command
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--checkpoint-interval",
-                "200ms",
-                "--data-root",
-            ])
-            .arg(&dirs.data)
-            .arg("--output-root")
-            .arg(&dirs.output)
-            .arg("--state-dir")
-            .arg(&dirs.state)
-            .env_remove("EDDY_TOKEN")
-            .stdout(Stdio::null());
+        let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "200ms");
         if let Some(token) = token {
             command.args(["--token", token]);
         }

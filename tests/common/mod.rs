@@ -299,6 +299,31 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
+/// An `eddy serve` command on a free port with these directories and
+/// checkpoint interval, stdout discarded and no token from the
+/// environment; more arguments may follow.
+pub fn serve_command(
+    data: &std::path::Path,
+    output: &std::path::Path,
+    state: &std::path::Path,
+    checkpoint_interval: &str,
+) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command
+        .current_dir(repo_root())
+        .args(["serve", "--addr", "127.0.0.1:0", "--checkpoint-interval"])
+        .arg(checkpoint_interval)
+        .arg("--data-root")
+        .arg(data)
+        .arg("--output-root")
+        .arg(output)
+        .arg("--state-dir")
+        .arg(state)
+        .env_remove("EDDY_TOKEN")
+        .stdout(std::process::Stdio::null());
+    command
+}
+
 /// Starts an `eddy serve` command (stderr piped) and waits until it says
 /// where it listens; returns the process and its URL.
 pub fn spawn_server(mut command: std::process::Command) -> (std::process::Child, String) {

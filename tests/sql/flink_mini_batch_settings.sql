@@ -3,11 +3,7 @@
 SET 'table.exec.mini-batch.enabled' = 'true';
 SET 'table.exec.mini-batch.allow-latency' = '2 s';
 SET 'table.exec.mini-batch.size' = '5000';
-CREATE TABLE clicks (
-  key     VARCHAR NOT NULL,
-  index   VARCHAR NOT NULL,
-  amount  DOUBLE,
-  ts      BIGINT
-) WITH (connector = 'file', path = '${DATA}/keyed_rows.ndjson');
+CREATE TABLE visits (`userId` VARCHAR NOT NULL, `eventTs` BIGINT)
+  WITH (connector = 'file', path = '${DATA}/camel_case.ndjson');
 
-SELECT key, amount FROM clicks WHERE amount > 10;
+SELECT `userId`, `eventTs` FROM visits WHERE `eventTs` > 1700000010000;

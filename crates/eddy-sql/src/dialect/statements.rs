@@ -324,22 +324,31 @@ fn cut_metadata_columns(
     (rest, columns)
 }
 
+/// The indices of the tokens that are not whitespace or comments.
+fn significant_tokens(tokens: &[TokenWithSpan]) -> Vec<usize> {
+    (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect()
+}
+
+/// Whether the statement is a `CREATE [TEMPORARY ...] TABLE`.
+fn is_create_table(tokens: &[TokenWithSpan], significant: &[usize]) -> bool {
+    significant.len() > 2
+        && is_keyword(&tokens[significant[0]].token, Keyword::CREATE)
+        && significant[1..]
+            .iter()
+            .take(4)
+            .any(|&i| is_keyword(&tokens[i].token, Keyword::TABLE))
+}
+
 /// Columns named like a table constraint's keyword, `CREATE TABLE t (key
 /// VARCHAR, index BIGINT, ...)`: sqlparser's generic dialect reads `KEY`
 /// and `INDEX` at the start of an item as MySQL's index constraint, so a
 /// column so named (an item whose first word is one of them, followed by a
 /// type's name) is turned into a quoted identifier of its folded name.
 fn quote_keyword_columns(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    let significant: Vec<usize> = (0..tokens.len())
-        .filter(|&i| !is_trivia(&tokens[i].token))
-        .collect();
-    let is_create_table = significant.len() > 2
-        && is_keyword(&tokens[significant[0]].token, Keyword::CREATE)
-        && significant[1..]
-            .iter()
-            .take(4)
-            .any(|&i| is_keyword(&tokens[i].token, Keyword::TABLE));
-    if !is_create_table {
+    let significant = significant_tokens(&tokens);
+    if !is_create_table(&tokens, &significant) {
         return tokens;
     }
     let mut depth = 0;
@@ -393,16 +402,8 @@ fn quote_keyword_columns(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
 /// rewritten as `ts <inferred> GENERATED ALWAYS AS (expr) STORED`, the column
 /// taking its expression's type (see `ddl`).
 fn flink_computed_columns(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    let significant: Vec<usize> = (0..tokens.len())
-        .filter(|&i| !is_trivia(&tokens[i].token))
-        .collect();
-    let is_create_table = significant.len() > 2
-        && is_keyword(&tokens[significant[0]].token, Keyword::CREATE)
-        && significant[1..]
-            .iter()
-            .take(4)
-            .any(|&i| is_keyword(&tokens[i].token, Keyword::TABLE));
-    if !is_create_table {
+    let significant = significant_tokens(&tokens);
+    if !is_create_table(&tokens, &significant) {
         return tokens;
     }
     // (name index, AS index, index of the item's end) of each `name AS expr`.
