@@ -12,6 +12,7 @@
 //! | `stdin` | NDJSON on stdin | | [`stdin`] |
 //! | `generator` | the reference pipeline's streams | | [`generator`] |
 //! | `nexmark` | Nexmark's auction streams | | [`nexmark`] |
+//! | `values` | rows written into the job (`VALUES`) | | [`values`] |
 //! | `kafka` | topics (JSON, Debezium, upserts) | topics, exactly once | [`kafka`] |
 //! | `stdout` (`print`) | | tagged JSON lines | [`stdout`] |
 //! | `parquet` | | Parquet files, rolled, partitioned | [`parquet`] |
@@ -43,6 +44,7 @@ pub mod roots;
 pub mod sinks;
 pub mod stdin;
 pub mod stdout;
+pub mod values;
 
 mod checks;
 

@@ -24,7 +24,7 @@ use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::{hint, validate};
-use crate::{blackhole, file, generator, kafka, nexmark, parquet, stdin, stdout};
+use crate::{blackhole, file, generator, kafka, nexmark, parquet, stdin, stdout, values};
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -46,6 +46,7 @@ impl Registry {
             Box::new(stdin::StdinConnector),
             Box::new(generator::GeneratorConnector),
             Box::new(nexmark::NexmarkConnector),
+            Box::new(values::ValuesConnector),
             Box::new(kafka::KafkaConnector::default()),
             Box::new(stdout::StdoutConnector),
             Box::new(parquet::ParquetConnector),
@@ -253,6 +254,7 @@ mod tests {
             "stdin",
             "generator",
             "nexmark",
+            "values",
             "kafka",
             "stdout",
             "print",

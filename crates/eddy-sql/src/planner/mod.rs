@@ -189,6 +189,8 @@ pub(crate) struct Compiler {
     outputs: Vec<Output>,
     graph: JobGraph,
     source_nodes: HashMap<String, NodeId>,
+    /// `VALUES` lists planned so far (each is a source of its own).
+    values_count: usize,
     /// Upsert feeds: the changelog step behind each one's source.
     normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
@@ -234,6 +236,7 @@ impl Compiler {
             outputs: Vec::new(),
             graph: JobGraph::default(),
             source_nodes: HashMap::new(),
+            values_count: 0,
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
             sinks: BTreeSet::new(),
@@ -708,6 +711,81 @@ impl Compiler {
         })
     }
 
+    /// `VALUES (...), (...)`: a bounded source of the `values` connector
+    /// holding the rows (evaluated now, as NDJSON in its `rows` option).
+    /// It has no event time, so it feeds what needs none: set operations,
+    /// updating aggregates, joins without a time bound.
+    fn values_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
+        let batches = futures::executor::block_on(async {
+            self.ctx
+                .execute_logical_plan(plan.clone())
+                .await?
+                .collect()
+                .await
+        })
+        .map_err(|e| self.df_error(position, e))?;
+        let mut rows = Vec::new();
+        {
+            let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut rows);
+            for batch in &batches {
+                writer
+                    .write(batch)
+                    .map_err(|e| SqlError::at(position, format!("VALUES: {e}")))?;
+            }
+            writer
+                .finish()
+                .map_err(|e| SqlError::at(position, format!("VALUES: {e}")))?;
+        }
+        let schema: datafusion::arrow::datatypes::SchemaRef =
+            Arc::new(plan.schema().as_arrow().clone());
+        self.values_count += 1;
+        let name = format!("values#{}", self.values_count);
+        let layout = eddy_engine::source::SourceLayout {
+            physical_schema: schema.clone(),
+            output_schema: schema.clone(),
+            columns: (0..schema.fields().len())
+                .map(eddy_engine::source::SourceColumn::Physical)
+                .collect(),
+            event_time: None,
+            idle_timeout: None,
+            bad_rows: Default::default(),
+            change_feed_key: None,
+        };
+        let node = self.graph.add(Node {
+            name: name.clone(),
+            kind: NodeKind::Source {
+                spec: ConnectorSpec {
+                    table: name,
+                    // `eddy_connectors::values`: the rows as NDJSON.
+                    connector: "values".into(),
+                    options: [(
+                        "rows".to_string(),
+                        String::from_utf8_lossy(&rows).into_owned(),
+                    )]
+                    .into_iter()
+                    .collect(),
+                    schema: schema.clone(),
+                    declared_at: Some(position.clone()),
+                },
+                layout,
+            },
+            inputs: Vec::new(),
+            schema: schema.clone(),
+        });
+        Ok(Stream {
+            time_lost: Some(
+                "a VALUES list has no event time (its rows are read once, in no time order)".into(),
+            ),
+            changelog: None,
+            windows: Vec::new(),
+            endpoint: Endpoint { node, port: 0 },
+            endpoint_schema: schema,
+            steps: Vec::new(),
+            schema: plan.schema().clone(),
+            time: None,
+        })
+    }
+
     /// The rows source `table` diverted as late (its late port).
     fn late_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
         let main = self.source_stream(table, position)?;
@@ -943,7 +1021,8 @@ impl Compiler {
                 &self.anchor(position, &["DISTINCT"]),
                 "SELECT DISTINCT ON is not supported on streams; write the deduplication as ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) = 1",
             )),
-            LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(SqlError::at(
+            LogicalPlan::Values(_) => self.values_stream(plan, position),
+            LogicalPlan::EmptyRelation(_) => Err(SqlError::at(
                 position,
                 "a streaming query must read from a source table (FROM ...)",
             )),
