@@ -214,7 +214,7 @@ mod tests {
             .to_string();
         assert!(err.contains("did you mean 'generator'?"), "{err}");
         assert!(
-            err.contains("(sources: file, stdin, generator, nexmark, kafka)"),
+            err.contains("(sources: file, stdin, generator, nexmark, values, kafka)"),
             "{err}"
         );
         let err = check(&spec("generator", &[]), Role::Sink)

@@ -8,7 +8,10 @@
 //! | `TIMESTAMPADD(unit, n, t)` | `t` plus `n` `unit`s (months and years by the calendar) |
 //! | `DATE_FORMAT(t, pattern)` | `t` formatted with a Java `SimpleDateFormat` pattern (`yyyy-MM-dd HH:mm:ss`) |
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
-//! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON |
+//! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON ([`json`]) |
+//! | `JSON_EXISTS(text, path)`, `JSON_QUERY(text, path)` | whether the path leads to a value; the object or array there as JSON text ([`json`]) |
+//! | `REGEXP_EXTRACT(s, regex[, group])`, `SPLIT_INDEX(s, delimiter, i)` | a group of the first match (0: all of it); the `i`-th piece from 0 ([`text`]) |
+//! | `YEAR`, `QUARTER`, `MONTH`, `WEEK`, `DAYOFYEAR`, `DAYOFMONTH`, `DAYOFWEEK`, `HOUR`, `MINUTE`, `SECOND` | that part of a TIMESTAMP or DATE as BIGINT (`DAYOFWEEK`: 1 = Sunday; `WEEK`: ISO 8601) ([`time_parts`]) |
 //! | `PROCTIME()` | the wall-clock time a batch of rows is read, as a TIMESTAMP(3); as a table's computed column (`proc AS PROCTIME()`) it marks the column as the table's arrival order (see [`is_proctime`]) |
 //! | `NOW()`, `CURRENT_TIMESTAMP`, `CURRENT_DATE`, `CURRENT_TIME` | the wall clock when a batch of rows is processed (Flink's streaming meaning: per record), never the instant the query was planned; types as DataFusion's (a UTC timestamp, a date, a time) |
 //!
@@ -31,6 +34,10 @@ use datafusion::logical_expr::{
     Volatility,
 };
 use datafusion::prelude::SessionContext;
+
+pub mod json;
+pub mod text;
+pub mod time_parts;
 
 const TS_MS: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
 
@@ -67,8 +74,15 @@ pub fn register(ctx: &SessionContext) {
         ScalarUDF::from(TimestampDiff::new()),
         ScalarUDF::from(TimestampAdd::new()),
         ScalarUDF::from(DateFormat::new()),
-        ScalarUDF::from(JsonValue::new()),
-    ] {
+        ScalarUDF::from(json::JsonValue::new()),
+        ScalarUDF::from(json::JsonExists::new()),
+        ScalarUDF::from(json::JsonQuery::new()),
+        ScalarUDF::from(text::RegexpExtract::new()),
+        ScalarUDF::from(text::SplitIndex::new()),
+    ]
+    .into_iter()
+    .chain(time_parts::functions())
+    {
         ctx.register_udf(udf);
     }
     if let Some(var_samp) = ctx.state().aggregate_functions().get("var_samp").cloned() {
@@ -605,105 +619,6 @@ impl ScalarUDFImpl for DateFormat {
     }
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct JsonValue {
-    signature: Signature,
-}
-
-impl JsonValue {
-    fn new() -> Self {
-        Self {
-            signature: Signature::exact(
-                vec![DataType::Utf8, DataType::Utf8],
-                Volatility::Immutable,
-            ),
-        }
-    }
-}
-
-/// One step of a JSON path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PathStep {
-    Key(String),
-    Index(usize),
-}
-
-/// Parses `$`, `$.a.b`, `$['a b'][0]`; `None` for anything else.
-fn json_path(path: &str) -> Option<Vec<PathStep>> {
-    let mut rest = path.trim().strip_prefix('$')?;
-    let mut steps = Vec::new();
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            if end == 0 {
-                return None;
-            }
-            steps.push(PathStep::Key(after[..end].to_string()));
-            rest = &after[end..];
-        } else if let Some(after) = rest.strip_prefix('[') {
-            let end = after.find(']')?;
-            let inside = after[..end].trim();
-            let step = match inside.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
-                Some(key) => PathStep::Key(key.to_string()),
-                None => PathStep::Index(inside.parse().ok()?),
-            };
-            steps.push(step);
-            rest = &after[end + 1..];
-        } else {
-            return None;
-        }
-    }
-    Some(steps)
-}
-
-/// The scalar at `steps` in `text`, as Flink's JSON_VALUE returns it.
-fn json_scalar(text: &str, steps: &[PathStep]) -> Option<String> {
-    let root: serde_json::Value = serde_json::from_str(text).ok()?;
-    let mut at = &root;
-    for step in steps {
-        at = match step {
-            PathStep::Key(key) => at.get(key.as_str())?,
-            PathStep::Index(i) => at.get(*i)?,
-        };
-    }
-    match at {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        serde_json::Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-impl ScalarUDFImpl for JsonValue {
-    signature_impl!("json_value");
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let path = constant_text(&args.args[1], "json_value", "path")?;
-        let Some(steps) = json_path(&path) else {
-            return exec_err!(
-                "json_value: '{path}' is not a JSON path such as '$.a.b' or '$.items[0]'"
-            );
-        };
-        let a = arrays(&args)?;
-        let text = cast(&a[0], &DataType::Utf8)?;
-        let Some(text) = text
-            .as_any()
-            .downcast_ref::<datafusion::arrow::array::StringArray>()
-        else {
-            return exec_err!("json_value: a string of JSON expected");
-        };
-        let out: datafusion::arrow::array::StringArray = text
-            .iter()
-            .map(|t| t.and_then(|t| json_scalar(t, &steps)))
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,20 +663,6 @@ mod tests {
             Some(366 * day),
             "2024 is a leap year"
         );
-    }
-
-    #[test]
-    fn json_value_reads_scalars_at_a_path() {
-        let doc = r#"{"a": {"b": [10, "x", {"c": true}]}, "k y": 1.5}"#;
-        let at = |path: &str| json_scalar(doc, &json_path(path).unwrap());
-        assert_eq!(at("$.a.b[0]"), Some("10".into()));
-        assert_eq!(at("$.a.b[1]"), Some("x".into()));
-        assert_eq!(at("$.a.b[2].c"), Some("true".into()));
-        assert_eq!(at("$['k y']"), Some("1.5".into()));
-        assert_eq!(at("$.a"), None, "not a scalar");
-        assert_eq!(at("$.nope"), None);
-        assert_eq!(json_scalar("not json", &json_path("$.a").unwrap()), None);
-        assert_eq!(json_path("a.b"), None);
     }
 
     #[test]
