@@ -8,7 +8,9 @@
 //!
 //! A line is bad when it is not JSON or not UTF-8, not an object, nests
 //! deeper than [`MAX_DEPTH`], has a number of more than
-//! [`MAX_DECIMAL_DIGITS`] digits where the table has a DECIMAL column, holds a value of the wrong type for its column
+//! [`MAX_DECIMAL_DIGITS`] digits (or an exponent of more than
+//! [`MAX_DECIMAL_EXPONENT_DIGITS`]) where the table has a DECIMAL column,
+//! holds a value of the wrong type for its column
 //! (a non-numeric string in a DOUBLE, an object in a BIGINT; numeric
 //! strings are read as numbers, as Flink's JSON format does), a number out
 //! of its column's range, or misses a NOT NULL column.
@@ -402,6 +404,10 @@ fn decode_keeping(
             format!(
                 "a number of more than {MAX_DECIMAL_DIGITS} digits (out of range for a DECIMAL)"
             )
+        } else if has_decimal && longest_exponent(line) > MAX_DECIMAL_EXPONENT_DIGITS {
+            format!(
+                "a number with an exponent of more than {MAX_DECIMAL_EXPONENT_DIGITS} digits (out of range for a DECIMAL)"
+            )
         } else {
             return true;
         };
@@ -639,6 +645,37 @@ fn drop_out_of_range(
 /// goes wrong past 255, so longer runs never reach it.
 pub const MAX_DECIMAL_DIGITS: usize = 200;
 
+/// Exponent digits a number may have where the table has a DECIMAL
+/// column: Arrow's decimal parser keeps the exponent in an `i16` and
+/// overflows past four digits (`12.1e-40025`), which no DECIMAL needs (the
+/// widest holds 76 digits).
+pub const MAX_DECIMAL_EXPONENT_DIGITS: usize = 4;
+
+/// The most digits after an `e` or `E` that follows a digit or a point
+/// (an optional sign between), anywhere in `line`: numbers in strings
+/// count, as a DECIMAL column also takes its value from a string.
+fn longest_exponent(line: &[u8]) -> usize {
+    let mut longest = 0;
+    for (i, &b) in line.iter().enumerate() {
+        if !matches!(b, b'e' | b'E') || i == 0 {
+            continue;
+        }
+        if !(line[i - 1].is_ascii_digit() || line[i - 1] == b'.') {
+            continue;
+        }
+        let mut j = i + 1;
+        if matches!(line.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let digits = line[j.min(line.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        longest = longest.max(digits);
+    }
+    longest
+}
+
 fn longest_digit_run(line: &[u8]) -> usize {
     let (mut longest, mut run) = (0, 0);
     for &b in line {
@@ -823,6 +860,40 @@ mod tests {
             assert_eq!(again.batch.as_ref().unwrap(), fresh.batch.as_ref().unwrap());
             assert_eq!(bad_lines(&again), bad_lines(&fresh));
         }
+    }
+
+    #[test]
+    fn exponents_too_long_for_a_decimal_are_bad_rows() {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "d",
+            DataType::Decimal128(10, 2),
+            true,
+        )]));
+        // The first two overflowed Arrow's exponent (a panic, found by
+        // eddy-fuzz); 1e4 fits.
+        let lines = [
+            r#"{"d": 12.1e-40025}"#,
+            r#"{"d": "3.E+99999"}"#,
+            r#"{"d": 1e4}"#,
+            r#"{"d": 2.5E-1}"#,
+        ];
+        let decoded = decode(&schema, "t", chunk(&lines));
+        let bad = bad_lines(&decoded);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(
+            bad.iter()
+                .all(|(_, r)| r.contains("exponent of more than 4 digits")),
+            "{bad:?}"
+        );
+        assert_eq!(
+            decoded.batch.as_ref().unwrap().as_ref().unwrap().num_rows(),
+            2
+        );
+        assert_eq!(
+            longest_exponent(b"{\"tags\": \"abcde12345\"}"),
+            0,
+            "not after a digit"
+        );
     }
 
     #[test]
