@@ -46,11 +46,7 @@ fn bad_ndjson_lines_are_reported_and_the_job_goes_on() {
         .arg(&sql)
         .output()
         .expect("run eddy");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "eddy");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout, "QUERY1> {\"b\": 10}\nQUERY1> {\"b\": 40}\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -142,11 +138,7 @@ fn explain_prints_the_operator_graph() {
         .args(["explain", "queries/"])
         .output()
         .expect("eddy explain");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "eddy");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("source devices [connector=generator"),
@@ -213,11 +205,7 @@ fn explain_takes_sql_text() {
         .args(["explain", sql])
         .output()
         .expect("eddy explain");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "eddy");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("window_aggregate tumble(60000ms) on ts"),
@@ -319,11 +307,7 @@ fn realtime_generation_follows_the_wall_clock() {
 #[test]
 fn the_connector_reference_is_generated_and_docs_match_it() {
     let out = eddy().arg("connectors").output().expect("run eddy");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "eddy");
     let printed = String::from_utf8(out.stdout).expect("utf-8");
     for expected in [
         "## kafka",
@@ -385,11 +369,7 @@ fn a_job_past_its_memory_limit_fails_naming_the_operator() {
         .arg(&sql)
         .output()
         .expect("run eddy");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "eddy");
 
     let out = eddy()
         .args(["run", "--memory-limit", "lots"])

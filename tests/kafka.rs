@@ -893,12 +893,7 @@ impl GroupRuns<'_> {
 /// Runs `job` as one process (no group) and returns the sorted lines of
 /// the NDJSON files it wrote in `out`.
 fn run_alone(job: &Path, out: &Path) -> Vec<String> {
-    let run = eddy().arg("run").arg(job).output().unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    common::assert_success(&eddy().arg("run").arg(job).output().unwrap(), "eddy run");
     ndjson_lines(out)
 }
 

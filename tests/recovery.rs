@@ -25,7 +25,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use eddy_connectors::generator::GeneratedStream;
@@ -98,14 +98,6 @@ fn parquet_outputs(dir: &Path) -> BTreeMap<String, Vec<String>> {
         );
     }
     out
-}
-
-fn assert_success(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A job as a command line (without `--state-dir` and `--output`).
@@ -198,7 +190,7 @@ fn run_with_kills(
         }
         if !finished_early {
             let out = job.command(&output, Some(&state)).output().unwrap();
-            assert_success(&out, "the final run");
+            common::assert_success(&out, "the final run");
             run.resumed_from
                 .extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
         }
@@ -233,7 +225,7 @@ fn the_reference_pipeline_survives_kills() {
         .command(&dir.path().join("expected"), None)
         .output()
         .unwrap();
-    assert_success(&out, "the uninterrupted run");
+    common::assert_success(&out, "the uninterrupted run");
     let baseline = started.elapsed();
     let expected = ndjson_outputs(&dir.path().join("expected"));
     assert_eq!(
@@ -318,7 +310,7 @@ fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
         .command(&dir.path().join("expected"), None)
         .output()
         .unwrap();
-    assert_success(&out, "the uninterrupted run");
+    common::assert_success(&out, "the uninterrupted run");
     let baseline = started.elapsed();
     let expected = parquet_outputs(&dir.path().join("expected"));
     assert_eq!(expected.len(), 2);
@@ -435,7 +427,7 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
         .command(&dir.path().join("expected"), None)
         .output()
         .unwrap();
-    assert_success(&out, "the uninterrupted run");
+    common::assert_success(&out, "the uninterrupted run");
     let baseline = started.elapsed();
     let sinks = [
         "per_customer.ndjson",
@@ -549,7 +541,7 @@ fn a_change_feed_survives_kills_with_the_table_it_holds() {
         .command(&dir.path().join("expected"), None)
         .output()
         .unwrap();
-    assert_success(&out, "the uninterrupted run");
+    common::assert_success(&out, "the uninterrupted run");
     let baseline = started.elapsed();
     let sinks = ["mirror.ndjson", "per_owner.ndjson"];
     let expected: Vec<Vec<String>> = sinks
@@ -624,7 +616,7 @@ fn newest_checkpoint(state: &Path) -> PathBuf {
 fn reference_job_and_output(dir: &Path, rows: u64) -> (JobArgs, BTreeMap<String, Vec<String>>) {
     let job = reference_job(dir, rows);
     let out = job.command(&dir.join("expected"), None).output().unwrap();
-    assert_success(&out, "the uninterrupted run");
+    common::assert_success(&out, "the uninterrupted run");
     let expected = ndjson_outputs(&dir.join("expected"));
     (job, expected)
 }
@@ -669,7 +661,7 @@ fn a_damaged_checkpoint_is_skipped_and_the_one_before_it_used() {
         let damaged = newest_checkpoint(&state);
         damage(&damaged);
         let out = job.command(&output, Some(&state)).output().unwrap();
-        assert_success(&out, "the run after the damage");
+        common::assert_success(&out, "the run after the damage");
         let stderr = String::from_utf8_lossy(&out.stderr);
         let id: u64 = damaged
             .file_name()
@@ -720,7 +712,7 @@ fn a_resumed_job_runs_the_instances_its_checkpoint_was_taken_with() {
     // Without the option the job resumes with the checkpoint's N (the
     // default would be this machine's cores), and its output is exact.
     let out = job.command(&output, Some(&state)).output().unwrap();
-    assert_success(&out, "the resumed run");
+    common::assert_success(&out, "the resumed run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("running 3 instance(s) of each keyed operator (as the checkpoint)"),
@@ -768,13 +760,13 @@ fn a_changed_query_is_refused_naming_the_operator() {
     // --ignore-state starts afresh: the output is the changed query's, whole.
     let changed = job("20000", "20");
     let expected_dir = dir.path().join("expected");
-    assert_success(
+    common::assert_success(
         &changed.command(&expected_dir, None).output().unwrap(),
         "the changed query",
     );
     let mut afresh = changed.command(&output, Some(&state));
     afresh.arg("--ignore-state");
-    assert_success(&afresh.output().unwrap(), "--ignore-state");
+    common::assert_success(&afresh.output().unwrap(), "--ignore-state");
     assert!(ndjson_outputs(&output) == ndjson_outputs(&expected_dir));
 }
 
@@ -789,7 +781,7 @@ fn a_finished_job_run_again_writes_nothing() {
         "ROWS=20000".into(),
     ]);
     let (output, state) = (dir.path().join("out"), dir.path().join("state"));
-    assert_success(
+    common::assert_success(
         &job.command(&output, Some(&state)).output().unwrap(),
         "the first run",
     );
@@ -799,7 +791,7 @@ fn a_finished_job_run_again_writes_nothing() {
         .modified()
         .unwrap();
     let again = job.command(&output, Some(&state)).output().unwrap();
-    assert_success(&again, "the second run");
+    common::assert_success(&again, "the second run");
     assert!(String::from_utf8_lossy(&again.stderr).contains("had already finished"));
     assert!(ndjson_outputs(&output) == first);
     assert_eq!(
@@ -819,7 +811,7 @@ fn a_finished_job_run_again_writes_nothing() {
     assert!(store.finished().unwrap());
     assert!(!store.finished_and_committed().unwrap());
     let third = job.command(&output, Some(&state)).output().unwrap();
-    assert_success(&third, "the run after a cut-short final commit");
+    common::assert_success(&third, "the run after a cut-short final commit");
     assert!(String::from_utf8_lossy(&third.stderr).contains("had already finished"));
     assert!(store.finished_and_committed().unwrap());
     assert!(ndjson_outputs(&output) == first);
@@ -889,7 +881,7 @@ fn sigterm_stops_a_job_on_silent_stdin_within_a_second() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let out = child.wait_with_output().unwrap();
-    assert_success(&out, "the stopped job");
+    common::assert_success(&out, "the stopped job");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("stopping") && stderr.contains("stopped in"),

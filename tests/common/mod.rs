@@ -299,6 +299,15 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
+/// Fails the test with the command's stderr unless it exited with 0.
+pub fn assert_success(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// An `eddy serve` command on a free port with these directories and
 /// checkpoint interval, stdout discarded and no token from the
 /// environment; more arguments may follow.

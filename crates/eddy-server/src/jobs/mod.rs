@@ -131,32 +131,21 @@ impl JobManager {
                     }
                 })
             };
-            let (planned, refusal) = match planned {
-                Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(e)),
+            let (graph, sinks) = match &planned {
+                Ok(p) => (graph_view(&p.view), p.sinks.clone()),
+                Err(_) => (Vec::new(), Vec::new()),
             };
             let job = Arc::new(ManagedJob {
                 id: record.id.clone(),
-                graph: planned
-                    .as_ref()
-                    .map(|p| graph_view(&p.view))
-                    .unwrap_or_default(),
-                sinks: planned
-                    .as_ref()
-                    .map(|p| p.sinks.clone())
-                    .unwrap_or_default(),
+                graph,
+                sinks,
                 record: Mutex::new((record, false)),
                 run: Mutex::new(None),
                 samples: Mutex::new(report::Samples::default()),
             });
             manager.insert(job.clone());
             if resume {
-                let started = match (planned, refusal) {
-                    (Some(planned), _) => manager.start_run(&job, planned.launch),
-                    (None, e) => Err(e.unwrap_or_else(|| {
-                        ServerError::Rejected("the job cannot be planned".into())
-                    })),
-                };
+                let started = planned.and_then(|p| manager.start_run(&job, p.launch));
                 if let Err(e) = started {
                     tracing::warn!(job = %job.id, "cannot resume: {e}");
                     manager.finish_record(&job, JobStatus::Failed, Some(e.to_string()), Vec::new());

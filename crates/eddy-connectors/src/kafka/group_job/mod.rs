@@ -265,6 +265,7 @@ impl GroupJob {
             task_connectors,
             config,
             partitions,
+            known_done: Default::default(),
         };
         let thread_shared = shared.clone();
         std::thread::Builder::new()

@@ -5,6 +5,7 @@
 //! In: the group membership and the shared state. Out: how the group job
 //! ended here; each task's report in the shared state.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub(super) struct Runner {
     pub(super) task_connectors: TaskConnectors,
     pub(super) config: GroupJobConfig,
     pub(super) partitions: usize,
+    /// Tasks seen done: done stays done, so their state directories are
+    /// not read again on every round.
+    pub(super) known_done: std::cell::RefCell<BTreeSet<i32>>,
 }
 
 impl Runner {
@@ -69,11 +73,18 @@ impl Runner {
     /// process died before its final commit is not: whoever is assigned
     /// it starts it, which commits again and ends at once.
     fn done(&self, task: i32) -> Result<bool> {
+        if self.known_done.borrow().contains(&task) {
+            return Ok(true);
+        }
         let state =
             StateDir::open(task_state_dir(self.root(), task)).map_err(|e| task_error(task, e))?;
-        state
+        let done = state
             .finished_and_committed()
-            .map_err(|e| task_error(task, e))
+            .map_err(|e| task_error(task, e))?;
+        if done {
+            self.known_done.borrow_mut().insert(task);
+        }
+        Ok(done)
     }
 
     fn lock_task(&self, task: i32) -> Result<Option<std::fs::File>> {
