@@ -7,6 +7,7 @@ pub mod changelog_normalize;
 pub mod interval_join;
 pub mod join_state;
 pub mod key_split;
+pub mod match_recognize;
 pub mod over;
 pub mod session_aggregate;
 pub mod temporal_join;

@@ -1,0 +1,528 @@
+//! The MATCH_RECOGNIZE operator at work: rows wait for the watermark, are
+//! appended in order to their partition, and each partition is matched from
+//! its first undecided row.
+//!
+//! In: batches and watermarks. Out: one row per match.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, UInt32Array,
+};
+use datafusion::arrow::compute::{
+    concat, concat_batches, filter_record_batch, lexsort_to_indices, take, take_record_batch,
+    SortColumn, SortOptions,
+};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::RowConverter;
+use datafusion::common::ScalarValue;
+use serde::{Deserialize, Serialize};
+
+use super::navigation::{MatchRows, Navigation};
+use super::pattern::{Outcome, Program};
+use super::{AfterMatch, Condition, MatchRecognizePlan};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator};
+use crate::state::StateSnapshot;
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+
+/// A partition's kept rows, in order: from its first undecided row on.
+struct Partition {
+    times: Vec<Timestamp>,
+    /// The plan's `args`, evaluated for these rows.
+    args: Vec<ArrayRef>,
+}
+
+impl Partition {
+    fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Drops the first `n` rows.
+    fn drop_front(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.times.drain(..n);
+        let left = self.times.len();
+        for arg in self.args.iter_mut() {
+            *arg = arg.slice(n, left);
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    /// Rows earlier than this were released.
+    released: Timestamp,
+    late: u64,
+}
+
+pub(super) struct MatchRecognizeOperator {
+    plan: MatchRecognizePlan,
+    program: Program,
+    converter: RowConverter,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    /// By key bytes, so partitions are matched (and output) in key order.
+    partitions: BTreeMap<Vec<u8>, Partition>,
+    /// Rows earlier than this were released; later arrivals before it are late.
+    released: Timestamp,
+    late: u64,
+    /// The earliest kept row's time (the output watermark stays below it).
+    hold: Timestamp,
+}
+
+impl MatchRecognizeOperator {
+    pub(super) fn new(plan: MatchRecognizePlan) -> Result<Self> {
+        Ok(Self {
+            program: plan.program()?,
+            converter: super::super::key_converter(&plan.partition_by, &plan.input_schema)?,
+            plan,
+            pending: Vec::new(),
+            pending_rows: 0,
+            partitions: BTreeMap::new(),
+            released: WATERMARK_MIN,
+            late: 0,
+            hold: WATERMARK_MAX,
+        })
+    }
+
+    /// Releases pending rows earlier than `horizon` into their partitions.
+    fn release(&mut self, horizon: Timestamp) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let all = concat_batches(&self.plan.input_schema, &self.pending)?;
+        let times = to_epoch_millis(all.column(self.plan.time_column))?;
+        let due: BooleanArray = times
+            .iter()
+            .map(|t| Some(t.is_some_and(|t| t < horizon)))
+            .collect();
+        let released = filter_record_batch(&all, &due)?;
+        let kept = filter_record_batch(&all, &datafusion::arrow::compute::not(&due)?)?;
+        self.pending_rows = kept.num_rows();
+        self.pending = if kept.num_rows() > 0 {
+            vec![kept]
+        } else {
+            Vec::new()
+        };
+        if released.num_rows() == 0 {
+            return Ok(());
+        }
+        // Sort by (time, ORDER BY's other keys, arrival).
+        let n = released.num_rows();
+        let mut columns = vec![SortColumn {
+            values: released.column(self.plan.time_column).clone(),
+            options: None,
+        }];
+        for (expr, descending) in &self.plan.order_by {
+            columns.push(SortColumn {
+                values: expr.evaluate(&released)?.into_array(n)?,
+                options: Some(SortOptions {
+                    descending: *descending,
+                    nulls_first: !*descending,
+                }),
+            });
+        }
+        columns.push(SortColumn {
+            values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
+            options: None,
+        });
+        let order = lexsort_to_indices(&columns, None)?;
+        let sorted = take_record_batch(&released, &order)?;
+        let (keys, _) = super::super::key_rows(&self.converter, &self.plan.partition_by, &sorted)?;
+        let times = to_epoch_millis(sorted.column(self.plan.time_column))?;
+        let args = self
+            .plan
+            .args
+            .iter()
+            .map(|a| Ok(a.evaluate(&sorted)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        // Row indices per partition, in order.
+        let mut by_key: BTreeMap<&[u8], Vec<u32>> = BTreeMap::new();
+        for i in 0..n {
+            by_key.entry(keys.row(i).data()).or_default().push(i as u32);
+        }
+        for (key, rows) in by_key {
+            let indices = UInt32Array::from(rows);
+            let new_times: Vec<Timestamp> = indices
+                .values()
+                .iter()
+                .map(|&i| times.value(i as usize))
+                .collect();
+            let new_args = args
+                .iter()
+                .map(|a| Ok(take(a.as_ref(), &indices, None)?))
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            match self.partitions.get_mut(key) {
+                Some(partition) => {
+                    partition.times.extend(new_times);
+                    for (old, new) in partition.args.iter_mut().zip(new_args) {
+                        *old = concat(&[old.as_ref(), new.as_ref()])?;
+                    }
+                }
+                None => {
+                    self.partitions.insert(
+                        key.to_vec(),
+                        Partition {
+                            times: new_times,
+                            args: new_args,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Matches every partition from its first undecided row; returns the
+    /// measures' values, one entry per match.
+    fn match_all(&mut self, end_of_input: bool) -> Result<Vec<Vec<ScalarValue>>> {
+        let mut matches = Vec::new();
+        let released = self.released;
+        for partition in self.partitions.values_mut() {
+            let decided = match_partition(
+                &self.plan,
+                &self.program,
+                partition,
+                released,
+                end_of_input,
+                &mut matches,
+            )?;
+            partition.drop_front(decided);
+        }
+        self.partitions.retain(|_, p| p.len() > 0);
+        self.hold = self
+            .partitions
+            .values()
+            .filter_map(|p| p.times.first().copied())
+            .min()
+            .unwrap_or(WATERMARK_MAX);
+        Ok(matches)
+    }
+
+    fn emit(&self, matches: Vec<Vec<ScalarValue>>, out: &mut Collector) -> Result<()> {
+        if matches.is_empty() {
+            return Ok(());
+        }
+        let n = matches.len();
+        let mut columns: Vec<Vec<ScalarValue>> =
+            vec![Vec::with_capacity(n); self.plan.measures.len()];
+        for values in matches {
+            for (column, value) in columns.iter_mut().zip(values) {
+                column.push(value);
+            }
+        }
+        let arrays = columns
+            .into_iter()
+            .zip(&self.plan.measures)
+            .map(|(values, nav)| crate::state::scalars_to_array(values, &nav.data_type))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let measures = RecordBatch::try_new_with_options(
+            self.plan.measure_schema.clone(),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
+        let outputs = self
+            .plan
+            .outputs
+            .iter()
+            .map(|e| Ok(e.evaluate(&measures)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        out.emit(super::super::batch_of(&self.plan.output_schema, outputs)?);
+        Ok(())
+    }
+
+    fn rows_table(&self) -> Result<RecordBatch> {
+        let schema = self.plan.rows_schema()?;
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut times: Vec<Timestamp> = Vec::new();
+        let mut args: Vec<Vec<&dyn Array>> = vec![Vec::new(); self.plan.args.len()];
+        for (key, partition) in &self.partitions {
+            keys.extend(std::iter::repeat_n(key.as_slice(), partition.len()));
+            times.extend(&partition.times);
+            for (column, arg) in args.iter_mut().zip(&partition.args) {
+                column.push(arg.as_ref());
+            }
+        }
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(BinaryArray::from_iter_values(keys)),
+            Arc::new(Int64Array::from(times)),
+        ];
+        for (i, parts) in args.into_iter().enumerate() {
+            columns.push(if parts.is_empty() {
+                datafusion::arrow::array::new_empty_array(schema.field(i + 2).data_type())
+            } else {
+                concat(&parts)?
+            });
+        }
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+
+    fn load_rows(&mut self, rows: RecordBatch) -> Result<()> {
+        let bad = || EngineError::State("match_recognize: malformed rows table".into());
+        let keys = rows
+            .column(0)
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(bad)?;
+        let times = rows
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(bad)?;
+        let mut start = 0;
+        while start < rows.num_rows() {
+            let key = keys.value(start);
+            let mut end = start + 1;
+            while end < rows.num_rows() && keys.value(end) == key {
+                end += 1;
+            }
+            self.partitions.insert(
+                key.to_vec(),
+                Partition {
+                    times: times.values()[start..end].to_vec(),
+                    args: rows.columns()[2..]
+                        .iter()
+                        .map(|c| c.slice(start, end - start))
+                        .collect(),
+                },
+            );
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+/// Matches one partition from its first row; returns how many leading rows
+/// are decided (no match can start at them any more).
+fn match_partition(
+    plan: &MatchRecognizePlan,
+    program: &Program,
+    partition: &Partition,
+    released: Timestamp,
+    end_of_input: bool,
+    matches: &mut Vec<Vec<ScalarValue>>,
+) -> Result<usize> {
+    let n = partition.len();
+    let mut start = 0;
+    while start < n {
+        let first = partition.times[start];
+        let (available, complete) = match plan.within_ms {
+            Some(within) => {
+                let bound = first.saturating_add(within);
+                let available = partition.times[start..].partition_point(|&t| t < bound);
+                (available, end_of_input || released >= bound)
+            }
+            None => (n - start, end_of_input),
+        };
+        let outcome = program.run(available, complete, |var, path| {
+            accept(plan, partition, start, var, path)
+        })?;
+        match outcome {
+            Outcome::Pending => break,
+            Outcome::NoMatch => start += 1,
+            Outcome::Match(path) => {
+                let rows = MatchRows {
+                    args: &partition.args,
+                    start,
+                    path: &path,
+                    names: &plan.variables,
+                };
+                matches.push(
+                    plan.measures
+                        .iter()
+                        .map(|nav| rows.value(nav))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+                let position = |var: usize, last: bool| {
+                    let mut mapped = (0..path.len()).filter(|&i| path[i] as usize == var);
+                    if last {
+                        mapped.next_back()
+                    } else {
+                        mapped.next()
+                    }
+                };
+                // Matching never starts at the same row twice: a skip to the
+                // match's own first row (or to a variable it does not
+                // hold) goes on at the next row.
+                let next = match plan.after_match {
+                    AfterMatch::PastLastRow => path.len(),
+                    AfterMatch::ToNextRow => 1,
+                    AfterMatch::ToFirst(v) => position(v, false).unwrap_or(1),
+                    AfterMatch::ToLast(v) => position(v, true).unwrap_or(1),
+                };
+                start += next.max(1);
+            }
+        }
+    }
+    Ok(start)
+}
+
+/// Whether the row at `path.len() - 1` from `start` satisfies `var`'s
+/// condition, with the rows before it mapped as `path` says.
+fn accept(
+    plan: &MatchRecognizePlan,
+    partition: &Partition,
+    start: usize,
+    var: usize,
+    path: &[u16],
+) -> Result<bool> {
+    match &plan.conditions[var] {
+        Condition::Always => Ok(true),
+        Condition::Row(arg) => {
+            let row = start + path.len() - 1;
+            let column = partition.args[*arg]
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .ok_or_else(|| {
+                    EngineError::operator("match_recognize", "a DEFINE condition is not boolean")
+                })?;
+            Ok(column.is_valid(row) && column.value(row))
+        }
+        Condition::Navigating {
+            navigations,
+            schema,
+            expr,
+        } => {
+            let rows = MatchRows {
+                args: &partition.args,
+                start,
+                path,
+                names: &plan.variables,
+            };
+            let columns = navigations
+                .iter()
+                .map(|nav: &Navigation| Ok(rows.value(nav)?.to_array_of_size(1)?))
+                .collect::<Result<Vec<ArrayRef>>>()?;
+            let batch = RecordBatch::try_new_with_options(
+                schema.clone(),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(1)),
+            )?;
+            let value = expr.evaluate(&batch)?.into_array(1)?;
+            let value = value
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .ok_or_else(|| {
+                    EngineError::operator("match_recognize", "a DEFINE condition is not boolean")
+                })?;
+            Ok(value.is_valid(0) && value.value(0))
+        }
+    }
+}
+
+impl Operator for MatchRecognizeOperator {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
+        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        // Rows without an event time cannot be ordered (the source counted
+        // them bad); rows behind the released horizon are late.
+        let on_time: BooleanArray = times
+            .iter()
+            .map(|t| Some(t.is_some_and(|t| t >= self.released)))
+            .collect();
+        let late = times
+            .iter()
+            .filter(|t| t.is_some_and(|t| t < self.released))
+            .count();
+        self.late += late as u64;
+        let batch = if on_time.true_count() == batch.num_rows() {
+            batch
+        } else {
+            filter_record_batch(&batch, &on_time)?
+        };
+        if batch.num_rows() > 0 {
+            self.pending_rows += batch.num_rows();
+            self.pending.push(batch);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
+        let end_of_input = watermark == WATERMARK_MAX;
+        let horizon = if end_of_input {
+            WATERMARK_MAX
+        } else {
+            watermark.saturating_sub(self.plan.allowed_lateness_ms)
+        };
+        if horizon <= self.released {
+            return Ok(());
+        }
+        self.release(horizon)?;
+        self.released = horizon;
+        let matches = self.match_all(end_of_input)?;
+        self.emit(matches, out)
+    }
+
+    fn state_rows(&self) -> usize {
+        self.pending_rows + self.partitions.values().map(Partition::len).sum::<usize>()
+    }
+
+    fn state_bytes(&self) -> usize {
+        let pending: usize = self.pending.iter().map(|b| b.get_array_memory_size()).sum();
+        let kept: usize = self
+            .partitions
+            .iter()
+            .map(|(key, p)| {
+                key.capacity()
+                    + p.times.capacity() * std::mem::size_of::<Timestamp>()
+                    + p.args
+                        .iter()
+                        .map(|a| a.get_array_memory_size())
+                        .sum::<usize>()
+            })
+            .sum();
+        pending + kept
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            released: self.released,
+            late: self.late,
+        })?;
+        snapshot.push_batches(
+            "pending",
+            &self.plan.input_schema,
+            self.pending.iter().cloned(),
+        );
+        snapshot.push_table("rows", self.rows_table()?);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        let meta: Meta = state.meta()?;
+        self.released = meta.released;
+        self.late = meta.late;
+        let pending = state.take_table("pending")?;
+        self.pending_rows = pending.num_rows();
+        if pending.num_rows() > 0 {
+            self.pending = vec![pending];
+        }
+        let rows = state.take_table("rows")?;
+        self.load_rows(rows)?;
+        self.hold = self
+            .partitions
+            .values()
+            .filter_map(|p| p.times.first().copied())
+            .min()
+            .unwrap_or(WATERMARK_MAX);
+        Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late
+    }
+
+    fn output_watermark(&self, input: Timestamp) -> Timestamp {
+        if input == WATERMARK_MAX {
+            return input;
+        }
+        // A match decided later ends at or after its first row, and rows
+        // not yet released are at or after the horizon (a row is late only
+        // when earlier than the watermark).
+        let horizon = input.saturating_sub(self.plan.allowed_lateness_ms);
+        horizon.min(self.hold)
+    }
+}

@@ -1,0 +1,271 @@
+//! The MATCH_RECOGNIZE operator driven through the `Operator` trait: a
+//! small payment followed by a large one per key, released by the
+//! watermark, bounded by WITHIN, and restored from a snapshot.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, Int64Array, StringArray, TimestampMillisecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::logical_expr::Operator as BinaryOp;
+use datafusion::physical_expr::expressions::{binary, col, lit};
+
+use super::navigation::{Navigation, Reach};
+use super::pattern::Pattern;
+use super::{AfterMatch, Condition, MatchRecognizePlan};
+use crate::operator::{Collector, OperatorPlan};
+use crate::operators::testing::{timed_rows, timed_schema};
+use crate::time::WATERMARK_MAX;
+
+const S: usize = 0;
+const L: usize = 1;
+
+fn nav(reach: Reach, var: Option<usize>, arg: usize, data_type: DataType) -> Navigation {
+    Navigation {
+        reach,
+        var,
+        arg: Some(arg),
+        data_type,
+    }
+}
+
+/// `PARTITION BY k ORDER BY ts MEASURES k, FIRST(S.ts) AS small_at, L.v AS
+/// large PATTERN (S L) [WITHIN ...] DEFINE S AS S.v < 10, L AS L.v > 10 * S.v`.
+fn plan(within_ms: Option<i64>) -> MatchRecognizePlan {
+    let input = timed_schema();
+    let small = binary(col("v", &input).unwrap(), BinaryOp::Lt, lit(10i64), &input).unwrap();
+    let navigating = Arc::new(Schema::new(vec![
+        Field::new("n0", DataType::Int64, true),
+        Field::new("n1", DataType::Int64, true),
+    ]));
+    let large = binary(
+        col("n0", &navigating).unwrap(),
+        BinaryOp::Gt,
+        binary(
+            lit(10i64),
+            BinaryOp::Multiply,
+            col("n1", &navigating).unwrap(),
+            &navigating,
+        )
+        .unwrap(),
+        &navigating,
+    )
+    .unwrap();
+    let time = DataType::Timestamp(TimeUnit::Millisecond, None);
+    let measure_schema = Arc::new(Schema::new(vec![
+        Field::new("m0", DataType::Utf8, true),
+        Field::new("m1", time.clone(), true),
+        Field::new("m2", DataType::Int64, true),
+    ]));
+    MatchRecognizePlan {
+        input_schema: input.clone(),
+        partition_by: vec![col("k", &input).unwrap()],
+        time_column: 2,
+        order_by: Vec::new(),
+        allowed_lateness_ms: 0,
+        variables: vec!["S".into(), "L".into()],
+        pattern: Pattern::Concat(vec![Pattern::Var(S), Pattern::Var(L)]),
+        conditions: vec![
+            Condition::Row(3),
+            Condition::Navigating {
+                navigations: vec![
+                    nav(Reach::Last(0), Some(L), 1, DataType::Int64),
+                    nav(Reach::Last(0), Some(S), 1, DataType::Int64),
+                ],
+                schema: navigating,
+                expr: large,
+            },
+        ],
+        args: vec![
+            col("k", &input).unwrap(),
+            col("v", &input).unwrap(),
+            col("ts", &input).unwrap(),
+            small,
+        ],
+        measures: vec![
+            nav(Reach::Last(0), None, 0, DataType::Utf8),
+            nav(Reach::First(0), Some(S), 2, time.clone()),
+            nav(Reach::Last(0), Some(L), 1, DataType::Int64),
+        ],
+        outputs: vec![
+            col("m0", &measure_schema).unwrap(),
+            col("m1", &measure_schema).unwrap(),
+            col("m2", &measure_schema).unwrap(),
+        ],
+        measure_schema,
+        output_schema: Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("small_at", time, true),
+            Field::new("large", DataType::Int64, true),
+        ])),
+        after_match: AfterMatch::PastLastRow,
+        within_ms,
+    }
+}
+
+/// Output rows as `k small_at large`.
+fn rows(out: &mut Collector) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (_, batch) in out.drain() {
+        let k = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let at = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<TimestampMillisecondArray>()
+            .unwrap();
+        let large = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        for i in 0..batch.num_rows() {
+            lines.push(format!("{} {} {}", k.value(i), at.value(i), large.value(i)));
+        }
+    }
+    lines
+}
+
+#[test]
+fn a_small_payment_then_a_large_one_matches_once_the_watermark_passes() {
+    let mut op = plan(None).create().unwrap();
+    let mut out = Collector::default();
+    // Out of order within the batch; key b's large payment is not 10x.
+    op.on_batch(
+        0,
+        timed_rows(
+            &["a", "b", "a", "b", "b"],
+            &[600, 5, 5, 20, 600],
+            &[2_000, 1_000, 1_000, 1_500, 2_500],
+        ),
+        &mut out,
+    )
+    .unwrap();
+    op.on_watermark(1_500, &mut out).unwrap();
+    assert!(
+        rows(&mut out).is_empty(),
+        "a's large payment is not released yet"
+    );
+    // The kept small payment of `a` holds the output watermark.
+    assert_eq!(op.output_watermark(1_500), 1_000);
+    op.on_watermark(3_000, &mut out).unwrap();
+    assert_eq!(rows(&mut out), vec!["a 1000 600"]);
+    assert_eq!(op.output_watermark(3_000), 3_000);
+    assert_eq!(op.state_rows(), 0, "every row is decided");
+}
+
+#[test]
+fn within_bounds_a_match_and_decides_it_when_the_watermark_passes_the_bound() {
+    let mut op = plan(Some(60_000)).create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(
+        0,
+        timed_rows(&["a", "a"], &[5, 600], &[0, 60_000]),
+        &mut out,
+    )
+    .unwrap();
+    op.on_batch(
+        0,
+        timed_rows(&["c", "c"], &[5, 600], &[0, 59_999]),
+        &mut out,
+    )
+    .unwrap();
+    op.on_watermark(70_000, &mut out).unwrap();
+    // a's large payment is a minute after its small one: not within.
+    assert_eq!(rows(&mut out), vec!["c 0 600"]);
+    assert_eq!(op.state_rows(), 0);
+}
+
+#[test]
+fn late_rows_are_counted_and_dropped() {
+    let mut op = plan(None).create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(0, timed_rows(&["a"], &[5], &[1_000]), &mut out)
+        .unwrap();
+    op.on_watermark(5_000, &mut out).unwrap();
+    op.on_batch(
+        0,
+        timed_rows(&["a", "a"], &[600, 700], &[900, 6_000]),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(op.late_rows(), 1);
+    op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+    assert_eq!(rows(&mut out), vec!["a 1000 700"]);
+}
+
+#[test]
+fn a_restored_operator_goes_on_where_the_snapshot_was() {
+    let input = [
+        (
+            vec!["a", "b", "a"],
+            vec![5, 3, 900],
+            vec![1_000, 1_100, 1_200],
+        ),
+        (
+            vec!["b", "a", "a"],
+            vec![100, 4, 50],
+            vec![1_300, 1_400, 1_500],
+        ),
+    ];
+    let run = |snapshot_after: Option<usize>| {
+        let plan = plan(Some(10_000));
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        let mut lines = Vec::new();
+        for (i, (k, v, t)) in input.iter().enumerate() {
+            op.on_batch(0, timed_rows(k, v, t), &mut out).unwrap();
+            op.on_watermark(t[0] + 100, &mut out).unwrap();
+            lines.extend(rows(&mut out));
+            if snapshot_after == Some(i) {
+                let state = op.snapshot().unwrap();
+                op = plan.create().unwrap();
+                op.restore(state).unwrap();
+            }
+        }
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        lines.extend(rows(&mut out));
+        lines
+    };
+    let straight = run(None);
+    assert_eq!(straight, vec!["a 1000 900", "b 1100 100", "a 1400 50"]);
+    assert_eq!(run(Some(0)), straight);
+    assert_eq!(run(Some(1)), straight);
+}
+
+#[test]
+fn explain_names_the_pattern_and_conditions() {
+    let text = plan(Some(60_000)).describe();
+    assert!(
+        text.starts_with("pattern (S L) within 60000ms ordered by ts"),
+        "{text}"
+    );
+    assert!(text.contains("skip past last row"), "{text}");
+    assert!(text.contains("S AS v@1 < 10"), "{text}");
+}
+
+#[test]
+fn null_keys_and_values_do_not_break_matching() {
+    let mut op = plan(None).create().unwrap();
+    let mut out = Collector::default();
+    let batch = datafusion::arrow::record_batch::RecordBatch::try_new(
+        timed_schema(),
+        vec![
+            Arc::new(StringArray::from(vec![None, None, Some("a")])),
+            Arc::new(Int64Array::from(vec![Some(1), Some(500), None])),
+            Arc::new(TimestampMillisecondArray::from(vec![1, 2, 3])),
+        ],
+    )
+    .unwrap();
+    op.on_batch(0, batch, &mut out).unwrap();
+    op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+    let batches: Vec<_> = out.drain().map(|(_, b)| b).collect();
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0].num_rows(), 1);
+    assert!(
+        batches[0].column(0).is_null(0),
+        "the NULL key is a partition of its own"
+    );
+}
