@@ -7,6 +7,8 @@
 //!   neither);
 //! - [`temporal_joins`]: `FOR SYSTEM_TIME AS OF` cut from a join's tokens
 //!   and recorded for the planner;
+//! - [`match_within`]: Flink's `WITHIN <interval>` after a `MATCH_RECOGNIZE`
+//!   pattern, moved into its `DEFINE` list for the planner to read;
 //! - [`flink_windows`]: Flink's legacy group windows (`TUMBLE(ts, ...)` in
 //!   GROUP BY, `TUMBLE_START`, ...) and `TABLE t` window arguments
 //!   rewritten to eddy's window functions;
@@ -21,6 +23,7 @@
 pub mod flink_functions;
 pub mod flink_windows;
 pub mod identifiers;
+pub mod match_within;
 pub mod output_names;
 pub mod statements;
 pub mod temporal_joins;

@@ -210,6 +210,7 @@ fn parse_one(
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
+    let tokens = crate::dialect::match_within::move_within(tokens);
     let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
     let mut statement = parser
         .parse_statement()

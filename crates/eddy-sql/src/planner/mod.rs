@@ -42,6 +42,7 @@ mod aggregate;
 mod change_feed;
 mod grouping_sets;
 mod join;
+mod match_recognize;
 mod not_in;
 mod over;
 mod rank;
@@ -191,6 +192,10 @@ pub(crate) struct Compiler {
     source_nodes: HashMap<String, NodeId>,
     /// `VALUES` lists planned so far (each is a source of its own).
     values_count: usize,
+    /// `MATCH_RECOGNIZE`s lifted so far, by the hidden table that took
+    /// each one's place (see `match_recognize`).
+    match_views: HashMap<String, match_recognize::MatchView>,
+    match_count: usize,
     /// Upsert feeds: the changelog step behind each one's source.
     normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
@@ -237,6 +242,8 @@ impl Compiler {
             graph: JobGraph::default(),
             source_nodes: HashMap::new(),
             values_count: 0,
+            match_views: HashMap::new(),
+            match_count: 0,
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
             sinks: BTreeSet::new(),
@@ -392,9 +399,11 @@ impl Compiler {
             .map_err(|e| self.df_error(position, e))
     }
 
-    fn add_statement(&mut self, parsed: ParsedStatement, map: &SourceMap) -> Result<()> {
+    fn add_statement(&mut self, mut parsed: ParsedStatement, map: &SourceMap) -> Result<()> {
         self.current_map = map.clone();
+        self.current_words = parsed.words.clone();
         let position = parsed.position.clone();
+        self.lift_match_recognize(&mut parsed.statement, &position)?;
         match parsed.statement {
             Statement::CreateTable(create) => {
                 let state = self.ctx.state();
@@ -859,6 +868,10 @@ impl Compiler {
                 let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
+                } else if let Some(mut matched) = self.match_stream(&name)? {
+                    matched.materialize(&mut self.graph);
+                    self.view_streams.insert(name.clone(), matched.clone());
+                    matched
                 } else if let Some(view) = self.views.get(&name).cloned() {
                     // Errors inside the view point into the view.
                     let outer_map = std::mem::replace(&mut self.current_map, view.map);

@@ -1,0 +1,898 @@
+//! Plans `MATCH_RECOGNIZE` into a `match_recognize` operator.
+//!
+//! In: a statement whose FROM holds `t MATCH_RECOGNIZE (...) [AS alias]`.
+//! Out: the statement reading a hidden table in its place (so DataFusion
+//! plans the rest of the query as usual), and that table's operator plan,
+//! added to the graph where the query is first planned into a stream.
+//!
+//! Accepted, as in Flink: `PARTITION BY` columns; `ORDER BY` the input's
+//! event time ascending (then any other keys); `MEASURES` over navigations
+//! (`A.x`, `FIRST`/`LAST(A.x [, n])`, `SUM`/`AVG`/`MIN`/`MAX`/`COUNT` of a
+//! variable's rows, `MATCH_ROWTIME()`, `CLASSIFIER()`); `ONE ROW PER MATCH`;
+//! `AFTER MATCH SKIP` (all four); patterns of variables with `*`, `+`, `?`,
+//! `{n}`, `{n,}`, `{,m}`, `{n,m}` and their reluctant forms, alternation,
+//! groups and `PERMUTE`; `WITHIN <interval>`; `DEFINE` conditions over the
+//! tested row and the match so far (`PREV`, `LAST`, `FIRST`, aggregates).
+//! Refused with the reason: `ALL ROWS PER MATCH`, `^`/`$`, `{- -}`, `NEXT`,
+//! `MATCH_NUMBER()`, an updating input, an input without event time.
+//!
+//! The output has the partition columns, then the measures; a measure
+//! `MATCH_ROWTIME()` carries the event time on.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::{DFSchema, DFSchemaRef};
+use datafusion::logical_expr::{ExprSchemable, LogicalPlan};
+use datafusion::sql::planner::{PlannerContext, SqlToRel};
+use datafusion::sql::sqlparser::ast::{
+    AfterMatchSkip, Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
+    MatchRecognizePattern, MatchRecognizeSymbol, Query, RepetitionQuantifier, RowsPerMatch,
+    SelectItem, SetExpr, Statement, TableAlias, TableFactor, Value as SqlValue, VisitMut,
+    VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use eddy_engine::operators::match_recognize::navigation::{Aggregate, Navigation, Reach};
+use eddy_engine::operators::match_recognize::pattern::Pattern;
+use eddy_engine::operators::match_recognize::{AfterMatch, Condition, MatchRecognizePlan};
+
+use super::stream::{add_operator, keyed, Stream, TimeAttr};
+use super::Compiler;
+use crate::context::DdlContext;
+use crate::dialect::identifiers::normalize;
+use crate::dialect::match_within::WITHIN_SYMBOL;
+use crate::error::{Position, Result, SqlError};
+use crate::params::SourceMap;
+
+/// A `MATCH_RECOGNIZE` lifted out of its statement, planned into a stream
+/// where the hidden table that took its place is first read.
+#[derive(Clone)]
+pub(super) struct MatchView {
+    /// `SELECT * FROM <its input>`.
+    input: LogicalPlan,
+    plan: MatchRecognizePlan,
+    /// The output column `MATCH_ROWTIME()` fills, if any.
+    rowtime_output: Option<usize>,
+    position: Position,
+    map: SourceMap,
+}
+
+/// Pattern variables by their normalized names.
+struct Variables {
+    /// Normalized names, numbered.
+    keys: Vec<String>,
+    /// As written.
+    names: Vec<String>,
+}
+
+impl Variables {
+    fn index(&self, ident: &Ident) -> Option<usize> {
+        let key = normalize(ident);
+        self.keys.iter().position(|k| *k == key)
+    }
+
+    fn add(&mut self, ident: &Ident) -> usize {
+        self.index(ident).unwrap_or_else(|| {
+            self.keys.push(normalize(ident));
+            self.names.push(ident.value.clone());
+            self.keys.len() - 1
+        })
+    }
+}
+
+/// A navigation as written: what it reads, and its argument with the
+/// variable qualifiers taken off.
+struct NavigationSpec {
+    reach: Reach,
+    var: Option<usize>,
+    arg: Option<SqlExpr>,
+}
+
+/// Replaces navigations in an expression by `__nav<i>` columns.
+struct NavigationCutter<'a> {
+    variables: &'a Variables,
+    found: Vec<NavigationSpec>,
+    error: Option<String>,
+    /// A column of the input that carries the event time (`MATCH_ROWTIME()`).
+    time_column: &'a str,
+}
+
+fn nav_column(i: usize) -> String {
+    format!("__nav{i}")
+}
+
+fn function_args(function: &datafusion::sql::sqlparser::ast::Function) -> Vec<&FunctionArgExpr> {
+    match &function.args {
+        FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(e) => e,
+                FunctionArg::Named { arg, .. } | FunctionArg::ExprNamed { arg, .. } => arg,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl NavigationCutter<'_> {
+    /// The variable an argument's columns are qualified with, and the
+    /// argument without the qualifiers.
+    fn unqualify(&mut self, arg: &SqlExpr) -> (Option<usize>, SqlExpr) {
+        let mut arg = arg.clone();
+        let mut vars: Vec<usize> = Vec::new();
+        let variables = self.variables;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut arg, |e| {
+            if let SqlExpr::CompoundIdentifier(parts) = e {
+                if parts.len() == 2 {
+                    if let Some(v) = variables.index(&parts[0]) {
+                        if !vars.contains(&v) {
+                            vars.push(v);
+                        }
+                        *e = SqlExpr::Identifier(parts[1].clone());
+                    }
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        if vars.len() > 1 {
+            self.error = Some(format!(
+                "'{arg}' reads the rows of more than one pattern variable; a navigation reads one variable's rows"
+            ));
+        }
+        (vars.first().copied(), arg)
+    }
+
+    fn offset(&mut self, function: &str, arg: Option<&&FunctionArgExpr>) -> usize {
+        match arg {
+            None => match function {
+                "prev" => 1,
+                _ => 0,
+            },
+            Some(FunctionArgExpr::Expr(SqlExpr::Value(v))) => match &v.value {
+                SqlValue::Number(n, _) => n.parse().unwrap_or_else(|_| {
+                    self.error = Some(format!("{function}(): the offset must be a whole number"));
+                    0
+                }),
+                _ => {
+                    self.error = Some(format!("{function}(): the offset must be a whole number"));
+                    0
+                }
+            },
+            Some(_) => {
+                self.error = Some(format!("{function}(): the offset must be a whole number"));
+                0
+            }
+        }
+    }
+
+    fn navigation(&mut self, expr: &SqlExpr) -> Option<NavigationSpec> {
+        match expr {
+            SqlExpr::Identifier(ident) => Some(NavigationSpec {
+                reach: Reach::Last(0),
+                var: None,
+                arg: Some(SqlExpr::Identifier(ident.clone())),
+            }),
+            SqlExpr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                let var = self.variables.index(&parts[0])?;
+                Some(NavigationSpec {
+                    reach: Reach::Last(0),
+                    var: Some(var),
+                    arg: Some(SqlExpr::Identifier(parts[1].clone())),
+                })
+            }
+            SqlExpr::Function(function) => {
+                let name = function.name.to_string().to_ascii_lowercase();
+                let args = function_args(function);
+                let first = |cutter: &mut Self| match args.first() {
+                    Some(FunctionArgExpr::Expr(e)) => {
+                        let (var, arg) = cutter.unqualify(e);
+                        Some((var, Some(arg)))
+                    }
+                    Some(FunctionArgExpr::QualifiedWildcard(name)) => {
+                        let var = name
+                            .0
+                            .first()
+                            .and_then(|p| p.as_ident())
+                            .and_then(|i| cutter.variables.index(i));
+                        if var.is_none() {
+                            cutter.error = Some(format!("'{name}.*' names no pattern variable"));
+                        }
+                        Some((var, None))
+                    }
+                    Some(FunctionArgExpr::Wildcard) => Some((None, None)),
+                    _ => None,
+                };
+                let reach = match name.as_str() {
+                    "last" => Reach::Last(self.offset("last", args.get(1))),
+                    "first" => Reach::First(self.offset("first", args.get(1))),
+                    "prev" => Reach::Prev(self.offset("prev", args.get(1))),
+                    "next" => {
+                        self.error = Some("NEXT() reads rows after the current one; a condition reads the match so far (use PREV or LAST)".into());
+                        return None;
+                    }
+                    "match_number" => {
+                        self.error = Some("MATCH_NUMBER() is not supported".into());
+                        return None;
+                    }
+                    "classifier" => {
+                        return Some(NavigationSpec {
+                            reach: Reach::Classifier,
+                            var: None,
+                            arg: None,
+                        })
+                    }
+                    "match_rowtime" => {
+                        return Some(NavigationSpec {
+                            reach: Reach::Last(0),
+                            var: None,
+                            arg: Some(SqlExpr::Identifier(Ident::with_quote(
+                                '"',
+                                self.time_column,
+                            ))),
+                        })
+                    }
+                    "count" => Reach::Aggregate(Aggregate::Count),
+                    "sum" => Reach::Aggregate(Aggregate::Sum),
+                    "avg" => Reach::Aggregate(Aggregate::Avg),
+                    "min" => Reach::Aggregate(Aggregate::Min),
+                    "max" => Reach::Aggregate(Aggregate::Max),
+                    _ => return None,
+                };
+                let (var, arg) = first(self)?;
+                if arg.is_none() && reach != Reach::Aggregate(Aggregate::Count) {
+                    self.error = Some(format!("{name}(*) is not a navigation; name a column"));
+                    return None;
+                }
+                Some(NavigationSpec { reach, var, arg })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl VisitorMut for NavigationCutter<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut SqlExpr) -> ControlFlow<()> {
+        if let Some(spec) = self.navigation(expr) {
+            *expr = SqlExpr::Identifier(Ident::new(nav_column(self.found.len())));
+            self.found.push(spec);
+        }
+        if self.error.is_some() {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn parse_query(sql: &str) -> Result<Query> {
+    let statement = Parser::new(&GenericDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statement())
+        .map_err(|e| SqlError::Internal(format!("{sql}: {e}")))?;
+    match statement {
+        Statement::Query(query) => Ok(*query),
+        _ => Err(SqlError::Internal(format!("{sql}: not a query"))),
+    }
+}
+
+/// `SELECT * FROM <factor>`.
+fn select_all_from(factor: TableFactor) -> Result<Query> {
+    let mut query = parse_query("SELECT * FROM t")?;
+    if let SetExpr::Select(select) = query.body.as_mut() {
+        select.from[0].relation = factor;
+        select.projection = vec![SelectItem::Wildcard(Default::default())];
+    }
+    Ok(query)
+}
+
+/// The hidden table `name` as a table factor, with `alias`.
+fn hidden_table(name: &str, alias: Option<TableAlias>) -> Result<TableFactor> {
+    let mut query = parse_query(&format!("SELECT * FROM \"{name}\""))?;
+    match query.body.as_mut() {
+        SetExpr::Select(select) => {
+            let mut factor = select.from.remove(0).relation;
+            if let TableFactor::Table { alias: a, .. } = &mut factor {
+                *a = alias;
+            }
+            Ok(factor)
+        }
+        _ => Err(SqlError::Internal("hidden table".into())),
+    }
+}
+
+/// Lifts every `MATCH_RECOGNIZE` of a statement (innermost first).
+struct Lifter<'a> {
+    compiler: &'a mut Compiler,
+    position: Position,
+    error: Option<SqlError>,
+}
+
+impl VisitorMut for Lifter<'_> {
+    type Break = ();
+
+    fn post_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if !matches!(factor, TableFactor::MatchRecognize { .. }) {
+            return ControlFlow::Continue(());
+        }
+        let placeholder = match hidden_table("_", None) {
+            Ok(placeholder) => placeholder,
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        };
+        let taken = std::mem::replace(factor, placeholder);
+        match self.compiler.lift_one(taken, &self.position) {
+            Ok(replacement) => {
+                *factor = replacement;
+                ControlFlow::Continue(())
+            }
+            Err(e) => {
+                self.error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+impl Compiler {
+    /// Replaces each `MATCH_RECOGNIZE` in `statement` by a hidden table and
+    /// records its plan.
+    pub(super) fn lift_match_recognize(
+        &mut self,
+        statement: &mut Statement,
+        position: &Position,
+    ) -> Result<()> {
+        let mut lifter = Lifter {
+            compiler: self,
+            position: position.clone(),
+            error: None,
+        };
+        let _ = statement.visit(&mut lifter);
+        match lifter.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn lift_one(&mut self, factor: TableFactor, position: &Position) -> Result<TableFactor> {
+        let TableFactor::MatchRecognize {
+            table,
+            partition_by,
+            order_by,
+            measures,
+            rows_per_match,
+            after_match_skip,
+            pattern,
+            symbols,
+            alias,
+        } = factor
+        else {
+            return Err(SqlError::Internal("not a MATCH_RECOGNIZE".into()));
+        };
+        let at = self.anchor(position, &["MATCH_RECOGNIZE"]);
+        let fail = |message: String| SqlError::at(&at, format!("MATCH_RECOGNIZE: {message}"));
+        if let Some(RowsPerMatch::AllRows(_)) = rows_per_match {
+            return Err(fail("ALL ROWS PER MATCH is not supported; eddy reports ONE ROW PER MATCH (as Flink does): put what you need of each match's rows into MEASURES".into()));
+        }
+        let input = self.plan_statement(
+            Statement::Query(Box::new(select_all_from(*table)?)),
+            position,
+        )?;
+        let input_schema: DFSchemaRef = input.schema().clone();
+        let input_arrow: SchemaRef = Arc::new(input_schema.as_arrow().clone());
+        let state = self.ctx.state();
+        let provider = DdlContext::new(&self.ctx, &state);
+        let planner = SqlToRel::new(&provider);
+        let to_logical = |expr: &SqlExpr, schema: &DFSchema| {
+            planner
+                .sql_to_expr(expr.clone(), schema, &mut PlannerContext::new())
+                .map_err(|e| self.df_error(&at, e))
+        };
+        let to_physical = |expr: datafusion::logical_expr::Expr, schema: &DFSchema| {
+            crate::context::physical_expr(&state, expr, schema).map_err(|e| self.df_error(&at, e))
+        };
+
+        // The pattern and its variables.
+        let mut variables = Variables {
+            keys: Vec::new(),
+            names: Vec::new(),
+        };
+        let pattern = to_pattern(&pattern, &mut variables).map_err(fail)?;
+        let mut within_ms = None;
+        let mut definitions: Vec<Option<SqlExpr>> = vec![None; variables.keys.len()];
+        for symbol in &symbols {
+            if symbol.symbol.value == WITHIN_SYMBOL {
+                let interval = to_logical(&symbol.definition, &input_schema)?;
+                within_ms = Some(
+                    crate::udf::interval_expr_ms(&interval)
+                        .filter(|ms| *ms > 0)
+                        .ok_or_else(|| fail(format!("WITHIN takes a positive interval of fixed length (INTERVAL '10' MINUTE), not {}", symbol.definition)))?,
+                );
+                continue;
+            }
+            let Some(var) = variables.index(&symbol.symbol) else {
+                return Err(fail(format!(
+                    "DEFINE names '{}', which the PATTERN does not use",
+                    symbol.symbol.value
+                )));
+            };
+            if definitions[var].is_some() {
+                return Err(fail(format!("'{}' is defined twice", symbol.symbol.value)));
+            }
+            definitions[var] = Some(symbol.definition.clone());
+        }
+
+        // ORDER BY: the event time first (checked against the stream when
+        // planned), then any keys.
+        let Some(first) = order_by.first() else {
+            return Err(fail(
+                "ORDER BY the event time is required: rows are matched in event-time order".into(),
+            ));
+        };
+        let time_column = match &first.expr {
+            SqlExpr::Identifier(_) | SqlExpr::CompoundIdentifier(_) => {
+                match to_logical(&first.expr, &input_schema)? {
+                    datafusion::logical_expr::Expr::Column(c) => {
+                        input_schema.index_of_column(&c).ok()
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+        .filter(|_| first.options.asc != Some(false))
+        .ok_or_else(|| {
+            fail(format!(
+                "ORDER BY must start with the event-time column, ascending (not {first})"
+            ))
+        })?;
+        let time_name = input_schema.field(time_column).name().clone();
+        let mut order_keys = Vec::new();
+        for key in &order_by[1..] {
+            let expr = to_logical(&key.expr, &input_schema)?;
+            order_keys.push((
+                to_physical(expr, &input_schema)?,
+                key.options.asc == Some(false),
+            ));
+        }
+
+        // Navigations of conditions and measures share the argument columns.
+        let mut args: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = Vec::new();
+        let mut arg_of = |expr: Arc<dyn datafusion::physical_expr::PhysicalExpr>| {
+            let text = expr.to_string();
+            match args.iter().position(|a| a.to_string() == text) {
+                Some(i) => i,
+                None => {
+                    args.push(expr);
+                    args.len() - 1
+                }
+            }
+        };
+        let cut = |expr: &SqlExpr| -> Result<(SqlExpr, Vec<NavigationSpec>)> {
+            let mut expr = expr.clone();
+            let mut cutter = NavigationCutter {
+                variables: &variables,
+                found: Vec::new(),
+                error: None,
+                time_column: &time_name,
+            };
+            let _ = expr.visit(&mut cutter);
+            match cutter.error {
+                Some(e) => Err(fail(e)),
+                None => Ok((expr, cutter.found)),
+            }
+        };
+        // Each navigation's type and argument column.
+        let navigations =
+            |specs: Vec<NavigationSpec>,
+             arg_of: &mut dyn FnMut(Arc<dyn datafusion::physical_expr::PhysicalExpr>) -> usize|
+             -> Result<Vec<Navigation>> {
+                specs
+                    .into_iter()
+                    .map(|spec| {
+                        let (arg, arg_type) = match &spec.arg {
+                            Some(arg) => {
+                                let logical = to_logical(arg, &input_schema)?;
+                                let data_type = logical
+                                    .get_type(&input_schema)
+                                    .map_err(|e| self.df_error(&at, e))?;
+                                (
+                                    Some(arg_of(to_physical(logical, &input_schema)?)),
+                                    data_type,
+                                )
+                            }
+                            None => (None, DataType::Int64),
+                        };
+                        let data_type = match spec.reach {
+                            Reach::Classifier => DataType::Utf8,
+                            Reach::Aggregate(Aggregate::Count) => DataType::Int64,
+                            Reach::Aggregate(Aggregate::Avg) => DataType::Float64,
+                            Reach::Aggregate(Aggregate::Sum) => {
+                                sum_type(&arg_type).ok_or_else(|| {
+                                    fail(format!(
+                                        "SUM of {arg_type} is not supported in MATCH_RECOGNIZE"
+                                    ))
+                                })?
+                            }
+                            _ => arg_type,
+                        };
+                        Ok(Navigation {
+                            reach: spec.reach,
+                            var: spec.var,
+                            arg,
+                            data_type,
+                        })
+                    })
+                    .collect()
+            };
+        let nav_schema = |navigations: &[Navigation]| -> Result<DFSchema> {
+            let fields: Vec<Field> = navigations
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Field::new(nav_column(i), n.data_type.clone(), true))
+                .collect();
+            DFSchema::try_from(Schema::new(fields)).map_err(|e| self.df_error(&at, e))
+        };
+
+        // DEFINE: a condition reading only the tested row becomes a column.
+        let mut conditions = Vec::with_capacity(variables.keys.len());
+        for (var, definition) in definitions.iter().enumerate() {
+            let Some(definition) = definition else {
+                conditions.push(Condition::Always);
+                continue;
+            };
+            let (rewritten, specs) = cut(definition)?;
+            let row_only = specs
+                .iter()
+                .all(|s| s.reach == Reach::Last(0) && s.var.is_none_or(|v| v == var));
+            let navs = navigations(specs, &mut arg_of)?;
+            let schema = nav_schema(&navs)?;
+            let logical = to_logical(&rewritten, &schema)?;
+            let condition_type = logical
+                .get_type(&schema)
+                .map_err(|e| self.df_error(&at, e))?;
+            if condition_type != DataType::Boolean && condition_type != DataType::Null {
+                return Err(fail(format!(
+                    "the condition of '{}' is {condition_type}, not a boolean",
+                    variables.names[var]
+                )));
+            }
+            if row_only {
+                // The same condition over the input's own columns.
+                let (_, stripped) = NavigationCutter {
+                    variables: &variables,
+                    found: Vec::new(),
+                    error: None,
+                    time_column: &time_name,
+                }
+                .unqualify(definition);
+                let logical = to_logical(&stripped, &input_schema)?;
+                conditions.push(Condition::Row(arg_of(to_physical(logical, &input_schema)?)));
+            } else {
+                let expr = to_physical(logical, &schema)?;
+                conditions.push(Condition::Navigating {
+                    navigations: navs,
+                    schema: Arc::new(schema.as_arrow().clone()),
+                    expr,
+                });
+            }
+        }
+
+        // Outputs: the partition columns, then the measures.
+        let mut measure_specs = Vec::new();
+        let mut output_exprs = Vec::new();
+        let mut output_names = Vec::new();
+        let mut partition_keys = Vec::new();
+        for key in &partition_by {
+            let logical = to_logical(key, &input_schema)?;
+            let datafusion::logical_expr::Expr::Column(column) = &logical else {
+                return Err(fail(format!("PARTITION BY takes columns, not {key}")));
+            };
+            output_names.push(column.name.clone());
+            partition_keys.push(to_physical(logical.clone(), &input_schema)?);
+            output_exprs.push(SqlExpr::Identifier(Ident::new(nav_column(
+                measure_specs.len(),
+            ))));
+            measure_specs.push(NavigationSpec {
+                reach: Reach::Last(0),
+                var: None,
+                arg: Some(SqlExpr::Identifier(Ident::with_quote(
+                    '"',
+                    column.name.clone(),
+                ))),
+            });
+        }
+        let mut rowtime_output = None;
+        for measure in &measures {
+            let mut cutter = NavigationCutter {
+                variables: &variables,
+                found: Vec::new(),
+                error: None,
+                time_column: &time_name,
+            };
+            let mut expr = measure.expr.clone();
+            let _ = expr.visit(&mut cutter);
+            if let Some(e) = cutter.error {
+                return Err(fail(e));
+            }
+            // Renumber this measure's navigations after those before it.
+            let base = measure_specs.len();
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut expr, |e| {
+                if let SqlExpr::Identifier(ident) = e {
+                    if let Some(i) = ident
+                        .value
+                        .strip_prefix("__nav")
+                        .and_then(|n| n.parse::<usize>().ok())
+                    {
+                        *e = SqlExpr::Identifier(Ident::new(nav_column(base + i)));
+                    }
+                }
+                ControlFlow::<()>::Continue(())
+            });
+            if matches!(&measure.expr, SqlExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("match_rowtime"))
+            {
+                rowtime_output = Some(output_names.len());
+            }
+            measure_specs.extend(cutter.found);
+            output_exprs.push(expr);
+            output_names.push(normalize(&measure.alias));
+        }
+        let measures = navigations(measure_specs, &mut arg_of)?;
+        let measure_df = nav_schema(&measures)?;
+        let mut outputs = Vec::new();
+        let mut output_fields = Vec::new();
+        for (expr, name) in output_exprs.iter().zip(&output_names) {
+            let logical = to_logical(expr, &measure_df)?;
+            let data_type = logical
+                .get_type(&measure_df)
+                .map_err(|e| self.df_error(&at, e))?;
+            if output_fields.iter().any(|f: &Field| f.name() == name) {
+                return Err(fail(format!("the output has two columns named '{name}'")));
+            }
+            output_fields.push(Field::new(name, data_type, true));
+            outputs.push(to_physical(logical, &measure_df)?);
+        }
+        let output_schema = Arc::new(Schema::new(output_fields));
+
+        let after_match = match &after_match_skip {
+            None | Some(AfterMatchSkip::PastLastRow) => AfterMatch::PastLastRow,
+            Some(AfterMatchSkip::ToNextRow) => AfterMatch::ToNextRow,
+            Some(AfterMatchSkip::ToFirst(v)) | Some(AfterMatchSkip::ToLast(v)) => {
+                let var = variables.index(v).ok_or_else(|| {
+                    fail(format!(
+                        "AFTER MATCH SKIP names '{}', which the PATTERN does not use",
+                        v.value
+                    ))
+                })?;
+                if matches!(after_match_skip, Some(AfterMatchSkip::ToFirst(_))) {
+                    AfterMatch::ToFirst(var)
+                } else {
+                    AfterMatch::ToLast(var)
+                }
+            }
+        };
+        let plan = MatchRecognizePlan {
+            input_schema: input_arrow,
+            partition_by: partition_keys,
+            time_column,
+            order_by: order_keys,
+            allowed_lateness_ms: 0,
+            variables: variables.names,
+            pattern,
+            conditions,
+            args,
+            measures,
+            measure_schema: Arc::new(measure_df.as_arrow().clone()),
+            outputs,
+            output_schema: output_schema.clone(),
+            after_match,
+            within_ms,
+        };
+        plan.program().map_err(|e| fail(e.to_string()))?;
+        self.match_count += 1;
+        let name = format!("match_recognize#{}", self.match_count);
+        self.register(&name, output_schema, position)?;
+        self.match_views.insert(
+            name.clone(),
+            MatchView {
+                input,
+                plan,
+                rowtime_output,
+                position: at.clone(),
+                map: self.current_map.clone(),
+            },
+        );
+        hidden_table(&name, alias)
+    }
+
+    /// The stream of a lifted `MATCH_RECOGNIZE` (its hidden table `name`).
+    pub(super) fn match_stream(&mut self, name: &str) -> Result<Option<Stream>> {
+        let Some(view) = self.match_views.get(name).cloned() else {
+            return Ok(None);
+        };
+        let outer_map = std::mem::replace(&mut self.current_map, view.map.clone());
+        let planned = self.plan_stream(&view.input, &view.position);
+        self.current_map = outer_map;
+        let mut input = planned?;
+        let fail =
+            |message: String| SqlError::at(&view.position, format!("MATCH_RECOGNIZE: {message}"));
+        input.append_only("MATCH_RECOGNIZE").map_err(fail)?;
+        let Some(time) = input.time else {
+            return Err(fail(format!(
+                "its input needs event time: {}",
+                input.why_no_time()
+            )));
+        };
+        let mut plan = view.plan;
+        if time.column != plan.time_column {
+            return Err(fail(format!(
+                "ORDER BY must start with the event time '{}', not '{}': rows are matched in event-time order",
+                input.schema.field(time.column).name(),
+                input.schema.field(plan.time_column).name()
+            )));
+        }
+        plan.allowed_lateness_ms = time.allowed_lateness_ms;
+        let keys = plan.partition_by.clone();
+        let output = plan.output_schema.clone();
+        let from = input.materialize(&mut self.graph);
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![(from, keyed(keys))]);
+        let schema = DFSchema::try_from_qualified_schema(name, &output)
+            .map_err(|e| self.df_error(&view.position, e))?;
+        let mut stream = Stream::of_node(
+            node,
+            &self.graph,
+            Arc::new(schema),
+            view.rowtime_output.map(|column| TimeAttr {
+                column,
+                allowed_lateness_ms: 0,
+            }),
+        );
+        if view.rowtime_output.is_none() {
+            stream.time_lost =
+                Some("a MATCH_RECOGNIZE has event time only as a MATCH_ROWTIME() measure".into());
+        }
+        Ok(Some(stream))
+    }
+}
+
+/// DataFusion's `SUM` result type for an argument type.
+fn sum_type(arg: &DataType) -> Option<DataType> {
+    Some(match arg {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => DataType::Int64,
+        DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            DataType::UInt64
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => DataType::Float64,
+        DataType::Decimal128(p, s) => DataType::Decimal128((*p + 10).min(38), *s),
+        DataType::Null => DataType::Int64,
+        _ => return None,
+    })
+}
+
+/// The most variables `PERMUTE` takes (it expands to every order).
+const MAX_PERMUTE: usize = 5;
+
+fn to_pattern(
+    pattern: &MatchRecognizePattern,
+    variables: &mut Variables,
+) -> std::result::Result<Pattern, String> {
+    Ok(match pattern {
+        MatchRecognizePattern::Symbol(MatchRecognizeSymbol::Named(ident)) => {
+            Pattern::Var(variables.add(ident))
+        }
+        MatchRecognizePattern::Symbol(_) => {
+            return Err("^ and $ (the start and end of a partition) are not supported: a stream's partition has no end".into())
+        }
+        MatchRecognizePattern::Exclude(_) => {
+            return Err("{- ... -} excludes rows from ALL ROWS PER MATCH output, which eddy does not produce".into())
+        }
+        MatchRecognizePattern::Permute(symbols) => {
+            if symbols.len() > MAX_PERMUTE {
+                return Err(format!("PERMUTE takes at most {MAX_PERMUTE} variables"));
+            }
+            let vars = symbols
+                .iter()
+                .map(|s| match s {
+                    MatchRecognizeSymbol::Named(ident) => Ok(variables.add(ident)),
+                    _ => Err("PERMUTE takes variables".to_string()),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            Pattern::Alternation(
+                permutations(&vars)
+                    .into_iter()
+                    .map(|order| Pattern::Concat(order.into_iter().map(Pattern::Var).collect()))
+                    .collect(),
+            )
+        }
+        MatchRecognizePattern::Concat(parts) => Pattern::Concat(
+            parts
+                .iter()
+                .map(|p| to_pattern(p, variables))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        MatchRecognizePattern::Group(inner) => to_pattern(inner, variables)?,
+        MatchRecognizePattern::Alternation(branches) => Pattern::Alternation(
+            branches
+                .iter()
+                .map(|p| to_pattern(p, variables))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        MatchRecognizePattern::Repetition(inner, quantifier) => {
+            // `B*?`: sqlparser reads the `?` after a quantifier as a second
+            // quantifier; written without parentheses it makes the first
+            // reluctant.
+            let (inner, quantifier, greedy) = match (inner.as_ref(), quantifier) {
+                (MatchRecognizePattern::Repetition(base, first), RepetitionQuantifier::AtMostOne) => {
+                    (base.as_ref(), first, false)
+                }
+                _ => (inner.as_ref(), quantifier, true),
+            };
+            let (min, max) = match quantifier {
+                RepetitionQuantifier::ZeroOrMore => (0, None),
+                RepetitionQuantifier::OneOrMore => (1, None),
+                RepetitionQuantifier::AtMostOne => (0, Some(1)),
+                RepetitionQuantifier::Exactly(n) => (*n, Some(*n)),
+                RepetitionQuantifier::AtLeast(n) => (*n, None),
+                RepetitionQuantifier::AtMost(m) => (0, Some(*m)),
+                RepetitionQuantifier::Range(n, m) => {
+                    if n > m {
+                        return Err(format!("{{{n},{m}}}: the lower bound is above the upper"));
+                    }
+                    (*n, Some(*m))
+                }
+            };
+            if max == Some(0) {
+                return Err(format!("{quantifier} repeats nothing"));
+            }
+            Pattern::Repeat {
+                inner: Box::new(to_pattern(inner, variables)?),
+                min,
+                max,
+                greedy,
+            }
+        }
+    })
+}
+
+/// Every order of `items`, in the order the standard prefers them
+/// (lexicographic by position in the list).
+fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut tail in permutations(&rest) {
+            tail.insert(0, first);
+            out.push(tail);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permutations;
+
+    #[test]
+    fn permutations_in_order() {
+        assert_eq!(
+            permutations(&[0, 1, 2]),
+            vec![
+                vec![0, 1, 2],
+                vec![0, 2, 1],
+                vec![1, 0, 2],
+                vec![1, 2, 0],
+                vec![2, 0, 1],
+                vec![2, 1, 0]
+            ]
+        );
+    }
+}
