@@ -1,5 +1,6 @@
--- fail: fail_match_recognize.sql:8:1: eddy cannot run MATCH_RECOGNIZE (row pattern recognition) yet
--- A construct eddy has no plan for is named, not dumped as a syntax tree.
+-- fail: fail_match_recognize.sql:9:22: MATCH_RECOGNIZE: its input needs event time
+-- Rows are matched in event-time order: an input without a watermark is
+-- refused at MATCH_RECOGNIZE, naming why.
 CREATE TABLE clicks (
   user_id VARCHAR NOT NULL,
   amount  DOUBLE,
