@@ -6,7 +6,7 @@
 //! the operator that was snapshotted and simply went on. Swept over batch
 //! sizes and cut points, for windows (tumble, hop, cumulate, session,
 //! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
-//! aggregates, lag, row_number, a state TTL), updating aggregates (GROUP BY
+//! aggregates, lag, row_number, a state TTL), MATCH_RECOGNIZE, updating aggregates (GROUP BY
 //! without a window, global, DISTINCT), Top-N over a whole stream, joins
 //! without a time bound, the temporal join, union, source runners and
 //! source connectors.
@@ -379,6 +379,29 @@ fn interval_joins_inner_left_and_full() {
             "interval_join",
         );
     }
+}
+
+#[test]
+fn match_recognize_keeps_partial_matches_across_a_restore() {
+    // Rows of partial matches (a greedy end waits for the row after it,
+    // WITHIN decides others) and pending rows are in the snapshot.
+    check(
+        "SELECT * FROM a MATCH_RECOGNIZE (
+           PARTITION BY k ORDER BY event_time
+           MEASURES FIRST(S.ts) AS s_ts, COUNT(S.*) AS n, LAST(L.v) AS top, AVG(L.v) AS mean
+           PATTERN (S{1,3} L+) WITHIN INTERVAL '4' SECOND
+           DEFINE S AS S.v < 50, L AS L.v > LAST(S.v) + 10)",
+        "match_recognize",
+    );
+    check(
+        "SELECT * FROM a MATCH_RECOGNIZE (
+           ORDER BY event_time
+           MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, CLASSIFIER() AS c
+           AFTER MATCH SKIP TO NEXT ROW
+           PATTERN (X (Y | Z)+? W)
+           DEFINE X AS X.v > 90, Y AS Y.v < 30, Z AS Z.v < 60, W AS W.v > PREV(W.v))",
+        "match_recognize",
+    );
 }
 
 #[test]
