@@ -296,3 +296,38 @@ fn generator_is_deterministic() {
         assert_eq!(a.lines().count(), 3_000);
     }
 }
+
+/// `examples/match_recognize/fraud_rules.sql`: the pipeline's velocity rule
+/// and a sequence rule as row patterns, on the same generator, find the
+/// planted burst (as the hopping window does: customer, count, total) and
+/// the planted large payment after a small one.
+#[test]
+fn match_recognize_fraud_rules_find_the_planted_payments() {
+    let files =
+        job::load_sql(&[common::repo_root().join("examples/match_recognize/fraud_rules.sql")])
+            .expect("example");
+    let expected = vec![
+        r#"FRAUD> {"rule": "small_then_large", "customer_id": "cust-001", "payments": 6, "total_amount": 10348.3, "first_payment": "pay-9101", "last_payment": "pay-9003", "first_at": "2023-11-14T22:13:22.400Z", "last_at": "2023-11-14T22:13:48.057Z"}"#,
+        r#"FRAUD> {"rule": "velocity", "customer_id": "cust-004", "payments": 5, "total_amount": 430.52, "first_payment": "pay-9201", "last_payment": "pay-9205", "first_at": "2023-11-14T22:13:33.100Z", "last_at": "2023-11-14T22:13:37.100Z"}"#,
+    ];
+    for (batch_size, parallelism) in [(8192, 1), (1, 1), (7, 2), (64, 4)] {
+        let captured = common::run_captured_in_parallel(
+            &files,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            batch_size,
+            parallelism,
+        )
+        .expect("example run");
+        assert_eq!(
+            common::sorted(captured.lines),
+            expected,
+            "batch size {batch_size}, parallelism {parallelism}"
+        );
+    }
+    let pipeline = common::sorted(reference_output(8192).lines);
+    assert!(
+        pipeline.iter().any(|l| l.contains(r#""anomaly_type": "velocity", "customer_id": "cust-004", "transaction_count": 5, "total_amount": 430.52"#)),
+        "the pipeline's velocity window finds the same burst"
+    );
+}
