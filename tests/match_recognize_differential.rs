@@ -150,11 +150,19 @@ impl Search<'_> {
                     self.rep(inner, min, max, greedy, done + 1, p, vars, k)
                 })
         };
-        if greedy {
-            more(vars, k) || (done >= min && k(pos, vars))
-        } else {
-            (done >= min && k(pos, vars)) || more(vars, k)
+        // The order of the two tries is the quantifier's preference.
+        let tries: [bool; 2] = if greedy { [true, false] } else { [false, true] };
+        for again in tries {
+            let found = if again {
+                more(vars, k)
+            } else {
+                done >= min && k(pos, vars)
+            };
+            if found {
+                return true;
+            }
         }
+        false
     }
 }
 
