@@ -5,6 +5,8 @@
 //!   join job on the generator writing Parquet: after at least ten kills
 //!   (`EDDY_KILLS` to change) the final outputs equal an uninterrupted run's
 //!   as row multisets (nothing lost, nothing twice).
+//! - MATCH_RECOGNIZE per customer on the generator: its partial matches
+//!   survive kills, the matches equal an uninterrupted run's.
 //! - A Debezium change feed, mirrored and aggregated into Debezium sinks:
 //!   the table its source holds (to check each change) is restored with
 //!   its position, so every round's changelogs replay exactly.
@@ -358,6 +360,69 @@ fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
     );
     eprintln!(
         "windows + join (killed runs at --parallelism 2): {} kills in {} round(s), every round's output exact; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
+        run.kills, run.rounds, run.resumed_from
+    );
+}
+
+const ROW_PATTERNS: &str = "
+CREATE TABLE orders (
+  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'orders', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE bursts (customer_id VARCHAR, first_order VARCHAR, lows BIGINT, high DOUBLE, mean_low DOUBLE)
+  WITH (connector = 'stdout');
+INSERT INTO bursts
+SELECT * FROM orders MATCH_RECOGNIZE (
+  PARTITION BY customer_id ORDER BY event_time
+  MEASURES FIRST(LOW.order_id) AS first_order, COUNT(LOW.*) AS lows, HIGH.order_amount AS high,
+           AVG(LOW.order_amount) AS mean_low
+  PATTERN (LOW+ HIGH) WITHIN INTERVAL '20' SECOND
+  DEFINE LOW AS LOW.order_amount < 150, HIGH AS HIGH.order_amount > 1.2 * AVG(LOW.order_amount));
+";
+
+/// MATCH_RECOGNIZE keeps partial matches (rows of undecided starts) and
+/// pending rows in its checkpoints: killed and resumed, its matches are
+/// exactly an uninterrupted run's.
+#[test]
+fn row_patterns_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = dir.path().join("job.sql");
+    std::fs::write(&sql, ROW_PATTERNS).unwrap();
+    let job = JobArgs(vec![
+        sql.display().to_string(),
+        "--set".into(),
+        "ROWS=600000".into(),
+        "--parallelism".into(),
+        "2".into(),
+    ]);
+    let started = Instant::now();
+    let out = job
+        .command(&dir.path().join("expected"), None)
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    let baseline = started.elapsed();
+    let expected = ndjson_outputs(&dir.path().join("expected"));
+    assert!(
+        expected.values().all(|rows| rows.len() > 1_000),
+        "matches to compare: {:?}",
+        expected.values().map(Vec::len).collect::<Vec<_>>()
+    );
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            ndjson_outputs(output) == expected,
+            "matches differ after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&job, dir.path(), kills(), baseline, 11, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "row patterns: {} kills in {} round(s), every round's output exact; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
         run.kills, run.rounds, run.resumed_from
     );
 }

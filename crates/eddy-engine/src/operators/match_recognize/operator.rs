@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, UInt32Array,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Int64Array, UInt32Array,
 };
 use datafusion::arrow::compute::{
     concat, concat_batches, filter_record_batch, lexsort_to_indices, take, take_record_batch,
     SortColumn, SortOptions,
 };
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::common::ScalarValue;
@@ -94,23 +95,36 @@ impl MatchRecognizeOperator {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let all = concat_batches(&self.plan.input_schema, &self.pending)?;
-        let times = to_epoch_millis(all.column(self.plan.time_column))?;
-        let due: BooleanArray = times
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t < horizon)))
-            .collect();
-        let released = filter_record_batch(&all, &due)?;
-        let kept = filter_record_batch(&all, &datafusion::arrow::compute::not(&due)?)?;
-        self.pending_rows = kept.num_rows();
-        self.pending = if kept.num_rows() > 0 {
-            vec![kept]
-        } else {
-            Vec::new()
-        };
-        if released.num_rows() == 0 {
+        // Each pending batch is split on its own: what stays keeps only its
+        // own batch's buffers (a string-view column filtered out of a
+        // concatenation would keep every earlier batch's data alive, and a
+        // checkpoint would write it all again).
+        let mut released_parts = Vec::new();
+        let mut kept = Vec::new();
+        for batch in std::mem::take(&mut self.pending) {
+            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+            let due: BooleanArray = times
+                .iter()
+                .map(|t| Some(t.is_some_and(|t| t < horizon)))
+                .collect();
+            match due.true_count() {
+                0 => kept.push(batch),
+                n if n == batch.num_rows() => released_parts.push(batch),
+                _ => {
+                    released_parts.push(filter_record_batch(&batch, &due)?);
+                    kept.push(filter_record_batch(
+                        &batch,
+                        &datafusion::arrow::compute::not(&due)?,
+                    )?);
+                }
+            }
+        }
+        self.pending_rows = kept.iter().map(RecordBatch::num_rows).sum();
+        self.pending = kept;
+        if released_parts.is_empty() {
             return Ok(());
         }
+        let released = concat_batches(&self.plan.input_schema, &released_parts)?;
         // Sort by (time, ORDER BY's other keys, arrival).
         let n = released.num_rows();
         let mut columns = vec![SortColumn {
@@ -154,13 +168,13 @@ impl MatchRecognizeOperator {
                 .collect();
             let new_args = args
                 .iter()
-                .map(|a| Ok(take(a.as_ref(), &indices, None)?))
+                .map(|a| Ok(compact(take(a.as_ref(), &indices, None)?)))
                 .collect::<Result<Vec<ArrayRef>>>()?;
             match self.partitions.get_mut(key) {
                 Some(partition) => {
                     partition.times.extend(new_times);
                     for (old, new) in partition.args.iter_mut().zip(new_args) {
-                        *old = concat(&[old.as_ref(), new.as_ref()])?;
+                        *old = compact(concat(&[old.as_ref(), new.as_ref()])?);
                     }
                 }
                 None => {
@@ -255,7 +269,7 @@ impl MatchRecognizeOperator {
             columns.push(if parts.is_empty() {
                 datafusion::arrow::array::new_empty_array(schema.field(i + 2).data_type())
             } else {
-                concat(&parts)?
+                compact(concat(&parts)?)
             });
         }
         Ok(RecordBatch::try_new(schema, columns)?)
@@ -286,13 +300,25 @@ impl MatchRecognizeOperator {
                     times: times.values()[start..end].to_vec(),
                     args: rows.columns()[2..]
                         .iter()
-                        .map(|c| c.slice(start, end - start))
+                        .map(|c| compact(c.slice(start, end - start)))
                         .collect(),
                 },
             );
             start = end;
         }
         Ok(())
+    }
+}
+
+/// `array` holding only the bytes its own rows use: a string or binary
+/// view array taken or sliced from a larger one still points into all of
+/// that one's data buffers, which kept rows would otherwise keep alive
+/// (and every checkpoint write again).
+fn compact(array: ArrayRef) -> ArrayRef {
+    match array.data_type() {
+        DataType::Utf8View => Arc::new(array.as_string_view().gc()),
+        DataType::BinaryView => Arc::new(array.as_binary_view().gc()),
+        _ => array,
     }
 }
 
