@@ -94,13 +94,15 @@ struct NavigationSpec {
 struct NavigationCutter<'a> {
     variables: &'a Variables,
     found: Vec<NavigationSpec>,
+    /// The number of the first navigation's column.
+    base: usize,
     error: Option<String>,
     /// A column of the input that carries the event time (`MATCH_ROWTIME()`).
     time_column: &'a str,
 }
 
 fn nav_column(i: usize) -> String {
-    format!("__nav{i}")
+    eddy_engine::operators::match_recognize::navigation::column_name(i)
 }
 
 fn function_args(function: &datafusion::sql::sqlparser::ast::Function) -> Vec<&FunctionArgExpr> {
@@ -258,7 +260,7 @@ impl VisitorMut for NavigationCutter<'_> {
 
     fn pre_visit_expr(&mut self, expr: &mut SqlExpr) -> ControlFlow<()> {
         if let Some(spec) = self.navigation(expr) {
-            *expr = SqlExpr::Identifier(Ident::new(nav_column(self.found.len())));
+            *expr = SqlExpr::Identifier(Ident::new(nav_column(self.base + self.found.len())));
             self.found.push(spec);
         }
         if self.error.is_some() {
@@ -473,11 +475,13 @@ impl Compiler {
                 }
             }
         };
-        let cut = |expr: &SqlExpr| -> Result<(SqlExpr, Vec<NavigationSpec>)> {
+        // Navigations cut from an expression, numbered from `base`.
+        let cut = |expr: &SqlExpr, base: usize| -> Result<(SqlExpr, Vec<NavigationSpec>)> {
             let mut expr = expr.clone();
             let mut cutter = NavigationCutter {
                 variables: &variables,
                 found: Vec::new(),
+                base,
                 error: None,
                 time_column: &time_name,
             };
@@ -546,7 +550,7 @@ impl Compiler {
                 conditions.push(Condition::Always);
                 continue;
             };
-            let (rewritten, specs) = cut(definition)?;
+            let (rewritten, specs) = cut(definition, 0)?;
             let row_only = specs
                 .iter()
                 .all(|s| s.reach == Reach::Last(0) && s.var.is_none_or(|v| v == var));
@@ -567,6 +571,7 @@ impl Compiler {
                 let (_, stripped) = NavigationCutter {
                     variables: &variables,
                     found: Vec::new(),
+                    base: 0,
                     error: None,
                     time_column: &time_name,
                 }
@@ -609,36 +614,12 @@ impl Compiler {
         }
         let mut rowtime_output = None;
         for measure in &measures {
-            let mut cutter = NavigationCutter {
-                variables: &variables,
-                found: Vec::new(),
-                error: None,
-                time_column: &time_name,
-            };
-            let mut expr = measure.expr.clone();
-            let _ = expr.visit(&mut cutter);
-            if let Some(e) = cutter.error {
-                return Err(fail(e));
-            }
-            // Renumber this measure's navigations after those before it.
-            let base = measure_specs.len();
-            let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut expr, |e| {
-                if let SqlExpr::Identifier(ident) = e {
-                    if let Some(i) = ident
-                        .value
-                        .strip_prefix("__nav")
-                        .and_then(|n| n.parse::<usize>().ok())
-                    {
-                        *e = SqlExpr::Identifier(Ident::new(nav_column(base + i)));
-                    }
-                }
-                ControlFlow::<()>::Continue(())
-            });
+            let (expr, specs) = cut(&measure.expr, measure_specs.len())?;
             if matches!(&measure.expr, SqlExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("match_rowtime"))
             {
                 rowtime_output = Some(output_names.len());
             }
-            measure_specs.extend(cutter.found);
+            measure_specs.extend(specs);
             output_exprs.push(expr);
             output_names.push(normalize(&measure.alias));
         }

@@ -140,6 +140,38 @@ impl MatchRecognizePlan {
         Program::compile(&self.pattern).map_err(EngineError::Config)
     }
 
+    /// A navigation as `eddy explain` shows it: `LAST(A.amount@1, 1)`.
+    fn describe_navigation(&self, nav: &Navigation) -> String {
+        use self::navigation::{Aggregate, Reach};
+        let var = nav
+            .var
+            .and_then(|v| self.variables.get(v))
+            .map(|v| format!("{v}."))
+            .unwrap_or_default();
+        let arg = nav
+            .arg
+            .and_then(|a| self.args.get(a))
+            .map(|a| format!("{var}{a}"))
+            .unwrap_or_else(|| format!("{var}*"));
+        match nav.reach {
+            Reach::Last(0) => arg,
+            Reach::Last(n) => format!("LAST({arg}, {n})"),
+            Reach::First(n) => format!("FIRST({arg}, {n})"),
+            Reach::Prev(n) => format!("PREV({arg}, {n})"),
+            Reach::Classifier => "CLASSIFIER()".into(),
+            Reach::Aggregate(a) => {
+                let name = match a {
+                    Aggregate::Count => "COUNT",
+                    Aggregate::Sum => "SUM",
+                    Aggregate::Avg => "AVG",
+                    Aggregate::Min => "MIN",
+                    Aggregate::Max => "MAX",
+                };
+                format!("{name}({arg})")
+            }
+        }
+    }
+
     /// Schema of the `rows` checkpoint table: key, time, then the args.
     fn rows_schema(&self) -> Result<SchemaRef> {
         let mut fields = vec![
@@ -180,7 +212,19 @@ impl OperatorPlan for MatchRecognizePlan {
             .filter_map(|(c, name)| match c {
                 Condition::Always => None,
                 Condition::Row(i) => Some(format!("{name} AS {}", self.args[*i])),
-                Condition::Navigating { expr, .. } => Some(format!("{name} AS {expr}")),
+                Condition::Navigating {
+                    expr, navigations, ..
+                } => {
+                    // `__nav0@0 > 10 * __nav1@1` with the navigations written out.
+                    let mut text = expr.to_string();
+                    for (i, nav) in navigations.iter().enumerate().rev() {
+                        text = text.replace(
+                            &format!("{}@{i}", navigation::column_name(i)),
+                            &self.describe_navigation(nav),
+                        );
+                    }
+                    Some(format!("{name} AS {text}"))
+                }
             })
             .collect();
         format!(

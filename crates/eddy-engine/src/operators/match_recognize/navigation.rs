@@ -23,6 +23,12 @@ use datafusion::common::ScalarValue;
 
 use crate::error::{EngineError, Result};
 
+/// The name of the `i`-th navigation's column in a condition's or the
+/// measures' schema (`__nav0`, ...).
+pub fn column_name(i: usize) -> String {
+    format!("__nav{i}")
+}
+
 /// An aggregate over the rows mapped to a variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aggregate {

@@ -9,7 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::logical_expr::Operator as BinaryOp;
 use datafusion::physical_expr::expressions::{binary, col, lit};
 
-use super::navigation::{Navigation, Reach};
+use super::navigation::{column_name, Navigation, Reach};
 use super::pattern::Pattern;
 use super::{AfterMatch, Condition, MatchRecognizePlan};
 use crate::operator::{Collector, OperatorPlan};
@@ -38,16 +38,16 @@ fn plan(within_ms: Option<i64>) -> MatchRecognizePlan {
 fn plan_over(input: SchemaRef, within_ms: Option<i64>) -> MatchRecognizePlan {
     let small = binary(col("v", &input).unwrap(), BinaryOp::Lt, lit(10i64), &input).unwrap();
     let navigating = Arc::new(Schema::new(vec![
-        Field::new("n0", DataType::Int64, true),
-        Field::new("n1", DataType::Int64, true),
+        Field::new(column_name(0), DataType::Int64, true),
+        Field::new(column_name(1), DataType::Int64, true),
     ]));
     let large = binary(
-        col("n0", &navigating).unwrap(),
+        col(&column_name(0), &navigating).unwrap(),
         BinaryOp::Gt,
         binary(
             lit(10i64),
             BinaryOp::Multiply,
-            col("n1", &navigating).unwrap(),
+            col(&column_name(1), &navigating).unwrap(),
             &navigating,
         )
         .unwrap(),
@@ -249,6 +249,7 @@ fn explain_names_the_pattern_and_conditions() {
     );
     assert!(text.contains("skip past last row"), "{text}");
     assert!(text.contains("S AS v@1 < 10"), "{text}");
+    assert!(text.contains("L AS L.v@1 > 10 * S.v@1"), "{text}");
 }
 
 #[test]
