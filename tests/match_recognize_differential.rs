@@ -73,18 +73,24 @@ struct Case {
     partitioned: bool,
     pattern: P,
     within_ms: Option<i64>,
-    /// `cond(var, rows of the match so far (the tested one last), their vars)`.
-    cond: fn(usize, &[Row], &[usize]) -> bool,
+    /// `cond(var, the partition's rows up to the tested one, where the
+    /// match starts in them, the vars of the match's rows so far)`.
+    cond: Cond,
     /// The output row of a match (rows, vars).
     measures: fn(&[Row], &[usize]) -> Value,
     /// Where the next start is, from the match's first row (rows, vars).
     skip: fn(&[usize]) -> usize,
 }
 
+type Cond = fn(usize, &[Row], usize, &[usize]) -> bool;
+
 /// The reference search: from `pos`, match `p`, then call `k`.
 struct Search<'a> {
+    /// The partition's rows up to the last one a match may take.
     rows: &'a [Row],
-    cond: fn(usize, &[Row], &[usize]) -> bool,
+    /// Where the match starts.
+    start: usize,
+    cond: Cond,
 }
 
 impl Search<'_> {
@@ -101,8 +107,7 @@ impl Search<'_> {
                     return false;
                 }
                 vars.push(*v);
-                let start = pos + 1 - vars.len();
-                if (self.cond)(*v, &self.rows[start..=pos], vars) && k(pos + 1, vars) {
+                if (self.cond)(*v, &self.rows[..=pos], self.start, vars) && k(pos + 1, vars) {
                     return true;
                 }
                 vars.pop();
@@ -171,16 +176,17 @@ fn reference_matches(case: &Case, rows: &[Row], out: &mut Vec<Value>) {
     let mut start = 0;
     while start < rows.len() {
         let end = match case.within_ms {
-            Some(w) => start + rows[start..].partition_point(|r| r.ts < rows[start].ts + w),
+            Some(w) => start + rows[start..].partition_point(|r| r.ts <= rows[start].ts + w),
             None => rows.len(),
         };
         let search = Search {
-            rows: &rows[start..end],
+            rows: &rows[..end],
+            start,
             cond: case.cond,
         };
         let mut found: Option<Vec<usize>> = None;
         let mut vars = Vec::new();
-        search.m(&case.pattern, 0, &mut vars, &mut |_, vars| {
+        search.m(&case.pattern, start, &mut vars, &mut |_, vars| {
             found = Some(vars.clone());
             true
         });
@@ -238,7 +244,8 @@ fn of(rows: &[Row], vars: &[usize], var: usize) -> Vec<Row> {
         .collect()
 }
 
-/// `PREV(x)` of the tested row: the row before it in the match.
+/// `PREV(x)` of the tested row: the row before it in the partition (before
+/// the match's first row too).
 fn prev(rows: &[Row]) -> Option<Row> {
     rows.len().checked_sub(2).map(|i| rows[i])
 }
@@ -255,11 +262,11 @@ fn cases() -> Vec<Case> {
             partitioned: true,
             pattern: P::Seq(vec![P::Rep(Box::new(P::V(0)), 1, None, true), P::V(1)]),
             within_ms: Some(5_000),
-            cond: |var, rows, vars| {
+            cond: |var, rows, start, vars| {
                 let row = rows[rows.len() - 1];
                 match var {
                     0 => row.v < 30.0,
-                    _ => last_of(rows, vars, 0).is_some_and(|s| row.v > 2.0 * s.v),
+                    _ => last_of(&rows[start..], vars, 0).is_some_and(|s| row.v > 2.0 * s.v),
                 }
             },
             measures: |rows, vars| {
@@ -279,7 +286,7 @@ fn cases() -> Vec<Case> {
             partitioned: true,
             pattern: P::Seq(vec![P::V(0), P::Rep(Box::new(P::V(1)), 0, None, false), P::V(2)]),
             within_ms: None,
-            cond: |var, rows, _| {
+            cond: |var, rows, _, _| {
                 let v = rows[rows.len() - 1].v;
                 match var {
                     0 => v > 80.0,
@@ -294,30 +301,31 @@ fn cases() -> Vec<Case> {
             },
             skip: |_| 1,
         },
-        // Two or three rises and a fall, skipping to the first rise.
+        // Two or three rises (the first against the row before the match:
+        // PREV reaches out of it) and a fall, skipping to the last rise.
         Case {
             sql: "SELECT * FROM events MATCH_RECOGNIZE (
                 PARTITION BY k ORDER BY event_time
-                MEASURES X.ts AS x_ts, LAST(UP.v) AS top, DOWN.v AS down_v, COUNT(UP.v) AS ups
-                AFTER MATCH SKIP TO FIRST UP
-                PATTERN (X UP{2,3} DOWN)
-                DEFINE UP AS UP.v > PREV(UP.v), DOWN AS DOWN.v < PREV(DOWN.v))",
+                MEASURES FIRST(UP.ts) AS first_ts, LAST(UP.v) AS top,
+                         DOWN.v AS down_v, COUNT(UP.v) AS ups
+                AFTER MATCH SKIP TO LAST UP
+                PATTERN (UP{2,3} DOWN)
+                DEFINE UP AS UP.v > PREV(UP.v), DOWN AS DOWN.v < PREV(DOWN.v, 1))",
             partitioned: true,
-            pattern: P::Seq(vec![P::V(0), P::Rep(Box::new(P::V(1)), 2, Some(3), true), P::V(2)]),
+            pattern: P::Seq(vec![P::Rep(Box::new(P::V(0)), 2, Some(3), true), P::V(1)]),
             within_ms: None,
-            cond: |var, rows, _| {
+            cond: |var, rows, _, _| {
                 let v = rows[rows.len() - 1].v;
                 match var {
-                    0 => true,
-                    1 => prev(rows).is_some_and(|p| v > p.v),
+                    0 => prev(rows).is_some_and(|p| v > p.v),
                     _ => prev(rows).is_some_and(|p| v < p.v),
                 }
             },
             measures: |rows, vars| {
-                json!({"x_ts": rows[0].ts, "top": last_of(rows, vars, 1).unwrap().v,
-                       "down_v": last_of(rows, vars, 2).unwrap().v, "ups": of(rows, vars, 1).len()})
+                json!({"first_ts": rows[0].ts, "top": last_of(rows, vars, 0).unwrap().v,
+                       "down_v": last_of(rows, vars, 1).unwrap().v, "ups": of(rows, vars, 0).len()})
             },
-            skip: |vars| vars.iter().position(|&v| v == 1).unwrap(),
+            skip: |vars| vars.iter().rposition(|&v| v == 0).unwrap(),
         },
         // Over the whole stream: a low and a high row in either order, then
         // a middle one if it comes (a greedy optional end waits for it).
@@ -333,7 +341,7 @@ fn cases() -> Vec<Case> {
                 P::Rep(Box::new(P::V(2)), 0, Some(1), true),
             ]),
             within_ms: None,
-            cond: |var, rows, _| {
+            cond: |var, rows, _, _| {
                 let v = rows[rows.len() - 1].v;
                 match var {
                     0 => v < 20.0,

@@ -23,8 +23,8 @@
 //! pattern waits for the first row that does not continue it, so a match is
 //! reported exactly as a batch run over the whole input would report it
 //! (Flink refuses a greedy last quantifier instead). `WITHIN interval`
-//! bounds a match to rows less than that much event time after its first
-//! row, and decides a waiting start once the watermark has passed that
+//! bounds a match to rows at most that much event time after its first
+//! row (a match that lasts longer is no match, as Flink documents it), and decides a waiting start once the watermark has passed that
 //! bound, so partial matches never outlive it.
 //!
 //! Conditions are evaluated in one of two ways: a condition that reads only
@@ -40,8 +40,9 @@
 //! event time.
 //!
 //! Checkpoints: table `pending` (rows waiting for the watermark), table
-//! `rows` (per partition, in order, the kept rows' key, event time and
-//! argument columns), and the released horizon and late count as meta.
+//! `rows` (per partition, in order, the kept rows' key, event time, whether
+//! decided (kept as far back as `PREV` reaches) and argument columns), and
+//! the released horizon and late count as meta.
 //!
 //! Files: here the plan; `pattern` patterns and the matcher; `navigation`
 //! the values conditions and measures read; `operator` the operator;
@@ -128,7 +129,7 @@ pub struct MatchRecognizePlan {
     pub output_schema: SchemaRef,
     /// `AFTER MATCH SKIP`.
     pub after_match: AfterMatch,
-    /// `WITHIN`: a match's rows are less than this much event time after its
+    /// `WITHIN`: a match's rows are at most this much event time after its
     /// first row.
     pub within_ms: Option<i64>,
 }
@@ -172,11 +173,30 @@ impl MatchRecognizePlan {
         }
     }
 
-    /// Schema of the `rows` checkpoint table: key, time, then the args.
+    /// How many rows before a match's first row `PREV` reads: each
+    /// partition keeps that many decided rows.
+    pub fn prev_reach(&self) -> usize {
+        let conditions = self.conditions.iter().flat_map(|c| match c {
+            Condition::Navigating { navigations, .. } => navigations.as_slice(),
+            _ => &[],
+        });
+        conditions
+            .chain(&self.measures)
+            .filter_map(|n| match n.reach {
+                navigation::Reach::Prev(n) => Some(n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Schema of the `rows` checkpoint table: key, time, whether the row
+    /// is decided (kept for `PREV` only), then the args.
     fn rows_schema(&self) -> Result<SchemaRef> {
         let mut fields = vec![
             Field::new("key", DataType::Binary, false),
             Field::new("time", DataType::Int64, false),
+            Field::new("decided", DataType::Boolean, false),
         ];
         for (i, arg) in self.args.iter().enumerate() {
             fields.push(Field::new(

@@ -12,10 +12,11 @@
 //! `A.price` in `A`'s own condition is that row's price and in another
 //! variable's condition the price of the last row mapped to `A`; a name
 //! with no variable (`price`) is the current row. In `MEASURES` the match is
-//! complete and `LAST` means its last row. `PREV` counts rows of the match
-//! back from the row its argument refers to (NULL before the match's first
-//! row). Aggregates run over the rows mapped to the variable so far
-//! (every row of the match when it names none).
+//! complete and `LAST` means its last row. `PREV` counts rows of the
+//! partition back from the row its argument refers to, reaching before the
+//! match's first row as the standard's physical offsets do (NULL before the
+//! partition's first row). Aggregates run over the rows mapped to the
+//! variable so far (every row of the match when it names none).
 
 use datafusion::arrow::array::{Array, ArrayRef};
 use datafusion::arrow::datatypes::DataType;
@@ -53,8 +54,8 @@ pub enum Reach {
     /// The row `n` rows after the first one mapped to the variable
     /// (`FIRST(A.x, n)`).
     First(usize),
-    /// The row `n` rows before (in the match) the last one mapped to the
-    /// variable (`PREV(A.x, n)`).
+    /// The row `n` rows before (in the partition, so possibly before the
+    /// match) the last one mapped to the variable (`PREV(A.x, n)`).
     Prev(usize),
     /// An aggregate over the rows mapped to the variable.
     Aggregate(Aggregate),
@@ -78,7 +79,8 @@ pub struct Navigation {
 
 /// The rows of a partition a navigation reads from.
 pub struct MatchRows<'a> {
-    /// The partition's argument columns.
+    /// The partition's argument columns (rows before the match's first
+    /// row too, as far back as `PREV` reaches).
     pub args: &'a [ArrayRef],
     /// Index of the match's first row in them.
     pub start: usize,
@@ -94,14 +96,18 @@ impl MatchRows<'_> {
     }
 
     fn value_at(&self, nav: &Navigation, offset: usize) -> Result<ScalarValue> {
+        self.value_at_row(nav, self.start + offset)
+    }
+
+    /// The argument's value at row `row` of the partition's columns.
+    fn value_at_row(&self, nav: &Navigation, row: usize) -> Result<ScalarValue> {
         let Some(arg) = nav.arg else {
             return Err(EngineError::operator(
                 "match_recognize",
                 "a navigation without an argument",
             ));
         };
-        let column = &self.args[arg];
-        let value = ScalarValue::try_from_array(column.as_ref(), self.start + offset)?;
+        let value = ScalarValue::try_from_array(self.args[arg].as_ref(), row)?;
         cast(value, &nav.data_type)
     }
 
@@ -119,8 +125,8 @@ impl MatchRows<'_> {
             },
             Reach::Prev(n) => {
                 let last = (0..len).rev().find(|&i| self.mapped(nav.var, i));
-                match last.and_then(|i| i.checked_sub(n)) {
-                    Some(i) => self.value_at(nav, i),
+                match last.and_then(|i| (self.start + i).checked_sub(n)) {
+                    Some(row) => self.value_at_row(nav, row),
                     None => Ok(ScalarValue::try_from(&nav.data_type)?),
                 }
             }
@@ -243,9 +249,10 @@ mod tests {
         assert_eq!(i(Reach::First(0), Some(1)), ScalarValue::Int64(Some(30)));
         assert_eq!(i(Reach::Last(0), None), ScalarValue::Int64(Some(50)));
         assert_eq!(i(Reach::Prev(1), Some(1)), ScalarValue::Int64(Some(30)));
-        // PREV does not reach before the match's first row.
         assert_eq!(i(Reach::Prev(1), Some(0)), ScalarValue::Int64(Some(40)));
-        assert_eq!(i(Reach::Prev(4), None), ScalarValue::Int64(None));
+        // PREV reaches before the match's first row, not before the partition's.
+        assert_eq!(i(Reach::Prev(4), None), ScalarValue::Int64(Some(10)));
+        assert_eq!(i(Reach::Prev(5), None), ScalarValue::Int64(None));
         assert_eq!(
             i(Reach::Aggregate(Aggregate::Sum), Some(1)),
             ScalarValue::Int64(Some(70))

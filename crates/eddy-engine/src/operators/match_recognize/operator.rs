@@ -28,16 +28,24 @@ use crate::operator::{Collector, Operator};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
-/// A partition's kept rows, in order: from its first undecided row on.
+/// A partition's kept rows, in order: its undecided rows, after as many
+/// decided ones as `PREV` reaches back.
 struct Partition {
     times: Vec<Timestamp>,
     /// The plan's `args`, evaluated for these rows.
     args: Vec<ArrayRef>,
+    /// Index of the first undecided row (rows before it are kept for `PREV`).
+    first: usize,
 }
 
 impl Partition {
     fn len(&self) -> usize {
         self.times.len()
+    }
+
+    /// The event time of the first undecided row.
+    fn first_undecided_time(&self) -> Option<Timestamp> {
+        self.times.get(self.first).copied()
     }
 
     /// Drops the first `n` rows.
@@ -183,6 +191,7 @@ impl MatchRecognizeOperator {
                         Partition {
                             times: new_times,
                             args: new_args,
+                            first: 0,
                         },
                     );
                 }
@@ -196,6 +205,7 @@ impl MatchRecognizeOperator {
     fn match_all(&mut self, end_of_input: bool) -> Result<Vec<Vec<ScalarValue>>> {
         let mut matches = Vec::new();
         let released = self.released;
+        let reach = self.plan.prev_reach();
         for partition in self.partitions.values_mut() {
             let decided = match_partition(
                 &self.plan,
@@ -205,16 +215,24 @@ impl MatchRecognizeOperator {
                 end_of_input,
                 &mut matches,
             )?;
-            partition.drop_front(decided);
+            // Decided rows go, but for the last `reach` (PREV reads them).
+            let dropped = decided.saturating_sub(reach);
+            partition.drop_front(dropped);
+            partition.first = decided - dropped;
         }
-        self.partitions.retain(|_, p| p.len() > 0);
-        self.hold = self
-            .partitions
-            .values()
-            .filter_map(|p| p.times.first().copied())
-            .min()
-            .unwrap_or(WATERMARK_MAX);
+        self.partitions
+            .retain(|_, p| p.len() > 0 && (reach > 0 || p.first < p.len()));
+        self.hold = self.earliest_undecided();
         Ok(matches)
+    }
+
+    /// The earliest undecided row's time (the output watermark's hold).
+    fn earliest_undecided(&self) -> Timestamp {
+        self.partitions
+            .values()
+            .filter_map(Partition::first_undecided_time)
+            .min()
+            .unwrap_or(WATERMARK_MAX)
     }
 
     fn emit(&self, matches: Vec<Vec<ScalarValue>>, out: &mut Collector) -> Result<()> {
@@ -253,10 +271,12 @@ impl MatchRecognizeOperator {
         let schema = self.plan.rows_schema()?;
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times: Vec<Timestamp> = Vec::new();
+        let mut decided: Vec<bool> = Vec::new();
         let mut args: Vec<Vec<&dyn Array>> = vec![Vec::new(); self.plan.args.len()];
         for (key, partition) in &self.partitions {
             keys.extend(std::iter::repeat_n(key.as_slice(), partition.len()));
             times.extend(&partition.times);
+            decided.extend((0..partition.len()).map(|i| i < partition.first));
             for (column, arg) in args.iter_mut().zip(&partition.args) {
                 column.push(arg.as_ref());
             }
@@ -264,10 +284,11 @@ impl MatchRecognizeOperator {
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(BinaryArray::from_iter_values(keys)),
             Arc::new(Int64Array::from(times)),
+            Arc::new(BooleanArray::from(decided)),
         ];
         for (i, parts) in args.into_iter().enumerate() {
             columns.push(if parts.is_empty() {
-                datafusion::arrow::array::new_empty_array(schema.field(i + 2).data_type())
+                datafusion::arrow::array::new_empty_array(schema.field(i + 3).data_type())
             } else {
                 compact(concat(&parts)?)
             });
@@ -287,6 +308,11 @@ impl MatchRecognizeOperator {
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(bad)?;
+        let decided = rows
+            .column(2)
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(bad)?;
         let mut start = 0;
         while start < rows.num_rows() {
             let key = keys.value(start);
@@ -298,10 +324,11 @@ impl MatchRecognizeOperator {
                 key.to_vec(),
                 Partition {
                     times: times.values()[start..end].to_vec(),
-                    args: rows.columns()[2..]
+                    args: rows.columns()[3..]
                         .iter()
                         .map(|c| compact(c.slice(start, end - start)))
                         .collect(),
+                    first: (start..end).take_while(|&i| decided.value(i)).count(),
                 },
             );
             start = end;
@@ -322,8 +349,8 @@ fn compact(array: ArrayRef) -> ArrayRef {
     }
 }
 
-/// Matches one partition from its first row; returns how many leading rows
-/// are decided (no match can start at them any more).
+/// Matches one partition from its first undecided row; returns how many
+/// leading rows are decided (no match can start at them any more).
 fn match_partition(
     plan: &MatchRecognizePlan,
     program: &Program,
@@ -333,14 +360,17 @@ fn match_partition(
     matches: &mut Vec<Vec<ScalarValue>>,
 ) -> Result<usize> {
     let n = partition.len();
-    let mut start = 0;
+    let mut start = partition.first;
     while start < n {
         let first = partition.times[start];
         let (available, complete) = match plan.within_ms {
             Some(within) => {
+                // Rows at most `within` after the first (Flink's documented
+                // rule: a match longer than the interval is dropped); all of
+                // them are in once rows up to the bound are released.
                 let bound = first.saturating_add(within);
-                let available = partition.times[start..].partition_point(|&t| t < bound);
-                (available, end_of_input || released >= bound)
+                let available = partition.times[start..].partition_point(|&t| t <= bound);
+                (available, end_of_input || released > bound)
             }
             None => (n - start, end_of_input),
         };
@@ -528,12 +558,7 @@ impl Operator for MatchRecognizeOperator {
         }
         let rows = state.take_table("rows")?;
         self.load_rows(rows)?;
-        self.hold = self
-            .partitions
-            .values()
-            .filter_map(|p| p.times.first().copied())
-            .min()
-            .unwrap_or(WATERMARK_MAX);
+        self.hold = self.earliest_undecided();
         Ok(())
     }
 

@@ -165,21 +165,21 @@ fn a_small_payment_then_a_large_one_matches_once_the_watermark_passes() {
 fn within_bounds_a_match_and_decides_it_when_the_watermark_passes_the_bound() {
     let mut op = plan(Some(60_000)).create().unwrap();
     let mut out = Collector::default();
-    op.on_batch(
-        0,
-        timed_rows(&["a", "a"], &[5, 600], &[0, 60_000]),
-        &mut out,
-    )
-    .unwrap();
-    op.on_batch(
-        0,
-        timed_rows(&["c", "c"], &[5, 600], &[0, 59_999]),
-        &mut out,
-    )
-    .unwrap();
-    op.on_watermark(70_000, &mut out).unwrap();
-    // a's large payment is a minute after its small one: not within.
+    let mut batch = |k, t| {
+        op.on_batch(0, timed_rows(&[k, k], &[5, 600], &[0, t]), &mut out)
+            .unwrap()
+    };
+    batch("a", 60_001);
+    batch("c", 60_000);
+    // c's match lasts exactly the interval: within. It is undecided until
+    // every row up to the bound is in.
+    op.on_watermark(60_000, &mut out).unwrap();
+    assert!(rows(&mut out).is_empty());
+    op.on_watermark(60_001, &mut out).unwrap();
+    // a's large payment is a minute and a millisecond after its small one.
     assert_eq!(rows(&mut out), vec!["c 0 600"]);
+    op.on_watermark(70_000, &mut out).unwrap();
+    assert!(rows(&mut out).is_empty());
     assert_eq!(op.state_rows(), 0);
 }
 
