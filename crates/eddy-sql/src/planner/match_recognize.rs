@@ -657,6 +657,14 @@ impl Compiler {
                 }
             }
         };
+        if let AfterMatch::ToFirst(var) = after_match {
+            if pattern.first_variable() == Some(var) {
+                return Err(fail(format!(
+                    "AFTER MATCH SKIP TO FIRST {} would start every next match where the last one started ({} is always a match's first row); use SKIP TO NEXT ROW",
+                    variables.names[var], variables.names[var]
+                )));
+            }
+        }
         let plan = MatchRecognizePlan {
             input_schema: input_arrow,
             partition_by: partition_keys,

@@ -51,6 +51,24 @@ impl Pattern {
         }
     }
 
+    /// The variable every match's first row is mapped to, if there is one
+    /// (`A B`, `A+ B`; not `A? B` nor `(A | B) C`).
+    pub fn first_variable(&self) -> Option<usize> {
+        match self {
+            Pattern::Var(v) => Some(*v),
+            Pattern::Concat(parts) => parts.first().and_then(Pattern::first_variable),
+            Pattern::Alternation(branches) => {
+                let first = branches.first()?.first_variable()?;
+                branches
+                    .iter()
+                    .all(|b| b.first_variable() == Some(first))
+                    .then_some(first)
+            }
+            Pattern::Repeat { inner, min, .. } if *min > 0 => inner.first_variable(),
+            Pattern::Repeat { .. } => None,
+        }
+    }
+
     /// The variables the pattern uses.
     pub fn variables(&self, out: &mut Vec<usize>) {
         match self {
