@@ -726,6 +726,11 @@ impl Compiler {
             )));
         }
         plan.allowed_lateness_ms = time.allowed_lateness_ms;
+        // A state TTL bounds partial matches as it bounds joins: a match's
+        // rows lie within the TTL of event time (WITHIN, if shorter, wins).
+        if let Some(ttl) = self.state_ttl_ms {
+            plan.within_ms = Some(plan.within_ms.map_or(ttl, |w| w.min(ttl)));
+        }
         let keys = plan.partition_by.clone();
         let output = plan.output_schema.clone();
         let from = input.materialize(&mut self.graph);
