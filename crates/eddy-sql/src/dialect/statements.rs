@@ -50,6 +50,10 @@ pub struct ParsedStatement {
     /// A CREATE TABLE's metadata columns, `col TYPE METADATA FROM 'key'
     /// [VIRTUAL]` (cut out of the column list).
     pub metadata_columns: Vec<MetadataColumn>,
+    /// RisingWave's `EMIT ON WINDOW CLOSE` at the end of a query: where it
+    /// is written (cut out; the planner checks the query emits only final
+    /// rows, which is what it asks for).
+    pub emit_on_window_close: Option<Position>,
 }
 
 /// A column read from its record's metadata: `col TYPE METADATA FROM 'key'`.
@@ -202,6 +206,7 @@ fn parse_one(
     if is_statement_set_marker(&tokens) {
         return Ok(None);
     }
+    let (tokens, emit_on_window_close) = cut_emit_on_window_close(tokens, map);
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
     let tokens = flink_computed_columns(quote_keyword_columns(tokens));
@@ -241,7 +246,32 @@ fn parse_one(
         words,
         temporal_joins,
         metadata_columns,
+        emit_on_window_close,
     }))
+}
+
+/// RisingWave's `EMIT ON WINDOW CLOSE` ending a statement: cut out, with
+/// where it is written.
+fn cut_emit_on_window_close(
+    mut tokens: Vec<TokenWithSpan>,
+    map: &SourceMap,
+) -> (Vec<TokenWithSpan>, Option<Position>) {
+    let significant: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !is_trivia(&tokens[i].token))
+        .collect();
+    let Some(last4) = significant.len().checked_sub(4).map(|k| &significant[k..]) else {
+        return (tokens, None);
+    };
+    let words = ["EMIT", "ON", "WINDOW", "CLOSE"];
+    let is_clause = last4.iter().zip(words).all(|(&i, word)| {
+        matches!(&tokens[i].token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+    });
+    if !is_clause {
+        return (tokens, None);
+    }
+    let start = tokens[last4[0]].span.start;
+    tokens.truncate(last4[0]);
+    (tokens, Some(map.position(start.line, start.column)))
 }
 
 /// Flink's metadata columns, `CREATE TABLE t (..., ts TIMESTAMP(3) METADATA

@@ -168,6 +168,8 @@ struct Output {
     words: Words,
     /// Its `FOR SYSTEM_TIME AS OF` clauses.
     temporal: Vec<TemporalJoin>,
+    /// Where `EMIT ON WINDOW CLOSE` is written, if it is.
+    emit_on_window_close: Option<Position>,
 }
 
 /// A `CREATE VIEW`: its plan, planned into a stream where it is first read.
@@ -178,6 +180,7 @@ struct View {
     map: SourceMap,
     words: Words,
     temporal: Vec<TemporalJoin>,
+    emit_on_window_close: Option<Position>,
 }
 
 /// Holds declarations while statements are read, then builds the graph.
@@ -442,6 +445,7 @@ impl Compiler {
                         map: map.clone(),
                         words: parsed.words.clone(),
                         temporal: parsed.temporal_joins.clone(),
+                        emit_on_window_close: parsed.emit_on_window_close.clone(),
                     },
                 );
             }
@@ -465,6 +469,7 @@ impl Compiler {
                     map: map.clone(),
                     words: parsed.words.clone(),
                     temporal: parsed.temporal_joins.clone(),
+                    emit_on_window_close: parsed.emit_on_window_close.clone(),
                 });
             }
             statement @ Statement::Query(_) => {
@@ -501,6 +506,7 @@ impl Compiler {
                     map: map.clone(),
                     words: parsed.words.clone(),
                     temporal: parsed.temporal_joins.clone(),
+                    emit_on_window_close: parsed.emit_on_window_close.clone(),
                 });
             }
             Statement::Set(Set::SingleAssignment {
@@ -596,6 +602,7 @@ impl Compiler {
             self.current_words = output.words.clone();
             self.current_temporal = output.temporal.clone();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
+            check_emit_on_window_close(&stream, output.emit_on_window_close.as_ref())?;
             let endpoint = stream.materialize(&mut self.graph);
             sink_inputs
                 .entry(output.sink.clone())
@@ -882,6 +889,7 @@ impl Compiler {
                     self.current_words = outer_words;
                     self.current_temporal = outer_temporal;
                     let mut stream = planned?;
+                    check_emit_on_window_close(&stream, view.emit_on_window_close.as_ref())?;
                     stream.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), stream.clone());
                     stream
@@ -1113,6 +1121,22 @@ impl Compiler {
         let mut stream = Stream::of_node(node, &self.graph, schema, time);
         stream.changelog = changelog;
         stream
+    }
+}
+
+/// RisingWave's `EMIT ON WINDOW CLOSE` asks for final rows only: what
+/// eddy's append-only streams emit (a window's rows once the watermark has
+/// closed it). An updating query cannot honour it: refused, naming why.
+fn check_emit_on_window_close(stream: &Stream, at: Option<&Position>) -> Result<()> {
+    match (at, &stream.changelog) {
+        (Some(at), Some(changelog)) => Err(SqlError::at(
+            at,
+            format!(
+                "EMIT ON WINDOW CLOSE asks for final rows only, but this query's rows change as input arrives ({}); group by a window (TUMBLE, HOP, CUMULATE, SESSION) to have each window's rows emitted once, when the watermark closes it",
+                changelog.origin
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
