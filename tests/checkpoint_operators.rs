@@ -405,6 +405,14 @@ fn match_recognize_keeps_partial_matches_across_a_restore() {
 }
 
 #[test]
+fn order_by_event_time_keeps_waiting_rows_across_a_restore() {
+    check(
+        "SELECT k, v, ts FROM a ORDER BY event_time, v DESC",
+        "event_time_sort",
+    );
+}
+
+#[test]
 fn regular_join_keeps_every_row_across_a_restore() {
     check(
         "SELECT a.k, a.v, b.v AS bv, a.ts, b.ts AS bts FROM a JOIN b ON a.k = b.k",

@@ -206,3 +206,53 @@ fn state_ttl_bounds_the_keys_held() {
         "with a 2 s TTL only the last keys stay ({with_ttl})"
     );
 }
+
+/// `ORDER BY event_time, v DESC` on the stream: the rows in exactly the
+/// order DataFusion's batch ORDER BY gives (times are unique, so the order
+/// is total), whatever the batch size and parallelism upstream.
+#[test]
+fn order_by_event_time_equals_a_batch_order_by() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("events.ndjson");
+    std::fs::write(&path, random_input(23, 3_000)).expect("write");
+    let input = path.display().to_string();
+    let query = "SELECT k, ts, v FROM events WHERE v > 50 ORDER BY event_time, v DESC";
+    let expected = {
+        let schema = Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("v", DataType::Float64, true),
+            Field::new("ts", DataType::Int64, true),
+        ]);
+        let sql = format!(
+            "WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {query}"
+        );
+        common::json_rows(
+            common::datafusion_json_lines(&[("raw", &input, schema)], &sql)
+                .iter()
+                .map(String::as_str),
+        )
+    };
+    assert!(expected.len() > 1_000);
+    for (batch_size, parallelism) in common::SWEEP {
+        let file = SqlFile {
+            name: "<order>".into(),
+            text: format!("{SOURCE}\n{query};"),
+        };
+        let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
+        let captured = common::run_captured_in_parallel(
+            &[file],
+            &BTreeMap::new(),
+            inputs,
+            batch_size,
+            parallelism,
+        )
+        .unwrap_or_else(|e| panic!("{query}: {e}"));
+        // Not sorted: the order is the result.
+        let actual = common::json_rows(captured.lines.iter().map(String::as_str));
+        common::assert_same_rows(
+            &actual,
+            &expected,
+            &format!("{query} (batch {batch_size}, parallelism {parallelism})"),
+        );
+    }
+}

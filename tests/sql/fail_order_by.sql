@@ -1,4 +1,4 @@
--- fail: fail_order_by.sql:11:28: ORDER BY on an unbounded stream
+-- fail: fail_order_by.sql:11:28: ORDER BY on a stream must start with its event time, ascending
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,

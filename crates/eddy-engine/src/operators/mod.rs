@@ -4,6 +4,7 @@
 
 pub mod calc;
 pub mod changelog_normalize;
+pub mod event_time_sort;
 pub mod interval_join;
 pub mod join_state;
 pub mod key_split;

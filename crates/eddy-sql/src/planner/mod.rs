@@ -31,6 +31,7 @@
 //! |                   | SYSTEM_TIME AS OF the probe's event time)              |
 //! | Filter (subquery) | decorrelated by DataFusion into a semi or anti join    |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
+//! | Sort              | `event_time_sort` (ORDER BY the event time first)      |
 //! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N),        |
 //! |                   | `updating_rank` (over the whole stream, WHERE rn <= N) |
 //! | anything else     | rejected with the reason                               |
@@ -46,6 +47,7 @@ mod match_recognize;
 mod not_in;
 mod over;
 mod rank;
+mod sort;
 mod stream;
 mod updating;
 
@@ -1032,10 +1034,7 @@ impl Compiler {
             }
             LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
             LogicalPlan::Window(window) => self.plan_over(window, position),
-            LogicalPlan::Sort(_) => Err(SqlError::at(
-                &self.anchor(position, &["ORDER"]),
-                "ORDER BY on an unbounded stream never finishes; results come out in event-time order per window",
-            )),
+            LogicalPlan::Sort(sort) => self.plan_sort(sort, position),
             LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
             LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => self.plan_distinct(input, position),
             LogicalPlan::Distinct(_) => Err(SqlError::at(
