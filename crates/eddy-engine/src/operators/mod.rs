@@ -14,6 +14,7 @@ pub mod session_aggregate;
 pub mod temporal_join;
 pub mod ttl;
 pub mod union;
+pub mod unnest;
 pub mod updating_aggregate;
 pub mod updating_join;
 pub mod updating_rank;

@@ -15,6 +15,8 @@
 //! - [`flink_functions`]: functions Flink users reach for, with Flink's
 //!   meaning (`MOD`, `TO_TIMESTAMP_LTZ`, `PROCTIME()`, ...);
 //! - [`output_names`]: Flink's short names for unaliased function columns;
+//! - [`unnest_joins`]: Flink's `CROSS JOIN UNNEST(t.arr) AS u(x)` rewritten
+//!   into the projection DataFusion plans as an `Unnest`;
 //! - [`identifiers`]: how a name is read (quoted keeps its case).
 //!
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
@@ -27,3 +29,4 @@ pub mod match_within;
 pub mod output_names;
 pub mod statements;
 pub mod temporal_joins;
+pub mod unnest_joins;

@@ -238,6 +238,13 @@ fn parse_one(
     crate::dialect::flink_windows::rewrite_group_windows(&mut statement);
     crate::dialect::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
         .map_err(|((line, column), e)| SqlError::at(&map.position(line, column), e))?;
+    crate::dialect::unnest_joins::rewrite_unnest_joins(&mut statement).map_err(|e| {
+        let at = words
+            .find(&["UNNEST"])
+            .cloned()
+            .unwrap_or_else(|| position.clone());
+        SqlError::at(&at, e)
+    })?;
     crate::dialect::output_names::name_function_columns(&mut statement);
     Ok(Some(ParsedStatement {
         statement,

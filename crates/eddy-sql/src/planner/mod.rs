@@ -32,6 +32,7 @@
 //! | Filter (subquery) | decorrelated by DataFusion into a semi or anti join    |
 //! | Window (OVER)     | `over` (ORDER BY event time, running frames)           |
 //! | Sort              | `event_time_sort` (ORDER BY the event time first)      |
+//! | Unnest            | `unnest` (lists; Flink's CROSS JOIN UNNEST)            |
 //! | Window (ranking)  | `window_rank` (PARTITION BY the window: Top-N),        |
 //! |                   | `updating_rank` (over the whole stream, WHERE rn <= N) |
 //! | anything else     | rejected with the reason                               |
@@ -49,6 +50,7 @@ mod over;
 mod rank;
 mod sort;
 mod stream;
+mod unnest;
 mod updating;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -1035,6 +1037,7 @@ impl Compiler {
             LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
             LogicalPlan::Window(window) => self.plan_over(window, position),
             LogicalPlan::Sort(sort) => self.plan_sort(sort, position),
+            LogicalPlan::Unnest(unnest) => self.plan_unnest(unnest, position),
             LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
             LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => self.plan_distinct(input, position),
             LogicalPlan::Distinct(_) => Err(SqlError::at(

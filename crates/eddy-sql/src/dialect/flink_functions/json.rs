@@ -227,9 +227,100 @@ impl ScalarUDFImpl for JsonQuery {
     }
 }
 
+/// `JSON_ARRAY_ELEMENTS(text)`: the elements of a JSON array as a list, for
+/// `UNNEST`: a string element as its text, null as NULL, anything else as
+/// its JSON text (ready for `JSON_VALUE`); NULL when the text is not a JSON
+/// array.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct JsonArrayElements {
+    signature: Signature,
+}
+
+impl JsonArrayElements {
+    pub(super) fn new() -> Self {
+        Self {
+            signature: Signature::exact(vec![DataType::Utf8], Volatility::Immutable),
+        }
+    }
+}
+
+/// The elements of the JSON array `text` (see [`JsonArrayElements`]).
+fn array_elements(text: &str) -> Option<Vec<Option<String>>> {
+    match serde_json::from_str::<serde_json::Value>(text).ok()? {
+        serde_json::Value::Array(items) => Some(
+            items
+                .into_iter()
+                .map(|item| match item {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) => Some(s),
+                    other => Some(other.to_string()),
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+impl ScalarUDFImpl for JsonArrayElements {
+    fn name(&self) -> &str {
+        "json_array_elements"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::List(Arc::new(
+            datafusion::arrow::datatypes::Field::new_list_field(DataType::Utf8, true),
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let texts = arrays(&args)?;
+        let Some(text) = texts.first() else {
+            return exec_err!("json_array_elements takes one argument");
+        };
+        let text = cast(text, &DataType::Utf8)?;
+        let text = text.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+            datafusion::error::DataFusionError::Execution("json_array_elements: not text".into())
+        })?;
+        let mut builder = datafusion::arrow::array::ListBuilder::new(
+            datafusion::arrow::array::StringBuilder::new(),
+        );
+        for value in text.iter() {
+            match value.and_then(array_elements) {
+                Some(items) => {
+                    for item in items {
+                        builder.values().append_option(item);
+                    }
+                    builder.append(true);
+                }
+                None => builder.append(false),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(builder.finish())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_array_elements_reads_each_element() {
+        assert_eq!(
+            array_elements(r#"["a", 1, null, {"b": 2}]"#),
+            Some(vec![
+                Some("a".into()),
+                Some("1".into()),
+                None,
+                Some(r#"{"b":2}"#.into())
+            ])
+        );
+        assert_eq!(array_elements(r#"{"a": 1}"#), None, "not an array");
+        assert_eq!(array_elements("nope"), None);
+    }
 
     #[test]
     fn json_value_reads_scalars_at_a_path() {

@@ -10,6 +10,7 @@
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
 //! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON ([`json`]) |
 //! | `JSON_EXISTS(text, path)`, `JSON_QUERY(text, path)` | whether the path leads to a value; the object or array there as JSON text ([`json`]) |
+//! | `JSON_ARRAY_ELEMENTS(text)` | a JSON array's elements as a list, for `UNNEST` (eddy's own) ([`json`]) |
 //! | `REGEXP_EXTRACT(s, regex[, group])`, `SPLIT_INDEX(s, delimiter, i)` | a group of the first match (0: all of it); the `i`-th piece from 0 ([`text`]) |
 //! | `YEAR`, `QUARTER`, `MONTH`, `WEEK`, `DAYOFYEAR`, `DAYOFMONTH`, `DAYOFWEEK`, `HOUR`, `MINUTE`, `SECOND` | that part of a TIMESTAMP or DATE as BIGINT (`DAYOFWEEK`: 1 = Sunday; `WEEK`: ISO 8601) ([`time_parts`]) |
 //! | `PROCTIME()` | the wall-clock time a batch of rows is read, as a TIMESTAMP(3); as a table's computed column (`proc AS PROCTIME()`) it marks the column as the table's arrival order (see [`is_proctime`]) |
@@ -77,6 +78,7 @@ pub fn register(ctx: &SessionContext) {
         ScalarUDF::from(json::JsonValue::new()),
         ScalarUDF::from(json::JsonExists::new()),
         ScalarUDF::from(json::JsonQuery::new()),
+        ScalarUDF::from(json::JsonArrayElements::new()),
         ScalarUDF::from(text::RegexpExtract::new()),
         ScalarUDF::from(text::SplitIndex::new()),
     ]
