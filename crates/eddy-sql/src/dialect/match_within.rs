@@ -114,7 +114,7 @@ mod tests {
     fn within_moves_behind_define() {
         assert_eq!(
             moved("PATTERN (A (B | C)+) WITHIN INTERVAL '1' MINUTE DEFINE A AS x > 1"),
-            "PATTERN (A (B | C)+)  DEFINE __eddy_within AS INTERVAL '1' MINUTE ,A AS x > 1"
+            "PATTERN (A (B | C)+) DEFINE __eddy_within AS INTERVAL '1' MINUTE , A AS x > 1"
         );
         assert_eq!(
             moved("PATTERN (A B) DEFINE A AS x"),
