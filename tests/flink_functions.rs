@@ -64,17 +64,21 @@ fn outcome(function: &Function, data: &str) -> Result<String, String> {
         text: format!("{TABLE}\n{query};"),
     };
     let params = BTreeMap::from([("DATA".to_string(), data.to_string())]);
-    let captured = common::run_captured(&[file], &params, BTreeMap::new(), 8192)
-        .map_err(|e| {
-            let text = e.to_string();
-            let text = text.lines().next().unwrap_or_default();
-            // Without the position (it is the example's, in a file of its own).
-            let text = match text.strip_prefix("example.sql:") {
-                Some(rest) => rest.splitn(3, ':').nth(2).unwrap_or(rest).trim().to_string(),
-                None => text.to_string(),
-            };
-            text.chars().take(160).collect::<String>()
-        })?;
+    let captured = common::run_captured(&[file], &params, BTreeMap::new(), 8192).map_err(|e| {
+        let text = e.to_string();
+        let text = text.lines().next().unwrap_or_default();
+        // Without the position (it is the example's, in a file of its own).
+        let text = match text.strip_prefix("example.sql:") {
+            Some(rest) => rest
+                .splitn(3, ':')
+                .nth(2)
+                .unwrap_or(rest)
+                .trim()
+                .to_string(),
+            None => text.to_string(),
+        };
+        text.chars().take(160).collect::<String>()
+    })?;
     let lines = if common::is_changelog(&captured.lines) {
         common::replay_changelog(&captured.lines).map_err(|e| format!("changelog: {e}"))?
     } else {

@@ -246,6 +246,7 @@ fn parse_one(
         SqlError::at(&at, e)
     })?;
     crate::dialect::output_names::name_function_columns(&mut statement);
+    crate::dialect::flink_functions::renames::rename_functions(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,

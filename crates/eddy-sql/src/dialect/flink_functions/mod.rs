@@ -37,10 +37,45 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 pub mod json;
+pub mod renames;
 pub mod text;
 pub mod time_parts;
 
 const TS_MS: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
+
+/// Timestamps of every unit (a column is TIMESTAMP(3), a literal
+/// `TIMESTAMP '...'` nanoseconds): the functions read any as milliseconds.
+const TIMESTAMPS: [DataType; 4] = [
+    DataType::Timestamp(TimeUnit::Second, None),
+    TS_MS,
+    DataType::Timestamp(TimeUnit::Microsecond, None),
+    DataType::Timestamp(TimeUnit::Nanosecond, None),
+];
+
+/// A signature of `args` where each `None` is a timestamp of any unit.
+fn with_timestamps(args: &[Option<DataType>]) -> Signature {
+    let mut signatures: Vec<Vec<DataType>> = vec![Vec::new()];
+    for arg in args {
+        signatures = signatures
+            .into_iter()
+            .flat_map(|prefix| {
+                let choices: Vec<DataType> = match arg {
+                    Some(t) => vec![t.clone()],
+                    None => TIMESTAMPS.to_vec(),
+                };
+                choices.into_iter().map(move |t| {
+                    let mut next = prefix.clone();
+                    next.push(t);
+                    next
+                })
+            })
+            .collect();
+    }
+    Signature::one_of(
+        signatures.into_iter().map(TypeSignature::Exact).collect(),
+        Volatility::Immutable,
+    )
+}
 
 /// Field metadata marking a table's processing-time column (`proc AS
 /// PROCTIME()`): ordering by it is ordering by arrival.
@@ -406,7 +441,7 @@ struct TimestampDiff {
 impl TimestampDiff {
     fn new() -> Self {
         Self {
-            signature: Signature::exact(vec![DataType::Utf8, TS_MS, TS_MS], Volatility::Immutable),
+            signature: with_timestamps(&[Some(DataType::Utf8), None, None]),
         }
     }
 }
@@ -463,10 +498,7 @@ struct TimestampAdd {
 impl TimestampAdd {
     fn new() -> Self {
         Self {
-            signature: Signature::exact(
-                vec![DataType::Utf8, DataType::Int64, TS_MS],
-                Volatility::Immutable,
-            ),
+            signature: with_timestamps(&[Some(DataType::Utf8), Some(DataType::Int64), None]),
         }
     }
 }
@@ -522,7 +554,7 @@ struct DateFormat {
 impl DateFormat {
     fn new() -> Self {
         Self {
-            signature: Signature::exact(vec![TS_MS, DataType::Utf8], Volatility::Immutable),
+            signature: with_timestamps(&[None, Some(DataType::Utf8)]),
         }
     }
 }
