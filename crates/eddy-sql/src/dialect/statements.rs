@@ -216,6 +216,9 @@ fn parse_one(
     let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let tokens = crate::dialect::match_within::move_within(tokens);
+    let tokens = crate::dialect::flink_functions::json_build::drop_json_object_keys(
+        crate::dialect::flink_functions::json_build::cut_is_json(tokens),
+    );
     let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
     let mut statement = parser
         .parse_statement()
@@ -247,6 +250,7 @@ fn parse_one(
     })?;
     crate::dialect::output_names::name_function_columns(&mut statement);
     crate::dialect::flink_functions::renames::rename_functions(&mut statement);
+    crate::dialect::flink_functions::json_build::rewrite_json_functions(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,

@@ -10,6 +10,7 @@
 //! | `VARIANCE(x)` | the sample variance (`var_samp`) |
 //! | `JSON_VALUE(text, '$.a.b[0]')` | the scalar at the path in a JSON string, as text; NULL when absent, not a scalar, or not JSON ([`json`]) |
 //! | `JSON_EXISTS(text, path)`, `JSON_QUERY(text, path)` | whether the path leads to a value; the object or array there as JSON text ([`json`]) |
+//! | `JSON_OBJECT(k VALUE v, ...)`, `JSON_ARRAY(v, ...)`, `JSON_STRING(v)`, `JSON(text)`, `text IS [NOT] JSON [kind]` | JSON text built from values (nested constructors inserted as JSON, `NULL`/`ABSENT ON NULL`); whether text is JSON of the kind ([`json_build`]) |
 //! | `JSON_ARRAY_ELEMENTS(text)` | a JSON array's elements as a list, for `UNNEST` (eddy's own) ([`json`]) |
 //! | `REGEXP_EXTRACT(s, regex[, group])`, `SPLIT_INDEX(s, delimiter, i)` | a group of the first match (0: all of it); the `i`-th piece from 0 ([`text`]) |
 //! | `YEAR`, `QUARTER`, `MONTH`, `WEEK`, `DAYOFYEAR`, `DAYOFMONTH`, `DAYOFWEEK`, `HOUR`, `MINUTE`, `SECOND` | that part of a TIMESTAMP or DATE as BIGINT (`DAYOFWEEK`: 1 = Sunday; `WEEK`: ISO 8601) ([`time_parts`]) |
@@ -37,6 +38,7 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 pub mod json;
+pub mod json_build;
 pub mod renames;
 pub mod text;
 pub mod time_parts;
@@ -114,6 +116,11 @@ pub fn register(ctx: &SessionContext) {
         ScalarUDF::from(json::JsonExists::new()),
         ScalarUDF::from(json::JsonQuery::new()),
         ScalarUDF::from(json::JsonArrayElements::new()),
+        ScalarUDF::from(json_build::JsonBuildObject::new()),
+        ScalarUDF::from(json_build::JsonBuildArray::new()),
+        ScalarUDF::from(json_build::JsonString::new()),
+        ScalarUDF::from(json_build::JsonRaw::new()),
+        ScalarUDF::from(json_build::IsJson::new()),
         ScalarUDF::from(text::RegexpExtract::new()),
         ScalarUDF::from(text::SplitIndex::new()),
     ]
