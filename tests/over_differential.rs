@@ -72,6 +72,11 @@ fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
 }
 
 fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
+    sorted(batch_rows_in_order(input, sql))
+}
+
+/// DataFusion's rows for `sql` over the input, in the order it gives them.
+fn batch_rows_in_order(input: &str, sql: &str) -> Vec<Value> {
     let schema = Schema::new(vec![
         Field::new("k", DataType::Utf8, true),
         Field::new("v", DataType::Float64, true),
@@ -80,7 +85,7 @@ fn batch_rows(input: &str, sql: &str) -> Vec<Value> {
     let sql =
         format!("WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {sql}");
     let lines = common::datafusion_json_lines(&[("raw", input, schema)], &sql);
-    sorted(common::json_rows(lines.iter().map(String::as_str)))
+    common::json_rows(lines.iter().map(String::as_str))
 }
 
 #[test]
@@ -217,21 +222,7 @@ fn order_by_event_time_equals_a_batch_order_by() {
     std::fs::write(&path, random_input(23, 3_000)).expect("write");
     let input = path.display().to_string();
     let query = "SELECT k, ts, v FROM events WHERE v > 50 ORDER BY event_time, v DESC";
-    let expected = {
-        let schema = Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("v", DataType::Float64, true),
-            Field::new("ts", DataType::Int64, true),
-        ]);
-        let sql = format!(
-            "WITH events AS (SELECT *, to_timestamp_millis(ts) AS event_time FROM raw) {query}"
-        );
-        common::json_rows(
-            common::datafusion_json_lines(&[("raw", &input, schema)], &sql)
-                .iter()
-                .map(String::as_str),
-        )
-    };
+    let expected = batch_rows_in_order(&input, query);
     assert!(expected.len() > 1_000);
     for (batch_size, parallelism) in common::SWEEP {
         let file = SqlFile {

@@ -203,6 +203,20 @@ fn run_with_kills(
     }
 }
 
+/// A job of one SQL file written into `dir` with `args`, and how long its
+/// uninterrupted run into `dir/expected` took.
+fn sql_job_and_baseline(dir: &Path, sql: &str, args: &[&str]) -> (JobArgs, Duration) {
+    let path = dir.join("job.sql");
+    std::fs::write(&path, sql).unwrap();
+    let mut all = vec![path.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let job = JobArgs(all);
+    let started = Instant::now();
+    let out = job.command(&dir.join("expected"), None).output().unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    (job, started.elapsed())
+}
+
 fn reference_job(dir: &Path, rows: u64) -> JobArgs {
     let mut args = vec![common::repo_root().join("queries").display().to_string()];
     for (name, stream) in [
@@ -298,22 +312,11 @@ SELECT w.start, w.end, method, n, biggest FROM (
 #[test]
 fn windows_and_a_join_on_the_generator_survive_kills_writing_parquet() {
     let dir = tempfile::tempdir().unwrap();
-    let sql = dir.path().join("job.sql");
-    std::fs::write(&sql, WINDOWS_AND_JOIN).unwrap();
-    let job = JobArgs(vec![
-        sql.display().to_string(),
-        "--set".into(),
-        "ROWS=1500000".into(),
-        "--format".into(),
-        "parquet".into(),
-    ]);
-    let started = Instant::now();
-    let out = job
-        .command(&dir.path().join("expected"), None)
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the uninterrupted run");
-    let baseline = started.elapsed();
+    let (job, baseline) = sql_job_and_baseline(
+        dir.path(),
+        WINDOWS_AND_JOIN,
+        &["--set", "ROWS=1500000", "--format", "parquet"],
+    );
     let expected = parquet_outputs(&dir.path().join("expected"));
     assert_eq!(expected.len(), 2);
     assert!(
@@ -387,22 +390,11 @@ SELECT * FROM orders MATCH_RECOGNIZE (
 #[test]
 fn row_patterns_survive_kills() {
     let dir = tempfile::tempdir().unwrap();
-    let sql = dir.path().join("job.sql");
-    std::fs::write(&sql, ROW_PATTERNS).unwrap();
-    let job = JobArgs(vec![
-        sql.display().to_string(),
-        "--set".into(),
-        "ROWS=600000".into(),
-        "--parallelism".into(),
-        "2".into(),
-    ]);
-    let started = Instant::now();
-    let out = job
-        .command(&dir.path().join("expected"), None)
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the uninterrupted run");
-    let baseline = started.elapsed();
+    let (job, baseline) = sql_job_and_baseline(
+        dir.path(),
+        ROW_PATTERNS,
+        &["--set", "ROWS=600000", "--parallelism", "2"],
+    );
     let expected = ndjson_outputs(&dir.path().join("expected"));
     assert!(
         expected.values().all(|rows| rows.len() > 1_000),

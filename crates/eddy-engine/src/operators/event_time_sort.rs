@@ -42,20 +42,16 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{BooleanArray, UInt32Array};
-use datafusion::arrow::compute::{
-    concat_batches, filter_record_batch, lexsort_to_indices, take_record_batch, SortColumn,
-    SortOptions,
-};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 use serde::{Deserialize, Serialize};
 
+use super::event_order::EventOrder;
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
-use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{Timestamp, WATERMARK_MAX};
 
 /// Plan of an `event_time_sort` node.
 #[derive(Debug, Clone)]
@@ -96,9 +92,7 @@ impl OperatorPlan for EventTimeSortPlan {
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(EventTimeSort {
             plan: self.clone(),
-            pending: Vec::new(),
-            released: WATERMARK_MIN,
-            late: 0,
+            order: EventOrder::new(self.schema.clone(), self.time_column, self.order_by.clone()),
         }))
     }
 }
@@ -111,44 +105,12 @@ struct Meta {
 
 struct EventTimeSort {
     plan: EventTimeSortPlan,
-    pending: Vec<RecordBatch>,
-    /// Rows earlier than this were released.
-    released: Timestamp,
-    late: u64,
-}
-
-impl EventTimeSort {
-    fn due_mask(&self, batch: &RecordBatch, horizon: Timestamp) -> Result<BooleanArray> {
-        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-        Ok(times
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t < horizon)))
-            .collect())
-    }
+    order: EventOrder,
 }
 
 impl Operator for EventTimeSort {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
-        // Rows without a time cannot be ordered (the source counted them
-        // bad); rows behind what was released would break the order.
-        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-        let on_time: BooleanArray = times
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t >= self.released)))
-            .collect();
-        self.late += times
-            .iter()
-            .filter(|t| t.is_some_and(|t| t < self.released))
-            .count() as u64;
-        let batch = if on_time.true_count() == batch.num_rows() {
-            batch
-        } else {
-            filter_record_batch(&batch, &on_time)?
-        };
-        if batch.num_rows() > 0 {
-            self.pending.push(batch);
-        }
-        Ok(())
+        self.order.push(batch)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
@@ -157,88 +119,42 @@ impl Operator for EventTimeSort {
         } else {
             watermark.saturating_sub(self.plan.allowed_lateness_ms)
         };
-        if horizon <= self.released {
-            return Ok(());
+        if let Some(sorted) = self.order.release(horizon)? {
+            out.emit(sorted);
         }
-        self.released = horizon;
-        // Each batch split on its own: what waits keeps only its own buffers.
-        let mut due_parts = Vec::new();
-        let mut kept = Vec::new();
-        for batch in std::mem::take(&mut self.pending) {
-            let due = self.due_mask(&batch, horizon)?;
-            match due.true_count() {
-                0 => kept.push(batch),
-                n if n == batch.num_rows() => due_parts.push(batch),
-                _ => {
-                    due_parts.push(filter_record_batch(&batch, &due)?);
-                    kept.push(filter_record_batch(
-                        &batch,
-                        &datafusion::arrow::compute::not(&due)?,
-                    )?);
-                }
-            }
-        }
-        self.pending = kept;
-        if due_parts.is_empty() {
-            return Ok(());
-        }
-        let due = concat_batches(&self.plan.schema, &due_parts)?;
-        let n = due.num_rows();
-        let mut columns = vec![SortColumn {
-            values: due.column(self.plan.time_column).clone(),
-            options: None,
-        }];
-        for (expr, descending) in &self.plan.order_by {
-            columns.push(SortColumn {
-                values: expr.evaluate(&due)?.into_array(n)?,
-                options: Some(SortOptions {
-                    descending: *descending,
-                    nulls_first: !*descending,
-                }),
-            });
-        }
-        columns.push(SortColumn {
-            values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
-            options: None,
-        });
-        let order = lexsort_to_indices(&columns, None)?;
-        out.emit(take_record_batch(&due, &order)?);
         Ok(())
     }
 
     fn state_rows(&self) -> usize {
-        self.pending.iter().map(RecordBatch::num_rows).sum()
+        self.order.pending_rows()
     }
 
     fn state_bytes(&self) -> usize {
-        self.pending
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum()
+        self.order.pending_bytes()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&Meta {
-            released: self.released,
-            late: self.late,
+            released: self.order.released(),
+            late: self.order.late(),
         })?;
-        snapshot.push_batches("pending", &self.plan.schema, self.pending.iter().cloned());
+        snapshot.push_batches(
+            "pending",
+            &self.plan.schema,
+            self.order.pending().iter().cloned(),
+        );
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
         let meta: Meta = state.meta()?;
-        self.released = meta.released;
-        self.late = meta.late;
         let pending = state.take_table("pending")?;
-        if pending.num_rows() > 0 {
-            self.pending = vec![pending];
-        }
+        self.order.restore(pending, meta.released, meta.late);
         Ok(())
     }
 
     fn late_rows(&self) -> u64 {
-        self.late
+        self.order.late()
     }
 
     fn output_watermark(&self, input: Timestamp) -> Timestamp {

@@ -4,6 +4,7 @@
 
 pub mod calc;
 pub mod changelog_normalize;
+pub(crate) mod event_order;
 pub mod event_time_sort;
 pub mod interval_join;
 pub mod join_state;

@@ -10,10 +10,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Int64Array, UInt32Array,
 };
-use datafusion::arrow::compute::{
-    concat, concat_batches, filter_record_batch, lexsort_to_indices, take, take_record_batch,
-    SortColumn, SortOptions,
-};
+use datafusion::arrow::compute::{concat, take};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
@@ -25,8 +22,9 @@ use super::pattern::{Outcome, Program};
 use super::{AfterMatch, Condition, MatchRecognizePlan};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator};
+use crate::operators::event_order::EventOrder;
 use crate::state::StateSnapshot;
-use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
+use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX};
 
 /// A partition's kept rows, in order: its undecided rows, after as many
 /// decided ones as `PREV` reaches back.
@@ -72,13 +70,10 @@ pub(super) struct MatchRecognizeOperator {
     plan: MatchRecognizePlan,
     program: Program,
     converter: RowConverter,
-    pending: Vec<RecordBatch>,
-    pending_rows: usize,
+    /// Rows waiting for the watermark, released in event-time order.
+    order: EventOrder,
     /// By key bytes, so partitions are matched (and output) in key order.
     partitions: BTreeMap<Vec<u8>, Partition>,
-    /// Rows earlier than this were released; later arrivals before it are late.
-    released: Timestamp,
-    late: u64,
     /// The earliest kept row's time (the output watermark stays below it).
     hold: Timestamp,
 }
@@ -88,72 +83,20 @@ impl MatchRecognizeOperator {
         Ok(Self {
             program: plan.program()?,
             converter: super::super::key_converter(&plan.partition_by, &plan.input_schema)?,
+            order: EventOrder::new(
+                plan.input_schema.clone(),
+                plan.time_column,
+                plan.order_by.clone(),
+            ),
             plan,
-            pending: Vec::new(),
-            pending_rows: 0,
             partitions: BTreeMap::new(),
-            released: WATERMARK_MIN,
-            late: 0,
             hold: WATERMARK_MAX,
         })
     }
 
-    /// Releases pending rows earlier than `horizon` into their partitions.
-    fn release(&mut self, horizon: Timestamp) -> Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        // Each pending batch is split on its own: what stays keeps only its
-        // own batch's buffers (a string-view column filtered out of a
-        // concatenation would keep every earlier batch's data alive, and a
-        // checkpoint would write it all again).
-        let mut released_parts = Vec::new();
-        let mut kept = Vec::new();
-        for batch in std::mem::take(&mut self.pending) {
-            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-            let due: BooleanArray = times
-                .iter()
-                .map(|t| Some(t.is_some_and(|t| t < horizon)))
-                .collect();
-            match due.true_count() {
-                0 => kept.push(batch),
-                n if n == batch.num_rows() => released_parts.push(batch),
-                _ => {
-                    released_parts.push(filter_record_batch(&batch, &due)?);
-                    kept.push(filter_record_batch(
-                        &batch,
-                        &datafusion::arrow::compute::not(&due)?,
-                    )?);
-                }
-            }
-        }
-        self.pending_rows = kept.iter().map(RecordBatch::num_rows).sum();
-        self.pending = kept;
-        if released_parts.is_empty() {
-            return Ok(());
-        }
-        let released = concat_batches(&self.plan.input_schema, &released_parts)?;
-        // Sort by (time, ORDER BY's other keys, arrival).
-        let n = released.num_rows();
-        let mut columns = vec![SortColumn {
-            values: released.column(self.plan.time_column).clone(),
-            options: None,
-        }];
-        for (expr, descending) in &self.plan.order_by {
-            columns.push(SortColumn {
-                values: expr.evaluate(&released)?.into_array(n)?,
-                options: Some(SortOptions {
-                    descending: *descending,
-                    nulls_first: !*descending,
-                }),
-            });
-        }
-        columns.push(SortColumn {
-            values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
-            options: None,
-        });
-        let order = lexsort_to_indices(&columns, None)?;
-        let sorted = take_record_batch(&released, &order)?;
+    /// Appends released rows (sorted by event time) to their partitions.
+    fn append(&mut self, sorted: RecordBatch) -> Result<()> {
+        let n = sorted.num_rows();
         let (keys, _) = super::super::key_rows(&self.converter, &self.plan.partition_by, &sorted)?;
         let times = to_epoch_millis(sorted.column(self.plan.time_column))?;
         let args = self
@@ -204,7 +147,7 @@ impl MatchRecognizeOperator {
     /// measures' values, one entry per match.
     fn match_all(&mut self, end_of_input: bool) -> Result<Vec<Vec<ScalarValue>>> {
         let mut matches = Vec::new();
-        let released = self.released;
+        let released = self.order.released();
         let reach = self.plan.prev_reach();
         for partition in self.partitions.values_mut() {
             let decided = match_partition(
@@ -472,28 +415,7 @@ fn accept(
 
 impl Operator for MatchRecognizeOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
-        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-        // Rows without an event time cannot be ordered (the source counted
-        // them bad); rows behind the released horizon are late.
-        let on_time: BooleanArray = times
-            .iter()
-            .map(|t| Some(t.is_some_and(|t| t >= self.released)))
-            .collect();
-        let late = times
-            .iter()
-            .filter(|t| t.is_some_and(|t| t < self.released))
-            .count();
-        self.late += late as u64;
-        let batch = if on_time.true_count() == batch.num_rows() {
-            batch
-        } else {
-            filter_record_batch(&batch, &on_time)?
-        };
-        if batch.num_rows() > 0 {
-            self.pending_rows += batch.num_rows();
-            self.pending.push(batch);
-        }
-        Ok(())
+        self.order.push(batch)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
@@ -503,21 +425,22 @@ impl Operator for MatchRecognizeOperator {
         } else {
             watermark.saturating_sub(self.plan.allowed_lateness_ms)
         };
-        if horizon <= self.released {
+        if horizon <= self.order.released() {
             return Ok(());
         }
-        self.release(horizon)?;
-        self.released = horizon;
+        if let Some(sorted) = self.order.release(horizon)? {
+            self.append(sorted)?;
+        }
         let matches = self.match_all(end_of_input)?;
         self.emit(matches, out)
     }
 
     fn state_rows(&self) -> usize {
-        self.pending_rows + self.partitions.values().map(Partition::len).sum::<usize>()
+        self.order.pending_rows() + self.partitions.values().map(Partition::len).sum::<usize>()
     }
 
     fn state_bytes(&self) -> usize {
-        let pending: usize = self.pending.iter().map(|b| b.get_array_memory_size()).sum();
+        let pending = self.order.pending_bytes();
         let kept: usize = self
             .partitions
             .iter()
@@ -535,13 +458,13 @@ impl Operator for MatchRecognizeOperator {
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&Meta {
-            released: self.released,
-            late: self.late,
+            released: self.order.released(),
+            late: self.order.late(),
         })?;
         snapshot.push_batches(
             "pending",
             &self.plan.input_schema,
-            self.pending.iter().cloned(),
+            self.order.pending().iter().cloned(),
         );
         snapshot.push_table("rows", self.rows_table()?);
         Ok(snapshot)
@@ -549,13 +472,8 @@ impl Operator for MatchRecognizeOperator {
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
         let meta: Meta = state.meta()?;
-        self.released = meta.released;
-        self.late = meta.late;
         let pending = state.take_table("pending")?;
-        self.pending_rows = pending.num_rows();
-        if pending.num_rows() > 0 {
-            self.pending = vec![pending];
-        }
+        self.order.restore(pending, meta.released, meta.late);
         let rows = state.take_table("rows")?;
         self.load_rows(rows)?;
         self.hold = self.earliest_undecided();
@@ -563,7 +481,7 @@ impl Operator for MatchRecognizeOperator {
     }
 
     fn late_rows(&self) -> u64 {
-        self.late
+        self.order.late()
     }
 
     fn output_watermark(&self, input: Timestamp) -> Timestamp {
