@@ -216,6 +216,7 @@ fn parse_one(
     let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let tokens = crate::dialect::match_within::move_within(tokens);
+    let tokens = crate::dialect::flink_functions::renames::map_literals(tokens);
     let tokens = crate::dialect::flink_functions::json_build::drop_json_object_keys(
         crate::dialect::flink_functions::json_build::cut_is_json(tokens),
     );

@@ -8,7 +8,10 @@
 //! `TO_BASE64`/`FROM_BASE64` -> padded base64 `encode`/`decode` (as text),
 //! `SHA1`... `SHA512` and `SHA2(s, bits)` -> the digest as lower-case hex
 //! (DataFusion's `sha256` gives bytes), `ELEMENT(a)` -> the array's only
-//! element (NULL unless it has exactly one), `REGEXP_REPLACE` and
+//! element (NULL unless it has exactly one), `E()`, `IS_DIGIT`/`IS_ALPHA`/
+//! `IS_DECIMAL` (regular expressions, FALSE for NULL), `UNIX_TIMESTAMP`,
+//! `FLOOR`/`CEIL(t TO unit)` (`date_trunc`), `LOCALTIMESTAMP`/`LOCALTIME`
+//! (the wall clock), `REGEXP_REPLACE` and
 //! `ARRAY_REMOVE` of every match (DataFusion's replace the first only).
 //!
 //! In: a parsed statement. Out: the same, calls rewritten; column names
@@ -18,11 +21,12 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments,
-    Statement,
+    visit_expressions_mut, CeilFloorKind, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Statement,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 /// The plain positional arguments of a call, if that is all it has.
 fn plain_args(function: &Function) -> Option<Vec<&Expr>> {
@@ -79,13 +83,71 @@ fn rewrite(name: &str, args: &[String]) -> Option<String> {
         // DataFusion's plain forms stop at the first.
         ("regexp_replace", [s, p, r]) => Some(format!("regexp_replace({s}, {p}, {r}, 'g')")),
         ("array_remove", [_, _]) => renamed("array_remove_all"),
+        ("e", []) => Some("exp(1.0)".into()),
+        // Flink's character classes; FALSE for NULL, as in Flink.
+        ("is_digit", [s]) => Some(format!("coalesce(regexp_like({s}, '^[0-9]+$'), false)")),
+        ("is_alpha", [s]) => Some(format!("coalesce(regexp_like({s}, '^[A-Za-z]+$'), false)")),
+        ("is_decimal", [s]) => Some(format!(
+            "coalesce(regexp_like({s}, '^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)$'), false)"
+        )),
+        ("unix_timestamp", []) => Some("CAST(to_unixtime(now()) AS BIGINT)".into()),
+        ("unix_timestamp", [s]) => Some(format!("CAST(to_unixtime({s}) AS BIGINT)")),
         _ => None,
     }
+}
+
+/// `FLOOR(t TO unit)` / `CEIL(t TO unit)`: `t` truncated to the unit, or
+/// (ceiling) the next unit boundary unless `t` is on one.
+fn time_floor_or_ceil(expr: &Expr) -> Option<String> {
+    let (inner, field, ceil) = match expr {
+        Expr::Floor {
+            expr,
+            field: CeilFloorKind::DateTimeField(field),
+        } => (expr, field, false),
+        Expr::Ceil {
+            expr,
+            field: CeilFloorKind::DateTimeField(field),
+        } => (expr, field, true),
+        _ => return None,
+    };
+    let unit = field.to_string().to_ascii_lowercase();
+    if ![
+        "second", "minute", "hour", "day", "week", "month", "quarter", "year",
+    ]
+    .contains(&unit.as_str())
+    {
+        return None;
+    }
+    let floor = format!("date_trunc('{unit}', {inner})");
+    Some(if ceil {
+        format!("CASE WHEN {floor} = {inner} THEN {floor} ELSE {floor} + INTERVAL '1' {unit} END")
+    } else {
+        floor
+    })
 }
 
 /// Rewrites the Flink spellings in `statement`.
 pub fn rename_functions(statement: &mut Statement) {
     let _ = visit_expressions_mut(statement, |expr| {
+        if let Some(new) = time_floor_or_ceil(expr).as_deref().and_then(parse_expr) {
+            *expr = new;
+            return ControlFlow::<()>::Continue(());
+        }
+        // LOCALTIMESTAMP and LOCALTIME, keywords in Flink: the wall clock
+        // (UTC), as NOW() and CURRENT_TIME.
+        if let Expr::Identifier(ident) = expr {
+            if ident.quote_style.is_none() {
+                let clock = match ident.value.to_ascii_lowercase().as_str() {
+                    "localtimestamp" => Some("now()"),
+                    "localtime" => Some("current_time()"),
+                    _ => None,
+                };
+                if let Some(new) = clock.and_then(parse_expr) {
+                    *expr = new;
+                    return ControlFlow::<()>::Continue(());
+                }
+            }
+        }
         if let Expr::Function(function) = expr {
             let name = function.name.to_string().to_ascii_lowercase();
             let replacement = plain_args(function).and_then(|args| {
@@ -100,6 +162,79 @@ pub fn rename_functions(statement: &mut Statement) {
     });
 }
 
+/// Flink's map literal `MAP['a', 1, 'b', 2]` (keys and values in turn) as
+/// the `MAP {'a': 1, 'b': 2}` sqlparser and DataFusion read.
+pub fn map_literals(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let is_map = matches!(&tokens[i].token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("MAP"))
+            && matches!(tokens.get(i + 1).map(|t| &t.token), Some(Token::LBracket));
+        if !is_map {
+            out.push(tokens[i].clone());
+            i += 1;
+            continue;
+        }
+        // The items up to the matching bracket, split at top-level commas.
+        let mut depth = 0;
+        let mut end = i + 1;
+        while end < tokens.len() {
+            match tokens[end].token {
+                Token::LBracket | Token::LParen | Token::LBrace => depth += 1,
+                Token::RBracket | Token::RParen | Token::RBrace => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            end += 1;
+        }
+        if end >= tokens.len() {
+            out.extend_from_slice(&tokens[i..]);
+            break;
+        }
+        let inner = &tokens[i + 2..end];
+        let mut item = 0;
+        let mut level = 0;
+        let span = tokens[i + 1].span;
+        out.push(tokens[i].clone());
+        out.push(TokenWithSpan {
+            token: Token::LBrace,
+            span,
+        });
+        for token in inner {
+            match token.token {
+                Token::LBracket | Token::LParen | Token::LBrace => level += 1,
+                Token::RBracket | Token::RParen | Token::RBrace => level -= 1,
+                _ => {}
+            }
+            if level == 0 && matches!(token.token, Token::Comma) {
+                item += 1;
+                // Between a key and its value: a colon.
+                let separator = if item % 2 == 1 {
+                    Token::Colon
+                } else {
+                    Token::Comma
+                };
+                out.push(TokenWithSpan {
+                    token: separator,
+                    span: token.span,
+                });
+                continue;
+            }
+            out.push(token.clone());
+        }
+        out.push(TokenWithSpan {
+            token: Token::RBrace,
+            span: tokens[end].span,
+        });
+        i = end + 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +246,24 @@ mod tests {
             .unwrap();
         rename_functions(&mut statement);
         statement.to_string()
+    }
+
+    #[test]
+    fn map_literals_take_colons() {
+        let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(
+            &GenericDialect {},
+            "SELECT MAP['a', 1, 'b', f(2, 3)]['b']",
+        )
+        .tokenize_with_location()
+        .unwrap();
+        let text: String = map_literals(tokens)
+            .iter()
+            .map(|t| t.token.to_string())
+            .collect();
+        assert_eq!(
+            text,
+            "SELECT MAP{'a': 1: 'b': f(2, 3)}['b']".replace(": 'b'", ", 'b'")
+        );
     }
 
     #[test]
