@@ -11,7 +11,8 @@
 //! element (NULL unless it has exactly one), `E()`, `IS_DIGIT`/`IS_ALPHA`/
 //! `IS_DECIMAL` (regular expressions, FALSE for NULL), `UNIX_TIMESTAMP`,
 //! `FLOOR`/`CEIL(t TO unit)` (`date_trunc`), `LOCALTIMESTAMP`/`LOCALTIME`
-//! (the wall clock), `REGEXP_REPLACE` and
+//! (the wall clock), `REGEXP` -> `regexp_like`, `ARRAY_PREPEND(a, x)` ->
+//! `array_prepend(x, a)`, `ENCODE`/`DECODE` in UTF-8 -> casts, `REGEXP_REPLACE` and
 //! `ARRAY_REMOVE` of every match (DataFusion's replace the first only).
 //!
 //! In: a parsed statement. Out: the same, calls rewritten; column names
@@ -54,6 +55,14 @@ fn parse_expr(sql: &str) -> Option<Expr> {
         .ok()
 }
 
+/// Whether a charset argument names UTF-8.
+fn is_utf8(charset: &str) -> bool {
+    matches!(
+        charset.trim_matches('\'').to_ascii_uppercase().as_str(),
+        "UTF-8" | "UTF8"
+    )
+}
+
 /// The rewrite of one call, as SQL text over its arguments' text.
 fn rewrite(name: &str, args: &[String]) -> Option<String> {
     let renamed = |to: &str| Some(format!("{to}({})", args.join(", ")));
@@ -84,6 +93,16 @@ fn rewrite(name: &str, args: &[String]) -> Option<String> {
         ("regexp_replace", [s, p, r]) => Some(format!("regexp_replace({s}, {p}, {r}, 'g')")),
         ("array_remove", [_, _]) => renamed("array_remove_all"),
         ("e", []) => Some("exp(1.0)".into()),
+        // Keywords in Flink, calls without parentheses for sqlparser: the
+        // wall clock (UTC), as NOW() and CURRENT_TIME.
+        ("localtimestamp", []) => Some("now()".into()),
+        ("localtime", []) => Some("current_time()".into()),
+        ("regexp", [_, _]) => renamed("regexp_like"),
+        // Flink puts the array first, DataFusion the element.
+        ("array_prepend", [array, element]) => Some(format!("array_prepend({element}, {array})")),
+        // Text to bytes and back in UTF-8, the one charset eddy's strings have.
+        ("encode", [s, charset]) if is_utf8(charset) => Some(format!("CAST({s} AS BYTEA)")),
+        ("decode", [b, charset]) if is_utf8(charset) => Some(format!("CAST({b} AS VARCHAR)")),
         // Flink's character classes; FALSE for NULL, as in Flink.
         ("is_digit", [s]) => Some(format!("coalesce(regexp_like({s}, '^[0-9]+$'), false)")),
         ("is_alpha", [s]) => Some(format!("coalesce(regexp_like({s}, '^[A-Za-z]+$'), false)")),
@@ -132,21 +151,6 @@ pub fn rename_functions(statement: &mut Statement) {
         if let Some(new) = time_floor_or_ceil(expr).as_deref().and_then(parse_expr) {
             *expr = new;
             return ControlFlow::<()>::Continue(());
-        }
-        // LOCALTIMESTAMP and LOCALTIME, keywords in Flink: the wall clock
-        // (UTC), as NOW() and CURRENT_TIME.
-        if let Expr::Identifier(ident) = expr {
-            if ident.quote_style.is_none() {
-                let clock = match ident.value.to_ascii_lowercase().as_str() {
-                    "localtimestamp" => Some("now()"),
-                    "localtime" => Some("current_time()"),
-                    _ => None,
-                };
-                if let Some(new) = clock.and_then(parse_expr) {
-                    *expr = new;
-                    return ControlFlow::<()>::Continue(());
-                }
-            }
         }
         if let Expr::Function(function) = expr {
             let name = function.name.to_string().to_ascii_lowercase();
