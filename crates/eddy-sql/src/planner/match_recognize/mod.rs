@@ -18,6 +18,12 @@
 //!
 //! The output has the partition columns, then the measures; a measure
 //! `MATCH_ROWTIME()` carries the event time on.
+//!
+//! Files: here the lifting and planning; `navigations` the navigations cut
+//! from DEFINE and MEASURES; `pattern` the pattern into the engine's.
+
+mod navigations;
+mod pattern;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -27,17 +33,16 @@ use datafusion::common::{DFSchema, DFSchemaRef};
 use datafusion::logical_expr::{ExprSchemable, LogicalPlan};
 use datafusion::sql::planner::{PlannerContext, SqlToRel};
 use datafusion::sql::sqlparser::ast::{
-    AfterMatchSkip, Expr as SqlExpr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident,
-    MatchRecognizePattern, MatchRecognizeSymbol, Query, RepetitionQuantifier, RowsPerMatch,
-    SelectItem, SetExpr, Statement, TableAlias, TableFactor, Value as SqlValue, VisitMut,
-    VisitorMut,
+    AfterMatchSkip, Expr as SqlExpr, Ident, Query, RowsPerMatch, SelectItem, SetExpr, Statement,
+    TableAlias, TableFactor, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use eddy_engine::operators::match_recognize::navigation::{Aggregate, Navigation, Reach};
-use eddy_engine::operators::match_recognize::pattern::Pattern;
 use eddy_engine::operators::match_recognize::{AfterMatch, Condition, MatchRecognizePlan};
 
+use self::navigations::{nav_column, NavigationCutter, NavigationSpec};
+use self::pattern::to_pattern;
 use super::stream::{add_operator, keyed, Stream, TimeAttr};
 use super::Compiler;
 use crate::context::DdlContext;
@@ -60,7 +65,7 @@ pub(super) struct MatchView {
 }
 
 /// Pattern variables by their normalized names.
-struct Variables {
+pub(super) struct Variables {
     /// Normalized names, numbered.
     keys: Vec<String>,
     /// As written.
@@ -68,205 +73,17 @@ struct Variables {
 }
 
 impl Variables {
-    fn index(&self, ident: &Ident) -> Option<usize> {
+    pub(super) fn index(&self, ident: &Ident) -> Option<usize> {
         let key = normalize(ident);
         self.keys.iter().position(|k| *k == key)
     }
 
-    fn add(&mut self, ident: &Ident) -> usize {
+    pub(super) fn add(&mut self, ident: &Ident) -> usize {
         self.index(ident).unwrap_or_else(|| {
             self.keys.push(normalize(ident));
             self.names.push(ident.value.clone());
             self.keys.len() - 1
         })
-    }
-}
-
-/// A navigation as written: what it reads, and its argument with the
-/// variable qualifiers taken off.
-struct NavigationSpec {
-    reach: Reach,
-    var: Option<usize>,
-    arg: Option<SqlExpr>,
-}
-
-/// Replaces navigations in an expression by `__nav<i>` columns.
-struct NavigationCutter<'a> {
-    variables: &'a Variables,
-    found: Vec<NavigationSpec>,
-    /// The number of the first navigation's column.
-    base: usize,
-    error: Option<String>,
-    /// A column of the input that carries the event time (`MATCH_ROWTIME()`).
-    time_column: &'a str,
-}
-
-fn nav_column(i: usize) -> String {
-    eddy_engine::operators::match_recognize::navigation::column_name(i)
-}
-
-fn function_args(function: &datafusion::sql::sqlparser::ast::Function) -> Vec<&FunctionArgExpr> {
-    match &function.args {
-        FunctionArguments::List(list) => list
-            .args
-            .iter()
-            .map(|a| match a {
-                FunctionArg::Unnamed(e) => e,
-                FunctionArg::Named { arg, .. } | FunctionArg::ExprNamed { arg, .. } => arg,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-impl NavigationCutter<'_> {
-    /// The variable an argument's columns are qualified with, and the
-    /// argument without the qualifiers.
-    fn unqualify(&mut self, arg: &SqlExpr) -> (Option<usize>, SqlExpr) {
-        let mut arg = arg.clone();
-        let mut vars: Vec<usize> = Vec::new();
-        let variables = self.variables;
-        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut arg, |e| {
-            if let SqlExpr::CompoundIdentifier(parts) = e {
-                if parts.len() == 2 {
-                    if let Some(v) = variables.index(&parts[0]) {
-                        if !vars.contains(&v) {
-                            vars.push(v);
-                        }
-                        *e = SqlExpr::Identifier(parts[1].clone());
-                    }
-                }
-            }
-            ControlFlow::<()>::Continue(())
-        });
-        if vars.len() > 1 {
-            self.error = Some(format!(
-                "'{arg}' reads the rows of more than one pattern variable; a navigation reads one variable's rows"
-            ));
-        }
-        (vars.first().copied(), arg)
-    }
-
-    fn offset(&mut self, function: &str, arg: Option<&&FunctionArgExpr>) -> usize {
-        match arg {
-            None => match function {
-                "prev" => 1,
-                _ => 0,
-            },
-            Some(FunctionArgExpr::Expr(SqlExpr::Value(v))) => match &v.value {
-                SqlValue::Number(n, _) => n.parse().unwrap_or_else(|_| {
-                    self.error = Some(format!("{function}(): the offset must be a whole number"));
-                    0
-                }),
-                _ => {
-                    self.error = Some(format!("{function}(): the offset must be a whole number"));
-                    0
-                }
-            },
-            Some(_) => {
-                self.error = Some(format!("{function}(): the offset must be a whole number"));
-                0
-            }
-        }
-    }
-
-    fn navigation(&mut self, expr: &SqlExpr) -> Option<NavigationSpec> {
-        match expr {
-            SqlExpr::Identifier(ident) => Some(NavigationSpec {
-                reach: Reach::Last(0),
-                var: None,
-                arg: Some(SqlExpr::Identifier(ident.clone())),
-            }),
-            SqlExpr::CompoundIdentifier(parts) if parts.len() == 2 => {
-                let var = self.variables.index(&parts[0])?;
-                Some(NavigationSpec {
-                    reach: Reach::Last(0),
-                    var: Some(var),
-                    arg: Some(SqlExpr::Identifier(parts[1].clone())),
-                })
-            }
-            SqlExpr::Function(function) => {
-                let name = function.name.to_string().to_ascii_lowercase();
-                let args = function_args(function);
-                let first = |cutter: &mut Self| match args.first() {
-                    Some(FunctionArgExpr::Expr(e)) => {
-                        let (var, arg) = cutter.unqualify(e);
-                        Some((var, Some(arg)))
-                    }
-                    Some(FunctionArgExpr::QualifiedWildcard(name)) => {
-                        let var = name
-                            .0
-                            .first()
-                            .and_then(|p| p.as_ident())
-                            .and_then(|i| cutter.variables.index(i));
-                        if var.is_none() {
-                            cutter.error = Some(format!("'{name}.*' names no pattern variable"));
-                        }
-                        Some((var, None))
-                    }
-                    Some(FunctionArgExpr::Wildcard) => Some((None, None)),
-                    _ => None,
-                };
-                let reach = match name.as_str() {
-                    "last" => Reach::Last(self.offset("last", args.get(1))),
-                    "first" => Reach::First(self.offset("first", args.get(1))),
-                    "prev" => Reach::Prev(self.offset("prev", args.get(1))),
-                    "next" => {
-                        self.error = Some("NEXT() reads rows after the current one; a condition reads the match so far (use PREV or LAST)".into());
-                        return None;
-                    }
-                    "match_number" => {
-                        self.error = Some("MATCH_NUMBER() is not supported".into());
-                        return None;
-                    }
-                    "classifier" => {
-                        return Some(NavigationSpec {
-                            reach: Reach::Classifier,
-                            var: None,
-                            arg: None,
-                        })
-                    }
-                    "match_rowtime" => {
-                        return Some(NavigationSpec {
-                            reach: Reach::Last(0),
-                            var: None,
-                            arg: Some(SqlExpr::Identifier(Ident::with_quote(
-                                '"',
-                                self.time_column,
-                            ))),
-                        })
-                    }
-                    "count" => Reach::Aggregate(Aggregate::Count),
-                    "sum" => Reach::Aggregate(Aggregate::Sum),
-                    "avg" => Reach::Aggregate(Aggregate::Avg),
-                    "min" => Reach::Aggregate(Aggregate::Min),
-                    "max" => Reach::Aggregate(Aggregate::Max),
-                    _ => return None,
-                };
-                let (var, arg) = first(self)?;
-                if arg.is_none() && reach != Reach::Aggregate(Aggregate::Count) {
-                    self.error = Some(format!("{name}(*) is not a navigation; name a column"));
-                    return None;
-                }
-                Some(NavigationSpec { reach, var, arg })
-            }
-            _ => None,
-        }
-    }
-}
-
-impl VisitorMut for NavigationCutter<'_> {
-    type Break = ();
-
-    fn pre_visit_expr(&mut self, expr: &mut SqlExpr) -> ControlFlow<()> {
-        if let Some(spec) = self.navigation(expr) {
-            *expr = SqlExpr::Identifier(Ident::new(nav_column(self.base + self.found.len())));
-            self.found.push(spec);
-        }
-        if self.error.is_some() {
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
     }
 }
 
@@ -766,127 +583,4 @@ fn sum_type(arg: &DataType) -> Option<DataType> {
         DataType::Null => DataType::Int64,
         _ => return None,
     })
-}
-
-/// The most variables `PERMUTE` takes (it expands to every order).
-const MAX_PERMUTE: usize = 5;
-
-fn to_pattern(
-    pattern: &MatchRecognizePattern,
-    variables: &mut Variables,
-) -> std::result::Result<Pattern, String> {
-    Ok(match pattern {
-        MatchRecognizePattern::Symbol(MatchRecognizeSymbol::Named(ident)) => {
-            Pattern::Var(variables.add(ident))
-        }
-        MatchRecognizePattern::Symbol(_) => {
-            return Err("^ and $ (the start and end of a partition) are not supported: a stream's partition has no end".into())
-        }
-        MatchRecognizePattern::Exclude(_) => {
-            return Err("{- ... -} excludes rows from ALL ROWS PER MATCH output, which eddy does not produce".into())
-        }
-        MatchRecognizePattern::Permute(symbols) => {
-            if symbols.len() > MAX_PERMUTE {
-                return Err(format!("PERMUTE takes at most {MAX_PERMUTE} variables"));
-            }
-            let vars = symbols
-                .iter()
-                .map(|s| match s {
-                    MatchRecognizeSymbol::Named(ident) => Ok(variables.add(ident)),
-                    _ => Err("PERMUTE takes variables".to_string()),
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            Pattern::Alternation(
-                permutations(&vars)
-                    .into_iter()
-                    .map(|order| Pattern::Concat(order.into_iter().map(Pattern::Var).collect()))
-                    .collect(),
-            )
-        }
-        MatchRecognizePattern::Concat(parts) => Pattern::Concat(
-            parts
-                .iter()
-                .map(|p| to_pattern(p, variables))
-                .collect::<std::result::Result<_, _>>()?,
-        ),
-        MatchRecognizePattern::Group(inner) => to_pattern(inner, variables)?,
-        MatchRecognizePattern::Alternation(branches) => Pattern::Alternation(
-            branches
-                .iter()
-                .map(|p| to_pattern(p, variables))
-                .collect::<std::result::Result<_, _>>()?,
-        ),
-        MatchRecognizePattern::Repetition(inner, quantifier) => {
-            // `B*?`: sqlparser reads the `?` after a quantifier as a second
-            // quantifier; written without parentheses it makes the first
-            // reluctant.
-            let (inner, quantifier, greedy) = match (inner.as_ref(), quantifier) {
-                (MatchRecognizePattern::Repetition(base, first), RepetitionQuantifier::AtMostOne) => {
-                    (base.as_ref(), first, false)
-                }
-                _ => (inner.as_ref(), quantifier, true),
-            };
-            let (min, max) = match quantifier {
-                RepetitionQuantifier::ZeroOrMore => (0, None),
-                RepetitionQuantifier::OneOrMore => (1, None),
-                RepetitionQuantifier::AtMostOne => (0, Some(1)),
-                RepetitionQuantifier::Exactly(n) => (*n, Some(*n)),
-                RepetitionQuantifier::AtLeast(n) => (*n, None),
-                RepetitionQuantifier::AtMost(m) => (0, Some(*m)),
-                RepetitionQuantifier::Range(n, m) => {
-                    if n > m {
-                        return Err(format!("{{{n},{m}}}: the lower bound is above the upper"));
-                    }
-                    (*n, Some(*m))
-                }
-            };
-            if max == Some(0) {
-                return Err(format!("{quantifier} repeats nothing"));
-            }
-            Pattern::Repeat {
-                inner: Box::new(to_pattern(inner, variables)?),
-                min,
-                max,
-                greedy,
-            }
-        }
-    })
-}
-
-/// Every order of `items`, in the order the standard prefers them
-/// (lexicographic by position in the list).
-fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
-    if items.len() <= 1 {
-        return vec![items.to_vec()];
-    }
-    let mut out = Vec::new();
-    for i in 0..items.len() {
-        let mut rest = items.to_vec();
-        let first = rest.remove(i);
-        for mut tail in permutations(&rest) {
-            tail.insert(0, first);
-            out.push(tail);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::permutations;
-
-    #[test]
-    fn permutations_in_order() {
-        assert_eq!(
-            permutations(&[0, 1, 2]),
-            vec![
-                vec![0, 1, 2],
-                vec![0, 2, 1],
-                vec![1, 0, 2],
-                vec![1, 2, 0],
-                vec![2, 0, 1],
-                vec![2, 1, 0]
-            ]
-        );
-    }
 }
