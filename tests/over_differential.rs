@@ -88,6 +88,24 @@ fn batch_rows_in_order(input: &str, sql: &str) -> Vec<Value> {
     common::json_rows(lines.iter().map(String::as_str))
 }
 
+/// eddy's rows for `query` over the input file, in the order it writes them.
+fn eddy_rows(input: &str, query: &str, batch_size: usize, parallelism: usize) -> Vec<Value> {
+    let file = SqlFile {
+        name: "<over>".into(),
+        text: format!("{SOURCE}\n{query};"),
+    };
+    let inputs = BTreeMap::from([("events".to_string(), input.to_string())]);
+    let captured = common::run_captured_in_parallel(
+        &[file],
+        &BTreeMap::new(),
+        inputs,
+        batch_size,
+        parallelism,
+    )
+    .unwrap_or_else(|e| panic!("{query}: {e}"));
+    common::json_rows(captured.lines.iter().map(String::as_str))
+}
+
 #[test]
 fn over_aggregates_match_datafusion_window_functions() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -99,20 +117,7 @@ fn over_aggregates_match_datafusion_window_functions() {
             let expected = batch_rows(&input, query);
             assert!(expected.len() > 500);
             for (batch_size, parallelism) in common::SWEEP {
-                let file = SqlFile {
-                    name: "<over>".into(),
-                    text: format!("{SOURCE}\n{query};"),
-                };
-                let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
-                let captured = common::run_captured_in_parallel(
-                    &[file],
-                    &BTreeMap::new(),
-                    inputs,
-                    batch_size,
-                    parallelism,
-                )
-                .unwrap_or_else(|e| panic!("{query}: {e}"));
-                let actual = sorted(common::json_rows(captured.lines.iter().map(String::as_str)));
+                let actual = sorted(eddy_rows(&input, query, batch_size, parallelism));
                 common::assert_same_rows(
                     &actual,
                     &expected,
@@ -225,21 +230,8 @@ fn order_by_event_time_equals_a_batch_order_by() {
     let expected = batch_rows_in_order(&input, query);
     assert!(expected.len() > 1_000);
     for (batch_size, parallelism) in common::SWEEP {
-        let file = SqlFile {
-            name: "<order>".into(),
-            text: format!("{SOURCE}\n{query};"),
-        };
-        let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
-        let captured = common::run_captured_in_parallel(
-            &[file],
-            &BTreeMap::new(),
-            inputs,
-            batch_size,
-            parallelism,
-        )
-        .unwrap_or_else(|e| panic!("{query}: {e}"));
         // Not sorted: the order is the result.
-        let actual = common::json_rows(captured.lines.iter().map(String::as_str));
+        let actual = eddy_rows(&input, query, batch_size, parallelism);
         common::assert_same_rows(
             &actual,
             &expected,

@@ -9,12 +9,10 @@
 
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace, Word};
 
+use crate::dialect::rewrite::is_word;
+
 /// The name a moved `WITHIN` interval is defined under.
 pub const WITHIN_SYMBOL: &str = "__eddy_within";
-
-fn is_word(token: &Token, word: &str) -> bool {
-    matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
-}
 
 /// Moves every `PATTERN (...) WITHIN <interval> DEFINE` interval behind
 /// its `DEFINE` as `__eddy_within AS <interval>,`.

@@ -17,6 +17,8 @@
 //! - [`output_names`]: Flink's short names for unaliased function columns;
 //! - [`unnest_joins`]: Flink's `CROSS JOIN UNNEST(t.arr) AS u(x)` rewritten
 //!   into the projection DataFusion plans as an `Unnest`;
+//! - [`rewrite`]: helpers the rewrites share (a word among tokens, SQL
+//!   text parsed back);
 //! - [`identifiers`]: how a name is read (quoted keeps its case).
 //!
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
@@ -27,6 +29,7 @@ pub mod flink_windows;
 pub mod identifiers;
 pub mod match_within;
 pub mod output_names;
+pub mod rewrite;
 pub mod statements;
 pub mod temporal_joins;
 pub mod unnest_joins;

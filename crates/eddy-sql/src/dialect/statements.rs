@@ -276,9 +276,10 @@ fn cut_emit_on_window_close(
         return (tokens, None);
     };
     let words = ["EMIT", "ON", "WINDOW", "CLOSE"];
-    let is_clause = last4.iter().zip(words).all(|(&i, word)| {
-        matches!(&tokens[i].token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
-    });
+    let is_clause = last4
+        .iter()
+        .zip(words)
+        .all(|(&i, word)| crate::dialect::rewrite::is_word(&tokens[i].token, word));
     if !is_clause {
         return (tokens, None);
     }

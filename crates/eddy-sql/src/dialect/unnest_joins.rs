@@ -22,8 +22,6 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr, JoinConstraint, JoinOperator, Query, SetExpr, Statement,
     TableFactor, TableWithJoins, Value, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 
 /// Rewrites every UNNEST join of `statement`.
 pub fn rewrite_unnest_joins(statement: &mut Statement) -> Result<(), String> {
@@ -187,12 +185,13 @@ fn rewrite_joins(
             )
         };
         let quoted = format!("\"{}\"", table.replace('"', "\"\""));
-        let sql = format!(
-            "SELECT * FROM (SELECT {quoted}.*, {} FROM {}{filter}) AS {quoted}",
+        let from = format!(
+            "(SELECT {quoted}.*, {} FROM {}{filter}) AS {quoted}",
             columns.join(", "),
             twj.relation
         );
-        let derived = parse_from(&sql)?;
+        let derived = crate::dialect::rewrite::parse_table_factor(&from)
+            .ok_or_else(|| format!("UNNEST: cannot rewrite the join into {from}"))?;
         renames.push((crate::dialect::identifiers::normalize(&alias.name), table));
         twj.relation = derived;
         twj.joins.remove(0);
@@ -210,25 +209,11 @@ fn rewrite_joins(
     Ok(())
 }
 
-/// The (only) table factor of `SELECT * FROM <factor>`.
-fn parse_from(sql: &str) -> Result<TableFactor, String> {
-    let statement = Parser::new(&GenericDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statement())
-        .map_err(|e| format!("UNNEST: {e}"))?;
-    match statement {
-        Statement::Query(mut query) => match query.body.as_mut() {
-            SetExpr::Select(select) if !select.from.is_empty() => {
-                Ok(select.from.remove(0).relation)
-            }
-            _ => Err("UNNEST: unexpected rewrite".into()),
-        },
-        _ => Err("UNNEST: unexpected rewrite".into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
     use super::*;
 
     fn rewritten(sql: &str) -> Result<String, String> {

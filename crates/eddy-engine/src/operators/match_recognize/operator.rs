@@ -34,6 +34,9 @@ struct Partition {
     args: Vec<ArrayRef>,
     /// Index of the first undecided row (rows before it are kept for `PREV`).
     first: usize,
+    /// Rows came since the partition was last matched (else a new run can
+    /// only decide more once its first undecided row's WITHIN bound passes).
+    fresh: bool,
 }
 
 impl Partition {
@@ -69,6 +72,8 @@ struct Meta {
 pub(super) struct MatchRecognizeOperator {
     plan: MatchRecognizePlan,
     program: Program,
+    /// How many decided rows each partition keeps for `PREV`.
+    prev_reach: usize,
     converter: RowConverter,
     /// Rows waiting for the watermark, released in event-time order.
     order: EventOrder,
@@ -82,6 +87,7 @@ impl MatchRecognizeOperator {
     pub(super) fn new(plan: MatchRecognizePlan) -> Result<Self> {
         Ok(Self {
             program: plan.program()?,
+            prev_reach: plan.prev_reach(),
             converter: super::super::key_converter(&plan.partition_by, &plan.input_schema)?,
             order: EventOrder::new(
                 plan.input_schema.clone(),
@@ -124,6 +130,7 @@ impl MatchRecognizeOperator {
             match self.partitions.get_mut(key) {
                 Some(partition) => {
                     partition.times.extend(new_times);
+                    partition.fresh = true;
                     for (old, new) in partition.args.iter_mut().zip(new_args) {
                         *old = compact(concat(&[old.as_ref(), new.as_ref()])?);
                     }
@@ -135,6 +142,7 @@ impl MatchRecognizeOperator {
                             times: new_times,
                             args: new_args,
                             first: 0,
+                            fresh: true,
                         },
                     );
                 }
@@ -148,8 +156,17 @@ impl MatchRecognizeOperator {
     fn match_all(&mut self, end_of_input: bool) -> Result<Vec<Vec<ScalarValue>>> {
         let mut matches = Vec::new();
         let released = self.order.released();
-        let reach = self.plan.prev_reach();
+        let reach = self.prev_reach;
         for partition in self.partitions.values_mut() {
+            let bound_passed = match (self.plan.within_ms, partition.first_undecided_time()) {
+                (Some(within), Some(first)) => released > first.saturating_add(within),
+                _ => false,
+            };
+            let undecided = partition.first < partition.len();
+            if !undecided || !(partition.fresh || bound_passed || end_of_input) {
+                continue;
+            }
+            partition.fresh = false;
             let decided = match_partition(
                 &self.plan,
                 &self.program,
@@ -272,6 +289,7 @@ impl MatchRecognizeOperator {
                         .map(|c| compact(c.slice(start, end - start)))
                         .collect(),
                     first: (start..end).take_while(|&i| decided.value(i)).count(),
+                    fresh: true,
                 },
             );
             start = end;

@@ -26,18 +26,15 @@ use datafusion::logical_expr::{
 };
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
-    FunctionArguments, Ident, JsonNullClause, Statement,
+    FunctionArguments, JsonNullClause, Statement,
 };
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::{arrays, constant_text};
+use crate::dialect::rewrite::{is_word, parse_expr};
 
 /// The function the token rewrite of `IS JSON` calls (see [`cut_is_json`]).
 const IS_JSON_MARK: &str = "__eddy_is_json";
-
-fn word_is(token: &Token, word: &str) -> bool {
-    matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
-}
 
 /// `x IS [NOT] JSON [kind]` -> `x IS [NOT] DISTINCT FROM __eddy_is_json('KIND')`:
 /// sqlparser reads no `IS JSON`; [`rewrite_json_functions`] turns the
@@ -51,19 +48,19 @@ pub fn cut_is_json(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut k = 0;
     while k < significant.len() {
         let at = |j: usize| significant.get(j).map(|&i| &tokens[i].token);
-        if !at(k).is_some_and(|t| word_is(t, "IS")) {
+        if !at(k).is_some_and(|t| is_word(t, "IS")) {
             k += 1;
             continue;
         }
-        let negated = at(k + 1).is_some_and(|t| word_is(t, "NOT"));
+        let negated = at(k + 1).is_some_and(|t| is_word(t, "NOT"));
         let json = k + 1 + usize::from(negated);
-        if !at(json).is_some_and(|t| word_is(t, "JSON")) {
+        if !at(json).is_some_and(|t| is_word(t, "JSON")) {
             k += 1;
             continue;
         }
         let kind = ["VALUE", "SCALAR", "ARRAY", "OBJECT"]
             .into_iter()
-            .find(|kind| at(json + 1).is_some_and(|t| word_is(t, kind)));
+            .find(|kind| at(json + 1).is_some_and(|t| is_word(t, kind)));
         let last = json + usize::from(kind.is_some());
         let span = tokens[significant[k]].span;
         out.extend_from_slice(&tokens[next..significant[k]]);
@@ -100,7 +97,6 @@ pub fn drop_json_object_keys(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     // Per open parenthesis: whether it opens a JSON_OBJECT call.
     let mut calls: Vec<bool> = Vec::new();
     let mut previous: Option<Token> = None;
-    let mut before_previous: Option<Token> = None;
     let mut out = Vec::with_capacity(tokens.len());
     for token in tokens {
         if matches!(token.token, Token::Whitespace(_)) {
@@ -109,25 +105,23 @@ pub fn drop_json_object_keys(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
         }
         let in_object = calls.last().copied().unwrap_or(false);
         let after_separator = matches!(previous, Some(Token::LParen) | Some(Token::Comma));
-        if in_object && after_separator && word_is(&token.token, "KEY") {
+        if in_object && after_separator && is_word(&token.token, "KEY") {
             continue;
         }
         match token.token {
             Token::LParen => calls.push(
                 previous
                     .as_ref()
-                    .is_some_and(|p| word_is(p, "JSON_OBJECT") || word_is(p, "JSON_OBJECTAGG")),
+                    .is_some_and(|p| is_word(p, "JSON_OBJECT") || is_word(p, "JSON_OBJECTAGG")),
             ),
             Token::RParen => {
                 calls.pop();
             }
             _ => {}
         }
-        before_previous = previous.take();
         previous = Some(token.token.clone());
         out.push(token);
     }
-    let _ = before_previous;
     out
 }
 
@@ -137,20 +131,10 @@ fn string(value: &str) -> Expr {
     ))
 }
 
-fn call(name: &str, args: Vec<Expr>) -> Expr {
-    let sql = format!(
-        "{name}({})",
-        args.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    datafusion::sql::sqlparser::parser::Parser::new(
-        &datafusion::sql::sqlparser::dialect::GenericDialect {},
-    )
-    .try_with_sql(&sql)
-    .and_then(|mut p| p.parse_expr())
-    .unwrap_or_else(|_| Expr::Identifier(Ident::new(format!("invalid call {name}"))))
+/// `name(args...)`; `None` leaves the constructor as written.
+fn call(name: &str, args: Vec<Expr>) -> Option<Expr> {
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    parse_expr(&format!("{name}({})", args.join(", ")))
 }
 
 /// Whether `expr` makes JSON (inserted raw into an enclosing constructor).
@@ -181,12 +165,7 @@ pub fn rewrite_json_functions(statement: &mut Statement) {
                         let test = format!("is_json({value}, {kind})");
                         let negated = matches!(expr, Expr::IsDistinctFrom(..));
                         let sql = if negated { format!("NOT {test}") } else { test };
-                        datafusion::sql::sqlparser::parser::Parser::new(
-                            &datafusion::sql::sqlparser::dialect::GenericDialect {},
-                        )
-                        .try_with_sql(&sql)
-                        .and_then(|mut p| p.parse_expr())
-                        .ok()
+                        parse_expr(&sql)
                     }
                     _ => None,
                 }
@@ -230,7 +209,7 @@ pub fn rewrite_json_functions(statement: &mut Statement) {
                             args.push(k);
                             args.push(v);
                         }
-                        Some(call("json_build_object", args))
+                        call("json_build_object", args)
                     }
                     "json_array" => {
                         let mut values = Vec::new();
@@ -250,7 +229,7 @@ pub fn rewrite_json_functions(statement: &mut Statement) {
                         let mut args =
                             vec![string(&raw), string(if null { "null" } else { "absent" })];
                         args.extend(values);
-                        Some(call("json_build_array", args))
+                        call("json_build_array", args)
                     }
                     _ => None,
                 }

@@ -25,9 +25,9 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, CeilFloorKind, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArguments, Statement,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use crate::dialect::rewrite::parse_expr;
 
 /// The plain positional arguments of a call, if that is all it has.
 fn plain_args(function: &Function) -> Option<Vec<&Expr>> {
@@ -46,13 +46,6 @@ fn plain_args(function: &Function) -> Option<Vec<&Expr>> {
         FunctionArguments::None => Some(Vec::new()),
         _ => None,
     }
-}
-
-fn parse_expr(sql: &str) -> Option<Expr> {
-    Parser::new(&GenericDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_expr())
-        .ok()
 }
 
 /// Whether a charset argument names UTF-8.
@@ -172,7 +165,7 @@ pub fn map_literals(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     let mut i = 0;
     while i < tokens.len() {
-        let is_map = matches!(&tokens[i].token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("MAP"))
+        let is_map = crate::dialect::rewrite::is_word(&tokens[i].token, "MAP")
             && matches!(tokens.get(i + 1).map(|t| &t.token), Some(Token::LBracket));
         if !is_map {
             out.push(tokens[i].clone());
@@ -241,6 +234,9 @@ pub fn map_literals(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
     use super::*;
 
     fn renamed(sql: &str) -> String {

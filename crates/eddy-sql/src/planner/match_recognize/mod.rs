@@ -36,8 +36,6 @@ use datafusion::sql::sqlparser::ast::{
     AfterMatchSkip, Expr as SqlExpr, Ident, Query, RowsPerMatch, SelectItem, SetExpr, Statement,
     TableAlias, TableFactor, VisitMut, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use eddy_engine::operators::match_recognize::navigation::{Aggregate, Navigation, Reach};
 use eddy_engine::operators::match_recognize::{AfterMatch, Condition, MatchRecognizePlan};
 
@@ -48,6 +46,7 @@ use super::Compiler;
 use crate::context::DdlContext;
 use crate::dialect::identifiers::normalize;
 use crate::dialect::match_within::WITHIN_SYMBOL;
+use crate::dialect::rewrite::{parse_query, parse_table_factor};
 use crate::error::{Position, Result, SqlError};
 use crate::params::SourceMap;
 
@@ -87,20 +86,10 @@ impl Variables {
     }
 }
 
-fn parse_query(sql: &str) -> Result<Query> {
-    let statement = Parser::new(&GenericDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_statement())
-        .map_err(|e| SqlError::Internal(format!("{sql}: {e}")))?;
-    match statement {
-        Statement::Query(query) => Ok(*query),
-        _ => Err(SqlError::Internal(format!("{sql}: not a query"))),
-    }
-}
-
 /// `SELECT * FROM <factor>`.
 fn select_all_from(factor: TableFactor) -> Result<Query> {
-    let mut query = parse_query("SELECT * FROM t")?;
+    let mut query = parse_query("SELECT * FROM t")
+        .ok_or_else(|| SqlError::Internal("SELECT * FROM t does not parse".into()))?;
     if let SetExpr::Select(select) = query.body.as_mut() {
         select.from[0].relation = factor;
         select.projection = vec![SelectItem::Wildcard(Default::default())];
@@ -110,17 +99,12 @@ fn select_all_from(factor: TableFactor) -> Result<Query> {
 
 /// The hidden table `name` as a table factor, with `alias`.
 fn hidden_table(name: &str, alias: Option<TableAlias>) -> Result<TableFactor> {
-    let mut query = parse_query(&format!("SELECT * FROM \"{name}\""))?;
-    match query.body.as_mut() {
-        SetExpr::Select(select) => {
-            let mut factor = select.from.remove(0).relation;
-            if let TableFactor::Table { alias: a, .. } = &mut factor {
-                *a = alias;
-            }
-            Ok(factor)
-        }
-        _ => Err(SqlError::Internal("hidden table".into())),
+    let mut factor = parse_table_factor(&format!("\"{name}\""))
+        .ok_or_else(|| SqlError::Internal(format!("hidden table {name}")))?;
+    if let TableFactor::Table { alias: a, .. } = &mut factor {
+        *a = alias;
     }
+    Ok(factor)
 }
 
 /// Lifts every `MATCH_RECOGNIZE` of a statement (innermost first).
