@@ -115,6 +115,7 @@ fn datafusion_rows(files: &[eddy_sql::SqlFile], sql: &str) -> Vec<Value> {
                 events: EVENTS,
                 rate: RATE,
                 batch_size: 8192,
+                ..Default::default()
             };
             let mut source = NexmarkSource::new(config, spec.schema.clone(), None).unwrap();
             let mut batches: Vec<RecordBatch> = Vec::new();

@@ -177,6 +177,28 @@ pub trait Operator: Send {
     fn output_watermark(&self, input: Timestamp) -> Timestamp {
         input
     }
+
+    /// How often the operator wants [`Operator::on_processing_time`]
+    /// called, if it keeps a processing-time clock (`None`: never).
+    fn processing_time_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// The wall clock read `now_ms` (epoch milliseconds): called about
+    /// every [`Operator::processing_time_interval`], whether rows come or
+    /// not. The runtime then forwards [`Operator::output_watermark`] if it
+    /// went up.
+    fn on_processing_time(&mut self, _now_ms: Timestamp, _out: &mut Collector) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The wall clock in epoch milliseconds (the processing time).
+pub fn wall_clock_ms() -> Timestamp {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Timestamp)
+        .unwrap_or_default()
 }
 
 /// Where an operator needs its input rows when the job runs spread over

@@ -18,7 +18,7 @@ use eddy_engine::source::{
 };
 
 use crate::context::DdlContext;
-use crate::dialect::identifiers::normalize;
+use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::WatermarkClause;
 use crate::error::{Position, Result, SqlError};
 
@@ -79,7 +79,9 @@ pub fn table_def(
     metadata_columns: &[crate::dialect::statements::MetadataColumn],
     position: &Position,
 ) -> Result<TableDef> {
-    let name = create.name.to_string().to_lowercase();
+    let case = IdentifierCase::of(state.config_options());
+    let normalize = |ident: &datafusion::sql::sqlparser::ast::Ident| case.name(ident);
+    let name = case.object_name(&create.name);
     if create.query.is_some() {
         return Err(SqlError::at(
             position,
@@ -87,7 +89,10 @@ pub fn table_def(
         ));
     }
     let provider = DdlContext::new(ctx, state);
-    let planner = SqlToRel::new(&provider);
+    let planner = SqlToRel::new_with_options(
+        &provider,
+        datafusion::sql::planner::ParserOptions::from(&state.config_options().sql_parser),
+    );
 
     // Options.
     let raw_options = match &create.table_options {
@@ -370,13 +375,20 @@ pub fn table_def(
             None
         }
         Some(w) => {
-            let column = output_schema.index_of(&w.column).map_err(|_| {
-                SqlError::at(
+            let column_name = normalize(&w.column);
+            if normalize(&w.bound_column) != column_name {
+                return Err(SqlError::at(
                     &w.position,
                     format!(
-                        "watermark column '{}' is not a column of '{name}'",
-                        w.column
+                        "the watermark of '{column_name}' is taken from '{}': a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`",
+                        normalize(&w.bound_column)
                     ),
+                ));
+            }
+            let column = output_schema.index_of(&column_name).map_err(|_| {
+                SqlError::at(
+                    &w.position,
+                    format!("watermark column '{column_name}' is not a column of '{name}'"),
                 )
             })?;
             match output_schema.field(column).data_type() {
@@ -384,7 +396,7 @@ pub fn table_def(
                 other => {
                     return Err(SqlError::at(
                         &w.position,
-                        format!("watermark column '{}' must be a TIMESTAMP (or BIGINT epoch ms), not {other}", w.column),
+                        format!("watermark column '{column_name}' must be a TIMESTAMP (or BIGINT epoch ms), not {other}"),
                     ))
                 }
             }
@@ -402,7 +414,7 @@ pub fn table_def(
         if let TableConstraint::PrimaryKey(key) = constraint {
             primary_key.extend(key.columns.iter().map(|c| match &c.column.expr {
                 SqlExpr::Identifier(id) => normalize(id),
-                other => other.to_string().to_lowercase(),
+                other => other.to_string(),
             }));
         }
     }

@@ -29,7 +29,7 @@
 //!     Field::new("price", DataType::Int64, false),
 //!     Field::new("date_time", DataType::Timestamp(TimeUnit::Millisecond, None), false),
 //! ]));
-//! let config = NexmarkConfig { stream: NexmarkStream::Bid, events: 1_000, rate: 10_000, batch_size: 256 };
+//! let config = NexmarkConfig { stream: NexmarkStream::Bid, events: 1_000, batch_size: 256, ..Default::default() };
 //! let mut bids = NexmarkSource::new(config, schema, None).unwrap();
 //! let mut ctx = SourceContext::new("bid");
 //! let mut rows = 0;
@@ -45,10 +45,11 @@ pub use connector::NexmarkConnector;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, Int64Builder, RecordBatch, StringBuilder, TimestampMillisecondBuilder,
+    ArrayRef, Int64Builder, NullBufferBuilder, RecordBatch, StringBuilder, StructArray,
+    TimestampMillisecondBuilder,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Fields, SchemaRef};
 use eddy_engine::source::{SourceContext, SourceReader};
 use nexmark::event::{Event, EventType};
 use nexmark::EventGenerator;
@@ -59,7 +60,7 @@ use crate::error::{ConnectorError, Result};
 /// Nexmark's base time: 2015-07-15 00:00:00 UTC.
 const BASE_TIME_MS: u64 = 1_436_918_400_000;
 
-/// Which of Nexmark's three streams a table reads.
+/// Which of Nexmark's streams a table reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NexmarkStream {
     /// People registering.
@@ -68,6 +69,40 @@ pub enum NexmarkStream {
     Auction,
     /// Bids.
     Bid,
+    /// Every event, as the Nexmark suite's own `CREATE TABLE nexmark`
+    /// declares it: `event_type` (0 person, 1 auction, 2 bid) and one
+    /// struct column per kind (`person ROW<...>`, `auction`, `bid`), null
+    /// for events of the other kinds.
+    All,
+}
+
+impl NexmarkStream {
+    /// The one-kind streams, in `event_type` order.
+    const KINDS: [Self; 3] = [Self::Person, Self::Auction, Self::Bid];
+
+    fn event_type(event: &Event) -> Self {
+        match event {
+            Event::Person(_) => Self::Person,
+            Event::Auction(_) => Self::Auction,
+            Event::Bid(_) => Self::Bid,
+        }
+    }
+
+    /// The stream a table reads when no `stream` option says: the kind its
+    /// name is (`bid`), or every event if it has an `event_type` column.
+    pub fn for_table(table: &str, schema: &SchemaRef) -> Result<Self> {
+        table.parse().or_else(|e| {
+            if schema
+                .fields()
+                .iter()
+                .any(|f| same_name(f.name(), "event_type"))
+            {
+                Ok(Self::All)
+            } else {
+                Err(e)
+            }
+        })
+    }
 }
 
 impl std::str::FromStr for NexmarkStream {
@@ -78,15 +113,29 @@ impl std::str::FromStr for NexmarkStream {
             "person" | "people" | "persons" => Ok(Self::Person),
             "auction" | "auctions" => Ok(Self::Auction),
             "bid" | "bids" => Ok(Self::Bid),
+            "all" | "events" => Ok(Self::All),
             other => Err(ConnectorError::bad_option(
                 "stream",
-                format!("'{other}' is not a Nexmark stream (person, auction, bid)"),
+                format!("'{other}' is not a Nexmark stream (person, auction, bid, or all: every event with an event_type column and person, auction and bid struct columns)"),
             )),
         }
     }
 }
 
-/// The fields of a stream, in Nexmark's order.
+/// Whether a declared name is Nexmark's field `field`: case and
+/// underscores aside, so `date_time`, `dateTime` and `datetime` (an
+/// unquoted `dateTime`, folded) are one field.
+fn same_name(declared: &str, field: &str) -> bool {
+    let squeeze = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_')
+            .map(|c| c.to_ascii_lowercase())
+            .collect::<String>()
+    };
+    squeeze(declared) == squeeze(field)
+}
+
+/// The fields of a stream, in Nexmark's order (of `All`: its columns).
 pub fn fields(stream: NexmarkStream) -> &'static [&'static str] {
     match stream {
         NexmarkStream::Person => &[
@@ -120,6 +169,7 @@ pub fn fields(stream: NexmarkStream) -> &'static [&'static str] {
             "date_time",
             "extra",
         ],
+        NexmarkStream::All => &["event_type", "person", "auction", "bid"],
     }
 }
 
@@ -132,8 +182,27 @@ pub struct NexmarkConfig {
     pub events: u64,
     /// Events per second of event time.
     pub rate: u64,
+    /// Events per second of event time after the first period, if not
+    /// `rate` (Nexmark's `next-event.rate`).
+    pub next_rate: Option<u64>,
+    /// Of every `person + auction + bid` events, how many are of each kind
+    /// (Nexmark's 1 : 3 : 46).
+    pub mix: [u64; 3],
     /// Rows per batch.
     pub batch_size: usize,
+}
+
+impl Default for NexmarkConfig {
+    fn default() -> Self {
+        Self {
+            stream: NexmarkStream::Bid,
+            events: 10_000_000,
+            rate: 10_000,
+            next_rate: None,
+            mix: [1, 3, 46],
+            batch_size: 8192,
+        }
+    }
 }
 
 /// What a Nexmark source checkpoints: events of its kind read so far.
@@ -143,11 +212,27 @@ pub struct NexmarkPosition {
     pub read: u64,
 }
 
-/// One output column: a field of the event, and the declared type.
+/// One declared column: a field of one kind's events and the declared type.
 #[derive(Debug, Clone)]
 struct Column {
     field: usize,
     data_type: DataType,
+}
+
+/// What one declared column holds.
+#[derive(Debug, Clone)]
+enum Output {
+    /// A field of the table's kind (a one-kind stream).
+    Field(Column),
+    /// `event_type`: 0 person, 1 auction, 2 bid.
+    EventType(DataType),
+    /// One kind's events as a struct of its declared fields, null in rows
+    /// of the other kinds.
+    Kind {
+        kind: NexmarkStream,
+        fields: Fields,
+        children: Vec<Column>,
+    },
 }
 
 /// Builders of one batch's columns.
@@ -155,6 +240,7 @@ enum Builder {
     Int(Int64Builder),
     Time(TimestampMillisecondBuilder),
     Text(StringBuilder),
+    Struct(Vec<Builder>, NullBufferBuilder),
 }
 
 impl Builder {
@@ -163,6 +249,20 @@ impl Builder {
             Self::Int(b) => Arc::new(b.finish()),
             Self::Time(b) => Arc::new(b.finish()),
             Self::Text(b) => Arc::new(b.finish()),
+            // Assembled in `finish_column`, which knows the declared fields.
+            Self::Struct(..) => Arc::new(Int64Builder::new().finish()),
+        }
+    }
+
+    fn append_null(&mut self) {
+        match self {
+            Self::Int(b) => b.append_null(),
+            Self::Time(b) => b.append_null(),
+            Self::Text(b) => b.append_null(),
+            Self::Struct(children, nulls) => {
+                children.iter_mut().for_each(Builder::append_null);
+                nulls.append_null();
+            }
         }
     }
 }
@@ -171,7 +271,7 @@ impl Builder {
 pub struct NexmarkSource {
     config: NexmarkConfig,
     schema: SchemaRef,
-    columns: Vec<Column>,
+    outputs: Vec<Output>,
     generator: EventGenerator,
     read: u64,
 }
@@ -199,6 +299,70 @@ impl Builder {
     }
 }
 
+/// The declared columns `fields` of one kind's events.
+fn kind_columns(stream: NexmarkStream, fields: &Fields, place: &str) -> Result<Vec<Column>> {
+    let names = self::fields(stream);
+    fields
+        .iter()
+        .map(|f| {
+            names
+                .iter()
+                .position(|n| same_name(f.name(), n))
+                .map(|field| Column {
+                    field,
+                    data_type: f.data_type().clone(),
+                })
+                .ok_or_else(|| {
+                    ConnectorError::bad_option(
+                        "stream",
+                        format!(
+                            "{place} '{}' is not a field of the Nexmark {stream:?} stream (fields: {})",
+                            f.name(),
+                            names.join(", ")
+                        ),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The declared columns of the `All` stream.
+fn all_outputs(schema: &SchemaRef) -> Result<Vec<Output>> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| {
+            if same_name(f.name(), "event_type") {
+                return Ok(Output::EventType(f.data_type().clone()));
+            }
+            let kind = NexmarkStream::KINDS
+                .into_iter()
+                .find(|k| same_name(f.name(), &format!("{k:?}")));
+            match (kind, f.data_type()) {
+                (Some(kind), DataType::Struct(fields)) => Ok(Output::Kind {
+                    kind,
+                    fields: fields.clone(),
+                    children: kind_columns(kind, fields, &format!("field of '{}':", f.name()))?,
+                }),
+                (Some(kind), other) => Err(ConnectorError::bad_option(
+                    "stream",
+                    format!(
+                        "column '{}' holds the {kind:?} events: declare it ROW<...> of their fields, not {other}",
+                        f.name()
+                    ),
+                )),
+                (None, _) => Err(ConnectorError::bad_option(
+                    "stream",
+                    format!(
+                        "column '{}' is not a column of the Nexmark event stream (columns: event_type, person ROW<...>, auction ROW<...>, bid ROW<...>)",
+                        f.name()
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
 impl NexmarkSource {
     /// A source of `config.stream` producing `schema`'s columns, from
     /// `resume` (a checkpointed [`NexmarkPosition`]) or the start.
@@ -207,31 +371,13 @@ impl NexmarkSource {
         schema: SchemaRef,
         resume: Option<&serde_json::Value>,
     ) -> Result<Self> {
-        let names = fields(config.stream);
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| {
-                names
-                    .iter()
-                    .position(|n| n.eq_ignore_ascii_case(f.name()))
-                    .map(|field| Column {
-                        field,
-                        data_type: f.data_type().clone(),
-                    })
-                    .ok_or_else(|| {
-                        ConnectorError::bad_option(
-                            "stream",
-                            format!(
-                                "column '{}' is not a field of the Nexmark {:?} stream (fields: {})",
-                                f.name(),
-                                config.stream,
-                                names.join(", ")
-                            ),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let outputs = match config.stream {
+            NexmarkStream::All => all_outputs(&schema)?,
+            kind => kind_columns(kind, schema.fields(), "column")?
+                .into_iter()
+                .map(Output::Field)
+                .collect(),
+        };
         let read = match resume.filter(|r| !r.is_null()) {
             Some(position) => {
                 serde_json::from_value::<NexmarkPosition>(position.clone())
@@ -242,10 +388,20 @@ impl NexmarkSource {
             }
             None => 0,
         };
+        let [person, auction, bid] = config.mix.map(|n| n as usize);
+        if person + auction + bid == 0 {
+            return Err(ConnectorError::bad_option(
+                "bid.proportion",
+                "the proportions of person, auction and bid events are all 0",
+            ));
+        }
         let generator_config = nexmark::config::NexmarkConfig {
             base_time: BASE_TIME_MS,
             first_rate: config.rate.max(1) as usize,
-            next_rate: config.rate.max(1) as usize,
+            next_rate: config.next_rate.unwrap_or(config.rate).max(1) as usize,
+            person_proportion: person,
+            auction_proportion: auction,
+            bid_proportion: bid,
             // Nexmark's own (Beam's, Flink's) spelling: q3 selects the
             // states 'OR', 'ID' and 'CA'.
             us_states: words("AZ,CA,ID,OR,WA,WY"),
@@ -256,28 +412,40 @@ impl NexmarkSource {
             last_names: words("Shultz,Abrams,Spencer,White,Bartels,Walton,Smith,Jones,Noris"),
             ..Default::default()
         };
-        let kind = match config.stream {
-            NexmarkStream::Person => EventType::Person,
-            NexmarkStream::Auction => EventType::Auction,
-            NexmarkStream::Bid => EventType::Bid,
-        };
-        let generator = EventGenerator::new(generator_config)
-            .with_type_filter(kind)
-            .with_offset(read);
+        let generator = EventGenerator::new(generator_config);
+        let generator = match config.stream {
+            NexmarkStream::Person => generator.with_type_filter(EventType::Person),
+            NexmarkStream::Auction => generator.with_type_filter(EventType::Auction),
+            NexmarkStream::Bid => generator.with_type_filter(EventType::Bid),
+            NexmarkStream::All => generator,
+        }
+        .with_offset(read);
         Ok(Self {
             config,
             schema,
-            columns,
+            outputs,
             generator,
             read,
         })
     }
 
     fn builders(&self, rows: usize) -> Vec<Builder> {
-        let names = fields(self.config.stream);
-        self.columns
+        let children = |kind: NexmarkStream, columns: &[Column]| {
+            let names = fields(kind);
+            columns
+                .iter()
+                .map(|c| Builder::for_field(names[c.field], rows))
+                .collect::<Vec<_>>()
+        };
+        self.outputs
             .iter()
-            .map(|c| Builder::for_field(names[c.field], rows))
+            .map(|o| match o {
+                Output::Field(c) => Builder::for_field(fields(self.config.stream)[c.field], rows),
+                Output::EventType(_) => Builder::Int(Int64Builder::with_capacity(rows)),
+                Output::Kind {
+                    kind, children: c, ..
+                } => Builder::Struct(children(*kind, c), NullBufferBuilder::new(rows)),
+            })
             .collect()
     }
 }
@@ -305,42 +473,104 @@ fn text(builder: &mut Builder, value: &str) {
     }
 }
 
-/// Appends one event's declared fields.
-fn append(event: &Event, columns: &[Column], builders: &mut [Builder]) {
-    for (column, builder) in columns.iter().zip(builders.iter_mut()) {
-        match event {
-            Event::Person(p) => match column.field {
-                0 => int(builder, p.id),
-                1 => text(builder, &p.name),
-                2 => text(builder, &p.email_address),
-                3 => text(builder, &p.credit_card),
-                4 => text(builder, &p.city),
-                5 => text(builder, &p.state),
-                6 => time(builder, p.date_time),
-                _ => text(builder, &p.extra),
-            },
-            Event::Auction(a) => match column.field {
-                0 => int(builder, a.id),
-                1 => text(builder, &a.item_name),
-                2 => text(builder, &a.description),
-                3 => int(builder, a.initial_bid),
-                4 => int(builder, a.reserve),
-                5 => time(builder, a.date_time),
-                6 => time(builder, a.expires),
-                7 => int(builder, a.seller),
-                8 => int(builder, a.category),
-                _ => text(builder, &a.extra),
-            },
-            Event::Bid(b) => match column.field {
-                0 => int(builder, b.auction),
-                1 => int(builder, b.bidder),
-                2 => int(builder, b.price),
-                3 => text(builder, &b.channel),
-                4 => text(builder, &b.url),
-                5 => time(builder, b.date_time),
-                _ => text(builder, &b.extra),
-            },
+/// Appends field `field` of `event`.
+fn append_field(event: &Event, field: usize, builder: &mut Builder) {
+    match event {
+        Event::Person(p) => match field {
+            0 => int(builder, p.id),
+            1 => text(builder, &p.name),
+            2 => text(builder, &p.email_address),
+            3 => text(builder, &p.credit_card),
+            4 => text(builder, &p.city),
+            5 => text(builder, &p.state),
+            6 => time(builder, p.date_time),
+            _ => text(builder, &p.extra),
+        },
+        Event::Auction(a) => match field {
+            0 => int(builder, a.id),
+            1 => text(builder, &a.item_name),
+            2 => text(builder, &a.description),
+            3 => int(builder, a.initial_bid),
+            4 => int(builder, a.reserve),
+            5 => time(builder, a.date_time),
+            6 => time(builder, a.expires),
+            7 => int(builder, a.seller),
+            8 => int(builder, a.category),
+            _ => text(builder, &a.extra),
+        },
+        Event::Bid(b) => match field {
+            0 => int(builder, b.auction),
+            1 => int(builder, b.bidder),
+            2 => int(builder, b.price),
+            3 => text(builder, &b.channel),
+            4 => text(builder, &b.url),
+            5 => time(builder, b.date_time),
+            _ => text(builder, &b.extra),
+        },
+    }
+}
+
+/// Appends one event's declared columns.
+fn append(event: &Event, outputs: &[Output], builders: &mut [Builder]) {
+    for (output, builder) in outputs.iter().zip(builders.iter_mut()) {
+        match output {
+            Output::Field(c) => append_field(event, c.field, builder),
+            Output::EventType(_) => {
+                let kind = NexmarkStream::event_type(event);
+                int(
+                    builder,
+                    NexmarkStream::KINDS
+                        .iter()
+                        .position(|k| *k == kind)
+                        .unwrap_or(0),
+                );
+            }
+            Output::Kind { kind, children, .. } => {
+                if NexmarkStream::event_type(event) != *kind {
+                    builder.append_null();
+                } else if let Builder::Struct(builders, nulls) = builder {
+                    for (c, b) in children.iter().zip(builders.iter_mut()) {
+                        append_field(event, c.field, b);
+                    }
+                    nulls.append_non_null();
+                }
+            }
         }
+    }
+}
+
+/// `array` as `data_type`, cast if built otherwise.
+fn as_declared(array: ArrayRef, data_type: &DataType) -> Result<ArrayRef> {
+    if array.data_type() == data_type {
+        Ok(array)
+    } else {
+        Ok(cast(&array, data_type)?)
+    }
+}
+
+/// One built column, in its declared type.
+fn finish_column(output: &Output, builder: &mut Builder) -> Result<ArrayRef> {
+    match (output, builder) {
+        (Output::Field(c), b) => as_declared(b.finish(), &c.data_type),
+        (Output::EventType(data_type), b) => as_declared(b.finish(), data_type),
+        (
+            Output::Kind {
+                fields, children, ..
+            },
+            Builder::Struct(builders, nulls),
+        ) => {
+            let arrays = children
+                .iter()
+                .zip(builders.iter_mut())
+                .map(|(c, b)| as_declared(b.finish(), &c.data_type))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Arc::new(StructArray::try_new(
+                fields.clone(),
+                arrays,
+                nulls.finish(),
+            )?))
+        }
+        (Output::Kind { .. }, b) => Ok(b.finish()),
     }
 }
 
@@ -361,7 +591,7 @@ impl SourceReader for NexmarkSource {
             let Some(event) = self.generator.next() else {
                 break;
             };
-            append(&event, &self.columns, &mut builders);
+            append(&event, &self.outputs, &mut builders);
             rows += 1;
             self.read += 1;
         }
@@ -369,17 +599,11 @@ impl SourceReader for NexmarkSource {
             return Ok(None);
         }
         let fail = |e: ConnectorError| e.for_table(ctx.table());
-        let columns = builders
-            .iter_mut()
-            .zip(&self.columns)
-            .map(|(b, c)| {
-                let array = b.finish();
-                if array.data_type() == &c.data_type {
-                    Ok(array)
-                } else {
-                    cast(&array, &c.data_type).map_err(|e| fail(e.into()))
-                }
-            })
+        let columns = self
+            .outputs
+            .iter()
+            .zip(builders.iter_mut())
+            .map(|(o, b)| finish_column(o, b).map_err(fail))
             .collect::<eddy_engine::Result<Vec<_>>>()?;
         Ok(Some(
             RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| fail(e.into()))?,
@@ -410,8 +634,8 @@ mod tests {
         let config = NexmarkConfig {
             stream: NexmarkStream::Bid,
             events,
-            rate: 10_000,
             batch_size,
+            ..Default::default()
         };
         NexmarkSource::new(config, schema, resume).unwrap()
     }
@@ -454,8 +678,8 @@ mod tests {
         let config = NexmarkConfig {
             stream: NexmarkStream::Bid,
             events: 10,
-            rate: 10_000,
             batch_size: 10,
+            ..Default::default()
         };
         let err = NexmarkSource::new(config, schema, None)
             .unwrap_err()
@@ -466,5 +690,68 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn every_event_in_one_table_as_nexmarks_own_ddl_declares_it() {
+        use datafusion::arrow::array::{Int32Array, StructArray};
+        let bid_fields = vec![
+            Field::new("auction", DataType::Int64, true),
+            Field::new(
+                "dateTime",
+                DataType::Timestamp(TimeUnit::Millisecond, None),
+                true,
+            ),
+        ];
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("event_type", DataType::Int32, true),
+            Field::new("bid", DataType::Struct(bid_fields.into()), true),
+            Field::new(
+                "person",
+                DataType::Struct(vec![Field::new("emailaddress", DataType::Utf8, true)].into()),
+                true,
+            ),
+        ]));
+        assert_eq!(
+            NexmarkStream::for_table("datagen", &schema).unwrap(),
+            NexmarkStream::All
+        );
+        let config = NexmarkConfig {
+            stream: NexmarkStream::All,
+            events: 100,
+            batch_size: 1_000,
+            ..Default::default()
+        };
+        let mut source = NexmarkSource::new(config, schema, None).unwrap();
+        let batch = source
+            .next_batch(&mut SourceContext::new("datagen"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(batch.num_rows(), 100);
+        let kinds = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
+        let count = |k: i32| kinds.values().iter().filter(|&&v| v == k).count();
+        assert_eq!((count(0), count(1), count(2)), (2, 6, 92));
+        let bids = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .unwrap();
+        let people = batch
+            .column(2)
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .unwrap();
+        for row in 0..100 {
+            assert_eq!(bids.is_valid(row), kinds.value(row) == 2);
+            assert_eq!(people.is_valid(row), kinds.value(row) == 0);
+        }
+        assert!(source
+            .next_batch(&mut SourceContext::new("datagen"))
+            .unwrap()
+            .is_none());
     }
 }

@@ -11,6 +11,7 @@ pub mod join_state;
 pub mod key_split;
 pub mod match_recognize;
 pub mod over;
+pub mod processing_time;
 pub mod session_aggregate;
 pub mod temporal_join;
 pub mod ttl;

@@ -165,6 +165,20 @@ impl Inputs {
     /// The next message of any readable input (inputs at a barrier are not
     /// read). Polls `control` while waiting.
     pub fn next(&mut self, control: &Control) -> Result<(usize, Message)> {
+        loop {
+            if let Some(next) = self.next_before(control, None)? {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// As [`Inputs::next`], but `None` once `deadline` passes with nothing
+    /// read.
+    pub fn next_before(
+        &mut self,
+        control: &Control,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<(usize, Message)>> {
         let readable: Vec<usize> = (0..self.receivers.len())
             .filter(|&i| self.readable(i))
             .collect();
@@ -177,9 +191,19 @@ impl Inputs {
             if control.cancelled() {
                 return Err(EngineError::Aborted);
             }
+            let wait = match deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    left.min(POLL)
+                }
+                None => POLL,
+            };
             if let [only] = readable[..] {
-                match self.receivers[only].recv_timeout(POLL) {
-                    Ok(message) => return Ok((only, message)),
+                match self.receivers[only].recv_timeout(wait) {
+                    Ok(message) => return Ok(Some((only, message))),
                     Err(RecvTimeoutError::Timeout) => continue,
                     Err(RecvTimeoutError::Disconnected) => return Err(EngineError::Aborted),
                 }
@@ -188,11 +212,11 @@ impl Inputs {
             for &i in &readable {
                 select.recv(&self.receivers[i]);
             }
-            match select.select_timeout(POLL) {
+            match select.select_timeout(wait) {
                 Ok(operation) => {
                     let input = readable[operation.index()];
                     return match operation.recv(&self.receivers[input]) {
-                        Ok(message) => Ok((input, message)),
+                        Ok(message) => Ok(Some((input, message))),
                         Err(_) => Err(EngineError::Aborted),
                     };
                 }

@@ -6,6 +6,8 @@
 //!            Idle:       clock; forwarded once every input is idle
 //!            Barrier(n): aligned ─> Operator::snapshot ─> coordinator; Barrier(n) forwarded
 //!            End:        clock; once every input ended: on_end, End forwarded
+//!  wall clock (operators with a processing-time interval):
+//!                        Operator::on_processing_time ─> output watermark
 //! ```
 
 use std::time::{Duration, Instant};
@@ -54,8 +56,29 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
     let metrics = &ctx.metrics;
     let mut collector = Collector::default();
     let mut sized = Instant::now();
+    // A processing-time clock: `on_processing_time` about every `every`,
+    // whether rows come or not.
+    let every = op.processing_time_interval();
+    let mut ticked = Instant::now();
+    let mut input_watermark = forwarded;
     while !inputs.done() {
-        let (input, message) = inputs.next(&ctx.control)?;
+        if let Some(every) = every {
+            if ticked.elapsed() >= every {
+                ticked = Instant::now();
+                op.on_processing_time(crate::operator::wall_clock_ms(), &mut collector)?;
+                outputs.flush(&mut collector)?;
+                let out = op.output_watermark(input_watermark);
+                if out > forwarded {
+                    forwarded = out;
+                    metrics.set_watermark(out);
+                    outputs.send_all(Message::Watermark(out))?;
+                }
+            }
+        }
+        let deadline = every.map(|every| ticked + every);
+        let Some((input, message)) = inputs.next_before(&ctx.control, deadline)? else {
+            continue;
+        };
         let advanced = match message {
             Message::Batch(batch) => {
                 inputs.clock.active(input);
@@ -79,6 +102,7 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
             Message::End => inputs.clock.end(input),
         };
         if let Some(wm) = advanced {
+            input_watermark = wm;
             metrics.set_watermark(wm);
             op.on_watermark(wm, &mut collector)?;
             outputs.flush(&mut collector)?;

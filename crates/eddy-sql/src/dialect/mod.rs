@@ -17,6 +17,7 @@
 //! - [`output_names`]: Flink's short names for unaliased function columns;
 //! - [`unnest_joins`]: Flink's `CROSS JOIN UNNEST(t.arr) AS u(x)` rewritten
 //!   into the projection DataFusion plans as an `Unnest`;
+//! - [`row_types`]: Flink's `ROW<...>` column types read as structs;
 //! - [`rewrite`]: helpers the rewrites share (a word among tokens, SQL
 //!   text parsed back);
 //! - [`identifiers`]: how a name is read (quoted keeps its case).
@@ -30,6 +31,7 @@ pub mod identifiers;
 pub mod match_within;
 pub mod output_names;
 pub mod rewrite;
+pub mod row_types;
 pub mod statements;
 pub mod temporal_joins;
 pub mod unnest_joins;

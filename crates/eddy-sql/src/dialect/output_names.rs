@@ -162,9 +162,12 @@ fn name_select(select: &mut Select) {
                 && !qualified_column
                 && names.iter().filter(|n| **n == field).count() == 1
             {
+                // The field's name as written: the planner reads it by
+                // the session's rule for names.
+                let alias = parts.last().cloned().unwrap_or_else(|| Ident::new(field));
                 *item = SelectItem::ExprWithAlias {
                     expr: Expr::CompoundIdentifier(parts.clone()),
-                    alias: Ident::new(field),
+                    alias,
                 };
             }
             continue;

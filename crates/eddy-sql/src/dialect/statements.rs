@@ -12,21 +12,24 @@
 //! key with a string; the key is turned into a quoted identifier so that
 //! sqlparser reads it as an ordinary `SET`.
 
-use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Statement, Value};
+use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Ident, Statement, Value};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace, Word};
 
-use crate::dialect::identifiers::normalize;
 use crate::error::{Position, Result, SqlError};
 use crate::params::SourceMap;
 
 /// `WATERMARK FOR column AS column - INTERVAL ...`.
 #[derive(Debug, Clone)]
 pub struct WatermarkClause {
-    /// The event-time column ([`normalize`]d).
-    pub column: String,
+    /// The event-time column, as written (read by the session's
+    /// [`IdentifierCase`](crate::dialect::identifiers::IdentifierCase)).
+    pub column: Ident,
+    /// The column the bound is taken from (`col` in `AS col - INTERVAL
+    /// ...`): the DDL checks that it is `column`.
+    pub bound_column: Ident,
     /// Out-of-orderness bound in milliseconds.
     pub bound_ms: i64,
     /// Where the clause starts.
@@ -209,7 +212,9 @@ fn parse_one(
     let (tokens, emit_on_window_close) = cut_emit_on_window_close(tokens, map);
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
-    let tokens = flink_computed_columns(quote_keyword_columns(tokens));
+    let tokens = flink_computed_columns(quote_keyword_columns(
+        crate::dialect::row_types::struct_row_types(tokens),
+    ));
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::dialect::flink_windows::cut_window_tvfs(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
@@ -668,10 +673,11 @@ fn parse_watermark(
     let syntax = |e: ParserError| parser_error(map, &position, &e);
     parser.next_token(); // WATERMARK, checked by the caller
     parser.expect_keyword(Keyword::FOR).map_err(syntax)?;
-    let column = normalize(&parser.parse_identifier().map_err(syntax)?);
+    let column = parser.parse_identifier().map_err(syntax)?;
     // `WATERMARK FOR col` alone (Arroyo's spelling) is a zero bound.
     if parser.peek_token().token == Token::EOF {
         return Ok(WatermarkClause {
+            bound_column: column.clone(),
             column,
             bound_ms: 0,
             position,
@@ -680,14 +686,14 @@ fn parse_watermark(
     parser.expect_keyword(Keyword::AS).map_err(syntax)?;
     let expr = parser.parse_expr().map_err(syntax)?;
     let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";
-    let bound_ms = match &expr {
-        SqlExpr::Identifier(id) if normalize(id) == column => 0,
+    let (bound_column, bound_ms) = match &expr {
+        SqlExpr::Identifier(id) => (id.clone(), 0),
         SqlExpr::BinaryOp {
             left,
             op: BinaryOperator::Minus,
             right,
         } => match (left.as_ref(), right.as_ref()) {
-            (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) if normalize(id) == column => {
+            (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) => {
                 let text = match interval.value.as_ref() {
                     SqlExpr::Value(v) => match &v.value {
                         Value::SingleQuotedString(s) | Value::Number(s, _) => s.clone(),
@@ -701,7 +707,7 @@ fn parse_watermark(
                 };
                 let duration = eddy_engine::time::parse_duration(&text)
                     .map_err(|e| SqlError::at(&position, format!("watermark interval: {e}")))?;
-                duration.as_millis() as i64
+                (id.clone(), duration.as_millis() as i64)
             }
             _ => return Err(SqlError::at(&position, shape)),
         },
@@ -709,6 +715,7 @@ fn parse_watermark(
     };
     Ok(WatermarkClause {
         column,
+        bound_column,
         bound_ms,
         position,
     })
@@ -734,7 +741,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.len(), 2);
         let w = s[0].watermark.as_ref().unwrap();
-        assert_eq!((w.column.as_str(), w.bound_ms), ("ts", 2000));
+        assert_eq!((w.column.value.as_str(), w.bound_ms), ("ts", 2000));
         assert_eq!((w.position.line, w.position.column), (2, 2));
         assert_eq!(s[1].position.line, 4);
     }

@@ -120,6 +120,15 @@ impl Compiler {
                 m,
             )
         })?;
+        // A window over a processing-time column runs on the wall clock.
+        if let Some(column) = window_time
+            .as_ref()
+            .and_then(|named| super::processing_time::proctime_column(&input, named))
+        {
+            if input.time.map(|t| t.column) != Some(column) {
+                input = self.processing_time_clock(input, column);
+            }
+        }
         let Some(time) = input.time else {
             return Err(SqlError::at(
                 &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),

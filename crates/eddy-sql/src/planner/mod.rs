@@ -47,6 +47,7 @@ mod join;
 mod match_recognize;
 mod not_in;
 mod over;
+mod processing_time;
 mod rank;
 mod sort;
 mod stream;
@@ -72,6 +73,7 @@ use eddy_engine::operators::union::UnionPlan;
 
 use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
+use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::{parse_file, ParsedStatement, Words};
 use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
@@ -300,7 +302,7 @@ impl Compiler {
             .iter()
             .zip(columns)
             .map(|((qualifier, field), column)| {
-                let name = crate::dialect::identifiers::normalize(&column.name);
+                let name = self.identifier_case().name(&column.name);
                 Expr::Column(datafusion::common::Column::new(
                     qualifier.cloned(),
                     field.name(),
@@ -394,6 +396,11 @@ impl Compiler {
         Ok(())
     }
 
+    /// How names are read now (see `dialect::identifiers`).
+    pub(crate) fn identifier_case(&self) -> IdentifierCase {
+        IdentifierCase::of(self.ctx.state().config_options())
+    }
+
     fn plan_statement(&self, statement: Statement, position: &Position) -> Result<LogicalPlan> {
         let state = self.ctx.state();
         let plan = futures::executor::block_on(
@@ -434,7 +441,7 @@ impl Compiler {
                 self.tables.insert(def.name.clone(), def);
             }
             Statement::CreateView(view) => {
-                let name = view.name.to_string().to_lowercase();
+                let name = self.identifier_case().object_name(&view.name);
                 let plan = self.plan_statement(Statement::Query(view.query), &position)?;
                 let plan = self.name_view_columns(&name, &view.columns, plan, &position)?;
                 let mut schema = plan.schema().as_arrow().clone();
@@ -464,7 +471,7 @@ impl Compiler {
                 else {
                     return Err(SqlError::at(&position, "only INSERT INTO is supported"));
                 };
-                let sink = table_name.table().to_lowercase();
+                let sink = table_name.table().to_string();
                 self.sinks.insert(sink.clone());
                 self.outputs.push(Output {
                     sink,
@@ -559,6 +566,29 @@ impl Compiler {
             _ => return Err(SqlError::at(position, format!("SET {key} takes one value"))),
         };
         match key.as_str() {
+            "sql.case-sensitive" | "datafusion.sql_parser.enable_ident_normalization" => {
+                let flag = match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(SqlError::at(
+                            position,
+                            format!("SET {key}: '{value}' is not true or false"),
+                        ))
+                    }
+                };
+                // The two keys say the same thing opposite ways round.
+                let sensitive = flag == (key == "sql.case-sensitive");
+                let case = if sensitive {
+                    IdentifierCase::Sensitive
+                } else {
+                    IdentifierCase::Fold
+                };
+                let state = self.ctx.state_ref();
+                let mut state = state.write();
+                case.apply(state.config_mut().options_mut());
+                Ok(())
+            }
             "table.exec.state.ttl" | "state_ttl" | "state.ttl" => {
                 let ttl = eddy_engine::time::parse_duration(&value)
                     .map_err(|e| SqlError::at(position, format!("SET {key}: {e}")))?;
@@ -588,7 +618,7 @@ impl Compiler {
                 }),
             _ => Err(SqlError::at(
                 position,
-                format!("unknown setting '{key}' (known: 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N; Flink's 'table.exec.mini-batch.*', accepted as eddy always works in batches)"),
+                format!("unknown setting '{key}' (known: 'sql.case-sensitive', whether unquoted names keep their case as in Flink (default false: folded to lower case); 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N; Flink's 'table.exec.mini-batch.*', accepted as eddy always works in batches)"),
             )),
         }
     }
@@ -874,7 +904,7 @@ impl Compiler {
         let join_needed = self.join_output_needed.take();
         match plan {
             LogicalPlan::TableScan(scan) => {
-                let name = scan.table_name.table().to_lowercase();
+                let name = scan.table_name.table().to_string();
                 let late_of = scan.source.schema().metadata().get(LATE_ROWS_OF).cloned();
                 let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {

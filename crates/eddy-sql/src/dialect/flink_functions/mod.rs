@@ -194,6 +194,19 @@ impl ScalarUDFImpl for Proctime {
         Ok(TS_MS)
     }
 
+    /// The column is marked a processing-time attribute (see
+    /// [`is_proctime`]), through views and aliases.
+    fn return_field_from_args(
+        &self,
+        _args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        Ok(Arc::new(mark_proctime(Field::new(
+            self.name(),
+            TS_MS,
+            true,
+        ))))
+    }
+
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -190,7 +190,10 @@ impl Compiler {
         let input_arrow: SchemaRef = Arc::new(input_schema.as_arrow().clone());
         let state = self.ctx.state();
         let provider = DdlContext::new(&self.ctx, &state);
-        let planner = SqlToRel::new(&provider);
+        let planner = SqlToRel::new_with_options(
+            &provider,
+            datafusion::sql::planner::ParserOptions::from(&state.config_options().sql_parser),
+        );
         let to_logical = |expr: &SqlExpr, schema: &DFSchema| {
             planner
                 .sql_to_expr(expr.clone(), schema, &mut PlannerContext::new())
@@ -422,7 +425,7 @@ impl Compiler {
             }
             measure_specs.extend(specs);
             output_exprs.push(expr);
-            output_names.push(normalize(&measure.alias));
+            output_names.push(self.identifier_case().name(&measure.alias));
         }
         let measures = navigations(measure_specs, &mut arg_of)?;
         let measure_df = nav_schema(&measures)?;
