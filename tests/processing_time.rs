@@ -1,8 +1,14 @@
 //! Processing time, end to end: windows over a `PROCTIME()` column close on
 //! the wall clock (a real process whose input stays open, so no end of
 //! input and no event time can close them), whether the column is a
-//! table's computed column or a view's `PROCTIME()`.
+//! table's computed column or a view's `PROCTIME()`; and the lookup join
+//! (`FOR SYSTEM_TIME AS OF` a `PROCTIME()` column) on a bounded table
+//! equals the batch join, across batch sizes and parallelism.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -130,4 +136,79 @@ fn a_views_proctime_column_is_a_time_attribute_for_hopping_windows() {
             .sum()
     };
     assert_eq!((count(1), count(2)), (4, 2), "{lines:?}");
+}
+
+#[test]
+fn a_lookup_join_on_a_bounded_table_equals_the_batch_join() {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let dir = tempfile::tempdir().unwrap();
+    // Probe rows over keys 0..60 (some NULL); the table holds keys 0..40,
+    // some twice, so a probe row may meet no row, one, or two.
+    let probe_path = dir.path().join("probe.ndjson");
+    let table_path = dir.path().join("side.ndjson");
+    let mut probe = String::new();
+    for id in 0..3_000u64 {
+        let k = (id * 7919 % 61) as i64;
+        if k == 60 {
+            probe.push_str(&format!("{{\"id\": {id}, \"k\": null}}\n"));
+        } else {
+            probe.push_str(&format!("{{\"id\": {id}, \"k\": {k}}}\n"));
+        }
+    }
+    let mut table = String::new();
+    for k in 0..40 {
+        table.push_str(&format!("{{\"k\": {k}, \"v\": \"v{k}\"}}\n"));
+        if k % 3 == 0 {
+            table.push_str(&format!("{{\"k\": {k}, \"v\": \"w{k}\"}}\n"));
+        }
+    }
+    std::fs::write(&probe_path, probe).unwrap();
+    std::fs::write(&table_path, table).unwrap();
+    let probe_schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("k", DataType::Int64, true),
+    ]);
+    let table_schema = Schema::new(vec![
+        Field::new("k", DataType::Int64, true),
+        Field::new("v", DataType::Utf8, true),
+    ]);
+    for (join, batch_join) in [("JOIN", "JOIN"), ("LEFT JOIN", "LEFT JOIN")] {
+        let mut expected = common::json_rows(
+            common::datafusion_json_lines(
+                &[
+                    ("probe", probe_path.to_str().unwrap(), probe_schema.clone()),
+                    ("side", table_path.to_str().unwrap(), table_schema.clone()),
+                ],
+                &format!("SELECT p.id, p.k, s.v FROM probe p {batch_join} side s ON p.k = s.k"),
+            )
+            .iter()
+            .map(String::as_str),
+        );
+        expected.sort_by_key(common::row_key);
+        assert!(expected.len() > 3_000 / 2, "{}", expected.len());
+        for (batch_size, parallelism) in common::SWEEP {
+            let what = format!("{join} (batch {batch_size}, parallelism {parallelism})");
+            let file = eddy_sql::SqlFile {
+                name: "<lookup>".into(),
+                text: format!(
+                    "CREATE TABLE probe (id BIGINT, k BIGINT, proc AS PROCTIME()) WITH (connector = 'file', path = '{}');
+                     CREATE TABLE side (k BIGINT, v VARCHAR) WITH (connector = 'file', path = '{}');
+                     SELECT p.id, p.k, s.v FROM probe p {join} side FOR SYSTEM_TIME AS OF p.proc AS s ON p.k = s.k;",
+                    probe_path.display(),
+                    table_path.display()
+                ),
+            };
+            let captured = common::run_captured_in_parallel(
+                &[file],
+                &BTreeMap::new(),
+                BTreeMap::new(),
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut actual = common::json_rows(captured.lines.iter().map(String::as_str));
+            actual.sort_by_key(common::row_key);
+            common::assert_same_rows(&actual, &expected, &what);
+        }
+    }
 }

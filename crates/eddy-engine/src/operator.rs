@@ -131,6 +131,12 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Input `input` ended (others may go on); before the watermark its
+    /// end moves is handled.
+    fn on_input_end(&mut self, _input: usize, _out: &mut Collector) -> Result<()> {
+        Ok(())
+    }
+
     /// All inputs ended (after a final `on_watermark(+inf)`).
     fn on_end(&mut self, _out: &mut Collector) -> Result<()> {
         Ok(())

@@ -9,6 +9,7 @@ pub mod event_time_sort;
 pub mod interval_join;
 pub mod join_state;
 pub mod key_split;
+pub mod lookup_join;
 pub mod match_recognize;
 pub mod over;
 pub mod processing_time;

@@ -99,7 +99,11 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
                 inputs.barrier(input, barrier)?;
                 None
             }
-            Message::End => inputs.clock.end(input),
+            Message::End => {
+                op.on_input_end(input, &mut collector)?;
+                outputs.flush(&mut collector)?;
+                inputs.clock.end(input)
+            }
         };
         if let Some(wm) = advanced {
             input_watermark = wm;

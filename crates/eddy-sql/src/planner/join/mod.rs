@@ -20,6 +20,7 @@
 
 mod condition;
 mod inputs;
+mod lookup;
 mod temporal;
 mod updating;
 

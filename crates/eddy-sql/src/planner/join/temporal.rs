@@ -27,6 +27,15 @@ impl Compiler {
         clause: &TemporalJoin,
         position: &Position,
     ) -> Result<Stream> {
+        // AS OF a PROCTIME() column: a lookup join on processing time.
+        let left_schema = join.left.schema();
+        let proctime = left_schema.fields().iter().any(|f| {
+            f.name().eq_ignore_ascii_case(&clause.time_column)
+                && crate::dialect::flink_functions::is_proctime(f)
+        });
+        if proctime {
+            return self.plan_lookup_join(join, position);
+        }
         let at = self.anchor(position, &["SYSTEM_TIME", "FOR", "JOIN"]);
         let left_outer = match join.join_type {
             JoinType::Inner => false,

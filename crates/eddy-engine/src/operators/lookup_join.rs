@@ -1,0 +1,630 @@
+//! The processing-time lookup join: `probe JOIN t FOR SYSTEM_TIME AS OF
+//! probe.proc ON probe.k = t.k`, where `proc` is a `PROCTIME()` column
+//! (Flink's lookup join; Nexmark q13's enrichment by a side input). Each
+//! probe row meets the rows of `t` with its key as `t` stands when the row
+//! is joined: no event time on either side, no waiting for watermarks.
+//!
+//! In: probe rows (input 0, append-only) and the table's rows (input 1:
+//! append-only, every row a row of the table; or a changelog, `+I`/`+U`
+//! adding a row, `-U`/`-D` taking one away). Out: append-only joined rows
+//! (probe columns, table columns), one per matching table row; a LEFT join
+//! pads a probe row without a match with NULLs.
+//!
+//! A bounded table (a file, `VALUES`; the planner says which) is read whole
+//! before any probe row is joined, as Flink's filesystem lookup loads its
+//! file: probe rows wait until the table's input ends, so the answer does
+//! not depend on which input was read first. An unbounded one (Kafka) is
+//! joined as it stands when each probe row comes, which depends on timing
+//! (documented as such). While probe rows wait the output watermark is held
+//! where it was when the first of them came.
+//!
+//! State: the table's rows by key (encoded), the waiting probe rows.
+//! Checkpoints: both as tables, and whether the table was read whole.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::physical_expr::expressions::col;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::lookup_join::LookupJoinPlan;
+//!
+//! let probe = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+//! let table = Arc::new(Schema::new(vec![
+//!     Field::new("k", DataType::Int64, true),
+//!     Field::new("v", DataType::Utf8, true),
+//! ]));
+//! let plan = LookupJoinPlan {
+//!     left_outer: false,
+//!     left_schema: probe.clone(),
+//!     right_schema: table.clone(),
+//!     output_schema: Arc::new(Schema::new(
+//!         [probe.fields().to_vec(), table.fields().to_vec()].concat(),
+//!     )),
+//!     left_keys: vec![col("k", &probe).unwrap()],
+//!     right_keys: vec![col("k", &table).unwrap()],
+//!     residual: None,
+//!     wait_for_table: true,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let probes = RecordBatch::try_new(probe, vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap();
+//! op.on_batch(0, probes, &mut out).unwrap(); // waits for the table
+//! let rows = RecordBatch::try_new(table, vec![
+//!     Arc::new(Int64Array::from(vec![1])),
+//!     Arc::new(StringArray::from(vec!["one"])),
+//! ]).unwrap();
+//! op.on_batch(1, rows, &mut out).unwrap();
+//! assert_eq!(out.drain().count(), 0);
+//! op.on_input_end(1, &mut out).unwrap(); // the table is whole: probes join
+//! let joined: Vec<RecordBatch> = out.drain().map(|(_, b)| b).collect();
+//! assert_eq!(joined.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BinaryArray, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, take};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+use hashbrown::HashMap;
+
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+use crate::time::{Timestamp, WATERMARK_MIN};
+
+const KIND: &str = "lookup_join";
+
+/// Plan of a processing-time lookup join.
+#[derive(Debug, Clone)]
+pub struct LookupJoinPlan {
+    /// LEFT (a probe row without a match is padded) or INNER.
+    pub left_outer: bool,
+    /// The probe rows' columns.
+    pub left_schema: SchemaRef,
+    /// The table's columns (without a changelog's row kind).
+    pub right_schema: SchemaRef,
+    /// Probe columns, then table columns.
+    pub output_schema: SchemaRef,
+    /// Key expressions over probe rows.
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Key expressions over table rows (same types, same order).
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Condition on the joined columns beyond the keys.
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// Probe rows wait until the table's input ended (a bounded table).
+    pub wait_for_table: bool,
+}
+
+impl OperatorPlan for LookupJoinPlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
+        format!(
+            "{} on {}, the table as it stands when each row is joined{}",
+            if self.left_outer { "LEFT" } else { "INNER" },
+            keys,
+            if self.wait_for_table {
+                " (rows wait until the table is read whole)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let key_fields = self
+            .left_keys
+            .iter()
+            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let row_fields = self
+            .right_schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect();
+        Ok(Box::new(LookupJoin {
+            keys: RowConverter::new(key_fields)?,
+            rows: RowConverter::new(row_fields)?,
+            plan: self.clone(),
+            table: HashMap::new(),
+            table_rows: 0,
+            loaded: !self.wait_for_table,
+            pending: Vec::new(),
+            held: None,
+            watermark: WATERMARK_MIN,
+        }))
+    }
+}
+
+struct LookupJoin {
+    plan: LookupJoinPlan,
+    keys: RowConverter,
+    rows: RowConverter,
+    /// The table's rows by key, encoded.
+    table: HashMap<Box<[u8]>, Vec<Box<[u8]>>>,
+    table_rows: usize,
+    /// Whether probe rows are joined as they come (the table was read
+    /// whole, or is not waited for).
+    loaded: bool,
+    /// Probe rows waiting for the table.
+    pending: Vec<RecordBatch>,
+    /// The output watermark while probe rows wait.
+    held: Option<Timestamp>,
+    watermark: Timestamp,
+}
+
+impl LookupJoin {
+    /// Key rows of `batch` (`None` for a row with a NULL key).
+    fn key_rows(
+        &self,
+        keys: &[Arc<dyn PhysicalExpr>],
+        batch: &RecordBatch,
+    ) -> Result<Vec<Option<Box<[u8]>>>> {
+        let n = batch.num_rows();
+        let columns = keys
+            .iter()
+            .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let rows = self.keys.convert_columns(&columns)?;
+        Ok((0..n)
+            .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
+            .collect())
+    }
+
+    /// Adds (or, for a retraction, takes away) the table rows of `batch`.
+    fn update_table(&mut self, batch: &RecordBatch) -> Result<()> {
+        let kinds = changelog::row_kinds(batch).cloned();
+        let batch = changelog::data_columns(batch)?;
+        let keys = self.key_rows(&self.plan.right_keys.clone(), &batch)?;
+        let rows = self.rows.convert_columns(batch.columns())?;
+        for (r, key) in keys.into_iter().enumerate() {
+            let Some(key) = key else {
+                continue; // a NULL key meets no probe row
+            };
+            let row: &[u8] = rows.row(r).data();
+            let retract = kinds
+                .as_ref()
+                .and_then(|k| RowKind::of(k.value(r)))
+                .is_some_and(RowKind::is_retraction);
+            if retract {
+                if let Some(held) = self.table.get_mut(&key) {
+                    if let Some(i) = held.iter().position(|h| h.as_ref() == row) {
+                        held.swap_remove(i);
+                        self.table_rows -= 1;
+                    }
+                    if held.is_empty() {
+                        self.table.remove(&key);
+                    }
+                }
+            } else {
+                self.table.entry(key).or_default().push(row.into());
+                self.table_rows += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Joins `probes` with the table as it stands.
+    fn join(&self, probes: &RecordBatch, out: &mut Collector) -> Result<()> {
+        let keys = self.key_rows(&self.plan.left_keys, probes)?;
+        let mut matched_rows: Vec<u32> = Vec::new();
+        let mut matches: Vec<&[u8]> = Vec::new();
+        let mut unmatched: Vec<u32> = Vec::new();
+        for (r, key) in keys.iter().enumerate() {
+            let rows = key.as_ref().and_then(|k| self.table.get(k));
+            match rows {
+                Some(rows) if !rows.is_empty() => {
+                    for row in rows {
+                        matched_rows.push(r as u32);
+                        matches.push(row);
+                    }
+                }
+                _ => unmatched.push(r as u32),
+            }
+        }
+        let parser = self.rows.parser();
+        let table_columns = self
+            .rows
+            .convert_rows(matches.iter().map(|row| parser.parse(row)))?;
+        let indices = UInt32Array::from(matched_rows.clone());
+        let probe_columns: Vec<ArrayRef> = probes
+            .columns()
+            .iter()
+            .map(|c| Ok(take(c.as_ref(), &indices, None)?))
+            .collect::<Result<_>>()?;
+        let mut joined = self.joined(probe_columns, table_columns, matched_rows.len())?;
+        if let Some(residual) = &self.plan.residual {
+            if joined.num_rows() > 0 {
+                let mask = super::predicate_mask(residual, &joined, KIND)?;
+                if self.plan.left_outer {
+                    // A probe row none of whose matches pass is padded.
+                    let mut passed = vec![false; probes.num_rows()];
+                    for (i, &r) in matched_rows.iter().enumerate() {
+                        passed[r as usize] |= mask.value(i);
+                    }
+                    let mut seen = vec![false; probes.num_rows()];
+                    for &r in &matched_rows {
+                        if !passed[r as usize] && !seen[r as usize] {
+                            seen[r as usize] = true;
+                            unmatched.push(r);
+                        }
+                    }
+                }
+                joined = filter_record_batch(&joined, &mask)?;
+            }
+        }
+        if joined.num_rows() > 0 {
+            out.emit(joined);
+        }
+        if self.plan.left_outer && !unmatched.is_empty() {
+            unmatched.sort_unstable();
+            let indices = UInt32Array::from(unmatched);
+            let probe_columns: Vec<ArrayRef> = probes
+                .columns()
+                .iter()
+                .map(|c| Ok(take(c.as_ref(), &indices, None)?))
+                .collect::<Result<_>>()?;
+            let nulls = self
+                .plan
+                .right_schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), indices.len()))
+                .collect();
+            out.emit(self.joined(probe_columns, nulls, indices.len())?);
+        }
+        Ok(())
+    }
+
+    fn joined(
+        &self,
+        left: Vec<ArrayRef>,
+        right: Vec<ArrayRef>,
+        rows: usize,
+    ) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new_with_options(
+            self.plan.output_schema.clone(),
+            [left, right].concat(),
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+
+    /// The table is whole: the waiting probe rows are joined.
+    fn release(&mut self, out: &mut Collector) -> Result<()> {
+        self.loaded = true;
+        self.held = None;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let waiting = concat_batches(&self.plan.left_schema, &self.pending)?;
+        self.pending.clear();
+        self.join(&waiting, out)
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    loaded: bool,
+    held: Option<Timestamp>,
+    watermark: Timestamp,
+}
+
+impl Operator for LookupJoin {
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if input == 1 {
+            return self.update_table(&batch);
+        }
+        if self.loaded {
+            return self.join(&batch, out);
+        }
+        if self.pending.is_empty() {
+            self.held = Some(self.watermark);
+        }
+        self.pending.push(batch);
+        Ok(())
+    }
+
+    fn on_input_end(&mut self, input: usize, out: &mut Collector) -> Result<()> {
+        if input == 1 {
+            self.release(out)?;
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        self.watermark = watermark;
+        Ok(())
+    }
+
+    fn on_end(&mut self, out: &mut Collector) -> Result<()> {
+        self.release(out)
+    }
+
+    fn output_watermark(&self, input: Timestamp) -> Timestamp {
+        match self.held {
+            Some(held) => held.min(input),
+            None => input,
+        }
+    }
+
+    fn state_rows(&self) -> usize {
+        self.table_rows
+            + self
+                .pending
+                .iter()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.pending
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum::<usize>()
+            + self
+                .table
+                .iter()
+                .map(|(k, rows)| k.len() + rows.iter().map(|r| r.len()).sum::<usize>())
+                .sum::<usize>()
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            loaded: self.loaded,
+            held: self.held,
+            watermark: self.watermark,
+        })?;
+        snapshot.push_batches(
+            "probes",
+            &self.plan.left_schema,
+            self.pending.iter().cloned(),
+        );
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut rows: Vec<&[u8]> = Vec::new();
+        for (key, held) in &self.table {
+            for row in held {
+                keys.push(key);
+                rows.push(row);
+            }
+        }
+        snapshot.push_table(
+            "table",
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("key", DataType::Binary, false),
+                    Field::new("row", DataType::Binary, false),
+                ])),
+                vec![
+                    Arc::new(BinaryArray::from(keys)),
+                    Arc::new(BinaryArray::from(rows)),
+                ],
+            )?,
+        );
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        let meta: Meta = state.meta()?;
+        self.loaded = meta.loaded;
+        self.held = meta.held;
+        self.watermark = meta.watermark;
+        let probes = state.take_table("probes")?;
+        self.pending = if probes.num_rows() > 0 {
+            vec![probes]
+        } else {
+            Vec::new()
+        };
+        let table = state.take_table("table")?;
+        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+        let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
+            return Err(EngineError::State(format!("{KIND}: bad table")));
+        };
+        self.table.clear();
+        self.table_rows = table.num_rows();
+        for r in 0..table.num_rows() {
+            self.table
+                .entry(keys.value(r).into())
+                .or_default()
+                .push(rows.value(r).into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, Int8Array, StringArray};
+    use datafusion::physical_expr::expressions::col;
+
+    use super::*;
+
+    fn plan(left_outer: bool, wait_for_table: bool) -> LookupJoinPlan {
+        let probe = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("k", DataType::Int64, true),
+        ]));
+        let table = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Utf8, true),
+        ]));
+        LookupJoinPlan {
+            left_outer,
+            output_schema: Arc::new(Schema::new(
+                [probe.fields().to_vec(), table.fields().to_vec()]
+                    .concat()
+                    .into_iter()
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            )),
+            left_keys: vec![col("k", &probe).unwrap()],
+            right_keys: vec![col("k", &table).unwrap()],
+            left_schema: probe,
+            right_schema: table,
+            residual: None,
+            wait_for_table,
+        }
+    }
+
+    fn probes(plan: &LookupJoinPlan, rows: &[(i64, Option<i64>)]) -> RecordBatch {
+        RecordBatch::try_new(
+            plan.left_schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(
+                    rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from(
+                    rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn table_rows(
+        plan: &LookupJoinPlan,
+        rows: &[(i64, &str)],
+        kinds: Option<Vec<i8>>,
+    ) -> RecordBatch {
+        let mut fields = plan.right_schema.fields().to_vec();
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            )),
+        ];
+        if let Some(kinds) = kinds {
+            fields.push(Arc::new(changelog::row_kind_field(&[])));
+            columns.push(Arc::new(Int8Array::from(kinds)));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// (probe id, table value) of every joined row, sorted.
+    fn joined(out: &mut Collector) -> Vec<(i64, Option<String>)> {
+        let mut rows = Vec::new();
+        for (_, batch) in out.drain() {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let values = batch
+                .column(3)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            for r in 0..batch.num_rows() {
+                rows.push((
+                    ids.value(r),
+                    values.is_valid(r).then(|| values.value(r).to_string()),
+                ));
+            }
+        }
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn probe_rows_wait_for_a_bounded_table_and_meet_every_matching_row() {
+        let plan = plan(false, true);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_watermark(7, &mut out).unwrap();
+        op.on_batch(
+            0,
+            probes(&plan, &[(1, Some(10)), (2, Some(20)), (3, None)]),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(op.output_watermark(50), 7, "held while rows wait");
+        op.on_batch(
+            1,
+            table_rows(&plan, &[(10, "a"), (10, "b"), (30, "c")], None),
+            &mut out,
+        )
+        .unwrap();
+        assert!(joined(&mut out).is_empty());
+        op.on_input_end(1, &mut out).unwrap();
+        assert_eq!(
+            joined(&mut out),
+            vec![(1, Some("a".into())), (1, Some("b".into()))]
+        );
+        assert_eq!(op.output_watermark(50), 50);
+        // Later probe rows are joined as they come.
+        op.on_batch(0, probes(&plan, &[(4, Some(30))]), &mut out)
+            .unwrap();
+        assert_eq!(joined(&mut out), vec![(4, Some("c".into()))]);
+    }
+
+    #[test]
+    fn an_unbounded_changelog_table_is_met_as_it_stands_and_left_rows_are_padded() {
+        let plan = plan(true, false);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            1,
+            table_rows(&plan, &[(10, "a"), (20, "b")], Some(vec![0, 0])),
+            &mut out,
+        )
+        .unwrap();
+        op.on_batch(0, probes(&plan, &[(1, Some(10)), (2, Some(20))]), &mut out)
+            .unwrap();
+        assert_eq!(
+            joined(&mut out),
+            vec![(1, Some("a".into())), (2, Some("b".into()))]
+        );
+        // 10 is updated to "a2", 20 deleted.
+        op.on_batch(
+            1,
+            table_rows(
+                &plan,
+                &[(10, "a"), (10, "a2"), (20, "b")],
+                Some(vec![1, 2, 3]),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        op.on_batch(0, probes(&plan, &[(3, Some(10)), (4, Some(20))]), &mut out)
+            .unwrap();
+        assert_eq!(joined(&mut out), vec![(3, Some("a2".into())), (4, None)]);
+    }
+
+    #[test]
+    fn the_table_and_waiting_rows_survive_a_checkpoint() {
+        let plan = plan(false, true);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(1, table_rows(&plan, &[(10, "a")], None), &mut out)
+            .unwrap();
+        op.on_batch(0, probes(&plan, &[(1, Some(10))]), &mut out)
+            .unwrap();
+        let snapshot = op.snapshot().unwrap();
+        let mut resumed = plan.create().unwrap();
+        resumed.restore(snapshot).unwrap();
+        assert_eq!(resumed.state_rows(), 2);
+        resumed.on_input_end(1, &mut out).unwrap();
+        assert_eq!(joined(&mut out), vec![(1, Some("a".into()))]);
+    }
+}

@@ -1,0 +1,120 @@
+//! Plans the processing-time lookup join (`JOIN t FOR SYSTEM_TIME AS OF
+//! probe.proc ON ...` where `proc` is a `PROCTIME()` column, Nexmark q13)
+//! into a `lookup_join`.
+//!
+//! In: the join, the clause. Out: an append-only stream of the probe's and
+//! the table's columns, keeping the probe's event time if it has one. The
+//! probe is append-only; the table append-only or a changelog. A table
+//! read from a bounded connector is read whole before probe rows are
+//! joined (see [`eddy_engine::operators::lookup_join`]).
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Join, JoinType};
+use eddy_engine::graph::{NodeId, NodeKind};
+use eddy_engine::operators::lookup_join::LookupJoinPlan;
+
+use super::updating::equi_keys;
+use crate::error::{Position, Result, SqlError};
+use crate::planner::stream::{add_operator, keyed, Stream};
+use crate::planner::Compiler;
+
+/// Connectors whose sources end: a table read from one of them is whole
+/// once its input ends. Others (Kafka, stdin) may go on for ever, and
+/// probe rows never wait for them.
+const BOUNDED_CONNECTORS: &[&str] = &["file", "ndjson", "generator", "nexmark", "values"];
+
+impl Compiler {
+    pub(super) fn plan_lookup_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
+        let at = self.anchor(position, &["SYSTEM_TIME", "FOR", "JOIN"]);
+        let left_outer = match join.join_type {
+            JoinType::Inner => false,
+            JoinType::Left => true,
+            other => {
+                return Err(SqlError::at(
+                    &at,
+                    format!("a lookup join (FOR SYSTEM_TIME AS OF a PROCTIME() column) is INNER or LEFT, not {other}"),
+                ))
+            }
+        };
+        let mut left = self.plan_stream(&join.left, position)?;
+        let mut right = self.plan_stream(&join.right, position)?;
+        left.append_only("the probe side of a lookup join")
+            .map_err(|m| SqlError::at(&at, m))?;
+        let (left_schema, right_schema) =
+            (join.left.schema().as_ref(), join.right.schema().as_ref());
+        let (left_keys, right_keys, residual) = equi_keys(join);
+        if left_keys.is_empty() {
+            return Err(SqlError::at(
+                &at,
+                "a lookup join needs an equality between the probe and the table's key (ON mod(b.auction, 10000) = s.key)",
+            ));
+        }
+        let (left_key_exprs, right_key_exprs) =
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
+        let state = self.ctx.state();
+        let residual = match conjunction(residual) {
+            Some(expr) => Some(
+                crate::context::physical_expr(&state, expr, &join.schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
+            None => None,
+        };
+        let fields: Vec<Field> = join
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        let time = left.time;
+        let from_left = left.materialize(&mut self.graph);
+        let from_right = right.materialize(&mut self.graph);
+        let plan = LookupJoinPlan {
+            left_outer,
+            left_schema: Arc::new(left_schema.as_arrow().clone()),
+            right_schema: Arc::new(right_schema.as_arrow().clone()),
+            output_schema: Arc::new(Schema::new(fields)),
+            left_keys: left_key_exprs.clone(),
+            right_keys: right_key_exprs.clone(),
+            residual,
+            wait_for_table: self.reads_bounded_sources(from_right.node),
+        };
+        let node = add_operator(
+            &mut self.graph,
+            Arc::new(plan),
+            vec![
+                (from_left, keyed(left_key_exprs)),
+                (from_right, keyed(right_key_exprs)),
+            ],
+        );
+        Ok(Stream::of_node(
+            node,
+            &self.graph,
+            join.schema.clone(),
+            time,
+        ))
+    }
+
+    /// Whether every source upstream of `node` reads a bounded connector.
+    fn reads_bounded_sources(&self, node: NodeId) -> bool {
+        let mut stack = vec![node];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(node) = self.graph.nodes.get(id) else {
+                return false;
+            };
+            if let NodeKind::Source { spec, .. } = &node.kind {
+                if !BOUNDED_CONNECTORS.contains(&spec.connector.as_str()) {
+                    return false;
+                }
+            }
+            stack.extend(node.inputs.iter().map(|e| e.from));
+        }
+        true
+    }
+}
