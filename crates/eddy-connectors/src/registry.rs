@@ -251,6 +251,7 @@ mod tests {
         for name in [
             "file",
             "ndjson",
+            "filesystem",
             "stdin",
             "generator",
             "nexmark",

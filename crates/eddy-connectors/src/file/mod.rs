@@ -47,7 +47,7 @@ impl Connector for FileConnector {
     }
 
     fn aliases(&self) -> &'static [&'static str] {
-        &["ndjson"]
+        &["ndjson", "filesystem"]
     }
 
     fn summary(&self) -> &'static str {

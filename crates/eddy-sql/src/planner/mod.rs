@@ -189,6 +189,27 @@ struct View {
     emit_on_window_close: Option<Position>,
 }
 
+/// When a column was not found but one of another case was (`datetime`
+/// asked, `dateTime` declared quoted), what to do about it.
+fn case_hint(message: &str, case: IdentifierCase) -> Option<String> {
+    let (_, rest) = message.split_once("column '")?;
+    let (missing, rest) = rest.split_once("' not found")?;
+    let candidate = rest
+        .split("possible column ")
+        .skip(1)
+        .filter_map(|c| c.split([';', ',', ' ']).next())
+        .map(|c| c.rsplit('.').next().unwrap_or(c).trim_matches('"'))
+        .find(|c| c.eq_ignore_ascii_case(missing) && *c != missing)?;
+    Some(match case {
+        IdentifierCase::Fold => format!(
+            "unquoted names are folded to lower case: write \"{candidate}\" (quoted), or SET 'sql.case-sensitive' = 'true' to read every name as written, as Flink does"
+        ),
+        IdentifierCase::Sensitive => format!(
+            "names are read as written ('sql.case-sensitive' is set): write {candidate}"
+        ),
+    })
+}
+
 /// Holds declarations while statements are read, then builds the graph.
 pub(crate) struct Compiler {
     ctx: SessionContext,
@@ -360,6 +381,10 @@ impl Compiler {
             };
             message = format!("eddy cannot run {construct} yet");
         }
+        if let Some(hint) = case_hint(&message, self.identifier_case()) {
+            message.push_str("; ");
+            message.push_str(&hint);
+        }
         // DataFusion's own suggestion ("Did you mean 'sqrt'?") when the
         // diagnostic left it out.
         let has_help = error
@@ -384,14 +409,17 @@ impl Compiler {
         position: &Position,
     ) -> Result<()> {
         let provider: Arc<dyn TableProvider> = Arc::new(EmptyTable::new(schema));
-        if self.ctx.table_exist(name).unwrap_or(false) {
+        // The name as the session's rule read it: not parsed (and so
+        // folded) again.
+        let reference = datafusion::common::TableReference::bare(name);
+        if self.ctx.table_exist(reference.clone()).unwrap_or(false) {
             return Err(SqlError::at(
                 position,
                 format!("'{name}' is already defined"),
             ));
         }
         self.ctx
-            .register_table(name, provider)
+            .register_table(reference, provider)
             .map_err(|e| self.df_error(position, e))?;
         Ok(())
     }
@@ -1194,4 +1222,24 @@ fn columns_read_of_a_join(exprs: &[Expr], input: &LogicalPlan) -> Option<Vec<boo
         read[schema.index_of_column(column).ok()?] = true;
     }
     Some(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_of_another_case_is_pointed_at() {
+        let hint = case_hint(
+            "column 'datetime' not found in 'a'; possible column b.dateTime; possible column a.dateTime",
+            IdentifierCase::Fold,
+        )
+        .unwrap();
+        assert!(hint.contains("write \"dateTime\" (quoted)"), "{hint}");
+        assert!(case_hint(
+            "column 'x' not found; possible column t.y",
+            IdentifierCase::Fold
+        )
+        .is_none());
+    }
 }

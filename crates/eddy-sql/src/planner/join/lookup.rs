@@ -24,7 +24,14 @@ use crate::planner::Compiler;
 /// Connectors whose sources end: a table read from one of them is whole
 /// once its input ends. Others (Kafka, stdin) may go on for ever, and
 /// probe rows never wait for them.
-const BOUNDED_CONNECTORS: &[&str] = &["file", "ndjson", "generator", "nexmark", "values"];
+const BOUNDED_CONNECTORS: &[&str] = &[
+    "file",
+    "ndjson",
+    "filesystem",
+    "generator",
+    "nexmark",
+    "values",
+];
 
 impl Compiler {
     pub(super) fn plan_lookup_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
