@@ -515,13 +515,20 @@ impl Compiler {
         let fail =
             |message: String| SqlError::at(&view.position, format!("MATCH_RECOGNIZE: {message}"));
         input.append_only("MATCH_RECOGNIZE").map_err(fail)?;
+        let mut plan = view.plan;
+        // ORDER BY a PROCTIME() column: rows are matched in the order they
+        // are read, on the wall clock (a `processing_time` node stamps them).
+        let ordered_by_proctime =
+            crate::dialect::flink_functions::is_proctime(input.schema.field(plan.time_column));
+        if ordered_by_proctime && input.time.map(|t| t.column) != Some(plan.time_column) {
+            input = self.processing_time_clock(input, plan.time_column);
+        }
         let Some(time) = input.time else {
             return Err(fail(format!(
                 "its input needs event time: {}",
                 input.why_no_time()
             )));
         };
-        let mut plan = view.plan;
         if time.column != plan.time_column {
             return Err(fail(format!(
                 "ORDER BY must start with the event time '{}', not '{}': rows are matched in event-time order",
