@@ -40,8 +40,10 @@ use datafusion::prelude::SessionContext;
 pub mod json;
 pub mod json_build;
 pub mod renames;
+pub mod strings;
 pub mod text;
 pub mod time_parts;
+pub mod types_and_maps;
 
 const TS_MS: DataType = DataType::Timestamp(TimeUnit::Millisecond, None);
 
@@ -123,9 +125,12 @@ pub fn register(ctx: &SessionContext) {
         ScalarUDF::from(json_build::IsJson::new()),
         ScalarUDF::from(text::RegexpExtract::new()),
         ScalarUDF::from(text::SplitIndex::new()),
+        ScalarUDF::from(types_and_maps::TypeOf::new()),
+        ScalarUDF::from(types_and_maps::StrToMap::new()),
     ]
     .into_iter()
     .chain(time_parts::functions())
+    .chain(strings::functions())
     {
         ctx.register_udf(udf);
     }

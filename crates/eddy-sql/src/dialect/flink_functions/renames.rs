@@ -13,7 +13,9 @@
 //! `FLOOR`/`CEIL(t TO unit)` (`date_trunc`), `LOCALTIMESTAMP`/`LOCALTIME`
 //! (the wall clock), `REGEXP` -> `regexp_like`, `ARRAY_PREPEND(a, x)` ->
 //! `array_prepend(x, a)`, `ENCODE`/`DECODE` in UTF-8 -> casts, `REGEXP_REPLACE` and
-//! `ARRAY_REMOVE` of every match (DataFusion's replace the first only).
+//! `ARRAY_REMOVE` of every match (DataFusion's replace the first only),
+//! `REGEXP_SUBSTR` (the first match), `ELT(i, a, b, ...)` (a `CASE`),
+//! `RAND_INTEGER(n)`, `MAP_FROM_ARRAYS` -> `map`.
 //!
 //! In: a parsed statement. Out: the same, calls rewritten; column names
 //! are chosen before (`dialect::output_names`), so an unaliased `CEILING(x)`
@@ -104,6 +106,19 @@ fn rewrite(name: &str, args: &[String]) -> Option<String> {
         )),
         ("unix_timestamp", []) => Some("CAST(to_unixtime(now()) AS BIGINT)".into()),
         ("unix_timestamp", [s]) => Some(format!("CAST(to_unixtime({s}) AS BIGINT)")),
+        // The first match: REGEXP_EXTRACT's whole-match group.
+        ("regexp_substr", [s, p]) => Some(format!("regexp_extract({s}, {p}, 0)")),
+        // The index-th argument, from 1; NULL out of range.
+        ("elt", [index, rest @ ..]) if !rest.is_empty() => Some(format!(
+            "CASE {index} {} END",
+            rest.iter()
+                .enumerate()
+                .map(|(i, e)| format!("WHEN {} THEN {e}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+        ("rand_integer", [n]) => Some(format!("CAST(floor(random() * ({n})) AS INT)")),
+        ("map_from_arrays", [_, _]) => renamed("map"),
         _ => None,
     }
 }
