@@ -106,10 +106,12 @@ impl ConnectorConfig {
         path.with_file_name(name)
     }
 
-    /// A file source's path, inside the data root when there is one.
+    /// A file source's path, inside the data root when there is one
+    /// (`file:///data/x` is `/data/x`, as Flink writes local paths).
     pub fn source_path(&self, spec: &ConnectorSpec) -> Result<String> {
         let path =
             OptionValues::new(&spec.options).required("path", "a file source needs a path")?;
+        let path = local_path(path);
         match &self.roots {
             Some(roots) => Ok(roots.source(path)?.display().to_string()),
             None => Ok(path.to_string()),
@@ -121,9 +123,15 @@ impl ConnectorConfig {
         let path = spec.options.get("path").ok_or_else(|| {
             ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
         })?;
+        let path = local_path(path);
         match &self.roots {
             Some(roots) => roots.sink(path),
             None => Ok(PathBuf::from(path)),
         }
     }
+}
+
+/// A path option as a local path: Flink's `file://` scheme dropped.
+fn local_path(path: &str) -> &str {
+    path.strip_prefix("file://").unwrap_or(path)
 }

@@ -59,6 +59,9 @@ pub enum OptionKind {
     /// A family of options: every name starting with the declared name
     /// (`properties.` for the Kafka client's own settings).
     Prefix,
+    /// A family of options (by prefix, as [`OptionKind::Prefix`]) another
+    /// engine takes and eddy refuses, saying why: it would not honour them.
+    Refused(&'static str),
 }
 
 impl OptionKind {
@@ -73,6 +76,7 @@ impl OptionKind {
             Self::Duration => "duration (10s, 5 min)".into(),
             Self::OneOf(words) => words.join(", "),
             Self::Prefix => "any client setting".into(),
+            Self::Refused(_) => "refused".into(),
         }
     }
 
@@ -80,6 +84,7 @@ impl OptionKind {
     fn check(self, option: &str, value: &str) -> Result<()> {
         match self {
             Self::Text | Self::Path | Self::Prefix => Ok(()),
+            Self::Refused(why) => Err(ConnectorError::bad_option(option, why)),
             Self::Count => parse_number::<u64>(value, option).map(|_| ()),
             Self::Flag => parse_flag(value, option).map(|_| ()),
             Self::Size => parse_size(value, option).map(|_| ()),
@@ -124,7 +129,7 @@ impl OptionDecl {
 
     fn matches(&self, given: &str) -> bool {
         match self.kind {
-            OptionKind::Prefix => given.starts_with(self.name),
+            OptionKind::Prefix | OptionKind::Refused(_) => given.starts_with(self.name),
             _ => given == self.name,
         }
     }

@@ -130,6 +130,32 @@ pub fn table_def(
             ));
         }
     }
+    // Flink's `PARTITIONED BY (dt, hm)`: the file sinks' `partition_by`.
+    if let datafusion::sql::sqlparser::ast::HiveDistributionStyle::PARTITIONED { columns } =
+        &create.hive_distribution
+    {
+        let names: Vec<String> = columns.iter().map(|c| normalize(&c.name)).collect();
+        for name in &names {
+            if !create.columns.iter().any(|c| normalize(&c.name) == *name) {
+                return Err(SqlError::at(
+                    position,
+                    format!(
+                        "PARTITIONED BY column '{name}' is not a column of '{}'",
+                        create.name
+                    ),
+                ));
+            }
+        }
+        if options
+            .insert("partition_by".to_string(), names.join(","))
+            .is_some()
+        {
+            return Err(SqlError::at(
+                position,
+                "PARTITIONED BY and the partition_by option say the same thing: give one",
+            ));
+        }
+    }
     let connector = options
         .remove("connector")
         .ok_or_else(|| {

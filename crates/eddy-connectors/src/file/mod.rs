@@ -33,12 +33,17 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
 
 const SINK_OPTIONS: &[OptionDecl] = &[
     files::PATH,
-    files::TEXT_FORMAT,
+    files::FILE_FORMAT,
     files::OMIT_NULLS,
     files::ROLLING_ROWS,
     files::ROLLING_BYTES,
     files::ROLLING_INTERVAL,
     files::PARTITION_BY,
+    files::FLINK_ROLLOVER_INTERVAL,
+    files::FLINK_FILE_SIZE,
+    files::FLINK_CHECK_INTERVAL,
+    files::FLINK_PARTITION_COMMIT,
+    files::FLINK_PARTITION_TIME,
 ];
 
 impl Connector for FileConnector {
@@ -93,12 +98,12 @@ impl Connector for FileConnector {
     ) -> Result<Box<dyn SinkWriter>> {
         let path = config.sink_path(spec)?;
         if rolled(spec) {
-            return files::file_set(
-                spec,
-                &config.task_path(path, true),
-                files::ndjson_files(spec)?,
-                mode,
-            );
+            let format = if files::is_csv(spec) {
+                files::csv_files(spec)?
+            } else {
+                files::ndjson_files(spec)?
+            };
+            return files::file_set(spec, &config.task_path(path, true), format, mode);
         }
         Ok(Box::new(NdjsonSink::open(
             &spec.table,
@@ -109,6 +114,7 @@ impl Connector for FileConnector {
     }
 
     fn takes_changelog(&self, spec: &ConnectorSpec) -> bool {
-        json_lines(spec).map(|l| l.envelope).ok() == Some(Envelope::Debezium)
+        !files::is_csv(spec)
+            && json_lines(spec).map(|l| l.envelope).ok() == Some(Envelope::Debezium)
     }
 }

@@ -7,7 +7,10 @@
 //! Arrow schema in the file metadata, the chosen compression and row group
 //! size; struct columns (a window's `start`/`end`) stay Parquet groups;
 //! string views are written as plain strings, which every reader knows.
-//! [`NdjsonFormat`] writes the JSON lines of the NDJSON sink.
+//! [`NdjsonFormat`] writes the JSON lines of the NDJSON sink;
+//! [`CsvFormat`] comma-separated lines without a header, as Flink's `csv`
+//! format writes them (timestamps `yyyy-MM-dd HH:mm:ss.SSS`, text quoted
+//! where it holds a comma, quote or line break).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -228,5 +231,78 @@ impl FormatWriter for NdjsonWriter {
             path: "an NDJSON part".into(),
             source: e.into_error(),
         })
+    }
+}
+
+/// CSV files: one line per row, no header, as Flink's `csv` format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CsvFormat;
+
+/// A writer that counts the bytes through it (in a counter its owner
+/// keeps: the CSV writer does not lend its inner writer out).
+struct Counting<W> {
+    inner: W,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct CsvWriter {
+    writer: datafusion::arrow::csv::Writer<Counting<BufWriter<File>>>,
+    bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl FileFormat for CsvFormat {
+    fn extension(&self) -> &'static str {
+        "csv"
+    }
+
+    fn create(&self, file: File) -> Result<Box<dyn FormatWriter>> {
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let out = Counting {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            bytes: bytes.clone(),
+        };
+        Ok(Box::new(CsvWriter {
+            bytes,
+            writer: datafusion::arrow::csv::WriterBuilder::new()
+                .with_header(false)
+                .with_timestamp_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+                .with_datetime_format("%Y-%m-%d %H:%M:%S%.3f".to_string())
+                .build(out),
+        }))
+    }
+}
+
+impl FormatWriter for CsvWriter {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.writer.write(batch)?;
+        Ok(())
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn close(self: Box<Self>) -> Result<File> {
+        self.writer
+            .into_inner()
+            .inner
+            .into_inner()
+            .map_err(|e| ConnectorError::Io {
+                path: "a CSV part".into(),
+                source: e.into_error(),
+            })
     }
 }

@@ -64,10 +64,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BinaryArray, UInt32Array};
-use datafusion::arrow::compute::{concat_batches, filter_record_batch, take};
+use datafusion::arrow::array::{Array, BinaryArray, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
@@ -174,15 +174,7 @@ impl LookupJoin {
         keys: &[Arc<dyn PhysicalExpr>],
         batch: &RecordBatch,
     ) -> Result<Vec<Option<Box<[u8]>>>> {
-        let n = batch.num_rows();
-        let columns = keys
-            .iter()
-            .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let rows = self.keys.convert_columns(&columns)?;
-        Ok((0..n)
-            .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
-            .collect())
+        super::nullable_key_rows(&self.keys, keys, batch)
     }
 
     /// Adds (or, for a retraction, takes away) the table rows of `batch`.
@@ -241,12 +233,13 @@ impl LookupJoin {
             .rows
             .convert_rows(matches.iter().map(|row| parser.parse(row)))?;
         let indices = UInt32Array::from(matched_rows.clone());
-        let probe_columns: Vec<ArrayRef> = probes
-            .columns()
-            .iter()
-            .map(|c| Ok(take(c.as_ref(), &indices, None)?))
-            .collect::<Result<_>>()?;
-        let mut joined = self.joined(probe_columns, table_columns, matched_rows.len())?;
+        let mut joined = super::probe_join_rows(
+            &self.plan.output_schema,
+            probes,
+            &indices,
+            Some(table_columns),
+            &self.plan.right_schema,
+        )?;
         if let Some(residual) = &self.plan.residual {
             if joined.num_rows() > 0 {
                 let mask = super::predicate_mask(residual, &joined, KIND)?;
@@ -272,35 +265,15 @@ impl LookupJoin {
         }
         if self.plan.left_outer && !unmatched.is_empty() {
             unmatched.sort_unstable();
-            let indices = UInt32Array::from(unmatched);
-            let probe_columns: Vec<ArrayRef> = probes
-                .columns()
-                .iter()
-                .map(|c| Ok(take(c.as_ref(), &indices, None)?))
-                .collect::<Result<_>>()?;
-            let nulls = self
-                .plan
-                .right_schema
-                .fields()
-                .iter()
-                .map(|f| new_null_array(f.data_type(), indices.len()))
-                .collect();
-            out.emit(self.joined(probe_columns, nulls, indices.len())?);
+            out.emit(super::probe_join_rows(
+                &self.plan.output_schema,
+                probes,
+                &UInt32Array::from(unmatched),
+                None,
+                &self.plan.right_schema,
+            )?);
         }
         Ok(())
-    }
-
-    fn joined(
-        &self,
-        left: Vec<ArrayRef>,
-        right: Vec<ArrayRef>,
-        rows: usize,
-    ) -> Result<RecordBatch> {
-        Ok(RecordBatch::try_new_with_options(
-            self.plan.output_schema.clone(),
-            [left, right].concat(),
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?)
     }
 
     /// The table is whole: the waiting probe rows are joined.
@@ -453,7 +426,7 @@ impl Operator for LookupJoin {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Int64Array, Int8Array, StringArray};
+    use datafusion::arrow::array::{ArrayRef, Int64Array, Int8Array, StringArray};
     use datafusion::physical_expr::expressions::col;
 
     use super::*;

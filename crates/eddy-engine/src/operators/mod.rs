@@ -29,9 +29,10 @@ pub(crate) mod testing;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
-use datafusion::arrow::datatypes::{DataType, Schema};
-use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, UInt32Array};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -151,6 +152,55 @@ pub(crate) fn key_rows(
         converter.convert_columns(&columns)?
     };
     Ok((rows, columns))
+}
+
+/// Each row's key under `keys`, encoded by `converter`; `None` for a row
+/// with a NULL key column (it meets nothing in an equi-join).
+pub(crate) fn nullable_key_rows(
+    converter: &RowConverter,
+    keys: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<Vec<Option<Box<[u8]>>>> {
+    let n = batch.num_rows();
+    let columns = keys
+        .iter()
+        .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let rows = converter.convert_columns(&columns)?;
+    Ok((0..n)
+        .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
+        .collect())
+}
+
+/// Rows of a join that probes one side with the other's rows: `probes`'
+/// rows at `indices` beside `right`'s columns (one row each), or, with no
+/// `right`, beside NULLs of `right_schema` (a LEFT join's unmatched rows).
+pub(crate) fn probe_join_rows(
+    output_schema: &SchemaRef,
+    probes: &RecordBatch,
+    indices: &UInt32Array,
+    right: Option<Vec<ArrayRef>>,
+    right_schema: &Schema,
+) -> Result<RecordBatch> {
+    let mut columns: Vec<ArrayRef> = probes
+        .columns()
+        .iter()
+        .map(|c| Ok(take(c.as_ref(), indices, None)?))
+        .collect::<Result<_>>()?;
+    match right {
+        Some(right) => columns.extend(right),
+        None => columns.extend(
+            right_schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), indices.len())),
+        ),
+    }
+    Ok(RecordBatch::try_new_with_options(
+        output_schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(indices.len())),
+    )?)
 }
 
 /// Evaluates a predicate on `batch` as a filter mask: NULL counts as false.

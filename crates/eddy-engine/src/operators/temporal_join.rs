@@ -68,12 +68,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, BinaryArray, Int64Array, UInt32Array,
-};
-use datafusion::arrow::compute::{concat_batches, filter_record_batch, take};
+use datafusion::arrow::array::{Array, BinaryArray, Int64Array, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
@@ -178,15 +176,7 @@ impl TemporalJoin {
         keys: &[Arc<dyn PhysicalExpr>],
         batch: &RecordBatch,
     ) -> Result<Vec<Option<Box<[u8]>>>> {
-        let n = batch.num_rows();
-        let columns = keys
-            .iter()
-            .map(|k| Ok(k.evaluate(batch)?.into_array(n)?))
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        let rows = self.keys.convert_columns(&columns)?;
-        Ok((0..n)
-            .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
-            .collect())
+        super::nullable_key_rows(&self.keys, keys, batch)
     }
 
     /// Joins the waiting probe rows at or before `watermark` and keeps the
@@ -238,18 +228,13 @@ impl TemporalJoin {
         let version_columns = self
             .rows
             .convert_rows(versions.iter().map(|row| parser.parse(row)))?;
-        let probe_columns: Vec<ArrayRef> = probes
-            .columns()
-            .iter()
-            .map(|c| {
-                Ok(take(
-                    c.as_ref(),
-                    &UInt32Array::from(matched_rows.clone()),
-                    None,
-                )?)
-            })
-            .collect::<Result<_>>()?;
-        let mut joined = self.joined(probe_columns, version_columns, matched_rows.len())?;
+        let mut joined = super::probe_join_rows(
+            &self.plan.output_schema,
+            &probes,
+            &UInt32Array::from(matched_rows.clone()),
+            Some(version_columns),
+            &self.plan.right_schema,
+        )?;
         if let Some(residual) = &self.plan.residual {
             if joined.num_rows() > 0 {
                 let mask = super::predicate_mask(residual, &joined, KIND)?;
@@ -267,35 +252,15 @@ impl TemporalJoin {
         out.emit(joined);
         if self.plan.left_outer && !unmatched.is_empty() {
             unmatched.sort_unstable();
-            let indices = UInt32Array::from(unmatched);
-            let probe_columns: Vec<ArrayRef> = probes
-                .columns()
-                .iter()
-                .map(|c| Ok(take(c.as_ref(), &indices, None)?))
-                .collect::<Result<_>>()?;
-            let nulls = self
-                .plan
-                .right_schema
-                .fields()
-                .iter()
-                .map(|f| new_null_array(f.data_type(), indices.len()))
-                .collect();
-            out.emit(self.joined(probe_columns, nulls, indices.len())?);
+            out.emit(super::probe_join_rows(
+                &self.plan.output_schema,
+                &probes,
+                &UInt32Array::from(unmatched),
+                None,
+                &self.plan.right_schema,
+            )?);
         }
         Ok(())
-    }
-
-    fn joined(
-        &self,
-        left: Vec<ArrayRef>,
-        right: Vec<ArrayRef>,
-        rows: usize,
-    ) -> Result<RecordBatch> {
-        Ok(RecordBatch::try_new_with_options(
-            self.plan.output_schema.clone(),
-            [left, right].concat(),
-            &RecordBatchOptions::new().with_row_count(Some(rows)),
-        )?)
     }
 
     /// Drops versions no probe row can meet any more: per key, all but the

@@ -10,13 +10,11 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema};
-use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Join, JoinType};
 use eddy_engine::graph::{NodeId, NodeKind};
 use eddy_engine::operators::lookup_join::LookupJoinPlan;
 
-use super::updating::equi_keys;
+use super::temporal::ProbeJoinParts;
 use crate::error::{Position, Result, SqlError};
 use crate::planner::stream::{add_operator, keyed, Stream};
 use crate::planner::Compiler;
@@ -52,29 +50,17 @@ impl Compiler {
             .map_err(|m| SqlError::at(&at, m))?;
         let (left_schema, right_schema) =
             (join.left.schema().as_ref(), join.right.schema().as_ref());
-        let (left_keys, right_keys, residual) = equi_keys(join);
-        if left_keys.is_empty() {
-            return Err(SqlError::at(
-                &at,
-                "a lookup join needs an equality between the probe and the table's key (ON mod(b.auction, 10000) = s.key)",
-            ));
-        }
-        let (left_key_exprs, right_key_exprs) =
-            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
-        let state = self.ctx.state();
-        let residual = match conjunction(residual) {
-            Some(expr) => Some(
-                crate::context::physical_expr(&state, expr, &join.schema)
-                    .map_err(|e| self.df_error(position, e))?,
-            ),
-            None => None,
-        };
-        let fields: Vec<Field> = join
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
+        let ProbeJoinParts {
+            left_keys: left_key_exprs,
+            right_keys: right_key_exprs,
+            residual,
+            output_schema,
+        } = self.probe_join_parts(
+            join,
+            &at,
+            "a lookup join needs an equality between the probe and the table's key (ON mod(b.auction, 10000) = s.key)",
+            position,
+        )?;
         let time = left.time;
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
@@ -82,7 +68,7 @@ impl Compiler {
             left_outer,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
             right_schema: Arc::new(right_schema.as_arrow().clone()),
-            output_schema: Arc::new(Schema::new(fields)),
+            output_schema,
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
             residual,

@@ -9,9 +9,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Join, JoinType};
+use datafusion::physical_expr::PhysicalExpr;
 use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 
 use super::updating::equi_keys;
@@ -80,29 +81,17 @@ impl Compiler {
                 ),
             ));
         }
-        let (left_keys, right_keys, residual) = equi_keys(join);
-        if left_keys.is_empty() {
-            return Err(SqlError::at(
-                &at,
-                "a temporal join needs an equality between the probe and the versioned table's key (ON o.currency = r.currency)",
-            ));
-        }
-        let (left_key_exprs, right_key_exprs) =
-            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
-        let state = self.ctx.state();
-        let residual = match conjunction(residual) {
-            Some(expr) => Some(
-                crate::context::physical_expr(&state, expr, &join.schema)
-                    .map_err(|e| self.df_error(position, e))?,
-            ),
-            None => None,
-        };
-        let fields: Vec<Field> = join
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
+        let ProbeJoinParts {
+            left_keys: left_key_exprs,
+            right_keys: right_key_exprs,
+            residual,
+            output_schema,
+        } = self.probe_join_parts(
+            join,
+            &at,
+            "a temporal join needs an equality between the probe and the versioned table's key (ON o.currency = r.currency)",
+            position,
+        )?;
         let allowed_lateness_ms = left_time
             .allowed_lateness_ms
             .max(right_time.allowed_lateness_ms);
@@ -110,7 +99,7 @@ impl Compiler {
             left_outer,
             left_schema: Arc::new(left_schema.as_arrow().clone()),
             right_schema: Arc::new(right_schema.as_arrow().clone()),
-            output_schema: Arc::new(Schema::new(fields)),
+            output_schema,
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
             left_time: left_time.column,
@@ -158,4 +147,56 @@ impl Compiler {
             .find(|c| c.table == name)
             .cloned()
     }
+
+    /// What a join that probes one side with the other's rows needs: the
+    /// key pairs (refused without one, saying `no_keys`), the residual
+    /// condition over the joined columns, and the output schema (every
+    /// column nullable: a LEFT join pads).
+    pub(super) fn probe_join_parts(
+        &self,
+        join: &Join,
+        at: &Position,
+        no_keys: &str,
+        position: &Position,
+    ) -> Result<ProbeJoinParts> {
+        let (left_keys, right_keys, residual) = equi_keys(join);
+        if left_keys.is_empty() {
+            return Err(SqlError::at(at, no_keys));
+        }
+        let (left_keys, right_keys) = self.join_keys(
+            &left_keys,
+            &right_keys,
+            join.left.schema(),
+            join.right.schema(),
+            position,
+        )?;
+        let state = self.ctx.state();
+        let residual = match conjunction(residual) {
+            Some(expr) => Some(
+                crate::context::physical_expr(&state, expr, &join.schema)
+                    .map_err(|e| self.df_error(position, e))?,
+            ),
+            None => None,
+        };
+        let fields: Vec<Field> = join
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect();
+        Ok(ProbeJoinParts {
+            left_keys,
+            right_keys,
+            residual,
+            output_schema: Arc::new(Schema::new(fields)),
+        })
+    }
+}
+
+/// See [`Compiler::probe_join_parts`].
+pub(super) struct ProbeJoinParts {
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    pub output_schema: SchemaRef,
 }
