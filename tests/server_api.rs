@@ -727,3 +727,49 @@ fn memory_budgets_fail_the_job_that_passes_them() {
     let (status, _) = server.get("/healthz");
     assert_eq!(status, 200);
 }
+
+#[test]
+fn a_job_reading_a_named_pipe_is_submitted_without_waiting_for_a_writer() {
+    let dirs = dirs();
+    let fifo = dirs.data.join("feed.pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let server = Server::start(&dirs, None);
+    // A writer comes 6 s from now; submitting must not wait for it.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(6));
+            std::fs::write(&fifo, "{\"k\": \"a\"}\n{\"k\": \"b\"}\n").unwrap();
+        })
+    };
+    let asked = Instant::now();
+    let id = server.submit(
+        "pipe",
+        "CREATE TABLE feed (k VARCHAR) WITH (connector = 'file', path = 'feed.pipe');
+         CREATE TABLE out (k VARCHAR) WITH (connector = 'ndjson', path = 'pipe.ndjson');
+         INSERT INTO out SELECT upper(k) FROM feed;",
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "submitting took {:?}",
+        asked.elapsed()
+    );
+    let (status, job) = server.get(&format!("/api/v1/jobs/{id}"));
+    assert_eq!(
+        (status, job["state"].as_str()),
+        (200, Some("running")),
+        "{job}"
+    );
+    // The writer's rows go through and the job ends with the pipe.
+    writer.join().unwrap();
+    let job = server.wait_for(&id, "finished", Duration::from_secs(30), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    let written = std::fs::read_to_string(dirs.output.join("pipe.ndjson")).unwrap();
+    assert_eq!(written, "{\"k\":\"A\"}\n{\"k\":\"B\"}\n");
+}

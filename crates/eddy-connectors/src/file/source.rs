@@ -87,6 +87,11 @@ pub fn open(
     }
     let (reader, live): (Box<dyn std::io::Read + Send>, bool) = if path == "-" {
         (Box::new(std::io::stdin()), true)
+    } else if is_fifo(path) {
+        // Opening a named pipe waits for a writer: it is opened by the
+        // source's own thread at its first read, so starting the job (and
+        // a server's submit request) never waits on one.
+        (Box::new(OpenOnFirstRead::new(path)), true)
     } else {
         let file = File::open(path).map_err(|source| ConnectorError::Io {
             path: path.to_string(),
@@ -142,4 +147,44 @@ pub fn open(
         Some(position) => source.starting_at(position),
         None => source,
     }))
+}
+
+/// Whether `path` is a named pipe (FIFO).
+fn is_fifo(path: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// A file opened when first read (a named pipe, whose opening blocks until
+/// a writer comes).
+struct OpenOnFirstRead {
+    path: String,
+    file: Option<File>,
+}
+
+impl OpenOnFirstRead {
+    fn new(path: &str) -> Self {
+        Self {
+            path: path.to_string(),
+            file: None,
+        }
+    }
+}
+
+impl std::io::Read for OpenOnFirstRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(File::open(&self.path)?),
+        };
+        std::io::Read::read(file, buf)
+    }
 }
