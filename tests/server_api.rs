@@ -406,6 +406,16 @@ fn a_sink_is_tailed_over_server_sent_events_and_a_stopped_job_has_committed_outp
         }
     }
     drop(reader);
+    // The generated stream's event time is long past: the job says how far
+    // it has come (the console shows that instead of a lag of years).
+    let running = server.wait_for(&id, "sampled", Duration::from_secs(20), |j| {
+        j["event_time"].is_string()
+    });
+    let event_time = running["event_time"].as_str().unwrap();
+    assert!(
+        event_time.ends_with('Z') && event_time.len() >= 20,
+        "{running}"
+    );
 
     let (status, stopped) = server.post(&format!("/api/v1/jobs/{id}/stop"), &json!({}));
     assert_eq!(status, 200);

@@ -31,8 +31,15 @@ export function fmtDuration(ms) {
   return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
 }
 
-export function fmtLag(ms) {
-  return ms === null || ms === undefined ? '–' : fmtDuration(ms);
+// A lag means something for a live stream; a replayed or generated one
+// (event time more than a day behind the wall clock) shows how far its
+// event time has come instead.
+const LIVE_LAG_MS = 24 * 3600 * 1000;
+
+export function fmtLag(ms, eventTime) {
+  if (ms === null || ms === undefined) return '–';
+  if (ms > LIVE_LAG_MS && eventTime) return 'at ' + eventTime.replace('T', ' ').replace(/\.\d+Z$|Z$/, '');
+  return fmtDuration(ms);
 }
 
 export function uptime(job) {

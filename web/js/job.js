@@ -48,7 +48,7 @@ function renderJob(job) {
   const stateBytes = job.metrics.reduce((sum, m) => sum + m.state_bytes, 0);
   const figures = [
     ['events/s', fmtNumber(job.events_per_second)],
-    ['watermark lag', fmtLag(job.watermark_lag_ms)],
+    [job.watermark_lag_ms > 24 * 3600 * 1000 ? 'event time' : 'watermark lag', fmtLag(job.watermark_lag_ms, job.event_time)],
     ['late rows', fmtNumber(job.late_rows)],
     ['bad rows', fmtNumber(job.bad_rows)],
     ['state', fmtBytes(stateBytes)],
@@ -238,7 +238,7 @@ function renderSources(job) {
   const rows = sources
     .map(
       (m) => `<tr><td>${escapeHtml(m.name)}</td><td class="num">${fmtNumber(m.rows_in)}</td><td class="num">${fmtNumber(m.events_per_second)}</td>` +
-        `<td class="num">${m.watermark ? escapeHtml(new Date(m.watermark).toISOString()) : '–'}</td><td class="num">${fmtLag(m.watermark_lag_ms)}</td>` +
+        `<td class="num">${m.watermark ? escapeHtml(new Date(m.watermark).toISOString()) : '–'}</td><td class="num">${fmtLag(m.watermark_lag_ms, m.watermark ? new Date(m.watermark).toISOString() : null)}</td>` +
         `<td class="num">${fmtNumber(m.late_rows)}</td><td class="num">${fmtNumber(m.bad_rows)}</td></tr>`,
     )
     .join('');

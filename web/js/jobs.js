@@ -27,7 +27,7 @@ export async function refreshJobs() {
       cell(badge(job.state)),
       cell(fmtDuration(uptime(job))),
       cell(fmtNumber(job.events_per_second), 'num'),
-      cell(fmtLag(job.watermark_lag_ms), 'num'),
+      cell(fmtLag(job.watermark_lag_ms, job.event_time), 'num'),
       cell(fmtNumber(job.late_rows), 'num'),
       cell(fmtNumber(job.bad_rows), 'num'),
     ];

@@ -287,6 +287,10 @@ pub struct JobSummary {
     pub events_per_second: f64,
     /// The largest watermark lag of its sources, ms.
     pub watermark_lag_ms: Option<i64>,
+    /// How far event time has come: the least watermark of its sources
+    /// (RFC 3339). Where that is long past (a replay, a generated stream),
+    /// the console shows it rather than a lag of years.
+    pub event_time: Option<String>,
     /// Late rows of all sources.
     pub late_rows: u64,
     /// Bad rows of all sources.

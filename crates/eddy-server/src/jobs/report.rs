@@ -217,6 +217,11 @@ impl JobManager {
             ended_at: ended_ms.map(rfc3339),
             events_per_second: sources.clone().map(|m| m.events_per_second).sum(),
             watermark_lag_ms: sources.clone().filter_map(|m| m.watermark_lag_ms).max(),
+            event_time: sources
+                .clone()
+                .filter_map(|m| m.watermark)
+                .min()
+                .map(rfc3339),
             late_rows: sources.clone().map(|m| m.late_rows).sum(),
             bad_rows: sources.map(|m| m.bad_rows).sum(),
         }
