@@ -11,7 +11,8 @@
 # sys), events per CPU-second ("per core"), peak memory; and Flink's
 # published per-core figure where there is one (q0 379k, q5 75k, q7 23k,
 # q8 162k events/s; the Nexmark repository's table, measured on a Flink
-# cluster with RocksDB state and checkpoints every 3 minutes) with the ratio.
+# cluster with state on a remote store and exactly-once checkpoints every
+# 30 s, not here) with the ratio.
 #
 #   bench/nexmark.sh                                   # 10,000,000 events, dev profile
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/nexmark.sh
