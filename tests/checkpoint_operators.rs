@@ -8,8 +8,8 @@
 //! keyless, many aggregates), window Top-N, interval joins (inner, left, full), OVER (running
 //! aggregates, lag, row_number, a state TTL), MATCH_RECOGNIZE, updating aggregates (GROUP BY
 //! without a window, global, DISTINCT), Top-N over a whole stream, joins
-//! without a time bound, the temporal join, union, source runners and
-//! source connectors.
+//! without a time bound, the temporal join, the lookup join (waiting for a
+//! bounded table or not), union, source runners and source connectors.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -483,6 +483,27 @@ fn temporal_join_keeps_waiting_rows_and_versions_across_a_restore() {
     check(
         "SELECT a.k, a.v, r.v AS w FROM a LEFT JOIN b FOR SYSTEM_TIME AS OF a.event_time AS r ON a.k = r.k",
         "temporal_join",
+    );
+}
+
+#[test]
+fn lookup_join_keeps_its_table_across_a_restore() {
+    // The table from Kafka-like stdin: probe rows meet it as it stands.
+    check(
+        "SELECT x.k, x.v, r.v AS w FROM (SELECT *, PROCTIME() AS p FROM a) x
+           LEFT JOIN b FOR SYSTEM_TIME AS OF x.p AS r ON x.k = r.k",
+        "lookup_join",
+    );
+}
+
+#[test]
+fn lookup_join_keeps_rows_waiting_for_a_bounded_table_across_a_restore() {
+    // A table from a bounded connector: probe rows wait until it is whole.
+    check(
+        "CREATE TABLE side (k VARCHAR, v DOUBLE, ts BIGINT) WITH (connector = 'values', rows = '{\"k\": \"k1\", \"v\": 1.0, \"ts\": 0}');
+         SELECT x.k, x.v, r.v AS w FROM (SELECT *, PROCTIME() AS p FROM a) x
+           JOIN side FOR SYSTEM_TIME AS OF x.p AS r ON x.k = r.k",
+        "lookup_join",
     );
 }
 

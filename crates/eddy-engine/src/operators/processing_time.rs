@@ -71,6 +71,12 @@ pub struct ProcessingTimeClockPlan {
 }
 
 impl OperatorPlan for ProcessingTimeClockPlan {
+    /// Stateless: each instance stamps the rows it is given; the window
+    /// after it takes the least of their watermarks.
+    fn distribution(&self) -> crate::operator::Distribution {
+        crate::operator::Distribution::Any
+    }
+
     fn kind(&self) -> &'static str {
         "processing_time"
     }
