@@ -994,6 +994,12 @@ impl Compiler {
                 let planned = self.plan_stream(&projection.input, position);
                 self.join_output_needed = None;
                 let mut stream = planned?;
+                // Window bounds over a PROCTIME() column (a window table
+                // function read row by row, as window deduplication does):
+                // that column becomes the time attribute, on the wall clock.
+                if let Some(column) = processing_time::windowed_proctime(&projection.expr, &stream) {
+                    stream = self.processing_time_clock(stream, column);
+                }
                 let input_schema = stream.schema.clone();
                 let exprs = projection
                     .expr
