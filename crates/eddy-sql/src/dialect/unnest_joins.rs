@@ -19,7 +19,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, Expr, JoinConstraint, JoinOperator, Query, SetExpr, Statement,
+    visit_expressions_mut, Expr, Ident, JoinConstraint, JoinOperator, Query, SetExpr, Statement,
     TableFactor, TableWithJoins, Value, VisitMut, VisitorMut,
 };
 
@@ -56,7 +56,7 @@ impl VisitorMut for Rewriter {
                     _ => from.push(twj),
                 }
             }
-            let mut renames: Vec<(String, String)> = Vec::new();
+            let mut renames: Vec<(String, Ident)> = Vec::new();
             for twj in from.iter_mut() {
                 if let Err(e) = rewrite_joins(twj, &mut renames) {
                     self.error = Some(e);
@@ -73,8 +73,7 @@ impl VisitorMut for Rewriter {
                             if let Some((_, to)) =
                                 renames.iter().find(|(from, _)| *from == qualifier)
                             {
-                                parts[0] =
-                                    datafusion::sql::sqlparser::ast::Ident::with_quote('"', to);
+                                parts[0] = to.clone();
                             }
                         }
                     }
@@ -95,24 +94,21 @@ fn on_true(constraint: &JoinConstraint) -> bool {
     }
 }
 
-/// The name a query reads a table factor by.
-fn qualifier(factor: &TableFactor) -> Option<String> {
+/// The name a query reads a table factor by, as written (the planner
+/// reads it by the session's rule for names).
+fn qualifier(factor: &TableFactor) -> Option<Ident> {
     match factor {
         TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } => {
-            Some(crate::dialect::identifiers::normalize(&a.name))
+            Some(a.name.clone())
         }
-        TableFactor::Table { name, .. } => name
-            .0
-            .last()
-            .and_then(|p| p.as_ident())
-            .map(crate::dialect::identifiers::normalize),
+        TableFactor::Table { name, .. } => name.0.last().and_then(|p| p.as_ident()).cloned(),
         _ => None,
     }
 }
 
 fn rewrite_joins(
     twj: &mut TableWithJoins,
-    renames: &mut Vec<(String, String)>,
+    renames: &mut Vec<(String, Ident)>,
 ) -> Result<(), String> {
     while let Some(join) = twj.joins.first() {
         let TableFactor::UNNEST {
@@ -184,7 +180,7 @@ fn rewrite_joins(
                     .join(" OR ")
             )
         };
-        let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+        let quoted = table.to_string();
         let from = format!(
             "(SELECT {quoted}.*, {} FROM {}{filter}) AS {quoted}",
             columns.join(", "),
@@ -229,7 +225,7 @@ mod tests {
         assert_eq!(
             rewritten("SELECT o.id, u.tag FROM orders AS o CROSS JOIN UNNEST(o.tags) AS u(tag)")
                 .unwrap(),
-            r#"SELECT o.id, "o".tag FROM (SELECT "o".*, unnest(o.tags) AS tag FROM orders AS o WHERE o.tags IS NOT NULL) AS "o""#
+            "SELECT o.id, o.tag FROM (SELECT o.*, unnest(o.tags) AS tag FROM orders AS o WHERE o.tags IS NOT NULL) AS o"
         );
         // The comma form.
         assert!(rewritten("SELECT tag FROM t, UNNEST(t.tags) AS u(tag)")
