@@ -134,6 +134,17 @@ pub(crate) fn key_converter(
     Ok(RowConverter::new(fields)?)
 }
 
+/// A row converter for whole rows of `schema` (every column, in order).
+pub(crate) fn row_converter(schema: &Schema) -> Result<RowConverter> {
+    Ok(RowConverter::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| SortField::new(f.data_type().clone()))
+            .collect(),
+    )?)
+}
+
 /// Evaluates key expressions on `batch` and converts them to rows; also
 /// returns the evaluated key columns (empty when there are no keys).
 pub(crate) fn key_rows(

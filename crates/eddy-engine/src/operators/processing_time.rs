@@ -49,7 +49,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, TimestampMillisecondArray};
+use datafusion::arrow::array::{Array, ArrayRef, TimestampMillisecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -122,7 +122,7 @@ impl Operator for ProcessingTimeClock {
         let stamps = if stamps.data_type() == target {
             stamps
         } else {
-            cast(&stamps, target).unwrap_or_else(|_| new_null_array(target, rows))
+            cast(&stamps, target)?
         };
         let mut columns = batch.columns().to_vec();
         columns[self.plan.column] = stamps;

@@ -72,7 +72,7 @@ use datafusion::arrow::array::{Array, BinaryArray, Int64Array, UInt32Array};
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
@@ -131,20 +131,9 @@ impl OperatorPlan for TemporalJoinPlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let key_fields = self
-            .left_keys
-            .iter()
-            .map(|k| Ok(SortField::new(k.data_type(&self.left_schema)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let row_fields = self
-            .right_schema
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
         Ok(Box::new(TemporalJoin {
-            keys: RowConverter::new(key_fields)?,
-            rows: RowConverter::new(row_fields)?,
+            keys: super::key_converter(&self.left_keys, &self.left_schema)?,
+            rows: super::row_converter(&self.right_schema)?,
             plan: self.clone(),
             pending: Vec::new(),
             versions: HashMap::new(),
