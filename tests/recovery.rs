@@ -744,7 +744,7 @@ fn a_damaged_checkpoint_is_skipped_and_the_one_before_it_used() {
 }
 
 #[test]
-fn a_resumed_job_runs_the_instances_its_checkpoint_was_taken_with() {
+fn a_checkpoint_taken_at_two_instances_resumes_at_one_two_or_four() {
     let dir = tempfile::tempdir().unwrap();
     let (job, expected) = reference_job_and_output(dir.path(), 400_000);
     let with_instances = |n: &str| {
@@ -752,30 +752,60 @@ fn a_resumed_job_runs_the_instances_its_checkpoint_was_taken_with() {
         args.extend(["--parallelism".to_string(), n.to_string()]);
         JobArgs(args)
     };
+    for resumed_at in ["1", "2", "4"] {
+        let (output, state) = (
+            dir.path().join(format!("out-{resumed_at}")),
+            dir.path().join(format!("state-{resumed_at}")),
+        );
+        kill_after_two_checkpoints(&with_instances("2"), &output, &state);
+        let out = with_instances(resumed_at)
+            .command(&output, Some(&state))
+            .output()
+            .unwrap();
+        common::assert_success(&out, "the resumed run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let says = if resumed_at == "2" {
+            "running 2 instance(s) of each keyed operator over 128 key groups (as the checkpoint)"
+                .to_string()
+        } else {
+            format!(
+                "running {resumed_at} instance(s) of each keyed operator over 128 key groups (the checkpoint's state spread from 2)"
+            )
+        };
+        assert!(stderr.contains(&says), "{stderr}");
+        assert!(resumed_from(&stderr).is_some(), "{stderr}");
+        assert!(
+            ndjson_outputs(&output) == expected,
+            "resumed at {resumed_at} instances: output differs"
+        );
+    }
+
+    // Without the option a job resumes with its checkpoint's N (the
+    // default would be this machine's cores); above its key groups it is
+    // refused before anything runs.
     let (output, state) = (dir.path().join("out"), dir.path().join("state"));
     kill_after_two_checkpoints(&with_instances("3"), &output, &state);
-
-    // Another N, given explicitly, is refused before anything runs.
-    let out = with_instances("2")
+    let out = with_instances("200")
         .command(&output, Some(&state))
         .output()
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("taken with 3 instance(s)") && stderr.contains("--parallelism 3"),
+        stderr.contains(
+            "200 instances of each keyed operator exceed the job's maximum parallelism of 128"
+        ),
         "{stderr}"
     );
-    // Without the option the job resumes with the checkpoint's N (the
-    // default would be this machine's cores), and its output is exact.
     let out = job.command(&output, Some(&state)).output().unwrap();
     common::assert_success(&out, "the resumed run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("running 3 instance(s) of each keyed operator (as the checkpoint)"),
+        stderr.contains(
+            "running 3 instance(s) of each keyed operator over 128 key groups (as the checkpoint)"
+        ),
         "{stderr}"
     );
-    assert!(resumed_from(&stderr).is_some(), "{stderr}");
     assert!(ndjson_outputs(&output) == expected, "output differs");
 }
 

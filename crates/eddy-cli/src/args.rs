@@ -166,6 +166,13 @@ pub(crate) struct RunArgs {
     /// task, the tasks being the group's parallel units).
     #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) parallelism: Option<u16>,
+    /// The most instances the job may ever run with: its keyed state is
+    /// spread in this many key groups, fixed when it first runs (kept in
+    /// its checkpoints), so that it can resume at any --parallelism up to
+    /// it. Default: 128, or 1.5 times --parallelism rounded up to a power
+    /// of two when that is more.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=32768))]
+    pub(crate) max_parallelism: Option<u16>,
     /// Fail the job, naming the operator holding most, when its operator
     /// state passes SIZE (`512MiB`, `4GB`) rather than let the process
     /// run out of memory. With --group: a budget per task.

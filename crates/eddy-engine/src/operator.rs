@@ -256,4 +256,24 @@ pub trait OperatorPlan: Send + Sync + Debug {
     }
     /// Creates the per-run operator state.
     fn create(&self) -> Result<Box<dyn Operator>>;
+    /// A keyed operator's state for one instance of a job resumed with
+    /// another number of instances ([`crate::rescale`]): `parts` are the
+    /// checkpointed states ([`Operator::snapshot`]) of the old instances
+    /// that held keys of `keys`, the new instance's key groups; the result
+    /// is what [`Operator::restore`] of the new instance gets. Keep the
+    /// rows of each state table whose keys `keys` owns
+    /// ([`crate::rescale::kept_rows`]), merge the small values (a
+    /// watermark: the least; a counter: the sum over the parts marked
+    /// `counted`). By default the state cannot be moved and the resume is
+    /// refused.
+    fn rescale_state(
+        &self,
+        _parts: Vec<crate::rescale::InstanceState>,
+        _keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        Err(crate::error::EngineError::Checkpoint(format!(
+            "{} keeps state that cannot be spread over another number of instances",
+            self.kind()
+        )))
+    }
 }

@@ -1,8 +1,9 @@
 //! How many parallel instances of each keyed operator a job runs
 //! ([`Parallelism`]: `--parallelism`, or the checkpoint's N). The graph
-//! with the instances in is [`crate::distribute::instances`]'s.
+//! with the instances in is [`crate::distribute::instances`]'s; a
+//! checkpoint taken at another N is moved to it by [`crate::rescale`].
 
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 
 /// How many instances of each keyed operator a job runs (`--parallelism`).
 ///
@@ -13,13 +14,13 @@ use crate::error::{EngineError, Result};
 /// assert_eq!(Parallelism::Resumed { fresh: 2 }.resolve(Some(4)).unwrap(), 4);
 /// // Starting afresh: the N it was given.
 /// assert_eq!(Parallelism::Resumed { fresh: 2 }.resolve(None).unwrap(), 2);
-/// // An explicit N that differs from the checkpoint's is refused.
-/// assert!(Parallelism::Fixed(2).resolve(Some(4)).is_err());
+/// // An explicit N wins: the checkpoint's state is spread over it.
+/// assert_eq!(Parallelism::Fixed(2).resolve(Some(4)).unwrap(), 2);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parallelism {
     /// Exactly N instances (0 counts as 1); a checkpoint taken with
-    /// another N is refused.
+    /// another N is rescaled to it.
     Fixed(usize),
     /// The N of the checkpoint the job resumes from, and `fresh` instances
     /// when it starts afresh.
@@ -45,14 +46,6 @@ impl Parallelism {
         match (self, checkpointed) {
             (Parallelism::Resumed { .. }, Some(n)) => Ok(n.max(1)),
             (Parallelism::Resumed { fresh }, None) => Ok(fresh.max(1)),
-            (Parallelism::Fixed(n), Some(taken)) if n.max(1) != taken.max(1) => {
-                Err(EngineError::Checkpoint(format!(
-                    "the checkpoint was taken with {taken} instance(s) of each keyed operator \
-                     (--parallelism {taken}) and cannot resume with {n}: keys are spread over \
-                     the instances by N. Resume with --parallelism {taken} (or without the \
-                     option), or run with --ignore-state to start afresh"
-                )))
-            }
             (Parallelism::Fixed(n), _) => Ok(n.max(1)),
         }
     }

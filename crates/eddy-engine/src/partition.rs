@@ -6,11 +6,13 @@
 //!
 //! - [`instance_rows`], what [`crate::operators::key_split`] routes by
 //!   inside one process: a word-at-a-time multiply hash over the key
-//!   columns themselves, column by column (no row encoding). Its routing
-//!   matters to the instances' checkpointed state, so the key split names
-//!   its version ([`INSTANCE_HASH`]) in its plan, and a checkpoint taken
-//!   with another routing is refused rather than resumed with keys in the
-//!   wrong instance.
+//!   columns themselves, column by column (no row encoding), taken to a
+//!   key group ([`key_group_rows`], [`crate::key_groups`]) and to the
+//!   instance owning that group. Checkpointed keyed state is spread by the
+//!   same groups when a job resumes at another N, so the key split names
+//!   the hash's version ([`INSTANCE_HASH`]) and the groups in its plan,
+//!   and a checkpoint taken with another routing is refused rather than
+//!   resumed with keys in the wrong instance.
 //! - [`partition_rows`], what Kafka exchanges partition by: FNV-1a over the
 //!   key's Arrow row encoding, the same in every process of a group and
 //!   every eddy version, since the topics outlive the processes that wrote
@@ -28,7 +30,8 @@
 //! let parts = partition_rows(&keys, 3, 4).unwrap();
 //! assert_eq!(parts[0], parts[2]); // one key, one partition
 //! assert!(parts.iter().all(|&p| p < 4));
-//! let instances = instance_rows(&keys, 3, 4).unwrap();
+//! let groups = eddy_engine::key_groups::KeyGroups::default();
+//! let instances = instance_rows(&keys, 3, 4, groups).unwrap();
 //! assert_eq!(instances[0], instances[2]);
 //! ```
 
@@ -38,6 +41,7 @@ use datafusion::arrow::datatypes::{DataType, ToByteSlice};
 use datafusion::arrow::row::{RowConverter, SortField};
 
 use crate::error::Result;
+use crate::key_groups::KeyGroups;
 
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -180,18 +184,43 @@ fn mix_column(hashes: &mut [u64], column: &ArrayRef) -> Result<()> {
     Ok(())
 }
 
-/// The instance (`0..instances`) of each of `rows` rows with key columns
-/// `keys`, for routing inside one process (see the module docs).
-pub fn instance_rows(keys: &[ArrayRef], rows: usize, instances: u32) -> Result<Vec<u32>> {
-    if keys.is_empty() || instances <= 1 {
-        return Ok(vec![0; rows]);
-    }
+/// Each row's hash over its key columns `keys` (before the finaliser).
+fn key_hashes(keys: &[ArrayRef], rows: usize) -> Result<Vec<u64>> {
     let mut hashes = vec![SEED; rows];
     for key in keys {
         mix_column(&mut hashes, key)?;
     }
-    let n = u64::from(instances);
-    Ok(hashes.into_iter().map(|h| (finish(h) % n) as u32).collect())
+    Ok(hashes)
+}
+
+/// The key group ([`crate::key_groups`]) of each of `rows` rows with key
+/// columns `keys`: what keyed state is spread in (group 0 without keys).
+pub fn key_group_rows(keys: &[ArrayRef], rows: usize, groups: KeyGroups) -> Result<Vec<u32>> {
+    if keys.is_empty() {
+        return Ok(vec![0; rows]);
+    }
+    Ok(key_hashes(keys, rows)?
+        .into_iter()
+        .map(|h| groups.group_of_hash(finish(h)))
+        .collect())
+}
+
+/// The instance (`0..instances`) of each of `rows` rows with key columns
+/// `keys`, for routing inside one process: the instance that owns the
+/// row's key group (see the module docs).
+pub fn instance_rows(
+    keys: &[ArrayRef],
+    rows: usize,
+    instances: u32,
+    groups: KeyGroups,
+) -> Result<Vec<u32>> {
+    if keys.is_empty() || instances <= 1 {
+        return Ok(vec![0; rows]);
+    }
+    Ok(key_hashes(keys, rows)?
+        .into_iter()
+        .map(|h| groups.instance_of(groups.group_of_hash(finish(h)), instances))
+        .collect())
 }
 
 #[cfg(test)]
@@ -209,7 +238,7 @@ mod tests {
 
     fn instances(keys: Vec<ArrayRef>, n: u32) -> Vec<u32> {
         let rows = keys[0].len();
-        instance_rows(&keys, rows, n).unwrap()
+        instance_rows(&keys, rows, n, KeyGroups::default()).unwrap()
     }
 
     #[test]
@@ -266,8 +295,9 @@ mod tests {
         let mut rows = vec![SEED; 3];
         mix_column(&mut rows, &a).unwrap();
         assert_ne!(rows[1], rows[2], "null and empty differ");
-        let ab = instances(vec![a.clone(), b.clone()], 1 << 20);
-        let ba = instances(vec![b, a], 1 << 20);
+        let most = KeyGroups::new(crate::key_groups::MAX_KEY_GROUPS).unwrap();
+        let ab = key_group_rows(&[a.clone(), b.clone()], 3, most).unwrap();
+        let ba = key_group_rows(&[b, a], 3, most).unwrap();
         assert_ne!(ab, ba);
     }
 }

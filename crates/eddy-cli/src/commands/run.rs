@@ -11,6 +11,7 @@ use eddy_cli::{job, CliError, Result};
 use eddy_connectors::kafka::group_job::{plain_connectors, GroupJob, GroupJobConfig, GroupPlan};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
+use eddy_engine::key_groups::KeyGroups;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{JobConfig, JobHandle};
@@ -33,6 +34,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         group,
         session_timeout,
         parallelism,
+        max_parallelism,
         memory_limit,
     } = args;
     let memory = || -> Vec<Arc<MemoryBudget>> {
@@ -108,6 +110,9 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         &JobConfig {
             checkpoints,
             parallelism: chosen_parallelism(parallelism, machine_cores()),
+            key_groups: max_parallelism
+                .map(|n| KeyGroups::new(u32::from(n)))
+                .transpose()?,
             memory: memory(),
             batch_rows: batch_size,
             ..JobConfig::default()

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::{Checkpoint, CheckpointKind, NodeCheckpoint, NodeRuntimeState};
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
+use crate::key_groups::KeyGroups;
 use crate::message::CheckpointId;
 use crate::state::{StateSnapshot, StateTable};
 
@@ -56,7 +57,21 @@ struct Manifest {
     /// recorded it (see [`Manifest::parallelism`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parallelism: Option<usize>,
+    /// The key groups keyed state is spread in ([`crate::key_groups`]);
+    /// absent in manifests written before eddy had them (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_groups: Option<KeyGroups>,
     nodes: Vec<ManifestNode>,
+}
+
+/// How the job that took a checkpoint ran: what a job resuming from it
+/// starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointLayout {
+    /// Instances of each keyed operator.
+    pub parallelism: usize,
+    /// Key groups keyed state is spread in.
+    pub key_groups: KeyGroups,
 }
 
 impl Manifest {
@@ -187,14 +202,18 @@ impl StateDir {
         sync_dir(&dir)
     }
 
-    /// The instances of each keyed operator the newest readable checkpoint
-    /// was taken with, `None` without one: what a job resuming from this
-    /// directory runs with (see [`crate::parallel::Parallelism`]).
-    pub fn checkpointed_parallelism(&self) -> Result<Option<usize>> {
+    /// The instances of each keyed operator and the key groups the newest
+    /// readable checkpoint was taken with, `None` without one: what a job
+    /// resuming from this directory starts from (see
+    /// [`crate::parallel::Parallelism`]).
+    pub fn checkpointed_layout(&self) -> Result<Option<CheckpointLayout>> {
         for (_, dir) in self.list()?.iter().rev() {
             if dir.join(MANIFEST).exists() {
                 if let Ok(manifest) = read_manifest(dir) {
-                    return Ok(Some(manifest.parallelism()));
+                    return Ok(Some(CheckpointLayout {
+                        parallelism: manifest.parallelism(),
+                        key_groups: manifest.key_groups.unwrap_or_default(),
+                    }));
                 }
             }
         }
@@ -286,6 +305,7 @@ impl StateDir {
             kind: checkpoint.kind,
             created_ms,
             parallelism: Some(graph.parallelism()),
+            key_groups: Some(graph.key_groups()),
             nodes,
         };
         let json = serde_json::to_vec(&manifest)
@@ -607,6 +627,7 @@ mod tests {
             kind: CheckpointKind::Running,
             created_ms: 0,
             parallelism,
+            key_groups: None,
             nodes: fingerprints
                 .iter()
                 .map(|f| ManifestNode {

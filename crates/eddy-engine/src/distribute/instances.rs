@@ -17,10 +17,12 @@
 //! Each piece is an ordinary node, so watermarks, idle and end markers and
 //! checkpoint barriers reach every instance through the split (which
 //! broadcasts them on every port), the union's watermark is the least of
-//! its instances', and each instance checkpoints its own state. The same N
-//! must be used to resume a checkpoint (the graph differs otherwise, and
-//! the state directory refuses it). The split hashes each row once, by the
-//! operator's keys ([`crate::partition`]); an operator with two inputs (a
+//! its instances', and each instance checkpoints its own state. The split
+//! sends each row to the instance that owns its key group
+//! ([`crate::key_groups`]), hashing it once by the operator's keys
+//! ([`crate::partition`]), so a checkpoint taken at one N resumes at
+//! another: [`crate::rescale`] maps the old graph's state onto the new one
+//! by each node's [`Origin`]. An operator with two inputs (a
 //! join) gets a split per input, hashing each side by its own keys, and
 //! operators keyed alike on the same stream share one split.
 //!
@@ -30,12 +32,14 @@
 //!
 //! let graph = JobGraph::default();
 //! assert_eq!(expand(&graph, 4).nodes.len(), 0); // nothing keyed, nothing added
+//! assert_eq!(expand(&graph, 4).parallelism(), 4);
 //! ```
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use crate::key_groups::KeyGroups;
 use crate::operator::{Distribution, OperatorPlan};
 use crate::operators::key_split::KeySplitPlan;
 use crate::operators::union::UnionPlan;
@@ -54,16 +58,91 @@ fn runs_in_parallel(node: &Node) -> bool {
     }
 }
 
-/// `graph` with every keyed operator run as `parallelism` instances; see
-/// the module docs. `parallelism` 0 or 1 returns the graph as it is.
+/// Where a node of an expanded graph comes from, by the node of the graph
+/// as planned it stands for. Two expansions of one planned graph give
+/// their nodes the same origins whatever their N, which is how state
+/// moves from one to the other ([`crate::rescale`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The planned node itself (run once).
+    Planned(NodeId),
+    /// The key split of input `input` of keyed node `of` (shared with
+    /// operators keyed alike on the same stream, named by the first).
+    Split {
+        /// The keyed node.
+        of: NodeId,
+        /// Its input.
+        input: usize,
+    },
+    /// Instance `index` of keyed node `of`.
+    Instance {
+        /// The keyed node.
+        of: NodeId,
+        /// Which instance.
+        index: u32,
+    },
+    /// The union of keyed node `of`'s instances.
+    Union {
+        /// The keyed node.
+        of: NodeId,
+    },
+}
+
+/// How an expanded graph was made ([`JobGraph::expansion`]).
+#[derive(Debug)]
+pub struct Expansion {
+    /// The graph as planned.
+    pub planned: JobGraph,
+    /// Instances of each keyed operator.
+    pub parallelism: usize,
+    /// Key groups the instances own ranges of.
+    pub key_groups: KeyGroups,
+    /// Each node's origin, in node order.
+    pub origins: Vec<Origin>,
+}
+
+/// `graph` with every keyed operator run as `parallelism` instances, over
+/// the default key groups for that N ([`KeyGroups::for_parallelism`]);
+/// see [`expand_with`].
 pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
-    if parallelism <= 1 {
-        return graph.clone();
+    expand_with(graph, parallelism, KeyGroups::for_parallelism(parallelism))
+}
+
+/// `graph` (as planned; an expanded graph is expanded from its plan) with
+/// every keyed operator run as `parallelism` instances owning ranges of
+/// `key_groups`; see the module docs. With `parallelism` 0 or 1 the nodes
+/// are the planned ones.
+pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) -> JobGraph {
+    let planned = match graph.expansion() {
+        Some(expansion) => &expansion.planned,
+        None => graph,
+    };
+    let parallelism = parallelism.max(1);
+    if parallelism == 1 {
+        let mut out = planned.clone();
+        out.set_expansion(Expansion {
+            planned: planned.clone(),
+            parallelism,
+            key_groups,
+            // A keyed node is its own one instance: its state moves as
+            // such to a job run wider.
+            origins: planned
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(id, node)| match runs_in_parallel(node) {
+                    true => Origin::Instance { of: id, index: 0 },
+                    false => Origin::Planned(id),
+                })
+                .collect(),
+        });
+        return out;
     }
     let instances = u32::try_from(parallelism).unwrap_or(u32::MAX);
     let mut out = JobGraph::default();
+    let mut origins = Vec::new();
     // Where each old node's output is now (a parallel node's: its union).
-    let mut moved: Vec<(NodeId, bool)> = Vec::with_capacity(graph.nodes.len());
+    let mut moved: Vec<(NodeId, bool)> = Vec::with_capacity(planned.nodes.len());
     // Splits made so far, by what they read and hash: two operators keyed
     // alike on one stream share a split, and each row is hashed once.
     let mut made: HashMap<(NodeId, usize, String), NodeId> = HashMap::new();
@@ -75,11 +154,12 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
             partitioning: edge.partitioning.clone(),
         }
     };
-    for node in &graph.nodes {
+    for (id, node) in planned.nodes.iter().enumerate() {
         if !runs_in_parallel(node) {
             let mut copy = node.clone();
             copy.inputs = node.inputs.iter().map(|e| remap(&moved, e)).collect();
             moved.push((out.add(copy), false));
+            origins.push(Origin::Planned(id));
             continue;
         }
         // One split per input, each instance reading its port of each.
@@ -88,13 +168,14 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
             let Partitioning::Hash(keys) = &edge.partitioning else {
                 continue;
             };
-            let schema = graph.port_schema(edge.from, edge.port);
+            let schema = planned.port_schema(edge.from, edge.port);
             let mut feed = remap(&moved, edge);
             feed.partitioning = Partitioning::Forward;
-            let plan = KeySplitPlan::new(schema.clone(), keys.clone(), instances);
-            let id = *made
+            let plan = KeySplitPlan::new(schema.clone(), keys.clone(), instances, key_groups);
+            let split = *made
                 .entry((feed.from, feed.port, plan.describe()))
                 .or_insert_with(|| {
+                    origins.push(Origin::Split { of: id, input });
                     out.add(Node {
                         name: format!("{}/split.in{input}", node.name),
                         kind: NodeKind::Operator(Arc::new(plan)),
@@ -102,7 +183,7 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
                         schema,
                     })
                 });
-            splits.push((id, edge.partitioning.clone()));
+            splits.push((split, edge.partitioning.clone()));
         }
         let mut copies = Vec::with_capacity(parallelism);
         for index in 0..instances {
@@ -120,6 +201,7 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
                 inputs,
                 schema: node.schema.clone(),
             }));
+            origins.push(Origin::Instance { of: id, index });
         }
         let union = out.add(Node {
             name: format!("{}/union", node.name),
@@ -134,8 +216,14 @@ pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
                 .collect(),
             schema: node.schema.clone(),
         });
+        origins.push(Origin::Union { of: id });
         moved.push((union, true));
     }
-    out.set_parallelism(parallelism);
+    out.set_expansion(Expansion {
+        planned: planned.clone(),
+        parallelism,
+        key_groups,
+        origins,
+    });
     out
 }

@@ -105,6 +105,26 @@ impl OperatorPlan for ChangelogNormalizePlan {
             unmatched_deletes: 0,
         }))
     }
+
+    /// `current` holds each key's row, the key row-encoded first.
+    fn rescale_state(
+        &self,
+        parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        let mut parts: Vec<_> = parts.into_iter().filter(|p| !p.state.is_empty()).collect();
+        if parts.is_empty() {
+            return Ok(StateSnapshot::default());
+        }
+        let metas = crate::rescale::metas::<u64>(&parts)?;
+        let converter = super::key_converter(&self.keys, &self.schema)?;
+        let current = crate::rescale::kept_table(&mut parts, "current", keys, |table| {
+            super::decoded_keys(&converter, table.column(0))
+        })?;
+        let mut state = StateSnapshot::with_meta(&crate::rescale::counted_sum(&metas, |m| *m))?;
+        state.push_table("current", current);
+        Ok(state)
+    }
 }
 
 struct ChangelogNormalize {
@@ -260,5 +280,72 @@ mod tests {
             .on_batch(0, keyed(&["a"], &[0], Some(&[3])), &mut out)
             .unwrap();
         assert_eq!(changes(&mut out), ["-D a 2"]);
+    }
+
+    #[test]
+    fn its_keys_move_to_the_instance_that_owns_them_at_another_parallelism() {
+        use crate::key_groups::KeyGroups;
+        use crate::rescale::{InstanceState, KeyRange};
+        let groups = KeyGroups::default();
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let values: Vec<i64> = (1..=8).collect();
+        // Two instances, each upserting the keys routed to it.
+        let batch = keyed(&keys, &values, Some(&[2; 8]));
+        let column = batch.column(0).clone();
+        let owners = crate::partition::instance_rows(&[column], 8, 2, groups).unwrap();
+        let mut parts = Vec::new();
+        for instance in 0..2u32 {
+            let mask: datafusion::arrow::array::BooleanArray =
+                owners.iter().map(|&o| Some(o == instance)).collect();
+            let mut op = plan().create().unwrap();
+            let mut out = Collector::default();
+            let mine = datafusion::arrow::compute::filter_record_batch(&batch, &mask).unwrap();
+            op.on_batch(0, mine, &mut out).unwrap();
+            // One unmatched delete each, counted once after the move.
+            op.on_batch(0, keyed(&["zz"], &[0], Some(&[3])), &mut out)
+                .unwrap();
+            parts.push((groups.range_of(instance, 2), op.snapshot().unwrap()));
+        }
+        // Three instances now: deleting every key gives its row back once.
+        let mut deleted = Vec::new();
+        let mut unmatched = 0;
+        for instance in 0..3u32 {
+            let range = KeyRange::of_instance(groups, instance, 3);
+            // The old instances whose groups overlap, as a resumed job hands
+            // them over: each one's counters to the instance owning its first.
+            let owned = groups.range_of(instance, 3);
+            let mine = parts
+                .iter()
+                .filter(|(held, _)| held.start < owned.end && owned.start < held.end)
+                .map(|(held, state)| InstanceState {
+                    state: state.clone(),
+                    counted: owned.contains(&held.start),
+                })
+                .collect();
+            let mut op = plan().create().unwrap();
+            op.restore(plan().rescale_state(mine, &range).unwrap())
+                .unwrap();
+            unmatched += op.late_rows();
+            let mut out = Collector::default();
+            let column = batch.column(0).clone();
+            let mine: datafusion::arrow::array::BooleanArray =
+                range.mask(&[column], 8).unwrap().iter().collect();
+            let deletes = keyed(&keys, &[0; 8], Some(&[3; 8]));
+            op.on_batch(
+                0,
+                datafusion::arrow::compute::filter_record_batch(&deletes, &mine).unwrap(),
+                &mut out,
+            )
+            .unwrap();
+            deleted.extend(changes(&mut out));
+        }
+        deleted.sort();
+        let expected: Vec<String> = keys
+            .iter()
+            .zip(&values)
+            .map(|(k, v)| format!("-D {k} {v}"))
+            .collect();
+        assert_eq!(deleted, expected);
+        assert_eq!(unmatched, 2, "each old instance's count, carried once");
     }
 }

@@ -307,6 +307,28 @@ impl OperatorPlan for IntervalJoinPlan {
             watermark: WATERMARK_MIN,
         }))
     }
+
+    /// Each side's table holds its buffered rows (and whether each found a
+    /// match): keyed by that side's join keys.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        let watermark = crate::rescale::metas::<Timestamp>(&parts)?
+            .into_iter()
+            .map(|(w, _)| w)
+            .min()
+            .unwrap_or(WATERMARK_MIN);
+        let mut state = StateSnapshot::with_meta(&watermark)?;
+        for (name, side_keys) in SIDE_TABLES.iter().zip([&self.left_keys, &self.right_keys]) {
+            state.push_table(
+                *name,
+                crate::rescale::kept_rows(&mut parts, name, keys, side_keys)?,
+            );
+        }
+        Ok(state)
+    }
 }
 
 struct IntervalJoinOperator {

@@ -1,8 +1,8 @@
 //! Key split: routes each row to the output port of the parallel instance
 //! that owns its key (see [`crate::parallel`]).
 //!
-//! In: batches of one input. Out: on port `i`, the rows whose key hashes to
-//! instance `i` of N ([`crate::partition::instance_rows`]), in input
+//! In: batches of one input. Out: on port `i`, the rows whose key group
+//! instance `i` of N owns ([`crate::partition::instance_rows`]), in input
 //! order; watermarks, idle and end markers and barriers go to every port
 //! (the runtime broadcasts them). Each row is hashed once, where N filters
 //! would hash it N times. Stateless.
@@ -15,7 +15,8 @@
 //! use eddy_engine::operators::key_split::KeySplitPlan;
 //!
 //! let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Utf8, true)]));
-//! let split = KeySplitPlan::new(schema, vec![Arc::new(Column::new("k", 0))], 4);
+//! let groups = eddy_engine::key_groups::KeyGroups::default();
+//! let split = KeySplitPlan::new(schema, vec![Arc::new(Column::new("k", 0))], 4, groups);
 //! assert_eq!(split.output_ports(), 4);
 //! ```
 
@@ -28,6 +29,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
+use crate::key_groups::KeyGroups;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::partition::{instance_rows, INSTANCE_HASH};
 
@@ -37,15 +39,23 @@ pub struct KeySplitPlan {
     schema: SchemaRef,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     ports: u32,
+    groups: KeyGroups,
 }
 
 impl KeySplitPlan {
-    /// Splits rows of `schema` by `keys` over `ports` outputs.
-    pub fn new(schema: SchemaRef, keys: Vec<Arc<dyn PhysicalExpr>>, ports: u32) -> Self {
+    /// Splits rows of `schema` by `keys` over `ports` outputs, each owning
+    /// a range of `groups`.
+    pub fn new(
+        schema: SchemaRef,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        ports: u32,
+        groups: KeyGroups,
+    ) -> Self {
         Self {
             schema,
             keys,
             ports: ports.max(1),
+            groups,
         }
     }
 }
@@ -62,9 +72,10 @@ impl OperatorPlan for KeySplitPlan {
     fn describe(&self) -> String {
         let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
         format!(
-            "hash({}) over {} instances ({INSTANCE_HASH})",
+            "hash({}) over {} instances ({INSTANCE_HASH}, {} key groups)",
             keys.join(", "),
-            self.ports
+            self.ports,
+            self.groups
         )
     }
 
@@ -94,7 +105,7 @@ impl Operator for KeySplit {
             .iter()
             .map(|k| k.evaluate(&batch)?.into_array(rows))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let targets = instance_rows(&keys, rows, self.plan.ports)?;
+        let targets = instance_rows(&keys, rows, self.plan.ports, self.plan.groups)?;
         let mut by_port: Vec<Vec<u32>> = vec![Vec::new(); self.plan.ports as usize];
         for (row, &port) in targets.iter().enumerate() {
             by_port[port as usize].push(row as u32);
@@ -149,7 +160,12 @@ mod tests {
     #[test]
     fn each_key_goes_to_one_port_every_time() {
         let schema = kv_schema();
-        let plan = KeySplitPlan::new(schema.clone(), vec![col("k", &schema).unwrap()], 3);
+        let plan = KeySplitPlan::new(
+            schema.clone(),
+            vec![col("k", &schema).unwrap()],
+            3,
+            KeyGroups::default(),
+        );
         assert_eq!(plan.distribution(), Distribution::Any);
         assert_eq!(plan.output_ports(), 3);
         let mut op = plan.create().unwrap();

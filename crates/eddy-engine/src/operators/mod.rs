@@ -36,7 +36,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 
 /// One aggregate call of a GROUP BY (windowed or not).
 #[derive(Debug, Clone)]
@@ -132,6 +132,18 @@ pub(crate) fn key_converter(
             .collect::<Result<Vec<_>>>()?
     };
     Ok(RowConverter::new(fields)?)
+}
+
+/// The key columns of a state table's column of row-encoded keys
+/// (`converter`'s rows as `Binary`), to find each row's key group when a
+/// job resumes at another parallelism ([`crate::rescale`]).
+pub(crate) fn decoded_keys(converter: &RowConverter, encoded: &ArrayRef) -> Result<Vec<ArrayRef>> {
+    let encoded = encoded
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+        .ok_or_else(|| EngineError::State("a key column of a state table is not binary".into()))?;
+    let parser = converter.parser();
+    Ok(converter.convert_rows(encoded.iter().map(|k| parser.parse(k.unwrap_or_default())))?)
 }
 
 /// A row converter for whole rows of `schema` (every column, in order).

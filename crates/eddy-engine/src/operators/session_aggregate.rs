@@ -78,6 +78,7 @@ use super::window_aggregate::{GroupColumn, WindowAggregate};
 use super::{key_converter, key_rows};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::rescale::{self, InstanceState, KeyRange};
 use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::window_struct_column;
@@ -156,6 +157,33 @@ impl OperatorPlan for SessionAggregatePlan {
             watermark: WATERMARK_MIN,
             late_rows: 0,
         }))
+    }
+
+    /// `pending` holds input rows, `sessions` a row per open session with
+    /// its key row-encoded in the first column.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<InstanceState>,
+        keys: &KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = rescale::metas::<SessionMeta>(&parts)?;
+        let partition_keys = self.partition_keys();
+        let converter = key_converter(&partition_keys, &self.input_schema)?;
+        let pending = rescale::kept_rows(&mut parts, "pending", keys, &partition_keys)?;
+        let sessions = rescale::kept_table(&mut parts, "sessions", keys, |table| {
+            super::decoded_keys(&converter, table.column(0))
+        })?;
+        let mut state = StateSnapshot::with_meta(&SessionMeta {
+            watermark: metas
+                .iter()
+                .map(|(m, _)| m.watermark)
+                .min()
+                .unwrap_or(WATERMARK_MIN),
+            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
+        })?;
+        state.push_table("pending", pending);
+        state.push_table("sessions", sessions);
+        Ok(state)
     }
 }
 

@@ -221,6 +221,33 @@ impl OperatorPlan for UpdatingRankPlan {
             arrivals: 0,
         }))
     }
+
+    /// `rows` holds each partition's ranked rows, the partition key
+    /// row-encoded first.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = crate::rescale::metas::<Meta>(&parts)?;
+        let converter = super::key_converter(&self.partition_by, &self.input_schema)?;
+        let rows = crate::rescale::kept_table(&mut parts, "rows", keys, |table| {
+            super::decoded_keys(&converter, table.column(0))
+        })?;
+        let mut state = StateSnapshot::with_meta(&Meta {
+            unmatched_retractions: crate::rescale::counted_sum(&metas, |m| m.unmatched_retractions),
+            watermark: metas
+                .iter()
+                .map(|(m, _)| m.watermark)
+                .min()
+                .unwrap_or(WATERMARK_MIN),
+            // Arrival numbers order rows within a partition, whose rows
+            // all come from one part: go on after the largest.
+            arrivals: metas.iter().map(|(m, _)| m.arrivals).max().unwrap_or(0),
+        })?;
+        state.push_table("rows", rows);
+        Ok(state)
+    }
 }
 
 /// A partition's rows in rank order: (sort key, row) -> copies.

@@ -69,6 +69,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::rescale::{self, InstanceState, KeyRange};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::{window_struct_array, WindowSpec};
@@ -171,6 +172,38 @@ impl OperatorPlan for WindowAggregatePlan {
             group_indices: Vec::new(),
             late_rows: 0,
         }))
+    }
+
+    /// `windows` and `frozen` hold a row per window (or slice) and key,
+    /// the keys right after the window end.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<InstanceState>,
+        keys: &KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = rescale::metas::<WindowMeta>(&parts)?;
+        let key_columns = 1..1 + self.keys.len();
+        let by_key = |table: &RecordBatch| rescale::columns(table, key_columns.clone());
+        let windows = rescale::kept_table(&mut parts, "windows", keys, by_key)?;
+        let mut state = StateSnapshot::with_meta(&WindowMeta {
+            watermark: metas
+                .iter()
+                .map(|(m, _)| m.watermark)
+                .min()
+                .unwrap_or(WATERMARK_MIN),
+            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
+            // Every window before an instance's next end has fired
+            // wherever it had rows: the furthest is where all stand.
+            next_end: metas.iter().filter_map(|(m, _)| m.next_end).max(),
+        })?;
+        state.push_table("windows", windows);
+        if self.window.slice_ms().is_some() {
+            state.push_table(
+                "frozen",
+                rescale::kept_table(&mut parts, "frozen", keys, by_key)?,
+            );
+        }
+        Ok(state)
     }
 }
 
@@ -529,7 +562,7 @@ impl WindowAggregateOperator {
         Ok(())
     }
 
-    /// Opens the windows of a checkpoint table (rows of one window together).
+    /// Opens the windows of a checkpoint table.
     fn load_windows(&mut self, table: &RecordBatch) -> Result<()> {
         if table.num_columns() != self.state_schema.fields().len() {
             return Err(EngineError::State(
@@ -566,7 +599,12 @@ impl WindowAggregateOperator {
             while end < table.num_rows() && ends.value(end) == window_end {
                 end += 1;
             }
-            let mut window = self.open_window()?;
+            // A window's rows may come in several runs (the tables of
+            // several instances, when a job resumes at another parallelism).
+            let mut window = match self.windows.remove(&window_end) {
+                Some(window) => window,
+                None => self.open_window()?,
+            };
             self.merge_table(&mut window, &table.slice(row, end - row))?;
             self.windows.insert(window_end, window);
             row = end;

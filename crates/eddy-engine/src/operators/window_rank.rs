@@ -66,6 +66,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::rescale::{self, InstanceState, KeyRange};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 
@@ -156,6 +157,26 @@ impl OperatorPlan for WindowRankPlan {
             watermark: WATERMARK_MIN,
             late_rows: 0,
         }))
+    }
+
+    /// `pending` holds input rows: keyed by the partition columns.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<InstanceState>,
+        keys: &KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = rescale::metas::<RankMeta>(&parts)?;
+        let pending = rescale::kept_rows(&mut parts, "pending", keys, &self.partition_by)?;
+        let mut state = StateSnapshot::with_meta(&RankMeta {
+            watermark: metas
+                .iter()
+                .map(|(m, _)| m.watermark)
+                .min()
+                .unwrap_or(WATERMARK_MIN),
+            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
+        })?;
+        state.push_table("pending", pending);
+        Ok(state)
     }
 }
 

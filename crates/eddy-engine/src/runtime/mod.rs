@@ -46,6 +46,7 @@ use crate::checkpoint::{
 };
 use crate::error::{EngineError, Result};
 use crate::graph::{check_topological, ConnectorFactory, JobGraph, NodeKind};
+use crate::key_groups::KeyGroups;
 use crate::message::Message;
 use crate::metrics::NodeMetrics;
 use crate::parallel::Parallelism;
@@ -71,6 +72,11 @@ pub struct JobConfig {
     /// per core, or the N of the checkpoint the job resumes from). The
     /// graph run is [`crate::distribute::instances::expand`]ed to it.
     pub parallelism: Parallelism,
+    /// The key groups keyed state is spread in for a job that starts
+    /// afresh (`--max-parallelism`); `None`: the default for its N
+    /// ([`KeyGroups::for_parallelism`]). A resumed job keeps its
+    /// checkpoint's.
+    pub key_groups: Option<KeyGroups>,
     /// The budgets the job's operator state is charged to (its own, its
     /// server's); none: unbounded.
     pub memory: Vec<Arc<crate::memory::MemoryBudget>>,
@@ -213,45 +219,64 @@ pub fn start_job(
         None => None,
     };
     let checkpointed = match &store {
-        Some(store) => store.checkpointed_parallelism()?,
+        Some(store) => store.checkpointed_layout()?,
         None => None,
     };
     let parallelism = config
         .parallelism
-        .resolve(checkpointed)
-        .map_err(|e| match (e, &store) {
-            (EngineError::Checkpoint(why), Some(store)) => {
-                EngineError::Checkpoint(format!("{}: {why}", store.root().display()))
-            }
-            (e, _) => e,
-        })?;
+        .resolve(checkpointed.map(|c| c.parallelism))?;
+    // The key groups are the checkpoint's (keys must stay in their
+    // groups); a fresh job's are the configured ones or the default for N.
+    let key_groups = match (checkpointed, config.key_groups) {
+        (Some(c), _) => c.key_groups,
+        (None, Some(groups)) => groups,
+        (None, None) => KeyGroups::for_parallelism(parallelism),
+    };
+    key_groups.check_parallelism(parallelism)?;
     // A graph as planned is expanded here; one expanded already (to show
-    // its instances before it runs) must have the N resolved.
-    let graph = if graph.parallelism() == parallelism {
+    // its instances before it runs) is expanded again from its plan when
+    // the N or key groups it was shown with are not the job's.
+    let graph = if graph.expansion().is_some()
+        && graph.parallelism() == parallelism
+        && graph.key_groups() == key_groups
+    {
         graph
-    } else if graph.parallelism() == 1 {
-        Arc::new(crate::distribute::instances::expand(&graph, parallelism))
     } else {
-        return Err(EngineError::Graph(format!(
-            "the graph runs {} instances of each keyed operator, the job {parallelism}",
-            graph.parallelism()
-        )));
+        Arc::new(crate::distribute::instances::expand_with(
+            &graph,
+            parallelism,
+            key_groups,
+        ))
     };
     check_topological(&graph)?;
     connectors.check(&graph)?;
     let n = graph.nodes.len();
+    let rescaled_from = checkpointed
+        .map(|c| c.parallelism)
+        .filter(|&taken| taken != parallelism);
     tracing::info!(
-        "running {parallelism} instance(s) of each keyed operator{}",
-        if checkpointed.is_some() {
-            " (as the checkpoint)"
-        } else {
-            ""
+        "running {parallelism} instance(s) of each keyed operator over {key_groups} key groups{}",
+        match (checkpointed, rescaled_from) {
+            (_, Some(taken)) => format!(" (the checkpoint's state spread from {taken})"),
+            (Some(_), None) => " (as the checkpoint)".to_string(),
+            (None, _) => String::new(),
         }
     );
 
-    let restored = match &store {
-        Some(store) => store.load_latest(&graph)?,
-        None => None,
+    let restored = match (&store, rescaled_from) {
+        (Some(store), Some(taken)) => {
+            let taken_with = crate::distribute::instances::expand_with(&graph, taken, key_groups);
+            match store.load_latest(&taken_with)? {
+                Some(checkpoint) => Some(crate::rescale::checkpoint::rescale(
+                    &taken_with,
+                    &graph,
+                    checkpoint,
+                )?),
+                None => None,
+            }
+        }
+        (Some(store), None) => store.load_latest(&graph)?,
+        (None, _) => None,
     };
     if let Some(checkpoint) = &restored {
         commit_sinks(&graph, connectors.as_ref(), checkpoint)?;

@@ -275,4 +275,12 @@ impl OperatorPlan for MatchRecognizePlan {
             self.clone(),
         )?))
     }
+
+    fn rescale_state(
+        &self,
+        parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<crate::state::StateSnapshot> {
+        operator::rescale_state(self, parts, keys)
+    }
 }

@@ -513,3 +513,32 @@ impl Operator for MatchRecognizeOperator {
         horizon.min(self.hold)
     }
 }
+
+/// The state of one instance of a MATCH_RECOGNIZE node resumed at another
+/// parallelism ([`crate::rescale`]): `pending` holds input rows (keyed by
+/// the partition columns), `rows` each partition's rows with the partition
+/// key row-encoded in its first column.
+pub(super) fn rescale_state(
+    plan: &MatchRecognizePlan,
+    mut parts: Vec<crate::rescale::InstanceState>,
+    range: &crate::rescale::KeyRange,
+) -> Result<StateSnapshot> {
+    let metas = crate::rescale::metas::<Meta>(&parts)?;
+    let converter = super::super::key_converter(&plan.partition_by, &plan.input_schema)?;
+    let pending = crate::rescale::kept_rows(&mut parts, "pending", range, &plan.partition_by)?;
+    let rows = crate::rescale::kept_table(&mut parts, "rows", range, |table| {
+        super::super::decoded_keys(&converter, table.column(0))
+    })?;
+    let mut state = StateSnapshot::with_meta(&Meta {
+        // The horizon every instance's watermark reached.
+        released: metas
+            .iter()
+            .map(|(m, _)| m.released)
+            .max()
+            .unwrap_or(crate::time::WATERMARK_MIN),
+        late: crate::rescale::counted_sum(&metas, |m| m.late),
+    })?;
+    state.push_table("pending", pending);
+    state.push_table("rows", rows);
+    Ok(state)
+}

@@ -17,6 +17,7 @@ use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use super::operator::OverOperator;
 use super::OverFunction;
 use crate::error::{EngineError, Result};
+use crate::rescale::{self, InstanceState, KeyRange, KeyedBy};
 use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::Timestamp;
 
@@ -397,4 +398,52 @@ impl OverOperator {
             .collect();
         Ok(())
     }
+}
+
+/// The state of one instance of an OVER node resumed at another
+/// parallelism ([`crate::rescale`]): `pending` holds input rows (keyed by
+/// the partition columns); `keys` a row per key, its key row-encoded, with
+/// `slide{f}` aligned to it; `frame{f}` and `lag{f}` rows point into it by
+/// `key_index`, renumbered here to the kept keys.
+pub(super) fn rescale_over(
+    plan: &super::OverPlan,
+    mut parts: Vec<InstanceState>,
+    range: &KeyRange,
+) -> Result<StateSnapshot> {
+    let metas = rescale::metas::<OverMeta>(&parts)?;
+    let converter = super::super::key_converter(&plan.partition_by, &plan.input_schema)?;
+    let pending = rescale::kept_rows(&mut parts, "pending", range, &plan.partition_by)?;
+    let kept = rescale::kept_by_key_table(
+        &mut parts,
+        "keys",
+        range,
+        |keys| super::super::decoded_keys(&converter, keys.column(0)),
+        |name| {
+            if name.starts_with("slide") {
+                Some(KeyedBy::Aligned)
+            } else if name.starts_with("frame") || name.starts_with("lag") {
+                Some(KeyedBy::Index)
+            } else {
+                None
+            }
+        },
+    )?;
+    if let Some(table) = parts.iter().flat_map(|p| &p.state.tables).next() {
+        return Err(EngineError::State(format!(
+            "over: a checkpoint table '{}' it does not know",
+            table.name
+        )));
+    }
+    let mut state = StateSnapshot::with_meta(&OverMeta {
+        last_sweep: metas
+            .iter()
+            .map(|(m, _)| m.last_sweep)
+            .min()
+            .unwrap_or(crate::time::WATERMARK_MIN),
+    })?;
+    state.push_table("pending", pending);
+    for (name, table) in kept {
+        state.push_table(name, table);
+    }
+    Ok(state)
 }

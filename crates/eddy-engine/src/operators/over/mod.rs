@@ -196,4 +196,12 @@ impl OperatorPlan for OverPlan {
             last_sweep: WATERMARK_MIN,
         }))
     }
+
+    fn rescale_state(
+        &self,
+        parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<crate::state::StateSnapshot> {
+        checkpoint::rescale_over(self, parts, keys)
+    }
 }

@@ -199,6 +199,34 @@ impl OperatorPlan for UpdatingAggregatePlan {
             sweeps: TtlSweeps::new(self.state_ttl_ms),
         }))
     }
+
+    /// `groups` holds a row per group, its keys first; a multiset
+    /// aggregate's `values{i}` rows name their group by its row.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        use crate::rescale::{self, KeyedBy};
+        let metas = rescale::metas::<Meta>(&parts)?;
+        let key_count = self.keys.len();
+        let tables = rescale::kept_by_key_table(
+            &mut parts,
+            "groups",
+            keys,
+            |groups| rescale::columns(groups, 0..key_count),
+            |name| name.starts_with("values").then_some(KeyedBy::Index),
+        )?;
+        let mut state = StateSnapshot::with_meta(&Meta {
+            input_updating: self.input_updating,
+            unmatched_retractions: rescale::counted_sum(&metas, |m| m.unmatched_retractions),
+            watermark: metas.iter().filter_map(|(m, _)| m.watermark).min(),
+        })?;
+        for (name, table) in tables {
+            state.push_table(name, table);
+        }
+        Ok(state)
+    }
 }
 
 struct UpdatingAggregate {
