@@ -165,7 +165,9 @@ fn explain_shows_the_instances_of_a_parallel_run() {
     // The join's two sides split by order_id, its second instance reading
     // port 1 of each split, a union of the two instances after them.
     assert!(
-        text.contains("#2 key_split hash(order_id@1) over 2 instances (mix64) <- #0"),
+        text.contains(
+            "#2 key_split hash(order_id@1) over 2 instances (mix64, 128 key groups) <- #0"
+        ),
         "{text}"
     );
     assert!(

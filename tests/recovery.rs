@@ -809,6 +809,131 @@ fn a_checkpoint_taken_at_two_instances_resumes_at_one_two_or_four() {
     assert!(ndjson_outputs(&output) == expected, "output differs");
 }
 
+/// Copies the files of `from` into a fresh `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_job_stopped_with_a_savepoint_at_two_starts_from_it_at_one_two_or_four() {
+    let dir = tempfile::tempdir().unwrap();
+    let (job, expected) = reference_job_and_output(dir.path(), 400_000);
+    let with = |extra: &[&str]| {
+        let mut args = job.0.clone();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        JobArgs(args)
+    };
+    // Run at 2 until two checkpoints are in, then stop it (SIGTERM: a
+    // final checkpoint, output committed) and keep a savepoint.
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    let mut child = with(&["--parallelism", "2"])
+        .command(&output, Some(&state))
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !(state.exists()
+        && std::fs::read_dir(&state)
+            .unwrap()
+            .filter(|e| e.as_ref().is_ok_and(|e| e.path().join("MANIFEST").exists()))
+            .count()
+            >= 2)
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before two checkpoints"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no two checkpoints within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    common::assert_success(&child.wait_with_output().unwrap(), "the stopped job");
+    let savepoint = dir.path().join("savepoint");
+    let out = eddy()
+        .args(["savepoint", "--state-dir"])
+        .arg(&state)
+        .arg(&savepoint)
+        .args(["--name", "reference", "--sql"])
+        .arg(common::repo_root().join("queries"))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "eddy savepoint");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("(Stopped) of 2 instance(s), 128 key groups"),
+        "{said}"
+    );
+    let described = std::fs::read_to_string(savepoint.join("SAVEPOINT")).unwrap();
+    assert!(
+        described.contains("\"job\": \"reference\"") && described.contains("CREATE TABLE orders"),
+        "the savepoint names its job and holds its SQL: {described}"
+    );
+    // The savepoint stands alone: the state directory goes.
+    std::fs::remove_dir_all(&state).unwrap();
+    let stopped_output = dir.path().join("stopped-output");
+    copy_dir(&output, &stopped_output);
+
+    for n in ["1", "2", "4"] {
+        copy_dir(&stopped_output, &output);
+        let state = dir.path().join(format!("state-{n}"));
+        let resume = with(&[
+            "--parallelism",
+            n,
+            "--from-savepoint",
+            savepoint.to_str().unwrap(),
+        ]);
+        let out = resume.command(&output, Some(&state)).output().unwrap();
+        common::assert_success(&out, "the run from the savepoint");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("starting from the savepoint"), "{stderr}");
+        assert!(
+            ndjson_outputs(&output) == expected,
+            "started from the savepoint at {n} instances: output differs"
+        );
+        // Run again with the same command line: it resumes from its own
+        // (finished) checkpoints, not from the savepoint, and writes nothing more.
+        let out = resume.command(&output, Some(&state)).output().unwrap();
+        common::assert_success(&out, "the run again");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("continue the savepoint"), "{stderr}");
+        assert!(
+            ndjson_outputs(&output) == expected,
+            "run again at {n}: output differs"
+        );
+    }
+    // A state directory of another run is not overwritten by a savepoint.
+    let out = with(&["--from-savepoint", savepoint.to_str().unwrap()])
+        .command(&output, Some(&dir.path().join("state-1")))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the same savepoint: resumes");
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    kill_after_two_checkpoints(&job, &dir.path().join("other-out"), &other);
+    let out = with(&["--from-savepoint", savepoint.to_str().unwrap()])
+        .command(&dir.path().join("other-out"), Some(&other))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("already holds checkpoints of a job not started from the savepoint"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_changed_query_is_refused_naming_the_operator() {
     let dir = tempfile::tempdir().unwrap();

@@ -783,3 +783,110 @@ fn a_job_reading_a_named_pipe_is_submitted_without_waiting_for_a_writer() {
     let written = std::fs::read_to_string(dirs.output.join("pipe.ndjson")).unwrap();
     assert_eq!(written, "{\"k\":\"A\"}\n{\"k\":\"B\"}\n");
 }
+
+/// Per-customer windows over a bounded generated stream, paced (about 3 s
+/// of wall clock): keyed state that a savepoint carries.
+const WINDOWED: &str = "
+CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND)
+  WITH (connector = 'generator', stream = 'orders', count = '12000', rate = '4000', realtime = 'true',
+        batch_size = '200');
+CREATE TABLE per_customer (window_start TIMESTAMP, customer_id VARCHAR, n BIGINT, total DOUBLE)
+  WITH (connector = 'ndjson', path = 'per_customer.ndjson');
+INSERT INTO per_customer
+SELECT window_start, customer_id, count(*), sum(order_amount)
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, customer_id;
+";
+
+#[test]
+fn a_job_stopped_with_a_savepoint_starts_again_from_it_at_another_parallelism() {
+    // What an uninterrupted run writes.
+    let expected_dir = tempfile::tempdir().unwrap();
+    let sql = expected_dir.path().join("job.sql");
+    std::fs::write(&sql, WINDOWED).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["run", "--quiet", "--output"])
+        .arg(expected_dir.path().join("out"))
+        .arg(&sql)
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    let lines = |path: &std::path::Path| {
+        let mut lines: Vec<String> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let expected = lines(&expected_dir.path().join("out").join("per_customer.ndjson"));
+
+    let dirs = dirs();
+    let server = Server::start(&dirs, None);
+    let (status, job) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "windows", "sql": WINDOWED, "parallelism": 2 }),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    server.wait_for(&id, "checkpointed", Duration::from_secs(30), |j| {
+        j["checkpoints"]["completed"].as_u64() >= Some(1)
+    });
+    let (status, stopped) = server.post(
+        &format!("/api/v1/jobs/{id}/stop"),
+        &json!({ "savepoint": true }),
+    );
+    assert_eq!(status, 200, "{stopped}");
+    assert_eq!(
+        stopped["state"], "stopped",
+        "paced at 4,000 rows a second, 12,000 rows: {stopped}"
+    );
+    let savepoint = &stopped["savepoints"][0];
+    assert_eq!(savepoint["job_id"], id.as_str(), "{stopped}");
+    assert_eq!(savepoint["parallelism"], 2, "{savepoint}");
+    assert_eq!(savepoint["key_groups"], 128, "{savepoint}");
+    let (status, listed) = server.get("/api/v1/savepoints");
+    assert_eq!(status, 200);
+    assert_eq!(listed[0]["id"], savepoint["id"], "{listed}");
+
+    // A job from it, at 3 instances, goes on where the first stopped.
+    let (status, resumed) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "windows again", "sql": WINDOWED, "parallelism": 3, "from_savepoint": savepoint["id"] }),
+    );
+    assert_eq!(status, 201, "{resumed}");
+    let again = resumed["id"].as_str().unwrap().to_string();
+    assert_eq!(resumed["from_savepoint"], savepoint["id"]);
+    let done = server.wait_for(&again, "finished", Duration::from_secs(60), |j| {
+        j["state"] == "finished"
+    });
+    assert_eq!(
+        done["checkpoints"]["restored_from"], savepoint["checkpoint"],
+        "{done}"
+    );
+    assert_eq!(
+        lines(&dirs.output.join("per_customer.ndjson")),
+        expected,
+        "the output of the job stopped and the one started from its savepoint, together"
+    );
+
+    // A savepoint that is not there, and a malformed stop body.
+    let (status, body) = server.post(
+        "/api/v1/jobs",
+        &json!({ "sql": WINDOWED, "from_savepoint": "../jobs" }),
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        raw_status(
+            &server.base,
+            "POST",
+            &format!("/api/v1/jobs/{again}/stop"),
+            None,
+            b"{savepoint"
+        ),
+        400
+    );
+}

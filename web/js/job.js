@@ -43,6 +43,11 @@ function renderJob(job) {
   $('job-state').replaceWith(Object.assign(badge(job.state), { id: 'job-state' }));
   $('job-uptime').textContent = `up ${fmtDuration(uptime(job))}`;
   $('job-stop').disabled = job.state !== 'running';
+  $('job-savepoint').disabled = job.state !== 'running' || Boolean(job.group);
+  const savepoints = job.savepoints.map((s) => `${s.id} (checkpoint ${s.checkpoint}, ${s.parallelism} instance(s), ${fmtBytes(s.bytes)})`);
+  if (job.from_savepoint) savepoints.unshift(`started from ${job.from_savepoint}`);
+  $('job-savepoints').hidden = savepoints.length === 0;
+  $('job-savepoints').textContent = savepoints.length ? `savepoints: ${savepoints.join('; ')}` : '';
   $('job-error').hidden = !job.error;
   $('job-error').textContent = job.error || '';
   const stateBytes = job.metrics.reduce((sum, m) => sum + m.state_bytes, 0);
@@ -69,6 +74,7 @@ function renderJob(job) {
 }
 
 $('job-stop').addEventListener('click', () => state.jobId && stopJob(state.jobId));
+$('job-savepoint').addEventListener('click', () => state.jobId && stopJob(state.jobId, true));
 $('job-delete').addEventListener('click', () => state.jobId && deleteJob(state.jobId));
 
 function layout(graph) {

@@ -51,9 +51,9 @@ function cell(content, className) {
   return td;
 }
 
-export async function stopJob(id) {
+export async function stopJob(id, savepoint = false) {
   try {
-    await api(`/api/v1/jobs/${id}/stop`, { method: 'POST', body: {} });
+    await api(`/api/v1/jobs/${id}/stop`, { method: 'POST', body: { savepoint } });
   } catch (e) {
     setConnection(e.message);
   }

@@ -49,6 +49,9 @@ pub(crate) enum Command {
         /// share its tasks and must share --group-state-dir.
         #[arg(long, value_name = "NAME")]
         group: Option<String>,
+        /// Start from this savepoint of the server (`eddy stop --savepoint`).
+        #[arg(long, value_name = "ID")]
+        from_savepoint: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -64,10 +67,33 @@ pub(crate) enum Command {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Copy the newest checkpoint of a state directory into a savepoint:
+    /// a self-describing copy of the job's state, kept whatever becomes of
+    /// the directory, that `eddy run --from-savepoint` starts a job from
+    /// (at any --parallelism up to its key groups). Take it after the job
+    /// stopped (Ctrl-C or SIGTERM: a final checkpoint), or from a running
+    /// job's last checkpoint.
+    Savepoint {
+        /// The job's --state-dir.
+        #[arg(long, value_name = "DIR")]
+        state_dir: PathBuf,
+        /// Where to write the savepoint (a new or empty directory).
+        dest: PathBuf,
+        /// The job's SQL files or directories, recorded in the savepoint.
+        #[arg(long = "sql", value_name = "PATH")]
+        sql: Vec<PathBuf>,
+        /// A name for the job, recorded in the savepoint.
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// Stop a job of a server gracefully (final checkpoint, output committed).
     Stop {
         /// The job's id.
         id: String,
+        /// Keep a savepoint of the final checkpoint (the server lists it;
+        /// `eddy submit --from-savepoint ID` starts a job from it).
+        #[arg(long)]
+        savepoint: bool,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -166,6 +192,12 @@ pub(crate) struct RunArgs {
     /// task, the tasks being the group's parallel units).
     #[arg(long, value_name = "N", env = "EDDY_PARALLELISM", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) parallelism: Option<u16>,
+    /// Start from this savepoint (`eddy savepoint`, or a server's) rather
+    /// than afresh. With --state-dir the directory must hold no checkpoints
+    /// but those taken since the job started from this savepoint (a
+    /// restart then resumes from them).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) from_savepoint: Option<PathBuf>,
     /// The most instances the job may ever run with: its keyed state is
     /// spread in this many key groups, fixed when it first runs (kept in
     /// its checkpoints), so that it can resume at any --parallelism up to

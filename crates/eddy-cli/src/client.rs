@@ -146,6 +146,8 @@ pub struct Submission {
     pub parallelism: Option<usize>,
     /// The Kafka consumer group of a group job.
     pub group: Option<String>,
+    /// A savepoint of the server to start from.
+    pub from_savepoint: Option<String>,
 }
 
 /// Submits SQL as a job; returns what to print.
@@ -156,10 +158,11 @@ pub fn submit(client: &Client, job: Submission) -> Result<String> {
         params,
         parallelism,
         group,
+        from_savepoint,
     } = job;
     let job = client.post(
         "/api/v1/jobs",
-        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism, "group": group }),
+        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism, "group": group, "from_savepoint": from_savepoint }),
     )?;
     Ok(format!(
         "submitted job {} ({}): {}",
@@ -273,7 +276,23 @@ pub fn job(client: &Client, id: &str) -> Result<String> {
 }
 
 /// Stops a job; returns what to print.
-pub fn stop(client: &Client, id: &str) -> Result<String> {
-    let job = client.post(&format!("/api/v1/jobs/{id}/stop"), &json!({}))?;
-    Ok(format!("job {}: {}", text(&job, "id"), text(&job, "state")))
+pub fn stop(client: &Client, id: &str, savepoint: bool) -> Result<String> {
+    let job = client.post(
+        &format!("/api/v1/jobs/{id}/stop"),
+        &json!({ "savepoint": savepoint }),
+    )?;
+    let mut said = format!("job {}: {}", text(&job, "id"), text(&job, "state"));
+    if savepoint {
+        if let Some(taken) = job["savepoints"].as_array().and_then(|s| s.last()) {
+            said.push_str(&format!(
+                "\nsavepoint {} (checkpoint {}, {} instance(s), up to {}): start a job from it with --from-savepoint {}",
+                text(taken, "id"),
+                taken["checkpoint"],
+                taken["parallelism"],
+                taken["key_groups"],
+                text(taken, "id")
+            ));
+        }
+    }
+    Ok(said)
 }

@@ -9,7 +9,8 @@
 //! | `POST /api/v1/jobs` | submit a job: 201 with the job, 400 with `line`/`column` for bad SQL |
 //! | `GET /api/v1/jobs` | list jobs |
 //! | `GET /api/v1/jobs/{id}` | one job: graph, metrics, checkpoints, history |
-//! | `POST /api/v1/jobs/{id}/stop` | stop gracefully (final checkpoint, sinks committed) |
+//! | `POST /api/v1/jobs/{id}/stop` | stop gracefully (final checkpoint, sinks committed); `{"savepoint": true}` keeps a savepoint of it |
+//! | `GET /api/v1/savepoints` | the savepoints kept (`from_savepoint` in a submission starts from one) |
 //! | `DELETE /api/v1/jobs/{id}` | stop and forget |
 //! | `GET /api/v1/jobs/{id}/sinks/{sink}/tail` | a sink's rows as Server-Sent Events |
 //! | `POST /api/v1/validate` | the operator graph, or the errors |
@@ -35,7 +36,10 @@ use crate::config::ServerConfig;
 use crate::error::{ErrorBody, Result, ServerError};
 use crate::jobs::JobManager;
 use crate::openapi::ApiDoc;
-use crate::views::{JobSummary, JobView, SubmitRequest, ValidateRequest, ValidateResponse};
+use crate::views::{
+    JobSummary, JobView, SavepointView, StopRequest, SubmitRequest, ValidateRequest,
+    ValidateResponse,
+};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -52,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/jobs", get(list_jobs).post(submit_job))
         .route("/api/v1/jobs/{id}", get(get_job).delete(delete_job))
         .route("/api/v1/jobs/{id}/stop", post(stop_job))
+        .route("/api/v1/savepoints", get(list_savepoints))
         .route("/api/v1/jobs/{id}/sinks/{sink}/tail", get(tail))
         .route("/api/v1/validate", post(validate))
         .route("/api/v1/openapi.json", get(openapi_json))
@@ -179,17 +184,36 @@ pub async fn get_job(
     Ok(Json(state.manager.job(&id)?))
 }
 
-/// Stops a job gracefully: a final checkpoint, sinks committed.
+/// Stops a job gracefully: a final checkpoint, sinks committed; with
+/// `{"savepoint": true}`, a savepoint of that checkpoint too (listed in the
+/// job and under `/api/v1/savepoints`).
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/stop", tag = "jobs",
     params(("id" = String, Path, description = "Job id")),
-    responses((status = 200, description = "The job after the stop", body = JobView), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
+    request_body(content = Option<StopRequest>, description = "Optional: `{\"savepoint\": true}`"),
+    responses((status = 200, description = "The job after the stop", body = JobView), (status = 400, description = "A malformed body, or no savepoint could be taken", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("token" = [])))]
 pub async fn stop_job(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<JobView>> {
+    let request: StopRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        StopRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ServerError::Rejected(format!("stop: {e}")))?
+    };
     let manager = state.manager.clone();
-    Ok(Json(blocking(move || manager.stop(&id)).await?))
+    Ok(Json(
+        blocking(move || manager.stop(&id, request.savepoint)).await?,
+    ))
+}
+
+/// Every savepoint the server keeps, oldest first.
+#[utoipa::path(get, path = "/api/v1/savepoints", tag = "jobs",
+    responses((status = 200, description = "The savepoints", body = [SavepointView]), (status = 401, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn list_savepoints(State(state): State<AppState>) -> Json<Vec<SavepointView>> {
+    Json(state.manager.savepoints())
 }
 
 /// Stops a job and forgets it (its output files stay).

@@ -8,7 +8,8 @@ use utoipa::{Modify, OpenApi};
 use crate::error::ErrorBody;
 use crate::views::{
     CheckpointView, GraphEdge, GraphNode, GroupView, JobStatus, JobSummary, JobView, NodeMetrics,
-    Sample, SourceSample, SubmitRequest, ValidateRequest, ValidateResponse,
+    Sample, SavepointView, SourceSample, StopRequest, SubmitRequest, ValidateRequest,
+    ValidateResponse,
 };
 
 /// The API document.
@@ -20,6 +21,7 @@ use crate::views::{
         crate::api::list_jobs,
         crate::api::get_job,
         crate::api::stop_job,
+        crate::api::list_savepoints,
         crate::api::delete_job,
         crate::api::validate,
         crate::api::tail,
@@ -29,7 +31,8 @@ use crate::views::{
     ),
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
-        NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example
+        NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
+        StopRequest, SavepointView
     )),
     modifiers(&BearerToken),
     tags((name = "jobs", description = "Streaming jobs"))

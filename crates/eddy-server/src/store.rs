@@ -40,6 +40,9 @@ pub struct JobRecord {
     /// A group job's session timeout, ms.
     #[serde(default)]
     pub session_timeout_ms: Option<u64>,
+    /// The savepoint the job started from (its id), if any.
+    #[serde(default)]
+    pub from_savepoint: Option<String>,
     /// Submission time, epoch ms.
     pub created_ms: i64,
     /// Start of its latest run, epoch ms.

@@ -42,6 +42,45 @@ pub struct SubmitRequest {
     /// group hands them to the others, ms (default 6000).
     #[serde(default)]
     pub session_timeout_ms: Option<u64>,
+    /// Start from this savepoint (its `id`, as `GET /api/v1/savepoints`
+    /// lists them) rather than afresh: the same query, at any
+    /// `parallelism` up to the savepoint's `key_groups`.
+    #[serde(default)]
+    pub from_savepoint: Option<String>,
+}
+
+/// How to stop a job (`POST /api/v1/jobs/{id}/stop`; an empty body stops
+/// without a savepoint).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct StopRequest {
+    /// Also take a savepoint of the job's final checkpoint, to start a
+    /// job from later (`from_savepoint`).
+    #[serde(default)]
+    pub savepoint: bool,
+}
+
+/// A savepoint the server keeps: a stopped job's state, to start a job
+/// from.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SavepointView {
+    /// Its id (`from_savepoint` names it).
+    pub id: String,
+    /// The job it was taken of.
+    pub job_id: String,
+    /// That job's name.
+    pub job: Option<String>,
+    /// The checkpoint it copies.
+    pub checkpoint: u64,
+    /// How the job stood then: `stopped`, `running` or `finished`.
+    pub kind: String,
+    /// When it was taken, epoch ms.
+    pub taken_ms: u64,
+    /// Instances of each keyed operator it was taken with.
+    pub parallelism: usize,
+    /// The most instances a job started from it may run.
+    pub key_groups: u32,
+    /// Bytes of state.
+    pub bytes: u64,
 }
 
 /// A group job's standing on this server.
@@ -321,4 +360,8 @@ pub struct JobView {
     pub sinks: Vec<String>,
     /// Samples over time.
     pub history: Vec<Sample>,
+    /// The savepoint it started from, if any.
+    pub from_savepoint: Option<String>,
+    /// Savepoints taken of it, oldest first.
+    pub savepoints: Vec<SavepointView>,
 }

@@ -1,8 +1,7 @@
 //! The commands: [`execute`] runs the one parsed from the command line.
 //! `run`, `serve` and `bench` have a module each; the server's clients
-//! (`submit`, `jobs`, `job`, `stop`, `health`), `connectors`, `explain` and
-//! `generate`
-//! are a call each, here.
+//! (`submit`, `jobs`, `job`, `stop`, `health`), `savepoint`, `connectors`,
+//! `explain` and `generate` are a call each, here.
 //!
 //! In: a parsed [`Command`]. Out: what the command prints; an error for
 //! `main` to report.
@@ -29,6 +28,7 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             name,
             parallelism,
             group,
+            from_savepoint,
             server,
         } => {
             let files = job::load_sql(&paths)?;
@@ -47,8 +47,44 @@ pub(crate) fn execute(command: Command) -> Result<()> {
                         params: job::parse_pairs(&set, "--set")?,
                         parallelism,
                         group,
+                        from_savepoint,
                     }
                 )?
+            );
+            Ok(())
+        }
+        Command::Savepoint {
+            state_dir,
+            dest,
+            sql,
+            name,
+        } => {
+            let files = if sql.is_empty() {
+                Vec::new()
+            } else {
+                job::load_sql(&sql)?
+            };
+            let store = eddy_engine::checkpoint::store::StateDir::open(&state_dir)?;
+            let savepoint = store.savepoint(
+                &dest,
+                name.as_deref(),
+                files
+                    .into_iter()
+                    .map(|f| eddy_engine::checkpoint::savepoint::SavepointSql {
+                        name: f.name,
+                        text: f.text,
+                    })
+                    .collect(),
+            )?;
+            let info = savepoint.info();
+            println!(
+                "savepoint {}: checkpoint {} ({:?}) of {} instance(s), {} key groups, {} bytes",
+                dest.display(),
+                info.checkpoint,
+                info.kind,
+                info.parallelism,
+                info.key_groups,
+                info.bytes
             );
             Ok(())
         }
@@ -60,8 +96,12 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             println!("{}", client::job(&server.client(), &id)?);
             Ok(())
         }
-        Command::Stop { id, server } => {
-            println!("{}", client::stop(&server.client(), &id)?);
+        Command::Stop {
+            id,
+            savepoint,
+            server,
+        } => {
+            println!("{}", client::stop(&server.client(), &id, savepoint)?);
             Ok(())
         }
         Command::Health { server } => {

@@ -35,6 +35,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         session_timeout,
         parallelism,
         max_parallelism,
+        from_savepoint,
         memory_limit,
     } = args;
     let memory = || -> Vec<Arc<MemoryBudget>> {
@@ -113,6 +114,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             key_groups: max_parallelism
                 .map(|n| KeyGroups::new(u32::from(n)))
                 .transpose()?,
+            from_savepoint,
             memory: memory(),
             batch_rows: batch_size,
             ..JobConfig::default()

@@ -12,6 +12,8 @@
 //! - [`store`]: the state directory: one subdirectory per checkpoint, Arrow
 //!   IPC state files, a checksummed manifest written last and atomically,
 //!   fingerprints that refuse a changed query, the last two kept;
+//! - [`savepoint`]: a checkpoint copied out of the state directory, to
+//!   start a job from (at any parallelism) whatever became of the directory;
 //! - [`coordinator`]: triggers checkpoints, collects node states, writes
 //!   them, commits sinks, and ends the job once it stopped or finished.
 //!
@@ -20,6 +22,7 @@
 //! operator's, source's or sink's [`crate::state::StateSnapshot`].
 
 pub mod coordinator;
+pub mod savepoint;
 pub mod store;
 
 use std::path::PathBuf;

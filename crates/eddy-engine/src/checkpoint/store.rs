@@ -43,13 +43,15 @@ const FORMAT: u32 = 1;
 const KEEP: usize = 2;
 const MANIFEST: &str = "MANIFEST";
 const COMMITTED: &str = "COMMITTED";
+/// Names the savepoint a state directory's checkpoints continue.
+const RESTORED_FROM: &str = "RESTORED_FROM";
 const MANIFEST_HEADER: &str = "eddy-checkpoint-manifest crc32=";
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Manifest {
+pub(super) struct Manifest {
     format: u32,
-    checkpoint: CheckpointId,
-    kind: CheckpointKind,
+    pub(super) checkpoint: CheckpointId,
+    pub(super) kind: CheckpointKind,
     /// Wall-clock time of writing, epoch ms (informational).
     created_ms: u64,
     /// Instances of each keyed operator ([`JobGraph::parallelism`]); a
@@ -75,6 +77,14 @@ pub struct CheckpointLayout {
 }
 
 impl Manifest {
+    /// The parallelism and key groups the checkpoint was taken with.
+    pub(super) fn layout(&self) -> CheckpointLayout {
+        CheckpointLayout {
+            parallelism: self.parallelism(),
+            key_groups: self.key_groups.unwrap_or_default(),
+        }
+    }
+
     /// The instances of each keyed operator the checkpoint was taken with.
     /// Older manifests do not record it: their key splits' fingerprints
     /// (`key_split ... over N instances`) say it, and without a split the
@@ -210,14 +220,48 @@ impl StateDir {
         for (_, dir) in self.list()?.iter().rev() {
             if dir.join(MANIFEST).exists() {
                 if let Ok(manifest) = read_manifest(dir) {
-                    return Ok(Some(CheckpointLayout {
-                        parallelism: manifest.parallelism(),
-                        key_groups: manifest.key_groups.unwrap_or_default(),
-                    }));
+                    return Ok(Some(manifest.layout()));
                 }
             }
         }
         Ok(None)
+    }
+
+    /// The directory of the newest checkpoint whose manifest reads, if any.
+    pub(super) fn newest_complete(&self) -> Result<Option<PathBuf>> {
+        for (_, dir) in self.list()?.iter().rev() {
+            if dir.join(MANIFEST).exists() && read_manifest(dir).is_ok() {
+                return Ok(Some(dir.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether any checkpoint is complete (has its manifest).
+    pub fn has_checkpoints(&self) -> Result<bool> {
+        Ok(self
+            .list()?
+            .iter()
+            .any(|(_, dir)| dir.join(MANIFEST).exists()))
+    }
+
+    /// The savepoint this directory's checkpoints continue
+    /// ([`StateDir::mark_restored_from`]), if any.
+    pub fn restored_from(&self) -> Option<PathBuf> {
+        std::fs::read_to_string(self.root.join(RESTORED_FROM))
+            .ok()
+            .map(|text| PathBuf::from(text.trim_end()))
+    }
+
+    /// Records that this directory's checkpoints continue the savepoint at
+    /// `savepoint` (so that a restart with the same savepoint resumes from
+    /// them rather than going back to it).
+    pub fn mark_restored_from(&self, savepoint: &Path) -> Result<()> {
+        let path = self.root.join(RESTORED_FROM);
+        std::fs::write(&path, savepoint.display().to_string())
+            .and_then(|_| File::open(&path).and_then(|f| f.sync_all()))
+            .map_err(|e| io_error(&path, e))?;
+        sync_dir(&self.root)
     }
 
     fn checkpoint_dir(&self, id: CheckpointId) -> PathBuf {
@@ -424,7 +468,7 @@ fn write_table(path: &Path, batches: &[&RecordBatch]) -> Result<(u64, u32)> {
 }
 
 /// Reads and checks a checkpoint's manifest.
-fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
+pub(super) fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let newline = text
@@ -453,7 +497,7 @@ fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
 }
 
 /// Reads and checks a checkpoint directory; the error says what is wrong.
-fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
+pub(super) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
     let manifest = read_manifest(dir)?;
     let mut nodes = Vec::with_capacity(manifest.nodes.len());
     for node in &manifest.nodes {
@@ -520,7 +564,7 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
 
-fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Result<()> {
+pub(super) fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Result<()> {
     let refuse = |detail: String| {
         Err(EngineError::Checkpoint(format!(
             "the state in {} (checkpoint {}) was written by a different query: {detail}. \

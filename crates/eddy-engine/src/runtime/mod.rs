@@ -40,6 +40,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 pub use handle::{JobHandle, JobReport, JobState, NodeReport};
 
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
+use crate::checkpoint::savepoint::Savepoint;
 use crate::checkpoint::store::StateDir;
 use crate::checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL,
@@ -77,6 +78,9 @@ pub struct JobConfig {
     /// ([`KeyGroups::for_parallelism`]). A resumed job keeps its
     /// checkpoint's.
     pub key_groups: Option<KeyGroups>,
+    /// Start from this savepoint ([`crate::checkpoint::savepoint`]) when
+    /// the state directory holds no checkpoints of its own.
+    pub from_savepoint: Option<std::path::PathBuf>,
     /// The budgets the job's operator state is charged to (its own, its
     /// server's); none: unbounded.
     pub memory: Vec<Arc<crate::memory::MemoryBudget>>,
@@ -118,6 +122,15 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
             ))
         }),
     }
+}
+
+/// Whether two paths name the same directory (as given, or resolved).
+fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// Opens every connector, restores state when resuming, and starts the job.
@@ -218,9 +231,38 @@ pub fn start_job(
         }
         None => None,
     };
-    let checkpointed = match &store {
-        Some(store) => store.checkpointed_layout()?,
-        None => None,
+    // Where the state to resume comes from: the state directory's newest
+    // checkpoint, or a savepoint when the directory has none of its own
+    // (a restart of a job started from the savepoint resumes from the
+    // checkpoints it has taken since).
+    let savepoint = match (&config.from_savepoint, &store) {
+        (None, _) => None,
+        (Some(path), Some(store)) if store.has_checkpoints()? => {
+            let continues = store
+                .restored_from()
+                .is_some_and(|from| same_path(&from, path));
+            if !continues {
+                return Err(EngineError::Checkpoint(format!(
+                    "{} already holds checkpoints of a job not started from the savepoint {}: \
+                     start from the savepoint with an empty state directory or --ignore-state, \
+                     or resume those checkpoints without --from-savepoint",
+                    store.root().display(),
+                    path.display()
+                )));
+            }
+            tracing::info!(
+                "the checkpoints in {} continue the savepoint {}: resuming from them",
+                store.root().display(),
+                path.display()
+            );
+            None
+        }
+        (Some(path), _) => Some(Savepoint::open(path)?),
+    };
+    let checkpointed = match (&savepoint, &store) {
+        (Some(savepoint), _) => Some(savepoint.layout()?),
+        (None, Some(store)) => store.checkpointed_layout()?,
+        (None, None) => None,
     };
     let parallelism = config
         .parallelism
@@ -263,24 +305,41 @@ pub fn start_job(
         }
     );
 
-    let restored = match (&store, rescaled_from) {
-        (Some(store), Some(taken)) => {
-            let taken_with = crate::distribute::instances::expand_with(&graph, taken, key_groups);
-            match store.load_latest(&taken_with)? {
-                Some(checkpoint) => Some(crate::rescale::checkpoint::rescale(
-                    &taken_with,
-                    &graph,
-                    checkpoint,
-                )?),
-                None => None,
+    let taken_with = match rescaled_from {
+        Some(taken) => Arc::new(crate::distribute::instances::expand_with(
+            &graph, taken, key_groups,
+        )),
+        None => graph.clone(),
+    };
+    let loaded = match (&savepoint, &store) {
+        (Some(savepoint), _) => {
+            tracing::info!(
+                "starting from the savepoint {} (checkpoint {} of {})",
+                savepoint.dir().display(),
+                savepoint.info().checkpoint,
+                savepoint.info().job.as_deref().unwrap_or("a job")
+            );
+            let checkpoint = savepoint.load(&taken_with)?;
+            if let Some(store) = &store {
+                store.mark_restored_from(savepoint.dir())?;
             }
+            Some(checkpoint)
         }
-        (Some(store), None) => store.load_latest(&graph)?,
-        (None, _) => None,
+        (None, Some(store)) => store.load_latest(&taken_with)?,
+        (None, None) => None,
+    };
+    let restored = match (loaded, rescaled_from) {
+        (Some(checkpoint), Some(_)) => Some(crate::rescale::checkpoint::rescale(
+            &taken_with,
+            &graph,
+            checkpoint,
+        )?),
+        (loaded, _) => loaded,
     };
     if let Some(checkpoint) = &restored {
         commit_sinks(&graph, connectors.as_ref(), checkpoint)?;
-        if let (Some(store), CheckpointKind::Finished) = (&store, checkpoint.kind) {
+        if let (Some(store), CheckpointKind::Finished, None) = (&store, checkpoint.kind, &savepoint)
+        {
             store.mark_committed(checkpoint.id)?;
         }
         tracing::info!(

@@ -17,15 +17,18 @@
 //! Here the jobs' lifecycle (open, submit, start, stop, delete, tail);
 //! [`compile`] the SQL and the engine's refusals as API errors; `report`
 //! what the server reports of each job (samples, counters, summaries,
-//! views).
+//! views); `savepoints` the savepoints a stop keeps and a submission
+//! starts from.
 
 mod compile;
 mod report;
 mod run_handle;
+mod savepoints;
 
 pub use compile::compile;
 use compile::{check_group_name, engine_error, group_error, sink_names, MAX_PARALLELISM};
 use run_handle::RunHandle;
+use savepoints::Savepoints;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -46,7 +49,7 @@ use crate::connectors::ServerConnectors;
 use crate::error::{Result, ServerError};
 use crate::store::{JobRecord, JobStore};
 use crate::tail::{TapItem, Taps};
-use crate::views::{graph_view, GraphNode, JobStatus, JobView, SubmitRequest};
+use crate::views::{graph_view, GraphNode, JobStatus, JobView, SavepointView, SubmitRequest};
 
 /// How long stop and delete wait for a job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -93,6 +96,7 @@ pub struct JobManager {
     /// (`--memory-limit`), if any.
     memory: Option<Arc<MemoryBudget>>,
     store: JobStore,
+    savepoints: Savepoints,
     jobs: RwLock<BTreeMap<String, Arc<ManagedJob>>>,
     /// Set while the server shuts down: jobs it stops stay `running` on disk.
     shutting_down: Arc<std::sync::atomic::AtomicBool>,
@@ -110,6 +114,7 @@ impl JobManager {
             memory: config
                 .memory_limit
                 .map(|limit| Arc::new(MemoryBudget::new("server", limit))),
+            savepoints: Savepoints::new(&config.state_dir),
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
@@ -296,6 +301,11 @@ impl JobManager {
             &JobConfig {
                 checkpoints: Some(checkpoints),
                 parallelism: Parallelism::Fixed(record.parallelism),
+                from_savepoint: record
+                    .from_savepoint
+                    .as_deref()
+                    .map(|id| self.savepoints.path(id))
+                    .transpose()?,
                 memory: self.budgets(record.memory_limit),
                 label: record.name.clone(),
                 ..JobConfig::default()
@@ -403,6 +413,11 @@ impl JobManager {
             .transpose()?;
         if let Some(group) = &request.group {
             check_group_name(group)?;
+            if request.from_savepoint.is_some() {
+                return Err(ServerError::Rejected(
+                    "a group job cannot start from a savepoint (its tasks keep their state in the group's directory)".into(),
+                ));
+            }
         } else if request.session_timeout_ms.is_some() {
             return Err(ServerError::Rejected(
                 "session_timeout_ms is for group jobs (give a group)".into(),
@@ -415,6 +430,9 @@ impl JobManager {
                 )));
             }
         }
+        if let Some(savepoint) = &request.from_savepoint {
+            self.savepoints.path(savepoint)?;
+        }
         let record = JobRecord {
             id: id.clone(),
             name,
@@ -424,6 +442,7 @@ impl JobManager {
             memory_limit,
             group: request.group,
             session_timeout_ms: request.session_timeout_ms,
+            from_savepoint: request.from_savepoint,
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,
@@ -486,16 +505,46 @@ impl JobManager {
     }
 
     /// Stops a job gracefully (final checkpoint, sinks committed) and waits
-    /// for it to end.
-    pub fn stop(&self, id: &str) -> Result<JobView> {
+    /// for it to end; with `savepoint`, then copies that checkpoint into a
+    /// savepoint (listed in the job's view).
+    pub fn stop(&self, id: &str, savepoint: bool) -> Result<JobView> {
         let job = self.get(id)?;
+        let record = job
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))?;
+        if savepoint && record.group.is_some() {
+            return Err(ServerError::Rejected(
+                "a group job's state lives with its group's tasks: no savepoint of it".into(),
+            ));
+        }
         if let Some(handle) = job.handle() {
             handle.stop();
             if !handle.wait_timeout(STOP_WAIT) {
                 tracing::warn!(job = %id, "not stopped within {STOP_WAIT:?}; still stopping");
+                if savepoint {
+                    return Err(ServerError::Rejected(format!(
+                        "job '{id}' did not stop within {STOP_WAIT:?}; no savepoint taken (stop it again with one)"
+                    )));
+                }
             }
         }
+        if savepoint {
+            let taken = self.savepoints.take(
+                &self.store.checkpoint_dir(id),
+                id,
+                &record.name,
+                &record.sql,
+            )?;
+            tracing::info!(job = %id, "savepoint {} of checkpoint {}", taken.id, taken.checkpoint);
+        }
         Ok(self.view(&job))
+    }
+
+    /// Every savepoint the server keeps, oldest first.
+    pub fn savepoints(&self) -> Vec<SavepointView> {
+        self.savepoints.list(None)
     }
 
     /// Stops a job and forgets it (its definition and checkpoints; its

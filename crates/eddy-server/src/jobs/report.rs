@@ -257,7 +257,10 @@ impl JobManager {
                         exchanges: Vec::new(),
                     })
             }),
-            params: record.map(|r| r.params).unwrap_or_default(),
+            params: record
+                .as_ref()
+                .map(|r| r.params.clone())
+                .unwrap_or_default(),
             graph: job.graph.clone(),
             metrics: self.node_metrics(job),
             checkpoints,
@@ -267,6 +270,8 @@ impl JobManager {
                 .lock()
                 .map(|s| s.history.iter().cloned().collect())
                 .unwrap_or_default(),
+            from_savepoint: record.as_ref().and_then(|r| r.from_savepoint.clone()),
+            savepoints: self.savepoints.list(Some(&job.id)),
         }
     }
 }
