@@ -448,11 +448,7 @@ fn rescaled_run(
     };
     let mut out = Vec::new();
     let mut clock = Clock::new(inputs);
-    let mut checkpoint = Checkpoint {
-        id: 1,
-        kind: CheckpointKind::Running,
-        nodes: vec![NodeCheckpoint::default(); old.nodes.len()],
-    };
+    let mut checkpoint = vec![Some(NodeCheckpoint::default()); old.nodes.len()];
     for (i, steps) in routed(graph, node, &steps[..cut], before)
         .iter()
         .enumerate()
@@ -460,13 +456,16 @@ fn rescaled_run(
         let mut op = create(graph, node);
         clock = Clock::new(inputs);
         out.extend(drive(op.as_mut(), &mut clock, steps));
-        checkpoint.nodes[instance(&old, i as u32)].state = op.snapshot().unwrap();
+        checkpoint[instance(&old, i as u32)] = Some(NodeCheckpoint {
+            state: op.snapshot().unwrap(),
+            ..NodeCheckpoint::default()
+        });
     }
     let mut moved = rescale(&old, &new, checkpoint).unwrap();
     let mut late = 0;
     for (i, steps) in routed(graph, node, &steps[cut..], after).iter().enumerate() {
         let mut op = create(graph, node);
-        let state = std::mem::take(&mut moved.nodes[instance(&new, i as u32)].state);
+        let state = moved[instance(&new, i as u32)].take().unwrap().state;
         op.restore(state).unwrap();
         out.extend(drive(op.as_mut(), &mut clock.clone(), steps));
         out.extend(finish(op.as_mut()));

@@ -960,14 +960,18 @@ fn a_changed_query_is_refused_naming_the_operator() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("written by a different query"), "{stderr}");
     assert!(
-        stderr.contains("window_aggregate#")
-            && stderr.contains("tumble(10000ms)")
-            && stderr.contains("tumble(20000ms)"),
+        stderr.contains("the query changed since checkpoint"),
         "{stderr}"
     );
-    assert!(stderr.contains("--ignore-state"), "{stderr}");
+    assert!(
+        stderr.contains("window_aggregate#") && stderr.contains("tumble(10000ms)"),
+        "the window whose state has no place in the changed query is named: {stderr}"
+    );
+    assert!(
+        stderr.contains("--allow-dropped-state") && stderr.contains("--ignore-state"),
+        "{stderr}"
+    );
 
     // --ignore-state starts afresh: the output is the changed query's, whole.
     let changed = job("20000", "20");
@@ -980,6 +984,158 @@ fn a_changed_query_is_refused_naming_the_operator() {
     afresh.arg("--ignore-state");
     common::assert_success(&afresh.output().unwrap(), "--ignore-state");
     assert!(ndjson_outputs(&output) == ndjson_outputs(&expected_dir));
+}
+
+/// A job that grows: windows per country first; then big orders (a
+/// filter) and windows per customer added; then the customer windows
+/// removed again.
+const EVOLVING: &str = "
+CREATE TABLE orders (
+  order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'orders', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE per_country (window_start TIMESTAMP, country VARCHAR, n BIGINT, total DOUBLE)
+  WITH (connector = 'ndjson', path = 'per_country.ndjson');
+INSERT INTO per_country
+SELECT window_start, country, count(*), round(sum(order_amount), 2)
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, country;
+";
+
+const BIG_ORDERS: &str = "
+CREATE TABLE big_orders (order_id VARCHAR, order_amount DOUBLE)
+  WITH (connector = 'ndjson', path = 'big_orders.ndjson');
+INSERT INTO big_orders SELECT order_id, order_amount FROM orders WHERE order_amount > 130;
+";
+
+const PER_CUSTOMER: &str = "
+CREATE TABLE per_customer (window_start TIMESTAMP, customer_id VARCHAR, n BIGINT)
+  WITH (connector = 'ndjson', path = 'per_customer.ndjson');
+INSERT INTO per_customer
+SELECT window_start, customer_id, count(*)
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, customer_id;
+";
+
+/// A sink file's lines, in order.
+fn lines_of(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A sink file's lines, sorted (instances interleave their rows).
+fn sorted_lines_of(path: &Path) -> Vec<String> {
+    let mut lines = lines_of(path);
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |name: &str, sql: &str, rows: &str, extra: &[&str]| {
+        let path = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&path, sql).unwrap();
+        let mut args = vec![
+            path.display().to_string(),
+            "--set".into(),
+            format!("ROWS={rows}"),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        JobArgs(args)
+    };
+    let first = EVOLVING.to_string();
+    let grown = format!("{EVOLVING}{BIG_ORDERS}{PER_CUSTOMER}");
+    let shrunk = format!("{EVOLVING}{BIG_ORDERS}");
+    let rows = "1500000";
+    // What uninterrupted runs write.
+    let expected = dir.path().join("expected");
+    common::assert_success(
+        &job("grown", &grown, rows, &["--parallelism", "2"])
+            .command(&expected, None)
+            .output()
+            .unwrap(),
+        "the uninterrupted run",
+    );
+
+    // Adding a query and a sink: the old sink goes on exactly, the new ones
+    // start from where the source stands (here at 3 instances, from 2).
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(
+        &job("first", &first, rows, &["--parallelism", "2"]),
+        &output,
+        &state,
+    );
+    let out = job("grown", &grown, rows, &["--parallelism", "3"])
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the grown query");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("start(s) afresh")
+            && stderr.contains("big_orders")
+            && stderr.contains("per_customer"),
+        "{stderr}"
+    );
+    assert!(resumed_from(&stderr).is_some(), "{stderr}");
+    assert!(
+        sorted_lines_of(&output.join("per_country.ndjson"))
+            == sorted_lines_of(&expected.join("per_country.ndjson")),
+        "the unchanged query's output continues exactly"
+    );
+    let (all, late) = (
+        lines_of(&expected.join("big_orders.ndjson")),
+        lines_of(&output.join("big_orders.ndjson")),
+    );
+    assert!(
+        !late.is_empty() && late.len() < all.len() && all.ends_with(&late),
+        "the new sink holds the rows from the resume point on: {} of {}",
+        late.len(),
+        all.len()
+    );
+
+    // Removing a query drops its state: refused unless allowed.
+    let (output, state) = (dir.path().join("out2"), dir.path().join("state2"));
+    kill_after_two_checkpoints(
+        &job("grown", &grown, rows, &["--parallelism", "2"]),
+        &output,
+        &state,
+    );
+    let out = job("shrunk", &shrunk, rows, &["--parallelism", "2"])
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("has no place in it")
+            && stderr.contains("per_customer")
+            && stderr.contains("--allow-dropped-state"),
+        "{stderr}"
+    );
+    let out = job(
+        "shrunk",
+        &shrunk,
+        rows,
+        &["--parallelism", "2", "--allow-dropped-state"],
+    )
+    .command(&output, Some(&state))
+    .output()
+    .unwrap();
+    common::assert_success(&out, "the shrunk query, dropping state");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dropped the state of"), "{stderr}");
+    for sink in ["per_country.ndjson", "big_orders.ndjson"] {
+        assert!(
+            sorted_lines_of(&output.join(sink)) == sorted_lines_of(&expected.join(sink)),
+            "{sink}: the queries kept go on exactly"
+        );
+    }
 }
 
 #[test]

@@ -198,6 +198,13 @@ pub(crate) struct RunArgs {
     /// restart then resumes from them).
     #[arg(long, value_name = "DIR")]
     pub(crate) from_savepoint: Option<PathBuf>,
+    /// Resume a changed query even when some of the checkpoint's state
+    /// has no place in it (a removed query, a changed window), dropping
+    /// that state; without it such a resume is refused, naming the
+    /// operators. Unchanged operators keep their state either way; new
+    /// ones start afresh.
+    #[arg(long)]
+    pub(crate) allow_dropped_state: bool,
     /// The most instances the job may ever run with: its keyed state is
     /// spread in this many key groups, fixed when it first runs (kept in
     /// its checkpoints), so that it can resume at any --parallelism up to

@@ -251,6 +251,12 @@ impl JobGraph {
     /// One node as `eddy explain` prints it: what it does, where its inputs
     /// come from, and its schema.
     pub fn describe_node(&self, id: NodeId) -> String {
+        format!("#{id} {}", self.node_text(id, &|from| format!("#{from}")))
+    }
+
+    /// [`JobGraph::describe_node`] without the node's own number, each
+    /// input named by `input`.
+    fn node_text(&self, id: NodeId, input: &dyn Fn(NodeId) -> String) -> String {
         let node = &self.nodes[id];
         let what = match &node.kind {
             NodeKind::Source { spec, layout } => {
@@ -306,7 +312,7 @@ impl JobGraph {
                         format!(" hash({})", keys.join(", "))
                     }
                 };
-                format!("#{}{}{}", e.from, port, part)
+                format!("{}{}{}", input(e.from), port, part)
             })
             .collect();
         let arrow = if inputs.is_empty() {
@@ -336,17 +342,43 @@ impl JobGraph {
         } else {
             String::new()
         };
-        format!(
-            "#{id} {what}{arrow}\n     schema: {}{mode}",
-            cols.join(", ")
-        )
+        format!("{what}{arrow}\n     schema: {}{mode}", cols.join(", "))
     }
 
     /// What a node's checkpointed state depends on: its description, its
     /// inputs and schema and, for connectors, every option. A resumed job
     /// refuses state whose fingerprint differs from the node's.
     pub fn fingerprint(&self, id: NodeId) -> String {
-        let options = match &self.nodes[id].kind {
+        format!("{}{}", self.describe_node(id), self.options_text(id))
+    }
+
+    /// Each node's identity: what it computes, from what. A node's
+    /// [`JobGraph::fingerprint`] less its place in the graph: its inputs
+    /// are named by their identities (a hash of them), not by their
+    /// numbers, so a node keeps its identity when queries are added to or
+    /// removed from the job around it, and loses it when it or anything
+    /// upstream of it changes. A resumed job whose query changed maps
+    /// state by identity ([`crate::checkpoint::evolve`]).
+    pub fn identities(&self) -> Vec<String> {
+        let mut identities: Vec<String> = Vec::with_capacity(self.nodes.len());
+        for id in 0..self.nodes.len() {
+            let text = {
+                let known = &identities;
+                let input = |from: NodeId| {
+                    let of = known.get(from).map(String::as_bytes).unwrap_or_default();
+                    format!("<{:08x}>", crc32fast::hash(of))
+                };
+                format!("{}{}", self.node_text(id, &input), self.options_text(id))
+            };
+            identities.push(text);
+        }
+        identities
+    }
+
+    /// A connector's options as a fingerprint lists them (nothing for an
+    /// operator).
+    fn options_text(&self, id: NodeId) -> String {
+        match &self.nodes[id].kind {
             NodeKind::Source { spec, .. } | NodeKind::Sink { spec } => {
                 let options: Vec<String> = spec
                     .options
@@ -356,8 +388,7 @@ impl JobGraph {
                 format!("\n     options: {}", options.join(", "))
             }
             NodeKind::Operator(_) => String::new(),
-        };
-        format!("{}{options}", self.describe_node(id))
+        }
     }
 
     /// Renders the graph for `eddy explain`.

@@ -36,6 +36,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         parallelism,
         max_parallelism,
         from_savepoint,
+        allow_dropped_state,
         memory_limit,
     } = args;
     let memory = || -> Vec<Arc<MemoryBudget>> {
@@ -115,6 +116,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 .map(|n| KeyGroups::new(u32::from(n)))
                 .transpose()?,
             from_savepoint,
+            allow_dropped_state,
             memory: memory(),
             batch_rows: batch_size,
             ..JobConfig::default()

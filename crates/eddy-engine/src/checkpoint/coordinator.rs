@@ -64,18 +64,18 @@ pub(crate) struct Coordinator {
 
 /// Publishes the pre-committed output of every sink in `checkpoint`, then
 /// tells each source's connector where the checkpoint holds it.
-pub(crate) fn commit_sinks(
+pub(crate) fn commit_sinks<'a>(
     graph: &JobGraph,
     connectors: &dyn ConnectorFactory,
-    checkpoint: &Checkpoint,
+    nodes: impl Iterator<Item = Option<&'a NodeCheckpoint>> + Clone,
 ) -> Result<()> {
-    for (node, data) in graph.nodes.iter().zip(&checkpoint.nodes) {
-        if let NodeKind::Sink { spec } = &node.kind {
+    for (node, data) in graph.nodes.iter().zip(nodes.clone()) {
+        if let (NodeKind::Sink { spec }, Some(data)) = (&node.kind, data) {
             connectors.commit_sink(spec, &data.state)?;
         }
     }
-    for (node, data) in graph.nodes.iter().zip(&checkpoint.nodes) {
-        if let NodeKind::Source { spec, .. } = &node.kind {
+    for (node, data) in graph.nodes.iter().zip(nodes) {
+        if let (NodeKind::Source { spec, .. }, Some(data)) = (&node.kind, data) {
             if let Some(position) = data.state.meta.get("position") {
                 if !position.is_null() {
                     connectors.source_checkpointed(spec, position);
@@ -258,7 +258,11 @@ impl Coordinator {
             return Ok(kind);
         };
         let bytes = store.write(&self.graph, &checkpoint)?;
-        commit_sinks(&self.graph, self.connectors.as_ref(), &checkpoint)?;
+        commit_sinks(
+            &self.graph,
+            self.connectors.as_ref(),
+            checkpoint.nodes.iter().map(Some),
+        )?;
         if kind == CheckpointKind::Finished {
             store.mark_committed(id)?;
         }

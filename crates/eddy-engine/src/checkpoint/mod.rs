@@ -12,6 +12,8 @@
 //! - [`store`]: the state directory: one subdirectory per checkpoint, Arrow
 //!   IPC state files, a checksummed manifest written last and atomically,
 //!   fingerprints that refuse a changed query, the last two kept;
+//! - [`evolve`]: a checkpoint of a changed query, its state mapped by each
+//!   node's identity (kept, started afresh, or dropped when allowed);
 //! - [`savepoint`]: a checkpoint copied out of the state directory, to
 //!   start a job from (at any parallelism) whatever became of the directory;
 //! - [`coordinator`]: triggers checkpoints, collects node states, writes
@@ -22,6 +24,7 @@
 //! operator's, source's or sink's [`crate::state::StateSnapshot`].
 
 pub mod coordinator;
+pub mod evolve;
 pub mod savepoint;
 pub mod store;
 

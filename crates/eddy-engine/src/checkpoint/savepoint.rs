@@ -31,9 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{
-    check_fingerprints, read_checkpoint, read_manifest, CheckpointLayout, StateDir,
-};
+use super::store::{read_checkpoint, read_manifest, CheckpointLayout, StateDir, TakenBy};
 use super::{Checkpoint, CheckpointKind};
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
@@ -140,14 +138,21 @@ impl Savepoint {
     /// graph at the savepoint's parallelism): a query whose state no
     /// longer fits is refused naming the node.
     pub fn load(&self, graph: &JobGraph) -> Result<Checkpoint> {
+        let (checkpoint, taken) = self.load_taken()?;
+        taken.check(graph)?;
+        Ok(checkpoint)
+    }
+
+    /// Its state, checked file by file, and what it says of the graph
+    /// that took it (to check a query against, or map onto a changed one).
+    pub fn load_taken(&self) -> Result<(Checkpoint, TakenBy)> {
         let (manifest, checkpoint) = read_checkpoint(&self.dir).map_err(|why| {
             EngineError::Checkpoint(format!(
                 "the savepoint in {} is unusable: {why}",
                 self.dir.display()
             ))
         })?;
-        check_fingerprints(&self.dir, graph, &manifest)?;
-        Ok(checkpoint)
+        Ok((checkpoint, TakenBy::of(&self.dir, manifest)))
     }
 }
 

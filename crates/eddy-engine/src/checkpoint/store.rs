@@ -31,6 +31,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use super::{Checkpoint, CheckpointKind, NodeCheckpoint, NodeRuntimeState};
+use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
 use crate::key_groups::KeyGroups;
@@ -63,6 +64,12 @@ pub(super) struct Manifest {
     /// absent in manifests written before eddy had them (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key_groups: Option<KeyGroups>,
+    /// The identities of the nodes of the graph as planned
+    /// ([`JobGraph::identities`]): what a changed query's state is mapped
+    /// by. Absent in manifests written before eddy recorded them (such a
+    /// checkpoint resumes only the very same query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    planned: Option<Vec<String>>,
     nodes: Vec<ManifestNode>,
 }
 
@@ -107,6 +114,12 @@ impl Manifest {
 #[derive(Debug, Serialize, Deserialize)]
 struct ManifestNode {
     fingerprint: String,
+    /// The node's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// Which planned node it runs ([`Origin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    origin: Option<Origin>,
     runtime: NodeRuntimeState,
     meta: serde_json::Value,
     tables: Vec<ManifestTable>,
@@ -334,6 +347,8 @@ impl StateDir {
             }
             nodes.push(ManifestNode {
                 fingerprint: graph.fingerprint(id),
+                name: Some(graph.nodes[id].name.clone()),
+                origin: graph.expansion().and_then(|e| e.origins.get(id).copied()),
                 runtime: node.runtime.clone(),
                 meta: node.state.meta.clone(),
                 tables,
@@ -350,6 +365,7 @@ impl StateDir {
             created_ms,
             parallelism: Some(graph.parallelism()),
             key_groups: Some(graph.key_groups()),
+            planned: graph.expansion().map(|e| e.planned.identities()),
             nodes,
         };
         let json = serde_json::to_vec(&manifest)
@@ -390,11 +406,33 @@ impl StateDir {
         }
     }
 
+    /// The newest usable checkpoint and what its manifest says of the
+    /// graph that took it, or `None` when there is none; unusable ones are
+    /// skipped and removed as [`StateDir::load_latest`] does, nothing is
+    /// checked against a query.
+    pub fn load_latest_taken(&self) -> Result<Option<(Checkpoint, TakenBy)>> {
+        let Some((manifest, checkpoint)) = self.newest_usable()? else {
+            return Ok(None);
+        };
+        Ok(Some((checkpoint, TakenBy::of(&self.root, manifest))))
+    }
+
     /// The newest usable checkpoint for `graph`, or `None` when there is
     /// none. Unusable checkpoints (incomplete, truncated, corrupt) are
     /// skipped with a warning and removed, together with anything newer
     /// than the one chosen. A checkpoint of another query is an error.
     pub fn load_latest(&self, graph: &JobGraph) -> Result<Option<Checkpoint>> {
+        let Some((manifest, checkpoint)) = self.newest_usable()? else {
+            return Ok(None);
+        };
+        check_fingerprints(&self.root, graph, &manifest)?;
+        Ok(Some(checkpoint))
+    }
+
+    /// The newest checkpoint that reads whole (skipping and warning about
+    /// the others), with anything newer removed; `None` (and the
+    /// directory cleared) when there is none.
+    fn newest_usable(&self) -> Result<Option<(Manifest, Checkpoint)>> {
         let all = self.list()?;
         let mut chosen = None;
         for (id, dir) in all.iter().rev() {
@@ -428,13 +466,51 @@ impl StateDir {
             self.clear()?;
             return Ok(None);
         };
-        check_fingerprints(&self.root, graph, &manifest)?;
         for (id, dir) in all {
             if id > checkpoint.id {
                 std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
             }
         }
-        Ok(Some(checkpoint))
+        Ok(Some((manifest, checkpoint)))
+    }
+}
+
+/// What a checkpoint's manifest says of the graph that took it: enough to
+/// check a query against it, or to map its state onto a changed one.
+#[derive(Debug, Clone)]
+pub struct TakenBy {
+    /// Where the checkpoint (or savepoint) is, for messages.
+    pub place: PathBuf,
+    /// Its number.
+    pub checkpoint: CheckpointId,
+    /// Its parallelism and key groups.
+    pub layout: CheckpointLayout,
+    /// The planned graph's node identities, when recorded.
+    pub planned: Option<Vec<String>>,
+    /// Per node: its fingerprint, name and origin (when recorded).
+    pub nodes: Vec<(String, Option<String>, Option<Origin>)>,
+}
+
+impl TakenBy {
+    pub(super) fn of(place: &Path, manifest: Manifest) -> Self {
+        Self {
+            place: place.to_path_buf(),
+            checkpoint: manifest.checkpoint,
+            layout: manifest.layout(),
+            planned: manifest.planned,
+            nodes: manifest
+                .nodes
+                .into_iter()
+                .map(|n| (n.fingerprint, n.name, n.origin))
+                .collect(),
+        }
+    }
+
+    /// An error unless `graph` is the very graph that took the checkpoint
+    /// (node by node), naming the first node whose state no longer fits.
+    pub fn check(&self, graph: &JobGraph) -> Result<()> {
+        let fingerprints: Vec<&str> = self.nodes.iter().map(|(f, _, _)| f.as_str()).collect();
+        check_fingerprint_list(&self.place, self.checkpoint, graph, &fingerprints)
     }
 }
 
@@ -564,35 +640,48 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
 
-pub(super) fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Result<()> {
+fn check_fingerprints(root: &Path, graph: &JobGraph, manifest: &Manifest) -> Result<()> {
+    let fingerprints: Vec<&str> = manifest
+        .nodes
+        .iter()
+        .map(|n| n.fingerprint.as_str())
+        .collect();
+    check_fingerprint_list(root, manifest.checkpoint, graph, &fingerprints)
+}
+
+fn check_fingerprint_list(
+    root: &Path,
+    checkpoint: CheckpointId,
+    graph: &JobGraph,
+    fingerprints: &[&str],
+) -> Result<()> {
     let refuse = |detail: String| {
         Err(EngineError::Checkpoint(format!(
-            "the state in {} (checkpoint {}) was written by a different query: {detail}. \
+            "the state in {} (checkpoint {checkpoint}) was written by a different query: {detail}. \
              Run with --ignore-state to start afresh (the state and the output it covers are discarded), \
              or use another --state-dir",
             root.display(),
-            manifest.checkpoint
         )))
     };
-    for (id, node) in manifest.nodes.iter().enumerate() {
+    for (id, fingerprint) in fingerprints.iter().enumerate() {
         if id >= graph.nodes.len() {
             return refuse(format!(
                 "the checkpoint has a node #{id} ({}) that the query lacks",
-                first_line(&node.fingerprint)
+                first_line(fingerprint)
             ));
         }
         let now = graph.fingerprint(id);
-        if now != node.fingerprint {
+        if now != *fingerprint {
             return refuse(format!(
                 "the state of '{}' no longer fits: it was taken for\n  {}\nand the query now has\n  {}",
                 graph.nodes[id].name,
-                node.fingerprint.replace('\n', "\n  "),
+                fingerprint.replace('\n', "\n  "),
                 now.replace('\n', "\n  ")
             ));
         }
     }
-    if graph.nodes.len() > manifest.nodes.len() {
-        let id = manifest.nodes.len();
+    if graph.nodes.len() > fingerprints.len() {
+        let id = fingerprints.len();
         return refuse(format!(
             "the query has a node #{id} ('{}') that the checkpoint lacks",
             graph.nodes[id].name
@@ -672,10 +761,13 @@ mod tests {
             created_ms: 0,
             parallelism,
             key_groups: None,
+            planned: None,
             nodes: fingerprints
                 .iter()
                 .map(|f| ManifestNode {
                     fingerprint: f.to_string(),
+                    name: None,
+                    origin: None,
                     runtime: NodeRuntimeState::default(),
                     meta: serde_json::Value::Null,
                     tables: Vec::new(),

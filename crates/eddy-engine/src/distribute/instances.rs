@@ -62,7 +62,8 @@ fn runs_in_parallel(node: &Node) -> bool {
 /// as planned it stands for. Two expansions of one planned graph give
 /// their nodes the same origins whatever their N, which is how state
 /// moves from one to the other ([`crate::rescale`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// The planned node itself (run once).
     Planned(NodeId),

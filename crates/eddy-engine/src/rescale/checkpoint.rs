@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use super::{InstanceState, KeyRange};
-use crate::checkpoint::{Checkpoint, ClockState, NodeCheckpoint, NodeRuntimeState};
+use crate::checkpoint::{ClockState, NodeCheckpoint, NodeRuntimeState};
 use crate::distribute::instances::{Expansion, Origin};
 use crate::error::{EngineError, Result};
 use crate::graph::{JobGraph, NodeKind};
@@ -29,8 +29,13 @@ fn expansion(graph: &JobGraph) -> Result<&Expansion> {
         .ok_or_else(|| EngineError::Checkpoint("rescaling needs an expanded graph".into()))
 }
 
-/// `checkpoint`, taken with `from`, laid out for `to`; see the module docs.
-pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result<Checkpoint> {
+/// `nodes` (a checkpoint's, taken with `from`; `None` for a node that
+/// starts afresh) laid out for `to`; see the module docs.
+pub fn rescale(
+    from: &JobGraph,
+    to: &JobGraph,
+    nodes: Vec<Option<NodeCheckpoint>>,
+) -> Result<Vec<Option<NodeCheckpoint>>> {
     let (old, new) = (expansion(from)?, expansion(to)?);
     if old.key_groups != new.key_groups {
         return Err(EngineError::Checkpoint(format!(
@@ -38,17 +43,23 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
             old.key_groups, new.key_groups
         )));
     }
-    if checkpoint.nodes.len() != old.origins.len() {
+    if nodes.len() != old.origins.len() {
         return Err(EngineError::Checkpoint(format!(
             "the checkpoint has {} nodes, its graph {}",
-            checkpoint.nodes.len(),
+            nodes.len(),
             old.origins.len()
         )));
     }
     let groups = new.key_groups;
     let (n, m) = (old.parallelism as u32, new.parallelism as u32);
-    let mut by_origin: HashMap<Origin, NodeCheckpoint> =
-        old.origins.iter().copied().zip(checkpoint.nodes).collect();
+    // Nodes that start afresh (new in a changed query) have no entry.
+    let mut by_origin: HashMap<Origin, NodeCheckpoint> = old
+        .origins
+        .iter()
+        .copied()
+        .zip(nodes)
+        .filter_map(|(origin, node)| Some((origin, node?)))
+        .collect();
     let mut nodes = Vec::with_capacity(new.origins.len());
     for (id, origin) in new.origins.iter().enumerate() {
         let node = match *origin {
@@ -66,13 +77,20 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
                         of,
                         index: old_index,
                     };
-                    let part = by_origin.get(&key).ok_or_else(|| missing(to, id))?;
+                    let Some(part) = by_origin.get(&key) else {
+                        continue;
+                    };
                     let counted = owned.contains(&held.start);
                     runtimes.push((part.runtime.clone(), counted));
                     parts.push(InstanceState {
                         state: part.state.clone(),
                         counted,
                     });
+                }
+                if parts.is_empty() {
+                    // A keyed operator new to the job.
+                    nodes.push(None);
+                    continue;
                 }
                 let NodeKind::Operator(plan) = &to.nodes[id].kind else {
                     return Err(missing(to, id));
@@ -91,9 +109,10 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
             // A job run as one instance had no splits or unions: theirs
             // follow from the instance's clock.
             Origin::Split { of, input } if !by_origin.contains_key(origin) => {
-                let instance = by_origin
-                    .get(&Origin::Instance { of, index: 0 })
-                    .ok_or_else(|| missing(to, id))?;
+                let Some(instance) = by_origin.get(&Origin::Instance { of, index: 0 }) else {
+                    nodes.push(None);
+                    continue;
+                };
                 let mut runtime = instance.runtime.clone();
                 runtime.metrics = MetricsSnapshot::default();
                 if let Some(clock) = runtime.clock.as_mut() {
@@ -112,9 +131,10 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
                 }
             }
             Origin::Union { of } if !by_origin.contains_key(origin) => {
-                let instance = by_origin
-                    .get(&Origin::Instance { of, index: 0 })
-                    .ok_or_else(|| missing(to, id))?;
+                let Some(instance) = by_origin.get(&Origin::Instance { of, index: 0 }) else {
+                    nodes.push(None);
+                    continue;
+                };
                 let (forwarded, finished) = (instance.runtime.forwarded, instance.runtime.finished);
                 let inputs = to.nodes[id].inputs.len();
                 NodeCheckpoint {
@@ -135,7 +155,10 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
             Origin::Union { .. } => {
                 // Its inputs are the instances: each new one starts where
                 // the least advanced old one stood.
-                let mut node = by_origin.remove(origin).ok_or_else(|| missing(to, id))?;
+                let Some(mut node) = by_origin.remove(origin) else {
+                    nodes.push(None);
+                    continue;
+                };
                 if let Some(clock) = node.runtime.clock.as_mut() {
                     let least = clock.watermarks.iter().copied().min();
                     clock.watermarks = least.into_iter().collect();
@@ -146,15 +169,14 @@ pub fn rescale(from: &JobGraph, to: &JobGraph, checkpoint: Checkpoint) -> Result
                 node.runtime = merged_runtime(&[(node.runtime.clone(), true)], inputs);
                 node
             }
-            _ => by_origin.remove(origin).ok_or_else(|| missing(to, id))?,
+            _ => {
+                nodes.push(by_origin.remove(origin));
+                continue;
+            }
         };
-        nodes.push(node);
+        nodes.push(Some(node));
     }
-    Ok(Checkpoint {
-        id: checkpoint.id,
-        kind: checkpoint.kind,
-        nodes,
-    })
+    Ok(nodes)
 }
 
 fn missing(graph: &JobGraph, id: usize) -> EngineError {

@@ -43,7 +43,7 @@ use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
 use crate::checkpoint::savepoint::Savepoint;
 use crate::checkpoint::store::StateDir;
 use crate::checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL,
+    CheckpointConfig, CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL,
 };
 use crate::error::{EngineError, Result};
 use crate::graph::{check_topological, ConnectorFactory, JobGraph, NodeKind};
@@ -81,6 +81,10 @@ pub struct JobConfig {
     /// Start from this savepoint ([`crate::checkpoint::savepoint`]) when
     /// the state directory holds no checkpoints of its own.
     pub from_savepoint: Option<std::path::PathBuf>,
+    /// Resume a changed query even when some of the checkpoint's state has
+    /// no place in it, dropping that state
+    /// ([`crate::checkpoint::evolve`]); refused otherwise.
+    pub allow_dropped_state: bool,
     /// The budgets the job's operator state is charged to (its own, its
     /// server's); none: unbounded.
     pub memory: Vec<Arc<crate::memory::MemoryBudget>>,
@@ -305,12 +309,6 @@ pub fn start_job(
         }
     );
 
-    let taken_with = match rescaled_from {
-        Some(taken) => Arc::new(crate::distribute::instances::expand_with(
-            &graph, taken, key_groups,
-        )),
-        None => graph.clone(),
-    };
     let loaded = match (&savepoint, &store) {
         (Some(savepoint), _) => {
             tracing::info!(
@@ -319,40 +317,67 @@ pub fn start_job(
                 savepoint.info().checkpoint,
                 savepoint.info().job.as_deref().unwrap_or("a job")
             );
-            let checkpoint = savepoint.load(&taken_with)?;
-            if let Some(store) = &store {
-                store.mark_restored_from(savepoint.dir())?;
-            }
-            Some(checkpoint)
+            Some(savepoint.load_taken()?)
         }
-        (None, Some(store)) => store.load_latest(&taken_with)?,
+        (None, Some(store)) => store.load_latest_taken()?,
         (None, None) => None,
     };
-    let restored = match (loaded, rescaled_from) {
-        (Some(checkpoint), Some(_)) => Some(crate::rescale::checkpoint::rescale(
-            &taken_with,
-            &graph,
-            checkpoint,
-        )?),
-        (loaded, _) => loaded,
-    };
-    if let Some(checkpoint) = &restored {
-        commit_sinks(&graph, connectors.as_ref(), checkpoint)?;
-        if let (Some(store), CheckpointKind::Finished, None) = (&store, checkpoint.kind, &savepoint)
-        {
-            store.mark_committed(checkpoint.id)?;
+    let restored = match loaded {
+        None => None,
+        Some((checkpoint, taken)) => {
+            // The new query's graph as the checkpoint was taken (its N),
+            // its state mapped by identity, then spread over this run's N.
+            let taken_with = match rescaled_from {
+                Some(taken) => Arc::new(crate::distribute::instances::expand_with(
+                    &graph, taken, key_groups,
+                )),
+                None => graph.clone(),
+            };
+            let (id, kind) = (checkpoint.id, checkpoint.kind);
+            let mapped = crate::checkpoint::evolve::map_state(
+                &taken,
+                checkpoint,
+                &taken_with,
+                config.allow_dropped_state,
+            )?;
+            if !mapped.dropped.is_empty() {
+                tracing::warn!(
+                    "the query changed: dropped the state of {} (--allow-dropped-state)",
+                    mapped.dropped.join(", ")
+                );
+            }
+            if !mapped.fresh.is_empty() {
+                tracing::info!(
+                    "the query changed: {} start(s) afresh (new or changed since the checkpoint), the rest keep their state",
+                    mapped.fresh.join(", ")
+                );
+            }
+            let nodes = match rescaled_from {
+                Some(_) => crate::rescale::checkpoint::rescale(&taken_with, &graph, mapped.nodes)?,
+                None => mapped.nodes,
+            };
+            if let (Some(savepoint), Some(store)) = (&savepoint, &store) {
+                store.mark_restored_from(savepoint.dir())?;
+            }
+            Some((id, kind, nodes))
         }
-        tracing::info!(
-            "resuming from checkpoint {} ({:?})",
-            checkpoint.id,
-            checkpoint.kind
-        );
+    };
+    if let Some((id, kind, nodes)) = &restored {
+        commit_sinks(
+            &graph,
+            connectors.as_ref(),
+            nodes.iter().map(Option::as_ref),
+        )?;
+        if let (Some(store), CheckpointKind::Finished, None) = (&store, *kind, &savepoint) {
+            store.mark_committed(*id)?;
+        }
+        tracing::info!("resuming from checkpoint {id} ({kind:?})");
     }
-    let restored_id = restored.as_ref().map(|c| c.id).unwrap_or(0);
+    let restored_id = restored.as_ref().map(|(id, _, _)| *id).unwrap_or(0);
     let already_finished = restored
         .as_ref()
-        .filter(|c| c.kind == CheckpointKind::Finished)
-        .map(|c| c.id);
+        .filter(|(_, kind, _)| *kind == CheckpointKind::Finished)
+        .map(|(id, _, _)| *id);
     let interval = config
         .checkpoints
         .as_ref()
@@ -366,7 +391,7 @@ pub fn start_job(
         .map(|node| NodeMetrics::new_shared(node.inputs.len()))
         .collect();
     let mut saved: Vec<Option<NodeCheckpoint>> = match restored {
-        Some(Checkpoint { nodes, .. }) => nodes.into_iter().map(Some).collect(),
+        Some((_, _, nodes)) => nodes,
         None => vec![None; n],
     };
     for (m, s) in metrics.iter().zip(&saved) {

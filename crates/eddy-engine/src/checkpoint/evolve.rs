@@ -1,0 +1,149 @@
+//! Query evolution: a checkpoint taken by one version of a job's query,
+//! resumed by another (a query or sink added or removed, a threshold
+//! changed).
+//!
+//! In: what the checkpoint's manifest says of the graph that took it
+//! ([`TakenBy`]: the planned graph's node identities, each node's origin),
+//! its state, and the new query's graph expanded as the checkpoint was
+//! taken. Out: each new node's state, or `None` for a node that starts
+//! afresh, and what was kept, started and dropped.
+//!
+//! State moves by identity ([`JobGraph::identities`]): a node that
+//! computes the same thing from the same inputs keeps its state, whatever
+//! its place in the graph; a new node (a new query or sink, or one whose
+//! definition or anything upstream changed) starts afresh, reading its
+//! sources from where they stand; a source new to the job reads from its
+//! beginning. A node of the checkpoint that the query no longer has loses
+//! its state, which is refused unless allowed (`--allow-dropped-state`),
+//! naming each such node, so that a changed window width is never silently
+//! a new window from nothing. Checkpoints written before eddy recorded
+//! identities resume only the very same query.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::store::TakenBy;
+use super::{Checkpoint, NodeCheckpoint};
+use crate::distribute::instances::Origin;
+use crate::error::{EngineError, Result};
+use crate::graph::{JobGraph, NodeKind};
+use crate::operator::Distribution;
+
+/// A checkpoint mapped onto a changed query.
+#[derive(Debug, Default)]
+pub struct Mapped {
+    /// Each node's state in the new graph; `None`: it starts afresh.
+    pub nodes: Vec<Option<NodeCheckpoint>>,
+    /// Stateful nodes that start afresh (new, or changed), by name.
+    pub fresh: Vec<String>,
+    /// Nodes of the checkpoint whose state was dropped, by name and what
+    /// they were.
+    pub dropped: Vec<String>,
+}
+
+/// Whether a node keeps state worth naming when it starts afresh.
+fn stateful(graph: &JobGraph, id: usize) -> bool {
+    match &graph.nodes[id].kind {
+        NodeKind::Operator(plan) => plan.distribution() != Distribution::Any,
+        NodeKind::Source { .. } | NodeKind::Sink { .. } => true,
+    }
+}
+
+/// `checkpoint`, taken by the graph `taken` describes, for `to` (the new
+/// query's graph, expanded to the checkpoint's parallelism); see the
+/// module docs.
+pub fn map_state(
+    taken: &TakenBy,
+    checkpoint: Checkpoint,
+    to: &JobGraph,
+    allow_dropped: bool,
+) -> Result<Mapped> {
+    let origins: Option<Vec<Origin>> = taken.nodes.iter().map(|(_, _, o)| *o).collect();
+    let (Some(old_planned), Some(old_origins), Some(expansion)) =
+        (&taken.planned, origins, to.expansion())
+    else {
+        taken.check(to)?;
+        return Ok(Mapped {
+            nodes: checkpoint.nodes.into_iter().map(Some).collect(),
+            ..Mapped::default()
+        });
+    };
+    // Old planned node -> new planned node, by identity (the k-th of
+    // several alike to the k-th).
+    let mut by_identity: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    let new_planned = expansion.planned.identities();
+    for (id, identity) in new_planned.iter().enumerate() {
+        by_identity.entry(identity).or_default().push_back(id);
+    }
+    let moved: Vec<Option<usize>> = old_planned
+        .iter()
+        .map(|identity| {
+            by_identity
+                .get_mut(identity.as_str())
+                .and_then(VecDeque::pop_front)
+        })
+        .collect();
+    let translate = |origin: Origin| -> Option<Origin> {
+        let to = |of: usize| moved.get(of).copied().flatten();
+        Some(match origin {
+            Origin::Planned(of) => Origin::Planned(to(of)?),
+            Origin::Split { of, input } => Origin::Split { of: to(of)?, input },
+            Origin::Instance { of, index } => Origin::Instance { of: to(of)?, index },
+            Origin::Union { of } => Origin::Union { of: to(of)? },
+        })
+    };
+    let mut states: HashMap<Origin, NodeCheckpoint> = HashMap::new();
+    let mut dropped = Vec::new();
+    for ((node, origin), (fingerprint, name, _)) in checkpoint
+        .nodes
+        .into_iter()
+        .zip(old_origins)
+        .zip(&taken.nodes)
+    {
+        match translate(origin) {
+            Some(origin) => {
+                states.insert(origin, node);
+            }
+            None if !node.state.is_empty() => dropped.push(format!(
+                "'{}' ({})",
+                name.as_deref().unwrap_or("?"),
+                first_line(fingerprint)
+                    .split_once(' ')
+                    .map_or(fingerprint.as_str(), |(_, what)| what)
+            )),
+            None => {}
+        }
+    }
+    if !dropped.is_empty() && !allow_dropped {
+        return Err(EngineError::Checkpoint(format!(
+            "the query changed since checkpoint {} in {}, and the state of {} has no place in it \
+             (removed, or changed: a node keeps its state only while it computes the same thing \
+             from the same inputs). Run with --allow-dropped-state to drop that state and go on \
+             (what the rest keeps is kept), or --ignore-state to start afresh",
+            taken.checkpoint,
+            taken.place.display(),
+            dropped.join(", ")
+        )));
+    }
+    let mut fresh = Vec::new();
+    let nodes = expansion
+        .origins
+        .iter()
+        .enumerate()
+        .map(|(id, origin)| {
+            let state = states.remove(origin);
+            if state.is_none() && stateful(to, id) {
+                fresh.push(to.nodes[id].name.clone());
+            }
+            state
+        })
+        .collect();
+    Ok(Mapped {
+        nodes,
+        fresh,
+        dropped,
+    })
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
