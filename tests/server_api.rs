@@ -132,6 +132,13 @@ impl Api {
                 }
                 r.call()
             }
+            ("PUT", body) => {
+                let mut r = self.agent.put(&url);
+                if let Some(a) = &auth {
+                    r = r.header("Authorization", a);
+                }
+                r.send_json(body.cloned().unwrap_or(json!({})))
+            }
             (_, body) => {
                 let mut r = self.agent.post(&url);
                 if let Some(a) = &auth {
@@ -889,4 +896,115 @@ fn a_job_stopped_with_a_savepoint_starts_again_from_it_at_another_parallelism() 
         ),
         400
     );
+}
+
+/// Windows per country over a paced stream (about 5 s of wall clock).
+const PER_COUNTRY: &str = "
+CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND)
+  WITH (connector = 'generator', stream = 'orders', count = '20000', rate = '4000', realtime = 'true',
+        batch_size = '200');
+CREATE TABLE per_country (window_start TIMESTAMP, country VARCHAR, n BIGINT)
+  WITH (connector = 'ndjson', path = 'per_country.ndjson');
+INSERT INTO per_country
+SELECT window_start, country, count(*)
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, country;
+";
+
+#[test]
+fn a_job_redeployed_with_new_sql_keeps_the_state_of_what_did_not_change() {
+    let expected_dir = tempfile::tempdir().unwrap();
+    let sql = expected_dir.path().join("job.sql");
+    std::fs::write(&sql, PER_COUNTRY).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["run", "--quiet", "--output"])
+        .arg(expected_dir.path().join("out"))
+        .arg(&sql)
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    let sorted = |path: &std::path::Path| {
+        let mut lines: Vec<String> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let expected = sorted(&expected_dir.path().join("out").join("per_country.ndjson"));
+
+    let dirs = dirs();
+    let server = Server::start(&dirs, None);
+    let (status, job) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "countries", "sql": PER_COUNTRY, "parallelism": 2 }),
+    );
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let checkpointed = |j: &Value| j["checkpoints"]["completed"].as_u64() >= Some(1);
+    server.wait_for(&id, "checkpointed", Duration::from_secs(30), checkpointed);
+
+    // Another window width: refused naming the window, and the job runs
+    // its old SQL again.
+    let wider = PER_COUNTRY.replace("INTERVAL '10' SECOND))", "INTERVAL '20' SECOND))");
+    let (status, refused) = server.request(
+        "PUT",
+        &format!("/api/v1/jobs/{id}"),
+        Some(&json!({ "sql": wider })),
+    );
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"].as_str().unwrap();
+    assert!(
+        why.contains("runs its old SQL again")
+            && why.contains("window_aggregate")
+            && why.contains("tumble(10000ms)"),
+        "{why}"
+    );
+    server.wait_for(&id, "running again", Duration::from_secs(30), |j| {
+        j["state"] == "running" && checkpointed(j)
+    });
+
+    // A new sink beside it, at 3 instances: the window keeps its state.
+    let grown = format!(
+        "{PER_COUNTRY}
+CREATE TABLE big (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'ndjson', path = 'big.ndjson');
+INSERT INTO big SELECT order_id, order_amount FROM orders WHERE order_amount > 130;"
+    );
+    let (status, redeployed) = server.request(
+        "PUT",
+        &format!("/api/v1/jobs/{id}"),
+        Some(&json!({ "sql": grown, "parallelism": 3 })),
+    );
+    assert_eq!(status, 200, "{redeployed}");
+    let kept: Vec<&str> = redeployed["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let started: Vec<&str> = redeployed["started"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        kept.iter().any(|n| n.starts_with("window_aggregate"))
+            && kept.contains(&"per_country")
+            && kept.contains(&"orders"),
+        "{redeployed}"
+    );
+    assert!(started.contains(&"big"), "{redeployed}");
+    assert_eq!(redeployed["job"]["parallelism"], 3);
+    server.wait_for(&id, "finished", Duration::from_secs(60), |j| {
+        j["state"] == "finished"
+    });
+    assert!(
+        sorted(&dirs.output.join("per_country.ndjson")) == expected,
+        "the unchanged query's output is exact across the refusal and the redeploy"
+    );
+    assert!(!sorted(&dirs.output.join("big.ndjson")).is_empty());
 }

@@ -5,6 +5,7 @@ import { $, PALETTE, api, state } from './core.js';
 import { badge, escapeHtml, fmtBytes, fmtDuration, fmtLag, fmtNumber, uptime } from './format.js';
 import { closeTail, setupTail } from './tail.js';
 import { deleteJob, stopJob } from './jobs.js';
+import { setupRedeploy } from './redeploy.js';
 
 export function openJob(id) {
   if (state.jobId !== id) {
@@ -71,6 +72,7 @@ function renderJob(job) {
   renderCharts(job);
   renderSources(job);
   setupTail(job);
+  setupRedeploy(job);
 }
 
 $('job-stop').addEventListener('click', () => state.jobId && stopJob(state.jobId));

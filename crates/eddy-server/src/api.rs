@@ -9,6 +9,7 @@
 //! | `POST /api/v1/jobs` | submit a job: 201 with the job, 400 with `line`/`column` for bad SQL |
 //! | `GET /api/v1/jobs` | list jobs |
 //! | `GET /api/v1/jobs/{id}` | one job: graph, metrics, checkpoints, history |
+//! | `PUT /api/v1/jobs/{id}` | redeploy with new SQL, keeping the state of what did not change |
 //! | `POST /api/v1/jobs/{id}/stop` | stop gracefully (final checkpoint, sinks committed); `{"savepoint": true}` keeps a savepoint of it |
 //! | `GET /api/v1/savepoints` | the savepoints kept (`from_savepoint` in a submission starts from one) |
 //! | `DELETE /api/v1/jobs/{id}` | stop and forget |
@@ -37,8 +38,8 @@ use crate::error::{ErrorBody, Result, ServerError};
 use crate::jobs::JobManager;
 use crate::openapi::ApiDoc;
 use crate::views::{
-    JobSummary, JobView, SavepointView, StopRequest, SubmitRequest, ValidateRequest,
-    ValidateResponse,
+    JobSummary, JobView, RedeployRequest, RedeployView, SavepointView, StopRequest, SubmitRequest,
+    ValidateRequest, ValidateResponse,
 };
 
 /// What every handler gets.
@@ -54,7 +55,10 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/api/v1/jobs", get(list_jobs).post(submit_job))
-        .route("/api/v1/jobs/{id}", get(get_job).delete(delete_job))
+        .route(
+            "/api/v1/jobs/{id}",
+            get(get_job).put(redeploy_job).delete(delete_job),
+        )
         .route("/api/v1/jobs/{id}/stop", post(stop_job))
         .route("/api/v1/savepoints", get(list_savepoints))
         .route("/api/v1/jobs/{id}/sinks/{sink}/tail", get(tail))
@@ -205,6 +209,28 @@ pub async fn stop_job(
     let manager = state.manager.clone();
     Ok(Json(
         blocking(move || manager.stop(&id, request.savepoint)).await?,
+    ))
+}
+
+/// Redeploys a job with new SQL: a final checkpoint, the new plan checked
+/// against it, the job started again keeping the state of every operator
+/// that still computes the same thing; or refused (the job runs its old
+/// SQL again) naming the operators whose state would be lost.
+#[utoipa::path(put, path = "/api/v1/jobs/{id}", tag = "jobs", request_body = RedeployRequest,
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "Redeployed: the job and its operators kept, started and dropped", body = RedeployView),
+        (status = 400, description = "Bad SQL, or state the new SQL has no place for (the job goes on with its old SQL)", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn redeploy_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<RedeployRequest>,
+) -> Result<Json<RedeployView>> {
+    let manager = state.manager.clone();
+    Ok(Json(
+        blocking(move || manager.redeploy(&id, request)).await?,
     ))
 }
 

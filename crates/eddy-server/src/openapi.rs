@@ -8,8 +8,8 @@ use utoipa::{Modify, OpenApi};
 use crate::error::ErrorBody;
 use crate::views::{
     CheckpointView, GraphEdge, GraphNode, GroupView, JobStatus, JobSummary, JobView, NodeMetrics,
-    Sample, SavepointView, SourceSample, StopRequest, SubmitRequest, ValidateRequest,
-    ValidateResponse,
+    RedeployRequest, RedeployView, Sample, SavepointView, SourceSample, StopRequest, SubmitRequest,
+    ValidateRequest, ValidateResponse,
 };
 
 /// The API document.
@@ -22,6 +22,7 @@ use crate::views::{
         crate::api::get_job,
         crate::api::stop_job,
         crate::api::list_savepoints,
+        crate::api::redeploy_job,
         crate::api::delete_job,
         crate::api::validate,
         crate::api::tail,
@@ -32,7 +33,7 @@ use crate::views::{
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
         NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
-        StopRequest, SavepointView
+        StopRequest, SavepointView, RedeployRequest, RedeployView
     )),
     modifiers(&BearerToken),
     tags((name = "jobs", description = "Streaming jobs"))

@@ -49,6 +49,39 @@ pub struct SubmitRequest {
     pub from_savepoint: Option<String>,
 }
 
+/// A job's new SQL (`PUT /api/v1/jobs/{id}`): the job stops with a final
+/// checkpoint and starts again on it with this SQL, each operator that
+/// still computes the same thing keeping its state.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RedeployRequest {
+    /// The new SQL (the whole job, as at submission).
+    pub sql: String,
+    /// New `${NAME}` parameters (default: the job's).
+    #[serde(default)]
+    pub params: Option<BTreeMap<String, String>>,
+    /// New instances of each keyed operator (default: the job's); any N
+    /// up to the job's key groups.
+    #[serde(default)]
+    pub parallelism: Option<usize>,
+    /// Redeploy even when some state has no place in the new SQL (a
+    /// removed query, a changed window), dropping it; refused otherwise.
+    #[serde(default)]
+    pub allow_dropped_state: bool,
+}
+
+/// A redeployed job and what became of its operators' state.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RedeployView {
+    /// The job as it now runs.
+    pub job: JobView,
+    /// Stateful nodes that kept their state.
+    pub kept: Vec<String>,
+    /// Stateful nodes that started afresh (new or changed).
+    pub started: Vec<String>,
+    /// Nodes whose state was dropped (with `allow_dropped_state`).
+    pub dropped: Vec<String>,
+}
+
 /// How to stop a job (`POST /api/v1/jobs/{id}/stop`; an empty body stops
 /// without a savepoint).
 #[derive(Debug, Default, Deserialize, ToSchema)]

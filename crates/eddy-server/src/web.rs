@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 const INDEX: &str = include_str!("../../../web/index.html");
 /// The script modules, by name (`/assets/js/<name>`).
-const MODULES: [(&str, &str); 7] = [
+const MODULES: [(&str, &str); 8] = [
     ("main.js", include_str!("../../../web/js/main.js")),
     ("core.js", include_str!("../../../web/js/core.js")),
     ("format.js", include_str!("../../../web/js/format.js")),
@@ -21,6 +21,7 @@ const MODULES: [(&str, &str); 7] = [
     ("editor.js", include_str!("../../../web/js/editor.js")),
     ("job.js", include_str!("../../../web/js/job.js")),
     ("tail.js", include_str!("../../../web/js/tail.js")),
+    ("redeploy.js", include_str!("../../../web/js/redeploy.js")),
 ];
 const STYLE: &str = include_str!("../../../web/style.css");
 

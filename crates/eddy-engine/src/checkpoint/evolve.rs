@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::store::TakenBy;
+use super::store::{StateDir, TakenBy};
 use super::{Checkpoint, NodeCheckpoint};
 use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
@@ -33,6 +33,8 @@ use crate::operator::Distribution;
 pub struct Mapped {
     /// Each node's state in the new graph; `None`: it starts afresh.
     pub nodes: Vec<Option<NodeCheckpoint>>,
+    /// Stateful nodes that keep their state, by name.
+    pub kept: Vec<String>,
     /// Stateful nodes that start afresh (new, or changed), by name.
     pub fresh: Vec<String>,
     /// Nodes of the checkpoint whose state was dropped, by name and what
@@ -124,24 +126,51 @@ pub fn map_state(
             dropped.join(", ")
         )));
     }
-    let mut fresh = Vec::new();
+    let (mut kept, mut fresh) = (Vec::new(), Vec::new());
     let nodes = expansion
         .origins
         .iter()
         .enumerate()
         .map(|(id, origin)| {
             let state = states.remove(origin);
-            if state.is_none() && stateful(to, id) {
-                fresh.push(to.nodes[id].name.clone());
+            if stateful(to, id) {
+                let name = to.nodes[id].name.clone();
+                match state {
+                    Some(_) => kept.push(name),
+                    None => fresh.push(name),
+                }
             }
             state
         })
         .collect();
     Ok(Mapped {
         nodes,
+        kept,
         fresh,
         dropped,
     })
+}
+
+/// What resuming `planned` (a job's graph as planned) from the newest
+/// checkpoint in `store` keeps, starts afresh and drops, found without
+/// running anything (the node states are left out); `None` without a
+/// checkpoint; the error a resume would fail with.
+pub fn preview(
+    store: &StateDir,
+    planned: &JobGraph,
+    allow_dropped: bool,
+) -> Result<Option<Mapped>> {
+    let Some((checkpoint, taken)) = store.load_latest_taken()? else {
+        return Ok(None);
+    };
+    let taken_with = crate::distribute::instances::expand_with(
+        planned,
+        taken.layout.parallelism,
+        taken.layout.key_groups,
+    );
+    let mut mapped = map_state(&taken, checkpoint, &taken_with, allow_dropped)?;
+    mapped.nodes.clear();
+    Ok(Some(mapped))
 }
 
 fn first_line(text: &str) -> &str {

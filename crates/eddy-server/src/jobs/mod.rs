@@ -18,9 +18,10 @@
 //! [`compile`] the SQL and the engine's refusals as API errors; `report`
 //! what the server reports of each job (samples, counters, summaries,
 //! views); `savepoints` the savepoints a stop keeps and a submission
-//! starts from.
+//! starts from; `redeploy` a job's SQL changed in place.
 
 mod compile;
+mod redeploy;
 mod report;
 mod run_handle;
 mod savepoints;

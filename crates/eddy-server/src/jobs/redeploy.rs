@@ -1,0 +1,101 @@
+//! Redeploying a job with changed SQL (`PUT /api/v1/jobs/{id}`): stop it
+//! with a final checkpoint, check the new query against that state, and
+//! start it again, or refuse with the reasons and leave the job running.
+//!
+//! In: a job id and a [`RedeployRequest`]. Out: the job as it now runs
+//! and which operators kept their state, started afresh and were dropped
+//! ([`RedeployView`]); or an error, with the job running the old SQL again.
+
+use std::sync::{Arc, Mutex};
+
+use eddy_engine::checkpoint::evolve;
+use eddy_engine::checkpoint::store::StateDir;
+
+use super::{compile, graph_view, report, sink_names, JobManager, ManagedJob, STOP_WAIT};
+use crate::error::{Result, ServerError};
+use crate::views::{RedeployRequest, RedeployView};
+
+impl JobManager {
+    /// See the module docs.
+    pub fn redeploy(&self, id: &str, request: RedeployRequest) -> Result<RedeployView> {
+        let old = self.get(id)?;
+        let mut record = old
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))?;
+        if record.group.is_some() {
+            return Err(ServerError::Rejected(
+                "a group job's state lives with its group's tasks: stop it and submit the new SQL"
+                    .into(),
+            ));
+        }
+        record.sql = request.sql;
+        if let Some(params) = request.params {
+            record.params = params;
+        }
+        if let Some(parallelism) = request.parallelism {
+            if !(1..=super::MAX_PARALLELISM).contains(&parallelism) {
+                return Err(ServerError::Rejected(format!(
+                    "parallelism must be 1 to {}, not {parallelism}",
+                    super::MAX_PARALLELISM
+                )));
+            }
+            record.parallelism = parallelism;
+        }
+        // The new SQL must plan before anything stops.
+        let graph = compile(&record.name, &record.sql, &record.params)?;
+        if let Some(handle) = old.handle() {
+            handle.stop();
+            if !handle.wait_timeout(STOP_WAIT) {
+                return Err(ServerError::Rejected(format!(
+                    "job '{id}' did not stop within {STOP_WAIT:?}; nothing redeployed"
+                )));
+            }
+        }
+        let store = StateDir::open(self.store.checkpoint_dir(id))
+            .map_err(|e| ServerError::Internal(e.to_string()))?;
+        let checked = evolve::preview(&store, &graph, request.allow_dropped_state);
+        let mapped = match checked {
+            Ok(mapped) => mapped.unwrap_or_default(),
+            Err(refusal) => {
+                // The old SQL goes on from its final checkpoint.
+                let restarted = self
+                    .plan(
+                        &old.record
+                            .lock()
+                            .map(|r| r.0.clone())
+                            .map_err(|_| ServerError::Internal("job record lost".into()))?,
+                    )
+                    .and_then(|planned| self.start_run(&old, planned.launch));
+                if let Err(e) = restarted {
+                    tracing::warn!(job = %id, "cannot restart after a refused redeploy: {e}");
+                }
+                return Err(ServerError::Rejected(format!(
+                    "not redeployed (job '{id}' runs its old SQL again): {refusal}"
+                )));
+            }
+        };
+        let planned = self.plan(&record)?;
+        let job = Arc::new(ManagedJob {
+            id: id.to_string(),
+            graph: graph_view(&planned.view),
+            sinks: sink_names(&graph),
+            record: Mutex::new((record, false)),
+            run: Mutex::new(None),
+            samples: Mutex::new(report::Samples::default()),
+        });
+        // The old run's watcher must not write its end over the new record.
+        if let Ok(mut old_record) = old.record.lock() {
+            old_record.1 = true;
+        }
+        self.start_run(&job, planned.launch)?;
+        self.insert(job.clone());
+        Ok(RedeployView {
+            job: self.view(&job),
+            kept: mapped.kept,
+            started: mapped.fresh,
+            dropped: mapped.dropped,
+        })
+    }
+}
