@@ -40,7 +40,14 @@ status=0
   --generation-database none \
   --report ndjson --report-ndjson-path "$work/events.ndjson" \
   --no-color > "$work/schemathesis.log" 2>&1 || status=$?
-tail -n 25 "$work/schemathesis.log"
+# On a failure, its cases (with a curl line to reproduce each) and the
+# server's log; otherwise the summary.
+if [ "$status" -ne 0 ]; then
+  sed -n '/FAILURES/,$p' "$work/schemathesis.log" | head -n 150
+  tail -n 30 "$work/serve.log"
+else
+  tail -n 25 "$work/schemathesis.log"
+fi
 echo "fuzz-api: schemathesis exit status $status; $(grep -o '"request"' "$work/events.ndjson" | wc -l) requests made"
 if ! kill -0 "$server" 2>/dev/null; then
   echo "fuzz-api: the server died" >&2

@@ -43,6 +43,10 @@ pub struct JobRecord {
     /// The savepoint the job started from (its id), if any.
     #[serde(default)]
     pub from_savepoint: Option<String>,
+    /// Its last redeploy allowed dropping state the new SQL had no place
+    /// for: its next start may drop it.
+    #[serde(default)]
+    pub allow_dropped_state: bool,
     /// Submission time, epoch ms.
     pub created_ms: i64,
     /// Start of its latest run, epoch ms.

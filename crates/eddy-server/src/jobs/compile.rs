@@ -50,7 +50,10 @@ pub(super) fn engine_error(error: EngineError) -> ServerError {
         e @ (EngineError::Table { .. }
         | EngineError::Config(_)
         | EngineError::Connector { .. }
-        | EngineError::State(_)) => ServerError::Rejected(e.to_string()),
+        | EngineError::State(_)
+        // A checkpoint the job cannot resume (another query's, state it
+        // has no place for): the submission's doing, not the server's.
+        | EngineError::Checkpoint(_)) => ServerError::Rejected(e.to_string()),
         other => ServerError::Internal(other.to_string()),
     }
 }

@@ -307,6 +307,7 @@ impl JobManager {
                     .as_deref()
                     .map(|id| self.savepoints.path(id))
                     .transpose()?,
+                allow_dropped_state: record.allow_dropped_state,
                 memory: self.budgets(record.memory_limit),
                 label: record.name.clone(),
                 ..JobConfig::default()
@@ -444,6 +445,7 @@ impl JobManager {
             group: request.group,
             session_timeout_ms: request.session_timeout_ms,
             from_savepoint: request.from_savepoint,
+            allow_dropped_state: false,
             created_ms: now_ms(),
             started_ms: None,
             ended_ms: None,

@@ -31,6 +31,7 @@ impl JobManager {
             ));
         }
         record.sql = request.sql;
+        record.allow_dropped_state = request.allow_dropped_state;
         if let Some(params) = request.params {
             record.params = params;
         }
@@ -60,23 +61,19 @@ impl JobManager {
             Ok(mapped) => mapped.unwrap_or_default(),
             Err(refusal) => {
                 // The old SQL goes on from its final checkpoint.
-                let restarted = self
-                    .plan(
-                        &old.record
-                            .lock()
-                            .map(|r| r.0.clone())
-                            .map_err(|_| ServerError::Internal("job record lost".into()))?,
-                    )
-                    .and_then(|planned| self.start_run(&old, planned.launch));
-                if let Err(e) = restarted {
-                    tracing::warn!(job = %id, "cannot restart after a refused redeploy: {e}");
-                }
+                self.restart_old(&old);
                 return Err(ServerError::Rejected(format!(
                     "not redeployed (job '{id}' runs its old SQL again): {refusal}"
                 )));
             }
         };
-        let planned = self.plan(&record)?;
+        let planned = match self.plan(&record) {
+            Ok(planned) => planned,
+            Err(e) => {
+                self.restart_old(&old);
+                return Err(e);
+            }
+        };
         let job = Arc::new(ManagedJob {
             id: id.to_string(),
             graph: graph_view(&planned.view),
@@ -89,7 +86,16 @@ impl JobManager {
         if let Ok(mut old_record) = old.record.lock() {
             old_record.1 = true;
         }
-        self.start_run(&job, planned.launch)?;
+        if let Err(e) = self.start_run(&job, planned.launch) {
+            // The new SQL cannot start (a source gone, say): the old goes on.
+            if let Ok(mut old_record) = old.record.lock() {
+                old_record.1 = false;
+            }
+            self.restart_old(&old);
+            return Err(ServerError::Rejected(format!(
+                "not redeployed (job '{id}' runs its old SQL again): {e}"
+            )));
+        }
         self.insert(job.clone());
         Ok(RedeployView {
             job: self.view(&job),
@@ -97,5 +103,20 @@ impl JobManager {
             started: mapped.fresh,
             dropped: mapped.dropped,
         })
+    }
+
+    /// Starts `job` again on its own SQL, from its final checkpoint (after
+    /// a refused redeploy).
+    fn restart_old(&self, job: &Arc<ManagedJob>) {
+        let restarted = job
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))
+            .and_then(|record| self.plan(&record))
+            .and_then(|planned| self.start_run(job, planned.launch));
+        if let Err(e) = restarted {
+            tracing::warn!(job = %job.id, "cannot restart after a refused redeploy: {e}");
+        }
     }
 }
