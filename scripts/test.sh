@@ -5,7 +5,8 @@
 # recovery tests (real processes killed with SIGKILL and restarted), the
 # server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
 # front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
-# and pyarrow, the web console in real browsers, and the Nexmark benchmark
+# and pyarrow, the web console in real browsers, the SQL shell in a real
+# terminal, and the Nexmark benchmark
 # driver at a small size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,8 @@ MAX_TIME="${FUZZ_SECONDS:-60}" scripts/fuzz-api.sh
 scripts/parquet-check.sh
 # The web console in headless Chromium and Firefox against a real server.
 scripts/web-test.sh
+# The SQL shell in a real terminal (tmux).
+scripts/shell-test.sh
 # The Nexmark benchmark driver at a small size, so it cannot rot (its
 # queries' results are checked by tests/nexmark.rs).
 EVENTS=20000 RUNS=1 bench/nexmark.sh

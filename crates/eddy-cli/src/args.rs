@@ -30,6 +30,9 @@ pub(crate) enum Command {
     /// Run the job server: an HTTP API and a web console to submit and
     /// watch jobs; jobs checkpoint and survive restarts.
     Serve(ServeArgs),
+    /// An interactive SQL shell: define tables and views, watch a SELECT's
+    /// result update in place, start and stop INSERT jobs.
+    Sql(SqlArgs),
     /// Submit SQL files (or directories of them) to a server as one job.
     Submit {
         /// `.sql` files or directories of `.sql` files.
@@ -222,6 +225,23 @@ pub(crate) struct RunArgs {
 /// A byte size (`512MiB`, `4GB`).
 fn parse_size(text: &str) -> Result<u64, String> {
     eddy_engine::memory::parse_bytes(text)
+}
+
+/// The arguments of `eddy sql`.
+#[derive(Args, Debug)]
+pub(crate) struct SqlArgs {
+    /// Set a `${NAME}` parameter: NAME=VALUE.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub(crate) set: Vec<String>,
+    /// Where INSERT jobs' file sinks write.
+    #[arg(long, value_name = "DIR", default_value = "eddy-output")]
+    pub(crate) output: PathBuf,
+    /// Rows a live result table shows (the latest).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) rows: usize,
+    /// The history file (default: ~/.eddy_history).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) history: Option<PathBuf>,
 }
 
 /// The arguments of `eddy serve`.

@@ -1,5 +1,5 @@
 //! The commands: [`execute`] runs the one parsed from the command line.
-//! `run`, `serve` and `bench` have a module each; the server's clients
+//! `run`, `serve`, `bench` and `sql` (the shell) have a module each; the server's clients
 //! (`submit`, `jobs`, `job`, `stop`, `health`), `savepoint`, `connectors`,
 //! `explain` and `generate` are a call each, here.
 //!
@@ -9,6 +9,7 @@
 mod bench;
 mod run;
 mod serve;
+mod sql_shell;
 
 use eddy_cli::client;
 use eddy_cli::{generate, job, Result};
@@ -21,6 +22,7 @@ pub(crate) fn execute(command: Command) -> Result<()> {
     match command {
         Command::Run(args) => run::run(args),
         Command::Serve(args) => serve::serve(args),
+        Command::Sql(args) => sql_shell::shell(args),
         Command::Bench(args) => bench::bench(args),
         Command::Submit {
             paths,

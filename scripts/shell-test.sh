@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The SQL shell (`eddy sql`) in a real terminal: tmux runs it, this script
+# types into it (send-keys) and reads the screen (capture-pane). It defines
+# a table over the generator (a statement over three lines), watches a
+# window query's table update in place, interrupts it with Ctrl-C, starts
+# an INSERT job, lists and stops it, explains a query and quits; the
+# history file keeps what was typed. Installs Debian's tmux on first use.
+# Saves the screens under SHELL_TEST_OUT (default
+# $CARGO_TARGET_DIR/shell-test); UPDATE_DOCS=1 also refreshes
+# docs/sql-shell.txt, the capture the README shows.
+#
+#   scripts/shell-test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}
+[ -x "$EDDY" ] || cargo build -q --workspace --bin eddy
+EDDY=$(cd "$(dirname "$EDDY")" && pwd)/$(basename "$EDDY")
+sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+if ! command -v tmux >/dev/null; then
+  echo "shell-test: installing Debian's tmux" >&2
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+fi
+OUT=${SHELL_TEST_OUT:-${CARGO_TARGET_DIR:-target}/shell-test}
+mkdir -p "$OUT"
+
+work=$(mktemp -d)
+session="eddy-shell-$$"
+cleanup() {
+  tmux kill-session -t "$session" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+tmux -f /dev/null new-session -d -s "$session" -x 110 -y 40 \
+  "cd '$work' && '$EDDY' sql --history '$work/history' --output '$work/out' --rows 8; sleep 30"
+
+screen() { tmux capture-pane -p -t "$session"; }
+# Types a line and Enter (a trailing ';' is escaped: tmux reads it as a
+# command separator).
+send() {
+  local text=$1
+  if [ "${text: -1}" = ";" ]; then
+    tmux send-keys -t "$session" -l "${text%;}"
+    tmux send-keys -t "$session" '\;'
+  else
+    tmux send-keys -t "$session" -l "$text"
+  fi
+  tmux send-keys -t "$session" Enter
+}
+# Waits until the screen shows TEXT (a grep -E pattern), up to 30 s.
+wait_for() {
+  for _ in $(seq 300); do
+    if screen | grep -qE "$1"; then return 0; fi
+    sleep 0.1
+  done
+  echo "shell-test: the screen never showed '$1':" >&2
+  screen >&2
+  exit 1
+}
+fail() { echo "shell-test: $1" >&2; screen >&2; exit 1; }
+
+wait_for '^eddy>'
+send "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT,"
+send "  country VARCHAR, event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,"
+send "  WATERMARK FOR event_time AS event_time - INTERVAL '1' SECOND) WITH (connector = 'generator', stream = 'orders', rate = '50', realtime = 'true', count = '100000', batch_size = '10');"
+wait_for 'ok \(1 definitions in the session\)'
+tmux send-keys -t "$session" C-l
+send "SELECT window_start, country, count(*) AS n, round(sum(order_amount), 2) AS total FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '2' SECOND)) GROUP BY window_start, window_end, country;"
+wait_for 'window_start .* country .* n .* total'
+wait_for '^[1-9][0-9]* rows.*received'
+first=$(screen | grep -E '^[0-9]+ rows' | grep -oE '[0-9]+ received' | cut -d' ' -f1)
+sleep 4
+# The screen without its blank bottom lines.
+screen | awk '{ line[NR] = $0 } END { n = NR; while (n > 0 && line[n] == "") n--; for (i = 1; i <= n; i++) print line[i] }' > "$OUT/sql-shell.txt"
+second=$(screen | grep -E '^[0-9]+ rows' | grep -oE '[0-9]+ received' | cut -d' ' -f1)
+[ "$second" -gt "$first" ] || fail "the table did not grow ($first then $second rows received)"
+headers=$(screen | grep -cE 'window_start .* country' || true)
+[ "$headers" = 1 ] || fail "the table was drawn $headers times, not redrawn in place"
+tmux send-keys -t "$session" C-c
+wait_for '^query stopped'
+wait_for '^eddy>$'
+
+send "CREATE TABLE big_orders (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'ndjson', path = 'big_orders.ndjson');"
+wait_for 'ok \(2 definitions'
+send "INSERT INTO big_orders SELECT order_id, order_amount FROM orders WHERE order_amount > 100;"
+wait_for 'started job 1'
+sleep 2
+send "SHOW JOBS;"
+wait_for '│ 1 .* running .* INSERT INTO big_orders'
+send "STOP JOB 1;"
+wait_for 'job 1: stopped'
+[ -s "$work/out/big_orders.ndjson" ] || fail "the stopped job wrote nothing"
+send "EXPLAIN SELECT country, count(*) FROM orders GROUP BY country;"
+wait_for 'updating_aggregate'
+send "SELECT nope FROM orders;"
+wait_for "^error: .*nope"
+send '\quit'
+wait_for '^$'
+for _ in $(seq 50); do [ -s "$work/history" ] && break; sleep 0.1; done
+grep -q 'SHOW JOBS;' "$work/history" || fail "the history file lacks what was typed"
+
+if [ "${UPDATE_DOCS:-}" = 1 ]; then
+  cp "$OUT/sql-shell.txt" docs/sql-shell.txt
+fi
+echo "shell-test: passed (live table grew from $first to $second rows received; screens in $OUT)"
