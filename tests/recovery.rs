@@ -1139,6 +1139,55 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
 }
 
 #[test]
+fn a_query_added_on_a_source_that_already_ended_ends_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = "
+CREATE TABLE few (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR)
+  WITH (connector = 'generator', stream = 'orders', count = '10', seed = '9');
+CREATE TABLE few_copy (order_id VARCHAR) WITH (connector = 'ndjson', path = 'few_copy.ndjson');
+INSERT INTO few_copy SELECT order_id FROM few;
+";
+    let again = "
+CREATE TABLE few_again (order_id VARCHAR) WITH (connector = 'ndjson', path = 'few_again.ndjson');
+INSERT INTO few_again SELECT order_id FROM few;
+";
+    let job = |name: &str, sql: &str| {
+        let path = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&path, sql).unwrap();
+        JobArgs(vec![
+            path.display().to_string(),
+            "--set".into(),
+            "ROWS=1500000".into(),
+        ])
+    };
+    let first = format!("{EVOLVING}{small}");
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(&job("first", &first), &output, &state);
+    let expected = dir.path().join("expected");
+    common::assert_success(
+        &job("first", &first)
+            .command(&expected, None)
+            .output()
+            .unwrap(),
+        "the uninterrupted run",
+    );
+    // `few` ended long before the kill; a query added on it has nothing
+    // to read and ends, and the rest goes on exactly.
+    let out = job("again", &format!("{first}{again}"))
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the query added on an ended source");
+    assert!(lines_of(&output.join("few_again.ndjson")).is_empty());
+    for sink in ["per_country.ndjson", "few_copy.ndjson"] {
+        assert!(
+            sorted_lines_of(&output.join(sink)) == sorted_lines_of(&expected.join(sink)),
+            "{sink}: output differs"
+        );
+    }
+}
+
+#[test]
 fn a_finished_job_run_again_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sql = dir.path().join("job.sql");

@@ -791,6 +791,33 @@ fn a_job_reading_a_named_pipe_is_submitted_without_waiting_for_a_writer() {
     assert_eq!(written, "{\"k\":\"A\"}\n{\"k\":\"B\"}\n");
 }
 
+/// A file's lines, sorted (parallel instances interleave their rows).
+fn sorted_lines(path: &std::path::Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// What `eddy run` of `sql` writes into `sink_file`, sorted: the output of
+/// an uninterrupted run.
+fn uninterrupted(sql: &str, sink_file: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.sql");
+    std::fs::write(&path, sql).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(["run", "--quiet", "--output"])
+        .arg(dir.path().join("out"))
+        .arg(&path)
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    sorted_lines(&dir.path().join("out").join(sink_file))
+}
+
 /// Per-customer windows over a bounded generated stream, paced (about 3 s
 /// of wall clock): keyed state that a savepoint carries.
 const WINDOWED: &str = "
@@ -809,27 +836,7 @@ GROUP BY window_start, window_end, customer_id;
 
 #[test]
 fn a_job_stopped_with_a_savepoint_starts_again_from_it_at_another_parallelism() {
-    // What an uninterrupted run writes.
-    let expected_dir = tempfile::tempdir().unwrap();
-    let sql = expected_dir.path().join("job.sql");
-    std::fs::write(&sql, WINDOWED).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(["run", "--quiet", "--output"])
-        .arg(expected_dir.path().join("out"))
-        .arg(&sql)
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the uninterrupted run");
-    let lines = |path: &std::path::Path| {
-        let mut lines: Vec<String> = std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        lines.sort();
-        lines
-    };
-    let expected = lines(&expected_dir.path().join("out").join("per_customer.ndjson"));
+    let expected = uninterrupted(WINDOWED, "per_customer.ndjson");
 
     let dirs = dirs();
     let server = Server::start(&dirs, None);
@@ -875,7 +882,7 @@ fn a_job_stopped_with_a_savepoint_starts_again_from_it_at_another_parallelism() 
         "{done}"
     );
     assert_eq!(
-        lines(&dirs.output.join("per_customer.ndjson")),
+        sorted_lines(&dirs.output.join("per_customer.ndjson")),
         expected,
         "the output of the job stopped and the one started from its savepoint, together"
     );
@@ -915,26 +922,7 @@ GROUP BY window_start, window_end, country;
 
 #[test]
 fn a_job_redeployed_with_new_sql_keeps_the_state_of_what_did_not_change() {
-    let expected_dir = tempfile::tempdir().unwrap();
-    let sql = expected_dir.path().join("job.sql");
-    std::fs::write(&sql, PER_COUNTRY).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eddy"))
-        .args(["run", "--quiet", "--output"])
-        .arg(expected_dir.path().join("out"))
-        .arg(&sql)
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the uninterrupted run");
-    let sorted = |path: &std::path::Path| {
-        let mut lines: Vec<String> = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        lines.sort();
-        lines
-    };
-    let expected = sorted(&expected_dir.path().join("out").join("per_country.ndjson"));
+    let expected = uninterrupted(PER_COUNTRY, "per_country.ndjson");
 
     let dirs = dirs();
     let server = Server::start(&dirs, None);
@@ -1003,8 +991,8 @@ INSERT INTO big SELECT order_id, order_amount FROM orders WHERE order_amount > 1
         j["state"] == "finished"
     });
     assert!(
-        sorted(&dirs.output.join("per_country.ndjson")) == expected,
+        sorted_lines(&dirs.output.join("per_country.ndjson")) == expected,
         "the unchanged query's output is exact across the refusal and the redeploy"
     );
-    assert!(!sorted(&dirs.output.join("big.ndjson")).is_empty());
+    assert!(!sorted_lines(&dirs.output.join("big.ndjson")).is_empty());
 }

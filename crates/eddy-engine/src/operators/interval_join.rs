@@ -315,11 +315,7 @@ impl OperatorPlan for IntervalJoinPlan {
         mut parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let watermark = crate::rescale::metas::<Timestamp>(&parts)?
-            .into_iter()
-            .map(|(w, _)| w)
-            .min()
-            .unwrap_or(WATERMARK_MIN);
+        let watermark = crate::rescale::least(&crate::rescale::metas::<Timestamp>(&parts)?, |w| *w);
         let mut state = StateSnapshot::with_meta(&watermark)?;
         for (name, side_keys) in SIDE_TABLES.iter().zip([&self.left_keys, &self.right_keys]) {
             state.push_table(

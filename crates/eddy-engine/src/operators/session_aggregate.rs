@@ -174,11 +174,7 @@ impl OperatorPlan for SessionAggregatePlan {
             super::decoded_keys(&converter, table.column(0))
         })?;
         let mut state = StateSnapshot::with_meta(&SessionMeta {
-            watermark: metas
-                .iter()
-                .map(|(m, _)| m.watermark)
-                .min()
-                .unwrap_or(WATERMARK_MIN),
+            watermark: crate::rescale::least(&metas, |m| m.watermark),
             late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
         })?;
         state.push_table("pending", pending);

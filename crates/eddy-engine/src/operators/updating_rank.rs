@@ -236,11 +236,7 @@ impl OperatorPlan for UpdatingRankPlan {
         })?;
         let mut state = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: crate::rescale::counted_sum(&metas, |m| m.unmatched_retractions),
-            watermark: metas
-                .iter()
-                .map(|(m, _)| m.watermark)
-                .min()
-                .unwrap_or(WATERMARK_MIN),
+            watermark: crate::rescale::least(&metas, |m| m.watermark),
             // Arrival numbers order rows within a partition, whose rows
             // all come from one part: go on after the largest.
             arrivals: metas.iter().map(|(m, _)| m.arrivals).max().unwrap_or(0),

@@ -186,11 +186,7 @@ impl OperatorPlan for WindowAggregatePlan {
         let by_key = |table: &RecordBatch| rescale::columns(table, key_columns.clone());
         let windows = rescale::kept_table(&mut parts, "windows", keys, by_key)?;
         let mut state = StateSnapshot::with_meta(&WindowMeta {
-            watermark: metas
-                .iter()
-                .map(|(m, _)| m.watermark)
-                .min()
-                .unwrap_or(WATERMARK_MIN),
+            watermark: crate::rescale::least(&metas, |m| m.watermark),
             late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
             // Every window before an instance's next end has fired
             // wherever it had rows: the furthest is where all stand.

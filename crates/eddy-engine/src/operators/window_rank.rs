@@ -168,11 +168,7 @@ impl OperatorPlan for WindowRankPlan {
         let metas = rescale::metas::<RankMeta>(&parts)?;
         let pending = rescale::kept_rows(&mut parts, "pending", keys, &self.partition_by)?;
         let mut state = StateSnapshot::with_meta(&RankMeta {
-            watermark: metas
-                .iter()
-                .map(|(m, _)| m.watermark)
-                .min()
-                .unwrap_or(WATERMARK_MIN),
+            watermark: crate::rescale::least(&metas, |m| m.watermark),
             late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
         })?;
         state.push_table("pending", pending);

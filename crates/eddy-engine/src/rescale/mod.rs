@@ -124,6 +124,20 @@ pub fn metas<T: DeserializeOwned>(parts: &[InstanceState]) -> Result<Vec<(T, boo
         .collect()
 }
 
+/// The least of a time (a watermark) over the parts: all instances saw the
+/// same markers, and the least is the one none has gone past
+/// ([`crate::time::WATERMARK_MIN`] without parts).
+pub fn least<T>(
+    metas: &[(T, bool)],
+    time: impl Fn(&T) -> crate::time::Timestamp,
+) -> crate::time::Timestamp {
+    metas
+        .iter()
+        .map(|(m, _)| time(m))
+        .min()
+        .unwrap_or(crate::time::WATERMARK_MIN)
+}
+
 /// The sum of a counter over the parts whose counters are carried.
 pub fn counted_sum<T>(metas: &[(T, bool)], counter: impl Fn(&T) -> u64) -> u64 {
     metas

@@ -447,6 +447,21 @@ pub fn start_job(
 
     // Open and restore everything before any thread starts.
     let mut work = Vec::with_capacity(n);
+    // Nodes that finished in the run the job resumes from: they do not run,
+    // so a node reading one (a node new to a changed query) starts with
+    // that input ended.
+    let done: Vec<bool> = saved
+        .iter()
+        .map(|s| s.as_ref().is_some_and(|s| s.runtime.finished))
+        .collect();
+    let inputs_of_done = |node: &crate::graph::Node, mut clock: InputClock| {
+        for (input, edge) in node.inputs.iter().enumerate() {
+            if done[edge.from] && !clock.ended(input) {
+                clock.end(input);
+            }
+        }
+        clock
+    };
     // Bounded sources with event time, read in step (`alignment`).
     let mut aligned = Vec::new();
     for (id, node) in graph.nodes.iter().enumerate() {
@@ -490,7 +505,10 @@ pub fn start_job(
                 })
             }
             NodeKind::Operator(plan) => {
-                let clock = restored_clock(&node.name, node.inputs.len(), saved.as_ref())?;
+                let clock = inputs_of_done(
+                    node,
+                    restored_clock(&node.name, node.inputs.len(), saved.as_ref())?,
+                );
                 let mut operator = plan.create()?;
                 let mut forwarded = crate::time::WATERMARK_MIN;
                 if let Some(saved) = saved {
@@ -506,7 +524,10 @@ pub fn start_job(
                 })
             }
             NodeKind::Sink { spec } => {
-                let clock = restored_clock(&node.name, node.inputs.len(), saved.as_ref())?;
+                let clock = inputs_of_done(
+                    node,
+                    restored_clock(&node.name, node.inputs.len(), saved.as_ref())?,
+                );
                 let mode = if store.is_some() {
                     SinkMode::Transactional {
                         resume: saved.as_ref().map(|s| &s.state),

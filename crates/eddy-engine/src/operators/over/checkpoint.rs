@@ -435,11 +435,7 @@ pub(super) fn rescale_over(
         )));
     }
     let mut state = StateSnapshot::with_meta(&OverMeta {
-        last_sweep: metas
-            .iter()
-            .map(|(m, _)| m.last_sweep)
-            .min()
-            .unwrap_or(crate::time::WATERMARK_MIN),
+        last_sweep: crate::rescale::least(&metas, |m| m.last_sweep),
     })?;
     state.push_table("pending", pending);
     for (name, table) in kept {
