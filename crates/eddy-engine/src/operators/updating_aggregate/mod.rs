@@ -851,6 +851,64 @@ mod tests {
     }
 
     #[test]
+    fn its_groups_and_their_multisets_move_to_another_parallelism() {
+        use crate::key_groups::KeyGroups;
+        use crate::rescale::{InstanceState, KeyRange};
+        let groups = KeyGroups::default();
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        // Two rows a key, the larger its max; then the max leaves.
+        let first_keys: Vec<&str> = keys.iter().flat_map(|k| [*k, *k]).collect();
+        let first_values: Vec<i64> = (0..16).map(|i| 10 + i * 3 % 7).collect();
+        let before = rows(&first_keys, &first_values, Some(&[0; 16]));
+        let maxima: Vec<i64> = first_values.chunks(2).map(|p| p[0].max(p[1])).collect();
+        let after = rows(&keys, &maxima, Some(&[3; 8]));
+        let routed = |batch: &RecordBatch, range: &KeyRange| {
+            range.keep(batch, &[batch.column(0).clone()]).unwrap()
+        };
+        // One instance throughout: what the second batch changes.
+        let mut whole = plan().create().unwrap();
+        let mut out = Collector::default();
+        whole.on_batch(0, before.clone(), &mut out).unwrap();
+        changes(&mut out);
+        whole.on_batch(0, after.clone(), &mut out).unwrap();
+        let mut expected = changes(&mut out);
+        expected.sort();
+        // Two instances, then three.
+        let mut parts = Vec::new();
+        for i in 0..2 {
+            let mut op = plan().create().unwrap();
+            op.on_batch(
+                0,
+                routed(&before, &KeyRange::of_instance(groups, i, 2)),
+                &mut out,
+            )
+            .unwrap();
+            parts.push((groups.range_of(i, 2), op.snapshot().unwrap()));
+        }
+        changes(&mut out);
+        let mut got = Vec::new();
+        for j in 0..3 {
+            let owned = groups.range_of(j, 3);
+            let mine = parts
+                .iter()
+                .filter(|(held, _)| held.start < owned.end && owned.start < held.end)
+                .map(|(held, state)| InstanceState {
+                    state: state.clone(),
+                    counted: owned.contains(&held.start),
+                })
+                .collect();
+            let range = KeyRange::of_instance(groups, j, 3);
+            let mut op = plan().create().unwrap();
+            op.restore(plan().rescale_state(mine, &range).unwrap())
+                .unwrap();
+            op.on_batch(0, routed(&after, &range), &mut out).unwrap();
+            got.extend(changes(&mut out));
+        }
+        got.sort();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
     fn a_global_aggregate_has_one_group() {
         let mut plan = plan();
         plan.input_updating = false;
