@@ -21,6 +21,8 @@
 //! - [`control`]: the flags and events the threads share;
 //! - `inputs` / `outputs`: channels, the input clock, barrier alignment;
 //! - `source_task`, `operator_task`, `sink_task`: the three kinds of node thread;
+//! - `resume`: the state a job starts from (checkpoint or savepoint), mapped
+//!   onto a changed query and spread over the job's instances;
 //! - [`handle`]: [`JobHandle`], [`JobState`], [`JobReport`].
 
 pub(crate) mod alignment;
@@ -29,6 +31,7 @@ pub mod handle;
 mod inputs;
 mod operator_task;
 mod outputs;
+mod resume;
 mod sink_task;
 mod source_task;
 
@@ -40,7 +43,6 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 pub use handle::{JobHandle, JobReport, JobState, NodeReport};
 
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
-use crate::checkpoint::savepoint::Savepoint;
 use crate::checkpoint::store::StateDir;
 use crate::checkpoint::{
     CheckpointConfig, CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL,
@@ -126,15 +128,6 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
             ))
         }),
     }
-}
-
-/// Whether two paths name the same directory (as given, or resolved).
-fn same_path(a: &std::path::Path, b: &std::path::Path) -> bool {
-    a == b
-        || matches!(
-            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
-            (Ok(a), Ok(b)) if a == b
-        )
 }
 
 /// Opens every connector, restores state when resuming, and starts the job.
@@ -235,39 +228,8 @@ pub fn start_job(
         }
         None => None,
     };
-    // Where the state to resume comes from: the state directory's newest
-    // checkpoint, or a savepoint when the directory has none of its own
-    // (a restart of a job started from the savepoint resumes from the
-    // checkpoints it has taken since).
-    let savepoint = match (&config.from_savepoint, &store) {
-        (None, _) => None,
-        (Some(path), Some(store)) if store.has_checkpoints()? => {
-            let continues = store
-                .restored_from()
-                .is_some_and(|from| same_path(&from, path));
-            if !continues {
-                return Err(EngineError::Checkpoint(format!(
-                    "{} already holds checkpoints of a job not started from the savepoint {}: \
-                     start from the savepoint with an empty state directory or --ignore-state, \
-                     or resume those checkpoints without --from-savepoint",
-                    store.root().display(),
-                    path.display()
-                )));
-            }
-            tracing::info!(
-                "the checkpoints in {} continue the savepoint {}: resuming from them",
-                store.root().display(),
-                path.display()
-            );
-            None
-        }
-        (Some(path), _) => Some(Savepoint::open(path)?),
-    };
-    let checkpointed = match (&savepoint, &store) {
-        (Some(savepoint), _) => Some(savepoint.layout()?),
-        (None, Some(store)) => store.checkpointed_layout()?,
-        (None, None) => None,
-    };
+    let source = resume::source(config.from_savepoint.as_deref(), store.as_ref())?;
+    let checkpointed = source.layout;
     let parallelism = config
         .parallelism
         .resolve(checkpointed.map(|c| c.parallelism))?;
@@ -309,75 +271,36 @@ pub fn start_job(
         }
     );
 
-    let loaded = match (&savepoint, &store) {
-        (Some(savepoint), _) => {
-            tracing::info!(
-                "starting from the savepoint {} (checkpoint {} of {})",
-                savepoint.dir().display(),
-                savepoint.info().checkpoint,
-                savepoint.info().job.as_deref().unwrap_or("a job")
-            );
-            Some(savepoint.load_taken()?)
-        }
-        (None, Some(store)) => store.load_latest_taken()?,
-        (None, None) => None,
-    };
-    let restored = match loaded {
-        None => None,
-        Some((checkpoint, taken)) => {
-            // The new query's graph as the checkpoint was taken (its N),
-            // its state mapped by identity, then spread over this run's N.
-            let taken_with = match rescaled_from {
-                Some(taken) => Arc::new(crate::distribute::instances::expand_with(
-                    &graph, taken, key_groups,
-                )),
-                None => graph.clone(),
-            };
-            let (id, kind) = (checkpoint.id, checkpoint.kind);
-            let mapped = crate::checkpoint::evolve::map_state(
-                &taken,
-                checkpoint,
-                &taken_with,
-                config.allow_dropped_state,
-            )?;
-            if !mapped.dropped.is_empty() {
-                tracing::warn!(
-                    "the query changed: dropped the state of {} (--allow-dropped-state)",
-                    mapped.dropped.join(", ")
-                );
-            }
-            if !mapped.fresh.is_empty() {
-                tracing::info!(
-                    "the query changed: {} start(s) afresh (new or changed since the checkpoint), the rest keep their state",
-                    mapped.fresh.join(", ")
-                );
-            }
-            let nodes = match rescaled_from {
-                Some(_) => crate::rescale::checkpoint::rescale(&taken_with, &graph, mapped.nodes)?,
-                None => mapped.nodes,
-            };
-            if let (Some(savepoint), Some(store)) = (&savepoint, &store) {
-                store.mark_restored_from(savepoint.dir())?;
-            }
-            Some((id, kind, nodes))
-        }
-    };
-    if let Some((id, kind, nodes)) = &restored {
+    let restored = resume::restore(
+        &source,
+        store.as_ref(),
+        &graph,
+        key_groups,
+        rescaled_from,
+        config.allow_dropped_state,
+    )?;
+    if let Some(restored) = &restored {
         commit_sinks(
             &graph,
             connectors.as_ref(),
-            nodes.iter().map(Option::as_ref),
+            restored.nodes.iter().map(Option::as_ref),
         )?;
-        if let (Some(store), CheckpointKind::Finished, None) = (&store, *kind, &savepoint) {
-            store.mark_committed(*id)?;
+        if let (Some(store), CheckpointKind::Finished, None) =
+            (&store, restored.kind, &source.savepoint)
+        {
+            store.mark_committed(restored.id)?;
         }
-        tracing::info!("resuming from checkpoint {id} ({kind:?})");
+        tracing::info!(
+            "resuming from checkpoint {} ({:?})",
+            restored.id,
+            restored.kind
+        );
     }
-    let restored_id = restored.as_ref().map(|(id, _, _)| *id).unwrap_or(0);
+    let restored_id = restored.as_ref().map(|r| r.id).unwrap_or(0);
     let already_finished = restored
         .as_ref()
-        .filter(|(_, kind, _)| *kind == CheckpointKind::Finished)
-        .map(|(id, _, _)| *id);
+        .filter(|r| r.kind == CheckpointKind::Finished)
+        .map(|r| r.id);
     let interval = config
         .checkpoints
         .as_ref()
@@ -391,7 +314,7 @@ pub fn start_job(
         .map(|node| NodeMetrics::new_shared(node.inputs.len()))
         .collect();
     let mut saved: Vec<Option<NodeCheckpoint>> = match restored {
-        Some((_, _, nodes)) => nodes,
+        Some(restored) => restored.nodes,
         None => vec![None; n],
     };
     for (m, s) in metrics.iter().zip(&saved) {
