@@ -114,6 +114,21 @@ impl KeyGroups {
         start as u32..end.min(g) as u32
     }
 
+    /// The old instances (of `before`) whose groups overlap those of new
+    /// instance `index` (of `after`), each with whether the new instance
+    /// carries its counters: the one owning the old instance's first group
+    /// does, so every old instance is counted exactly once.
+    pub fn handed_over(self, index: u32, after: u32, before: u32) -> Vec<(u32, bool)> {
+        let owned = self.range_of(index, after);
+        (0..before)
+            .filter_map(|old| {
+                let held = self.range_of(old, before);
+                (held.start < owned.end && owned.start < held.end)
+                    .then(|| (old, owned.contains(&held.start)))
+            })
+            .collect()
+    }
+
     /// An error unless `instances` can run with these groups (each owning
     /// at least one).
     pub fn check_parallelism(self, instances: usize) -> Result<()> {
@@ -165,6 +180,25 @@ mod tests {
             let (a, b) = (groups.range_of(2 * i, 8), groups.range_of(2 * i + 1, 8));
             assert_eq!((a.start, a.end, b.end), (old.start, b.start, old.end));
         }
+    }
+
+    #[test]
+    fn every_old_instance_is_handed_over_and_counted_once() {
+        let groups = KeyGroups::default();
+        for (before, after) in [(2, 3), (3, 1), (1, 4), (4, 8)] {
+            let mut counted = vec![0; before as usize];
+            for index in 0..after {
+                for (old, carries) in groups.handed_over(index, after, before) {
+                    counted[old as usize] += usize::from(carries);
+                }
+            }
+            assert!(
+                counted.iter().all(|&c| c == 1),
+                "{before} -> {after}: {counted:?}"
+            );
+        }
+        // Doubling: each new instance takes from exactly one old one.
+        assert_eq!(groups.handed_over(3, 8, 4), vec![(1, false)]);
     }
 
     #[test]

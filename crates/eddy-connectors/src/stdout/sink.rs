@@ -26,7 +26,7 @@ pub enum StdoutTarget {
     /// The process's standard output.
     #[default]
     Process,
-    /// An in-memory buffer (tests).
+    /// An in-memory buffer (tests; the SQL shell reads a query's rows from it).
     Buffer(Arc<Mutex<Vec<u8>>>),
     /// Nowhere: the rows are only counted (and seen by a server's tail).
     Discard,

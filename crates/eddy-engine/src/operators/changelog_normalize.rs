@@ -304,22 +304,20 @@ mod tests {
             // One unmatched delete each, counted once after the move.
             op.on_batch(0, keyed(&["zz"], &[0], Some(&[3])), &mut out)
                 .unwrap();
-            parts.push((groups.range_of(instance, 2), op.snapshot().unwrap()));
+            parts.push(op.snapshot().unwrap());
         }
         // Three instances now: deleting every key gives its row back once.
         let mut deleted = Vec::new();
         let mut unmatched = 0;
         for instance in 0..3u32 {
             let range = KeyRange::of_instance(groups, instance, 3);
-            // The old instances whose groups overlap, as a resumed job hands
-            // them over: each one's counters to the instance owning its first.
-            let owned = groups.range_of(instance, 3);
-            let mine = parts
-                .iter()
-                .filter(|(held, _)| held.start < owned.end && owned.start < held.end)
-                .map(|(held, state)| InstanceState {
-                    state: state.clone(),
-                    counted: owned.contains(&held.start),
+            // The old instances a resumed job hands over to this one.
+            let mine = groups
+                .handed_over(instance, 3, 2)
+                .into_iter()
+                .map(|(old, counted)| InstanceState {
+                    state: parts[old as usize].clone(),
+                    counted,
                 })
                 .collect();
             let mut op = plan().create().unwrap();

@@ -65,14 +65,9 @@ pub fn rescale(
         let node = match *origin {
             Origin::Instance { of, index } => {
                 let range = KeyRange::of_instance(groups, index, m);
-                let owned = groups.range_of(index, m);
                 let mut parts = Vec::new();
                 let mut runtimes = Vec::new();
-                for old_index in 0..n {
-                    let held = groups.range_of(old_index, n);
-                    if held.start >= owned.end || owned.start >= held.end {
-                        continue;
-                    }
+                for (old_index, counted) in groups.handed_over(index, m, n) {
                     let key = Origin::Instance {
                         of,
                         index: old_index,
@@ -80,7 +75,6 @@ pub fn rescale(
                     let Some(part) = by_origin.get(&key) else {
                         continue;
                     };
-                    let counted = owned.contains(&held.start);
                     runtimes.push((part.runtime.clone(), counted));
                     parts.push(InstanceState {
                         state: part.state.clone(),

@@ -96,13 +96,17 @@ impl KeyRange {
         batch: &RecordBatch,
         exprs: &[Arc<dyn PhysicalExpr>],
     ) -> Result<RecordBatch> {
-        let rows = batch.num_rows();
-        let keys = exprs
-            .iter()
-            .map(|e| e.evaluate(batch)?.into_array(rows))
-            .collect::<datafusion::error::Result<Vec<_>>>()?;
-        self.keep(batch, &keys)
+        self.keep(batch, &evaluated(exprs, batch)?)
     }
+}
+
+/// `exprs` evaluated over `batch`'s rows.
+fn evaluated(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    let rows = batch.num_rows();
+    Ok(exprs
+        .iter()
+        .map(|e| e.evaluate(batch)?.into_array(rows))
+        .collect::<datafusion::error::Result<Vec<_>>>()?)
 }
 
 /// The checkpointed state of one old instance, handed to
@@ -176,13 +180,7 @@ pub fn kept_rows(
     range: &KeyRange,
     exprs: &[Arc<dyn PhysicalExpr>],
 ) -> Result<RecordBatch> {
-    kept_table(parts, name, range, |table| {
-        let rows = table.num_rows();
-        Ok(exprs
-            .iter()
-            .map(|e| e.evaluate(table)?.into_array(rows))
-            .collect::<datafusion::error::Result<Vec<_>>>()?)
-    })
+    kept_table(parts, name, range, |table| evaluated(exprs, table))
 }
 
 /// The key columns `columns` of a table, for [`kept_table`].

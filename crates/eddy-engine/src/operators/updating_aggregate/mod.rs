@@ -883,18 +883,18 @@ mod tests {
                 &mut out,
             )
             .unwrap();
-            parts.push((groups.range_of(i, 2), op.snapshot().unwrap()));
+            parts.push(op.snapshot().unwrap());
         }
         changes(&mut out);
         let mut got = Vec::new();
         for j in 0..3 {
-            let owned = groups.range_of(j, 3);
-            let mine = parts
-                .iter()
-                .filter(|(held, _)| held.start < owned.end && owned.start < held.end)
-                .map(|(held, state)| InstanceState {
-                    state: state.clone(),
-                    counted: owned.contains(&held.start),
+            // The old instances a resumed job hands over to this one.
+            let mine = groups
+                .handed_over(j, 3, 2)
+                .into_iter()
+                .map(|(old, counted)| InstanceState {
+                    state: parts[old as usize].clone(),
+                    counted,
                 })
                 .collect();
             let range = KeyRange::of_instance(groups, j, 3);
