@@ -887,6 +887,27 @@ fn a_job_stopped_with_a_savepoint_starts_again_from_it_at_another_parallelism() 
         "the output of the job stopped and the one started from its savepoint, together"
     );
 
+    // A misspelt key is refused, not ignored (the job would start afresh,
+    // the stop would take no savepoint).
+    let (status, body) = server.post(
+        "/api/v1/jobs",
+        &json!({ "sql": WINDOWED, "from_savepiont": savepoint["id"] }),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("from_savepiont"),
+        "{body}"
+    );
+    let (status, body) = server.post(
+        &format!("/api/v1/jobs/{again}/stop"),
+        &json!({ "savepiont": true }),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("savepiont"),
+        "{body}"
+    );
+
     // A savepoint that is not there, and a malformed stop body.
     let (status, body) = server.post(
         "/api/v1/jobs",

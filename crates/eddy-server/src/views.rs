@@ -11,6 +11,7 @@ use crate::error::ErrorBody;
 
 /// `POST /api/v1/jobs`: a job to run.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// A name for people (default: `job-<id>`).
     #[serde(default)]
@@ -53,6 +54,7 @@ pub struct SubmitRequest {
 /// checkpoint and starts again on it with this SQL, each operator that
 /// still computes the same thing keeping its state.
 #[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RedeployRequest {
     /// The new SQL (the whole job, as at submission).
     pub sql: String,
@@ -85,6 +87,7 @@ pub struct RedeployView {
 /// How to stop a job (`POST /api/v1/jobs/{id}/stop`; an empty body stops
 /// without a savepoint).
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct StopRequest {
     /// Also take a savepoint of the job's final checkpoint, to start a
     /// job from later (`from_savepoint`).
