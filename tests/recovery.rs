@@ -1138,6 +1138,157 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
     }
 }
 
+/// A named query (`uid` hint) whose filter threshold changes: its window
+/// state moves by name. `${MIN}` is the threshold.
+const NAMED_WINDOWS: &str = "
+CREATE TABLE big_windows (window_start TIMESTAMP, country VARCHAR, n BIGINT${EXTRA_COLUMN})
+  WITH (connector = 'ndjson', path = 'big_windows.ndjson');
+INSERT INTO big_windows ${UID}
+SELECT window_start, country, count(*)${EXTRA_VALUE}
+FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+WHERE order_amount > ${MIN}
+GROUP BY window_start, window_end, country;
+";
+
+/// `(window_start, country)` -> n, of a big_windows file.
+fn window_counts(path: &Path) -> BTreeMap<(String, String), i64> {
+    lines_of(path)
+        .iter()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let key = (
+                row["window_start"].as_str().unwrap().to_string(),
+                row["country"].as_str().unwrap().to_string(),
+            );
+            (key, row["n"].as_i64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = |name: &str, uid: &str, min: &str, extra: (&str, &str)| {
+        let named = NAMED_WINDOWS
+            .replace("${UID}", uid)
+            .replace("${EXTRA_COLUMN}", extra.0)
+            .replace("${EXTRA_VALUE}", extra.1);
+        let path = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&path, format!("{EVOLVING}{named}")).unwrap();
+        JobArgs(vec![
+            path.display().to_string(),
+            "--set".into(),
+            "ROWS=1500000".into(),
+            "--set".into(),
+            format!("MIN={min}"),
+        ])
+    };
+    let uid = "/*+ uid('big_windows') */";
+    let plain = ("", "");
+    let with_end = (", window_end TIMESTAMP", ", window_end");
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(&job("first", uid, "100", plain), &output, &state);
+    let before = window_counts(&output.join("big_windows.ndjson"));
+    let expected = |name: &str, min: &str| {
+        let out_dir = dir.path().join(name);
+        common::assert_success(
+            &job(name, uid, min, plain)
+                .command(&out_dir, None)
+                .output()
+                .unwrap(),
+            "an uninterrupted run",
+        );
+        out_dir
+    };
+    let (at_100, at_50) = (expected("at_100", "100"), expected("at_50", "50"));
+
+    // Without a name the changed filter makes the window a new operator:
+    // its state has no place, refused.
+    let (output_plain, state_plain) =
+        (dir.path().join("out_plain"), dir.path().join("state_plain"));
+    kill_after_two_checkpoints(&job("plain", "", "100", plain), &output_plain, &state_plain);
+    let out = job("plain50", "", "50", plain)
+        .command(&output_plain, Some(&state_plain))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has no place in it"));
+
+    // An extra aggregate does not fit the named window's state: refused,
+    // naming it and why.
+    let out = job(
+        "extra",
+        uid,
+        "100",
+        (", total DOUBLE", ", sum(order_amount)"),
+    )
+    .command(&output, Some(&state))
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0"),
+        "{stderr}"
+    );
+
+    // The threshold lowered and the sink given a nullable column: the
+    // window keeps its counts by name, the sink its file.
+    let out = job("lowered", uid, "50", with_end)
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the changed named query");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("keep(s) its state by name") && stderr.contains("big_windows"),
+        "{stderr}"
+    );
+    assert!(resumed_from(&stderr).is_some(), "{stderr}");
+    let lines = lines_of(&output.join("big_windows.ndjson"));
+    let (old, new) = (
+        window_counts(&at_100.join("big_windows.ndjson")),
+        window_counts(&at_50.join("big_windows.ndjson")),
+    );
+    let got = window_counts(&output.join("big_windows.ndjson"));
+    assert_eq!(got.len(), lines.len(), "each window once");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        new.keys().collect::<Vec<_>>(),
+        "every window of the lowered threshold, none twice"
+    );
+    let mut straddling = 0;
+    for (window, n) in &got {
+        let (low, high) = (old.get(window).copied().unwrap_or(0), new[window]);
+        if let Some(first) = before.get(window) {
+            assert_eq!(first, &low, "{window:?} was written before the change");
+        } else {
+            assert!(
+                low <= *n && *n <= high,
+                "{window:?}: {n} counts rows over 100 before the change and over 50 after, so it lies in [{low}, {high}]"
+            );
+            straddling += usize::from(low < *n && *n < high);
+        }
+    }
+    assert!(
+        straddling > 0,
+        "a window open at the change holds rows from both sides"
+    );
+    // Lines written after the change carry the new column.
+    let added = lines.iter().filter(|l| l.contains("window_end")).count();
+    assert!(
+        added > 0
+            && lines[..lines.len() - added]
+                .iter()
+                .all(|l| !l.contains("window_end"))
+    );
+    assert!(
+        sorted_lines_of(&output.join("per_country.ndjson"))
+            == sorted_lines_of(&at_100.join("per_country.ndjson")),
+        "the unnamed, unchanged query goes on exactly"
+    );
+}
+
 #[test]
 fn a_query_added_on_a_source_that_already_ended_ends_too() {
     let dir = tempfile::tempdir().unwrap();

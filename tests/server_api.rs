@@ -956,9 +956,21 @@ fn a_job_redeployed_with_new_sql_keeps_the_state_of_what_did_not_change() {
     let checkpointed = |j: &Value| j["checkpoints"]["completed"].as_u64() >= Some(1);
     server.wait_for(&id, "checkpointed", Duration::from_secs(30), checkpointed);
 
-    // Another window width: refused naming the window, and the job runs
-    // its old SQL again.
+    // Another window width: a preview says it would be refused, and why,
+    // while the job runs on; SQL that does not plan is an error.
     let wider = PER_COUNTRY.replace("INTERVAL '10' SECOND))", "INTERVAL '20' SECOND))");
+    let preview = format!("/api/v1/jobs/{id}/redeploy/preview");
+    let (status, plan) = server.post(&preview, &json!({ "sql": wider }));
+    assert_eq!(status, 200, "{plan}");
+    let why = plan["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("tumble(10000ms)"), "{plan}");
+    let (status, bad) = server.post(&preview, &json!({ "sql": "SELECT nope FROM orders;" }));
+    assert_eq!(status, 400, "{bad}");
+    let (_, running) = server.get(&format!("/api/v1/jobs/{id}"));
+    assert_eq!(running["state"], "running", "a preview stops nothing");
+
+    // Redeployed anyway: refused naming the window, and the job runs its
+    // old SQL again.
     let (status, refused) = server.request(
         "PUT",
         &format!("/api/v1/jobs/{id}"),
@@ -981,6 +993,21 @@ fn a_job_redeployed_with_new_sql_keeps_the_state_of_what_did_not_change() {
         "{PER_COUNTRY}
 CREATE TABLE big (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'ndjson', path = 'big.ndjson');
 INSERT INTO big SELECT order_id, order_amount FROM orders WHERE order_amount > 130;"
+    );
+    let (status, plan) = server.post(&preview, &json!({ "sql": grown, "parallelism": 3 }));
+    assert_eq!(status, 200, "{plan}");
+    assert!(
+        plan["refused"].is_null() && plan["dropped"] == json!([]),
+        "{plan}"
+    );
+    assert!(plan["checkpoint"].as_u64() >= Some(1), "{plan}");
+    assert!(
+        plan["started"].as_array().unwrap().contains(&json!("big"))
+            && plan["kept"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("per_country")),
+        "{plan}"
     );
     let (status, redeployed) = server.request(
         "PUT",

@@ -4,7 +4,8 @@
 // graph, a chart with at least two points and rows arriving in the tail
 // (paused and resumed), see it in the jobs list, stop it; an updating job
 // (GROUP BY without a window) drawn as updating with its rows tailed with
-// their kinds; at 1280 px and at
+// their kinds, then edited: a query added, checked (kept and started shown)
+// and redeployed; at 1280 px and at
 // phone width; keyboard focus; no console error and no request that leaves
 // the server. A screenshot of every screen goes to the output directory.
 import assert from 'node:assert/strict';
@@ -33,6 +34,10 @@ const UPDATING = SOURCE.replace(
   'CREATE TABLE per_customer (customer_id VARCHAR, orders BIGINT)',
 ) + `INSERT INTO per_customer
 SELECT customer_id, count(*) AS orders FROM orders GROUP BY customer_id;
+`;
+// The updating job with a second query added, for "Edit and redeploy".
+const GROWN = UPDATING + `CREATE TABLE big (order_id VARCHAR) WITH (connector = 'stdout');
+INSERT INTO big SELECT order_id FROM orders WHERE order_amount > 100;
 `;
 
 const problems = [];
@@ -144,9 +149,33 @@ try {
   const retraction = await page.text('#tail li.retraction');
   assert.match(retraction, /^-U \{"customer_id":"[^"]+","orders":\d+\}$/);
   await shot('5b-updating-job');
+  step('an updating job: drawn as updating, its tail with row kinds');
+
+  // Edit and redeploy: Check says what the new SQL would keep and start,
+  // against the newest checkpoint, the job running on; Redeploy does it.
+  await page.click('#redeploy summary');
+  assert.match(await page.evaluate(() => document.querySelector('#redeploy-sql').value), /per_customer/);
+  await page.fill('#redeploy-sql', GROWN);
+  let checked = '';
+  for (let i = 0; i < 20 && !/^Checked against checkpoint \d+/.test(checked); i++) {
+    await page.click('#redeploy-check');
+    await page.waitForFunction(() => !/^Checking/.test(document.querySelector('#redeploy-status').textContent), null, 10000);
+    checked = await page.text('#redeploy-status');
+    if (!/^Checked/.test(checked)) await sleep(500);
+  }
+  assert.match(checked, /^Checked against checkpoint \d+/);
+  assert.match(await page.text('#redeploy-plan dd.kept'), /updating_aggregate.*per_customer|per_customer.*updating_aggregate/);
+  assert.match(await page.text('#redeploy-plan dd.started'), /\bbig\b/);
+  assert.equal(await page.text('#redeploy-plan dd.dropped'), 'none');
+  assert.equal(await page.evaluate(() => document.querySelector('#job-state').className.includes('running')), true);
+  await shot('5c-redeploy-checked');
+  await page.click('#redeploy-go');
+  await page.waitForFunction(() => document.querySelector('#redeploy-status').textContent === 'Redeployed.', null, 30000);
+  assert.match(await page.text('#redeploy-plan dd.kept'), /updating_aggregate/);
+  await page.waitFor('#job-state.running', 20000);
+  step('edit and redeploy: checked, then redeployed keeping the aggregate');
   await page.click('#job-stop');
   await page.waitFor('#job-state.stopped', 20000);
-  step('an updating job: drawn as updating, its tail with row kinds');
 
   // Phone width: nothing wider than the screen.
   await page.setViewport(390, 844);

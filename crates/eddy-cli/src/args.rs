@@ -242,6 +242,14 @@ pub(crate) struct SqlArgs {
     /// The history file (default: ~/.eddy_history).
     #[arg(long, value_name = "FILE")]
     pub(crate) history: Option<PathBuf>,
+    /// Run statements on this `eddy serve` instead of in this process:
+    /// INSERT submits a job there, SELECT runs there and its rows are
+    /// tailed here, SHOW JOBS and STOP JOB are the server's.
+    #[arg(long = "server", value_name = "URL")]
+    pub(crate) server: Option<String>,
+    /// The server's token, if it has one.
+    #[arg(long, env = "EDDY_TOKEN", hide_env_values = true, requires = "server")]
+    pub(crate) token: Option<String>,
 }
 
 /// The arguments of `eddy serve`.

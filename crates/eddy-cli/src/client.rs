@@ -89,6 +89,25 @@ impl Client {
         self.answer(path, request.send_json(body))
     }
 
+    /// `GET path` read as it comes (a tail's Server-Sent Events); an
+    /// error answer is an error, as for [`Client::get`].
+    pub fn stream(&self, path: &str) -> Result<ureq::BodyReader<'static>> {
+        let request = self.authorized(self.agent.get(format!("{}{path}", self.base)));
+        let response = request
+            .call()
+            .map_err(|e| CliError::Server(format!("{}{path}: {e}", self.base)))?;
+        if !response.status().is_success() {
+            self.answer(path, Ok(response))?;
+            return Err(CliError::Server(format!("{}{path}: no stream", self.base)));
+        }
+        Ok(response.into_body().into_reader())
+    }
+
+    /// The server's URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     /// `DELETE path`.
     pub fn delete(&self, path: &str) -> Result<Value> {
         let request = self.authorized(self.agent.delete(format!("{}{path}", self.base)));

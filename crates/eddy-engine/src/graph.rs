@@ -132,6 +132,13 @@ pub struct Node {
     pub inputs: Vec<Edge>,
     /// Schema of what the node emits on port 0 (a sink: what it receives).
     pub schema: SchemaRef,
+    /// The name the user gave the query this operator was planned for:
+    /// `uid <name>` for a statement with a `/*+ uid('<name>') */` hint,
+    /// `view <name>` for a view's operators; `None` otherwise (and for
+    /// sources and sinks, which are named by their tables). A changed
+    /// query's state is mapped by it where the derived identity no longer
+    /// matches (see [`JobGraph::named_identities`]).
+    pub uid: Option<String>,
 }
 
 /// An immutable dataflow graph in topological order.
@@ -256,7 +263,7 @@ impl JobGraph {
 
     /// [`JobGraph::describe_node`] without the node's own number, each
     /// input named by `input`.
-    fn node_text(&self, id: NodeId, input: &dyn Fn(NodeId) -> String) -> String {
+    pub(crate) fn node_text(&self, id: NodeId, input: &dyn Fn(NodeId) -> String) -> String {
         let node = &self.nodes[id];
         let what = match &node.kind {
             NodeKind::Source { spec, layout } => {
@@ -352,32 +359,9 @@ impl JobGraph {
         format!("{}{}", self.describe_node(id), self.options_text(id))
     }
 
-    /// Each node's identity: what it computes, from what. A node's
-    /// [`JobGraph::fingerprint`] less its place in the graph: its inputs
-    /// are named by their identities (a hash of them), not by their
-    /// numbers, so a node keeps its identity when queries are added to or
-    /// removed from the job around it, and loses it when it or anything
-    /// upstream of it changes. A resumed job whose query changed maps
-    /// state by identity ([`crate::checkpoint::evolve`]).
-    pub fn identities(&self) -> Vec<String> {
-        let mut identities: Vec<String> = Vec::with_capacity(self.nodes.len());
-        for id in 0..self.nodes.len() {
-            let text = {
-                let known = &identities;
-                let input = |from: NodeId| {
-                    let of = known.get(from).map(String::as_bytes).unwrap_or_default();
-                    format!("<{:08x}>", crc32fast::hash(of))
-                };
-                format!("{}{}", self.node_text(id, &input), self.options_text(id))
-            };
-            identities.push(text);
-        }
-        identities
-    }
-
     /// A connector's options as a fingerprint lists them (nothing for an
     /// operator).
-    fn options_text(&self, id: NodeId) -> String {
+    pub(crate) fn options_text(&self, id: NodeId) -> String {
         match &self.nodes[id].kind {
             NodeKind::Source { spec, .. } | NodeKind::Sink { spec } => {
                 let options: Vec<String> = spec

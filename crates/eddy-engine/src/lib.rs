@@ -18,6 +18,7 @@ pub mod checkpoint;
 pub mod distribute;
 pub mod error;
 pub mod graph;
+pub mod identity;
 pub mod key_groups;
 pub mod memory;
 pub mod message;

@@ -10,6 +10,7 @@
 //! | `GET /api/v1/jobs` | list jobs |
 //! | `GET /api/v1/jobs/{id}` | one job: graph, metrics, checkpoints, history |
 //! | `PUT /api/v1/jobs/{id}` | redeploy with new SQL, keeping the state of what did not change |
+//! | `POST /api/v1/jobs/{id}/redeploy/preview` | what a redeploy would keep, start and drop (nothing stops) |
 //! | `POST /api/v1/jobs/{id}/stop` | stop gracefully (final checkpoint, sinks committed); `{"savepoint": true}` keeps a savepoint of it |
 //! | `GET /api/v1/savepoints` | the savepoints kept (`from_savepoint` in a submission starts from one) |
 //! | `DELETE /api/v1/jobs/{id}` | stop and forget |
@@ -38,8 +39,8 @@ use crate::error::{ErrorBody, Result, ServerError};
 use crate::jobs::JobManager;
 use crate::openapi::ApiDoc;
 use crate::views::{
-    JobSummary, JobView, RedeployRequest, RedeployView, SavepointView, StopRequest, SubmitRequest,
-    ValidateRequest, ValidateResponse,
+    JobSummary, JobView, RedeployPlan, RedeployRequest, RedeployView, SavepointView, StopRequest,
+    SubmitRequest, ValidateRequest, ValidateResponse,
 };
 
 /// What every handler gets.
@@ -60,6 +61,7 @@ pub fn router(state: AppState) -> Router {
             get(get_job).put(redeploy_job).delete(delete_job),
         )
         .route("/api/v1/jobs/{id}/stop", post(stop_job))
+        .route("/api/v1/jobs/{id}/redeploy/preview", post(preview_redeploy))
         .route("/api/v1/savepoints", get(list_savepoints))
         .route("/api/v1/jobs/{id}/sinks/{sink}/tail", get(tail))
         .route("/api/v1/validate", post(validate))
@@ -231,6 +233,28 @@ pub async fn redeploy_job(
     let manager = state.manager.clone();
     Ok(Json(
         blocking(move || manager.redeploy(&id, request)).await?,
+    ))
+}
+
+/// What redeploying a job with new SQL would do, checked against its
+/// newest checkpoint while it runs on: the operators that would keep their
+/// state (by identity, or by name), start afresh or be dropped, or why it
+/// would be refused. Nothing stops.
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/redeploy/preview", tag = "jobs", request_body = RedeployRequest,
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "What the redeploy would do (or why it would be refused)", body = RedeployPlan),
+        (status = 400, description = "Bad SQL or parallelism", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("token" = [])))]
+pub async fn preview_redeploy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<RedeployRequest>,
+) -> Result<Json<RedeployPlan>> {
+    let manager = state.manager.clone();
+    Ok(Json(
+        blocking(move || manager.preview_redeploy(&id, request)).await?,
     ))
 }
 

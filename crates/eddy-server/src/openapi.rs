@@ -8,8 +8,8 @@ use utoipa::{Modify, OpenApi};
 use crate::error::ErrorBody;
 use crate::views::{
     CheckpointView, GraphEdge, GraphNode, GroupView, JobStatus, JobSummary, JobView, NodeMetrics,
-    RedeployRequest, RedeployView, Sample, SavepointView, SourceSample, StopRequest, SubmitRequest,
-    ValidateRequest, ValidateResponse,
+    RedeployPlan, RedeployRequest, RedeployView, Sample, SavepointView, SourceSample, StopRequest,
+    SubmitRequest, ValidateRequest, ValidateResponse,
 };
 
 /// The API document.
@@ -23,6 +23,7 @@ use crate::views::{
         crate::api::stop_job,
         crate::api::list_savepoints,
         crate::api::redeploy_job,
+        crate::api::preview_redeploy,
         crate::api::delete_job,
         crate::api::validate,
         crate::api::tail,
@@ -33,7 +34,7 @@ use crate::views::{
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
         NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
-        StopRequest, SavepointView, RedeployRequest, RedeployView
+        StopRequest, SavepointView, RedeployRequest, RedeployView, RedeployPlan
     )),
     modifiers(&BearerToken),
     tags((name = "jobs", description = "Streaming jobs"))

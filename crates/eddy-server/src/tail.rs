@@ -3,6 +3,8 @@
 //! channel; `GET /api/v1/jobs/{id}/sinks/{sink}/tail` turns a subscription
 //! into Server-Sent Events, one `row` event per row (its JSON), or for an
 //! updating sink one `change` event per row, `{"kind": "+U", "row": {...}}`.
+//! The first event, `from` (`{"row": n}`), says how many rows the sink had
+//! written before the subscription began (what a reader did not see).
 //!
 //! The job never waits for a reader: a batch nobody listens to costs a
 //! counter check, and a reader that falls behind loses the oldest batches.
@@ -135,44 +137,50 @@ impl SinkWriter for TeeSink {
 }
 
 /// The SSE events of a tail subscription that started at row `start`:
-/// `row` per row, `skipped` when the reader fell behind, `end` when the
-/// job's sink is gone.
+/// `from` first (`start`), `row` per row, `skipped` when the reader fell
+/// behind, `end` when the job's sink is gone.
 pub fn events(
     receiver: broadcast::Receiver<TapItem>,
     start: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut expected = start;
-    BroadcastStream::new(receiver)
-        .map(move |item| {
-            let Ok(item) = item else { return Vec::new() };
-            let mut events = Vec::with_capacity(item.batch.num_rows() + 1);
-            if item.first_row > expected {
-                let skipped = format!("{{\"rows\":{}}}", item.first_row - expected);
-                events.push(Event::default().event("skipped").data(skipped));
-            }
-            expected = expected.max(item.first_row + item.batch.num_rows() as u64);
-            let mut text = Vec::new();
-            // An updating sink's rows carry their kind: `change` events.
-            let kinds = kind_prefixes(&item.batch);
-            let rows = eddy_engine::changelog::data_columns(&item.batch);
-            if let Ok(()) = rows
-                .map_err(|_| ())
-                .and_then(|rows| encode_json_lines(&rows, &mut text).map_err(|_| ()))
-            {
-                for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
-                    match kinds.as_ref().and_then(|k| k.get(i)) {
-                        Some(kind) => events.push(
-                            Event::default()
-                                .event("change")
-                                .data(format!("{{\"kind\":\"{kind}\",\"row\":{line}}}")),
-                        ),
-                        None => events.push(Event::default().event("row").data(line)),
+    let from = Event::default()
+        .event("from")
+        .data(format!("{{\"row\":{start}}}"));
+    futures::stream::once(async move { from })
+        .chain(
+            BroadcastStream::new(receiver)
+                .map(move |item| {
+                    let Ok(item) = item else { return Vec::new() };
+                    let mut events = Vec::with_capacity(item.batch.num_rows() + 1);
+                    if item.first_row > expected {
+                        let skipped = format!("{{\"rows\":{}}}", item.first_row - expected);
+                        events.push(Event::default().event("skipped").data(skipped));
                     }
-                }
-            }
-            events
-        })
-        .flat_map(futures::stream::iter)
+                    expected = expected.max(item.first_row + item.batch.num_rows() as u64);
+                    let mut text = Vec::new();
+                    // An updating sink's rows carry their kind: `change` events.
+                    let kinds = kind_prefixes(&item.batch);
+                    let rows = eddy_engine::changelog::data_columns(&item.batch);
+                    if let Ok(()) = rows
+                        .map_err(|_| ())
+                        .and_then(|rows| encode_json_lines(&rows, &mut text).map_err(|_| ()))
+                    {
+                        for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
+                            match kinds.as_ref().and_then(|k| k.get(i)) {
+                                Some(kind) => events.push(
+                                    Event::default()
+                                        .event("change")
+                                        .data(format!("{{\"kind\":\"{kind}\",\"row\":{line}}}")),
+                                ),
+                                None => events.push(Event::default().event("row").data(line)),
+                            }
+                        }
+                    }
+                    events
+                })
+                .flat_map(futures::stream::iter),
+        )
         .map(Ok)
         .chain(futures::stream::once(async {
             Ok(Event::default().event("end").data("{}"))
@@ -208,14 +216,19 @@ mod tests {
         let rows = text.iter().filter(|t| t.contains("event: row")).count();
         assert_eq!(rows, 2 * TAIL_CAPACITY, "the newest batches are delivered");
         assert!(
-            text[0].contains("event: skipped") && text[0].contains("{\\\"rows\\\":20}"),
+            text[0].contains("event: from") && text[0].contains("{\\\"row\\\":0}"),
             "{}",
             text[0]
         );
         assert!(
-            text[1].contains("event: row") && text[1].contains("{\\\"n\\\":20}"),
+            text[1].contains("event: skipped") && text[1].contains("{\\\"rows\\\":20}"),
             "{}",
             text[1]
+        );
+        assert!(
+            text[2].contains("event: row") && text[2].contains("{\\\"n\\\":20}"),
+            "{}",
+            text[2]
         );
         assert!(text.last().unwrap().contains("event: end"));
     }

@@ -78,10 +78,35 @@ pub struct RedeployView {
     pub job: JobView,
     /// Stateful nodes that kept their state.
     pub kept: Vec<String>,
+    /// Of the kept, those that kept it by name (a uid, a view or their
+    /// table) though what feeds them changed.
+    pub kept_by_name: Vec<String>,
     /// Stateful nodes that started afresh (new or changed).
     pub started: Vec<String>,
     /// Nodes whose state was dropped (with `allow_dropped_state`).
     pub dropped: Vec<String>,
+}
+
+/// What a redeploy would do (`POST /api/v1/jobs/{id}/redeploy/preview`),
+/// checked against the job's newest checkpoint; nothing is stopped.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct RedeployPlan {
+    /// The checkpoint the new SQL was checked against; `null` before the
+    /// job's first (every stateful node would start afresh) and when
+    /// refused (the reason names it).
+    pub checkpoint: Option<u64>,
+    /// Stateful nodes that would keep their state.
+    pub kept: Vec<String>,
+    /// Of the kept, those that would keep it by name (a uid, a view or
+    /// their table) though what feeds them changed.
+    pub kept_by_name: Vec<String>,
+    /// Stateful nodes that would start afresh (new or changed).
+    pub started: Vec<String>,
+    /// Nodes whose state would be dropped (with `allow_dropped_state`).
+    pub dropped: Vec<String>,
+    /// Why the redeploy would be refused (state with no place in the new
+    /// SQL, without `allow_dropped_state`); `null` when it would go ahead.
+    pub refused: Option<String>,
 }
 
 /// How to stop a job (`POST /api/v1/jobs/{id}/stop`; an empty body stops

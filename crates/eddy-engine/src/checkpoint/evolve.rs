@@ -16,16 +16,23 @@
 //! beginning. A node of the checkpoint that the query no longer has loses
 //! its state, which is refused unless allowed (`--allow-dropped-state`),
 //! naming each such node, so that a changed window width is never silently
-//! a new window from nothing. Checkpoints written before eddy recorded
-//! identities resume only the very same query.
+//! a new window from nothing. A node no derived identity matches moves by
+//! its named identity ([`crate::identity`]) where its state still fits:
+//! a sink or source by its table while its options are unchanged and its
+//! columns only added, an operator of a query named by a `/*+ uid('...')
+//! */` hint or a view while its own definition is unchanged (a threshold
+//! upstream changed); a named one that no longer fits is named with why.
+//! Checkpoints written before eddy recorded identities resume only the
+//! very same query.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::store::{StateDir, TakenBy};
 use super::{Checkpoint, NodeCheckpoint};
 use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
 use crate::graph::{JobGraph, NodeKind};
+use crate::identity::NamedIdentity;
 use crate::operator::Distribution;
 
 /// A checkpoint mapped onto a changed query.
@@ -37,6 +44,12 @@ pub struct Mapped {
     pub kept: Vec<String>,
     /// Stateful nodes that start afresh (new, or changed), by name.
     pub fresh: Vec<String>,
+    /// The checkpoint mapped (`None` for an old manifest's, resumed as
+    /// it is).
+    pub checkpoint: Option<crate::message::CheckpointId>,
+    /// Of the kept, those whose state moved by their named identity (what
+    /// feeds them changed, they did not), by name.
+    pub kept_by_name: Vec<String>,
     /// Nodes of the checkpoint whose state was dropped, by name and what
     /// they were.
     pub dropped: Vec<String>,
@@ -70,13 +83,13 @@ pub fn map_state(
         });
     };
     // Old planned node -> new planned node, by identity (the k-th of
-    // several alike to the k-th).
-    let mut by_identity: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    // several alike to the k-th), then by name where it still fits.
     let new_planned = expansion.planned.identities();
+    let mut by_identity: HashMap<&str, VecDeque<usize>> = HashMap::new();
     for (id, identity) in new_planned.iter().enumerate() {
         by_identity.entry(identity).or_default().push_back(id);
     }
-    let moved: Vec<Option<usize>> = old_planned
+    let mut moved: Vec<Option<usize>> = old_planned
         .iter()
         .map(|identity| {
             by_identity
@@ -84,6 +97,10 @@ pub fn map_state(
                 .and_then(VecDeque::pop_front)
         })
         .collect();
+    let (misfits, named_moves) = match &taken.named {
+        Some(old_named) => move_by_name(old_named, &expansion.planned, &mut moved),
+        None => Default::default(),
+    };
     let translate = |origin: Origin| -> Option<Origin> {
         let to = |of: usize| moved.get(of).copied().flatten();
         Some(match origin {
@@ -105,28 +122,35 @@ pub fn map_state(
             Some(origin) => {
                 states.insert(origin, node);
             }
-            None if !node.state.is_empty() => dropped.push(format!(
-                "'{}' ({})",
-                name.as_deref().unwrap_or("?"),
-                first_line(fingerprint)
-                    .split_once(' ')
-                    .map_or(fingerprint.as_str(), |(_, what)| what)
-            )),
+            None if !node.state.is_empty() => {
+                let name = name.as_deref().unwrap_or("?");
+                dropped.push(match misfits.get(&planned_node(origin)) {
+                    Some(why) => format!("'{name}' (its state no longer fits: {why})"),
+                    None => format!(
+                        "'{name}' ({})",
+                        first_line(fingerprint)
+                            .split_once(' ')
+                            .map_or(fingerprint.as_str(), |(_, what)| what)
+                    ),
+                })
+            }
             None => {}
         }
     }
     if !dropped.is_empty() && !allow_dropped {
         return Err(EngineError::Checkpoint(format!(
             "the query changed since checkpoint {} in {}, and the state of {} has no place in it \
-             (removed, or changed: a node keeps its state only while it computes the same thing \
-             from the same inputs). Run with --allow-dropped-state to drop that state and go on \
+             (removed, or changed: a node keeps its state while it computes the same thing \
+             from the same inputs or, in a query named by a uid hint or a view, while its own \
+             definition is unchanged; a sink or source while its options are and its columns \
+             are only added). Run with --allow-dropped-state to drop that state and go on \
              (what the rest keeps is kept), or --ignore-state to start afresh",
             taken.checkpoint,
             taken.place.display(),
             dropped.join(", ")
         )));
     }
-    let (mut kept, mut fresh) = (Vec::new(), Vec::new());
+    let (mut kept, mut fresh, mut kept_by_name) = (Vec::new(), Vec::new(), Vec::new());
     let nodes = expansion
         .origins
         .iter()
@@ -136,7 +160,14 @@ pub fn map_state(
             if stateful(to, id) {
                 let name = to.nodes[id].name.clone();
                 match state {
-                    Some(_) => kept.push(name),
+                    Some(_) => {
+                        if named_moves.contains(&planned_node(*origin))
+                            && !kept_by_name.contains(&name)
+                        {
+                            kept_by_name.push(name.clone());
+                        }
+                        kept.push(name)
+                    }
                     None => fresh.push(name),
                 }
             }
@@ -145,8 +176,10 @@ pub fn map_state(
         .collect();
     Ok(Mapped {
         nodes,
+        checkpoint: Some(taken.checkpoint),
         kept,
         fresh,
+        kept_by_name,
         dropped,
     })
 }
@@ -171,6 +204,61 @@ pub fn preview(
     let mut mapped = map_state(&taken, checkpoint, &taken_with, allow_dropped)?;
     mapped.nodes.clear();
     Ok(Some(mapped))
+}
+
+/// Old planned nodes that no derived identity matched, moved to the new
+/// planned node of the same name where their state fits it
+/// ([`NamedIdentity::fits`]); returns, by old planned node, why the state
+/// of each named one that does not fit cannot move.
+fn move_by_name(
+    old_named: &[Option<NamedIdentity>],
+    planned: &JobGraph,
+    moved: &mut [Option<usize>],
+) -> (HashMap<usize, String>, HashSet<usize>) {
+    let new_named = planned.named_identities();
+    let taken: HashSet<usize> = moved.iter().flatten().copied().collect();
+    let mut by_name: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    for (id, named) in new_named.iter().enumerate() {
+        if let (Some(named), false) = (named, taken.contains(&id)) {
+            by_name
+                .entry(named.name.as_str())
+                .or_default()
+                .push_back(id);
+        }
+    }
+    let (mut misfits, mut named_moves) = (HashMap::new(), HashSet::new());
+    for (old, slot) in moved.iter_mut().enumerate() {
+        let Some(Some(was)) = old_named.get(old).filter(|_| slot.is_none()) else {
+            continue;
+        };
+        let Some(id) = by_name
+            .get_mut(was.name.as_str())
+            .and_then(VecDeque::pop_front)
+        else {
+            continue;
+        };
+        let Some(now) = &new_named[id] else { continue };
+        match was.fits(now) {
+            Ok(()) => {
+                *slot = Some(id);
+                named_moves.insert(id);
+            }
+            Err(why) => {
+                misfits.insert(old, format!("{}, {why}", was.name));
+            }
+        }
+    }
+    (misfits, named_moves)
+}
+
+/// The planned node an expanded node runs.
+fn planned_node(origin: Origin) -> usize {
+    match origin {
+        Origin::Planned(of)
+        | Origin::Split { of, .. }
+        | Origin::Instance { of, .. }
+        | Origin::Union { of } => of,
+    }
 }
 
 fn first_line(text: &str) -> &str {

@@ -34,6 +34,7 @@ use super::{Checkpoint, CheckpointKind, NodeCheckpoint, NodeRuntimeState};
 use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
+use crate::identity::NamedIdentity;
 use crate::key_groups::KeyGroups;
 use crate::message::CheckpointId;
 use crate::state::{StateSnapshot, StateTable};
@@ -70,6 +71,11 @@ pub(super) struct Manifest {
     /// checkpoint resumes only the very same query).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     planned: Option<Vec<String>>,
+    /// The named identities of the same nodes
+    /// ([`JobGraph::named_identities`]); absent in manifests written before
+    /// eddy recorded them (their state moves by derived identity only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    named: Option<Vec<Option<NamedIdentity>>>,
     nodes: Vec<ManifestNode>,
 }
 
@@ -366,6 +372,7 @@ impl StateDir {
             parallelism: Some(graph.parallelism()),
             key_groups: Some(graph.key_groups()),
             planned: graph.expansion().map(|e| e.planned.identities()),
+            named: graph.expansion().map(|e| e.planned.named_identities()),
             nodes,
         };
         let json = serde_json::to_vec(&manifest)
@@ -487,6 +494,8 @@ pub struct TakenBy {
     pub layout: CheckpointLayout,
     /// The planned graph's node identities, when recorded.
     pub planned: Option<Vec<String>>,
+    /// The planned graph's named identities, when recorded.
+    pub named: Option<Vec<Option<NamedIdentity>>>,
     /// Per node: its fingerprint, name and origin (when recorded).
     pub nodes: Vec<(String, Option<String>, Option<Origin>)>,
 }
@@ -498,6 +507,7 @@ impl TakenBy {
             checkpoint: manifest.checkpoint,
             layout: manifest.layout(),
             planned: manifest.planned,
+            named: manifest.named,
             nodes: manifest
                 .nodes
                 .into_iter()
@@ -762,6 +772,7 @@ mod tests {
             parallelism,
             key_groups: None,
             planned: None,
+            named: None,
             nodes: fingerprints
                 .iter()
                 .map(|f| ManifestNode {

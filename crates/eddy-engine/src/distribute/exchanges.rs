@@ -276,6 +276,7 @@ fn cut_in(
                     partitioning: Partitioning::Forward,
                 }],
                 schema: with_keys.clone(),
+                uid: None,
             });
             (id, 0, with_keys)
         };
@@ -294,6 +295,7 @@ fn cut_in(
                 partitioning: Partitioning::Forward,
             }],
             schema: sink_schema,
+            uid: None,
         });
         let layout = SourceLayout {
             physical_schema: schema.clone(),
@@ -318,6 +320,7 @@ fn cut_in(
             },
             inputs: Vec::new(),
             schema,
+            uid: None,
         });
         exchanges.push(Exchange {
             topic,

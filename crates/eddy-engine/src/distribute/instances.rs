@@ -182,6 +182,7 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
                         kind: NodeKind::Operator(Arc::new(plan)),
                         inputs: vec![feed],
                         schema,
+                        uid: None,
                     })
                 });
             splits.push((split, edge.partitioning.clone()));
@@ -201,6 +202,7 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
                 kind: node.kind.clone(),
                 inputs,
                 schema: node.schema.clone(),
+                uid: node.uid.clone(),
             }));
             origins.push(Origin::Instance { of: id, index });
         }
@@ -216,6 +218,7 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
                 })
                 .collect(),
             schema: node.schema.clone(),
+            uid: None,
         });
         origins.push(Origin::Union { of: id });
         moved.push((union, true));

@@ -198,12 +198,14 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 ///     kind: NodeKind::Source { spec: spec("numbers"), layout },
 ///     inputs: vec![],
 ///     schema: schema.clone(),
+///     uid: None,
 /// });
 /// graph.add(Node {
 ///     name: "out".into(),
 ///     kind: NodeKind::Sink { spec: spec("out") },
 ///     inputs: vec![Edge { from: source, port: 0, partitioning: Partitioning::Forward }],
 ///     schema: schema.clone(),
+///     uid: None,
 /// });
 ///
 /// let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]).unwrap();

@@ -131,6 +131,12 @@ pub(super) fn restore(
             mapped.dropped.join(", ")
         );
     }
+    if !mapped.kept_by_name.is_empty() {
+        tracing::info!(
+            "the query changed: {} keep(s) its state by name (a uid, a view or its table; what feeds it changed, it did not)",
+            mapped.kept_by_name.join(", ")
+        );
+    }
     if !mapped.fresh.is_empty() {
         tracing::info!(
             "the query changed: {} start(s) afresh (new or changed since the checkpoint), the rest keep their state",

@@ -5,47 +5,26 @@
 //! In: a job id and a [`RedeployRequest`]. Out: the job as it now runs
 //! and which operators kept their state, started afresh and were dropped
 //! ([`RedeployView`]); or an error, with the job running the old SQL again.
+//! A preview ([`JobManager::preview_redeploy`]) says the same without
+//! stopping anything.
 
 use std::sync::{Arc, Mutex};
 
 use eddy_engine::checkpoint::evolve;
 use eddy_engine::checkpoint::store::StateDir;
+use eddy_engine::graph::{JobGraph, NodeKind};
+use eddy_engine::operator::Distribution;
 
 use super::{compile, graph_view, report, sink_names, JobManager, ManagedJob, STOP_WAIT};
 use crate::error::{Result, ServerError};
-use crate::views::{RedeployRequest, RedeployView};
+use crate::store::JobRecord;
+use crate::views::{RedeployPlan, RedeployRequest, RedeployView};
 
 impl JobManager {
     /// See the module docs.
     pub fn redeploy(&self, id: &str, request: RedeployRequest) -> Result<RedeployView> {
-        let old = self.get(id)?;
-        let mut record = old
-            .record
-            .lock()
-            .map(|r| r.0.clone())
-            .map_err(|_| ServerError::Internal("job record lost".into()))?;
-        if record.group.is_some() {
-            return Err(ServerError::Rejected(
-                "a group job's state lives with its group's tasks: stop it and submit the new SQL"
-                    .into(),
-            ));
-        }
-        record.sql = request.sql;
-        record.allow_dropped_state = request.allow_dropped_state;
-        if let Some(params) = request.params {
-            record.params = params;
-        }
-        if let Some(parallelism) = request.parallelism {
-            if !(1..=super::MAX_PARALLELISM).contains(&parallelism) {
-                return Err(ServerError::Rejected(format!(
-                    "parallelism must be 1 to {}, not {parallelism}",
-                    super::MAX_PARALLELISM
-                )));
-            }
-            record.parallelism = parallelism;
-        }
-        // The new SQL must plan before anything stops.
-        let graph = compile(&record.name, &record.sql, &record.params)?;
+        let allow_dropped_state = request.allow_dropped_state;
+        let (old, record, graph) = self.revised(id, request)?;
         if let Some(handle) = old.handle() {
             handle.stop();
             if !handle.wait_timeout(STOP_WAIT) {
@@ -56,7 +35,7 @@ impl JobManager {
         }
         let store = StateDir::open(self.store.checkpoint_dir(id))
             .map_err(|e| ServerError::Internal(e.to_string()))?;
-        let checked = evolve::preview(&store, &graph, request.allow_dropped_state);
+        let checked = evolve::preview(&store, &graph, allow_dropped_state);
         let mapped = match checked {
             Ok(mapped) => mapped.unwrap_or_default(),
             Err(refusal) => {
@@ -100,9 +79,77 @@ impl JobManager {
         Ok(RedeployView {
             job: self.view(&job),
             kept: mapped.kept,
+            kept_by_name: mapped.kept_by_name,
             started: mapped.fresh,
             dropped: mapped.dropped,
         })
+    }
+
+    /// What [`JobManager::redeploy`] would keep, start and drop, checked
+    /// against the job's newest checkpoint while it runs on: nothing stops.
+    /// A refusal is an answer here (`refused`), not an error; SQL that
+    /// does not plan is an error.
+    pub fn preview_redeploy(&self, id: &str, request: RedeployRequest) -> Result<RedeployPlan> {
+        let allow_dropped_state = request.allow_dropped_state;
+        let (_, _, graph) = self.revised(id, request)?;
+        let store = StateDir::open(self.store.checkpoint_dir(id))
+            .map_err(|e| ServerError::Internal(e.to_string()))?;
+        Ok(match evolve::preview(&store, &graph, allow_dropped_state) {
+            Ok(Some(mapped)) => RedeployPlan {
+                checkpoint: mapped.checkpoint,
+                kept: mapped.kept,
+                kept_by_name: mapped.kept_by_name,
+                started: mapped.fresh,
+                dropped: mapped.dropped,
+                refused: None,
+            },
+            Ok(None) => RedeployPlan {
+                started: stateful_names(&graph),
+                ..RedeployPlan::default()
+            },
+            Err(refusal) => RedeployPlan {
+                refused: Some(refusal.to_string()),
+                ..RedeployPlan::default()
+            },
+        })
+    }
+
+    /// The job `id`, its record as `request` changes it, and the new SQL's
+    /// graph (planned: SQL that does not plan is refused before anything
+    /// stops).
+    fn revised(
+        &self,
+        id: &str,
+        request: RedeployRequest,
+    ) -> Result<(Arc<ManagedJob>, JobRecord, JobGraph)> {
+        let old = self.get(id)?;
+        let mut record = old
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))?;
+        if record.group.is_some() {
+            return Err(ServerError::Rejected(
+                "a group job's state lives with its group's tasks: stop it and submit the new SQL"
+                    .into(),
+            ));
+        }
+        record.sql = request.sql;
+        record.allow_dropped_state = request.allow_dropped_state;
+        if let Some(params) = request.params {
+            record.params = params;
+        }
+        if let Some(parallelism) = request.parallelism {
+            if !(1..=super::MAX_PARALLELISM).contains(&parallelism) {
+                return Err(ServerError::Rejected(format!(
+                    "parallelism must be 1 to {}, not {parallelism}",
+                    super::MAX_PARALLELISM
+                )));
+            }
+            record.parallelism = parallelism;
+        }
+        let graph = compile(&record.name, &record.sql, &record.params)?;
+        Ok((old, record, graph))
     }
 
     /// Starts `job` again on its own SQL, from its final checkpoint (after
@@ -119,4 +166,18 @@ impl JobManager {
             tracing::warn!(job = %job.id, "cannot restart after a refused redeploy: {e}");
         }
     }
+}
+
+/// The stateful nodes of `graph` (what starts afresh when there is no
+/// checkpoint yet), by name.
+fn stateful_names(graph: &JobGraph) -> Vec<String> {
+    graph
+        .nodes
+        .iter()
+        .filter(|n| match &n.kind {
+            NodeKind::Operator(plan) => plan.distribution() != Distribution::Any,
+            NodeKind::Source { .. } | NodeKind::Sink { .. } => true,
+        })
+        .map(|n| n.name.clone())
+        .collect()
 }

@@ -20,13 +20,15 @@
 //! - [`row_types`]: Flink's `ROW<...>` column types read as structs;
 //! - [`rewrite`]: helpers the rewrites share (a word among tokens, SQL
 //!   text parsed back);
-//! - [`identifiers`]: how a name is read (quoted keeps its case).
+//! - [`identifiers`]: how a name is read (quoted keeps its case);
+//! - [`hints`]: `/*+ uid('name') */`, a query's name for its state.
 //!
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
 //! dialect, with positions, and the clauses cut from them.
 
 pub mod flink_functions;
 pub mod flink_windows;
+pub mod hints;
 pub mod identifiers;
 pub mod match_within;
 pub mod output_names;

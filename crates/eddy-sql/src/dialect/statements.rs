@@ -57,6 +57,8 @@ pub struct ParsedStatement {
     /// is written (cut out; the planner checks the query emits only final
     /// rows, which is what it asks for).
     pub emit_on_window_close: Option<Position>,
+    /// Its `/*+ uid('name') */` hint.
+    pub uid: Option<crate::dialect::hints::QueryUid>,
 }
 
 /// A column read from its record's metadata: `col TYPE METADATA FROM 'key'`.
@@ -215,6 +217,7 @@ fn parse_one(
             format!("CREATE FUNCTION ... AS '{class}' names a Java class, and eddy runs no Java: write the function as a SQL expression where it is called (Nexmark q14's count_char(extra, 'c') is length(extra) - length(replace(extra, 'c', '')))"),
         ));
     }
+    let uid = crate::dialect::hints::query_uid(&tokens, map)?;
     let (tokens, emit_on_window_close) = cut_emit_on_window_close(tokens, map);
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
@@ -271,6 +274,7 @@ fn parse_one(
         temporal_joins,
         metadata_columns,
         emit_on_window_close,
+        uid,
     }))
 }
 

@@ -73,6 +73,7 @@ use eddy_engine::operators::union::UnionPlan;
 
 use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
+use crate::dialect::hints::QueryUid;
 use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::{parse_file, ParsedStatement, Words};
 use crate::dialect::temporal_joins::TemporalJoin;
@@ -176,6 +177,8 @@ struct Output {
     temporal: Vec<TemporalJoin>,
     /// Where `EMIT ON WINDOW CLOSE` is written, if it is.
     emit_on_window_close: Option<Position>,
+    /// Its `/*+ uid('...') */` name.
+    uid: Option<String>,
 }
 
 /// A `CREATE VIEW`: its plan, planned into a stream where it is first read.
@@ -187,6 +190,9 @@ struct View {
     words: Words,
     temporal: Vec<TemporalJoin>,
     emit_on_window_close: Option<Position>,
+    /// What its operators are named by (`view <name>`, or `uid <name>`
+    /// from a hint).
+    named: String,
 }
 
 /// When a column was not found but one of another case was (`datetime`
@@ -229,6 +235,8 @@ pub(crate) struct Compiler {
     /// Upsert feeds: the changelog step behind each one's source.
     normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
+    /// `uid` hints given so far, with where.
+    uids: HashMap<String, Position>,
     sinks: BTreeSet<String>,
     current_map: SourceMap,
     /// The words of the statement being planned (see [`Compiler::anchor`]).
@@ -276,6 +284,7 @@ impl Compiler {
             match_count: 0,
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
+            uids: HashMap::new(),
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
             current_words: Words::default(),
@@ -446,6 +455,18 @@ impl Compiler {
         self.current_words = parsed.words.clone();
         let position = parsed.position.clone();
         self.lift_match_recognize(&mut parsed.statement, &position)?;
+        if let (Some(uid), false) = (
+            &parsed.uid,
+            matches!(
+                parsed.statement,
+                Statement::CreateView(_) | Statement::Insert(_) | Statement::Query(_)
+            ),
+        ) {
+            return Err(SqlError::at(
+                &uid.position,
+                "a uid hint names a query: it belongs in an INSERT, a SELECT or a CREATE VIEW",
+            ));
+        }
         match parsed.statement {
             Statement::CreateTable(create) => {
                 let state = self.ctx.state();
@@ -470,6 +491,10 @@ impl Compiler {
             }
             Statement::CreateView(view) => {
                 let name = self.identifier_case().object_name(&view.name);
+                let named = match self.check_uid(parsed.uid.as_ref())? {
+                    Some(uid) => uid,
+                    None => format!("view {name}"),
+                };
                 let plan = self.plan_statement(Statement::Query(view.query), &position)?;
                 let plan = self.name_view_columns(&name, &view.columns, plan, &position)?;
                 let mut schema = plan.schema().as_arrow().clone();
@@ -485,10 +510,12 @@ impl Compiler {
                         words: parsed.words.clone(),
                         temporal: parsed.temporal_joins.clone(),
                         emit_on_window_close: parsed.emit_on_window_close.clone(),
+                        named,
                     },
                 );
             }
             statement @ Statement::Insert(_) => {
+                let uid = self.check_uid(parsed.uid.as_ref())?;
                 let plan = self.plan_statement(statement, &position)?;
                 let LogicalPlan::Dml(DmlStatement {
                     table_name,
@@ -509,9 +536,11 @@ impl Compiler {
                     words: parsed.words.clone(),
                     temporal: parsed.temporal_joins.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
+                    uid,
                 });
             }
             statement @ Statement::Query(_) => {
+                let uid = self.check_uid(parsed.uid.as_ref())?;
                 let plan = self.plan_statement(statement, &position)?;
                 let n = self
                     .outputs
@@ -546,6 +575,7 @@ impl Compiler {
                     words: parsed.words.clone(),
                     temporal: parsed.temporal_joins.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
+                    uid,
                 });
             }
             Statement::Set(Set::SingleAssignment {
@@ -651,6 +681,33 @@ impl Compiler {
         }
     }
 
+    /// A statement's `uid` hint as its operators are named (`uid <name>`),
+    /// refused when another statement has it.
+    fn check_uid(&mut self, uid: Option<&QueryUid>) -> Result<Option<String>> {
+        let Some(uid) = uid else { return Ok(None) };
+        if let Some(first) = self.uids.get(&uid.name) {
+            return Err(SqlError::at(
+                &uid.position,
+                format!(
+                    "uid('{}') is already the name of the statement at {first}; each query's uid must be its own",
+                    uid.name
+                ),
+            ));
+        }
+        self.uids.insert(uid.name.clone(), uid.position.clone());
+        Ok(Some(format!("uid {}", uid.name)))
+    }
+
+    /// Names the operators planned from node `first` on that no inner
+    /// view named already (see `JobGraph::named_identities`).
+    fn name_operators(&mut self, first: NodeId, named: &str) {
+        for node in self.graph.nodes.iter_mut().skip(first) {
+            if matches!(node.kind, NodeKind::Operator(_)) && node.uid.is_none() {
+                node.uid = Some(named.to_string());
+            }
+        }
+    }
+
     fn finish(mut self) -> Result<CompiledJob> {
         if self.outputs.is_empty() {
             return Err(SqlError::Job(
@@ -663,9 +720,13 @@ impl Compiler {
             self.current_map = output.map.clone();
             self.current_words = output.words.clone();
             self.current_temporal = output.temporal.clone();
+            let first = self.graph.nodes.len();
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             check_emit_on_window_close(&stream, output.emit_on_window_close.as_ref())?;
             let endpoint = stream.materialize(&mut self.graph);
+            if let Some(uid) = &output.uid {
+                self.name_operators(first, uid);
+            }
             sink_inputs
                 .entry(output.sink.clone())
                 .or_default()
@@ -699,6 +760,7 @@ impl Compiler {
                     })
                     .collect(),
                 schema: def.schema(),
+                uid: None,
             });
         }
         self.graph.prune_dead_operators();
@@ -742,6 +804,7 @@ impl Compiler {
                     },
                     inputs: Vec::new(),
                     schema: layout.output_schema.clone(),
+                    uid: None,
                 });
                 self.source_nodes.insert(name.to_string(), node);
                 node
@@ -849,6 +912,7 @@ impl Compiler {
             },
             inputs: Vec::new(),
             schema: schema.clone(),
+            uid: None,
         });
         Ok(Stream {
             time_lost: Some(
@@ -946,6 +1010,7 @@ impl Compiler {
                     let outer_map = std::mem::replace(&mut self.current_map, view.map);
                     let outer_words = std::mem::replace(&mut self.current_words, view.words);
                     let outer_temporal = std::mem::replace(&mut self.current_temporal, view.temporal);
+                    let first = self.graph.nodes.len();
                     let planned = self.plan_stream(&view.plan, &view.position);
                     self.current_map = outer_map;
                     self.current_words = outer_words;
@@ -953,6 +1018,7 @@ impl Compiler {
                     let mut stream = planned?;
                     check_emit_on_window_close(&stream, view.emit_on_window_close.as_ref())?;
                     stream.materialize(&mut self.graph);
+                    self.name_operators(first, &view.named);
                     self.view_streams.insert(name.clone(), stream.clone());
                     stream
                 } else if let Some(table) = late_of {
@@ -1247,5 +1313,67 @@ mod tests {
             IdentifierCase::Fold
         )
         .is_none());
+    }
+
+    fn compiled(text: &str) -> Result<CompiledJob> {
+        compile(
+            &[SqlFile {
+                name: "job.sql".into(),
+                text: text.into(),
+            }],
+            &BTreeMap::new(),
+        )
+    }
+
+    const ORDERS: &str = "CREATE TABLE orders (customer VARCHAR, amount DOUBLE, ts TIMESTAMP,
+          WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (connector = 'file', path = 'o.ndjson');
+        CREATE TABLE out (customer VARCHAR, n BIGINT) WITH (connector = 'ndjson', path = 'n.ndjson');";
+
+    #[test]
+    fn a_uid_hint_or_a_view_names_the_operators_planned_for_it() {
+        let job = compiled(&format!(
+            "{ORDERS}
+            CREATE VIEW big AS SELECT customer, ts FROM orders WHERE amount > 10;
+            INSERT INTO out SELECT /*+ uid('per_customer') */ customer, count(*)
+            FROM TABLE(TUMBLE(TABLE big, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+            GROUP BY customer, window_start, window_end;"
+        ))
+        .unwrap();
+        let named: Vec<String> = job
+            .graph
+            .named_identities()
+            .into_iter()
+            .flatten()
+            .map(|n| n.name)
+            .collect();
+        assert!(named.contains(&"source orders".to_string()), "{named:?}");
+        assert!(named.contains(&"sink out".to_string()), "{named:?}");
+        assert!(named.contains(&"view big: calc 0".to_string()), "{named:?}");
+        assert!(
+            named.contains(&"uid per_customer: window_aggregate 0".to_string()),
+            "{named:?}"
+        );
+    }
+
+    #[test]
+    fn a_uid_given_twice_or_on_a_table_is_refused() {
+        let twice = compiled(&format!(
+            "{ORDERS}
+            INSERT INTO out SELECT /*+ uid('q') */ customer, 1 FROM orders;
+            INSERT INTO out SELECT /*+ uid('q') */ customer, 2 FROM orders;"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            twice.starts_with("job.sql:5:")
+                && twice.contains("already the name of the statement at job.sql:4:"),
+            "{twice}"
+        );
+        let on_table = compiled(&format!(
+            "{ORDERS} CREATE TABLE /*+ uid('t') */ t (a INT) WITH (connector = 'stdout');"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(on_table.contains("belongs in an INSERT"), "{on_table}");
     }
 }

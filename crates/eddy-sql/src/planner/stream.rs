@@ -216,6 +216,7 @@ impl Stream {
                 partitioning: Partitioning::Forward,
             }],
             schema: schema.clone(),
+            uid: None,
         });
         self.endpoint = Endpoint { node, port: 0 };
         self.endpoint_schema = schema;
@@ -407,6 +408,7 @@ fn add_projection(
             partitioning: Partitioning::Forward,
         }],
         schema: output,
+        uid: None,
     });
     Endpoint { node, port: 0 }
 }
@@ -471,5 +473,6 @@ pub fn add_operator(
             })
             .collect(),
         schema,
+        uid: None,
     })
 }

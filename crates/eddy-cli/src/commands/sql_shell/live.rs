@@ -2,9 +2,14 @@
 //! redrawn in place as rows come.
 //!
 //! In: the lines the query's stdout sink writes (`TAG> {json}`, or
-//! `TAG> +U {json}` for an updating result). Out: a table (comfy-table) of
-//! the result as it stands: an append-only query's latest rows, an updating
-//! query's current rows (an update or delete takes its row out).
+//! `TAG> +U {json}` for an updating result), or a server's tail events
+//! (`row`, `change`, `from`, `skipped`). Out: a table (comfy-table) of the
+//! result as it stands: an append-only query's latest rows, an updating
+//! query's current rows (an update or delete takes its row out), drawn in
+//! place ([`draw_until_end`]).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
@@ -19,6 +24,9 @@ pub(super) struct LiveTable {
     received: u64,
     /// Lines that were not rows (never expected; counted, not hidden).
     unreadable: u64,
+    /// Rows the result had before this table saw it, and rows it missed
+    /// falling behind (a server's tail): not shown, and said so.
+    unseen: u64,
     updating: bool,
 }
 
@@ -41,10 +49,37 @@ impl LiveTable {
             Some((kind @ ("+I" | "-U" | "+U" | "-D"), json)) => (Some(kind), json),
             _ => (None, rest),
         };
-        let Ok(Value::Object(row)) = serde_json::from_str::<Value>(json) else {
-            self.unreadable += 1;
-            return;
-        };
+        match serde_json::from_str::<Value>(json) {
+            Ok(Value::Object(row)) => self.take(kind, row),
+            _ => self.unreadable += 1,
+        }
+    }
+
+    /// Takes one event of a server's tail (`GET .../sinks/{sink}/tail`).
+    pub(super) fn apply_event(&mut self, event: &str, data: &str) {
+        let value = serde_json::from_str::<Value>(data).unwrap_or(Value::Null);
+        match (event, value) {
+            ("row", Value::Object(row)) => self.take(None, row),
+            ("change", Value::Object(mut change)) => {
+                let kind = change
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                match (kind.as_deref(), change.remove("row")) {
+                    (Some(kind @ ("+I" | "-U" | "+U" | "-D")), Some(Value::Object(row))) => {
+                        self.take(Some(kind), row)
+                    }
+                    _ => self.unreadable += 1,
+                }
+            }
+            ("from", value) => self.unseen += value["row"].as_u64().unwrap_or(0),
+            ("skipped", value) => self.unseen += value["rows"].as_u64().unwrap_or(0),
+            ("end", _) => {}
+            _ => self.unreadable += 1,
+        }
+    }
+
+    fn take(&mut self, kind: Option<&str>, row: Map<String, Value>) {
         self.received += 1;
         for column in row.keys() {
             if !self.columns.contains(column) {
@@ -104,7 +139,49 @@ impl LiveTable {
         if self.unreadable > 0 {
             text.push_str(&format!(", {} unreadable lines", self.unreadable));
         }
+        if self.unseen > 0 {
+            text.push_str(&format!(
+                ", {} not seen here (written before the tail began, or missed falling behind)",
+                self.unseen
+            ));
+        }
         text
+    }
+}
+
+/// Draws `table` in place on `out` (its latest `rows`), after each call of
+/// `poll`, which feeds it what came since (waiting up to a refresh) and
+/// returns the query's final state once it ended; until then, or until
+/// `interrupted` (Ctrl-C). Returns whether it was interrupted.
+pub(super) fn draw_until_end(
+    out: &mut impl Write,
+    table: &mut LiveTable,
+    rows: usize,
+    interrupted: &AtomicBool,
+    mut poll: impl FnMut(&mut LiveTable) -> Option<String>,
+) -> bool {
+    interrupted.store(false, Ordering::SeqCst);
+    let _ = writeln!(out, "(Ctrl-C stops the query and returns to the prompt)");
+    let mut drawn = 0;
+    loop {
+        let ended = poll(table);
+        let stop = interrupted.load(Ordering::SeqCst);
+        let state = match (&ended, stop) {
+            (Some(state), _) => state.as_str(),
+            (None, true) => "stopped",
+            (None, false) => "running",
+        };
+        let text = format!("{}\nquery {state}", table.render(rows));
+        // Back over what was drawn, then the table as it stands.
+        if drawn > 0 {
+            let _ = write!(out, "\x1b[{drawn}F\x1b[J");
+        }
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+        drawn = text.lines().count();
+        if ended.is_some() || stop {
+            return stop && ended.is_none();
+        }
     }
 }
 
@@ -123,6 +200,23 @@ mod tests {
         assert!(text.contains("2 current rows, 4 received"), "{text}");
         assert!(!text.contains("│ a ┆ 1"), "{text}");
         assert!(text.contains("a ┆ 2"), "{text}");
+    }
+
+    #[test]
+    fn a_servers_tail_events_fill_the_table_and_say_what_was_not_seen() {
+        let mut table = LiveTable::default();
+        table.apply_event("from", r#"{"row": 7}"#);
+        table.apply_event("change", r#"{"kind": "+I", "row": {"k": "a", "n": 1}}"#);
+        table.apply_event("change", r#"{"kind": "-U", "row": {"k": "a", "n": 1}}"#);
+        table.apply_event("change", r#"{"kind": "+U", "row": {"k": "a", "n": 2}}"#);
+        table.apply_event("skipped", r#"{"rows": 3}"#);
+        table.apply_event("row", "not json");
+        let text = table.render(10);
+        assert!(text.contains("a ┆ 2") && !text.contains("a ┆ 1"), "{text}");
+        assert!(
+            text.contains("1 current rows, 3 received, 1 unreadable lines, 10 not seen here"),
+            "{text}"
+        );
     }
 
     #[test]

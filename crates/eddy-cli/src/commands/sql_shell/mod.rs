@@ -13,8 +13,14 @@
 //! | `SHOW JOBS`, `STOP JOB n` | those jobs |
 //! | `SHOW TABLES` | the session's definitions |
 //! | `\help`, `\quit` | |
+//!
+//! With `--server URL` the same statements run on an `eddy serve`
+//! (`remote`): INSERT submits a job, SELECT runs as a job there whose rows
+//! are tailed here, SHOW JOBS and STOP JOB <id> are the server's; tables
+//! and views stay in the shell's session and plan here first.
 
 mod live;
+mod remote;
 mod session;
 
 use std::path::PathBuf;
@@ -103,7 +109,13 @@ fn complete(text: &str) -> bool {
 /// Runs the shell until `\quit` or end of input.
 pub(crate) fn shell(args: SqlArgs) -> Result<()> {
     let params = job::parse_pairs(&args.set, "--set")?;
-    let mut session = Session::new(params, args.output, args.rows.max(1));
+    let remote = args
+        .server
+        .as_deref()
+        .map(|url| remote::Remote::connect(url, args.token.clone()))
+        .transpose()?;
+    let connected = remote.as_ref().map(|r| r.url().to_string());
+    let mut session = Session::new(params, args.output, args.rows.max(1), remote);
     let mut editor = DefaultEditor::new()
         .map_err(|e| CliError::Usage(format!("cannot open the terminal: {e}")))?;
     let history = args
@@ -122,6 +134,9 @@ pub(crate) fn shell(args: SqlArgs) -> Result<()> {
         }
     }
     println!("eddy SQL shell. Statements end with ';'. \\help for help, \\quit to leave.");
+    if let Some(url) = connected {
+        println!("Jobs run on the server at {url}.");
+    }
     let mut pending = String::new();
     loop {
         let prompt = if pending.is_empty() {
@@ -157,12 +172,9 @@ pub(crate) fn shell(args: SqlArgs) -> Result<()> {
             Statement::Define(sql) => session.define(sql),
             Statement::Explain(sql) => session.explain(sql),
             Statement::Insert(sql) => session.insert(sql),
-            Statement::ShowJobs => Ok(session.show_jobs()),
+            Statement::ShowJobs => session.show_jobs(),
             Statement::ShowTables => Ok(session.show_tables()),
-            Statement::StopJob(n) => n
-                .parse()
-                .map_err(|_| CliError::Usage(format!("STOP JOB takes a job's number, not '{n}'")))
-                .and_then(|n| session.stop_job(n)),
+            Statement::StopJob(job) => session.stop_job(job),
             Statement::Select(sql) => session
                 .select(sql, &interrupted, &mut std::io::stdout())
                 .map(|()| String::new()),

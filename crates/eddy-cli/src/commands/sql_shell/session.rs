@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,10 +18,11 @@ use eddy_engine::parallel::Parallelism;
 use eddy_engine::runtime::{JobConfig, JobHandle, JobState};
 use eddy_sql::SqlFile;
 
-use super::live::LiveTable;
+use super::live::{draw_until_end, LiveTable};
+use super::remote::Remote;
 
 /// How often a live table is redrawn.
-const REFRESH: Duration = Duration::from_millis(250);
+pub(super) const REFRESH: Duration = Duration::from_millis(250);
 
 /// A job an `INSERT` started.
 struct BackgroundJob {
@@ -39,21 +40,29 @@ pub(super) struct Session {
     /// Rows a live table shows.
     rows: usize,
     jobs: Vec<BackgroundJob>,
+    /// With `--server`: where INSERTs, SELECTs and job commands go.
+    remote: Option<Remote>,
 }
 
 impl Session {
-    pub(super) fn new(params: BTreeMap<String, String>, output: PathBuf, rows: usize) -> Self {
+    pub(super) fn new(
+        params: BTreeMap<String, String>,
+        output: PathBuf,
+        rows: usize,
+        remote: Option<Remote>,
+    ) -> Self {
         Self {
             catalog: Vec::new(),
             params,
             output,
             rows,
             jobs: Vec::new(),
+            remote,
         }
     }
 
-    /// The session's statements followed by `statement`, as one file.
-    fn files(&self, statement: &str) -> Vec<SqlFile> {
+    /// The session's statements followed by `statement`, as one text.
+    fn text(&self, statement: &str) -> String {
         let mut text = String::new();
         for defined in &self.catalog {
             text.push_str(defined);
@@ -61,9 +70,14 @@ impl Session {
         }
         text.push_str(statement);
         text.push(';');
+        text
+    }
+
+    /// [`Session::text`] as one file.
+    fn files(&self, statement: &str) -> Vec<SqlFile> {
         vec![SqlFile {
             name: "<shell>".into(),
-            text,
+            text: self.text(statement),
         }]
     }
 
@@ -92,8 +106,14 @@ impl Session {
         Ok(compiled.graph.explain())
     }
 
-    /// Starts an `INSERT` as a job that runs while the shell goes on.
+    /// Starts an `INSERT` as a job that runs while the shell goes on (on
+    /// the server, with `--server`).
     pub(super) fn insert(&mut self, statement: &str) -> Result<String> {
+        if let Some(remote) = &self.remote {
+            // Planned here first: a mistake is shown at once, with its line.
+            job::compile_files(&self.files(statement), &self.params)?;
+            return remote.insert(&self.text(statement), &self.params);
+        }
         let handle = job::start(
             &self.files(statement),
             &self.params,
@@ -131,8 +151,16 @@ impl Session {
             .join("\n")
     }
 
-    /// The jobs `INSERT`s started, a line each.
-    pub(super) fn show_jobs(&self) -> String {
+    /// The jobs `INSERT`s started, a line each (the server's jobs, with
+    /// `--server`).
+    pub(super) fn show_jobs(&self) -> Result<String> {
+        if let Some(remote) = &self.remote {
+            return remote.jobs();
+        }
+        Ok(self.local_jobs())
+    }
+
+    fn local_jobs(&self) -> String {
         if self.jobs.is_empty() {
             return "no jobs (INSERT INTO starts one)".into();
         }
@@ -159,8 +187,15 @@ impl Session {
         table.to_string()
     }
 
-    /// Stops job `number` (1-based) gracefully and waits for it.
-    pub(super) fn stop_job(&mut self, number: usize) -> Result<String> {
+    /// Stops job `job` (its number, 1-based; a server's job id with
+    /// `--server`) gracefully and waits for it.
+    pub(super) fn stop_job(&mut self, job: &str) -> Result<String> {
+        if let Some(remote) = &self.remote {
+            return remote.stop(job);
+        }
+        let number: usize = job
+            .parse()
+            .map_err(|_| CliError::Usage(format!("STOP JOB takes a job's number, not '{job}'")))?;
         let job = number
             .checked_sub(1)
             .and_then(|i| self.jobs.get(i))
@@ -184,11 +219,12 @@ impl Session {
     ) -> Result<()> {
         // The result's columns in the query's order.
         let compiled = job::compile_files(&self.files(statement), &self.params)?;
-        let columns: Vec<String> = compiled
+        let sink = compiled
             .graph
             .nodes
             .iter()
-            .find(|n| matches!(n.kind, eddy_engine::graph::NodeKind::Sink { .. }))
+            .find(|n| matches!(n.kind, eddy_engine::graph::NodeKind::Sink { .. }));
+        let columns: Vec<String> = sink
             .map(|sink| {
                 sink.schema
                     .fields()
@@ -198,6 +234,19 @@ impl Session {
                     .collect()
             })
             .unwrap_or_default();
+        if let Some(remote) = &self.remote {
+            let sink = sink.map(|s| s.name.clone()).unwrap_or_default();
+            let table = LiveTable::with_columns(columns);
+            return remote.select(
+                &self.text(statement),
+                &self.params,
+                &sink,
+                table,
+                self.rows,
+                interrupted,
+                out,
+            );
+        }
         let buffer = Arc::new(Mutex::new(Vec::new()));
         let handle = job::start(
             &self.files(statement),
@@ -212,12 +261,9 @@ impl Session {
                 ..JobConfig::default()
             },
         )?;
-        interrupted.store(false, Ordering::SeqCst);
-        let _ = writeln!(out, "(Ctrl-C stops the query and returns to the prompt)");
         let mut table = LiveTable::with_columns(columns);
         let mut pending = Vec::new();
-        let mut drawn = 0;
-        loop {
+        let stopped = draw_until_end(out, &mut table, self.rows, interrupted, |table| {
             let ended = handle.wait_timeout(REFRESH).is_some();
             if let Ok(mut bytes) = buffer.lock() {
                 pending.append(&mut bytes);
@@ -228,30 +274,11 @@ impl Session {
                     table.apply(line);
                 }
             }
-            let stop = interrupted.load(Ordering::SeqCst);
-            let state = if ended {
-                handle.state().name().to_string()
-            } else if stop {
-                "stopped".to_string()
-            } else {
-                "running".to_string()
-            };
-            let text = format!("{}\nquery {state}", table.render(self.rows));
-            // Back over what was drawn, then the table as it stands.
-            if drawn > 0 {
-                let _ = write!(out, "\x1b[{drawn}F\x1b[J");
-            }
-            let _ = writeln!(out, "{text}");
-            let _ = out.flush();
-            drawn = text.lines().count();
-            if ended {
-                break;
-            }
-            if stop {
-                handle.cancel();
-                let _ = handle.wait_timeout(Duration::from_secs(5));
-                break;
-            }
+            ended.then(|| handle.state().name().to_string())
+        });
+        if stopped {
+            handle.cancel();
+            let _ = handle.wait_timeout(Duration::from_secs(5));
         }
         if let JobState::Failed(why) = handle.state() {
             return Err(CliError::Usage(format!("the query failed: {why}")));
