@@ -87,6 +87,13 @@ try {
     null,
     20000,
   );
+  // The generator's event time is from 2023: its chart shows how far
+  // event time advanced, not a lag of years.
+  await page.waitForFunction(
+    () => document.querySelector('#chart-lag figcaption').textContent === 'Event time advanced per source (s)',
+    null,
+    10000,
+  );
   await page.waitForFunction(() => document.querySelectorAll('#tail li').length >= 5, null, 20000);
   const row = JSON.parse(await page.text('#tail li:first-child'));
   assert.ok(row.order_id.startsWith('order-') && row.order_amount > 20, JSON.stringify(row));

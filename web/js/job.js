@@ -229,7 +229,23 @@ function renderCharts(job) {
     ),
     fmtNumber,
   );
-  lineChart($('chart-lag'), names.map((n, i) => ({ name: n, color: color(i), points: per(n, 'watermark_lag_ms', 0.001) })), fmtNumber);
+  // A replayed or generated stream (event time more than a day behind the
+  // wall clock) has no lag worth plotting: how far its event time has
+  // advanced since the first point is plotted instead.
+  const replayed = names.some((n) => {
+    const lags = per(n, 'watermark_lag_ms');
+    return lags.length && lags[lags.length - 1][1] > 24 * 3600 * 1000;
+  });
+  $('chart-lag').querySelector('figcaption').textContent = replayed
+    ? 'Event time advanced per source (s)'
+    : 'Watermark lag per source (s)';
+  const lagSeries = (n) => {
+    const lags = per(n, 'watermark_lag_ms');
+    if (!replayed || !lags.length) return lags.map(([at, lag]) => [at, lag / 1000]);
+    const start = lags[0][0] - lags[0][1];
+    return lags.map(([at, lag]) => [at, (at - lag - start) / 1000]);
+  };
+  lineChart($('chart-lag'), names.map((n, i) => ({ name: n, color: color(i), points: lagSeries(n) })), fmtNumber);
   lineChart(
     $('chart-late'),
     names.flatMap((n, i) => [

@@ -46,7 +46,7 @@ function showPlan(plan) {
     const dt = document.createElement('dt');
     dt.textContent = term;
     const dd = document.createElement('dd');
-    dd.className = kind;
+    dd.className = values.length ? kind : `${kind} none`;
     dd.textContent = names(values);
     list.append(dt, dd);
   }
