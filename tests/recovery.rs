@@ -1289,6 +1289,75 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
     );
 }
 
+/// Where a new query starts is the user's choice, made in SQL: on a table
+/// the job already reads it starts where that table's source stands; on a
+/// table of its own (the same connector, declared again) it reads from the
+/// beginning.
+#[test]
+fn a_new_query_on_a_table_of_its_own_reads_from_the_beginning() {
+    let dir = tempfile::tempdir().unwrap();
+    let replay = EVOLVING
+        .split("CREATE TABLE per_country")
+        .next()
+        .unwrap()
+        .replace("CREATE TABLE orders (", "CREATE TABLE orders_again (");
+    let added = format!(
+        "{replay}
+CREATE TABLE all_big (order_id VARCHAR, order_amount DOUBLE)
+  WITH (connector = 'ndjson', path = 'all_big.ndjson');
+INSERT INTO all_big SELECT order_id, order_amount FROM orders_again WHERE order_amount > 130;
+CREATE TABLE big_orders (order_id VARCHAR, order_amount DOUBLE)
+  WITH (connector = 'ndjson', path = 'big_orders.ndjson');
+INSERT INTO big_orders SELECT order_id, order_amount FROM orders WHERE order_amount > 130;
+"
+    );
+    let job = |name: &str, sql: &str| {
+        let path = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&path, sql).unwrap();
+        JobArgs(vec![
+            path.display().to_string(),
+            "--set".into(),
+            "ROWS=1500000".into(),
+        ])
+    };
+    let grown = format!("{EVOLVING}{added}");
+    let expected = dir.path().join("expected");
+    common::assert_success(
+        &job("grown", &grown)
+            .command(&expected, None)
+            .output()
+            .unwrap(),
+        "the uninterrupted run",
+    );
+    let (output, state) = (dir.path().join("out"), dir.path().join("state"));
+    kill_after_two_checkpoints(&job("first", EVOLVING), &output, &state);
+    let out = job("grown", &grown)
+        .command(&output, Some(&state))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the grown query");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(resumed_from(&stderr).is_some(), "{stderr}");
+    // On its own table: every row since the beginning.
+    let all = sorted_lines_of(&expected.join("all_big.ndjson"));
+    assert!(!all.is_empty() && sorted_lines_of(&output.join("all_big.ndjson")) == all);
+    // On the table the job reads: from where its source stood.
+    let (whole, late) = (
+        lines_of(&expected.join("big_orders.ndjson")),
+        lines_of(&output.join("big_orders.ndjson")),
+    );
+    assert!(
+        !late.is_empty() && late.len() < whole.len() && whole.ends_with(&late),
+        "{} of {}",
+        late.len(),
+        whole.len()
+    );
+    assert!(
+        sorted_lines_of(&output.join("per_country.ndjson"))
+            == sorted_lines_of(&expected.join("per_country.ndjson"))
+    );
+}
+
 #[test]
 fn a_query_added_on_a_source_that_already_ended_ends_too() {
     let dir = tempfile::tempdir().unwrap();

@@ -380,6 +380,11 @@ impl JobGraph {
         let mut out = String::new();
         for id in 0..self.nodes.len() {
             let _ = writeln!(out, "{}", self.describe_node(id));
+            // Not part of the description: naming a query keeps its
+            // derived identities (and so its state) as they were.
+            if let Some(uid) = &self.nodes[id].uid {
+                let _ = writeln!(out, "     named: {uid}");
+            }
         }
         out
     }

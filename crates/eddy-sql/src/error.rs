@@ -17,6 +17,10 @@ pub enum SqlError {
     /// A user error about the job as a whole (e.g. an unused `--set`).
     #[error("{0}")]
     Job(String),
+    /// The statements planned, but none of them is a query: only tables,
+    /// views and settings (an error for a job; a SQL shell keeps them).
+    #[error("nothing to run: no INSERT INTO or SELECT statement")]
+    NothingToRun,
     /// An internal inconsistency while building the graph.
     #[error("internal planner error: {0}")]
     Internal(String),

@@ -710,9 +710,7 @@ impl Compiler {
 
     fn finish(mut self) -> Result<CompiledJob> {
         if self.outputs.is_empty() {
-            return Err(SqlError::Job(
-                "nothing to run: no INSERT INTO or SELECT statement".into(),
-            ));
+            return Err(SqlError::NothingToRun);
         }
         let outputs = std::mem::take(&mut self.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();

@@ -85,7 +85,7 @@ impl Session {
     pub(super) fn define(&mut self, statement: &str) -> Result<String> {
         match job::compile_files(&self.files(statement), &self.params) {
             // Definitions alone run nothing: planned that far, they are fine.
-            Err(e) if e.to_string().contains("nothing to run") => {}
+            Err(CliError::Sql(eddy_sql::SqlError::NothingToRun)) => {}
             Err(e) => return Err(e),
             Ok(_) => {
                 return Err(CliError::Usage(
