@@ -1018,6 +1018,20 @@ FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
 GROUP BY window_start, window_end, customer_id;
 ";
 
+/// A job of the evolving tests: `sql` written to `DIR/NAME.sql`, run with
+/// `ROWS=1500000` and `extra` arguments.
+fn evolving_job(dir: &Path, name: &str, sql: &str, extra: &[&str]) -> JobArgs {
+    let path = dir.join(format!("{name}.sql"));
+    std::fs::write(&path, sql).unwrap();
+    let mut args = vec![
+        path.display().to_string(),
+        "--set".into(),
+        "ROWS=1500000".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    JobArgs(args)
+}
+
 /// A sink file's lines, in order.
 fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -1037,25 +1051,14 @@ fn sorted_lines_of(path: &Path) -> Vec<String> {
 #[test]
 fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
     let dir = tempfile::tempdir().unwrap();
-    let job = |name: &str, sql: &str, rows: &str, extra: &[&str]| {
-        let path = dir.path().join(format!("{name}.sql"));
-        std::fs::write(&path, sql).unwrap();
-        let mut args = vec![
-            path.display().to_string(),
-            "--set".into(),
-            format!("ROWS={rows}"),
-        ];
-        args.extend(extra.iter().map(|a| a.to_string()));
-        JobArgs(args)
-    };
+    let job = |name: &str, sql: &str, extra: &[&str]| evolving_job(dir.path(), name, sql, extra);
     let first = EVOLVING.to_string();
     let grown = format!("{EVOLVING}{BIG_ORDERS}{PER_CUSTOMER}");
     let shrunk = format!("{EVOLVING}{BIG_ORDERS}");
-    let rows = "1500000";
     // What uninterrupted runs write.
     let expected = dir.path().join("expected");
     common::assert_success(
-        &job("grown", &grown, rows, &["--parallelism", "2"])
+        &job("grown", &grown, &["--parallelism", "2"])
             .command(&expected, None)
             .output()
             .unwrap(),
@@ -1066,11 +1069,11 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
     // start from where the source stands (here at 3 instances, from 2).
     let (output, state) = (dir.path().join("out"), dir.path().join("state"));
     kill_after_two_checkpoints(
-        &job("first", &first, rows, &["--parallelism", "2"]),
+        &job("first", &first, &["--parallelism", "2"]),
         &output,
         &state,
     );
-    let out = job("grown", &grown, rows, &["--parallelism", "3"])
+    let out = job("grown", &grown, &["--parallelism", "3"])
         .command(&output, Some(&state))
         .output()
         .unwrap();
@@ -1102,11 +1105,11 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
     // Removing a query drops its state: refused unless allowed.
     let (output, state) = (dir.path().join("out2"), dir.path().join("state2"));
     kill_after_two_checkpoints(
-        &job("grown", &grown, rows, &["--parallelism", "2"]),
+        &job("grown", &grown, &["--parallelism", "2"]),
         &output,
         &state,
     );
-    let out = job("shrunk", &shrunk, rows, &["--parallelism", "2"])
+    let out = job("shrunk", &shrunk, &["--parallelism", "2"])
         .command(&output, Some(&state))
         .output()
         .unwrap();
@@ -1121,7 +1124,6 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
     let out = job(
         "shrunk",
         &shrunk,
-        rows,
         &["--parallelism", "2", "--allow-dropped-state"],
     )
     .command(&output, Some(&state))
@@ -1173,15 +1175,13 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
             .replace("${UID}", uid)
             .replace("${EXTRA_COLUMN}", extra.0)
             .replace("${EXTRA_VALUE}", extra.1);
-        let path = dir.path().join(format!("{name}.sql"));
-        std::fs::write(&path, format!("{EVOLVING}{named}")).unwrap();
-        JobArgs(vec![
-            path.display().to_string(),
-            "--set".into(),
-            "ROWS=1500000".into(),
-            "--set".into(),
-            format!("MIN={min}"),
-        ])
+        let min = format!("MIN={min}");
+        evolving_job(
+            dir.path(),
+            name,
+            &format!("{EVOLVING}{named}"),
+            &["--set", &min],
+        )
     };
     let uid = "/*+ uid('big_windows') */";
     let plain = ("", "");
@@ -1311,15 +1311,7 @@ CREATE TABLE big_orders (order_id VARCHAR, order_amount DOUBLE)
 INSERT INTO big_orders SELECT order_id, order_amount FROM orders WHERE order_amount > 130;
 "
     );
-    let job = |name: &str, sql: &str| {
-        let path = dir.path().join(format!("{name}.sql"));
-        std::fs::write(&path, sql).unwrap();
-        JobArgs(vec![
-            path.display().to_string(),
-            "--set".into(),
-            "ROWS=1500000".into(),
-        ])
-    };
+    let job = |name: &str, sql: &str| evolving_job(dir.path(), name, sql, &[]);
     let grown = format!("{EVOLVING}{added}");
     let expected = dir.path().join("expected");
     common::assert_success(
@@ -1371,15 +1363,7 @@ INSERT INTO few_copy SELECT order_id FROM few;
 CREATE TABLE few_again (order_id VARCHAR) WITH (connector = 'ndjson', path = 'few_again.ndjson');
 INSERT INTO few_again SELECT order_id FROM few;
 ";
-    let job = |name: &str, sql: &str| {
-        let path = dir.path().join(format!("{name}.sql"));
-        std::fs::write(&path, sql).unwrap();
-        JobArgs(vec![
-            path.display().to_string(),
-            "--set".into(),
-            "ROWS=1500000".into(),
-        ])
-    };
+    let job = |name: &str, sql: &str| evolving_job(dir.path(), name, sql, &[]);
     let first = format!("{EVOLVING}{small}");
     let (output, state) = (dir.path().join("out"), dir.path().join("state"));
     kill_after_two_checkpoints(&job("first", &first), &output, &state);
