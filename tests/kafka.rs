@@ -16,7 +16,8 @@
 //! - Group jobs (`eddy run --group`, and `eddy serve` with a group in the
 //!   submission): processes and servers of one group share a job's tasks,
 //!   take over a dead one's, move rows through exchange topics, and write
-//!   what one process writes alone.
+//!   what one process writes alone; a group killed at two instances per
+//!   task resumes its tasks at three.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -919,6 +920,11 @@ fn kill_once_it_holds_a_share(member: &mut Child, log: &Path, all: &str, after: 
 
 /// Runs `job` as a member of `group` (state in `state`, log in `log`).
 fn group_member(job: &Path, group: &str, state: &Path, log: &Path) -> Child {
+    group_member_with(job, group, state, log, &[])
+}
+
+/// [`group_member`] with `extra` arguments.
+fn group_member_with(job: &Path, group: &str, state: &Path, log: &Path, extra: &[&str]) -> Child {
     eddy()
         .arg("run")
         .arg(job)
@@ -926,11 +932,115 @@ fn group_member(job: &Path, group: &str, state: &Path, log: &Path) -> Child {
         .arg("--state-dir")
         .arg(state)
         .args(["--checkpoint-interval", "100ms"])
+        .args(extra)
         .env("EDDY_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap()
+}
+
+/// Whether some task under a group's state directory has completed a
+/// checkpoint (a `MANIFEST` in it).
+fn a_task_checkpointed(state: &Path) -> bool {
+    let Ok(tasks) = std::fs::read_dir(state) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_dir(task.path()).is_ok_and(|checkpoints| {
+            checkpoints
+                .flatten()
+                .any(|c| c.path().join("MANIFEST").exists())
+        })
+    })
+}
+
+#[test]
+fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
+    // Each task's windows (keyed by order_id, the topic's key) run as two
+    // instances; the process is killed after its tasks checkpointed, and a
+    // process with three instances per task takes the tasks over: each
+    // task's state is spread over three by key group, and the output is
+    // the lone run's.
+    let broker = Broker::start();
+    broker.create_topic("payments", 4);
+    let lines = generated_lines(GeneratedStream::Payments, 200_000);
+    broker.produce("payments", &skewed_records(&lines, "order_id", 4));
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    let write_job = |out: &Path| {
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(
+            &job,
+            format!(
+                "{}
+                 CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+                   WITH (connector = 'ndjson', path = '{}');
+                 INSERT INTO totals
+                 SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+                 GROUP BY order_id, window_start, window_end;",
+                payments_table(&broker.address, "key_column = 'order_id'"),
+                out.join("totals.ndjson").display()
+            ),
+        )
+        .unwrap();
+    };
+    let alone = dir.path().join("alone");
+    write_job(&alone);
+    let expected = run_alone(&job, &alone);
+    assert!(expected.len() >= 10_000, "{} rows", expected.len());
+
+    let out = dir.path().join("rescaled");
+    write_job(&out);
+    let state = dir.path().join("state");
+    let (log_a, log_b) = (dir.path().join("a.log"), dir.path().join("b.log"));
+    let mut a = group_member_with(&job, "rescaled", &state, &log_a, &["--parallelism", "2"]);
+    let started = Instant::now();
+    while !a_task_checkpointed(&state) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no task checkpointed: {}",
+            std::fs::read_to_string(&log_a).unwrap_or_default()
+        );
+        assert!(
+            a.try_wait().unwrap().is_none(),
+            "the job ended before a kill"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        a.try_wait().unwrap().is_none(),
+        "the job ended before the kill"
+    );
+    a.kill().unwrap(); // SIGKILL
+    let _ = a.wait();
+    let mut b = group_member_with(&job, "rescaled", &state, &log_b, &["--parallelism", "3"]);
+    let status = b.wait().unwrap();
+    let log = std::fs::read_to_string(&log_b).unwrap();
+    assert!(status.success(), "{log}");
+    assert!(
+        log.contains("running 3 instance(s) of each keyed operator over 128 key groups (the checkpoint's state spread from 2)"),
+        "a task resumed at three instances: {log}"
+    );
+    let written = ndjson_lines(&out);
+    assert!(
+        written == expected,
+        "{} rows written, {} expected; missing {:?}; extra {:?}",
+        written.len(),
+        expected.len(),
+        expected
+            .iter()
+            .filter(|l| !written.contains(l))
+            .take(5)
+            .collect::<Vec<_>>(),
+        written
+            .iter()
+            .filter(|l| !expected.contains(l))
+            .take(5)
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]

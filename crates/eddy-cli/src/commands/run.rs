@@ -74,6 +74,11 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         ..ConnectorConfig::default()
     };
     if let (Some(group), Some(checkpoints)) = (group, checkpoints.clone()) {
+        if from_savepoint.is_some() {
+            return Err(CliError::Usage(
+                "--from-savepoint cannot start a group job: its state is its tasks' (task-<p> under --state-dir); run it without --group, or resume the group from its state directory".into(),
+            ));
+        }
         let compiled = job::compile_files(&files, &params)?;
         let plan = GroupPlan::new(&compiled.graph, &config, &group)?;
         let group_job = GroupJob::start(
@@ -85,6 +90,10 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 checkpoints,
                 session_timeout,
                 parallelism: chosen_parallelism(parallelism, 1),
+                key_groups: max_parallelism
+                    .map(|n| KeyGroups::new(u32::from(n)))
+                    .transpose()?,
+                allow_dropped_state,
                 task_memory_limit: memory_limit,
                 memory: Vec::new(),
                 label: String::new(),

@@ -349,6 +349,8 @@ impl JobManager {
                     .session_timeout_ms
                     .map_or(DEFAULT_SESSION_TIMEOUT, Duration::from_millis),
                 parallelism: Parallelism::Fixed(record.parallelism),
+                key_groups: None,
+                allow_dropped_state: record.allow_dropped_state,
                 task_memory_limit: record.memory_limit,
                 memory: self.memory.clone().into_iter().collect(),
                 label: record.name.clone(),

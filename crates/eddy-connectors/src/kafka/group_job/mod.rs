@@ -49,6 +49,7 @@ use std::time::Duration;
 use eddy_engine::checkpoint::{CheckpointConfig, CheckpointStats};
 use eddy_engine::distribute::exchanges::Exchange;
 use eddy_engine::graph::ConnectorFactory;
+use eddy_engine::key_groups::KeyGroups;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::Parallelism;
 use eddy_engine::runtime::{JobHandle, JobReport, JobState, NodeReport};
@@ -74,8 +75,16 @@ pub struct GroupJobConfig {
     /// How long the group waits for a silent process before handing its
     /// partitions to the others.
     pub session_timeout: Duration,
-    /// Instances of each keyed operator in each task.
+    /// Instances of each keyed operator in each task: a task resumes its
+    /// checkpoint at this N whatever N took it (its state rescaled by key
+    /// groups, as any job's).
     pub parallelism: Parallelism,
+    /// The key groups of each task's keyed state (`None`: the default, or
+    /// what the task's checkpoint says).
+    pub key_groups: Option<KeyGroups>,
+    /// Let a task whose query changed drop the state the new query has no
+    /// place for (`--allow-dropped-state`).
+    pub allow_dropped_state: bool,
     /// Each task's own budget for its operator state, bytes.
     pub task_memory_limit: Option<u64>,
     /// Budgets every task is charged to as well (a server's).

@@ -118,6 +118,8 @@ impl Runner {
             &JobConfig {
                 checkpoints: Some(checkpoints),
                 parallelism: self.config.parallelism,
+                key_groups: self.config.key_groups,
+                allow_dropped_state: self.config.allow_dropped_state,
                 memory,
                 label,
                 ..JobConfig::default()
