@@ -1214,13 +1214,18 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("has no place in it"));
 
-    // An extra aggregate does not fit the named window's state: refused,
-    // naming it and why.
-    let out = job(
-        "extra",
-        uid,
-        "100",
-        (", total DOUBLE", ", sum(order_amount)"),
+    // Another width under the same name does not fit the window's state:
+    // refused, naming it and why.
+    let wider = NAMED_WINDOWS
+        .replace("INTERVAL '10' SECOND", "INTERVAL '20' SECOND")
+        .replace("${UID}", uid)
+        .replace("${EXTRA_COLUMN}", "")
+        .replace("${EXTRA_VALUE}", "");
+    let out = evolving_job(
+        dir.path(),
+        "wider",
+        &format!("{EVOLVING}{wider}"),
+        &["--set", "MIN=100"],
     )
     .command(&output, Some(&state))
     .output()
@@ -1228,8 +1233,70 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0"),
+        stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0, it was `window_aggregate tumble(10000ms)"),
         "{stderr}"
+    );
+
+    // sum appended (to another run killed as the first): the counts go on
+    // exactly, the sum is NULL in windows begun before the change and
+    // exact in every window after.
+    let (output_sum, state_sum) = (dir.path().join("out_sum"), dir.path().join("state_sum"));
+    kill_after_two_checkpoints(&job("first", uid, "100", plain), &output_sum, &state_sum);
+    let before_sum = window_counts(&output_sum.join("big_windows.ndjson"));
+    let with_sum = (", total DOUBLE", ", round(sum(order_amount), 2)");
+    let whole = dir.path().join("with_sum");
+    common::assert_success(
+        &job("sum_whole", uid, "100", with_sum)
+            .command(&whole, None)
+            .output()
+            .unwrap(),
+        "an uninterrupted run with the sum",
+    );
+    let out = job("sum", uid, "100", with_sum)
+        .command(&output_sum, Some(&state_sum))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the query with a sum appended");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("keep(s) its state by name"), "{stderr}");
+    let totals = |path: &Path| -> BTreeMap<(String, String), (i64, Option<f64>)> {
+        lines_of(path)
+            .iter()
+            .map(|line| {
+                let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                let key = (
+                    row["window_start"].as_str().unwrap().to_string(),
+                    row["country"].as_str().unwrap().to_string(),
+                );
+                (key, (row["n"].as_i64().unwrap(), row["total"].as_f64()))
+            })
+            .collect()
+    };
+    let (want, got) = (
+        totals(&whole.join("big_windows.ndjson")),
+        totals(&output_sum.join("big_windows.ndjson")),
+    );
+    assert_eq!(
+        lines_of(&output_sum.join("big_windows.ndjson")).len(),
+        want.len(),
+        "each window once"
+    );
+    let (mut missed, mut exact) = (0, 0);
+    for (window, (n, total)) in &got {
+        let (want_n, want_total) = want[window];
+        assert_eq!(*n, want_n, "{window:?}: the count goes on exactly");
+        match total {
+            None => missed += 1,
+            Some(total) => {
+                assert_eq!(Some(*total), want_total, "{window:?}");
+                exact += 1;
+            }
+        }
+    }
+    assert!(
+        missed > before_sum.len() && exact > 0,
+        "windows begun before the change have no sum ({missed}, {} written before), those after an exact one ({exact})",
+        before_sum.len()
     );
 
     // The threshold lowered and the sink given a nullable column: the

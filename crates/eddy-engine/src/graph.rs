@@ -264,7 +264,12 @@ impl JobGraph {
     /// [`JobGraph::describe_node`] without the node's own number, each
     /// input named by `input`.
     pub(crate) fn node_text(&self, id: NodeId, input: &dyn Fn(NodeId) -> String) -> String {
-        let node = &self.nodes[id];
+        self.text_of(&self.nodes[id], input)
+    }
+
+    /// [`JobGraph::node_text`] of `node`, a node of this graph or one in
+    /// its place.
+    pub(crate) fn text_of(&self, node: &Node, input: &dyn Fn(NodeId) -> String) -> String {
         let what = match &node.kind {
             NodeKind::Source { spec, layout } => {
                 let time = match layout.event_time {

@@ -16,15 +16,17 @@
 //!   query's operators of its kind. Where the derived identity no longer
 //!   matches (a threshold upstream changed, a sink gained a column), the
 //!   state moves by name if it still fits the node ([`NamedIdentity::fits`]):
-//!   an operator's own definition and schema must be unchanged, a
-//!   connector's options unchanged and its columns only added (nullable).
+//!   an operator's own definition and schema must be unchanged (or only
+//!   aggregates appended, where the operator can take them:
+//!   [`crate::operator::OperatorPlan::earlier_layouts`]), a connector's
+//!   options unchanged and its columns only added (nullable).
 
 use std::collections::HashMap;
 
 use datafusion::arrow::datatypes::Schema;
 use serde::{Deserialize, Serialize};
 
-use crate::graph::{JobGraph, NodeId, NodeKind};
+use crate::graph::{JobGraph, Node, NodeId, NodeKind};
 
 impl JobGraph {
     /// Each node's identity: what it computes, from what. A node's
@@ -75,6 +77,7 @@ impl JobGraph {
                             name: format!("{role} {}", spec.table),
                             shape: format!("connector={}{}", spec.connector, self.options_text(id)),
                             columns: columns(&spec.schema),
+                            earlier: Vec::new(),
                         })
                     }
                     NodeKind::Operator(plan) => {
@@ -83,10 +86,24 @@ impl JobGraph {
                         let place = seen.entry((uid.clone(), kind)).or_default();
                         let name = format!("{uid}: {kind} {place}");
                         *place += 1;
+                        let blank = |_| "<input>".to_string();
+                        let earlier = plan
+                            .earlier_layouts()
+                            .into_iter()
+                            .map(|earlier| {
+                                let was = Node {
+                                    schema: earlier.output_schema(),
+                                    kind: NodeKind::Operator(earlier),
+                                    ..node.clone()
+                                };
+                                self.text_of(&was, &blank)
+                            })
+                            .collect();
                         Some(NamedIdentity {
                             name,
-                            shape: self.node_text(id, &|_| "<input>".to_string()),
+                            shape: self.node_text(id, &blank),
                             columns: Vec::new(),
+                            earlier,
                         })
                     }
                 }
@@ -109,13 +126,18 @@ pub struct NamedIdentity {
     /// an operator, whose schema is part of its shape.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<String>,
+    /// An operator's shapes before aggregates were appended to it, whose
+    /// state it can resume ([`crate::operator::OperatorPlan::earlier_layouts`]);
+    /// not recorded (only the node resuming needs them).
+    #[serde(skip)]
+    pub earlier: Vec<String>,
 }
 
 impl NamedIdentity {
     /// Whether state taken by the node `self` describes can be resumed by
     /// the node `now` describes (same name); `Err` says why not.
     pub fn fits(&self, now: &NamedIdentity) -> std::result::Result<(), String> {
-        if self.shape != now.shape {
+        if self.shape != now.shape && !now.earlier.contains(&self.shape) {
             let (was, is) = first_difference(&self.shape, &now.shape);
             return Err(format!("it was `{was}`, it is now `{is}`"));
         }
@@ -178,6 +200,7 @@ mod tests {
             name: "sink alerts".into(),
             shape: "connector=ndjson\n     options: path=out.ndjson".into(),
             columns: columns.iter().map(|c| c.to_string()).collect(),
+            earlier: Vec::new(),
         }
     }
 
@@ -215,6 +238,7 @@ mod tests {
             name: "uid fraud: window_aggregate 0".into(),
             shape: "window_aggregate tumble 60000ms\n     schema: n: Int64".into(),
             columns: Vec::new(),
+            earlier: Vec::new(),
         };
         let now = NamedIdentity {
             shape: "window_aggregate tumble 120000ms\n     schema: n: Int64".into(),

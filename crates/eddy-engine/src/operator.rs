@@ -276,4 +276,13 @@ pub trait OperatorPlan: Send + Sync + Debug {
             self.kind()
         )))
     }
+    /// This plan as it was before aggregates were appended to its list,
+    /// for each earlier list its state can grow from (its first k
+    /// aggregates): a changed query that appends aggregates to a named
+    /// operator keeps its state when the old plan is among these
+    /// ([`crate::identity`]). Empty by default: only an operator that can
+    /// restore state lacking the new aggregates' columns offers any.
+    fn earlier_layouts(&self) -> Vec<Arc<dyn OperatorPlan>> {
+        Vec::new()
+    }
 }

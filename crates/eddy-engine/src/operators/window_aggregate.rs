@@ -47,7 +47,10 @@
 //! state columns (DataFusion's `GroupsAccumulator::state`, the same state
 //! its multi-phase aggregation merges). DataFusion hands state over only by
 //! draining it, so a snapshot rebuilds the open windows from the table it
-//! returns, through the very code a restore runs.
+//! returns, through the very code a restore runs. A checkpoint taken
+//! before aggregates were appended to the query's list restores with the
+//! new aggregates' initial states, and the new aggregates are NULL in
+//! every window begun before the change (`Appended`, in the meta).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -171,6 +174,7 @@ impl OperatorPlan for WindowAggregatePlan {
             watermark: WATERMARK_MIN,
             group_indices: Vec::new(),
             late_rows: 0,
+            appended: None,
         }))
     }
 
@@ -191,6 +195,9 @@ impl OperatorPlan for WindowAggregatePlan {
             // Every window before an instance's next end has fired
             // wherever it had rows: the furthest is where all stand.
             next_end: metas.iter().filter_map(|(m, _)| m.next_end).max(),
+            appended: metas
+                .iter()
+                .fold(None, |all, (m, _)| Appended::merge(all, m.appended)),
         })?;
         state.push_table("windows", windows);
         if self.window.slice_ms().is_some() {
@@ -200,6 +207,30 @@ impl OperatorPlan for WindowAggregatePlan {
             );
         }
         Ok(state)
+    }
+
+    /// The plan with its first k aggregates, for each k whose appended
+    /// aggregates may be NULL: state taken before aggregates were appended
+    /// resumes, the new ones NULL in windows that had begun by then (they
+    /// missed those windows' earlier rows) and exact after.
+    fn earlier_layouts(&self) -> Vec<Arc<dyn OperatorPlan>> {
+        let fields = self.output_schema.fields();
+        let first_aggregate = fields.len().saturating_sub(self.aggregates.len());
+        (0..self.aggregates.len())
+            .rev()
+            .take_while(|&k| fields[first_aggregate + k].is_nullable())
+            .map(|k| {
+                let schema = Schema::new_with_metadata(
+                    fields[..first_aggregate + k].to_vec(),
+                    self.output_schema.metadata().clone(),
+                );
+                Arc::new(WindowAggregatePlan {
+                    output_schema: Arc::new(schema),
+                    aggregates: self.aggregates[..k].to_vec(),
+                    ..self.clone()
+                }) as Arc<dyn OperatorPlan>
+            })
+            .collect()
     }
 }
 
@@ -229,6 +260,8 @@ struct WindowAggregateOperator {
     watermark: Timestamp,
     group_indices: Vec<usize>,
     late_rows: u64,
+    /// Aggregates appended since the state was first taken, if any.
+    appended: Option<Appended>,
 }
 
 fn create_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn GroupsAccumulator>> {
@@ -392,8 +425,20 @@ impl WindowAggregateOperator {
                 })?,
             });
         }
-        for acc in window.accumulators.iter_mut() {
-            columns.push(acc.evaluate(EmitTo::All)?);
+        // Aggregates appended since this window began missed its earlier rows.
+        let missed_from = self
+            .appended
+            .filter(|a| start < a.cutoff)
+            .map_or(usize::MAX, |a| a.from);
+        let first_aggregate = columns.len();
+        for (k, acc) in window.accumulators.iter_mut().enumerate() {
+            let value = acc.evaluate(EmitTo::All)?;
+            columns.push(if k >= missed_from {
+                let field = self.plan.output_schema.field(first_aggregate + k);
+                datafusion::arrow::array::new_null_array(field.data_type(), n)
+            } else {
+                value
+            });
         }
         let columns = columns
             .into_iter()
@@ -474,6 +519,33 @@ struct WindowMeta {
     /// Sliced windows: the first window end not fired yet.
     #[serde(default)]
     next_end: Option<i64>,
+    /// Aggregates appended to the query since state was first taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    appended: Option<Appended>,
+}
+
+/// Aggregates appended to a running query's list (see
+/// [`WindowAggregatePlan::earlier_layouts`]): the aggregates from index
+/// `from` on are NULL in every window that begins before `cutoff` (the
+/// greatest window or slice end the state held when they were appended:
+/// such a window may have had rows they never saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Appended {
+    from: usize,
+    cutoff: i64,
+}
+
+impl Appended {
+    /// Both at once: the earlier aggregates and the later cutoff.
+    fn merge(a: Option<Appended>, b: Option<Appended>) -> Option<Appended> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(Appended {
+                from: a.from.min(b.from),
+                cutoff: a.cutoff.max(b.cutoff),
+            }),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl WindowAggregateOperator {
@@ -556,6 +628,74 @@ impl WindowAggregateOperator {
         }
         window.num_groups = total;
         Ok(())
+    }
+
+    /// A checkpoint table taken before aggregates were appended to the
+    /// query (fewer state columns than the plan's), with the appended
+    /// aggregates' initial states added, and [`Appended`] recorded; any
+    /// other table as it is.
+    fn widened(&mut self, table: RecordBatch) -> Result<RecordBatch> {
+        let have = table.num_columns();
+        if have >= self.state_schema.fields().len() {
+            return Ok(table);
+        }
+        let mut width = 1 + self.plan.keys.len();
+        let present = self
+            .state_widths
+            .iter()
+            .take_while(|&&w| {
+                width += w;
+                width <= have
+            })
+            .count();
+        let expected: usize =
+            1 + self.plan.keys.len() + self.state_widths[..present].iter().sum::<usize>();
+        if expected != have {
+            return Err(EngineError::State(
+                "window_aggregate: checkpoint table has the wrong columns".into(),
+            ));
+        }
+        let n = table.num_rows();
+        let empty = RecordBatch::new_empty(self.plan.input_schema.clone());
+        let mut columns = table.columns().to_vec();
+        for aggregate in &self.plan.aggregates[present..] {
+            // Each group's initial state: no rows folded in.
+            let mut accumulator = create_accumulator(&aggregate.expr)?;
+            let args = aggregate
+                .expr
+                .expressions()
+                .iter()
+                .map(|e| Ok(e.evaluate(&empty)?.into_array(0)?))
+                .collect::<Result<Vec<_>>>()?;
+            accumulator.update_batch(&args, &[], None, n)?;
+            columns.extend(accumulator.state(EmitTo::All)?);
+        }
+        let columns = columns
+            .into_iter()
+            .zip(self.state_schema.fields())
+            .map(|(c, f)| {
+                if c.data_type() == f.data_type() {
+                    Ok(c)
+                } else {
+                    cast(&c, f.data_type())
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ends = table
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .and_then(datafusion::arrow::compute::max);
+        if let Some(cutoff) = ends {
+            self.appended = Appended::merge(
+                self.appended,
+                Some(Appended {
+                    from: present,
+                    cutoff,
+                }),
+            );
+        }
+        Ok(RecordBatch::try_new(self.state_schema.clone(), columns)?)
     }
 
     /// Opens the windows of a checkpoint table.
@@ -738,6 +878,7 @@ impl Operator for WindowAggregateOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
             next_end: self.next_end,
+            appended: self.appended,
         })?;
         snapshot.push_table("windows", table);
         if self.slice_ms.is_some() {
@@ -755,10 +896,11 @@ impl Operator for WindowAggregateOperator {
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
         self.next_end = meta.next_end;
-        let table = state.take_table("windows")?;
+        self.appended = meta.appended;
+        let table = self.widened(state.take_table("windows")?)?;
         self.load_windows(&table)?;
         if self.slice_ms.is_some() {
-            let frozen = state.take_table("frozen")?;
+            let frozen = self.widened(state.take_table("frozen")?)?;
             let ends = frozen
                 .column(0)
                 .as_any()
@@ -865,6 +1007,97 @@ mod tests {
         assert_eq!(
             fired(&mut out),
             ["-5-5 a 1 1", "0-10 a 2 11", "10-20 a 1 100", "5-15 a 2 110",]
+        );
+    }
+
+    /// Fired windows as `start-end key n total`, a NULL total as `NULL`.
+    fn fired_with_nulls(out: &mut Collector) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (_, batch) in out.drain() {
+            let window = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::StructArray>()
+                .unwrap();
+            let bound = |name: &str| {
+                window
+                    .column_by_name(name)
+                    .and_then(|c| c.as_any().downcast_ref::<TimestampMillisecondArray>())
+                    .unwrap()
+                    .clone()
+            };
+            let (start, end) = (bound("start"), bound("end"));
+            let int = |i: usize| {
+                batch
+                    .column(i)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone()
+            };
+            let keys = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::StringArray>()
+                .unwrap();
+            let (n, total) = (int(2), int(3));
+            for r in 0..batch.num_rows() {
+                let total = if total.is_null(r) {
+                    "NULL".to_string()
+                } else {
+                    total.value(r).to_string()
+                };
+                lines.push(format!(
+                    "{}-{} {} {} {total}",
+                    start.value(r),
+                    end.value(r),
+                    keys.value(r),
+                    n.value(r)
+                ));
+            }
+        }
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn an_aggregate_appended_to_a_running_query_is_null_in_windows_begun_before_it() {
+        let plan = plan(WindowSpec::Hop {
+            slide_ms: 5,
+            width_ms: 10,
+        });
+        let earlier = plan.earlier_layouts();
+        assert_eq!(
+            earlier.len(),
+            2,
+            "the plan without its sum, and without both"
+        );
+        assert!(
+            earlier[0].describe().ends_with("[n]"),
+            "{}",
+            earlier[0].describe()
+        );
+        // The query ran with count only ...
+        let mut op = earlier[0].create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a"], &[1, 10], &[2, 7]), &mut out)
+            .unwrap();
+        op.on_watermark(6, &mut out).unwrap();
+        assert_eq!(out.drain().len(), 1, "[-5, 5) fired before the change");
+        // ... and resumes with the sum appended: every window holding a
+        // slice of the old state has no sum, the counts go on.
+        let mut evolved = plan.create().unwrap();
+        evolved.restore(op.snapshot().unwrap()).unwrap();
+        evolved
+            .on_batch(0, rows(&["a"], &[100], &[12]), &mut out)
+            .unwrap();
+        // Which windows missed rows is checkpointed with the state.
+        let mut again = plan.create().unwrap();
+        again.restore(evolved.snapshot().unwrap()).unwrap();
+        again.on_watermark(i64::MAX, &mut out).unwrap();
+        assert_eq!(
+            fired_with_nulls(&mut out),
+            ["0-10 a 2 NULL", "10-20 a 1 100", "5-15 a 2 NULL"]
         );
     }
 }
