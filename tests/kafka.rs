@@ -680,11 +680,8 @@ fn assignments_in(log: &str) -> Vec<String> {
 
 #[test]
 fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
-    let broker = Broker::start();
-    broker.create_topic("payments", 4);
-    let lines = generated_lines(GeneratedStream::Payments, 200_000);
     // Keyed by order_id, the query's key: each key's rows in one partition.
-    broker.produce("payments", &skewed_records(&lines, "order_id", 4));
+    let broker = payments_by_order_in(4, 200_000);
     let dir = tempfile::tempdir().unwrap();
     let runs = GroupRuns {
         dir: dir.path(),
@@ -693,19 +690,7 @@ fn processes_of_one_group_share_the_partitions_and_take_over_from_a_dead_one() {
         min_rows: 10_000,
         kill_after: Duration::ZERO,
     }
-    .check(|out| {
-        format!(
-            "{}
-             CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
-               WITH (connector = 'ndjson', path = '{}');
-             INSERT INTO totals
-             SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
-             FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
-             GROUP BY order_id, window_start, window_end;",
-            payments_table(&broker.address, "key_column = 'order_id'"),
-            out.join("totals.ndjson").display()
-        )
-    });
+    .check(|out| totals_per_order(&broker.address, out));
     let files = std::fs::read_dir(&runs.together).unwrap().count();
     assert_eq!(files, 4, "one file per task");
     // A share while the other lived, all four after it died.
@@ -788,6 +773,22 @@ fn a_sink_writes_json_records_keyed_by_a_column() {
             .len()
             > 1
     );
+}
+
+/// Payments per order_id (the topic's key) and 1 s window, into
+/// `out/totals.ndjson`.
+fn totals_per_order(address: &str, out: &Path) -> String {
+    format!(
+        "{}
+         CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
+           WITH (connector = 'ndjson', path = '{}');
+         INSERT INTO totals
+         SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
+         FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
+         GROUP BY order_id, window_start, window_end;",
+        payments_table(address, "key_column = 'order_id'"),
+        out.join("totals.ndjson").display()
+    )
 }
 
 /// A job run alone, then by two processes of a group, then by two of
@@ -962,29 +963,12 @@ fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
     // process with three instances per task takes the tasks over: each
     // task's state is spread over three by key group, and the output is
     // the lone run's.
-    let broker = Broker::start();
-    broker.create_topic("payments", 4);
-    let lines = generated_lines(GeneratedStream::Payments, 200_000);
-    broker.produce("payments", &skewed_records(&lines, "order_id", 4));
+    let broker = payments_by_order_in(4, 200_000);
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job.sql");
     let write_job = |out: &Path| {
         std::fs::create_dir_all(out).unwrap();
-        std::fs::write(
-            &job,
-            format!(
-                "{}
-                 CREATE TABLE totals (order_id VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
-                   WITH (connector = 'ndjson', path = '{}');
-                 INSERT INTO totals
-                 SELECT order_id, CAST(window_start AS BIGINT), count(*), round(sum(paid_amount), 2)
-                 FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
-                 GROUP BY order_id, window_start, window_end;",
-                payments_table(&broker.address, "key_column = 'order_id'"),
-                out.join("totals.ndjson").display()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&job, totals_per_order(&broker.address, out)).unwrap();
     };
     let alone = dir.path().join("alone");
     write_job(&alone);
@@ -1560,10 +1544,17 @@ fn a_debezium_topic_is_a_versioned_table_for_a_temporal_join() {
 /// A broker whose topic `payments` (three partitions) holds `rows`
 /// generated payments keyed by `order_id`.
 fn payments_by_order(rows: u64) -> Broker {
+    payments_by_order_in(3, rows)
+}
+
+/// A broker with `rows` generated payments in a topic of `partitions`,
+/// keyed by order_id (each key's rows in one partition).
+fn payments_by_order_in(partitions: u32, rows: u64) -> Broker {
     let broker = Broker::start();
-    broker.create_topic("payments", 3);
+    broker.create_topic("payments", partitions);
     let lines = generated_lines(GeneratedStream::Payments, rows);
-    broker.produce("payments", &skewed_records(&lines, "order_id", 3));
+    let count = i32::try_from(partitions).unwrap();
+    broker.produce("payments", &skewed_records(&lines, "order_id", count));
     broker
 }
 

@@ -1032,6 +1032,29 @@ fn evolving_job(dir: &Path, name: &str, sql: &str, extra: &[&str]) -> JobArgs {
     JobArgs(args)
 }
 
+/// Asserts that the sink file `late` (a query added to a running job)
+/// holds exactly the last rows of `whole` (its uninterrupted run's), some
+/// but not all: it read from where its source stood.
+fn assert_holds_a_suffix(whole: &Path, late: &Path) {
+    let (whole, late) = (lines_of(whole), lines_of(late));
+    assert!(
+        !late.is_empty() && late.len() < whole.len() && whole.ends_with(&late),
+        "the new sink holds the rows from the resume point on: {} of {}",
+        late.len(),
+        whole.len()
+    );
+}
+
+/// What a run that must fail said: asserts it failed, returns its stderr.
+fn refusal(out: std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "the run should have failed: {stderr}"
+    );
+    stderr
+}
+
 /// A sink file's lines, in order.
 fn lines_of(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -1091,15 +1114,9 @@ fn a_changed_query_keeps_the_state_of_what_it_still_computes() {
             == sorted_lines_of(&expected.join("per_country.ndjson")),
         "the unchanged query's output continues exactly"
     );
-    let (all, late) = (
-        lines_of(&expected.join("big_orders.ndjson")),
-        lines_of(&output.join("big_orders.ndjson")),
-    );
-    assert!(
-        !late.is_empty() && late.len() < all.len() && all.ends_with(&late),
-        "the new sink holds the rows from the resume point on: {} of {}",
-        late.len(),
-        all.len()
+    assert_holds_a_suffix(
+        &expected.join("big_orders.ndjson"),
+        &output.join("big_orders.ndjson"),
     );
 
     // Removing a query drops its state: refused unless allowed.
@@ -1152,8 +1169,8 @@ WHERE order_amount > ${MIN}
 GROUP BY window_start, window_end, country;
 ";
 
-/// `(window_start, country)` -> n, of a big_windows file.
-fn window_counts(path: &Path) -> BTreeMap<(String, String), i64> {
+/// `(window_start, country)` -> (n, total), of a big_windows file.
+fn window_rows(path: &Path) -> BTreeMap<(String, String), (i64, Option<f64>)> {
     lines_of(path)
         .iter()
         .map(|line| {
@@ -1162,8 +1179,16 @@ fn window_counts(path: &Path) -> BTreeMap<(String, String), i64> {
                 row["window_start"].as_str().unwrap().to_string(),
                 row["country"].as_str().unwrap().to_string(),
             );
-            (key, row["n"].as_i64().unwrap())
+            (key, (row["n"].as_i64().unwrap(), row["total"].as_f64()))
         })
+        .collect()
+}
+
+/// `(window_start, country)` -> n, of a big_windows file.
+fn window_counts(path: &Path) -> BTreeMap<(String, String), i64> {
+    window_rows(path)
+        .into_iter()
+        .map(|(key, (n, _))| (key, n))
         .collect()
 }
 
@@ -1221,17 +1246,17 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
         .replace("${UID}", uid)
         .replace("${EXTRA_COLUMN}", "")
         .replace("${EXTRA_VALUE}", "");
-    let out = evolving_job(
-        dir.path(),
-        "wider",
-        &format!("{EVOLVING}{wider}"),
-        &["--set", "MIN=100"],
-    )
-    .command(&output, Some(&state))
-    .output()
-    .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refusal(
+        evolving_job(
+            dir.path(),
+            "wider",
+            &format!("{EVOLVING}{wider}"),
+            &["--set", "MIN=100"],
+        )
+        .command(&output, Some(&state))
+        .output()
+        .unwrap(),
+    );
     assert!(
         stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0, it was `window_aggregate tumble(10000ms)"),
         "{stderr}"
@@ -1259,22 +1284,9 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
     common::assert_success(&out, "the query with a sum appended");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("keep(s) its state by name"), "{stderr}");
-    let totals = |path: &Path| -> BTreeMap<(String, String), (i64, Option<f64>)> {
-        lines_of(path)
-            .iter()
-            .map(|line| {
-                let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                let key = (
-                    row["window_start"].as_str().unwrap().to_string(),
-                    row["country"].as_str().unwrap().to_string(),
-                );
-                (key, (row["n"].as_i64().unwrap(), row["total"].as_f64()))
-            })
-            .collect()
-    };
     let (want, got) = (
-        totals(&whole.join("big_windows.ndjson")),
-        totals(&output_sum.join("big_windows.ndjson")),
+        window_rows(&whole.join("big_windows.ndjson")),
+        window_rows(&output_sum.join("big_windows.ndjson")),
     );
     assert_eq!(
         lines_of(&output_sum.join("big_windows.ndjson")).len(),
@@ -1401,15 +1413,9 @@ INSERT INTO big_orders SELECT order_id, order_amount FROM orders WHERE order_amo
     let all = sorted_lines_of(&expected.join("all_big.ndjson"));
     assert!(!all.is_empty() && sorted_lines_of(&output.join("all_big.ndjson")) == all);
     // On the table the job reads: from where its source stood.
-    let (whole, late) = (
-        lines_of(&expected.join("big_orders.ndjson")),
-        lines_of(&output.join("big_orders.ndjson")),
-    );
-    assert!(
-        !late.is_empty() && late.len() < whole.len() && whole.ends_with(&late),
-        "{} of {}",
-        late.len(),
-        whole.len()
+    assert_holds_a_suffix(
+        &expected.join("big_orders.ndjson"),
+        &output.join("big_orders.ndjson"),
     );
     assert!(
         sorted_lines_of(&output.join("per_country.ndjson"))

@@ -69,7 +69,32 @@ pub(crate) fn batch_of(
     schema: &datafusion::arrow::datatypes::SchemaRef,
     columns: Vec<ArrayRef>,
 ) -> Result<RecordBatch> {
-    let columns = columns
+    Ok(RecordBatch::try_new(
+        schema.clone(),
+        cast_to(schema, columns)?,
+    )?)
+}
+
+/// [`batch_of`] with its row count given (a batch may have no column).
+pub(crate) fn batch_of_rows(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    columns: Vec<ArrayRef>,
+    rows: usize,
+) -> Result<RecordBatch> {
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        cast_to(schema, columns)?,
+        &datafusion::arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+/// Each of `columns` cast to the type of `schema`'s field in its place,
+/// where it differs.
+fn cast_to(
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+    columns: Vec<ArrayRef>,
+) -> Result<Vec<ArrayRef>> {
+    columns
         .into_iter()
         .zip(schema.fields())
         .map(|(c, f)| {
@@ -79,8 +104,7 @@ pub(crate) fn batch_of(
                 Ok(datafusion::arrow::compute::cast(&c, f.data_type())?)
             }
         })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        .collect()
 }
 
 /// Whether an aggregate's sliding accumulator takes back any rows, in any

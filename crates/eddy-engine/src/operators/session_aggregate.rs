@@ -62,7 +62,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, RecordBatch,
 };
 use datafusion::arrow::compute::{
-    cast, concat_batches, filter, filter_record_batch, lexsort_to_indices, not, take_record_batch,
+    concat_batches, filter, filter_record_batch, lexsort_to_indices, not, take_record_batch,
     SortColumn,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -421,22 +421,7 @@ impl SessionAggregateOperator {
             let field = self.plan.output_schema.field(first_aggregate + a);
             columns.push(scalars_to_array(values, field.data_type())?);
         }
-        let columns = columns
-            .into_iter()
-            .zip(self.plan.output_schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    cast(&c, f.data_type())
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new_with_options(
-            self.plan.output_schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(n)),
-        )?)
+        super::batch_of_rows(&self.plan.output_schema, columns, n)
     }
 
     /// The open sessions as a table (accumulators are rebuilt from the state

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, Int64Array, Int8Array, StringArray, StructArray, TimestampMillisecondArray,
+    Array, ArrayRef, Int64Array, Int8Array, StringArray, StructArray, TimestampMillisecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -125,7 +125,7 @@ pub fn windowed_output() -> SchemaRef {
 }
 
 /// What windows of [`windowed_output`] fired, a row a line: `start-end key
-/// n total`, sorted.
+/// n total` (a NULL total as `NULL`), sorted.
 pub fn fired_windows(out: &mut Collector) -> Vec<String> {
     let mut lines = Vec::new();
     for (_, batch) in out.drain() {
@@ -157,13 +157,17 @@ pub fn fired_windows(out: &mut Collector) -> Vec<String> {
             .expect("keys");
         let (n, total) = (int(2), int(3));
         for r in 0..batch.num_rows() {
+            let total = if total.is_null(r) {
+                "NULL".to_string()
+            } else {
+                total.value(r).to_string()
+            };
             lines.push(format!(
-                "{}-{} {} {} {}",
+                "{}-{} {} {} {total}",
                 start.value(r),
                 end.value(r),
                 keys.value(r),
-                n.value(r),
-                total.value(r)
+                n.value(r)
             ));
         }
     }

@@ -30,12 +30,10 @@
 //! assert_eq!(rows.column(1).as_ref(), &Int64Array::from(vec![1, 2, 3]) as &dyn Array);
 //! ```
 
-use std::sync::Arc;
-
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
@@ -231,21 +229,10 @@ impl Operator for Unnest {
                 },
             )
             .collect::<Result<Vec<ArrayRef>>>()?;
-        let columns = columns
-            .into_iter()
-            .zip(self.plan.output_schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    Ok(datafusion::arrow::compute::cast(&c, f.data_type())?)
-                }
-            })
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        out.emit(RecordBatch::try_new_with_options(
-            Arc::clone(&self.plan.output_schema),
+        out.emit(super::batch_of_rows(
+            &self.plan.output_schema,
             columns,
-            &RecordBatchOptions::new().with_row_count(Some(total)),
+            total,
         )?);
         Ok(())
     }
@@ -253,6 +240,8 @@ impl Operator for Unnest {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use datafusion::arrow::array::{Int64Array, ListArray, StringArray};
     use datafusion::arrow::datatypes::{Field, Int64Type, Schema};
 

@@ -58,9 +58,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, TimestampMillisecondArray, UInt32Array,
 };
-use datafusion::arrow::compute::{cast, concat, is_not_null, take};
+use datafusion::arrow::compute::{concat, is_not_null, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{GroupsAccumulatorAdapter, PhysicalExpr};
@@ -440,22 +440,7 @@ impl WindowAggregateOperator {
                 value
             });
         }
-        let columns = columns
-            .into_iter()
-            .zip(self.plan.output_schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    cast(&c, f.data_type())
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new_with_options(
-            self.plan.output_schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(n)),
-        )?)
+        super::batch_of_rows(&self.plan.output_schema, columns, n)
     }
 }
 
@@ -581,19 +566,14 @@ impl WindowAggregateOperator {
             .zip(self.state_schema.fields())
             .map(|(part, field)| {
                 let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
-                let column = if refs.is_empty() {
-                    datafusion::arrow::array::new_empty_array(field.data_type())
+                if refs.is_empty() {
+                    Ok(datafusion::arrow::array::new_empty_array(field.data_type()))
                 } else {
-                    concat(&refs)?
-                };
-                if column.data_type() == field.data_type() {
-                    Ok(column)
-                } else {
-                    cast(&column, field.data_type())
+                    concat(&refs)
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(RecordBatch::try_new(self.state_schema.clone(), columns)?)
+        super::batch_of(&self.state_schema, columns)
     }
 
     /// Drains every open window into the checkpoint table.
@@ -670,17 +650,6 @@ impl WindowAggregateOperator {
             accumulator.update_batch(&args, &[], None, n)?;
             columns.extend(accumulator.state(EmitTo::All)?);
         }
-        let columns = columns
-            .into_iter()
-            .zip(self.state_schema.fields())
-            .map(|(c, f)| {
-                if c.data_type() == f.data_type() {
-                    Ok(c)
-                } else {
-                    cast(&c, f.data_type())
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let ends = table
             .column(0)
             .as_any()
@@ -695,7 +664,7 @@ impl WindowAggregateOperator {
                 }),
             );
         }
-        Ok(RecordBatch::try_new(self.state_schema.clone(), columns)?)
+        super::batch_of(&self.state_schema, columns)
     }
 
     /// Opens the windows of a checkpoint table.
@@ -1010,56 +979,6 @@ mod tests {
         );
     }
 
-    /// Fired windows as `start-end key n total`, a NULL total as `NULL`.
-    fn fired_with_nulls(out: &mut Collector) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (_, batch) in out.drain() {
-            let window = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::StructArray>()
-                .unwrap();
-            let bound = |name: &str| {
-                window
-                    .column_by_name(name)
-                    .and_then(|c| c.as_any().downcast_ref::<TimestampMillisecondArray>())
-                    .unwrap()
-                    .clone()
-            };
-            let (start, end) = (bound("start"), bound("end"));
-            let int = |i: usize| {
-                batch
-                    .column(i)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .clone()
-            };
-            let keys = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<datafusion::arrow::array::StringArray>()
-                .unwrap();
-            let (n, total) = (int(2), int(3));
-            for r in 0..batch.num_rows() {
-                let total = if total.is_null(r) {
-                    "NULL".to_string()
-                } else {
-                    total.value(r).to_string()
-                };
-                lines.push(format!(
-                    "{}-{} {} {} {total}",
-                    start.value(r),
-                    end.value(r),
-                    keys.value(r),
-                    n.value(r)
-                ));
-            }
-        }
-        lines.sort();
-        lines
-    }
-
     #[test]
     fn an_aggregate_appended_to_a_running_query_is_null_in_windows_begun_before_it() {
         let plan = plan(WindowSpec::Hop {
@@ -1096,7 +1015,7 @@ mod tests {
         again.restore(evolved.snapshot().unwrap()).unwrap();
         again.on_watermark(i64::MAX, &mut out).unwrap();
         assert_eq!(
-            fired_with_nulls(&mut out),
+            fired(&mut out),
             ["0-10 a 2 NULL", "10-20 a 1 100", "5-15 a 2 NULL"]
         );
     }
