@@ -56,7 +56,7 @@ pub struct Mapped {
 }
 
 /// Whether a node keeps state worth naming when it starts afresh.
-fn stateful(graph: &JobGraph, id: usize) -> bool {
+pub fn stateful(graph: &JobGraph, id: usize) -> bool {
     match &graph.nodes[id].kind {
         NodeKind::Operator(plan) => plan.distribution() != Distribution::Any,
         NodeKind::Source { .. } | NodeKind::Sink { .. } => true,

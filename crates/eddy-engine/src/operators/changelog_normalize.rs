@@ -285,7 +285,8 @@ mod tests {
     #[test]
     fn its_keys_move_to_the_instance_that_owns_them_at_another_parallelism() {
         use crate::key_groups::KeyGroups;
-        use crate::rescale::{InstanceState, KeyRange};
+        use crate::operators::testing::rescaled_instance;
+        use crate::rescale::KeyRange;
         let groups = KeyGroups::default();
         let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
         let values: Vec<i64> = (1..=8).collect();
@@ -311,18 +312,8 @@ mod tests {
         let mut unmatched = 0;
         for instance in 0..3u32 {
             let range = KeyRange::of_instance(groups, instance, 3);
-            // The old instances a resumed job hands over to this one.
-            let mine = groups
-                .handed_over(instance, 3, 2)
-                .into_iter()
-                .map(|(old, counted)| InstanceState {
-                    state: parts[old as usize].clone(),
-                    counted,
-                })
-                .collect();
-            let mut op = plan().create().unwrap();
-            op.restore(plan().rescale_state(mine, &range).unwrap())
-                .unwrap();
+            // The old instances' state a resumed job hands over to this one.
+            let mut op = rescaled_instance(&plan(), &parts, groups, instance, 3, 2);
             unmatched += op.late_rows();
             let mut out = Collector::default();
             let column = batch.column(0).clone();

@@ -197,3 +197,30 @@ pub fn count_and_sum_by_k() -> GroupBy {
         ],
     )
 }
+
+/// Instance `instance` of `to` of `plan`'s operator, restored from the
+/// snapshots `parts` of `from` old instances as a resumed job hands them
+/// over ([`crate::key_groups::KeyGroups::handed_over`]), through
+/// [`crate::operator::OperatorPlan::rescale_state`].
+pub fn rescaled_instance(
+    plan: &dyn crate::operator::OperatorPlan,
+    parts: &[crate::state::StateSnapshot],
+    groups: crate::key_groups::KeyGroups,
+    instance: u32,
+    to: u32,
+    from: u32,
+) -> Box<dyn crate::operator::Operator> {
+    let handed = groups
+        .handed_over(instance, to, from)
+        .into_iter()
+        .map(|(old, counted)| crate::rescale::InstanceState {
+            state: parts[old as usize].clone(),
+            counted,
+        })
+        .collect();
+    let range = crate::rescale::KeyRange::of_instance(groups, instance, to);
+    let mut op = plan.create().expect("an operator");
+    op.restore(plan.rescale_state(handed, &range).expect("rescaled state"))
+        .expect("restored");
+    op
+}

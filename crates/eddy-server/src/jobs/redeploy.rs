@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use eddy_engine::checkpoint::evolve;
 use eddy_engine::checkpoint::store::StateDir;
-use eddy_engine::graph::{JobGraph, NodeKind};
-use eddy_engine::operator::Distribution;
+use eddy_engine::graph::JobGraph;
 
 use super::{compile, graph_view, report, sink_names, JobManager, ManagedJob, STOP_WAIT};
 use crate::error::{Result, ServerError};
@@ -171,13 +170,8 @@ impl JobManager {
 /// The stateful nodes of `graph` (what starts afresh when there is no
 /// checkpoint yet), by name.
 fn stateful_names(graph: &JobGraph) -> Vec<String> {
-    graph
-        .nodes
-        .iter()
-        .filter(|n| match &n.kind {
-            NodeKind::Operator(plan) => plan.distribution() != Distribution::Any,
-            NodeKind::Source { .. } | NodeKind::Sink { .. } => true,
-        })
-        .map(|n| n.name.clone())
+    (0..graph.nodes.len())
+        .filter(|&id| evolve::stateful(graph, id))
+        .map(|id| graph.nodes[id].name.clone())
         .collect()
 }

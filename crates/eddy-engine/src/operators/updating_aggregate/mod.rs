@@ -853,7 +853,8 @@ mod tests {
     #[test]
     fn its_groups_and_their_multisets_move_to_another_parallelism() {
         use crate::key_groups::KeyGroups;
-        use crate::rescale::{InstanceState, KeyRange};
+        use crate::operators::testing::rescaled_instance;
+        use crate::rescale::KeyRange;
         let groups = KeyGroups::default();
         let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
         // Two rows a key, the larger its max; then the max leaves.
@@ -888,19 +889,9 @@ mod tests {
         changes(&mut out);
         let mut got = Vec::new();
         for j in 0..3 {
-            // The old instances a resumed job hands over to this one.
-            let mine = groups
-                .handed_over(j, 3, 2)
-                .into_iter()
-                .map(|(old, counted)| InstanceState {
-                    state: parts[old as usize].clone(),
-                    counted,
-                })
-                .collect();
+            // The old instances' state a resumed job hands over to this one.
+            let mut op = rescaled_instance(&plan(), &parts, groups, j, 3, 2);
             let range = KeyRange::of_instance(groups, j, 3);
-            let mut op = plan().create().unwrap();
-            op.restore(plan().rescale_state(mine, &range).unwrap())
-                .unwrap();
             op.on_batch(0, routed(&after, &range), &mut out).unwrap();
             got.extend(changes(&mut out));
         }
