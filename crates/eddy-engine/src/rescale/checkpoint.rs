@@ -76,12 +76,15 @@ pub fn rescale(
                         continue;
                     };
                     runtimes.push((part.runtime.clone(), counted));
-                    parts.push(InstanceState {
-                        state: part.state.clone(),
-                        counted,
-                    });
+                    // A finished instance checkpoints no state: nothing to hand over.
+                    if !part.state.is_empty() {
+                        parts.push(InstanceState {
+                            state: part.state.clone(),
+                            counted,
+                        });
+                    }
                 }
-                if parts.is_empty() {
+                if runtimes.is_empty() {
                     // A keyed operator new to the job.
                     nodes.push(None);
                     continue;
@@ -89,12 +92,16 @@ pub fn rescale(
                 let NodeKind::Operator(plan) = &to.nodes[id].kind else {
                     return Err(missing(to, id));
                 };
-                let state = plan.rescale_state(parts, &range).map_err(|e| {
-                    EngineError::Checkpoint(format!(
-                        "{}: its state cannot move from {n} to {m} instances: {e}",
-                        to.nodes[id].name
-                    ))
-                })?;
+                let state = if parts.is_empty() {
+                    crate::state::StateSnapshot::default()
+                } else {
+                    plan.rescale_state(parts, &range).map_err(|e| {
+                        EngineError::Checkpoint(format!(
+                            "{}: its state cannot move from {n} to {m} instances: {e}",
+                            to.nodes[id].name
+                        ))
+                    })?
+                };
                 NodeCheckpoint {
                     runtime: merged_runtime(&runtimes, to.nodes[id].inputs.len()),
                     state,
