@@ -10,6 +10,9 @@
 //! - A Debezium change feed, mirrored and aggregated into Debezium sinks:
 //!   the table its source holds (to check each change) is restored with
 //!   its position, so every round's changelogs replay exactly.
+//! - Per-key totals over 100,000 keys of which few change between two
+//!   checkpoints: written as their changes, checkpoints are a fraction of
+//!   whole tables (`--full-checkpoints`), and kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
 //!   output is still exact.
@@ -525,6 +528,121 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
     eprintln!(
         "updating aggregates and a Top-N of them (killed runs at --parallelism 2): {} kills in {} round(s), every round's changelog replays exactly; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
         run.kills, run.rounds, run.resumed_from
+    );
+}
+
+const TOTALS: &str = "
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT)
+  WITH (connector = 'ndjson', path = 'totals.ndjson', format = 'debezium-json');
+INSERT INTO totals SELECT k, count(*), sum(v) FROM events GROUP BY k;
+";
+
+/// 100,000 accounts opened, then `hot` events on 100 of them: a keyed
+/// table of which few keys change between two checkpoints.
+fn account_events(path: &Path, hot: usize) {
+    use std::fmt::Write;
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut text = String::with_capacity((100_000 + hot) * 24);
+    for i in 0..100_000 {
+        writeln!(text, "{{\"k\":\"a{i}\",\"v\":{}}}", i % 7).unwrap();
+    }
+    for _ in 0..hot {
+        let k = rng.random_range(0..100) * 997;
+        writeln!(
+            text,
+            "{{\"k\":\"a{k}\",\"v\":{}}}",
+            rng.random_range(0..100)
+        )
+        .unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The MiB the run summary says its checkpoints wrote in all, and how
+/// many it took.
+fn checkpoint_figures(stderr: &str) -> (f64, u64) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("checkpoints: "))
+        .unwrap_or_else(|| panic!("no checkpoint line in the summary:\n{stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[3].parse().unwrap(), words[1].parse().unwrap())
+}
+
+#[test]
+fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    account_events(&events, 4_000_000);
+    let sql = dir.path().join("job.sql");
+    std::fs::write(&sql, TOTALS).unwrap();
+    let args = vec![
+        sql.display().to_string(),
+        "--set".into(),
+        format!("EVENTS={}", events.display()),
+        "--parallelism".into(),
+        "1".into(),
+    ];
+    // Whole tables at every checkpoint, then as changes: the same
+    // output, a fraction of the bytes per checkpoint.
+    let mut per_checkpoint = Vec::new();
+    let mut outputs = Vec::new();
+    for full in [true, false] {
+        let name = if full { "full" } else { "changes" };
+        let mut command = eddy();
+        command
+            .arg("run")
+            .args(&args)
+            .arg("--output")
+            .arg(dir.path().join(name))
+            .arg("--state-dir")
+            .arg(dir.path().join(format!("state-{name}")))
+            .args(["--checkpoint-interval", "20ms"]);
+        if full {
+            command.arg("--full-checkpoints");
+        }
+        let out = command.output().unwrap();
+        common::assert_success(&out, name);
+        let (mib, taken) = checkpoint_figures(&String::from_utf8_lossy(&out.stderr));
+        assert!(taken >= 4, "{name}: only {taken} checkpoints");
+        per_checkpoint.push(mib / taken as f64);
+        outputs.push(debezium_table(&dir.path().join(name).join("totals.ndjson")));
+    }
+    assert_eq!(outputs[0].len(), 100_000, "a row per account");
+    assert!(outputs[0] == outputs[1], "the same totals either way");
+    assert!(
+        per_checkpoint[1] * 3.0 < per_checkpoint[0],
+        "MiB per checkpoint: whole tables {:.2}, changes {:.2}",
+        per_checkpoint[0],
+        per_checkpoint[1]
+    );
+
+    // Killed and resumed (each resumed run reads a full table and the
+    // changes written after it), the totals stay exact.
+    let job = JobArgs(args);
+    let started = Instant::now();
+    let out = job
+        .command(&dir.path().join("expected"), None)
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the uninterrupted run");
+    let baseline = started.elapsed();
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            debezium_table(&output.join("totals.ndjson")) == outputs[0],
+            "the totals differ after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&job, dir.path(), kills(), baseline, 29, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "per-key totals over 100,000 keys: {:.2} MiB per checkpoint whole, {:.2} as changes; {} kills in {} round(s), exact; resumed from {:?}",
+        per_checkpoint[0], per_checkpoint[1], run.kills, run.rounds, run.resumed_from
     );
 }
 

@@ -179,6 +179,12 @@ pub(crate) struct RunArgs {
     /// Discard the checkpoints in --state-dir and start afresh.
     #[arg(long, requires = "state_dir")]
     pub(crate) ignore_state: bool,
+    /// Write every state table whole at every checkpoint. By default a
+    /// table of rows by key (an updating aggregate's groups) is written
+    /// as the keys that changed since the previous checkpoint, and whole
+    /// every 8th checkpoint.
+    #[arg(long, requires = "state_dir")]
+    pub(crate) full_checkpoints: bool,
     /// Scale out: join this Kafka consumer group and run the tasks (one
     /// per partition number of the job's topics) the group assigns to
     /// this process; every process of the group shares --state-dir.
@@ -322,6 +328,10 @@ pub(crate) struct BenchArgs {
     /// Time between checkpoints.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "state_dir")]
     pub(crate) checkpoint_interval: Option<Duration>,
+    /// Write every state table whole at every checkpoint (as `eddy run
+    /// --full-checkpoints`).
+    #[arg(long, requires = "state_dir")]
+    pub(crate) full_checkpoints: bool,
     /// api: concurrent clients.
     #[arg(long, default_value_t = 20)]
     pub(crate) clients: usize,

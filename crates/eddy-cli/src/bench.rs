@@ -319,11 +319,12 @@ fn run_eddy(
     let c = &ended.checkpoints;
     let mean = c.total_duration_ms.checked_div(c.completed).unwrap_or(0);
     Ok(format!(
-        "{},\"checkpoints\":{},\"checkpoint_bytes\":{},\"checkpoint_max_bytes\":{},\"checkpoint_mean_ms\":{mean},\"checkpoint_max_ms\":{}}}",
+        "{},\"checkpoints\":{},\"checkpoint_bytes\":{},\"checkpoint_max_bytes\":{},\"checkpoint_total_bytes\":{},\"checkpoint_mean_ms\":{mean},\"checkpoint_max_ms\":{}}}",
         line.trim_end_matches('}'),
         c.completed,
         c.last_bytes,
         c.max_bytes,
+        c.total_bytes,
         c.max_duration_ms
     ))
 }

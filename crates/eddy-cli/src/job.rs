@@ -167,8 +167,9 @@ pub fn summary(report: &JobReport) -> String {
     let c = &report.checkpoints;
     if let Some(last) = c.last_id {
         lines.push(format!(
-            "checkpoints: {} taken, the last #{last} ({}, {} ms); longest {} ms",
+            "checkpoints: {} taken, {} written in all; the last #{last} ({}, {} ms); longest {} ms",
             c.completed,
+            mebibytes(c.total_bytes),
             mebibytes(c.last_bytes),
             c.last_duration_ms,
             c.max_duration_ms

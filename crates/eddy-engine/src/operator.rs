@@ -160,6 +160,16 @@ pub trait Operator: Send {
         Ok(StateSnapshot::default())
     }
 
+    /// The operator's state at a checkpoint barrier, for the checkpoint
+    /// store: like [`Operator::snapshot`], but a table of rows by key may
+    /// hold only the keys that changed since the previous call
+    /// ([`crate::state::KeyedTable`]). Only the runtime calls it, and only
+    /// the store reads what it returns (which hands back full tables).
+    /// Operators without keyed state keep this default.
+    fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
+        self.snapshot()
+    }
+
     /// Restores a freshly created operator from [`Operator::snapshot`]'s output.
     fn restore(&mut self, state: StateSnapshot) -> Result<()> {
         if state.is_empty() {

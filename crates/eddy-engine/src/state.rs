@@ -56,7 +56,50 @@ pub struct StateSnapshot {
     pub meta: serde_json::Value,
     /// Bulk state as Arrow batches.
     pub tables: Vec<StateTable>,
+    /// Tables of rows by key whose later snapshots may hand over only what
+    /// changed ([`KeyedTable`]); empty in any snapshot but one taken by
+    /// [`crate::operator::Operator::snapshot_incremental`].
+    pub keyed: Vec<KeyedTable>,
 }
+
+/// A table of a snapshot that holds one row per key (its first
+/// `key_columns` columns), numbered so that the next snapshot can hand
+/// over only the keys that changed since it.
+///
+/// The checkpoint store writes a full table as a file and each change as a
+/// file of its own, and reads a table back as its full table with every
+/// later change applied in order ([`crate::checkpoint::changes`]): a
+/// checkpoint then writes what changed since the last one, not every key.
+/// Changes are written against the node's previous snapshot in the same
+/// run, so the first snapshot after a start or a restore is always full.
+#[derive(Debug, Clone)]
+pub struct KeyedTable {
+    /// The table's name in [`StateSnapshot::tables`].
+    pub table: String,
+    /// Its key columns: the first this many.
+    pub key_columns: usize,
+    /// This snapshot's number among the node's snapshots in this run.
+    pub serial: u64,
+    /// `None`: the table holds every key. `Some`: it holds only the rows
+    /// of keys that changed since snapshot `base`, and these keys went.
+    pub change: Option<KeyedChange>,
+}
+
+/// What a [`KeyedTable`] that holds only changes says besides its rows.
+#[derive(Debug, Clone)]
+pub struct KeyedChange {
+    /// The snapshot (its [`KeyedTable::serial`]) the change is to.
+    pub base: u64,
+    /// The keys (key columns only) that are no longer in the table; a key
+    /// both removed and among the changed rows is in the table.
+    pub removed: RecordBatch,
+}
+
+/// When an operator that snapshots incrementally writes its keyed table
+/// whole: every this many snapshots, so that reading a checkpoint back
+/// applies at most this many changes (and a damaged file costs at most
+/// the checkpoints back to the previous full table).
+pub const FULL_SNAPSHOT_EVERY: u32 = 8;
 
 impl StateSnapshot {
     /// A snapshot carrying `meta` and no tables.
@@ -66,6 +109,7 @@ impl StateSnapshot {
         Ok(Self {
             meta,
             tables: Vec::new(),
+            keyed: Vec::new(),
         })
     }
 

@@ -290,6 +290,10 @@ pub struct CheckpointView {
     pub last_id: Option<u64>,
     /// Its size in bytes.
     pub last_bytes: u64,
+    /// Bytes written by every checkpoint of the current run (keyed tables
+    /// are written as the keys that changed, so this grows with the
+    /// traffic, not with the state).
+    pub total_bytes: u64,
     /// Its duration, trigger to sinks committed.
     pub last_duration_ms: u64,
     /// The checkpoint the current run resumed from.

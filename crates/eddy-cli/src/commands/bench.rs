@@ -24,6 +24,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         parallelism,
         state_dir,
         checkpoint_interval,
+        full_checkpoints,
         clients,
         seconds,
         server,
@@ -33,6 +34,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
             state_dir: dir,
             interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
             ignore_state: true,
+            incremental: !full_checkpoints,
         }),
         parallelism: chosen_parallelism(parallelism, machine_cores()),
         ..JobConfig::default()

@@ -31,6 +31,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         state_dir,
         checkpoint_interval,
         ignore_state,
+        full_checkpoints,
         group,
         session_timeout,
         parallelism,
@@ -59,6 +60,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             state_dir: dir,
             interval: interval.unwrap_or(DEFAULT_INTERVAL),
             ignore_state,
+            incremental: !full_checkpoints,
         }),
     };
     let files = job::load_sql(&paths)?;

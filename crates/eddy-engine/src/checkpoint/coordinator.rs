@@ -280,6 +280,7 @@ impl Coordinator {
             stats.last_id = Some(id);
             stats.last_bytes = bytes;
             stats.max_bytes = stats.max_bytes.max(bytes);
+            stats.total_bytes += bytes;
             stats.last_duration_ms = took;
             stats.max_duration_ms = stats.max_duration_ms.max(took);
             stats.total_duration_ms += took;

@@ -10,8 +10,11 @@
 //! ```
 //!
 //! - [`store`]: the state directory: one subdirectory per checkpoint, Arrow
-//!   IPC state files, a checksummed manifest written last and atomically,
-//!   fingerprints that refuse a changed query, the last two kept;
+//!   IPC state files (`tables`), a checksummed manifest written last and
+//!   atomically (`manifest`), fingerprints that refuse a changed query,
+//!   the last two kept (and what a damaged file would fall back to);
+//! - [`changes`]: keyed tables written as the keys that changed since the
+//!   previous checkpoint, applied in order when read back;
 //! - [`evolve`]: a checkpoint of a changed query, its state mapped by each
 //!   node's identity (kept, started afresh, or dropped when allowed);
 //! - [`savepoint`]: a checkpoint copied out of the state directory, to
@@ -23,10 +26,13 @@
 //! (input watermarks, counters, whether the node finished) and the
 //! operator's, source's or sink's [`crate::state::StateSnapshot`].
 
+pub mod changes;
 pub mod coordinator;
 pub mod evolve;
+mod manifest;
 pub mod savepoint;
 pub mod store;
+mod tables;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,6 +57,11 @@ pub struct CheckpointConfig {
     pub interval: Duration,
     /// Discard existing checkpoints and start afresh.
     pub ignore_state: bool,
+    /// Write keyed tables as the keys that changed since the previous
+    /// checkpoint where operators can ([`crate::state::KeyedTable`]);
+    /// `false` writes every table whole at every checkpoint
+    /// (`--full-checkpoints`).
+    pub incremental: bool,
 }
 
 impl CheckpointConfig {
@@ -60,6 +71,7 @@ impl CheckpointConfig {
             state_dir: state_dir.into(),
             interval: DEFAULT_INTERVAL,
             ignore_state: false,
+            incremental: true,
         }
     }
 }
@@ -148,6 +160,9 @@ pub struct CheckpointStats {
     /// The largest checkpoint of this run, in bytes.
     #[serde(default)]
     pub max_bytes: u64,
+    /// Bytes written for all checkpoints of this run.
+    #[serde(default)]
+    pub total_bytes: u64,
     /// Milliseconds from its trigger to its completion (sinks committed).
     pub last_duration_ms: u64,
     /// The longest such duration of this run.

@@ -7,6 +7,7 @@
 //!    SAVEPOINT              what it is: JSON, written last (atomically, with the directory)
 //!    MANIFEST               the checkpoint's own (fingerprints, parallelism, key groups, checksums)
 //!    n003-windows.arrow     its state files, as the checkpoint wrote them
+//!    chk-00000009-n004-groups.arrow   a file of an earlier checkpoint a keyed table's changes apply to
 //! ```
 //!
 //! In: a state directory ([`StateDir::savepoint`] copies its newest
@@ -31,7 +32,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{read_checkpoint, read_manifest, CheckpointLayout, StateDir, TakenBy};
+use super::manifest::{checkpoint_dir_name, read_manifest, write_manifest};
+use super::store::{CheckpointLayout, StateDir, TakenBy};
+use super::tables::read_checkpoint;
 use super::{Checkpoint, CheckpointKind};
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
@@ -180,7 +183,7 @@ impl StateDir {
         {
             return Err(io_error(dest, "exists and is not empty"));
         }
-        let manifest = read_manifest(&source).map_err(|why| io_error(&source, why))?;
+        let mut manifest = read_manifest(&source).map_err(|why| io_error(&source, why))?;
         let parent = dest
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -195,19 +198,28 @@ impl StateDir {
             std::fs::remove_dir_all(&staging).map_err(|e| io_error(&staging, e))?;
         }
         std::fs::create_dir_all(&staging).map_err(|e| io_error(&staging, e))?;
+        // The checkpoint's files, and those of earlier checkpoints its keyed
+        // tables' changes apply to, side by side in the savepoint.
         let mut bytes = 0;
-        for entry in std::fs::read_dir(&source).map_err(|e| io_error(&source, e))? {
-            let entry = entry.map_err(|e| io_error(&source, e))?;
-            let file = entry.file_name();
-            let name = file.to_string_lossy();
-            if name == "MANIFEST" || name.ends_with(".arrow") {
-                let to = staging.join(&file);
-                bytes += std::fs::copy(entry.path(), &to).map_err(|e| io_error(&to, e))?;
-                std::fs::File::open(&to)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| io_error(&to, e))?;
+        for node in &mut manifest.nodes {
+            for table in &mut node.tables {
+                for file in table.files_mut() {
+                    let from = file.path(&source);
+                    let name = match file.dir {
+                        None => file.file.clone(),
+                        Some(id) => format!("{}-{}", checkpoint_dir_name(id), file.file),
+                    };
+                    let to = staging.join(&name);
+                    bytes += std::fs::copy(&from, &to).map_err(|e| io_error(&from, e))?;
+                    std::fs::File::open(&to)
+                        .and_then(|f| f.sync_all())
+                        .map_err(|e| io_error(&to, e))?;
+                    file.dir = None;
+                    file.file = name;
+                }
             }
         }
+        write_manifest(&staging, &mut manifest)?;
         // What was copied must read back whole before it is called a savepoint.
         read_checkpoint(&staging).map_err(|why| io_error(&staging, why))?;
         let info = SavepointInfo {

@@ -5,164 +5,110 @@
 //!    chk-00000012/
 //!      n003-windows.arrow      one Arrow IPC file per state table of a node
 //!      n007-left.arrow
+//!      n009-groups.arrow       a keyed table in full ...
 //!      MANIFEST                written last: MANIFEST.tmp, fsync, rename, fsync dir
 //!      COMMITTED               a finished job's checkpoint whose sinks were committed
-//!    chk-00000013/ ...
+//!    chk-00000013/
+//!      n009-groups.changed.arrow   ... and the keys that changed since (their rows)
+//!      n009-groups.removed.arrow   ... and that went; chk-00000012's file stays
+//!      MANIFEST                    lists n009-groups.arrow of chk-00000012, then these
 //! ```
 //!
-//! A checkpoint exists once its `MANIFEST` does. The manifest's first line
-//! carries a CRC-32 of the JSON that follows; the JSON lists every node's
-//! fingerprint (see [`crate::graph::JobGraph::fingerprint`]), its runtime
-//! state and small values, and each state file with its size and CRC-32.
+//! A checkpoint exists once its `MANIFEST` does ([`super::manifest`]: a
+//! CRC-32 of its JSON, every node's fingerprint, runtime state, small
+//! values, and each state file with where it lies, its size and CRC-32).
 //! Loading walks checkpoints newest first and takes the first whose
-//! manifest and files all check out, warning about each one it skips, so a
-//! truncated file or a flipped byte costs one checkpoint, never the job.
-//! A checkpoint taken by a different query is refused with the node whose
-//! state no longer fits. The two newest checkpoints are kept.
+//! manifest and files all check out, warning about each one it skips. A
+//! truncated file or a flipped byte costs the checkpoints that read it:
+//! one, or for a keyed table's full file, those back to the operator's
+//! previous full snapshot (at most [`crate::state::FULL_SNAPSHOT_EVERY`]);
+//! never the job, as the newest checkpoint that shares no file with the
+//! newest is kept besides the newest two. A checkpoint taken by a
+//! different query is refused with the node whose state no longer fits.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::compute::concat_batches;
-use datafusion::arrow::ipc::reader::FileReader;
-use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
-use serde::{Deserialize, Serialize};
 
-use super::{Checkpoint, CheckpointKind, NodeCheckpoint, NodeRuntimeState};
+pub use super::manifest::CheckpointLayout;
+use super::manifest::{
+    checkpoint_dir_name, read_manifest, write_manifest, Manifest, ManifestChange, ManifestFile,
+    ManifestKeyed, ManifestNode, ManifestTable, MANIFEST,
+};
+use super::tables::{read_checkpoint, write_table};
+use super::{Checkpoint, CheckpointKind};
 use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
 use crate::identity::NamedIdentity;
-use crate::key_groups::KeyGroups;
 use crate::message::CheckpointId;
-use crate::state::{StateSnapshot, StateTable};
 
-/// Manifest format version.
-const FORMAT: u32 = 1;
-/// Completed checkpoints kept.
+/// Completed checkpoints kept (besides the one a damaged keyed table
+/// would fall back to, see [`StateDir::retain`]).
 const KEEP: usize = 2;
-const MANIFEST: &str = "MANIFEST";
 const COMMITTED: &str = "COMMITTED";
 /// Names the savepoint a state directory's checkpoints continue.
 const RESTORED_FROM: &str = "RESTORED_FROM";
-const MANIFEST_HEADER: &str = "eddy-checkpoint-manifest crc32=";
-
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Manifest {
-    format: u32,
-    pub(super) checkpoint: CheckpointId,
-    pub(super) kind: CheckpointKind,
-    /// Wall-clock time of writing, epoch ms (informational).
-    created_ms: u64,
-    /// Instances of each keyed operator ([`JobGraph::parallelism`]); a
-    /// resumed job runs as many. Absent in manifests written before eddy
-    /// recorded it (see [`Manifest::parallelism`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    parallelism: Option<usize>,
-    /// The key groups keyed state is spread in ([`crate::key_groups`]);
-    /// absent in manifests written before eddy had them (the default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    key_groups: Option<KeyGroups>,
-    /// The identities of the nodes of the graph as planned
-    /// ([`JobGraph::identities`]): what a changed query's state is mapped
-    /// by. Absent in manifests written before eddy recorded them (such a
-    /// checkpoint resumes only the very same query).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    planned: Option<Vec<String>>,
-    /// The named identities of the same nodes
-    /// ([`JobGraph::named_identities`]); absent in manifests written before
-    /// eddy recorded them (their state moves by derived identity only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    named: Option<Vec<Option<NamedIdentity>>>,
-    nodes: Vec<ManifestNode>,
-}
-
-/// How the job that took a checkpoint ran: what a job resuming from it
-/// starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckpointLayout {
-    /// Instances of each keyed operator.
-    pub parallelism: usize,
-    /// Key groups keyed state is spread in.
-    pub key_groups: KeyGroups,
-}
-
-impl Manifest {
-    /// The parallelism and key groups the checkpoint was taken with.
-    pub(super) fn layout(&self) -> CheckpointLayout {
-        CheckpointLayout {
-            parallelism: self.parallelism(),
-            key_groups: self.key_groups.unwrap_or_default(),
-        }
-    }
-
-    /// The instances of each keyed operator the checkpoint was taken with.
-    /// Older manifests do not record it: their key splits' fingerprints
-    /// (`key_split ... over N instances`) say it, and without a split the
-    /// job ran each operator once.
-    fn parallelism(&self) -> usize {
-        if let Some(n) = self.parallelism {
-            return n.max(1);
-        }
-        self.nodes
-            .iter()
-            .filter(|node| node.fingerprint.contains("key_split"))
-            .find_map(|node| {
-                let (before, _) = node.fingerprint.split_once(" instances")?;
-                before.rsplit(' ').next()?.parse().ok()
-            })
-            .unwrap_or(1)
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct ManifestNode {
-    fingerprint: String,
-    /// The node's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    /// Which planned node it runs ([`Origin`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    origin: Option<Origin>,
-    runtime: NodeRuntimeState,
-    meta: serde_json::Value,
-    tables: Vec<ManifestTable>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct ManifestTable {
-    name: String,
-    file: String,
-    bytes: u64,
-    crc32: u32,
-    rows: u64,
-}
 
 /// A state directory (`--state-dir`).
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// Per node and keyed table, what this store wrote of it last: what
+    /// the node's next changes apply to. Empty for a store just opened, as
+    /// a node's first snapshot in a run is always full.
+    chains: Arc<Mutex<HashMap<(usize, String), Chain>>>,
 }
 
-/// Counts and checksums what passes through to the file.
-struct ChecksumWriter<W: Write> {
-    inner: W,
-    crc: crc32fast::Hasher,
-    bytes: u64,
+/// A keyed table as written so far: its full rows and the changes since.
+#[derive(Debug, Clone)]
+struct Chain {
+    /// The snapshot it stands at.
+    serial: u64,
+    key_columns: usize,
+    /// Where it lies: every `dir` set.
+    full: ManifestFile,
+    changes: Vec<ManifestChange>,
 }
 
-impl<W: Write> Write for ChecksumWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.crc.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
+impl Chain {
+    /// The table's manifest entry in checkpoint `id`'s manifest.
+    fn table(&self, name: &str, id: CheckpointId) -> ManifestTable {
+        let local = |f: &ManifestFile| ManifestFile {
+            dir: f.dir.filter(|d| *d != id),
+            ..f.clone()
+        };
+        ManifestTable {
+            name: name.to_string(),
+            file: local(&self.full),
+            keyed: Some(ManifestKeyed {
+                key_columns: self.key_columns,
+                changes: self
+                    .changes
+                    .iter()
+                    .map(|c| ManifestChange {
+                        changed: local(&c.changed),
+                        removed: c.removed.as_ref().map(local),
+                    })
+                    .collect(),
+            }),
+        }
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
+}
+
+/// Writes `batches` as `file` in `dir`; its manifest entry (in `dir`).
+fn write_file(dir: &Path, file: &str, batches: &[&RecordBatch]) -> Result<ManifestFile> {
+    let (bytes, crc32) = write_table(&dir.join(file), batches)?;
+    Ok(ManifestFile {
+        dir: None,
+        file: file.to_string(),
+        bytes,
+        crc32,
+        rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+    })
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> EngineError {
@@ -180,7 +126,10 @@ impl StateDir {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| io_error(&root, e))?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            chains: Arc::default(),
+        })
     }
 
     /// The directory.
@@ -284,7 +233,7 @@ impl StateDir {
     }
 
     fn checkpoint_dir(&self, id: CheckpointId) -> PathBuf {
-        self.root.join(format!("chk-{id:08}"))
+        self.root.join(checkpoint_dir_name(id))
     }
 
     /// Checkpoint directories (complete or not), oldest first.
@@ -312,8 +261,13 @@ impl StateDir {
         Ok(())
     }
 
-    /// Writes `checkpoint` for `graph` durably, then drops checkpoints older
-    /// than the last two. Returns the bytes written.
+    /// Writes `checkpoint` for `graph` durably, then drops the checkpoints
+    /// no longer needed ([`StateDir::retain`]). Returns the bytes written.
+    ///
+    /// A keyed table a node handed over as changes
+    /// ([`crate::state::KeyedTable`]) is written as a file of the changed
+    /// rows and one of the removed keys; the manifest lists them after
+    /// the files (in earlier checkpoints' directories) they apply to.
     pub fn write(&self, graph: &JobGraph, checkpoint: &Checkpoint) -> Result<u64> {
         let dir = self.checkpoint_dir(checkpoint.id);
         if dir.exists() {
@@ -321,6 +275,11 @@ impl StateDir {
             std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
         }
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        let mut chains = self
+            .chains
+            .lock()
+            .map_err(|_| EngineError::State("the checkpoint store's lock is poisoned".into()))?
+            .clone();
         let mut total = 0;
         let mut nodes = Vec::with_capacity(checkpoint.nodes.len());
         for (id, node) in checkpoint.nodes.iter().enumerate() {
@@ -340,16 +299,66 @@ impl StateDir {
                     .filter(|t| t.name == name)
                     .map(|t| &t.batch)
                     .collect();
-                let file = format!("n{id:03}-{name}.arrow");
-                let (bytes, crc32) = write_table(&dir.join(&file), &batches)?;
-                total += bytes;
-                tables.push(ManifestTable {
-                    name: name.to_string(),
-                    file,
-                    bytes,
-                    crc32,
-                    rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+                let keyed = node.state.keyed.iter().find(|k| k.table == name);
+                let slot = (id, name.to_string());
+                let Some((keyed, change)) = keyed.and_then(|k| Some((k, k.change.as_ref()?)))
+                else {
+                    let file = format!("n{id:03}-{name}.arrow");
+                    let written = write_file(&dir, &file, &batches)?;
+                    total += written.bytes;
+                    match keyed {
+                        Some(k) => chains.insert(
+                            slot,
+                            Chain {
+                                serial: k.serial,
+                                key_columns: k.key_columns,
+                                full: ManifestFile {
+                                    dir: Some(checkpoint.id),
+                                    ..written.clone()
+                                },
+                                changes: Vec::new(),
+                            },
+                        ),
+                        None => chains.remove(&slot),
+                    };
+                    tables.push(ManifestTable {
+                        name: name.to_string(),
+                        file: written,
+                        keyed: None,
+                    });
+                    continue;
+                };
+                let chain = chains
+                    .get_mut(&slot)
+                    .filter(|c| c.serial == change.base && c.key_columns == keyed.key_columns)
+                    .ok_or_else(|| {
+                        EngineError::State(format!(
+                            "node '{}' handed over changes to its table {name} since a snapshot \
+                             the checkpoint store did not write",
+                            graph.nodes.get(id).map_or("?", |n| n.name.as_str())
+                        ))
+                    })?;
+                let changed =
+                    write_file(&dir, &format!("n{id:03}-{name}.changed.arrow"), &batches)?;
+                total += changed.bytes;
+                let removed = if change.removed.num_rows() > 0 {
+                    let file = format!("n{id:03}-{name}.removed.arrow");
+                    let removed = write_file(&dir, &file, &[&change.removed])?;
+                    total += removed.bytes;
+                    Some(removed)
+                } else {
+                    None
+                };
+                let here = |f: ManifestFile| ManifestFile {
+                    dir: Some(checkpoint.id),
+                    ..f
+                };
+                chain.serial = keyed.serial;
+                chain.changes.push(ManifestChange {
+                    changed: here(changed),
+                    removed: removed.map(here),
                 });
+                tables.push(chain.table(name, checkpoint.id));
             }
             nodes.push(ManifestNode {
                 fingerprint: graph.fingerprint(id),
@@ -364,8 +373,8 @@ impl StateDir {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let manifest = Manifest {
-            format: FORMAT,
+        let mut manifest = Manifest {
+            format: 0,
             checkpoint: checkpoint.id,
             kind: checkpoint.kind,
             created_ms,
@@ -375,40 +384,50 @@ impl StateDir {
             named: graph.expansion().map(|e| e.planned.named_identities()),
             nodes,
         };
-        let json = serde_json::to_vec(&manifest)
-            .map_err(|e| EngineError::State(format!("manifest: {e}")))?;
-        let mut text = format!("{MANIFEST_HEADER}{:08x}\n", crc32fast::hash(&json)).into_bytes();
-        text.extend_from_slice(&json);
-        let tmp = dir.join("MANIFEST.tmp");
-        let path = dir.join(MANIFEST);
-        let mut file = File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
-        file.write_all(&text)
-            .and_then(|_| file.sync_all())
-            .map_err(|e| io_error(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
-        sync_dir(&dir)?;
+        total += write_manifest(&dir, &mut manifest)?;
         sync_dir(&self.root)?;
-        total += text.len() as u64;
+        // Only a written checkpoint's changes are built on.
+        if let Ok(mut held) = self.chains.lock() {
+            *held = chains;
+        }
         self.retain(checkpoint.id);
         Ok(total)
     }
 
-    /// Keeps the newest [`KEEP`] complete checkpoints up to `current`;
-    /// removes older ones and incomplete ones before `current`. Failing to
-    /// remove is only logged: the checkpoint itself is already safe.
+    /// Keeps, of the complete checkpoints up to `current`, the newest
+    /// [`KEEP`], and the newest one that shares no file with the newest
+    /// (so that a damaged file of a keyed table, which later checkpoints
+    /// build on, still leaves a checkpoint to resume from), with every
+    /// directory their files lie in; removes the rest up to `current`.
+    /// Failing to remove is only logged: the checkpoint itself is safe.
     fn retain(&self, current: CheckpointId) {
         let Ok(all) = self.list() else { return };
-        let mut complete_kept = 0;
-        for (id, dir) in all.into_iter().rev() {
-            if id > current {
-                continue;
+        let complete: Vec<(CheckpointId, BTreeSet<CheckpointId>)> = all
+            .iter()
+            .rev()
+            .filter(|(id, dir)| *id <= current && dir.join(MANIFEST).exists())
+            .map(|(id, dir)| {
+                let dirs = read_manifest(dir)
+                    .map(|m| m.directories())
+                    .unwrap_or_else(|_| BTreeSet::from([*id]));
+                (*id, dirs)
+            })
+            .collect();
+        let mut keep: BTreeSet<CheckpointId> = BTreeSet::new();
+        for (_, dirs) in complete.iter().take(KEEP) {
+            keep.extend(dirs);
+        }
+        if let Some((_, newest)) = complete.first() {
+            let oldest_used = newest.first().copied().unwrap_or(current);
+            if let Some((_, dirs)) = complete.iter().find(|(id, _)| *id < oldest_used) {
+                keep.extend(dirs);
             }
-            let complete = dir.join(MANIFEST).exists();
-            let keep = complete && complete_kept < KEEP;
-            if keep {
-                complete_kept += 1;
-            } else if let Err(e) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!("cannot remove old checkpoint {}: {e}", dir.display());
+        }
+        for (id, dir) in all {
+            if id <= current && !keep.contains(&id) {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("cannot remove old checkpoint {}: {e}", dir.display());
+                }
             }
         }
     }
@@ -524,128 +543,6 @@ impl TakenBy {
     }
 }
 
-fn write_table(path: &Path, batches: &[&RecordBatch]) -> Result<(u64, u32)> {
-    let Some(first) = batches.first() else {
-        return Err(EngineError::State(format!(
-            "{}: a table without a batch",
-            path.display()
-        )));
-    };
-    let file = File::create(path).map_err(|e| io_error(path, e))?;
-    let sink = ChecksumWriter {
-        inner: BufWriter::with_capacity(1 << 16, file),
-        crc: crc32fast::Hasher::new(),
-        bytes: 0,
-    };
-    let mut writer = FileWriter::try_new(sink, &first.schema()).map_err(|e| io_error(path, e))?;
-    for batch in batches {
-        writer.write(batch).map_err(|e| io_error(path, e))?;
-    }
-    writer.finish().map_err(|e| io_error(path, e))?;
-    let mut sink = writer.into_inner().map_err(|e| io_error(path, e))?;
-    sink.flush().map_err(|e| io_error(path, e))?;
-    let (bytes, crc) = (sink.bytes, sink.crc.finalize());
-    let file = sink
-        .inner
-        .into_inner()
-        .map_err(|e| io_error(path, e.error()))?;
-    file.sync_all().map_err(|e| io_error(path, e))?;
-    Ok((bytes, crc))
-}
-
-/// Reads and checks a checkpoint's manifest.
-pub(super) fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
-    let path = dir.join(MANIFEST);
-    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let newline = text
-        .iter()
-        .position(|b| *b == b'\n')
-        .ok_or("the manifest has no header line")?;
-    let header =
-        std::str::from_utf8(&text[..newline]).map_err(|_| "the manifest header is not text")?;
-    let expected = header
-        .strip_prefix(MANIFEST_HEADER)
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or("the manifest header is damaged")?;
-    let json = &text[newline + 1..];
-    if crc32fast::hash(json) != expected {
-        return Err("the manifest's checksum does not match".into());
-    }
-    let manifest: Manifest =
-        serde_json::from_slice(json).map_err(|e| format!("the manifest cannot be read: {e}"))?;
-    if manifest.format != FORMAT {
-        return Err(format!(
-            "manifest format {} (this eddy reads {FORMAT})",
-            manifest.format
-        ));
-    }
-    Ok(manifest)
-}
-
-/// Reads and checks a checkpoint directory; the error says what is wrong.
-pub(super) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
-    let manifest = read_manifest(dir)?;
-    let mut nodes = Vec::with_capacity(manifest.nodes.len());
-    for node in &manifest.nodes {
-        let mut tables = Vec::with_capacity(node.tables.len());
-        for table in &node.tables {
-            let batch = read_table(&dir.join(&table.file), table)?;
-            tables.push(StateTable {
-                name: table.name.clone(),
-                batch,
-            });
-        }
-        nodes.push(NodeCheckpoint {
-            runtime: node.runtime.clone(),
-            state: StateSnapshot {
-                meta: node.meta.clone(),
-                tables,
-            },
-        });
-    }
-    let checkpoint = Checkpoint {
-        id: manifest.checkpoint,
-        kind: manifest.kind,
-        nodes,
-    };
-    Ok((manifest, checkpoint))
-}
-
-fn read_table(path: &Path, expected: &ManifestTable) -> std::result::Result<RecordBatch, String> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|f| BufReader::new(f).read_to_end(&mut bytes))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 != expected.bytes {
-        return Err(format!(
-            "{} has {} bytes, {} were written",
-            path.display(),
-            bytes.len(),
-            expected.bytes
-        ));
-    }
-    if crc32fast::hash(&bytes) != expected.crc32 {
-        return Err(format!("{}: checksum does not match", path.display()));
-    }
-    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let schema = reader.schema();
-    let batches = reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let batch =
-        concat_batches(&schema, &batches).map_err(|e| format!("{}: {e}", path.display()))?;
-    if batch.num_rows() as u64 != expected.rows {
-        return Err(format!(
-            "{} holds {} rows, {} were written",
-            path.display(),
-            batch.num_rows(),
-            expected.rows
-        ));
-    }
-    Ok(batch)
-}
-
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
@@ -702,100 +599,239 @@ fn check_fingerprint_list(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
 
-    /// A table pushed as several batches (a pending buffer, shared rather
-    /// than copied at the snapshot) is one file, read back as one batch.
-    #[test]
-    fn a_table_of_several_batches_is_one_file_read_back_whole() {
-        use datafusion::arrow::array::Int64Array;
-        use datafusion::arrow::datatypes::{DataType, Field, Schema};
-        let schema =
-            std::sync::Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
-        let batch = |values: Vec<i64>| {
-            RecordBatch::try_new(
-                schema.clone(),
-                vec![std::sync::Arc::new(Int64Array::from(values))],
-            )
-            .unwrap()
-        };
-        let mut snapshot = StateSnapshot::default();
-        snapshot.push_batches(
-            "pending",
-            &schema,
-            vec![batch(vec![1, 2]), batch(vec![3]), batch(vec![4, 5])],
-        );
-        snapshot.push_batches("empty", &schema, Vec::new());
-        assert_eq!(
-            snapshot.tables.len(),
-            4,
-            "shared as they are: three batches and an empty one"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("n000-pending.arrow");
-        let parts: Vec<&RecordBatch> = snapshot
-            .tables
-            .iter()
-            .filter(|t| t.name == "pending")
-            .map(|t| &t.batch)
-            .collect();
-        let (bytes, crc32) = write_table(&path, &parts).unwrap();
-        let read = read_table(
-            &path,
-            &ManifestTable {
-                name: "pending".into(),
-                file: String::new(),
-                bytes,
-                crc32,
-                rows: 5,
-            },
-        )
-        .unwrap();
-        let values = read
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .unwrap();
-        assert_eq!(values.values().to_vec(), vec![1, 2, 3, 4, 5]);
-        // In memory, taking the table gives the batches as one too.
-        assert_eq!(snapshot.take_table("pending").unwrap().num_rows(), 5);
-        assert_eq!(snapshot.take_table("empty").unwrap().num_rows(), 0);
-        assert!(snapshot.take_table("pending").is_err());
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+    use super::*;
+    use crate::checkpoint::NodeCheckpoint;
+    use crate::graph::{ConnectorSpec, Node, NodeKind};
+    use crate::state::{KeyedChange, KeyedTable, StateSnapshot};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Int64, false),
+        ]))
     }
 
-    fn manifest(parallelism: Option<usize>, fingerprints: &[&str]) -> Manifest {
-        Manifest {
-            format: FORMAT,
-            checkpoint: 3,
+    fn rows(pairs: &[(i64, i64)]) -> RecordBatch {
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(pairs.iter().map(|p| p.0))),
+                Arc::new(Int64Array::from_iter_values(pairs.iter().map(|p| p.1))),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn pairs(batch: &RecordBatch) -> Vec<(i64, i64)> {
+        let column = |i: usize| {
+            batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        };
+        let mut pairs: Vec<(i64, i64)> = column(0).into_iter().zip(column(1)).collect();
+        pairs.sort();
+        pairs
+    }
+
+    fn graph() -> JobGraph {
+        let mut graph = JobGraph::default();
+        graph.add(Node {
+            name: "t".into(),
+            kind: NodeKind::Sink {
+                spec: ConnectorSpec {
+                    table: "t".into(),
+                    connector: "memory".into(),
+                    options: Default::default(),
+                    schema: schema(),
+                    declared_at: None,
+                },
+            },
+            inputs: vec![],
+            schema: schema(),
+            uid: None,
+        });
+        graph
+    }
+
+    /// Checkpoint `id` of the one node: table `t` with `rows`, whole
+    /// (`change` `None`) or as the change to snapshot `base` removing
+    /// `removed`.
+    fn checkpoint(
+        id: CheckpointId,
+        serial: u64,
+        rows_: RecordBatch,
+        change: Option<(u64, &[i64])>,
+    ) -> Checkpoint {
+        let mut state = StateSnapshot::default();
+        state.push_table("t", rows_);
+        state.keyed.push(KeyedTable {
+            table: "t".into(),
+            key_columns: 1,
+            serial,
+            change: change.map(|(base, removed)| KeyedChange {
+                base,
+                removed: rows(&removed.iter().map(|k| (*k, 0)).collect::<Vec<_>>())
+                    .project(&[0])
+                    .unwrap(),
+            }),
+        });
+        Checkpoint {
+            id,
             kind: CheckpointKind::Running,
-            created_ms: 0,
-            parallelism,
-            key_groups: None,
-            planned: None,
-            named: None,
-            nodes: fingerprints
-                .iter()
-                .map(|f| ManifestNode {
-                    fingerprint: f.to_string(),
-                    name: None,
-                    origin: None,
-                    runtime: NodeRuntimeState::default(),
-                    meta: serde_json::Value::Null,
-                    tables: Vec::new(),
-                })
-                .collect(),
+            nodes: vec![NodeCheckpoint {
+                runtime: Default::default(),
+                state,
+            }],
         }
     }
 
+    fn latest(store: &StateDir) -> (CheckpointId, Vec<(i64, i64)>) {
+        let (mut checkpoint, _) = store.load_latest_taken().unwrap().unwrap();
+        let table = checkpoint.nodes[0].state.take_table("t").unwrap();
+        (checkpoint.id, pairs(&table))
+    }
+
+    fn dirs(store: &StateDir) -> Vec<CheckpointId> {
+        store
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     #[test]
-    fn the_instances_of_a_checkpoint_are_read_back() {
-        let split = "#1 key_split hash(customer_id@0) over 4 instances <- #0";
-        assert_eq!(manifest(Some(3), &[split]).parallelism(), 3);
-        // Manifests from before eddy recorded it: the key split says it.
+    fn a_keyed_table_written_as_changes_reads_back_whole_and_survives_a_damaged_file() {
+        let root = tempfile::tempdir().unwrap();
+        let store = StateDir::open(root.path().join("state")).unwrap();
+        let graph = graph();
+        let mut expected: Vec<(i64, i64)> = (0..100).map(|k| (k, 0)).collect();
+        store
+            .write(&graph, &checkpoint(1, 0, rows(&expected), None))
+            .unwrap();
+        // (rows changed, keys removed) of checkpoints 2 and 3.
+        type Change<'a> = (&'a [(i64, i64)], &'a [i64]);
+        let changes: [Change; 2] = [(&[(5, 1), (100, 1)], &[7]), (&[(7, 2)], &[5])];
+        for (i, (changed, removed)) in changes.iter().enumerate() {
+            let id = i as u64 + 2;
+            store
+                .write(
+                    &graph,
+                    &checkpoint(id, id - 1, rows(changed), Some((id - 2, removed))),
+                )
+                .unwrap();
+            expected.retain(|(k, _)| !removed.contains(k) && !changed.iter().any(|c| c.0 == *k));
+            expected.extend(changed.iter());
+            expected.sort();
+            assert_eq!(latest(&store), (id, expected.clone()));
+        }
+        // Checkpoint 3 wrote only its change; its manifest names the
+        // full rows of checkpoint 1 and the change of checkpoint 2.
+        let own: Vec<String> = std::fs::read_dir(store.checkpoint_dir(3))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.ends_with(".arrow"))
+            .collect();
         assert_eq!(
-            manifest(None, &["#0 source orders", split]).parallelism(),
-            4
+            common_sorted(own),
+            vec!["n000-t.changed.arrow", "n000-t.removed.arrow"]
         );
-        assert_eq!(manifest(None, &["#0 source orders"]).parallelism(), 1);
+        assert_eq!(dirs(&store), vec![1, 2, 3], "what 3 builds on is kept");
+
+        // A savepoint of it holds every file it reads.
+        let savepoint = store
+            .savepoint(&root.path().join("savepoint"), None, Vec::new())
+            .unwrap();
+        let (mut saved, _) = savepoint.load_taken().unwrap();
+        assert_eq!(
+            pairs(&saved.nodes[0].state.take_table("t").unwrap()),
+            expected
+        );
+
+        // A change to a snapshot the store did not write is refused.
+        let err = store
+            .write(&graph, &checkpoint(4, 9, rows(&[]), Some((7, &[]))))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did not write"), "{err}");
+
+        // Whole again at 4, changes at 5 and 6: 1-3 stay as what a damaged
+        // file of 4 falls back to.
+        let at_three = expected.clone();
+        expected = vec![(1, 4)];
+        store
+            .write(&graph, &checkpoint(4, 3, rows(&expected), None))
+            .unwrap();
+        for id in [5, 6] {
+            expected.push((id as i64, id as i64));
+            store
+                .write(
+                    &graph,
+                    &checkpoint(
+                        id,
+                        id - 1,
+                        rows(&[(id as i64, id as i64)]),
+                        Some((id - 2, &[])),
+                    ),
+                )
+                .unwrap();
+        }
+        assert_eq!(latest(&store), (6, expected.clone()));
+        assert_eq!(dirs(&store), vec![1, 2, 3, 4, 5, 6]);
+        let full = store.checkpoint_dir(4).join("n000-t.arrow");
+        let mut bytes = std::fs::read(&full).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&full, bytes).unwrap();
+        assert_eq!(
+            latest(&store),
+            (3, at_three),
+            "6, 5 and 4 read the damaged file"
+        );
+
+        // Once a newer whole table stands, the old chain goes.
+        let store = StateDir::open(root.path().join("state")).unwrap();
+        store
+            .write(&graph, &checkpoint(4, 0, rows(&[(1, 1)]), None))
+            .unwrap();
+        for id in 5..=7 {
+            store
+                .write(
+                    &graph,
+                    &checkpoint(id, id - 4, rows(&[]), Some((id - 5, &[]))),
+                )
+                .unwrap();
+        }
+        store
+            .write(&graph, &checkpoint(8, 4, rows(&[(2, 2)]), None))
+            .unwrap();
+        assert_eq!(
+            dirs(&store),
+            vec![4, 5, 6, 7, 8],
+            "7 and 8 kept, 7 reads 4-6"
+        );
+        store
+            .write(&graph, &checkpoint(9, 5, rows(&[]), Some((4, &[]))))
+            .unwrap();
+        assert_eq!(
+            dirs(&store),
+            vec![4, 5, 6, 7, 8, 9],
+            "9 and 8 kept, and 7 (reading 4-6) as what a damaged file of 8 falls back to"
+        );
+        assert_eq!(latest(&store), (9, vec![(2, 2)]));
+    }
+
+    fn common_sorted(mut names: Vec<String>) -> Vec<String> {
+        names.sort();
+        names
     }
 }

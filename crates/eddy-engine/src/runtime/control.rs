@@ -30,12 +30,15 @@ pub(crate) struct Control {
     completed: AtomicU64,
     /// Whether nodes snapshot state at barriers.
     pub checkpointing: bool,
+    /// Whether operators may hand over keyed tables as their changes
+    /// ([`crate::operator::Operator::snapshot_incremental`]).
+    pub incremental: bool,
     /// The first error of the job.
     error: Mutex<Option<String>>,
 }
 
 impl Control {
-    pub fn new(checkpointing: bool, restored: CheckpointId) -> Arc<Self> {
+    pub fn new(checkpointing: bool, incremental: bool, restored: CheckpointId) -> Arc<Self> {
         Arc::new(Self {
             cancel: AtomicBool::new(false),
             user_cancel: AtomicBool::new(false),
@@ -44,6 +47,7 @@ impl Control {
             stop_at: AtomicU64::new(0),
             completed: AtomicU64::new(restored),
             checkpointing,
+            incremental,
             error: Mutex::new(None),
         })
     }

@@ -309,7 +309,8 @@ pub fn start_job(
         .map(|c| c.interval)
         .unwrap_or(DEFAULT_INTERVAL);
 
-    let control = Control::new(store.is_some(), restored_id);
+    let incremental = config.checkpoints.as_ref().is_some_and(|c| c.incremental);
+    let control = Control::new(store.is_some(), incremental, restored_id);
     let metrics: Vec<Arc<NodeMetrics>> = graph
         .nodes
         .iter()

@@ -125,7 +125,11 @@ pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outp
         }
         if let Some(barrier) = inputs.take_aligned() {
             if ctx.control.checkpointing {
-                let state = op.snapshot()?;
+                let state = if ctx.control.incremental {
+                    op.snapshot_incremental()?
+                } else {
+                    op.snapshot()?
+                };
                 ctx.set_state_bytes(op.state_bytes())?;
                 let data = NodeCheckpoint {
                     runtime: runtime_state(ctx, &inputs, forwarded, false),

@@ -112,7 +112,7 @@ mod tests {
         let outputs = Outputs {
             ports: vec![vec![tx]],
             metrics: NodeMetrics::new_shared(1),
-            control: Control::new(false, 0),
+            control: Control::new(false, false, 0),
             max_rows: 4096,
         };
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));

@@ -295,6 +295,7 @@ impl JobManager {
             state_dir: self.store.checkpoint_dir(&record.id),
             interval: self.config.checkpoint_interval,
             ignore_state: false,
+            incremental: true,
         };
         let handle = start_job(
             Arc::new(graph),
@@ -343,6 +344,7 @@ impl JobManager {
                     state_dir: self.config.group_state_dir.join(&group),
                     interval: self.config.checkpoint_interval,
                     ignore_state: false,
+                    incremental: true,
                 },
                 group,
                 session_timeout: record

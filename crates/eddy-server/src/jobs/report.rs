@@ -237,6 +237,7 @@ impl JobManager {
                     completed: c.completed,
                     last_id: c.last_id,
                     last_bytes: c.last_bytes,
+                    total_bytes: c.total_bytes,
                     last_duration_ms: c.last_duration_ms,
                     restored_from: c.restored_from,
                 }

@@ -51,6 +51,7 @@ impl RunHandle {
                     total.last_id = total.last_id.max(c.last_id);
                     total.restored_from = total.restored_from.max(c.restored_from);
                     total.last_bytes += c.last_bytes;
+                    total.total_bytes += c.total_bytes;
                     total.max_bytes = total.max_bytes.max(c.max_bytes);
                     total.last_duration_ms = total.last_duration_ms.max(c.last_duration_ms);
                     total.max_duration_ms = total.max_duration_ms.max(c.max_duration_ms);

@@ -36,7 +36,9 @@
 //! `state()`) and one table `values{i}` per multiset aggregate (group index,
 //! encoded arguments, count). `GroupValues` hands keys over only by
 //! draining them; a snapshot re-interns them in order, through the code a
-//! restore runs.
+//! restore runs. At a checkpoint a keyed aggregate without multisets hands
+//! over only the groups touched or expired since the previous one
+//! ([`super::changed_keys`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -102,6 +104,7 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
 use self::column::{AggregateColumn, BatchRows};
+use super::changed_keys::ChangedKeys;
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
@@ -197,6 +200,7 @@ impl OperatorPlan for UpdatingAggregatePlan {
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
             sweeps: TtlSweeps::new(self.state_ttl_ms),
+            changed: ChangedKeys::default(),
         }))
     }
 
@@ -253,6 +257,8 @@ struct UpdatingAggregate {
     unmatched_retractions: u64,
     watermark: Timestamp,
     sweeps: TtlSweeps,
+    /// The groups changed since the previous checkpoint.
+    changed: ChangedKeys,
 }
 
 /// Where a change's aggregate values come from: the old values (0) or the
@@ -264,6 +270,7 @@ impl UpdatingAggregate {
         if self.rows.len() < count {
             self.rows.resize(count, 0);
             self.touched_at.resize(count, self.watermark);
+            self.changed.resize(count);
             for column in &mut self.columns {
                 column.resize(count)?;
             }
@@ -335,6 +342,7 @@ impl UpdatingAggregate {
         if keep.iter().all(|&k| k) {
             return Ok(());
         }
+        let mut gone = RecordBatch::new_empty(self.key_schema.clone());
         if let Some(groups) = self.groups.as_mut() {
             let keys = groups.emit(EmitTo::All)?;
             let mask = BooleanArray::from(keep.clone());
@@ -343,7 +351,14 @@ impl UpdatingAggregate {
                 .map(|k| Ok(filter(k.as_ref(), &mask)?))
                 .collect::<Result<Vec<_>>>()?;
             groups.intern(&kept, &mut self.group_indices)?;
+            let dropped = datafusion::arrow::compute::not(&mask)?;
+            let gone_keys = keys
+                .iter()
+                .map(|k| Ok(filter(k.as_ref(), &dropped)?))
+                .collect::<Result<Vec<_>>>()?;
+            gone = RecordBatch::try_new(self.key_schema.clone(), gone_keys)?;
         }
+        self.changed.retain(&keep, gone);
         for column in &mut self.columns {
             column.retain(&keep)?;
         }
@@ -513,6 +528,7 @@ impl Operator for UpdatingAggregate {
             let rows_after = held[s] + inserted as i64 - taken;
             self.rows[g] = rows_after;
             self.touched_at[g] = self.watermark;
+            self.changed.touch(g);
             if rows_after == 0 {
                 for column in &mut self.columns {
                     column.reset(g)?;
@@ -625,8 +641,10 @@ impl Operator for UpdatingAggregate {
             &datafusion::arrow::record_batch::RecordBatchOptions::new()
                 .with_row_count(Some(self.rows.len())),
         )?;
-        // Go on from the snapshot, exactly as a restore would.
-        self.restore(StateSnapshot {
+        // Go on from the snapshot, exactly as a restore would (the groups
+        // keep their numbers, so what changed since the last checkpoint
+        // stays marked).
+        self.load(StateSnapshot {
             meta: snapshot.meta.clone(),
             tables: std::iter::once(crate::state::StateTable {
                 name: "groups".into(),
@@ -634,6 +652,7 @@ impl Operator for UpdatingAggregate {
             })
             .chain(tables.iter().cloned())
             .collect(),
+            keyed: Vec::new(),
         })?;
         snapshot.push_table("groups", groups_table);
         for table in tables {
@@ -642,7 +661,33 @@ impl Operator for UpdatingAggregate {
         Ok(snapshot)
     }
 
-    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+    /// `groups` whole, or only its changed groups when the aggregate is
+    /// keyed and keeps no per-group table of its own (a `values{i}` table
+    /// names groups by their row in `groups`).
+    fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = self.snapshot()?;
+        if self.plan.keys.is_empty() || snapshot.tables.len() > 1 {
+            return Ok(snapshot);
+        }
+        let groups = snapshot.take_table("groups")?;
+        let (table, keyed) = self
+            .changed
+            .snapshot("groups", self.plan.keys.len(), groups)?;
+        snapshot.push_table("groups", table);
+        snapshot.keyed.push(keyed);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, state: StateSnapshot) -> Result<()> {
+        self.changed.restart();
+        self.load(state)
+    }
+}
+
+impl UpdatingAggregate {
+    /// Takes over the state of a snapshot ([`Operator::restore`] and the
+    /// re-interning after a snapshot).
+    fn load(&mut self, mut state: StateSnapshot) -> Result<()> {
         if state.is_empty() {
             return Ok(());
         }
@@ -953,5 +998,107 @@ mod tests {
                 ["+I b 1 5 5 1", "-U a 2 4 3 2", "+U a 3 5 3 2"]
             );
         }
+    }
+
+    /// Sorted rows of a state table, a line each.
+    fn table_lines(batch: &RecordBatch) -> Vec<String> {
+        let mut lines: Vec<String> = (0..batch.num_rows())
+            .map(|r| {
+                batch
+                    .columns()
+                    .iter()
+                    .map(|c| ScalarValue::try_from_array(c, r).unwrap().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn a_checkpoint_hands_over_the_groups_changed_since_the_last_and_they_read_back_whole() {
+        use crate::checkpoint::changes::{apply, Change};
+        use crate::state::StateTable;
+        let mut plan = plan();
+        plan.input_updating = false;
+        plan.state_ttl_ms = Some(10);
+        plan.aggregates.truncate(3);
+        plan.output_schema = changelog::updating_schema(
+            &Schema::new(
+                plan.output_schema.fields()[..4]
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect::<Vec<_>>(),
+            ),
+            &["k".to_string()],
+        );
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        op.on_watermark(0, &mut out).unwrap();
+        op.on_batch(0, rows(&keys, &[1; 8], None), &mut out)
+            .unwrap();
+        op.on_watermark(8, &mut out).unwrap();
+        op.on_batch(0, rows(&keys[..4], &[2; 4], None), &mut out)
+            .unwrap();
+        let first = op.snapshot_incremental().unwrap();
+        assert!(first.keyed[0].change.is_none(), "the first is whole");
+        let whole = first.tables[0].batch.clone();
+        assert_eq!(whole.num_rows(), 8);
+
+        // e-h expire (last touched at 0, the watermark at 15); a changes,
+        // z is new.
+        op.on_watermark(15, &mut out).unwrap();
+        op.on_batch(0, rows(&["a", "z"], &[3, 4], None), &mut out)
+            .unwrap();
+        let mut second = op.snapshot_incremental().unwrap();
+        let change = second.keyed[0].change.clone().expect("a change");
+        assert_eq!(change.base, first.keyed[0].serial);
+        let changed = second.take_table("groups").unwrap();
+        assert_eq!(table_lines(&changed.project(&[0]).unwrap()), ["a", "z"]);
+        assert_eq!(
+            table_lines(&change.removed),
+            ["e", "f", "g", "h"],
+            "the expired keys"
+        );
+        let read_back = apply(
+            whole,
+            vec![Change {
+                changed,
+                removed: Some(change.removed),
+            }],
+            1,
+        )
+        .unwrap();
+        let now = op.snapshot().unwrap().take_table("groups").unwrap();
+        assert_eq!(table_lines(&read_back), table_lines(&now));
+
+        // Restored from what was read back, it goes on as the original,
+        // and its first checkpoint is whole again.
+        changes(&mut out);
+        let mut restored = plan.create().unwrap();
+        restored
+            .restore(StateSnapshot {
+                meta: second.meta.clone(),
+                tables: vec![StateTable {
+                    name: "groups".into(),
+                    batch: read_back,
+                }],
+                keyed: Vec::new(),
+            })
+            .unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["b", "e"], &[5, 6], None), &mut out)
+                .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                ["-U b 2 3 2", "+U b 3 8 5", "+I e 1 6 6"]
+            );
+        }
+        assert!(restored.snapshot_incremental().unwrap().keyed[0]
+            .change
+            .is_none());
+        assert!(op.snapshot_incremental().unwrap().keyed[0].change.is_some());
     }
 }
