@@ -575,25 +575,23 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.ndjson");
     account_events(&events, 4_000_000);
-    let sql = dir.path().join("job.sql");
-    std::fs::write(&sql, TOTALS).unwrap();
-    let args = vec![
-        sql.display().to_string(),
-        "--set".into(),
-        format!("EVENTS={}", events.display()),
-        "--parallelism".into(),
-        "1".into(),
-    ];
+    let events = format!("EVENTS={}", events.display());
+    let (job, baseline) = sql_job_and_baseline(
+        dir.path(),
+        TOTALS,
+        &["--set", &events, "--parallelism", "1"],
+    );
+    let expected = debezium_table(&dir.path().join("expected").join("totals.ndjson"));
+    assert_eq!(expected.len(), 100_000, "a row per account");
     // Whole tables at every checkpoint, then as changes: the same
     // output, a fraction of the bytes per checkpoint.
     let mut per_checkpoint = Vec::new();
-    let mut outputs = Vec::new();
     for full in [true, false] {
         let name = if full { "full" } else { "changes" };
         let mut command = eddy();
         command
             .arg("run")
-            .args(&args)
+            .args(&job.0)
             .arg("--output")
             .arg(dir.path().join(name))
             .arg("--state-dir")
@@ -607,10 +605,11 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
         let (mib, taken) = checkpoint_figures(&String::from_utf8_lossy(&out.stderr));
         assert!(taken >= 4, "{name}: only {taken} checkpoints");
         per_checkpoint.push(mib / taken as f64);
-        outputs.push(debezium_table(&dir.path().join(name).join("totals.ndjson")));
+        assert!(
+            debezium_table(&dir.path().join(name).join("totals.ndjson")) == expected,
+            "{name}: the totals differ from an uninterrupted run's"
+        );
     }
-    assert_eq!(outputs[0].len(), 100_000, "a row per account");
-    assert!(outputs[0] == outputs[1], "the same totals either way");
     assert!(
         per_checkpoint[1] * 3.0 < per_checkpoint[0],
         "MiB per checkpoint: whole tables {:.2}, changes {:.2}",
@@ -620,17 +619,9 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
 
     // Killed and resumed (each resumed run reads a full table and the
     // changes written after it), the totals stay exact.
-    let job = JobArgs(args);
-    let started = Instant::now();
-    let out = job
-        .command(&dir.path().join("expected"), None)
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the uninterrupted run");
-    let baseline = started.elapsed();
     let verify = |output: &Path, run: &KillRun| {
         assert!(
-            debezium_table(&output.join("totals.ndjson")) == outputs[0],
+            debezium_table(&output.join("totals.ndjson")) == expected,
             "the totals differ after {} kills",
             run.kills
         );
