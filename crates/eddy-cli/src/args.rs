@@ -180,7 +180,8 @@ pub(crate) struct RunArgs {
     #[arg(long, requires = "state_dir")]
     pub(crate) ignore_state: bool,
     /// Write every state table whole at every checkpoint. By default a
-    /// table of rows by key (an updating aggregate's groups) is written
+    /// table of rows by key (an updating aggregate's groups, a change
+    /// feed's or upsert source's current rows) is written
     /// as the keys that changed since the previous checkpoint, and whole
     /// every 8th checkpoint.
     #[arg(long, requires = "state_dir")]

@@ -9,6 +9,7 @@
 //! [`crate::graph::JobGraph::fingerprint`]), its runtime state and small
 //! values, and each state file with where it lies, its size and CRC-32.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -201,15 +202,20 @@ impl ManifestTable {
 }
 
 impl Manifest {
-    /// The checkpoints whose directories hold its files, its own included.
-    pub(super) fn directories(&self) -> std::collections::BTreeSet<CheckpointId> {
-        let mut dirs = std::collections::BTreeSet::from([self.checkpoint]);
+    /// The files it reads, by the checkpoint whose directory holds them
+    /// (its own included, if only for the manifest).
+    pub(super) fn files(&self) -> BTreeMap<CheckpointId, BTreeSet<String>> {
+        let mut files: BTreeMap<CheckpointId, BTreeSet<String>> =
+            BTreeMap::from([(self.checkpoint, BTreeSet::new())]);
         for node in &self.nodes {
             for table in &node.tables {
-                dirs.extend(table.files().filter_map(|f| f.dir));
+                for file in table.files() {
+                    let dir = file.dir.unwrap_or(self.checkpoint);
+                    files.entry(dir).or_default().insert(file.file.clone());
+                }
             }
         }
-        dirs
+        files
     }
 }
 

@@ -23,10 +23,11 @@
 //! one, or for a keyed table's full file, those back to the operator's
 //! previous full snapshot (at most [`crate::state::FULL_SNAPSHOT_EVERY`]);
 //! never the job, as the newest checkpoint that shares no file with the
-//! newest is kept besides the newest two. A checkpoint taken by a
+//! newest is kept besides the newest two (of an older checkpoint they
+//! read from, only the files they read stay). A checkpoint taken by a
 //! different query is refused with the node whose state no longer fits.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -97,6 +98,23 @@ impl Chain {
             }),
         }
     }
+}
+
+/// Removes every file of `dir` but `names`, its manifest first: what is
+/// left is read by later checkpoints, and no checkpoint of its own.
+fn keep_only(dir: &Path, names: &BTreeSet<String>) -> std::io::Result<()> {
+    match std::fs::remove_file(dir.join(MANIFEST)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !names.contains(&name) {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes `batches` as `file` in `dir`; its manifest entry (in `dir`).
@@ -328,6 +346,12 @@ impl StateDir {
                     });
                     continue;
                 };
+                if let Some(chain) = chains.get(&slot).filter(|c| c.serial == keyed.serial) {
+                    // The same snapshot again (a finished node's final
+                    // state stands in every later checkpoint): its files.
+                    tables.push(chain.table(name, checkpoint.id));
+                    continue;
+                }
                 let chain = chains
                     .get_mut(&slot)
                     .filter(|c| c.serial == change.base && c.key_columns == keyed.key_columns)
@@ -397,37 +421,45 @@ impl StateDir {
     /// Keeps, of the complete checkpoints up to `current`, the newest
     /// [`KEEP`], and the newest one that shares no file with the newest
     /// (so that a damaged file of a keyed table, which later checkpoints
-    /// build on, still leaves a checkpoint to resume from), with every
-    /// directory their files lie in; removes the rest up to `current`.
-    /// Failing to remove is only logged: the checkpoint itself is safe.
+    /// build on, still leaves a checkpoint to resume from). Of an older
+    /// checkpoint whose files a kept one reads, only those files stay (its
+    /// manifest goes: it is no checkpoint of its own any more); the rest
+    /// up to `current` is removed. Failing to remove is only logged: the
+    /// checkpoint itself is safe.
     fn retain(&self, current: CheckpointId) {
         let Ok(all) = self.list() else { return };
-        let complete: Vec<(CheckpointId, BTreeSet<CheckpointId>)> = all
+        type Files = BTreeMap<CheckpointId, BTreeSet<String>>;
+        let complete: Vec<(CheckpointId, Option<Files>)> = all
             .iter()
             .rev()
             .filter(|(id, dir)| *id <= current && dir.join(MANIFEST).exists())
-            .map(|(id, dir)| {
-                let dirs = read_manifest(dir)
-                    .map(|m| m.directories())
-                    .unwrap_or_else(|_| BTreeSet::from([*id]));
-                (*id, dirs)
-            })
+            .map(|(id, dir)| (*id, read_manifest(dir).ok().map(|m| m.files())))
             .collect();
-        let mut keep: BTreeSet<CheckpointId> = BTreeSet::new();
-        for (_, dirs) in complete.iter().take(KEEP) {
-            keep.extend(dirs);
+        let mut kept: Vec<&(CheckpointId, Option<Files>)> = complete.iter().take(KEEP).collect();
+        if let Some((newest, files)) = complete.first() {
+            let oldest_read = files
+                .as_ref()
+                .and_then(|f| f.keys().next().copied())
+                .unwrap_or(*newest);
+            kept.extend(complete.iter().find(|(id, _)| *id < oldest_read));
         }
-        if let Some((_, newest)) = complete.first() {
-            let oldest_used = newest.first().copied().unwrap_or(current);
-            if let Some((_, dirs)) = complete.iter().find(|(id, _)| *id < oldest_used) {
-                keep.extend(dirs);
+        let checkpoints: BTreeSet<CheckpointId> = kept.iter().map(|(id, _)| *id).collect();
+        let mut read: Files = BTreeMap::new();
+        for (_, files) in &kept {
+            for (dir, names) in files.iter().flatten() {
+                read.entry(*dir).or_default().extend(names.iter().cloned());
             }
         }
         for (id, dir) in all {
-            if id <= current && !keep.contains(&id) {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!("cannot remove old checkpoint {}: {e}", dir.display());
-                }
+            if id > current || checkpoints.contains(&id) {
+                continue;
+            }
+            let outcome = match read.get(&id) {
+                None => std::fs::remove_dir_all(&dir),
+                Some(names) => keep_only(&dir, names),
+            };
+            if let Err(e) = outcome {
+                tracing::warn!("cannot remove old checkpoint {}: {e}", dir.display());
             }
         }
     }
@@ -746,6 +778,15 @@ mod tests {
             vec!["n000-t.changed.arrow", "n000-t.removed.arrow"]
         );
         assert_eq!(dirs(&store), vec![1, 2, 3], "what 3 builds on is kept");
+        let held: Vec<String> = std::fs::read_dir(store.checkpoint_dir(1))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert_eq!(
+            held,
+            vec!["n000-t.arrow"],
+            "of 1 only the file 2 and 3 read, and no manifest"
+        );
 
         // A savepoint of it holds every file it reads.
         let savepoint = store
@@ -828,6 +869,37 @@ mod tests {
             "9 and 8 kept, and 7 (reading 4-6) as what a damaged file of 8 falls back to"
         );
         assert_eq!(latest(&store), (9, vec![(2, 2)]));
+    }
+
+    /// A finished node's final state stands in every later checkpoint:
+    /// written once, then named again.
+    #[test]
+    fn the_same_snapshot_again_names_the_files_written_for_it() {
+        let root = tempfile::tempdir().unwrap();
+        let store = StateDir::open(root.path()).unwrap();
+        let graph = graph();
+        store
+            .write(&graph, &checkpoint(1, 0, rows(&[(1, 1), (2, 2)]), None))
+            .unwrap();
+        let last = || checkpoint(2, 1, rows(&[(2, 3)]), Some((0, &[1])));
+        store.write(&graph, &last()).unwrap();
+        for id in 3..=5 {
+            let mut again = last();
+            again.id = id;
+            store.write(&graph, &again).unwrap();
+            let own = std::fs::read_dir(store.checkpoint_dir(id))
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .ends_with(".arrow")
+                })
+                .count();
+            assert_eq!(own, 0, "checkpoint {id} writes no state file");
+            assert_eq!(latest(&store), (id, vec![(2, 3)]));
+        }
     }
 
     fn common_sorted(mut names: Vec<String>) -> Vec<String> {

@@ -51,6 +51,55 @@ use datafusion::arrow::record_batch::RecordBatch;
 use crate::error::Result;
 use crate::state::{KeyedChange, KeyedTable, FULL_SNAPSHOT_EVERY};
 
+/// Numbers an operator's snapshots of one keyed table and decides which
+/// are whole: for operators that keep their state by key rather than by
+/// group index (and so track their changes themselves); [`ChangedKeys`]
+/// uses it too.
+#[derive(Debug, Default)]
+pub struct SnapshotChain {
+    /// The previous snapshot: its serial and the snapshots since the last
+    /// whole one; `None` until the first in this run.
+    previous: Option<(u64, u32)>,
+    next_serial: u64,
+}
+
+impl SnapshotChain {
+    /// The next snapshot of a table of `keys` keys of which `changed`
+    /// changed: its serial, and the serial of the snapshot it is a change
+    /// to (`None`: it is whole).
+    pub fn next(&mut self, changed: usize, keys: usize) -> (u64, Option<u64>) {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let base = match self.previous {
+            Some((base, since_whole))
+                if since_whole + 1 < FULL_SNAPSHOT_EVERY && changed * 2 <= keys =>
+            {
+                self.previous = Some((serial, since_whole + 1));
+                Some(base)
+            }
+            _ => {
+                self.previous = Some((serial, 0));
+                None
+            }
+        };
+        (serial, base)
+    }
+
+    /// Forgets the previous snapshot: the next one is whole (after a
+    /// restore, whose state no file of this run holds).
+    pub fn restart(&mut self) {
+        self.previous = None;
+    }
+
+    /// Whether a snapshot was taken since the start or restore: only then
+    /// is there something for changes to apply to, so an operator keeps
+    /// what it must hand over (the keys that went) only then. A job
+    /// without checkpoints never takes one and keeps nothing.
+    pub fn tracking(&self) -> bool {
+        self.previous.is_some()
+    }
+}
+
 /// The changed groups of one keyed table since its previous snapshot.
 #[derive(Debug, Default)]
 pub struct ChangedKeys {
@@ -59,10 +108,7 @@ pub struct ChangedKeys {
     changed_count: usize,
     /// Keys forgotten since (key columns only).
     removed: Vec<RecordBatch>,
-    /// The previous snapshot: its serial and the snapshots since the last
-    /// whole one; `None` until the first in this run.
-    previous: Option<(u64, u32)>,
-    next_serial: u64,
+    chain: SnapshotChain,
 }
 
 impl ChangedKeys {
@@ -99,7 +145,7 @@ impl ChangedKeys {
             }
         }
         self.changed.truncate(kept);
-        if gone.num_rows() > 0 {
+        if gone.num_rows() > 0 && self.chain.tracking() {
             self.removed.push(gone);
         }
     }
@@ -107,7 +153,7 @@ impl ChangedKeys {
     /// Forgets the previous snapshot: the next one is whole (after a
     /// restore, whose state no file of this run holds).
     pub fn restart(&mut self) {
-        self.previous = None;
+        self.chain.restart();
         self.clear();
     }
 
@@ -126,19 +172,10 @@ impl ChangedKeys {
         key_columns: usize,
         whole: RecordBatch,
     ) -> Result<(RecordBatch, KeyedTable)> {
-        let serial = self.next_serial;
-        self.next_serial += 1;
         let groups = whole.num_rows();
-        let as_change = match self.previous {
-            Some((base, since_whole))
-                if since_whole + 1 < FULL_SNAPSHOT_EVERY && self.changed_count * 2 <= groups =>
-            {
-                Some((base, since_whole + 1))
-            }
-            _ => None,
-        };
-        let (table, change) = match as_change {
-            Some((base, since_whole)) => {
+        let (serial, base) = self.chain.next(self.changed_count, groups);
+        let (table, change) = match base {
+            Some(base) => {
                 let mut mask = self.changed.clone();
                 mask.resize(groups, false);
                 let rows = filter_record_batch(&whole, &BooleanArray::from(mask))?;
@@ -156,13 +193,9 @@ impl ChangedKeys {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let removed = concat_batches(&key_schema, &removed)?;
-                self.previous = Some((serial, since_whole));
                 (rows, Some(KeyedChange { base, removed }))
             }
-            None => {
-                self.previous = Some((serial, 0));
-                (whole, None)
-            }
+            None => (whole, None),
         };
         self.clear();
         Ok((

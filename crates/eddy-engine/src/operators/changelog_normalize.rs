@@ -10,7 +10,10 @@
 //! a key not held is counted and dropped (an upsert topic read from the
 //! middle, or a tombstone repeated by compaction).
 //!
-//! State: per key its current row, encoded. Checkpoints: (key, row) bytes.
+//! State: per key its current row, encoded, and the checkpoint epoch that
+//! last changed it. Checkpoints: a table of (key, row) bytes, handed over
+//! as the keys upserted or deleted since the previous checkpoint where it
+//! can be ([`super::changed_keys::SnapshotChain`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -52,10 +55,11 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use super::changed_keys::SnapshotChain;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::state::StateSnapshot;
+use crate::state::{KeyedChange, KeyedTable, StateSnapshot};
 
 const KIND: &str = "changelog_normalize";
 
@@ -103,6 +107,10 @@ impl OperatorPlan for ChangelogNormalizePlan {
             plan: self.clone(),
             current: HashMap::new(),
             unmatched_deletes: 0,
+            epoch: 0,
+            changed: 0,
+            deleted: Vec::new(),
+            chain: SnapshotChain::default(),
         }))
     }
 
@@ -131,9 +139,51 @@ struct ChangelogNormalize {
     plan: ChangelogNormalizePlan,
     keys: RowConverter,
     rows: RowConverter,
-    /// Each key's current row.
-    current: HashMap<Box<[u8]>, Box<[u8]>>,
+    /// Each key's current row, and the epoch that last changed it.
+    current: HashMap<Box<[u8]>, Held>,
     unmatched_deletes: u64,
+    /// Checkpoints taken since the start: rows changed since the last one
+    /// carry this epoch.
+    epoch: u64,
+    /// Keys held whose row changed in this epoch.
+    changed: usize,
+    /// Keys deleted in this epoch (one may be upserted again since); kept
+    /// only once a checkpoint was taken ([`SnapshotChain::tracking`]).
+    deleted: Vec<Box<[u8]>>,
+    chain: SnapshotChain,
+}
+
+/// A key's current row.
+struct Held {
+    row: Box<[u8]>,
+    /// The epoch that last changed it.
+    epoch: u64,
+}
+
+impl ChangelogNormalize {
+    /// The state table of the keys `keep` picks: (key, row) bytes.
+    fn table(&self, keep: impl Fn(&Held) -> bool) -> Result<RecordBatch> {
+        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
+            .current
+            .iter()
+            .filter(|(_, held)| keep(held))
+            .map(|(k, held)| (k.as_ref(), held.row.as_ref()))
+            .unzip();
+        Ok(RecordBatch::try_new(
+            state_schema(),
+            vec![
+                Arc::new(BinaryArray::from(keys)),
+                Arc::new(BinaryArray::from(rows)),
+            ],
+        )?)
+    }
+}
+
+fn state_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Binary, false),
+        Field::new("row", DataType::Binary, false),
+    ]))
 }
 
 impl Operator for ChangelogNormalize {
@@ -154,17 +204,38 @@ impl Operator for ChangelogNormalize {
         for r in 0..batch.num_rows() {
             let key: Box<[u8]> = keys.row(r).data().into();
             if changelog::is_retraction_byte(kinds.value(r)) {
-                match self.current.remove(&key) {
-                    Some(old) => changes.push((RowKind::Delete, old)),
+                match self.current.remove_entry(&key) {
+                    Some((key, old)) => {
+                        if old.epoch == self.epoch {
+                            self.changed -= 1;
+                        }
+                        if self.chain.tracking() {
+                            self.deleted.push(key);
+                        }
+                        changes.push((RowKind::Delete, old.row));
+                    }
                     None => self.unmatched_deletes += 1,
                 }
                 continue;
             }
             let row: Box<[u8]> = rows.row(r).as_ref().into();
-            match self.current.insert(key, row.clone()) {
-                None => changes.push((RowKind::Insert, row)),
-                Some(old) if old == row => {}
-                Some(old) => {
+            match self.current.get_mut(&key) {
+                None => {
+                    self.changed += 1;
+                    changes.push((RowKind::Insert, row.clone()));
+                    let held = Held {
+                        row,
+                        epoch: self.epoch,
+                    };
+                    self.current.insert(key, held);
+                }
+                Some(held) if held.row == row => {}
+                Some(held) => {
+                    if held.epoch != self.epoch {
+                        held.epoch = self.epoch;
+                        self.changed += 1;
+                    }
+                    let old = std::mem::replace(&mut held.row, row.clone());
                     changes.push((RowKind::UpdateBefore, old));
                     changes.push((RowKind::UpdateAfter, row));
                 }
@@ -191,7 +262,7 @@ impl Operator for ChangelogNormalize {
     fn state_bytes(&self) -> usize {
         self.current
             .iter()
-            .map(|(k, v)| k.len() + v.len() + 32)
+            .map(|(k, v)| k.len() + v.row.len() + 40)
             .sum()
     }
 
@@ -200,29 +271,51 @@ impl Operator for ChangelogNormalize {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
-            .current
-            .iter()
-            .map(|(k, v)| (k.as_ref(), v.as_ref()))
-            .unzip();
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        snapshot.push_table(
-            "current",
-            RecordBatch::try_new(
-                Arc::new(Schema::new(vec![
-                    Field::new("key", DataType::Binary, false),
-                    Field::new("row", DataType::Binary, false),
-                ])),
-                vec![
-                    Arc::new(BinaryArray::from(keys)),
-                    Arc::new(BinaryArray::from(rows)),
-                ],
-            )?,
-        );
+        snapshot.push_table("current", self.table(|_| true)?);
+        Ok(snapshot)
+    }
+
+    /// `current` whole, or only the keys upserted since the previous
+    /// checkpoint and those deleted.
+    fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
+        let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
+        let (serial, base) = self
+            .chain
+            .next(self.changed + self.deleted.len(), self.current.len());
+        let epoch = self.epoch;
+        let change = match base {
+            None => {
+                snapshot.push_table("current", self.table(|_| true)?);
+                None
+            }
+            Some(base) => {
+                snapshot.push_table("current", self.table(|held| held.epoch == epoch)?);
+                let keys: Vec<&[u8]> = self.deleted.iter().map(|k| k.as_ref()).collect();
+                let removed = RecordBatch::try_new(
+                    Arc::new(state_schema().project(&[0])?),
+                    vec![Arc::new(BinaryArray::from(keys))],
+                )?;
+                Some(KeyedChange { base, removed })
+            }
+        };
+        snapshot.keyed.push(KeyedTable {
+            table: "current".into(),
+            key_columns: 1,
+            serial,
+            change,
+        });
+        self.epoch += 1;
+        self.changed = 0;
+        self.deleted.clear();
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        self.chain.restart();
+        self.epoch = 1;
+        self.changed = 0;
+        self.deleted.clear();
         if state.is_empty() {
             return Ok(());
         }
@@ -233,7 +326,13 @@ impl Operator for ChangelogNormalize {
             return Err(EngineError::State(format!("{KIND}: bad state table")));
         };
         self.current = (0..table.num_rows())
-            .map(|r| (keys.value(r).into(), rows.value(r).into()))
+            .map(|r| {
+                let held = Held {
+                    row: rows.value(r).into(),
+                    epoch: 0,
+                };
+                (keys.value(r).into(), held)
+            })
             .collect();
         Ok(())
     }
@@ -336,5 +435,91 @@ mod tests {
             .collect();
         assert_eq!(deleted, expected);
         assert_eq!(unmatched, 2, "each old instance's count, carried once");
+    }
+
+    /// A state table's (key, row) pairs, sorted.
+    fn pairs(table: &RecordBatch) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let column = |i: usize| {
+            table
+                .column(i)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .unwrap()
+                .iter()
+                .map(|v| v.unwrap().to_vec())
+                .collect::<Vec<_>>()
+        };
+        let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
+        pairs.sort();
+        pairs
+    }
+
+    #[test]
+    fn a_checkpoint_hands_over_the_keys_upserted_and_deleted_since_the_last() {
+        use crate::checkpoint::changes::{apply, Change};
+        use crate::state::StateTable;
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"];
+        op.on_batch(0, keyed(&keys, &[1; 12], Some(&[2; 12])), &mut out)
+            .unwrap();
+        let mut first = op.snapshot_incremental().unwrap();
+        assert!(first.keyed[0].change.is_none(), "the first is whole");
+        let whole = first.take_table("current").unwrap();
+        // a changes, b goes, z comes and goes and comes back, c is
+        // upserted with the row it has.
+        op.on_batch(
+            0,
+            keyed(
+                &["a", "b", "z", "z", "z", "c"],
+                &[9, 0, 1, 0, 2, 1],
+                Some(&[2, 3, 2, 3, 2, 2]),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        let mut second = op.snapshot_incremental().unwrap();
+        let change = second.keyed[0].change.clone().expect("a change");
+        assert_eq!(change.base, first.keyed[0].serial);
+        let changed = second.take_table("current").unwrap();
+        assert_eq!(changed.num_rows(), 2, "a and z (c's row is the one it had)");
+        assert_eq!(change.removed.num_rows(), 2, "b and z");
+        let read_back = apply(
+            whole,
+            vec![Change {
+                changed,
+                removed: Some(change.removed),
+            }],
+            1,
+        )
+        .unwrap();
+        let now = op.snapshot().unwrap().take_table("current").unwrap();
+        assert_eq!(pairs(&read_back), pairs(&now));
+        assert_eq!(read_back.num_rows(), 12);
+
+        // Nothing since: an empty change; restored from what was read
+        // back, it goes on as the original.
+        let third = op.snapshot_incremental().unwrap();
+        assert_eq!(third.tables[0].batch.num_rows(), 0);
+        changes(&mut out);
+        let mut restored = plan().create().unwrap();
+        restored
+            .restore(StateSnapshot {
+                meta: second.meta.clone(),
+                tables: vec![StateTable {
+                    name: "current".into(),
+                    batch: read_back,
+                }],
+                keyed: Vec::new(),
+            })
+            .unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, keyed(&["z", "b"], &[0, 0], Some(&[3, 3])), &mut out)
+                .unwrap();
+            assert_eq!(changes(&mut out), ["-D z 2"]);
+        }
+        assert!(restored.snapshot_incremental().unwrap().keyed[0]
+            .change
+            .is_none());
     }
 }

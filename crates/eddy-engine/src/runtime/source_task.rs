@@ -147,7 +147,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
         watermark: WATERMARK_MIN,
     };
     let mut last_input = Instant::now();
-    let snapshot = |runner: &SourceRunner,
+    let snapshot = |runner: &mut SourceRunner,
                     position: &serde_json::Value,
                     idle: bool,
                     finished: bool|
@@ -158,8 +158,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             idle,
         };
         let mut state = StateSnapshot::with_meta(&meta)?;
-        if let Some(feed) = runner.feed_snapshot()? {
+        if let Some((feed, keyed)) = runner.feed_snapshot(FEED_TABLE, control.incremental)? {
             state.push_table(FEED_TABLE, feed);
+            state.keyed.extend(keyed);
         }
         Ok(NodeCheckpoint {
             runtime: NodeRuntimeState {
@@ -180,7 +181,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
             injected += 1;
             let stop = injected == stop_at;
             if control.checkpointing {
-                let data = snapshot(&runner, &position, idle, false)?;
+                let data = snapshot(&mut runner, &position, idle, false)?;
                 ctx.report(NodeEvent::Snapshot {
                     node: ctx.id,
                     checkpoint: injected,
@@ -295,7 +296,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
     outputs.send_all(Message::Watermark(WATERMARK_MAX))?;
     outputs.send_all(Message::End)?;
     let data = if control.checkpointing {
-        snapshot(&runner, &position, false, true)?
+        snapshot(&mut runner, &position, false, true)?
     } else {
         NodeCheckpoint::default()
     };

@@ -26,9 +26,12 @@
 //! the change that made each row, on `-U` and `-D` rows too (as in Flink),
 //! so a delete carries when it happened.
 //!
-//! State: key and row, both Arrow row-encoded; checkpointed as one table
-//! with the source's position, so a resumed source checks exactly as the
-//! uninterrupted one would.
+//! State: key and row, both Arrow row-encoded, and the checkpoint epoch
+//! that last changed the key; checkpointed as one table with the source's
+//! position, so a resumed source checks exactly as the uninterrupted one
+//! would. A checkpoint hands over only the keys changed or deleted since
+//! the previous one where it can ([`FeedTable::snapshot_incremental`]): a
+//! feed mirroring a large table changes few of its keys per interval.
 
 use std::sync::Arc;
 
@@ -43,6 +46,8 @@ use hashbrown::HashMap;
 
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
+use crate::operators::changed_keys::SnapshotChain;
+use crate::state::{KeyedChange, KeyedTable};
 
 /// Bytes a held key costs besides its key and row bytes (two boxes and
 /// the map's slot).
@@ -68,8 +73,24 @@ pub struct FeedTable {
     metadata_columns: Vec<bool>,
     keys: RowConverter,
     rows: RowConverter,
-    held: HashMap<Box<[u8]>, Box<[u8]>>,
+    held: HashMap<Box<[u8]>, Held>,
     bytes: usize,
+    /// Checkpoints taken since the start: rows changed since the last one
+    /// carry this epoch.
+    epoch: u64,
+    /// Keys held whose row changed in this epoch.
+    changed: usize,
+    /// Keys deleted in this epoch, kept once a checkpoint was taken.
+    deleted: Vec<Box<[u8]>>,
+    chain: SnapshotChain,
+}
+
+/// A key's current row.
+#[derive(Debug)]
+struct Held {
+    row: Box<[u8]>,
+    /// The epoch that last changed it.
+    epoch: u64,
 }
 
 /// Where an output row's values come from.
@@ -100,6 +121,10 @@ impl FeedTable {
             rows,
             held: HashMap::new(),
             bytes: 0,
+            epoch: 0,
+            changed: 0,
+            deleted: Vec::new(),
+            chain: SnapshotChain::default(),
         })
     }
 
@@ -132,22 +157,38 @@ impl FeedTable {
     }
 
     fn insert(&mut self, key: &[u8], row: &[u8]) {
-        match self.held.get_mut(key) {
-            Some(held) => {
-                self.bytes = self.bytes - held.len() + row.len();
-                *held = row.into();
-            }
-            None => {
-                self.bytes += key.len() + row.len() + ENTRY_COST;
-                self.held.insert(key.into(), row.into());
-            }
+        if self.replace(key, row).is_none() {
+            self.bytes += key.len() + row.len() + ENTRY_COST;
+            self.changed += 1;
+            let held = Held {
+                row: row.into(),
+                epoch: self.epoch,
+            };
+            self.held.insert(key.into(), held);
         }
     }
 
+    /// Replaces the row of a held key; its old row, `None` if not held.
+    fn replace(&mut self, key: &[u8], row: &[u8]) -> Option<Box<[u8]>> {
+        let held = self.held.get_mut(key)?;
+        if held.epoch != self.epoch && held.row.as_ref() != row {
+            held.epoch = self.epoch;
+            self.changed += 1;
+        }
+        self.bytes = self.bytes - held.row.len() + row.len();
+        Some(std::mem::replace(&mut held.row, row.into()))
+    }
+
     fn remove(&mut self, key: &[u8]) -> Option<Box<[u8]>> {
-        let row = self.held.remove(key)?;
-        self.bytes -= key.len() + row.len() + ENTRY_COST;
-        Some(row)
+        let (key, held) = self.held.remove_entry(key)?;
+        self.bytes -= key.len() + held.row.len() + ENTRY_COST;
+        if held.epoch == self.epoch {
+            self.changed -= 1;
+        }
+        if self.chain.tracking() {
+            self.deleted.push(key);
+        }
+        Some(held.row)
     }
 
     /// Applies a batch of changes (see the module docs).
@@ -175,9 +216,9 @@ impl FeedTable {
                 Some(RowKind::Insert) | Some(RowKind::UpdateAfter) => {
                     match self.held.get(key.data()) {
                         None => out.push((From::Batch(r), RowKind::Insert, r)),
-                        Some(held) if held.as_ref() == row.data() => {} // a replay
+                        Some(held) if held.row.as_ref() == row.data() => {} // a replay
                         Some(held) => {
-                            taken.push(held.clone());
+                            taken.push(held.row.clone());
                             out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, r));
                             out.push((From::Batch(r), RowKind::UpdateAfter, r));
                         }
@@ -213,13 +254,22 @@ impl FeedTable {
                                 self.describe_key(&data, a)
                             ),
                         ));
-                    } else if let Some(old) = self.remove(key.data()) {
-                        if old.as_ref() != rows.row(a).data() || new_key != key {
-                            taken.push(old);
-                            out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, a));
-                            out.push((From::Batch(a), RowKind::UpdateAfter, a));
+                    } else {
+                        let after = rows.row(a);
+                        let old = if new_key == key {
+                            self.replace(key.data(), after.data())
+                        } else {
+                            let old = self.remove(key.data());
+                            self.insert(new_key.data(), after.data());
+                            old
+                        };
+                        if let Some(old) = old {
+                            if old.as_ref() != after.data() || new_key != key {
+                                taken.push(old);
+                                out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, a));
+                                out.push((From::Batch(a), RowKind::UpdateAfter, a));
+                            }
                         }
-                        self.insert(new_key.data(), rows.row(a).data());
                     }
                     r = a + 1;
                 }
@@ -292,13 +342,51 @@ impl FeedTable {
 
     /// The held rows as a checkpoint table: (key, row) bytes.
     pub fn snapshot(&self) -> Result<RecordBatch> {
-        let keys: Vec<&[u8]> = self.held.keys().map(|k| k.as_ref()).collect();
-        let rows: Vec<&[u8]> = self.held.values().map(|r| r.as_ref()).collect();
+        self.table(|_| true)
+    }
+
+    /// The held rows as a checkpoint table named `name`, whole or only the
+    /// keys changed since the previous call with the keys deleted, and its
+    /// description.
+    pub fn snapshot_incremental(&mut self, name: &str) -> Result<(RecordBatch, KeyedTable)> {
+        let (serial, base) = self
+            .chain
+            .next(self.changed + self.deleted.len(), self.held.len());
+        let epoch = self.epoch;
+        let (table, change) = match base {
+            None => (self.table(|_| true)?, None),
+            Some(base) => {
+                let keys: Vec<&[u8]> = self.deleted.iter().map(|k| k.as_ref()).collect();
+                let removed = RecordBatch::try_new(
+                    Arc::new(state_schema().project(&[0])?),
+                    vec![Arc::new(BinaryArray::from(keys))],
+                )?;
+                let changed = self.table(|held| held.epoch == epoch)?;
+                (changed, Some(KeyedChange { base, removed }))
+            }
+        };
+        self.epoch += 1;
+        self.changed = 0;
+        self.deleted.clear();
+        let keyed = KeyedTable {
+            table: name.to_string(),
+            key_columns: 1,
+            serial,
+            change,
+        };
+        Ok((table, keyed))
+    }
+
+    /// The (key, row) table of the keys `keep` picks.
+    fn table(&self, keep: impl Fn(&Held) -> bool) -> Result<RecordBatch> {
+        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
+            .held
+            .iter()
+            .filter(|(_, held)| keep(held))
+            .map(|(k, held)| (k.as_ref(), held.row.as_ref()))
+            .unzip();
         Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("key", DataType::Binary, false),
-                Field::new("row", DataType::Binary, false),
-            ])),
+            state_schema(),
             vec![
                 Arc::new(BinaryArray::from(keys)),
                 Arc::new(BinaryArray::from(rows)),
@@ -318,11 +406,24 @@ impl FeedTable {
         let (keys, rows) = (binary(0)?, binary(1)?);
         self.held.clear();
         self.bytes = 0;
+        self.chain.restart();
+        self.deleted.clear();
         for r in 0..table.num_rows() {
             self.insert(keys.value(r), rows.value(r));
         }
+        // What was restored is what the next (whole) checkpoint starts from.
+        self.epoch += 1;
+        self.changed = 0;
         Ok(())
     }
+}
+
+/// The schema of a feed table's checkpoint table.
+fn state_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Binary, false),
+        Field::new("row", DataType::Binary, false),
+    ]))
 }
 
 #[cfg(test)]
@@ -424,5 +525,68 @@ mod tests {
             assert_eq!(lines(&applied.rows), ["-D 2 b"]);
             assert_eq!(applied.bad.len(), 1);
         }
+    }
+
+    #[test]
+    fn a_checkpoint_hands_over_the_keys_changed_and_deleted_since_the_last() {
+        use crate::checkpoint::changes::{apply, Change};
+        let mut table = FeedTable::new(schema(), vec![0]).unwrap();
+        let creates: Vec<(i64, Option<&str>, RowKind)> =
+            (0..10).map(|id| (id, Some("a"), I)).collect();
+        table.apply(&changes(&creates)).unwrap();
+        let (whole, first) = table.snapshot_incremental("feed").unwrap();
+        assert!(first.change.is_none(), "the first is whole");
+        assert_eq!(whole.num_rows(), 10);
+        table
+            .apply(&changes(&[
+                // 1 updated in place, 2 moved to 12, 3 deleted, 4 a replay.
+                (1, Some("a"), UB),
+                (1, Some("b"), UA),
+                (2, Some("a"), UB),
+                (12, Some("a"), UA),
+                (3, None, D),
+                (4, Some("a"), I),
+            ]))
+            .unwrap();
+        let (changed, second) = table.snapshot_incremental("feed").unwrap();
+        let change = second.change.expect("a change");
+        assert_eq!(change.base, first.serial);
+        assert_eq!(changed.num_rows(), 2, "1 and 12");
+        assert_eq!(change.removed.num_rows(), 2, "2 and 3");
+        let read_back = apply(
+            whole,
+            vec![Change {
+                changed,
+                removed: Some(change.removed),
+            }],
+            1,
+        )
+        .unwrap();
+        let sorted = |batch: &RecordBatch| {
+            let column = |i: usize| {
+                let values = batch
+                    .column(i)
+                    .as_any()
+                    .downcast_ref::<BinaryArray>()
+                    .unwrap();
+                values
+                    .iter()
+                    .map(|v| v.unwrap().to_vec())
+                    .collect::<Vec<_>>()
+            };
+            let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
+            pairs.sort();
+            pairs
+        };
+        assert_eq!(sorted(&read_back), sorted(&table.snapshot().unwrap()));
+        let mut restored = FeedTable::new(schema(), vec![0]).unwrap();
+        restored.restore(&read_back).unwrap();
+        assert_eq!(restored.size(), table.size());
+        assert!(restored
+            .snapshot_incremental("feed")
+            .unwrap()
+            .1
+            .change
+            .is_none());
     }
 }

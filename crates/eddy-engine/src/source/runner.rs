@@ -129,9 +129,23 @@ impl SourceRunner {
         Ok(self.feed.as_deref_mut())
     }
 
-    /// A Debezium feed's held rows as a checkpoint table.
-    pub fn feed_snapshot(&self) -> Result<Option<RecordBatch>> {
-        self.feed.as_deref().map(FeedTable::snapshot).transpose()
+    /// A Debezium feed's held rows as a checkpoint table named `name`:
+    /// whole, or with `incremental` possibly only the keys changed since
+    /// the previous such call ([`FeedTable::snapshot_incremental`]).
+    pub fn feed_snapshot(
+        &mut self,
+        name: &str,
+        incremental: bool,
+    ) -> Result<Option<(RecordBatch, Option<crate::state::KeyedTable>)>> {
+        let Some(feed) = self.feed.as_deref_mut() else {
+            return Ok(None);
+        };
+        if incremental {
+            let (table, keyed) = feed.snapshot_incremental(name)?;
+            Ok(Some((table, Some(keyed))))
+        } else {
+            Ok(Some((feed.snapshot()?, None)))
+        }
     }
 
     /// Holds a Debezium feed's rows from a checkpoint table.
