@@ -10,10 +10,9 @@
 //! a key not held is counted and dropped (an upsert topic read from the
 //! middle, or a tombstone repeated by compaction).
 //!
-//! State: per key its current row, encoded, and the checkpoint epoch that
-//! last changed it. Checkpoints: a table of (key, row) bytes, handed over
-//! as the keys upserted or deleted since the previous checkpoint where it
-//! can be ([`super::changed_keys::SnapshotChain`]).
+//! State: per key its current row, encoded ([`KeyedRows`]). Checkpoints: a
+//! table of (key, row) bytes, handed over as the keys upserted or deleted
+//! since the previous checkpoint where it can be.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,18 +47,17 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int8Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, Int8Array};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
-use hashbrown::HashMap;
 
-use super::changed_keys::SnapshotChain;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::state::{KeyedChange, KeyedTable, StateSnapshot};
+use crate::state::keyed_rows::KeyedRows;
+use crate::state::StateSnapshot;
 
 const KIND: &str = "changelog_normalize";
 
@@ -105,12 +103,8 @@ impl OperatorPlan for ChangelogNormalizePlan {
             keys: super::key_converter(&self.keys, &self.schema)?,
             rows,
             plan: self.clone(),
-            current: HashMap::new(),
+            current: KeyedRows::default(),
             unmatched_deletes: 0,
-            epoch: 0,
-            changed: 0,
-            deleted: Vec::new(),
-            chain: SnapshotChain::default(),
         }))
     }
 
@@ -139,51 +133,9 @@ struct ChangelogNormalize {
     plan: ChangelogNormalizePlan,
     keys: RowConverter,
     rows: RowConverter,
-    /// Each key's current row, and the epoch that last changed it.
-    current: HashMap<Box<[u8]>, Held>,
+    /// Each key's current row.
+    current: KeyedRows,
     unmatched_deletes: u64,
-    /// Checkpoints taken since the start: rows changed since the last one
-    /// carry this epoch.
-    epoch: u64,
-    /// Keys held whose row changed in this epoch.
-    changed: usize,
-    /// Keys deleted in this epoch (one may be upserted again since); kept
-    /// only once a checkpoint was taken ([`SnapshotChain::tracking`]).
-    deleted: Vec<Box<[u8]>>,
-    chain: SnapshotChain,
-}
-
-/// A key's current row.
-struct Held {
-    row: Box<[u8]>,
-    /// The epoch that last changed it.
-    epoch: u64,
-}
-
-impl ChangelogNormalize {
-    /// The state table of the keys `keep` picks: (key, row) bytes.
-    fn table(&self, keep: impl Fn(&Held) -> bool) -> Result<RecordBatch> {
-        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
-            .current
-            .iter()
-            .filter(|(_, held)| keep(held))
-            .map(|(k, held)| (k.as_ref(), held.row.as_ref()))
-            .unzip();
-        Ok(RecordBatch::try_new(
-            state_schema(),
-            vec![
-                Arc::new(BinaryArray::from(keys)),
-                Arc::new(BinaryArray::from(rows)),
-            ],
-        )?)
-    }
-}
-
-fn state_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Binary, false),
-        Field::new("row", DataType::Binary, false),
-    ]))
 }
 
 impl Operator for ChangelogNormalize {
@@ -202,42 +154,21 @@ impl Operator for ChangelogNormalize {
         let rows = self.rows.convert_columns(data.columns())?;
         let mut changes: Vec<(RowKind, Box<[u8]>)> = Vec::new();
         for r in 0..batch.num_rows() {
-            let key: Box<[u8]> = keys.row(r).data().into();
+            let key = keys.row(r);
             if changelog::is_retraction_byte(kinds.value(r)) {
-                match self.current.remove_entry(&key) {
-                    Some((key, old)) => {
-                        if old.epoch == self.epoch {
-                            self.changed -= 1;
-                        }
-                        if self.chain.tracking() {
-                            self.deleted.push(key);
-                        }
-                        changes.push((RowKind::Delete, old.row));
-                    }
+                match self.current.remove(key.data()) {
+                    Some(old) => changes.push((RowKind::Delete, old)),
                     None => self.unmatched_deletes += 1,
                 }
                 continue;
             }
-            let row: Box<[u8]> = rows.row(r).as_ref().into();
-            match self.current.get_mut(&key) {
-                None => {
-                    self.changed += 1;
-                    changes.push((RowKind::Insert, row.clone()));
-                    let held = Held {
-                        row,
-                        epoch: self.epoch,
-                    };
-                    self.current.insert(key, held);
-                }
-                Some(held) if held.row == row => {}
-                Some(held) => {
-                    if held.epoch != self.epoch {
-                        held.epoch = self.epoch;
-                        self.changed += 1;
-                    }
-                    let old = std::mem::replace(&mut held.row, row.clone());
+            let row = rows.row(r);
+            match self.current.upsert(key.data(), row.data()) {
+                None => changes.push((RowKind::Insert, row.data().into())),
+                Some(old) if old.as_ref() == row.data() => {}
+                Some(old) => {
                     changes.push((RowKind::UpdateBefore, old));
-                    changes.push((RowKind::UpdateAfter, row));
+                    changes.push((RowKind::UpdateAfter, row.data().into()));
                 }
             }
         }
@@ -262,7 +193,7 @@ impl Operator for ChangelogNormalize {
     fn state_bytes(&self) -> usize {
         self.current
             .iter()
-            .map(|(k, v)| k.len() + v.row.len() + 40)
+            .map(|(k, row)| k.len() + row.len() + 40)
             .sum()
     }
 
@@ -272,7 +203,7 @@ impl Operator for ChangelogNormalize {
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        snapshot.push_table("current", self.table(|_| true)?);
+        snapshot.push_table("current", self.current.table()?);
         Ok(snapshot)
     }
 
@@ -280,66 +211,25 @@ impl Operator for ChangelogNormalize {
     /// checkpoint and those deleted.
     fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        let (serial, base) = self
-            .chain
-            .next(self.changed + self.deleted.len(), self.current.len());
-        let epoch = self.epoch;
-        let change = match base {
-            None => {
-                snapshot.push_table("current", self.table(|_| true)?);
-                None
-            }
-            Some(base) => {
-                snapshot.push_table("current", self.table(|held| held.epoch == epoch)?);
-                let keys: Vec<&[u8]> = self.deleted.iter().map(|k| k.as_ref()).collect();
-                let removed = RecordBatch::try_new(
-                    Arc::new(state_schema().project(&[0])?),
-                    vec![Arc::new(BinaryArray::from(keys))],
-                )?;
-                Some(KeyedChange { base, removed })
-            }
-        };
-        snapshot.keyed.push(KeyedTable {
-            table: "current".into(),
-            key_columns: 1,
-            serial,
-            change,
-        });
-        self.epoch += 1;
-        self.changed = 0;
-        self.deleted.clear();
+        let (table, keyed) = self.current.snapshot_incremental("current")?;
+        snapshot.push_table("current", table);
+        snapshot.keyed.push(keyed);
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
-        self.chain.restart();
-        self.epoch = 1;
-        self.changed = 0;
-        self.deleted.clear();
         if state.is_empty() {
             return Ok(());
         }
         self.unmatched_deletes = state.meta()?;
         let table = state.take_table("current")?;
-        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-        let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
-            return Err(EngineError::State(format!("{KIND}: bad state table")));
-        };
-        self.current = (0..table.num_rows())
-            .map(|r| {
-                let held = Held {
-                    row: rows.value(r).into(),
-                    epoch: 0,
-                };
-                (keys.value(r).into(), held)
-            })
-            .collect();
-        Ok(())
+        self.current.restore(&table, KIND)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use datafusion::arrow::array::{Array, BinaryArray};
     use datafusion::physical_expr::expressions::col;
 
     use super::*;

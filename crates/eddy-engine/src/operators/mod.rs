@@ -3,7 +3,6 @@
 //! [`crate::operator::Operator`]).
 
 pub mod calc;
-pub mod changed_keys;
 pub mod changelog_normalize;
 pub(crate) mod event_order;
 pub mod event_time_sort;

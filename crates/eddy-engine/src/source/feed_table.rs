@@ -26,28 +26,25 @@
 //! the change that made each row, on `-U` and `-D` rows too (as in Flink),
 //! so a delete carries when it happened.
 //!
-//! State: key and row, both Arrow row-encoded, and the checkpoint epoch
-//! that last changed the key; checkpointed as one table with the source's
-//! position, so a resumed source checks exactly as the uninterrupted one
-//! would. A checkpoint hands over only the keys changed or deleted since
-//! the previous one where it can ([`FeedTable::snapshot_incremental`]): a
-//! feed mirroring a large table changes few of its keys per interval.
+//! State: key and row, both Arrow row-encoded ([`KeyedRows`]);
+//! checkpointed as one table with the source's position, so a resumed
+//! source checks exactly as the uninterrupted one would. A checkpoint
+//! hands over only the keys changed or deleted since the previous one
+//! where it can ([`FeedTable::snapshot_incremental`]): a feed mirroring a
+//! large table changes few of its keys per interval.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, Int8Array, RecordBatch, RecordBatchOptions,
-};
+use datafusion::arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::interleave;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
-use hashbrown::HashMap;
 
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
-use crate::operators::changed_keys::SnapshotChain;
-use crate::state::{KeyedChange, KeyedTable};
+use crate::state::keyed_rows::KeyedRows;
+use crate::state::KeyedTable;
 
 /// Bytes a held key costs besides its key and row bytes (two boxes and
 /// the map's slot).
@@ -73,24 +70,8 @@ pub struct FeedTable {
     metadata_columns: Vec<bool>,
     keys: RowConverter,
     rows: RowConverter,
-    held: HashMap<Box<[u8]>, Held>,
+    held: KeyedRows,
     bytes: usize,
-    /// Checkpoints taken since the start: rows changed since the last one
-    /// carry this epoch.
-    epoch: u64,
-    /// Keys held whose row changed in this epoch.
-    changed: usize,
-    /// Keys deleted in this epoch, kept once a checkpoint was taken.
-    deleted: Vec<Box<[u8]>>,
-    chain: SnapshotChain,
-}
-
-/// A key's current row.
-#[derive(Debug)]
-struct Held {
-    row: Box<[u8]>,
-    /// The epoch that last changed it.
-    epoch: u64,
 }
 
 /// Where an output row's values come from.
@@ -119,12 +100,8 @@ impl FeedTable {
             metadata_columns,
             keys,
             rows,
-            held: HashMap::new(),
+            held: KeyedRows::default(),
             bytes: 0,
-            epoch: 0,
-            changed: 0,
-            deleted: Vec::new(),
-            chain: SnapshotChain::default(),
         })
     }
 
@@ -157,38 +134,16 @@ impl FeedTable {
     }
 
     fn insert(&mut self, key: &[u8], row: &[u8]) {
-        if self.replace(key, row).is_none() {
-            self.bytes += key.len() + row.len() + ENTRY_COST;
-            self.changed += 1;
-            let held = Held {
-                row: row.into(),
-                epoch: self.epoch,
-            };
-            self.held.insert(key.into(), held);
+        match self.held.upsert(key, row) {
+            Some(old) => self.bytes = self.bytes - old.len() + row.len(),
+            None => self.bytes += key.len() + row.len() + ENTRY_COST,
         }
-    }
-
-    /// Replaces the row of a held key; its old row, `None` if not held.
-    fn replace(&mut self, key: &[u8], row: &[u8]) -> Option<Box<[u8]>> {
-        let held = self.held.get_mut(key)?;
-        if held.epoch != self.epoch && held.row.as_ref() != row {
-            held.epoch = self.epoch;
-            self.changed += 1;
-        }
-        self.bytes = self.bytes - held.row.len() + row.len();
-        Some(std::mem::replace(&mut held.row, row.into()))
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Box<[u8]>> {
-        let (key, held) = self.held.remove_entry(key)?;
-        self.bytes -= key.len() + held.row.len() + ENTRY_COST;
-        if held.epoch == self.epoch {
-            self.changed -= 1;
-        }
-        if self.chain.tracking() {
-            self.deleted.push(key);
-        }
-        Some(held.row)
+        let row = self.held.remove(key)?;
+        self.bytes -= key.len() + row.len() + ENTRY_COST;
+        Some(row)
     }
 
     /// Applies a batch of changes (see the module docs).
@@ -216,9 +171,9 @@ impl FeedTable {
                 Some(RowKind::Insert) | Some(RowKind::UpdateAfter) => {
                     match self.held.get(key.data()) {
                         None => out.push((From::Batch(r), RowKind::Insert, r)),
-                        Some(held) if held.row.as_ref() == row.data() => {} // a replay
+                        Some(held) if held == row.data() => {} // a replay
                         Some(held) => {
-                            taken.push(held.row.clone());
+                            taken.push(held.into());
                             out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, r));
                             out.push((From::Batch(r), RowKind::UpdateAfter, r));
                         }
@@ -237,7 +192,7 @@ impl FeedTable {
                         continue;
                     };
                     let new_key = keys.row(a);
-                    if !self.held.contains_key(key.data()) {
+                    if !self.held.contains(key.data()) {
                         bad.push((
                             r,
                             format!(
@@ -245,7 +200,7 @@ impl FeedTable {
                                 self.describe_key(&data, r)
                             ),
                         ));
-                    } else if new_key != key && self.held.contains_key(new_key.data()) {
+                    } else if new_key != key && self.held.contains(new_key.data()) {
                         bad.push((
                             r,
                             format!(
@@ -257,7 +212,11 @@ impl FeedTable {
                     } else {
                         let after = rows.row(a);
                         let old = if new_key == key {
-                            self.replace(key.data(), after.data())
+                            let old = self.held.upsert(key.data(), after.data());
+                            if let Some(old) = &old {
+                                self.bytes = self.bytes - old.len() + after.data().len();
+                            }
+                            old
                         } else {
                             let old = self.remove(key.data());
                             self.insert(new_key.data(), after.data());
@@ -342,93 +301,32 @@ impl FeedTable {
 
     /// The held rows as a checkpoint table: (key, row) bytes.
     pub fn snapshot(&self) -> Result<RecordBatch> {
-        self.table(|_| true)
+        self.held.table()
     }
 
     /// The held rows as a checkpoint table named `name`, whole or only the
     /// keys changed since the previous call with the keys deleted, and its
     /// description.
     pub fn snapshot_incremental(&mut self, name: &str) -> Result<(RecordBatch, KeyedTable)> {
-        let (serial, base) = self
-            .chain
-            .next(self.changed + self.deleted.len(), self.held.len());
-        let epoch = self.epoch;
-        let (table, change) = match base {
-            None => (self.table(|_| true)?, None),
-            Some(base) => {
-                let keys: Vec<&[u8]> = self.deleted.iter().map(|k| k.as_ref()).collect();
-                let removed = RecordBatch::try_new(
-                    Arc::new(state_schema().project(&[0])?),
-                    vec![Arc::new(BinaryArray::from(keys))],
-                )?;
-                let changed = self.table(|held| held.epoch == epoch)?;
-                (changed, Some(KeyedChange { base, removed }))
-            }
-        };
-        self.epoch += 1;
-        self.changed = 0;
-        self.deleted.clear();
-        let keyed = KeyedTable {
-            table: name.to_string(),
-            key_columns: 1,
-            serial,
-            change,
-        };
-        Ok((table, keyed))
-    }
-
-    /// The (key, row) table of the keys `keep` picks.
-    fn table(&self, keep: impl Fn(&Held) -> bool) -> Result<RecordBatch> {
-        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) = self
-            .held
-            .iter()
-            .filter(|(_, held)| keep(held))
-            .map(|(k, held)| (k.as_ref(), held.row.as_ref()))
-            .unzip();
-        Ok(RecordBatch::try_new(
-            state_schema(),
-            vec![
-                Arc::new(BinaryArray::from(keys)),
-                Arc::new(BinaryArray::from(rows)),
-            ],
-        )?)
+        self.held.snapshot_incremental(name)
     }
 
     /// Holds the rows of a checkpoint table.
     pub fn restore(&mut self, table: &RecordBatch) -> Result<()> {
-        let binary = |i: usize| {
-            table
-                .columns()
-                .get(i)
-                .and_then(|c| c.as_any().downcast_ref::<BinaryArray>())
-                .ok_or_else(|| EngineError::State("change feed: bad table of held rows".into()))
-        };
-        let (keys, rows) = (binary(0)?, binary(1)?);
-        self.held.clear();
-        self.bytes = 0;
-        self.chain.restart();
-        self.deleted.clear();
-        for r in 0..table.num_rows() {
-            self.insert(keys.value(r), rows.value(r));
-        }
-        // What was restored is what the next (whole) checkpoint starts from.
-        self.epoch += 1;
-        self.changed = 0;
+        self.held.restore(table, "change feed")?;
+        self.bytes = self
+            .held
+            .iter()
+            .map(|(k, row)| k.len() + row.len() + ENTRY_COST)
+            .sum();
         Ok(())
     }
 }
 
-/// The schema of a feed table's checkpoint table.
-fn state_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Binary, false),
-        Field::new("row", DataType::Binary, false),
-    ]))
-}
-
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::array::{BinaryArray, Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
 

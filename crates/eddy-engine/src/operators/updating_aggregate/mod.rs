@@ -38,7 +38,7 @@
 //! draining them; a snapshot re-interns them in order, through the code a
 //! restore runs. At a checkpoint a keyed aggregate without multisets hands
 //! over only the groups touched or expired since the previous one
-//! ([`super::changed_keys`]).
+//! ([`crate::state::changed_keys`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -104,11 +104,11 @@ use datafusion::physical_plan::aggregates::group_values::{new_group_values, Grou
 use datafusion::physical_plan::aggregates::order::GroupOrdering;
 
 use self::column::{AggregateColumn, BatchRows};
-use super::changed_keys::ChangedKeys;
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::changed_keys::ChangedKeys;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 

@@ -31,6 +31,9 @@
 //! assert_eq!(restored.take_table("pending").unwrap().num_rows(), 2);
 //! ```
 
+pub mod changed_keys;
+pub mod keyed_rows;
+
 use datafusion::arrow::array::{new_empty_array, ArrayRef};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;

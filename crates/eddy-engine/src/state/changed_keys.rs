@@ -18,7 +18,7 @@
 //! use datafusion::arrow::array::{Int64Array, StringArray};
 //! use datafusion::arrow::datatypes::{DataType, Field, Schema};
 //! use datafusion::arrow::record_batch::RecordBatch;
-//! use eddy_engine::operators::changed_keys::ChangedKeys;
+//! use eddy_engine::state::changed_keys::ChangedKeys;
 //!
 //! let schema = Arc::new(Schema::new(vec![
 //!     Field::new("k", DataType::Utf8, false),
