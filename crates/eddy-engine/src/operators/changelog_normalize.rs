@@ -229,7 +229,6 @@ impl Operator for ChangelogNormalize {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Array, BinaryArray};
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
@@ -327,26 +326,9 @@ mod tests {
         assert_eq!(unmatched, 2, "each old instance's count, carried once");
     }
 
-    /// A state table's (key, row) pairs, sorted.
-    fn pairs(table: &RecordBatch) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let column = |i: usize| {
-            table
-                .column(i)
-                .as_any()
-                .downcast_ref::<BinaryArray>()
-                .unwrap()
-                .iter()
-                .map(|v| v.unwrap().to_vec())
-                .collect::<Vec<_>>()
-        };
-        let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
-        pairs.sort();
-        pairs
-    }
-
     #[test]
     fn a_checkpoint_hands_over_the_keys_upserted_and_deleted_since_the_last() {
-        use crate::checkpoint::changes::{apply, Change};
+        use crate::operators::testing::{binary_pairs as pairs, with_change};
         use crate::state::StateTable;
         let mut op = plan().create().unwrap();
         let mut out = Collector::default();
@@ -374,15 +356,7 @@ mod tests {
         let changed = second.take_table("current").unwrap();
         assert_eq!(changed.num_rows(), 2, "a and z (c's row is the one it had)");
         assert_eq!(change.removed.num_rows(), 2, "b and z");
-        let read_back = apply(
-            whole,
-            vec![Change {
-                changed,
-                removed: Some(change.removed),
-            }],
-            1,
-        )
-        .unwrap();
+        let read_back = with_change(whole, changed, &second.keyed[0]);
         let now = op.snapshot().unwrap().take_table("current").unwrap();
         assert_eq!(pairs(&read_back), pairs(&now));
         assert_eq!(read_back.num_rows(), 12);

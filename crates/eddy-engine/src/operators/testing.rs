@@ -224,3 +224,41 @@ pub fn rescaled_instance(
         .expect("restored");
     op
 }
+
+/// A (key, row) bytes state table's pairs, sorted: what
+/// [`crate::state::keyed_rows::KeyedRows`] checkpoints.
+pub fn binary_pairs(table: &RecordBatch) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let column = |i: usize| {
+        table
+            .column(i)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::BinaryArray>()
+            .expect("a binary column")
+            .iter()
+            .map(|v| v.expect("not null").to_vec())
+            .collect::<Vec<_>>()
+    };
+    let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
+    pairs.sort();
+    pairs
+}
+
+/// The keyed table `whole` with the one change `changed`/`keyed`
+/// (a [`crate::state::KeyedTable`] holding a change) applied, as the
+/// checkpoint store reads it back.
+pub fn with_change(
+    whole: RecordBatch,
+    changed: RecordBatch,
+    keyed: &crate::state::KeyedTable,
+) -> RecordBatch {
+    let change = keyed.change.clone().expect("a change");
+    crate::checkpoint::changes::apply(
+        whole,
+        vec![crate::checkpoint::changes::Change {
+            changed,
+            removed: Some(change.removed),
+        }],
+        keyed.key_columns,
+    )
+    .expect("the change applies")
+}

@@ -325,7 +325,7 @@ impl FeedTable {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{BinaryArray, Int64Array, StringArray};
+    use datafusion::arrow::array::{Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_hands_over_the_keys_changed_and_deleted_since_the_last() {
-        use crate::checkpoint::changes::{apply, Change};
+        use crate::operators::testing::{binary_pairs, with_change};
         let mut table = FeedTable::new(schema(), vec![0]).unwrap();
         let creates: Vec<(i64, Option<&str>, RowKind)> =
             (0..10).map(|id| (id, Some("a"), I)).collect();
@@ -447,36 +447,15 @@ mod tests {
             ]))
             .unwrap();
         let (changed, second) = table.snapshot_incremental("feed").unwrap();
-        let change = second.change.expect("a change");
+        let change = second.change.clone().expect("a change");
         assert_eq!(change.base, first.serial);
         assert_eq!(changed.num_rows(), 2, "1 and 12");
         assert_eq!(change.removed.num_rows(), 2, "2 and 3");
-        let read_back = apply(
-            whole,
-            vec![Change {
-                changed,
-                removed: Some(change.removed),
-            }],
-            1,
-        )
-        .unwrap();
-        let sorted = |batch: &RecordBatch| {
-            let column = |i: usize| {
-                let values = batch
-                    .column(i)
-                    .as_any()
-                    .downcast_ref::<BinaryArray>()
-                    .unwrap();
-                values
-                    .iter()
-                    .map(|v| v.unwrap().to_vec())
-                    .collect::<Vec<_>>()
-            };
-            let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
-            pairs.sort();
-            pairs
-        };
-        assert_eq!(sorted(&read_back), sorted(&table.snapshot().unwrap()));
+        let read_back = with_change(whole, changed, &second);
+        assert_eq!(
+            binary_pairs(&read_back),
+            binary_pairs(&table.snapshot().unwrap())
+        );
         let mut restored = FeedTable::new(schema(), vec![0]).unwrap();
         restored.restore(&read_back).unwrap();
         assert_eq!(restored.size(), table.size());

@@ -213,23 +213,7 @@ fn table_schema() -> SchemaRef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::changes::{apply, Change};
-
-    fn pairs(table: &RecordBatch) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let column = |i: usize| {
-            table
-                .column(i)
-                .as_any()
-                .downcast_ref::<BinaryArray>()
-                .unwrap()
-                .iter()
-                .map(|v| v.unwrap().to_vec())
-                .collect::<Vec<_>>()
-        };
-        let mut pairs: Vec<_> = column(0).into_iter().zip(column(1)).collect();
-        pairs.sort();
-        pairs
-    }
+    use crate::operators::testing::{binary_pairs as pairs, with_change};
 
     #[test]
     fn a_change_holds_the_keys_upserted_and_removed_since_the_last_and_reads_back_whole() {
@@ -251,19 +235,11 @@ mod tests {
         rows.remove(&[20]);
         rows.upsert(&[20], b"y");
         let (changed, second) = rows.snapshot_incremental("t").unwrap();
-        let change = second.change.expect("a change");
+        let change = second.change.clone().expect("a change");
         assert_eq!(change.base, first.serial);
         assert_eq!(changed.num_rows(), 2, "1 and 20");
         assert_eq!(change.removed.num_rows(), 2, "2 and 20");
-        let read_back = apply(
-            whole,
-            vec![Change {
-                changed,
-                removed: Some(change.removed),
-            }],
-            1,
-        )
-        .unwrap();
+        let read_back = with_change(whole, changed, &second);
         assert_eq!(pairs(&read_back), pairs(&rows.table().unwrap()));
         // Restored, it holds the same and checkpoints whole first.
         let mut restored = KeyedRows::default();

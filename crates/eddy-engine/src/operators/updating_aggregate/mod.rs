@@ -1018,7 +1018,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_hands_over_the_groups_changed_since_the_last_and_they_read_back_whole() {
-        use crate::checkpoint::changes::{apply, Change};
+        use crate::operators::testing::with_change;
         use crate::state::StateTable;
         let mut plan = plan();
         plan.input_updating = false;
@@ -1062,15 +1062,7 @@ mod tests {
             ["e", "f", "g", "h"],
             "the expired keys"
         );
-        let read_back = apply(
-            whole,
-            vec![Change {
-                changed,
-                removed: Some(change.removed),
-            }],
-            1,
-        )
-        .unwrap();
+        let read_back = with_change(whole, changed, &second.keyed[0]);
         let now = op.snapshot().unwrap().take_table("groups").unwrap();
         assert_eq!(table_lines(&read_back), table_lines(&now));
 
