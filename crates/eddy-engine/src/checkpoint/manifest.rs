@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::io_error;
 use super::{CheckpointKind, NodeRuntimeState};
 use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
@@ -235,15 +236,14 @@ pub(super) fn write_manifest(dir: &Path, manifest: &mut Manifest) -> Result<u64>
     text.extend_from_slice(&json);
     let tmp = dir.join("MANIFEST.tmp");
     let path = dir.join(MANIFEST);
-    let io = |p: &Path, e: std::io::Error| EngineError::Checkpoint(format!("{}: {e}", p.display()));
-    let mut file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+    let mut file = File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
     file.write_all(&text)
         .and_then(|_| file.sync_all())
-        .map_err(|e| io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        .map_err(|e| io_error(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| io(dir, e))?;
+        .map_err(|e| io_error(dir, e))?;
     Ok(text.len() as u64)
 }
 

@@ -44,6 +44,11 @@ use crate::metrics::MetricsSnapshot;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
+/// An I/O failure on a checkpoint file, naming the file.
+fn io_error(path: &std::path::Path, e: impl std::fmt::Display) -> crate::error::EngineError {
+    crate::error::EngineError::Checkpoint(format!("{}: {e}", path.display()))
+}
+
 /// The default time between checkpoints when a state directory is given.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 

@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::io_error;
 use super::manifest::{checkpoint_dir_name, read_manifest, write_manifest};
 use super::store::{CheckpointLayout, StateDir, TakenBy};
 use super::tables::read_checkpoint;
@@ -87,10 +88,6 @@ pub struct SavepointInfo {
 pub struct Savepoint {
     dir: PathBuf,
     info: SavepointInfo,
-}
-
-fn io_error(path: &Path, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Checkpoint(format!("{}: {e}", path.display()))
 }
 
 impl Savepoint {

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::record_batch::RecordBatch;
 
+use super::io_error;
 pub use super::manifest::CheckpointLayout;
 use super::manifest::{
     checkpoint_dir_name, read_manifest, write_manifest, Manifest, ManifestChange, ManifestFile,
@@ -127,10 +128,6 @@ fn write_file(dir: &Path, file: &str, batches: &[&RecordBatch]) -> Result<Manife
         crc32,
         rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
     })
-}
-
-fn io_error(path: &Path, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Checkpoint(format!("{}: {e}", path.display()))
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

@@ -16,14 +16,11 @@ use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::changes::{self, Change};
+use super::io_error;
 use super::manifest::{read_manifest, Manifest, ManifestFile, ManifestTable};
 use super::{Checkpoint, NodeCheckpoint};
 use crate::error::{EngineError, Result};
 use crate::state::{StateSnapshot, StateTable};
-
-fn io_error(path: &Path, e: impl std::fmt::Display) -> EngineError {
-    EngineError::Checkpoint(format!("{}: {e}", path.display()))
-}
 
 /// Counts and checksums what passes through to the file.
 struct ChecksumWriter<W: Write> {

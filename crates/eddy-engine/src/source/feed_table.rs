@@ -133,11 +133,14 @@ impl FeedTable {
             .join(", ")
     }
 
-    fn insert(&mut self, key: &[u8], row: &[u8]) {
-        match self.held.upsert(key, row) {
+    /// Holds `row` for `key`; the row it replaces, if any.
+    fn insert(&mut self, key: &[u8], row: &[u8]) -> Option<Box<[u8]>> {
+        let old = self.held.upsert(key, row);
+        match &old {
             Some(old) => self.bytes = self.bytes - old.len() + row.len(),
             None => self.bytes += key.len() + row.len() + ENTRY_COST,
         }
+        old
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Box<[u8]>> {
@@ -169,16 +172,15 @@ impl FeedTable {
             let row = rows.row(r);
             match RowKind::of(kinds.value(r)) {
                 Some(RowKind::Insert) | Some(RowKind::UpdateAfter) => {
-                    match self.held.get(key.data()) {
+                    match self.insert(key.data(), row.data()) {
                         None => out.push((From::Batch(r), RowKind::Insert, r)),
-                        Some(held) if held == row.data() => {} // a replay
+                        Some(held) if held.as_ref() == row.data() => {} // a replay
                         Some(held) => {
-                            taken.push(held.into());
+                            taken.push(held);
                             out.push((From::Held(taken.len() - 1), RowKind::UpdateBefore, r));
                             out.push((From::Batch(r), RowKind::UpdateAfter, r));
                         }
                     }
-                    self.insert(key.data(), row.data());
                     r += 1;
                 }
                 Some(RowKind::UpdateBefore) => {
@@ -212,11 +214,7 @@ impl FeedTable {
                     } else {
                         let after = rows.row(a);
                         let old = if new_key == key {
-                            let old = self.held.upsert(key.data(), after.data());
-                            if let Some(old) = &old {
-                                self.bytes = self.bytes - old.len() + after.data().len();
-                            }
-                            old
+                            self.insert(key.data(), after.data())
                         } else {
                             let old = self.remove(key.data());
                             self.insert(new_key.data(), after.data());

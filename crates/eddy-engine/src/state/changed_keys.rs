@@ -44,7 +44,7 @@
 //! assert_eq!(rows.num_rows(), 1); // only b
 //! ```
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray};
+use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::record_batch::RecordBatch;
 
@@ -184,15 +184,8 @@ impl ChangedKeys {
                         .schema()
                         .project(&(0..key_columns).collect::<Vec<_>>())?,
                 );
-                let removed = self
-                    .removed
-                    .iter()
-                    .map(|gone| {
-                        let columns: Vec<ArrayRef> = gone.columns().to_vec();
-                        Ok(RecordBatch::try_new(key_schema.clone(), columns)?)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let removed = concat_batches(&key_schema, &removed)?;
+                // Taken column by column: the keys' field names may differ.
+                let removed = concat_batches(&key_schema, &self.removed)?;
                 (rows, Some(KeyedChange { base, removed }))
             }
             None => (whole, None),
