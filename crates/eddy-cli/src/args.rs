@@ -227,6 +227,10 @@ pub(crate) struct RunArgs {
     /// run out of memory. With --group: a budget per task.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) memory_limit: Option<u64>,
+    /// Directories `CREATE FUNCTION ... AS 'module:function'` imports
+    /// Python modules from (repeat the flag, or separate with ':').
+    #[arg(long, value_name = "DIR", env = "EDDY_UDF_PATH", value_delimiter = ':')]
+    pub(crate) udf_path: Vec<PathBuf>,
 }
 
 /// A byte size (`512MiB`, `4GB`).

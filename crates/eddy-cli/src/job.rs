@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport, JobState};
-use eddy_sql::{compile, CompiledJob, SqlFile};
+use eddy_python::FunctionReport;
+use eddy_sql::{compile_with, CompileOptions, CompiledJob, SqlFile};
 
 use crate::error::{CliError, Result};
 
@@ -84,7 +85,16 @@ pub fn parse_pairs(pairs: &[String], flag: &str) -> Result<BTreeMap<String, Stri
 
 /// Compiles SQL files with parameters.
 pub fn compile_files(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
-    Ok(compile(files, params)?)
+    compile_files_with(files, params, &CompileOptions::default())
+}
+
+/// [`compile_files`] with `options` (how Python functions run).
+pub fn compile_files_with(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    options: &CompileOptions,
+) -> Result<CompiledJob> {
+    Ok(compile_with(files, params, options)?)
 }
 
 /// Compiles and starts a job; the handle watches and steers it.
@@ -94,12 +104,43 @@ pub fn start(
     connectors: ConnectorConfig,
     config: &JobConfig,
 ) -> Result<JobHandle> {
-    let job = compile_files(files, params)?;
+    start_compiled(compile_files(files, params)?, connectors, config)
+}
+
+/// Starts a compiled job. Its Python functions are loaded first (one
+/// worker started), so a function that does not load fails the job before
+/// it reads anything.
+pub fn start_compiled(
+    job: CompiledJob,
+    connectors: ConnectorConfig,
+    config: &JobConfig,
+) -> Result<JobHandle> {
+    if let Some(python) = &job.python {
+        python.check()?;
+    }
     Ok(start_job(
         Arc::new(job.graph),
         Arc::new(Connectors::new(connectors)),
         config,
     )?)
+}
+
+/// The run summary's lines for Python functions (none without them).
+pub fn python_summary(reports: &[FunctionReport]) -> Vec<String> {
+    reports
+        .iter()
+        .map(|r| {
+            let raised = match (&r.first_error, r.raised) {
+                (_, 0) => String::new(),
+                (Some(first), n) => format!(", {n} raised (value NULL; the first: {first})"),
+                (None, n) => format!(", {n} raised (value NULL)"),
+            };
+            format!(
+                "python function {}: {} rows in {} calls{raised}",
+                r.name, r.rows, r.calls
+            )
+        })
+        .collect()
 }
 
 /// Compiles and runs a job to its end (finished or stopped).

@@ -24,4 +24,4 @@ pub mod udaf;
 pub mod udf;
 
 pub use error::{Position, Result, SqlError};
-pub use planner::{compile, CompiledJob, SqlFile};
+pub use planner::{compile, compile_with, CompileOptions, CompiledJob, SqlFile};

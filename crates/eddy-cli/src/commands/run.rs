@@ -39,7 +39,14 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         from_savepoint,
         allow_dropped_state,
         memory_limit,
+        udf_path,
     } = args;
+    let options = eddy_sql::CompileOptions {
+        python: Some(eddy_python::PythonConfig {
+            paths: udf_path,
+            ..eddy_python::PythonConfig::from_env()
+        }),
+    };
     let memory = || -> Vec<Arc<MemoryBudget>> {
         memory_limit
             .map(|limit| Arc::new(MemoryBudget::new("job", limit)))
@@ -81,7 +88,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 "--from-savepoint cannot start a group job: its state is its tasks' (task-<p> under --state-dir); run it without --group, or resume the group from its state directory".into(),
             ));
         }
-        let compiled = job::compile_files(&files, &params)?;
+        let compiled = job::compile_files_with(&files, &params, &options)?;
         let plan = GroupPlan::new(&compiled.graph, &config, &group)?;
         let group_job = GroupJob::start(
             plan,
@@ -116,9 +123,10 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let handle = job::start(
-        &files,
-        &params,
+    let compiled = job::compile_files_with(&files, &params, &options)?;
+    let python = compiled.python.clone();
+    let handle = job::start_compiled(
+        compiled,
         config,
         &JobConfig {
             checkpoints,
@@ -137,6 +145,11 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     let report = handle.wait()?;
     if !quiet || report.already_finished.is_some() {
         eprintln!("{}", job::summary(&report));
+        if let Some(python) = python {
+            for line in job::python_summary(&python.reports()) {
+                eprintln!("{line}");
+            }
+        }
     }
     Ok(())
 }

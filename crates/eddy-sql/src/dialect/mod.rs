@@ -12,6 +12,8 @@
 //! - [`flink_windows`]: Flink's legacy group windows (`TUMBLE(ts, ...)` in
 //!   GROUP BY, `TUMBLE_START`, ...) and `TABLE t` window arguments
 //!   rewritten to eddy's window functions;
+//! - [`functions`]: `CREATE [AGGREGATE] FUNCTION ... LANGUAGE PYTHON`'s
+//!   `AGGREGATE` and `WITH (...)` cut out for sqlparser;
 //! - [`flink_functions`]: functions Flink users reach for, with Flink's
 //!   meaning (`MOD`, `TO_TIMESTAMP_LTZ`, `PROCTIME()`, ...);
 //! - [`output_names`]: Flink's short names for unaliased function columns;
@@ -28,6 +30,7 @@
 
 pub mod flink_functions;
 pub mod flink_windows;
+pub mod functions;
 pub mod hints;
 pub mod identifiers;
 pub mod match_within;

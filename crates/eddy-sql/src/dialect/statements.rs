@@ -59,6 +59,8 @@ pub struct ParsedStatement {
     pub emit_on_window_close: Option<Position>,
     /// Its `/*+ uid('name') */` hint.
     pub uid: Option<crate::dialect::hints::QueryUid>,
+    /// A `CREATE FUNCTION`'s clauses beyond PostgreSQL's form.
+    pub function: Option<crate::dialect::functions::FunctionClauses>,
 }
 
 /// A column read from its record's metadata: `col TYPE METADATA FROM 'key'`.
@@ -212,12 +214,47 @@ fn parse_one(
         return Ok(None);
     }
     if let Some(class) = java_function_class(&tokens) {
+        let python = tokens
+            .iter()
+            .any(|t| crate::dialect::rewrite::is_word(&t.token, "PYTHON"));
         return Err(SqlError::at(
             &position,
-            format!("CREATE FUNCTION ... AS '{class}' names a Java class, and eddy runs no Java: write the function as a SQL expression where it is called (Nexmark q14's count_char(extra, 'c') is length(extra) - length(replace(extra, 'c', '')))"),
+            if python {
+                format!("CREATE FUNCTION ... AS '{class}' LANGUAGE PYTHON is Flink's form, whose types are declared in Python; eddy takes them in SQL: CREATE FUNCTION name(arg TYPE, ...) RETURNS TYPE LANGUAGE PYTHON AS 'module:function' (or AS $$ def name(...): ... $$)")
+            } else {
+                format!("CREATE FUNCTION ... AS '{class}' names a Java class, and eddy runs no Java: write the function as a SQL expression where it is called (Nexmark q14's count_char(extra, 'c') is length(extra) - length(replace(extra, 'c', ''))), or in Python (CREATE FUNCTION ... LANGUAGE PYTHON)")
+            },
         ));
     }
     let uid = crate::dialect::hints::query_uid(&tokens, map)?;
+    if let Some((tokens, clauses)) = crate::dialect::functions::cut_function_clauses(&tokens, map)?
+    {
+        let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
+        let statement = parser
+            .parse_statement()
+            .map_err(|e| parser_error(map, &position, &e))?;
+        let rest = parser.peek_token();
+        if !matches!(rest.token, Token::EOF) {
+            return Err(SqlError::at(
+                &map.position(rest.span.start.line, rest.span.start.column),
+                format!(
+                    "unexpected '{}' after the end of the function declaration",
+                    rest.token
+                ),
+            ));
+        }
+        return Ok(Some(ParsedStatement {
+            statement,
+            position,
+            watermark: None,
+            words,
+            temporal_joins: Vec::new(),
+            metadata_columns: Vec::new(),
+            emit_on_window_close: None,
+            uid,
+            function: Some(clauses),
+        }));
+    }
     let (tokens, emit_on_window_close) = cut_emit_on_window_close(tokens, map);
     let (tokens, watermark) = cut_watermark(tokens, map, dialect)?;
     let (tokens, metadata_columns) = cut_metadata_columns(tokens, map);
@@ -275,6 +312,7 @@ fn parse_one(
         metadata_columns,
         emit_on_window_close,
         uid,
+        function: None,
     }))
 }
 

@@ -42,6 +42,7 @@
 
 mod aggregate;
 mod change_feed;
+mod functions;
 mod grouping_sets;
 mod join;
 mod match_recognize;
@@ -81,6 +82,7 @@ use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
 use eddy_engine::source::bad_rows::bad_row_schema;
+use eddy_python::{PythonConfig, PythonRuntime};
 use stream::{Endpoint, Stream, TimeAttr};
 
 /// A SQL file to compile.
@@ -99,6 +101,26 @@ pub struct CompiledJob {
     pub graph: JobGraph,
     /// Declared tables by name.
     pub tables: BTreeMap<String, TableDef>,
+    /// The job's Python functions, if it declares any (their workers start
+    /// on the first call; [`PythonRuntime::check`] starts one early).
+    pub python: Option<Arc<PythonRuntime>>,
+}
+
+/// How a job is compiled beyond its SQL and parameters.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// How Python functions run; `None` refuses `CREATE FUNCTION ...
+    /// LANGUAGE PYTHON` (a server without `--allow-python-udfs`).
+    pub python: Option<PythonConfig>,
+}
+
+impl Default for CompileOptions {
+    /// Python functions on, with `EDDY_PYTHON` or `python3`.
+    fn default() -> Self {
+        Self {
+            python: Some(PythonConfig::from_env()),
+        }
+    }
 }
 
 /// Compiles `files` with parameter values `params` into a job.
@@ -128,6 +150,15 @@ pub struct CompiledJob {
 /// assert!(compile(&typo, &BTreeMap::new()).unwrap_err().to_string().starts_with("bad.sql:1:"));
 /// ```
 pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
+    compile_with(files, params, &CompileOptions::default())
+}
+
+/// [`compile`] with `options`.
+pub fn compile_with(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    options: &CompileOptions,
+) -> Result<CompiledJob> {
     // Planning recurses through expressions (DataFusion and sqlparser both
     // do); a thread of its own with a large stack makes that independent of
     // the caller's thread (a server's worker threads have 2 MiB).
@@ -135,7 +166,7 @@ pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<C
         std::thread::Builder::new()
             .name("eddy-plan".into())
             .stack_size(PLANNING_STACK_BYTES)
-            .spawn_scoped(scope, || compile_here(files, params))
+            .spawn_scoped(scope, || compile_here(files, params, options))
             .map_err(|e| SqlError::Job(format!("cannot start the planning thread: {e}")))?
             .join()
             .map_err(|_| SqlError::Internal("the planner panicked".into()))?
@@ -145,8 +176,12 @@ pub fn compile(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<C
 /// Stack of the planning thread (reserved, used only as deep as needed).
 const PLANNING_STACK_BYTES: usize = 256 << 20;
 
-fn compile_here(files: &[SqlFile], params: &BTreeMap<String, String>) -> Result<CompiledJob> {
-    let mut compiler = Compiler::new();
+fn compile_here(
+    files: &[SqlFile],
+    params: &BTreeMap<String, String>,
+    options: &CompileOptions,
+) -> Result<CompiledJob> {
+    let mut compiler = Compiler::new(options.python.clone());
     let mut used = BTreeSet::new();
     for file in files {
         let (text, map) = substitute(&file.name, &file.text, params, &mut used)?;
@@ -254,10 +289,14 @@ pub(crate) struct Compiler {
     /// While the input of a projection is planned, when it is a join: the
     /// join's output columns the projection reads (see `plan_join`).
     join_output_needed: Option<Vec<bool>>,
+    /// How Python functions run (`None`: refused).
+    python_config: Option<PythonConfig>,
+    /// The job's Python functions, from the first `CREATE FUNCTION`.
+    python: Option<Arc<PythonRuntime>>,
 }
 
 impl Compiler {
-    fn new() -> Self {
+    fn new(python_config: Option<PythonConfig>) -> Self {
         let ctx = new_session();
         let late_schemas = SideSchemas::default();
         let bad_schemas = SideSchemas::default();
@@ -292,6 +331,8 @@ impl Compiler {
             state_ttl_ms: None,
             rank_limit: None,
             join_output_needed: None,
+            python_config,
+            python: None,
         }
     }
 
@@ -583,6 +624,9 @@ impl Compiler {
             }) => {
                 self.apply_setting(&variable, &values, &position)?;
             }
+            Statement::CreateFunction(create) => {
+                self.create_function(create, parsed.function.unwrap_or_default(), &position)?;
+            }
             other => {
                 let text = other.to_string();
                 let head: String = text
@@ -592,7 +636,7 @@ impl Compiler {
                     .join(" ");
                 return Err(SqlError::at(
                     &position,
-                    format!("'{head}' is not supported; eddy takes CREATE TABLE, CREATE VIEW, INSERT INTO, SELECT and SET"),
+                    format!("'{head}' is not supported; eddy takes CREATE TABLE, CREATE VIEW, CREATE FUNCTION, INSERT INTO, SELECT and SET"),
                 ));
             }
         }
@@ -765,6 +809,7 @@ impl Compiler {
         Ok(CompiledJob {
             graph: self.graph,
             tables: self.tables,
+            python: self.python,
         })
     }
 

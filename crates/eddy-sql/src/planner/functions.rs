@@ -1,0 +1,197 @@
+//! `CREATE [AGGREGATE] FUNCTION ... LANGUAGE PYTHON`: a Python function
+//! registered in the session, callable from every later statement.
+//!
+//! In: the parsed declaration and its cut-out clauses. Out: a scalar UDF or
+//! a UDAF in the planning session, backed by the job's
+//! [`PythonRuntime`] (made on the first declaration). Nothing runs here:
+//! workers start when the job first calls a function.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::sql::planner::SqlToRel;
+use datafusion::sql::sqlparser::ast::{
+    ColumnDef, CreateFunction, CreateFunctionBody, DataType as SqlDataType, Expr as SqlExpr,
+    FunctionReturnType, Ident, Value,
+};
+use eddy_python::{
+    FunctionBody, FunctionDefinition, FunctionKind, PythonAggregateFunction, PythonRuntime,
+    PythonScalarFunction,
+};
+
+use super::Compiler;
+use crate::context::DdlContext;
+use crate::dialect::functions::FunctionClauses;
+use crate::error::{Position, Result, SqlError};
+
+impl Compiler {
+    pub(super) fn create_function(
+        &mut self,
+        create: CreateFunction,
+        clauses: FunctionClauses,
+        position: &Position,
+    ) -> Result<()> {
+        let language = create
+            .language
+            .as_ref()
+            .map(|l| l.value.to_ascii_lowercase());
+        match language.as_deref() {
+            Some("python") => {}
+            Some(other) => {
+                return Err(SqlError::at(
+                    position,
+                    format!("LANGUAGE {other} is not one eddy runs; functions are written in Python (LANGUAGE PYTHON)"),
+                ))
+            }
+            None => {
+                return Err(SqlError::at(
+                    position,
+                    "a function needs LANGUAGE PYTHON (eddy's functions are written in Python)",
+                ))
+            }
+        }
+        let Some(config) = self.python_config.clone() else {
+            return Err(SqlError::at(
+                position,
+                "Python functions are off in this server (an operator turns them on with eddy serve --allow-python-udfs)",
+            ));
+        };
+        let name = self.identifier_case().object_name(&create.name);
+        let kind = if clauses.aggregate {
+            FunctionKind::Aggregate
+        } else {
+            FunctionKind::Scalar
+        };
+
+        let mut args = Vec::new();
+        for arg in create.args.iter().flatten() {
+            if arg.default_expr.is_some() || arg.mode.is_some() {
+                return Err(SqlError::at(
+                    position,
+                    format!("{name}: arguments are written name TYPE (no modes or defaults)"),
+                ));
+            }
+            args.push(self.function_type(&arg.data_type, position)?);
+        }
+        let returns = match &create.return_type {
+            Some(FunctionReturnType::DataType(t)) => self.function_type(t, position)?,
+            Some(FunctionReturnType::SetOf(_)) => return Err(SqlError::at(
+                position,
+                format!(
+                    "{name}: RETURNS SETOF (table functions) is not supported; return one value"
+                ),
+            )),
+            None => {
+                return Err(SqlError::at(
+                    position,
+                    format!("{name} needs RETURNS <type>"),
+                ))
+            }
+        };
+        let body = match &create.function_body {
+            Some(CreateFunctionBody::AsBeforeOptions { body, .. })
+            | Some(CreateFunctionBody::AsAfterOptions(body)) => function_body(body),
+            _ => None,
+        };
+        let Some(body) = body else {
+            return Err(SqlError::at(
+                position,
+                format!("{name} needs its code: AS $$ <Python source defining {name}> $$, or AS 'module:function'"),
+            ));
+        };
+
+        let mut definition = FunctionDefinition::new(&name, kind, args, returns, body)
+            .map_err(|e| SqlError::at(position, e.to_string()))?;
+        for (key, value, at) in &clauses.options {
+            definition
+                .set_option(key, value)
+                .map_err(|e| SqlError::at(at, format!("{name}: {e}")))?;
+        }
+
+        let state = self.ctx.state();
+        let taken = state.scalar_functions().contains_key(&name)
+            || state.aggregate_functions().contains_key(&name);
+        if taken && !create.or_replace {
+            return Err(SqlError::at(
+                position,
+                format!("a function named {name} exists already; CREATE OR REPLACE FUNCTION replaces it"),
+            ));
+        }
+        if taken {
+            self.ctx.deregister_udf(&name);
+            self.ctx.deregister_udaf(&name);
+        }
+        let runtime = Arc::clone(
+            self.python
+                .get_or_insert_with(|| PythonRuntime::new(config.clone())),
+        );
+        match kind {
+            FunctionKind::Scalar => {
+                self.ctx
+                    .register_udf(ScalarUDF::from(PythonScalarFunction::new(
+                        definition, &runtime,
+                    )))
+            }
+            FunctionKind::Aggregate => {
+                let retracts = definition.retracts(&config.paths);
+                self.ctx
+                    .register_udaf(AggregateUDF::from(PythonAggregateFunction::new(
+                        definition, retracts, &runtime,
+                    )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The Arrow type a Python function takes or returns for a SQL type
+    /// (text and bytes in their plain Arrow forms).
+    fn function_type(&self, data_type: &SqlDataType, position: &Position) -> Result<DataType> {
+        let state = self.ctx.state();
+        let provider = DdlContext::new(&self.ctx, &state);
+        let planner = SqlToRel::new_with_options(
+            &provider,
+            datafusion::sql::planner::ParserOptions::from(&state.config_options().sql_parser),
+        );
+        let schema = planner
+            .build_schema(vec![ColumnDef {
+                name: Ident::new("x"),
+                data_type: data_type.clone(),
+                options: Vec::new(),
+            }])
+            .map_err(|e| SqlError::at(position, format!("type {data_type}: {e}")))?;
+        Ok(match schema.field(0).data_type() {
+            DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+            DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+            other => other.clone(),
+        })
+    }
+}
+
+/// `$$ source $$` or `'source'` inline; `'module:function'` (dotted module,
+/// one colon, nothing else) from the function path.
+fn function_body(body: &SqlExpr) -> Option<FunctionBody> {
+    let SqlExpr::Value(value) = body else {
+        return None;
+    };
+    let text = match &value.value {
+        Value::DollarQuotedString(s) => return Some(FunctionBody::Inline(s.value.clone())),
+        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s,
+        _ => return None,
+    };
+    let reference = text.trim();
+    if let Some((module, attribute)) = reference.split_once(':') {
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        };
+        if word(module) && word(attribute) && !attribute.contains('.') {
+            return Some(FunctionBody::Module {
+                module: module.to_string(),
+                attribute: attribute.to_string(),
+            });
+        }
+    }
+    Some(FunctionBody::Inline(text.clone()))
+}
