@@ -294,6 +294,12 @@ pub(crate) struct ServeArgs {
     /// A job may also have its own (`memory_limit` when submitted).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) memory_limit: Option<u64>,
+    /// Let submitted jobs declare Python functions (CREATE FUNCTION ...
+    /// LANGUAGE PYTHON). Their code runs in worker processes as this
+    /// server's user: modules only from below --data-root, each worker
+    /// held to its job's memory_limit.
+    #[arg(long)]
+    pub(crate) allow_python_udfs: bool,
 }
 
 /// The arguments of `eddy bench`.

@@ -279,14 +279,11 @@ impl PythonRuntime {
                 let _kind = reply.u8();
                 let message = reply.rest_text();
                 self.lose(worker);
-                // The worker names the function in its message.
-                Err(PythonError::Definition {
-                    function: what,
-                    message: message
-                        .strip_prefix(&format!("{}: ", names.first().copied().unwrap_or("")))
-                        .map(str::to_string)
-                        .unwrap_or(message),
-                })
+                let (function, message) = match message.split_once('\0') {
+                    Some((function, message)) => (function.to_string(), message.to_string()),
+                    None => (what, message),
+                };
+                Err(PythonError::Definition { function, message })
             }
         }
     }

@@ -16,10 +16,12 @@ frames). The worker exits when eddy closes stdin or goes away.
 import datetime
 import importlib
 import json
+import linecache
 import os
 import pickle
 import struct
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -50,6 +52,18 @@ SQL_NAMES = {BOOL: "BOOLEAN", I8: "TINYINT", I16: "SMALLINT", I32: "INT", I64: "
              TS_S: "TIMESTAMP(0)", TS_MS: "TIMESTAMP(3)", TS_US: "TIMESTAMP(6)",
              TS_NS: "TIMESTAMP(9)", DATE32: "DATE", U8: "TINYINT UNSIGNED",
              U16: "SMALLINT UNSIGNED", U32: "INT UNSIGNED", U64: "BIGINT UNSIGNED"}
+
+
+def user_traceback():
+    """The current exception's traceback from the function's own frames on
+    (the worker's frames above them say nothing to the user)."""
+    kind, value, tb = sys.exc_info()
+    while tb is not None and tb.tb_frame.f_code.co_filename == WORKER_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(kind, value, tb))
+
+
+WORKER_FILE = "eddy-python-worker"
 
 
 class Failure(Exception):
@@ -363,9 +377,13 @@ class Function:
             module.__file__ = f"<function {self.name}>"
             sys.modules[module_name] = module
             try:
-                exec(compile(spec["source"], f"<function {self.name}>", "exec"), module.__dict__)
+                source = textwrap.dedent(spec["source"]).strip("\n") + "\n"
+                filename = f"<function {self.name}>"
+                # Tracebacks show the body's lines.
+                linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+                exec(compile(source, filename, "exec"), module.__dict__)
             except BaseException:
-                raise Failure(E_DEFINITION, f"the body of {self.name} failed to load:\n{traceback.format_exc()}")
+                raise Failure(E_DEFINITION, f"the body of {self.name} failed to load:\n{user_traceback()}")
             target = module.__dict__.get(self.name)
             if target is None:
                 defined = sorted(k for k, v in module.__dict__.items() if callable(v) and not k.startswith("_"))
@@ -377,15 +395,15 @@ class Function:
             try:
                 module = importlib.import_module(module_name)
             except BaseException:
-                raise Failure(E_DEFINITION, f"{self.name}: cannot import module {module_name}:\n{traceback.format_exc()}")
+                raise Failure(E_DEFINITION, f"cannot import module {module_name}:\n{user_traceback()}")
             root = config.get("root")
             where = getattr(module, "__file__", None)
             if root is not None and (where is None or not os.path.realpath(where).startswith(root + os.sep)):
-                raise Failure(E_DEFINITION, f"{self.name}: module {module_name} is not below the server's "
+                raise Failure(E_DEFINITION, f"module {module_name} is not below the server's "
                                             f"function root {root} (it is {where or 'built in'})")
             target = getattr(module, attr, None)
             if target is None:
-                raise Failure(E_DEFINITION, f"{self.name}: module {module_name} has no {attr}")
+                raise Failure(E_DEFINITION, f"module {module_name} has no {attr}")
         if self.aggregate:
             for method in ("accumulate", "finish"):
                 if not callable(getattr(target, method, None)):
@@ -393,13 +411,13 @@ class Function:
                                                 "(an aggregate is a class with accumulate, merge, finish and, "
                                                 "to be retracted from, retract)")
         elif not callable(target):
-            raise Failure(E_DEFINITION, f"{self.name}: {target!r} is not callable")
+            raise Failure(E_DEFINITION, f"{target!r} is not callable")
         self.target = target
 
     def raised(self, row, errors):
         message = "".join(traceback.format_exception_only(*sys.exc_info()[:2])).strip()
         if self.fail_on_error:
-            raise Failure(E_RAISED, f"{self.name} raised on row {row}:\n{traceback.format_exc()}")
+            raise Failure(E_RAISED, f"{self.name} raised on row {row}:\n{user_traceback()}")
         errors.append((row, message))
 
     def call(self, columns, length):
@@ -411,7 +429,7 @@ class Function:
             except Failure:
                 raise
             except Exception:
-                raise Failure(E_RAISED, f"{self.name} raised:\n{traceback.format_exc()}")
+                raise Failure(E_RAISED, f"{self.name} raised:\n{user_traceback()}")
             return from_arrow(self.returns, result, length, self.name), errors
         rows = zip(*[to_python(c) for c in columns]) if columns else [()] * length
         out = [None] * length
@@ -456,7 +474,7 @@ class Function:
                 try:
                     accumulators[g].merge(pickle.loads(other))
                 except Exception:
-                    raise Failure(E_RAISED, f"{self.name}.merge raised:\n{traceback.format_exc()}")
+                    raise Failure(E_RAISED, f"{self.name}.merge raised:\n{user_traceback()}")
         return self.dump(accumulators), []
 
     def finish(self, states):
@@ -465,7 +483,7 @@ class Function:
             try:
                 values.append(a.finish())
             except Exception:
-                raise Failure(E_RAISED, f"{self.name}.finish raised:\n{traceback.format_exc()}")
+                raise Failure(E_RAISED, f"{self.name}.finish raised:\n{user_traceback()}")
         return from_python(self.returns, values, self.name), []
 
 
@@ -515,7 +533,11 @@ def main():
                         import resource
                         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
                 for spec in message["functions"]:
-                    functions.append(Function(spec, config))
+                    try:
+                        functions.append(Function(spec, config))
+                    except Failure as e:
+                        # eddy reads the function's name before the NUL.
+                        raise Failure(e.kind, spec["name"] + "\0" + e.message)
                 reply = Writer(OK)
                 reply.raw(json.dumps({"functions": len(functions)}).encode())
                 reply.send(out)

@@ -32,6 +32,11 @@ pub struct ServerConfig {
     /// Budget of all jobs' operator state together, bytes (`--memory-limit`);
     /// `None`: unbounded.
     pub memory_limit: Option<u64>,
+    /// Whether submitted jobs may declare Python functions
+    /// (`--allow-python-udfs`). Their modules then come only from below
+    /// `data_root`, and each worker's address space is held to the job's
+    /// `memory_limit` when it has one.
+    pub allow_python_udfs: bool,
 }
 
 impl ServerConfig {
@@ -47,6 +52,7 @@ impl ServerConfig {
             checkpoint_interval: Duration::from_secs(10),
             max_body_bytes: 1 << 20,
             memory_limit: None,
+            allow_python_udfs: false,
         }
     }
 }

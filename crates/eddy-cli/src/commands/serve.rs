@@ -18,6 +18,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         token,
         checkpoint_interval,
         memory_limit,
+        allow_python_udfs,
     } = args;
     for dir in [&output_root, &state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
@@ -38,6 +39,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         token: token.filter(|t| !t.is_empty()),
         checkpoint_interval,
         memory_limit,
+        allow_python_udfs,
         ..defaults
     };
     let (data, output, state) = (

@@ -10,20 +10,47 @@ use std::collections::BTreeMap;
 use eddy_connectors::ConnectorError;
 use eddy_engine::graph::{JobGraph, NodeKind};
 use eddy_engine::EngineError;
-use eddy_sql::SqlFile;
+use eddy_python::PythonConfig;
+use eddy_sql::{CompileOptions, SqlFile};
+
+use crate::config::ServerConfig;
 
 use crate::error::{Result, ServerError};
 
 /// The most instances of an operator a submitted job may ask for.
 pub(super) const MAX_PARALLELISM: usize = 64;
 
-/// Compiles a job's SQL.
-pub fn compile(name: &str, sql: &str, params: &BTreeMap<String, String>) -> Result<JobGraph> {
+/// Compiles a job's SQL. Python functions are refused unless the server
+/// allows them; then their modules come from below its data root only, and
+/// each worker is held to `memory_limit` (the job's, if it has one).
+pub fn compile(
+    config: &ServerConfig,
+    name: &str,
+    sql: &str,
+    params: &BTreeMap<String, String>,
+    memory_limit: Option<u64>,
+) -> Result<JobGraph> {
     let files = [SqlFile {
         name: name.to_string(),
         text: sql.to_string(),
     }];
-    Ok(eddy_sql::compile(&files, params)?.graph)
+    Ok(eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?.graph)
+}
+
+/// How the server compiles submitted SQL.
+pub fn compile_options(config: &ServerConfig, memory_limit: Option<u64>) -> CompileOptions {
+    CompileOptions {
+        python: config.allow_python_udfs.then(|| {
+            let root = std::fs::canonicalize(&config.data_root)
+                .unwrap_or_else(|_| config.data_root.clone());
+            PythonConfig {
+                paths: vec![root.clone()],
+                root: Some(root),
+                memory_limit,
+                ..PythonConfig::from_env()
+            }
+        }),
+    }
 }
 
 pub(super) fn sink_names(graph: &JobGraph) -> Vec<String> {

@@ -128,7 +128,14 @@ impl JobManager {
             let planned = if resume {
                 manager.plan(&record)
             } else {
-                compile(&record.name, &record.sql, &record.params).map(|graph| {
+                compile(
+                    &manager.config,
+                    &record.name,
+                    &record.sql,
+                    &record.params,
+                    record.memory_limit,
+                )
+                .map(|graph| {
                     let view = instances::expand(&graph, record.parallelism);
                     Planned {
                         sinks: sink_names(&view),
@@ -195,7 +202,13 @@ impl JobManager {
     /// its parallelism and, for a group job, plans its tasks and
     /// exchanges (which asks the brokers for the topics' partitions).
     fn plan(&self, record: &JobRecord) -> Result<Planned> {
-        let graph = compile(&record.name, &record.sql, &record.params)?;
+        let graph = compile(
+            &self.config,
+            &record.name,
+            &record.sql,
+            &record.params,
+            record.memory_limit,
+        )?;
         let sinks = sink_names(&graph);
         match &record.group {
             None => {
@@ -478,7 +491,7 @@ impl JobManager {
 
     /// Checks SQL without running anything: the graph, or the error.
     pub fn validate(&self, sql: &str, params: &BTreeMap<String, String>) -> Result<Vec<GraphNode>> {
-        let graph = compile("<sql>", sql, params)?;
+        let graph = compile(&self.config, "<sql>", sql, params, None)?;
         use eddy_engine::graph::ConnectorFactory;
         Connectors::new(self.connector_config())
             .check(&graph)

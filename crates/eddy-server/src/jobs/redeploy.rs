@@ -147,7 +147,13 @@ impl JobManager {
             }
             record.parallelism = parallelism;
         }
-        let graph = compile(&record.name, &record.sql, &record.params)?;
+        let graph = compile(
+            &self.config,
+            &record.name,
+            &record.sql,
+            &record.params,
+            record.memory_limit,
+        )?;
         Ok((old, record, graph))
     }
 

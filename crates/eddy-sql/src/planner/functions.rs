@@ -76,12 +76,14 @@ impl Compiler {
         }
         let returns = match &create.return_type {
             Some(FunctionReturnType::DataType(t)) => self.function_type(t, position)?,
-            Some(FunctionReturnType::SetOf(_)) => return Err(SqlError::at(
-                position,
-                format!(
+            Some(FunctionReturnType::SetOf(_)) => {
+                return Err(SqlError::at(
+                    position,
+                    format!(
                     "{name}: RETURNS SETOF (table functions) is not supported; return one value"
                 ),
-            )),
+                ))
+            }
             None => {
                 return Err(SqlError::at(
                     position,
