@@ -422,6 +422,77 @@ fn row_patterns_survive_kills() {
     );
 }
 
+const PYTHON_AGGREGATES: &str = "
+CREATE AGGREGATE spread(x DOUBLE) RETURNS VARCHAR LANGUAGE PYTHON AS $$
+class spread:
+    def __init__(self):
+        self.values = []
+    def accumulate(self, x):
+        if x is not None:
+            self.values.append(round(x * 100))
+    def retract(self, x):
+        if x is not None:
+            self.values.remove(round(x * 100))
+    def merge(self, other):
+        self.values.extend(other.values)
+    def finish(self):
+        v = sorted(self.values)
+        return f'{len(v)}:{v[0]}..{v[len(v) // 2]}..{v[-1]}' if v else None
+$$;
+CREATE TABLE payments (
+  payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'payments', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE per_window (window_start TIMESTAMP, method VARCHAR, n BIGINT, spread VARCHAR)
+  WITH (connector = 'stdout');
+CREATE TABLE per_method (method VARCHAR, n BIGINT, spread VARCHAR)
+  WITH (connector = 'ndjson', path = 'per_method.ndjson', format = 'debezium-json');
+INSERT INTO per_window
+SELECT window_start, method, count(*), spread(paid_amount)
+FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, method;
+INSERT INTO per_method SELECT method, count(*), spread(paid_amount) FROM payments GROUP BY method;
+";
+
+#[test]
+fn python_aggregates_survive_kills() {
+    // Their states (pickled instances) live in eddy's checkpoints; each
+    // run starts new Python workers.
+    let dir = tempfile::tempdir().unwrap();
+    let (job, baseline) = sql_job_and_baseline(
+        dir.path(),
+        PYTHON_AGGREGATES,
+        &["--set", "ROWS=200000", "--parallelism", "2"],
+    );
+    let expected_windows = ndjson_outputs(&dir.path().join("expected"));
+    let windows = &expected_windows["per_window.ndjson"];
+    assert!(windows.len() > 100, "{} windows", windows.len());
+    let expected = debezium_table(&dir.path().join("expected").join("per_method.ndjson"));
+    assert!(expected.len() >= 3, "{expected:?}");
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            ndjson_outputs(output)["per_window.ndjson"] == *windows,
+            "the windows differ after {} kills",
+            run.kills
+        );
+        assert!(
+            debezium_table(&output.join("per_method.ndjson")) == expected,
+            "the per-method table differs after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&job, dir.path(), kills(), baseline, 31, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "python aggregates: {} kills in {} round(s), every round's output exact; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
+        run.kills, run.rounds, run.resumed_from
+    );
+}
+
 const UPDATING: &str = "
 CREATE TABLE orders (
   order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR

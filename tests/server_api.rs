@@ -1044,3 +1044,73 @@ INSERT INTO big SELECT order_id, order_amount FROM orders WHERE order_amount > 1
     );
     assert!(!sorted_lines(&dirs.output.join("big.ndjson")).is_empty());
 }
+
+#[test]
+fn python_functions_need_the_servers_consent_and_a_crashing_one_fails_only_its_job() {
+    const LIVE: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+           WITH (connector = 'generator', stream = 'orders', rate = '50');
+         CREATE TABLE out (customer_id VARCHAR) WITH (connector = 'blackhole');
+         INSERT INTO out SELECT customer_id FROM orders;";
+    let crashing = |body: &str| {
+        format!(
+            "CREATE FUNCTION f(x DOUBLE) RETURNS DOUBLE LANGUAGE PYTHON AS {body};
+             CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+               WITH (connector = 'generator', stream = 'orders', rate = '50');
+             CREATE TABLE out (v DOUBLE) WITH (connector = 'blackhole');
+             INSERT INTO out SELECT f(order_amount) FROM orders;"
+        )
+    };
+    let segfault = crashing("$$\nimport ctypes\ndef f(x):\n    return ctypes.string_at(0)\n$$");
+
+    let dirs = dirs();
+    {
+        let server = Server::start(&dirs, None);
+        let (status, error) =
+            server.post("/api/v1/jobs", &json!({ "name": "py", "sql": segfault }));
+        assert_eq!(status, 400, "{error}");
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .contains("Python functions are off in this server (an operator turns them on with eddy serve --allow-python-udfs)"),
+            "{error}"
+        );
+    }
+
+    std::fs::write(dirs.data.join("rules.py"), "def f(x):\n    return x * 2\n").unwrap();
+    let server = Server::start_with(&dirs, None, &["--allow-python-udfs"]);
+    let live = server.submit("live", LIVE);
+    let crash = server.submit("crash", &segfault);
+    let job = server.wait_for(&crash, "failed", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "failed", "{job}");
+    let error = job["error"].as_str().unwrap();
+    assert!(
+        error.contains("python function f: the Python worker ended while it ran (signal 11"),
+        "{error}"
+    );
+    // A module below the data root is imported; one from elsewhere (the
+    // standard library) is not.
+    let module = server.submit("module", &crashing("'rules:f'"));
+    let job = server.wait_for(&module, "finished", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    let outside = server.submit("outside", &crashing("'math:fabs'"));
+    let job = server.wait_for(&outside, "failed", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    let error = job["error"].as_str().unwrap();
+    assert!(
+        error.contains("module math is not below the server's function root"),
+        "{error}"
+    );
+    // The other job and the server are unharmed.
+    let job = server.wait_for(&live, "finished", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "finished", "{job}");
+    let (status, _) = server.get("/healthz");
+    assert_eq!(status, 200);
+}
