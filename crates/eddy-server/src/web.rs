@@ -33,6 +33,7 @@ const PAYMENT_ANOMALIES: &str = include_str!("../../../queries/40_payment_anomal
 const DEVICE_ANOMALIES: &str = include_str!("../../../queries/50_device_anomalies.sql");
 const LATE_EVENTS: &str = include_str!("../../../queries/60_late_events.sql");
 const HEALTH_ALERTS: &str = include_str!("../../../queries/70_health_alerts.sql");
+const PYTHON_FUNCTIONS: &str = include_str!("../../../examples/python/payment_scores.sql");
 
 /// A query the editor offers to start from.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -46,7 +47,7 @@ pub struct Example {
 /// The reference pipeline, whole and stage by stage (each stage with the
 /// files it reads from).
 pub fn examples() -> Vec<Example> {
-    let stages: [(&str, &[&str]); 8] = [
+    let stages: [(&str, &[&str]); 9] = [
         (
             "Reference pipeline (every stage)",
             &[
@@ -79,6 +80,10 @@ pub fn examples() -> Vec<Example> {
         ("Device anomalies", &[SOURCES, DEVICE_ANOMALIES]),
         ("Late events", &[SOURCES, LATE_EVENTS]),
         ("Pipeline health alerts", &[SOURCES, HEALTH_ALERTS]),
+        (
+            "Python functions (a server started with --allow-python-udfs)",
+            &[SOURCES, PYTHON_FUNCTIONS],
+        ),
     ];
     stages
         .iter()
