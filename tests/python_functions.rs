@@ -471,3 +471,40 @@ SELECT id, plus(qty) AS v FROM events;"
         stderr(&out)
     );
 }
+
+#[test]
+fn functions_declared_with_the_eddy_udf_package_run_as_it_tests_them() {
+    // python/eddy_udf checks functions on pyarrow tables and writes their
+    // declarations; eddy runs those declarations over the same module.
+    let dir = tempfile::tempdir().unwrap();
+    let check = Command::new(python_with_pyarrow())
+        .arg(common::repo_root().join("tests/python/check_eddy_udf.py"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    common::assert_success(&check, "the eddy_udf checks");
+    let declarations = std::fs::read_to_string(dir.path().join("functions.sql")).unwrap();
+    assert!(
+        declarations.contains(
+            "CREATE FUNCTION tripled(qty INT) RETURNS BIGINT LANGUAGE PYTHON AS 'shop:tripled';"
+        ),
+        "{declarations}"
+    );
+    let events = small_events(dir.path());
+    let sql = format!(
+        "{declarations}{ONE_TABLE}
+SELECT sum(tripled(qty)) AS t, biggest(qty) AS b FROM events;"
+    );
+    let path = format!(
+        "{}:{}",
+        dir.path().join("udfs").display(),
+        common::repo_root().join("python").display()
+    );
+    let out = run(dir.path(), &sql, &["--set", &events, "--udf-path", &path]);
+    common::assert_success(&out, "the declared functions");
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let updates: Vec<String> = stdout.lines().map(str::to_string).collect();
+    let table = common::replay_changelog(&updates).unwrap();
+    let rows = common::json_rows(table.iter().map(String::as_str));
+    assert_eq!(rows, [serde_json::json!({"t": 675, "b": 9})], "{stdout}");
+}
