@@ -1077,7 +1077,6 @@ fn python_functions_need_the_servers_consent_and_a_crashing_one_fails_only_its_j
         );
     }
 
-    std::fs::write(dirs.data.join("rules.py"), "def f(x):\n    return x * 2\n").unwrap();
     let server = Server::start_with(&dirs, None, &["--allow-python-udfs"]);
     let live = server.submit("live", LIVE);
     let crash = server.submit("crash", &segfault);
@@ -1090,22 +1089,51 @@ fn python_functions_need_the_servers_consent_and_a_crashing_one_fails_only_its_j
         error.contains("python function f: the Python worker ended while it ran (signal 11"),
         "{error}"
     );
-    // A module below the data root is imported; one from elsewhere (the
-    // standard library) is not.
+    // A module below the data root is imported, and the job view counts
+    // each function's rows and those that raised; a module from elsewhere
+    // (the standard library) is refused when the job is submitted.
+    std::fs::write(
+        dirs.data.join("rules.py"),
+        "def f(x):\n    if x > 100:\n        raise ValueError('big')\n    return x * 2\n",
+    )
+    .unwrap();
     let module = server.submit("module", &crashing("'rules:f'"));
     let job = server.wait_for(&module, "finished", Duration::from_secs(60), |j| {
         j["state"] != "running"
     });
     assert_eq!(job["state"], "finished", "{job}");
-    let outside = server.submit("outside", &crashing("'math:fabs'"));
-    let job = server.wait_for(&outside, "failed", Duration::from_secs(60), |j| {
-        j["state"] != "running"
-    });
-    let error = job["error"].as_str().unwrap();
+    let functions = &job["python_functions"];
+    assert_eq!(functions[0]["name"], "f", "{functions}");
+    let (rows, raised) = (
+        functions[0]["rows"].as_u64().unwrap(),
+        functions[0]["raised"].as_u64().unwrap(),
+    );
+    assert!(rows > 1000 && raised > 0 && raised < rows, "{functions}");
+    assert_eq!(
+        functions[0]["first_error"], "ValueError: big",
+        "{functions}"
+    );
+    let (status, error) = server.post(
+        "/api/v1/jobs",
+        &json!({ "name": "outside", "sql": crashing("'math:fabs'") }),
+    );
+    assert_eq!(status, 400, "{error}");
     assert!(
-        error.contains("module math is not below the server's function root"),
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("python function f: module math is not below the server's function root"),
         "{error}"
     );
+    // The ended jobs' workers are gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while python_workers_of(server.child.id()) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "Python workers outlive their jobs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // The other job and the server are unharmed.
     let job = server.wait_for(&live, "finished", Duration::from_secs(60), |j| {
         j["state"] != "running"
@@ -1113,4 +1141,25 @@ fn python_functions_need_the_servers_consent_and_a_crashing_one_fails_only_its_j
     assert_eq!(job["state"], "finished", "{job}");
     let (status, _) = server.get("/healthz");
     assert_eq!(status, 200);
+}
+
+/// The Python worker processes whose parent is `pid`.
+fn python_workers_of(pid: u32) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid ...
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(pid) && String::from_utf8_lossy(&cmdline).contains("eddy-python-worker") {
+            n += 1;
+        }
+    }
+    n
 }

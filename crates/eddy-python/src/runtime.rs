@@ -205,6 +205,18 @@ impl PythonRuntime {
         }
     }
 
+    /// Stops the idle workers (a job's run ended); a later call starts
+    /// new ones.
+    pub fn release_workers(&self) {
+        let idle = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let idle = std::mem::take(&mut pool.idle);
+            pool.running = pool.running.saturating_sub(idle.len());
+            idle
+        };
+        drop(idle);
+    }
+
     fn take_worker(&self) -> Result<Worker> {
         let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         loop {

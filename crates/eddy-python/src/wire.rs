@@ -26,8 +26,6 @@
 //! that raised: count (u32), each row (u64) and message (u32 length,
 //! UTF-8)), or `ERROR` (kind u8, UTF-8 message).
 
-use std::sync::Arc;
-
 use datafusion::arrow::array::ArrayData;
 use datafusion::arrow::array::{make_array, Array, ArrayRef, AsArray};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
@@ -264,5 +262,98 @@ pub(crate) fn as_type(array: ArrayRef, target: &DataType) -> datafusion::error::
 
 /// An empty column of `data_type` (no call is made for no rows).
 pub(crate) fn empty(data_type: &DataType) -> ArrayRef {
-    Arc::from(datafusion::arrow::array::new_empty_array(data_type))
+    datafusion::arrow::array::new_empty_array(data_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{
+        BooleanArray, Date32Array, Float64Array, Int32Array, StringArray, TimestampMillisecondArray,
+    };
+    use std::sync::Arc;
+
+    /// Columns written as a request reads back as a reply: the two share
+    /// one layout.
+    fn round_trip(array: ArrayRef) -> ArrayRef {
+        let mut frame = Frame::new(RESULT);
+        frame.column(array.as_ref()).unwrap();
+        let bytes = frame.finish();
+        let mut reply = Reply::new(bytes[8..].to_vec());
+        assert_eq!(reply.op(), RESULT);
+        reply.column(array.data_type()).unwrap()
+    }
+
+    #[test]
+    fn columns_with_nulls_and_offsets_survive_the_trip() {
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![
+                Some(1),
+                None,
+                Some(-3),
+                Some(4),
+                None,
+            ])),
+            Arc::new(Float64Array::from(vec![
+                Some(1.5),
+                None,
+                Some(f64::NAN),
+                Some(-0.0),
+            ])),
+            Arc::new(BooleanArray::from(vec![
+                Some(true),
+                None,
+                Some(false),
+                Some(true),
+                Some(true),
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("a"),
+                None,
+                Some(""),
+                Some("Zoë 🚀"),
+                Some("xyz"),
+            ])),
+            Arc::new(TimestampMillisecondArray::from(vec![
+                Some(1_700_000_000_123),
+                None,
+            ])),
+            Arc::new(Date32Array::from(vec![Some(19_000), None, Some(-5)])),
+        ];
+        for array in arrays {
+            assert_eq!(round_trip(Arc::clone(&array)).to_data(), array.to_data());
+            // A slice starts mid-bitmap and mid-offsets.
+            let slice = array.slice(1, array.len() - 1);
+            let back = round_trip(Arc::clone(&slice));
+            assert_eq!(back.len(), slice.len());
+            assert!(
+                back.to_data() == slice.to_data(),
+                "{slice:?} came back as {back:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reply_that_lies_is_refused() {
+        let array: ArrayRef = Arc::new(StringArray::from(vec!["ab", "cd"]));
+        let mut frame = Frame::new(RESULT);
+        frame.column(array.as_ref()).unwrap();
+        let mut bytes = frame.finish()[8..].to_vec();
+        // The last data byte becomes invalid UTF-8.
+        let last = bytes.len() - 1;
+        bytes[last] = 0xff;
+        let error = Reply::new(bytes).column(&DataType::Utf8).unwrap_err();
+        assert!(error.contains("invalid column"), "{error}");
+        let mut truncated = Frame::new(RESULT);
+        truncated.column(array.as_ref()).unwrap();
+        let bytes = truncated.finish();
+        let error = Reply::new(bytes[8..bytes.len() - 3].to_vec())
+            .column(&DataType::Utf8)
+            .unwrap_err();
+        assert!(error.contains("ended early"), "{error}");
+        let error = Reply::new(bytes[8..].to_vec())
+            .column(&DataType::Int64)
+            .unwrap_err();
+        assert!(error.contains("where Int64 was expected"), "{error}");
+    }
 }

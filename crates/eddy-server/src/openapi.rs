@@ -8,8 +8,8 @@ use utoipa::{Modify, OpenApi};
 use crate::error::ErrorBody;
 use crate::views::{
     CheckpointView, GraphEdge, GraphNode, GroupView, JobStatus, JobSummary, JobView, NodeMetrics,
-    RedeployPlan, RedeployRequest, RedeployView, Sample, SavepointView, SourceSample, StopRequest,
-    SubmitRequest, ValidateRequest, ValidateResponse,
+    PythonFunctionView, RedeployPlan, RedeployRequest, RedeployView, Sample, SavepointView,
+    SourceSample, StopRequest, SubmitRequest, ValidateRequest, ValidateResponse,
 };
 
 /// The API document.
@@ -33,7 +33,7 @@ use crate::views::{
     ),
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
-        NodeMetrics, CheckpointView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
+        NodeMetrics, CheckpointView, PythonFunctionView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
         StopRequest, SavepointView, RedeployRequest, RedeployView, RedeployPlan
     )),
     modifiers(&BearerToken),

@@ -281,6 +281,21 @@ pub struct NodeMetrics {
     pub events_per_second: f64,
 }
 
+/// What one of a job's Python functions did in its current run.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PythonFunctionView {
+    /// The SQL function.
+    pub name: String,
+    /// Requests sent to its workers (a batch each).
+    pub calls: u64,
+    /// Rows those requests held.
+    pub rows: u64,
+    /// Rows whose call raised; their value is NULL (`on_error = 'null'`).
+    pub raised: u64,
+    /// The first such row's Python message.
+    pub first_error: Option<String>,
+}
+
 /// Checkpoint figures of a job.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct CheckpointView {
@@ -429,4 +444,6 @@ pub struct JobView {
     pub from_savepoint: Option<String>,
     /// Savepoints taken of it, oldest first.
     pub savepoints: Vec<SavepointView>,
+    /// Its Python functions (none unless it declares some).
+    pub python_functions: Vec<PythonFunctionView>,
 }

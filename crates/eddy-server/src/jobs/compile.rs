@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use eddy_connectors::ConnectorError;
 use eddy_engine::graph::{JobGraph, NodeKind};
 use eddy_engine::EngineError;
-use eddy_python::PythonConfig;
+use std::sync::Arc;
+
+use eddy_python::{PythonConfig, PythonRuntime};
 use eddy_sql::{CompileOptions, SqlFile};
 
 use crate::config::ServerConfig;
@@ -29,12 +31,13 @@ pub fn compile(
     sql: &str,
     params: &BTreeMap<String, String>,
     memory_limit: Option<u64>,
-) -> Result<JobGraph> {
+) -> Result<(JobGraph, Option<Arc<PythonRuntime>>)> {
     let files = [SqlFile {
         name: name.to_string(),
         text: sql.to_string(),
     }];
-    Ok(eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?.graph)
+    let job = eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?;
+    Ok((job.graph, job.python))
 }
 
 /// How the server compiles submitted SQL.

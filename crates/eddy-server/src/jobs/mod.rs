@@ -45,6 +45,8 @@ use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{start_job, JobConfig, JobState, NodeReport};
 
+use eddy_python::PythonRuntime;
+
 use crate::config::ServerConfig;
 use crate::connectors::ServerConnectors;
 use crate::error::{Result, ServerError};
@@ -62,6 +64,8 @@ const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 struct Run {
     handle: RunHandle,
     taps: Arc<Taps>,
+    /// Its Python functions, if it declares any.
+    python: Option<Arc<PythonRuntime>>,
 }
 
 /// What a job's run starts from: its graph with the instances of its
@@ -77,6 +81,7 @@ struct Planned {
     launch: Launch,
     view: JobGraph,
     sinks: Vec<String>,
+    python: Option<Arc<PythonRuntime>>,
 }
 
 /// A job known to the server.
@@ -135,12 +140,13 @@ impl JobManager {
                     &record.params,
                     record.memory_limit,
                 )
-                .map(|graph| {
+                .map(|(graph, python)| {
                     let view = instances::expand(&graph, record.parallelism);
                     Planned {
                         sinks: sink_names(&view),
                         launch: Launch::Single(graph),
                         view,
+                        python,
                     }
                 })
             };
@@ -158,7 +164,7 @@ impl JobManager {
             });
             manager.insert(job.clone());
             if resume {
-                let started = planned.and_then(|p| manager.start_run(&job, p.launch));
+                let started = planned.and_then(|p| manager.start_run(&job, p.launch, p.python));
                 if let Err(e) = started {
                     tracing::warn!(job = %job.id, "cannot resume: {e}");
                     manager.finish_record(&job, JobStatus::Failed, Some(e.to_string()), Vec::new());
@@ -202,7 +208,7 @@ impl JobManager {
     /// its parallelism and, for a group job, plans its tasks and
     /// exchanges (which asks the brokers for the topics' partitions).
     fn plan(&self, record: &JobRecord) -> Result<Planned> {
-        let graph = compile(
+        let (graph, python) = compile(
             &self.config,
             &record.name,
             &record.sql,
@@ -217,6 +223,7 @@ impl JobManager {
                     launch: Launch::Single(view.clone()),
                     view,
                     sinks,
+                    python,
                 })
             }
             Some(group) => {
@@ -227,13 +234,25 @@ impl JobManager {
                     view: instances::expand(plan.task_graph(), record.parallelism),
                     launch: Launch::Group(plan),
                     sinks,
+                    python,
                 })
             }
         }
     }
 
     /// Starts (or resumes) a run of `job`.
-    fn start_run(&self, job: &Arc<ManagedJob>, launch: Launch) -> Result<()> {
+    fn start_run(
+        &self,
+        job: &Arc<ManagedJob>,
+        launch: Launch,
+        python: Option<Arc<PythonRuntime>>,
+    ) -> Result<()> {
+        if let Some(python) = &python {
+            // A function that does not load fails the job before it runs.
+            python
+                .check()
+                .map_err(|e| ServerError::Rejected(e.to_string()))?;
+        }
         let taps = Arc::new(Taps::new(job.sinks.iter().map(String::as_str)));
         let record = job
             .record
@@ -255,6 +274,7 @@ impl JobManager {
             *run = Some(Run {
                 handle: handle.clone(),
                 taps,
+                python: python.clone(),
             });
         }
         let (store, watched, shutting_down) =
@@ -263,6 +283,10 @@ impl JobManager {
             .name(format!("eddy-watch-{}", job.id))
             .spawn(move || {
                 let ended = handle.wait();
+                // The job's Python workers go with its run.
+                if let Some(python) = &python {
+                    python.release_workers();
+                }
                 if shutting_down.load(std::sync::atomic::Ordering::SeqCst)
                     && handle.state() == JobState::Stopped
                 {
@@ -481,7 +505,7 @@ impl JobManager {
             run: Mutex::new(None),
             samples: Mutex::new(report::Samples::default()),
         });
-        if let Err(e) = self.start_run(&job, planned.launch) {
+        if let Err(e) = self.start_run(&job, planned.launch, planned.python) {
             let _ = self.store.remove(&id);
             return Err(e);
         }
@@ -491,7 +515,7 @@ impl JobManager {
 
     /// Checks SQL without running anything: the graph, or the error.
     pub fn validate(&self, sql: &str, params: &BTreeMap<String, String>) -> Result<Vec<GraphNode>> {
-        let graph = compile(&self.config, "<sql>", sql, params, None)?;
+        let (graph, _) = compile(&self.config, "<sql>", sql, params, None)?;
         use eddy_engine::graph::ConnectorFactory;
         Connectors::new(self.connector_config())
             .check(&graph)
@@ -617,5 +641,26 @@ impl ManagedJob {
             .lock()
             .ok()
             .and_then(|r| r.as_ref().map(|r| r.handle.clone()))
+    }
+
+    /// Its Python functions' counts in the current run.
+    fn python_reports(&self) -> Vec<crate::views::PythonFunctionView> {
+        let python = self
+            .run
+            .lock()
+            .ok()
+            .and_then(|r| r.as_ref().and_then(|r| r.python.clone()));
+        python
+            .map(|p| p.reports())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| crate::views::PythonFunctionView {
+                name: r.name,
+                calls: r.calls,
+                rows: r.rows,
+                raised: r.raised,
+                first_error: r.first_error,
+            })
+            .collect()
     }
 }

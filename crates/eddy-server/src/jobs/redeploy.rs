@@ -64,7 +64,7 @@ impl JobManager {
         if let Ok(mut old_record) = old.record.lock() {
             old_record.1 = true;
         }
-        if let Err(e) = self.start_run(&job, planned.launch) {
+        if let Err(e) = self.start_run(&job, planned.launch, planned.python) {
             // The new SQL cannot start (a source gone, say): the old goes on.
             if let Ok(mut old_record) = old.record.lock() {
                 old_record.1 = false;
@@ -147,7 +147,7 @@ impl JobManager {
             }
             record.parallelism = parallelism;
         }
-        let graph = compile(
+        let (graph, _) = compile(
             &self.config,
             &record.name,
             &record.sql,
@@ -166,7 +166,7 @@ impl JobManager {
             .map(|r| r.0.clone())
             .map_err(|_| ServerError::Internal("job record lost".into()))
             .and_then(|record| self.plan(&record))
-            .and_then(|planned| self.start_run(job, planned.launch));
+            .and_then(|planned| self.start_run(job, planned.launch, planned.python));
         if let Err(e) = restarted {
             tracing::warn!(job = %job.id, "cannot restart after a refused redeploy: {e}");
         }

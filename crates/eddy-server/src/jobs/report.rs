@@ -273,6 +273,7 @@ impl JobManager {
                 .unwrap_or_default(),
             from_savepoint: record.as_ref().and_then(|r| r.from_savepoint.clone()),
             savepoints: self.savepoints.list(Some(&job.id)),
+            python_functions: job.python_reports(),
         }
     }
 }
