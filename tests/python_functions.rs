@@ -508,3 +508,30 @@ SELECT sum(tripled(qty)) AS t, biggest(qty) AS b FROM events;"
     let rows = common::json_rows(table.iter().map(String::as_str));
     assert_eq!(rows, [serde_json::json!({"t": 675, "b": 9})], "{stdout}");
 }
+
+#[test]
+fn a_worker_is_held_to_the_jobs_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = small_events(dir.path());
+    let sql = format!(
+        "CREATE FUNCTION hog(qty INT) RETURNS BIGINT LANGUAGE PYTHON WITH (on_error = 'fail') AS $$
+def hog(qty):
+    return len(bytearray(1 << 29) if qty == 0 else b'') + qty
+$$;{ONE_TABLE}
+SELECT id, hog(qty) AS v FROM events;"
+    );
+    let out = run(dir.path(), &sql, &["--set", &events]);
+    common::assert_success(&out, "without a limit");
+    let out = run(
+        dir.path(),
+        &sql,
+        &["--set", &events, "--memory-limit", "256MiB"],
+    );
+    assert!(!out.status.success());
+    let report = stderr(&out);
+    assert!(
+        report.contains("python function hog: hog raised on row 0:")
+            && report.contains("MemoryError"),
+        "{report}"
+    );
+}

@@ -224,7 +224,8 @@ pub(crate) struct RunArgs {
     pub(crate) max_parallelism: Option<u16>,
     /// Fail the job, naming the operator holding most, when its operator
     /// state passes SIZE (`512MiB`, `4GB`) rather than let the process
-    /// run out of memory. With --group: a budget per task.
+    /// run out of memory. With --group: a budget per task. Each Python
+    /// function worker's address space is held to SIZE too.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) memory_limit: Option<u64>,
     /// Directories `CREATE FUNCTION ... AS 'module:function'` imports

@@ -44,6 +44,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     let options = eddy_sql::CompileOptions {
         python: Some(eddy_python::PythonConfig {
             paths: udf_path,
+            memory_limit,
             ..eddy_python::PythonConfig::from_env()
         }),
     };

@@ -6,7 +6,7 @@
 //!
 //! | statement | does |
 //! |---|---|
-//! | `CREATE TABLE`, `CREATE VIEW`, `SET` | kept in the session once it plans |
+//! | `CREATE TABLE`, `CREATE VIEW`, `CREATE FUNCTION`, `SET` | kept in the session once it plans |
 //! | `SELECT ...` | runs, its result drawn as a table updating in place (windows as they fire, an updating query's current rows) until it ends or Ctrl-C |
 //! | `EXPLAIN SELECT/INSERT ...` | the operator graph |
 //! | `INSERT INTO ...` | starts a job that runs while the shell goes on |
@@ -36,7 +36,7 @@ use session::Session;
 
 const HELP: &str = "\
 Statements end with ';' and may span lines.
-  CREATE TABLE ... / CREATE VIEW ... / SET ...   kept in the session
+  CREATE ..., SET ...        kept in the session (tables, views, functions)
   SELECT ...                 runs it; the result updates in place (Ctrl-C returns here)
   EXPLAIN SELECT|INSERT ...  the operator graph
   INSERT INTO ...            starts a job in the background
