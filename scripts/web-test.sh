@@ -50,7 +50,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-start_server "$EDDY" "$work" --checkpoint-interval 1s
+start_server "$EDDY" "$work" --checkpoint-interval 1s --allow-python-udfs
 
 for browser in $BROWSERS; do
   case $browser in

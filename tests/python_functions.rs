@@ -356,9 +356,14 @@ fn a_function_that_crashes_hangs_or_returns_the_wrong_thing_fails_its_job_naming
             "def g(qty):\n    return qty",
             "BIGINT",
             "",
-            "python function f: the body of f defines no function named f (it defines g)",
+            "job.sql:1:63: python function f: the body of f defines no function named f (it defines g)",
         ),
-        ("def f(qty) return qty", "BIGINT", "", "SyntaxError"),
+        (
+            "def f(qty) return qty",
+            "BIGINT",
+            "",
+            "job.sql:2:1: python function f: the body of f does not parse: expected ':' (File \"<function f>\", line 1: def f(qty) return qty)",
+        ),
     ];
     for (body, returns, options, expected) in cases {
         let sql = format!(

@@ -1,6 +1,7 @@
 // The web console end to end, in headless Chromium or Firefox against a real eddy
 // serve (started by scripts/web-test.sh): write a query with a typo and see
-// the error marked at its line, fix it, submit, see the job running with its
+// the error marked at its line, a Python function's body checked the same
+// way, fix it, submit, see the job running with its
 // graph, a chart with at least two points and rows arriving in the tail
 // (paused and resumed), see it in the jobs list, stop it; an updating job
 // (GROUP BY without a window) drawn as updating with its rows tailed with
@@ -28,6 +29,13 @@ const TYPO = SOURCE + `INSERT INTO big_orders
 SELECT order_id, customer_id, order_amont FROM orders WHERE order_amount > 20;
 `;
 const FIXED = TYPO.replace('order_amont', 'order_amount');
+// A Python function whose body (line 9) lacks a colon.
+const PYTHON_TYPO = SOURCE + `CREATE FUNCTION risk(amount DOUBLE) RETURNS VARCHAR LANGUAGE PYTHON AS $$
+def risk(amount)
+    return 'high' if amount > 100 else 'low'
+$$;
+INSERT INTO big_orders SELECT order_id, risk(order_amount), order_amount FROM orders;
+`;
 // A GROUP BY without a window: a result that changes, tailed as a changelog.
 const UPDATING = SOURCE.replace(
   'CREATE TABLE big_orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE)',
@@ -60,6 +68,17 @@ try {
   assert.equal(await page.text('#gutter .error'), '9');
   await shot('2-error-marked');
   step('the typo is marked at line 9');
+
+  // A Python function's body is loaded as it is typed (the server runs
+  // with --allow-python-udfs): an error in it is marked at its line.
+  await page.fill('#sql', PYTHON_TYPO);
+  await page.waitFor('#backdrop mark[data-line="9"]', 15000);
+  assert.equal(await page.text('#backdrop mark'), 'def');
+  assert.match(await page.text('#sql-status'), /^Line 9, column 1: python function risk: the body of risk does not parse: expected ':'/);
+  await shot('2b-python-error-marked');
+  await page.fill('#sql', PYTHON_TYPO.replace('def risk(amount)', 'def risk(amount):'));
+  await page.waitFor('#sql-status.ok', 15000);
+  step('a Python function: the error in its body marked at its line, then checked');
 
   // Fixed, it validates; submitted, the job runs.
   await page.fill('#sql', FIXED);

@@ -381,7 +381,13 @@ class Function:
                 filename = f"<function {self.name}>"
                 # Tracebacks show the body's lines.
                 linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-                exec(compile(source, filename, "exec"), module.__dict__)
+                code = compile(source, filename, "exec")
+            except SyntaxError as e:
+                text = (e.text or "").strip()
+                raise Failure(E_DEFINITION, f"the body of {self.name} does not parse: {e.msg} "
+                                            f"(File \"{filename}\", line {e.lineno}: {text})")
+            try:
+                exec(code, module.__dict__)
             except BaseException:
                 raise Failure(E_DEFINITION, f"the body of {self.name} failed to load:\n{user_traceback()}")
             target = module.__dict__.get(self.name)

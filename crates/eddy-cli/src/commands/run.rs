@@ -47,6 +47,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             memory_limit,
             ..eddy_python::PythonConfig::from_env()
         }),
+        check_python_functions: true,
     };
     let memory = || -> Vec<Arc<MemoryBudget>> {
         memory_limit

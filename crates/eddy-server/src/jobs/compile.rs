@@ -43,6 +43,7 @@ pub fn compile(
 /// How the server compiles submitted SQL.
 pub fn compile_options(config: &ServerConfig, memory_limit: Option<u64>) -> CompileOptions {
     CompileOptions {
+        check_python_functions: true,
         python: config.allow_python_udfs.then(|| {
             let root = std::fs::canonicalize(&config.data_root)
                 .unwrap_or_else(|_| config.data_root.clone());

@@ -91,12 +91,16 @@ impl Compiler {
                 ))
             }
         };
-        let body = match &create.function_body {
+        let body_expr = match &create.function_body {
             Some(CreateFunctionBody::AsBeforeOptions { body, .. })
-            | Some(CreateFunctionBody::AsAfterOptions(body)) => function_body(body),
+            | Some(CreateFunctionBody::AsAfterOptions(body)) => Some(body),
             _ => None,
         };
-        let Some(body) = body else {
+        let body_span = match body_expr {
+            Some(SqlExpr::Value(v)) => Some(v.span),
+            _ => None,
+        };
+        let Some(body) = body_expr.and_then(function_body) else {
             return Err(SqlError::at(
                 position,
                 format!("{name} needs its code: AS $$ <Python source defining {name}> $$, or AS 'module:function'"),
@@ -128,6 +132,10 @@ impl Compiler {
             self.python
                 .get_or_insert_with(|| PythonRuntime::new(config.clone())),
         );
+        let inline = match &definition.body {
+            FunctionBody::Inline(source) => Some(source.clone()),
+            FunctionBody::Module { .. } => None,
+        };
         match kind {
             FunctionKind::Scalar => {
                 self.ctx
@@ -141,6 +149,22 @@ impl Compiler {
                     .register_udaf(AggregateUDF::from(PythonAggregateFunction::new(
                         definition, retracts, &runtime,
                     )))
+            }
+        }
+        if self.check_python_functions {
+            // Loaded now, so that a body that does not load (a syntax
+            // error, a missing module) is an error at its line.
+            if let Err(e) = runtime.check() {
+                let at = body_span
+                    .map(|span| {
+                        let (line, column) = body_line(&e.to_string(), &name, inline.as_deref())
+                            .map_or((span.start.line, span.start.column), |(offset, column)| {
+                                (span.start.line + offset, column)
+                            });
+                        self.current_map.position(line, column)
+                    })
+                    .unwrap_or_else(|| position.clone());
+                return Err(SqlError::at(&at, e.to_string()));
             }
         }
         Ok(())
@@ -170,6 +194,28 @@ impl Compiler {
     }
 }
 
+/// Where in the file an error in an inline body is: the line (counted from
+/// the line the body starts on) and column of the deepest line of the body
+/// Python's message names (`File "<function f>", line N`). The worker reads
+/// the body with its leading blank lines (the rest of the `$$` line
+/// included) dropped, so its line 1 is the first line with code.
+fn body_line(message: &str, name: &str, source: Option<&str>) -> Option<(u64, u64)> {
+    let source = source?;
+    let marker = format!("File \"<function {name}>\", line ");
+    let at = message.rfind(&marker)? + marker.len();
+    let n: usize = message[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let lines: Vec<&str> = source.split('\n').collect();
+    let blank = lines.iter().take_while(|l| l.trim().is_empty()).count();
+    let index = blank + n.checked_sub(1)?;
+    let text = lines.get(index)?;
+    let indent = text.len() - text.trim_start().len();
+    Some((index as u64, indent as u64 + 1))
+}
+
 /// `$$ source $$` or `'source'` inline; `'module:function'` (dotted module,
 /// one colon, nothing else) from the function path.
 fn function_body(body: &SqlExpr) -> Option<FunctionBody> {
@@ -196,4 +242,38 @@ fn function_body(body: &SqlExpr) -> Option<FunctionBody> {
         }
     }
     Some(FunctionBody::Inline(text.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_in_a_body_is_placed_at_its_line() {
+        let source = "  \n    import math\n\n    def f(x)\n        return x\n";
+        let message =
+            "the body of f does not parse: expected ':' (File \"<function f>\", line 3: def f(x))";
+        // The rest of the $$ line and one blank line, then code: Python's
+        // line 3 is the body's fourth line (offset 3), indented 4.
+        assert_eq!(body_line(message, "f", Some(source)), Some((3, 5)));
+        assert_eq!(body_line("no position", "f", Some(source)), None);
+        assert_eq!(body_line(message, "f", None), None);
+    }
+
+    #[test]
+    fn module_references_and_inline_bodies_are_told_apart() {
+        let string =
+            |s: &str| SqlExpr::Value(Value::SingleQuotedString(s.into()).with_empty_span());
+        assert_eq!(
+            function_body(&string("fraud.rules:score")),
+            Some(FunctionBody::Module {
+                module: "fraud.rules".into(),
+                attribute: "score".into()
+            })
+        );
+        assert!(matches!(
+            function_body(&string("def f(x):\n    return {'a': 1}")),
+            Some(FunctionBody::Inline(_))
+        ));
+    }
 }

@@ -112,6 +112,9 @@ pub struct CompileOptions {
     /// How Python functions run; `None` refuses `CREATE FUNCTION ...
     /// LANGUAGE PYTHON` (a server without `--allow-python-udfs`).
     pub python: Option<PythonConfig>,
+    /// Load each Python function as it is declared (a worker starts while
+    /// planning), so that one that does not load is an error at its line.
+    pub check_python_functions: bool,
 }
 
 impl Default for CompileOptions {
@@ -119,6 +122,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         Self {
             python: Some(PythonConfig::from_env()),
+            check_python_functions: true,
         }
     }
 }
@@ -182,6 +186,7 @@ fn compile_here(
     options: &CompileOptions,
 ) -> Result<CompiledJob> {
     let mut compiler = Compiler::new(options.python.clone());
+    compiler.check_python_functions = options.check_python_functions;
     let mut used = BTreeSet::new();
     for file in files {
         let (text, map) = substitute(&file.name, &file.text, params, &mut used)?;
@@ -293,6 +298,8 @@ pub(crate) struct Compiler {
     python_config: Option<PythonConfig>,
     /// The job's Python functions, from the first `CREATE FUNCTION`.
     python: Option<Arc<PythonRuntime>>,
+    /// See [`CompileOptions::check_python_functions`].
+    check_python_functions: bool,
 }
 
 impl Compiler {
@@ -333,6 +340,7 @@ impl Compiler {
             join_output_needed: None,
             python_config,
             python: None,
+            check_python_functions: false,
         }
     }
 
