@@ -16,6 +16,7 @@ use eddy_python::{PythonConfig, PythonRuntime};
 use eddy_sql::{CompileOptions, SqlFile};
 
 use crate::config::ServerConfig;
+use crate::store::JobRecord;
 
 use crate::error::{Result, ServerError};
 
@@ -38,6 +39,20 @@ pub fn compile(
     }];
     let job = eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?;
     Ok((job.graph, job.python))
+}
+
+/// Compiles a stored job's SQL (its name, parameters and memory limit).
+pub(super) fn compile_record(
+    config: &ServerConfig,
+    record: &JobRecord,
+) -> Result<(JobGraph, Option<Arc<PythonRuntime>>)> {
+    compile(
+        config,
+        &record.name,
+        &record.sql,
+        &record.params,
+        record.memory_limit,
+    )
 }
 
 /// How the server compiles submitted SQL.

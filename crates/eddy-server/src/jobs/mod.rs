@@ -27,7 +27,9 @@ mod run_handle;
 mod savepoints;
 
 pub use compile::compile;
-use compile::{check_group_name, engine_error, group_error, sink_names, MAX_PARALLELISM};
+use compile::{
+    check_group_name, compile_record, engine_error, group_error, sink_names, MAX_PARALLELISM,
+};
 use run_handle::RunHandle;
 use savepoints::Savepoints;
 
@@ -133,14 +135,7 @@ impl JobManager {
             let planned = if resume {
                 manager.plan(&record)
             } else {
-                compile(
-                    &manager.config,
-                    &record.name,
-                    &record.sql,
-                    &record.params,
-                    record.memory_limit,
-                )
-                .map(|(graph, python)| {
+                compile_record(&manager.config, &record).map(|(graph, python)| {
                     let view = instances::expand(&graph, record.parallelism);
                     Planned {
                         sinks: sink_names(&view),
@@ -208,13 +203,7 @@ impl JobManager {
     /// its parallelism and, for a group job, plans its tasks and
     /// exchanges (which asks the brokers for the topics' partitions).
     fn plan(&self, record: &JobRecord) -> Result<Planned> {
-        let (graph, python) = compile(
-            &self.config,
-            &record.name,
-            &record.sql,
-            &record.params,
-            record.memory_limit,
-        )?;
+        let (graph, python) = compile_record(&self.config, record)?;
         let sinks = sink_names(&graph);
         match &record.group {
             None => {

@@ -14,7 +14,7 @@ use eddy_engine::checkpoint::evolve;
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::graph::JobGraph;
 
-use super::{compile, graph_view, report, sink_names, JobManager, ManagedJob, STOP_WAIT};
+use super::{compile_record, graph_view, report, sink_names, JobManager, ManagedJob, STOP_WAIT};
 use crate::error::{Result, ServerError};
 use crate::store::JobRecord;
 use crate::views::{RedeployPlan, RedeployRequest, RedeployView};
@@ -147,13 +147,7 @@ impl JobManager {
             }
             record.parallelism = parallelism;
         }
-        let (graph, _) = compile(
-            &self.config,
-            &record.name,
-            &record.sql,
-            &record.params,
-            record.memory_limit,
-        )?;
+        let (graph, _) = compile_record(&self.config, &record)?;
         Ok((old, record, graph))
     }
 

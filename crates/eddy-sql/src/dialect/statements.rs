@@ -229,20 +229,7 @@ fn parse_one(
     let uid = crate::dialect::hints::query_uid(&tokens, map)?;
     if let Some((tokens, clauses)) = crate::dialect::functions::cut_function_clauses(&tokens, map)?
     {
-        let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
-        let statement = parser
-            .parse_statement()
-            .map_err(|e| parser_error(map, &position, &e))?;
-        let rest = parser.peek_token();
-        if !matches!(rest.token, Token::EOF) {
-            return Err(SqlError::at(
-                &map.position(rest.span.start.line, rest.span.start.column),
-                format!(
-                    "unexpected '{}' after the end of the function declaration",
-                    rest.token
-                ),
-            ));
-        }
+        let statement = parse_whole(tokens, map, &position, dialect)?;
         return Ok(Some(ParsedStatement {
             statement,
             position,
@@ -271,22 +258,7 @@ fn parse_one(
     let tokens = crate::dialect::flink_functions::json_build::drop_json_object_keys(
         crate::dialect::flink_functions::json_build::cut_is_json(tokens),
     );
-    let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
-    let mut statement = parser
-        .parse_statement()
-        .map_err(|e| parser_error(map, &position, &e))?;
-    // A statement is read to its end: text after it is an error, never
-    // dropped (`... WHERE id > 3 EMIT SOMETHING ELSE`).
-    let rest = parser.peek_token();
-    if !matches!(rest.token, Token::EOF) {
-        return Err(SqlError::at(
-            &map.position(rest.span.start.line, rest.span.start.column),
-            format!(
-                "unexpected '{}' after the end of the statement: eddy does not understand what follows (a statement ends with ';')",
-                rest.token
-            ),
-        ));
-    }
+    let mut statement = parse_whole(tokens, map, &position, dialect)?;
     window_tvfs.extend(crate::dialect::flink_windows::cut_function_tvfs(
         &mut statement,
     ));
@@ -314,6 +286,31 @@ fn parse_one(
         uid,
         function: None,
     }))
+}
+
+/// Parses one statement from `tokens`, which it must use up: text after
+/// it is an error, never dropped (`... WHERE id > 3 EMIT SOMETHING ELSE`).
+fn parse_whole(
+    tokens: Vec<TokenWithSpan>,
+    map: &SourceMap,
+    position: &Position,
+    dialect: &GenericDialect,
+) -> Result<Statement> {
+    let mut parser = Parser::new(dialect).with_tokens_with_locations(tokens);
+    let statement = parser
+        .parse_statement()
+        .map_err(|e| parser_error(map, position, &e))?;
+    let rest = parser.peek_token();
+    if !matches!(rest.token, Token::EOF) {
+        return Err(SqlError::at(
+            &map.position(rest.span.start.line, rest.span.start.column),
+            format!(
+                "unexpected '{}' after the end of the statement: eddy does not understand what follows (a statement ends with ';')",
+                rest.token
+            ),
+        ));
+    }
+    Ok(statement)
 }
 
 /// RisingWave's `EMIT ON WINDOW CLOSE` ending a statement: cut out, with
