@@ -2,8 +2,9 @@
 -- queries/00_sources.sql: eddy run queries/00_sources.sql examples/python/).
 -- On a server they need eddy serve --allow-python-udfs.
 --
--- risk_band: row at a time, plain Python (the standard library only).
--- amount_z: vectorized, called once per batch with pyarrow arrays.
+-- risk_band, amount_cents: called once per row with Python values; plain
+-- Python, so any python3 runs them (WITH (vectorized = true) would call
+-- them once per batch with pyarrow arrays, given pyarrow).
 -- p90: an aggregate: a class whose instances eddy checkpoints (pickled).
 
 CREATE FUNCTION risk_band(amount DOUBLE, method VARCHAR) RETURNS VARCHAR
@@ -16,10 +17,9 @@ def risk_band(amount, method):
 $$;
 
 CREATE FUNCTION amount_cents(amount DOUBLE) RETURNS BIGINT
-LANGUAGE PYTHON WITH (vectorized = true) AS $$
-import pyarrow.compute as pc
+LANGUAGE PYTHON AS $$
 def amount_cents(amount):
-    return pc.cast(pc.round(pc.multiply(amount, 100)), 'int64')
+    return None if amount is None else round(amount * 100)
 $$;
 
 CREATE AGGREGATE p90(x DOUBLE) RETURNS DOUBLE LANGUAGE PYTHON AS $$
