@@ -30,7 +30,9 @@ use crate::definition::FunctionDefinition;
 use crate::error::PythonError;
 use crate::runtime::PythonRuntime;
 use crate::scalar::read_errors;
-use crate::wire::{self, Frame, Reply, AGG_FINISH, AGG_MERGE, AGG_UPDATE, RESULT, STATES};
+use crate::wire::{
+    self, Frame, Reply, AGG_FINISH, AGG_MERGE, AGG_STEPS, AGG_UPDATE, RESULT, STATES,
+};
 
 /// A Python aggregate function.
 #[derive(Debug)]
@@ -94,11 +96,10 @@ impl AggregateUDFImpl for PythonAggregateFunction {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(PythonAccumulator {
-            caller: self.caller.clone(),
-            state: None,
-            retracts: self.retracts,
-        }))
+        Ok(Box::new(PythonAccumulator::new(
+            self.caller.clone(),
+            self.retracts,
+        )))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
@@ -196,6 +197,53 @@ impl Caller {
             .runtime
             .request(self.index, groups.len(), frame.finish())?;
         self.states(reply, states.len())
+    }
+
+    /// One group's `state` through `steps` (accumulate, or retract, the
+    /// rows of each) and, when `finish`, its value.
+    fn steps(
+        &self,
+        state: &State,
+        steps: &[(bool, Vec<ArrayRef>)],
+        finish: bool,
+    ) -> Result<(State, Option<ScalarValue>)> {
+        let mut frame = Frame::new(AGG_STEPS);
+        frame.u32(self.index as u32);
+        frame.u8(u8::from(finish));
+        frame.u32(steps.len() as u32);
+        self.column(&mut frame, &states_array(std::iter::once(state)))?;
+        let mut rows = 0;
+        for (retract, columns) in steps {
+            let n = columns.first().map_or(0, |c| c.len());
+            rows += n;
+            frame.u8(u8::from(*retract));
+            frame.u64(n as u64);
+            frame.u32(columns.len() as u32);
+            for (column, declared) in columns.iter().zip(&self.definition.args) {
+                let column = wire::as_type(Arc::clone(column), declared)?;
+                self.column(&mut frame, column.as_ref())?;
+            }
+        }
+        let mut reply = self.runtime.request(self.index, rows, frame.finish())?;
+        if reply.op() != STATES {
+            return Err(self.protocol(format!("unexpected reply {}", reply.op())));
+        }
+        let states = reply
+            .column(&DataType::Binary)
+            .map_err(|m| self.protocol(m))?;
+        let states = states.as_binary::<i32>();
+        let state = (states.len() == 1 && states.is_valid(0)).then(|| states.value(0).to_vec());
+        let value = if finish {
+            let values = reply
+                .column(&self.definition.returns)
+                .map_err(|m| self.protocol(m))?;
+            Some(ScalarValue::try_from_array(&values, 0)?)
+        } else {
+            None
+        };
+        let errors = read_errors(&mut reply).map_err(|m| self.protocol(m))?;
+        self.runtime.raised(self.index, &errors);
+        Ok((state, value))
     }
 
     /// `finish` on each state.
@@ -422,34 +470,68 @@ impl GroupsAccumulator for PythonGroupsAccumulator {
 }
 
 /// The single-group accumulator: OVER frames and updating aggregates.
+///
+/// Its callers fold a row or a batch, take some back, and read the value,
+/// over and over (OVER reads after every row). The rows folded and taken
+/// back are kept here until the value (or the state) is asked for, then
+/// sent with it in one `AGG_STEPS` request: one round trip per read, not
+/// one per call.
 #[derive(Debug)]
 struct PythonAccumulator {
     caller: Caller,
     state: State,
     retracts: bool,
+    /// Steps not yet applied: retract?, the rows' argument columns.
+    pending: Vec<(bool, Vec<ArrayRef>)>,
+    pending_rows: usize,
+    /// The value of `state` when no step is pending (read again for free).
+    value: Option<ScalarValue>,
 }
 
 impl PythonAccumulator {
-    fn apply(&mut self, values: &[ArrayRef], retract: bool) -> Result<()> {
+    fn new(caller: Caller, retracts: bool) -> Self {
+        Self {
+            caller,
+            state: None,
+            retracts,
+            pending: Vec::new(),
+            pending_rows: 0,
+            value: None,
+        }
+    }
+
+    fn push(&mut self, values: &[ArrayRef], retract: bool) {
         let rows = values.first().map_or(0, |v| v.len());
-        if rows == 0 {
+        if rows > 0 {
+            self.pending.push((retract, values.to_vec()));
+            self.pending_rows += rows;
+            self.value = None;
+        }
+    }
+
+    /// Applies the pending steps, and reads the value when `finish`.
+    fn apply(&mut self, finish: bool) -> Result<()> {
+        if self.pending.is_empty() && (!finish || self.value.is_some()) {
             return Ok(());
         }
-        let states = states_array(std::iter::once(&self.state));
-        let groups = Int32Array::from(vec![0; rows]);
-        let updated = self.caller.update(&states, &groups, values, retract)?;
-        self.state = updated.is_valid(0).then(|| updated.value(0).to_vec());
+        let steps = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        let (state, value) = self.caller.steps(&self.state, &steps, finish)?;
+        self.state = state;
+        self.value = value;
         Ok(())
     }
 }
 
 impl Accumulator for PythonAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.apply(values, false)
+        self.push(values, false);
+        Ok(())
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        self.apply(values, true)
+        self.push(values, true);
+        Ok(())
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -457,17 +539,23 @@ impl Accumulator for PythonAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let values = self
-            .caller
-            .finish(&states_array(std::iter::once(&self.state)))?;
-        ScalarValue::try_from_array(&values, 0)
+        self.apply(true)?;
+        match &self.value {
+            Some(value) => Ok(value.clone()),
+            None => Err(self.caller.protocol("no value came back".into())),
+        }
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.state.as_ref().map_or(0, Vec::capacity)
+        // Pending rows: their columns are slices of batches held anyway;
+        // counted at a few bytes a value.
+        std::mem::size_of_val(self)
+            + self.state.as_ref().map_or(0, Vec::capacity)
+            + self.pending_rows * 16
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.apply(false)?;
         Ok(vec![ScalarValue::Binary(self.state.clone())])
     }
 
@@ -482,10 +570,12 @@ impl Accumulator for PythonAccumulator {
         if incoming.is_empty() {
             return Ok(());
         }
+        self.apply(false)?;
         let states = states_array(std::iter::once(&self.state));
         let groups = Int32Array::from(vec![0; incoming.len()]);
         let merged = self.caller.merge(&states, &groups, incoming.as_ref())?;
         self.state = merged.is_valid(0).then(|| merged.value(0).to_vec());
+        self.value = None;
         Ok(())
     }
 }

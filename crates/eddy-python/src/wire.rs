@@ -21,8 +21,10 @@
 //! | `AGG_UPDATE` | function, retract (u8), columns (u32), states, groups, columns |
 //! | `AGG_MERGE`  | function, states, groups, incoming states                   |
 //! | `AGG_FINISH` | function, states                                            |
+//! | `AGG_STEPS`  | function, finish (u8), steps (u32), one state, then per step: retract (u8), rows (u64), columns (u32), the columns |
 //!
-//! Replies: `OK` (JSON), `RESULT` or `STATES` (a column, then the rows
+//! Replies: `OK` (JSON), `RESULT` or `STATES` (a column, for `AGG_STEPS`
+//! with finish the value's column after it, then the rows
 //! that raised: count (u32), each row (u64) and message (u32 length,
 //! UTF-8)), or `ERROR` (kind u8, UTF-8 message).
 
@@ -38,6 +40,7 @@ pub(crate) const CALL: u8 = 2;
 pub(crate) const AGG_UPDATE: u8 = 3;
 pub(crate) const AGG_MERGE: u8 = 4;
 pub(crate) const AGG_FINISH: u8 = 5;
+pub(crate) const AGG_STEPS: u8 = 6;
 
 pub(crate) const OK: u8 = 10;
 pub(crate) const RESULT: u8 = 11;

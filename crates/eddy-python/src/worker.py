@@ -29,7 +29,7 @@ import types
 from array import array
 
 # Requests.
-HELLO, CALL, AGG_UPDATE, AGG_MERGE, AGG_FINISH = 1, 2, 3, 4, 5
+HELLO, CALL, AGG_UPDATE, AGG_MERGE, AGG_FINISH, AGG_STEPS = 1, 2, 3, 4, 5, 6
 # Replies.
 OK, RESULT, STATES, ERROR = 10, 11, 12, 13
 # Error kinds.
@@ -483,6 +483,32 @@ class Function:
                     raise Failure(E_RAISED, f"{self.name}.merge raised:\n{user_traceback()}")
         return self.dump(accumulators), []
 
+    def steps(self, states, steps, finish):
+        """One group's state through accumulate/retract steps in order,
+        then (`finish`) its value: what a single-group accumulator (OVER
+        frames, updating aggregates) asks for in one request."""
+        (accumulator,) = self.load(states)
+        errors = []
+        for retract, length, columns in steps:
+            method = getattr(accumulator, "retract" if retract else "accumulate", None)
+            if not callable(method):
+                raise Failure(E_DEFINITION, f"aggregate {self.name} has rows to take back, and no retract method")
+            rows = zip(*[to_python(c) for c in columns]) if columns else [()] * length
+            for i, args in enumerate(rows):
+                try:
+                    method(*args)
+                except Exception:
+                    self.raised(i, errors)
+        value = None
+        if finish:
+            try:
+                value = from_python(self.returns, [accumulator.finish()], self.name)
+            except Failure:
+                raise
+            except Exception:
+                raise Failure(E_RAISED, f"{self.name}.finish raised:\n{user_traceback()}")
+        return self.dump([accumulator]), value, errors
+
     def finish(self, states):
         values = []
         for a in self.load(states):
@@ -567,6 +593,30 @@ def main():
                 groups = to_python(reader.column())
                 incoming = to_python(reader.column())
                 column, errors = f.merge(states, groups, incoming)
+            elif op == AGG_STEPS:
+                finish = reader.u8() == 1
+                count = reader.u32()
+                states = to_python(reader.column())
+                steps = []
+                for _ in range(count):
+                    retract = reader.u8() == 1
+                    length = reader.u64()
+                    ncols = reader.u32()
+                    steps.append((retract, length, [reader.column() for _ in range(ncols)]))
+                state, value, errors = f.steps(states, steps, finish)
+                reply = Writer(STATES)
+                reply.column(BINARY, *state)
+                if value is not None:
+                    reply.column(f.returns, *value)
+                reply.align()
+                reply.u32(len(errors))
+                for row, message in errors:
+                    text = message.encode("utf-8", "replace")
+                    reply.u64(row)
+                    reply.u32(len(text))
+                    reply.raw(text)
+                reply.send(out)
+                continue
             elif op == AGG_FINISH:
                 states = to_python(reader.column())
                 column, errors = f.finish(states)
