@@ -153,7 +153,12 @@ impl PythonRuntime {
         counts.rows.fetch_add(rows as u64, Ordering::Relaxed);
         let mut worker = self.take_worker()?;
         let outcome = worker
-            .request(&frame, definition.timeout, &definition.name)
+            .request(
+                &frame,
+                definition.timeout,
+                &definition.name,
+                rows <= SPIN_ROWS,
+            )
             .and_then(|payload| {
                 let mut reply = Reply::new(payload);
                 if reply.op() == ERROR {
@@ -274,7 +279,7 @@ impl PythonRuntime {
         frame.raw(hello.to_string().as_bytes());
         let names: Vec<&str> = new.iter().map(|f| f.name.as_str()).collect();
         let what = names.join(", ");
-        let payload = match worker.request(&frame.finish(), LOAD_TIMEOUT, &what) {
+        let payload = match worker.request(&frame.finish(), LOAD_TIMEOUT, &what, false) {
             Ok(payload) => payload,
             Err(e) => {
                 self.lose(worker);
@@ -313,6 +318,10 @@ impl PythonRuntime {
         self.returned.notify_one();
     }
 }
+
+/// Requests of at most this many rows spin briefly for their reply (see
+/// `Worker::request`).
+const SPIN_ROWS: usize = 8;
 
 /// How long a worker may take to load the job's functions (imports).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(120);

@@ -28,6 +28,9 @@ const WORKER_PROGRAM: &str = include_str!("worker.py");
 /// Reads the program from stdin and runs it.
 const LOADER: &str = "import sys; n = int(sys.argv[1]); exec(compile(sys.stdin.buffer.read(n), 'eddy-python-worker', 'exec'))";
 
+/// How long a call spins for its reply before it blocks.
+const SPIN: Duration = Duration::from_micros(200);
+
 /// Lines of stderr kept for error messages.
 const STDERR_LINES: usize = 30;
 
@@ -89,13 +92,15 @@ impl Worker {
         })
     }
 
-    /// Sends `frame` and waits up to `timeout` for the reply payload.
-    /// `function` names the function in errors.
+    /// Sends `frame` and waits up to `timeout` for the reply payload
+    /// (spinning briefly first when `spin`). `function` names the function
+    /// in errors.
     pub(crate) fn request(
         &mut self,
         frame: &[u8],
         timeout: Duration,
         function: &str,
+        spin: bool,
     ) -> Result<Vec<u8>> {
         if self
             .stdin
@@ -105,7 +110,27 @@ impl Worker {
         {
             return Err(self.died(function));
         }
-        match self.replies.recv_timeout(timeout) {
+        // A short spin first for a request of a few rows (OVER reads a
+        // value after every row): its reply comes back in tens of
+        // microseconds, sooner than a blocked thread is woken. A batch's
+        // request blocks at once, leaving the core to the job's threads.
+        let spun = Instant::now();
+        let mut early = None;
+        while spin && spun.elapsed() < SPIN {
+            match self.replies.try_recv() {
+                Ok(reply) => {
+                    early = Some(reply);
+                    break;
+                }
+                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            }
+        }
+        let received = match early {
+            Some(reply) => Ok(reply),
+            None => self.replies.recv_timeout(timeout),
+        };
+        match received {
             Ok(Some(reply)) => Ok(reply),
             Ok(None) | Err(RecvTimeoutError::Disconnected) => Err(self.died(function)),
             Err(RecvTimeoutError::Timeout) => {
