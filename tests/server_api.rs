@@ -1113,6 +1113,17 @@ fn python_functions_need_the_servers_consent_and_a_crashing_one_fails_only_its_j
         functions[0]["first_error"], "ValueError: big",
         "{functions}"
     );
+    // /metrics counts them too.
+    let mut response = server
+        .agent
+        .get(format!("{}/metrics", server.base))
+        .call()
+        .unwrap();
+    let text = response.body_mut().read_to_string().unwrap();
+    let line = format!(
+        "eddy_python_raised_total{{job=\"{module}\",job_name=\"module\",function=\"f\"}} {raised}"
+    );
+    assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
     let (status, error) = server.post(
         "/api/v1/jobs",
         &json!({ "name": "outside", "sql": crashing("'math:fabs'") }),

@@ -1,10 +1,47 @@
 //! `GET /metrics`: every job's per-node counters in the Prometheus text
 //! exposition format (version 0.0.4), labelled `job` (the id), `job_name`,
-//! `node` and `kind`.
+//! `node` and `kind`; and its Python functions' counters, labelled `job`,
+//! `job_name` and `function`.
 
 use std::fmt::Write as _;
 
-use crate::views::{JobStatus, JobSummary, NodeMetrics};
+use crate::views::{JobStatus, JobSummary, NodeMetrics, PythonFunctionView};
+
+/// What `/metrics` shows of one job.
+#[derive(Debug, Clone)]
+pub struct JobMetrics {
+    /// The job.
+    pub job: JobSummary,
+    /// Its nodes' counters.
+    pub nodes: Vec<NodeMetrics>,
+    /// Its Python functions' counters.
+    pub python_functions: Vec<PythonFunctionView>,
+}
+
+/// A counter of Python functions.
+struct PythonFamily {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&PythonFunctionView) -> u64,
+}
+
+const PYTHON_FAMILIES: [PythonFamily; 3] = [
+    PythonFamily {
+        name: "eddy_python_calls_total",
+        help: "Requests a Python function's workers answered (a batch each).",
+        value: |f| f.calls,
+    },
+    PythonFamily {
+        name: "eddy_python_rows_total",
+        help: "Rows a Python function was called on.",
+        value: |f| f.rows,
+    },
+    PythonFamily {
+        name: "eddy_python_raised_total",
+        help: "Rows whose Python call raised (their value NULL, on_error = 'null').",
+        value: |f| f.raised,
+    },
+];
 
 fn escape(value: &str) -> String {
     value
@@ -78,14 +115,14 @@ const FAMILIES: [Family; 9] = [
 ];
 
 /// Renders the exposition.
-pub fn render(jobs: &[(JobSummary, Vec<NodeMetrics>)]) -> String {
+pub fn render(jobs: &[JobMetrics]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "# HELP eddy_job_running Whether a job is running (1) or ended (0)."
     );
     let _ = writeln!(out, "# TYPE eddy_job_running gauge");
-    for (job, _) in jobs {
+    for JobMetrics { job, .. } in jobs {
         let running = if job.state == JobStatus::Running {
             1
         } else {
@@ -102,7 +139,7 @@ pub fn render(jobs: &[(JobSummary, Vec<NodeMetrics>)]) -> String {
     for family in &FAMILIES {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);
-        for (job, nodes) in jobs {
+        for JobMetrics { job, nodes, .. } in jobs {
             for node in nodes {
                 if let Some(value) = (family.value)(node) {
                     let _ = writeln!(
@@ -115,6 +152,28 @@ pub fn render(jobs: &[(JobSummary, Vec<NodeMetrics>)]) -> String {
                         escape(&node.kind)
                     );
                 }
+            }
+        }
+    }
+    for family in &PYTHON_FAMILIES {
+        let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
+        let _ = writeln!(out, "# TYPE {} counter", family.name);
+        for JobMetrics {
+            job,
+            python_functions,
+            ..
+        } in jobs
+        {
+            for function in python_functions {
+                let _ = writeln!(
+                    out,
+                    "{}{{job=\"{}\",job_name=\"{}\",function=\"{}\"}} {}",
+                    family.name,
+                    escape(&job.id),
+                    escape(&job.name),
+                    escape(&function.name),
+                    (family.value)(function)
+                );
             }
         }
     }

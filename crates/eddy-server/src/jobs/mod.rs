@@ -633,7 +633,7 @@ impl ManagedJob {
     }
 
     /// Its Python functions' counts in the current run.
-    fn python_reports(&self) -> Vec<crate::views::PythonFunctionView> {
+    pub(crate) fn python_reports(&self) -> Vec<crate::views::PythonFunctionView> {
         let python = self
             .run
             .lock()

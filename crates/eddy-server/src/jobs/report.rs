@@ -63,14 +63,18 @@ impl JobManager {
     }
 
     /// Every job's live counters, for `/metrics`.
-    pub fn all_metrics(&self) -> Vec<(JobSummary, Vec<NodeMetrics>)> {
+    pub fn all_metrics(&self) -> Vec<crate::prometheus::JobMetrics> {
         let jobs: Vec<Arc<ManagedJob>> = self
             .jobs
             .read()
             .map(|j| j.values().cloned().collect())
             .unwrap_or_default();
         jobs.iter()
-            .map(|j| (self.summary(j), self.node_metrics(j)))
+            .map(|j| crate::prometheus::JobMetrics {
+                job: self.summary(j),
+                nodes: self.node_metrics(j),
+                python_functions: j.python_reports(),
+            })
             .collect()
     }
 
