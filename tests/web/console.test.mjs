@@ -29,6 +29,15 @@ const TYPO = SOURCE + `INSERT INTO big_orders
 SELECT order_id, customer_id, order_amont FROM orders WHERE order_amount > 20;
 `;
 const FIXED = TYPO.replace('order_amont', 'order_amount');
+// A Python function that raises on big orders (their value NULL, counted).
+const PYTHON_RAISING = SOURCE + `CREATE FUNCTION risk(amount DOUBLE) RETURNS VARCHAR LANGUAGE PYTHON AS $$
+def risk(amount):
+    if amount > 100:
+        raise ValueError('a big order')
+    return 'low'
+$$;
+INSERT INTO big_orders SELECT order_id, risk(order_amount), order_amount FROM orders;
+`;
 // A Python function whose body (line 9) lacks a colon.
 const PYTHON_TYPO = SOURCE + `CREATE FUNCTION risk(amount DOUBLE) RETURNS VARCHAR LANGUAGE PYTHON AS $$
 def risk(amount)
@@ -202,6 +211,30 @@ try {
   step('edit and redeploy: checked, then redeployed keeping the aggregate');
   await page.click('#job-stop');
   await page.waitFor('#job-state.stopped', 20000);
+
+  // A job with a Python function: its page counts the rows the function
+  // was called on and those that raised, with the first message.
+  await page.goto(`${base}/`);
+  await page.waitFor('#examples option:nth-child(2)');
+  await page.fill('#sql', PYTHON_RAISING);
+  await page.waitFor('#sql-status.ok', 15000);
+  await page.fill('#job-name', 'risk');
+  await page.fill('#job-parallelism', '1');
+  await page.click('#submit');
+  await page.waitForFunction(() => /#\/jobs\/[a-z0-9]+/.test(location.hash), null);
+  await page.waitForFunction(
+    () => {
+      const cells = [...document.querySelectorAll('#python-table tbody td')].map((td) => td.textContent);
+      return cells[0] === 'risk' && Number(cells[3].replace(/\D/g, '')) > 0;
+    },
+    null,
+    30000,
+  );
+  assert.equal((await page.texts('#python-table tbody td'))[4], 'ValueError: a big order');
+  await shot('5d-python-job');
+  await page.click('#job-stop');
+  await page.waitFor('#job-state.stopped', 20000);
+  step('a job with a Python function: its rows and raised rows counted on its page');
 
   // Phone width: nothing wider than the screen.
   await page.setViewport(390, 844);

@@ -71,6 +71,7 @@ function renderJob(job) {
   renderGraph(job);
   renderCharts(job);
   renderSources(job);
+  renderPython(job);
   setupTail(job);
   setupRedeploy(job);
 }
@@ -254,6 +255,23 @@ function renderCharts(job) {
     ]),
     fmtNumber,
   );
+}
+
+// The job's Python functions: rows each was called on, and those that
+// raised (their value NULL) with the first message.
+function renderPython(job) {
+  const functions = job.python_functions || [];
+  $('python-table').hidden = functions.length === 0;
+  const rows = functions
+    .map(
+      (f) => `<tr><td>${escapeHtml(f.name)}</td><td class="num">${fmtNumber(f.rows)}</td><td class="num">${fmtNumber(f.calls)}</td>` +
+        `<td class="num">${fmtNumber(f.raised)}</td><td>${escapeHtml(f.first_error || '–')}</td></tr>`,
+    )
+    .join('');
+  $('python-table').innerHTML =
+    '<caption class="sr-only">Python functions</caption><thead><tr><th scope="col">Python function</th><th scope="col" class="num">Rows</th>' +
+    '<th scope="col" class="num">Calls</th><th scope="col" class="num">Raised</th><th scope="col">First error</th></tr></thead>' +
+    `<tbody>${rows}</tbody>`;
 }
 
 function renderSources(job) {
