@@ -231,6 +231,16 @@ class Writer:
         for b in buffers:
             self.buffer(b)
 
+    def errors(self, errors):
+        """The rows that raised: count, then each row and its message."""
+        self.align()
+        self.u32(len(errors))
+        for row, message in errors:
+            text = message.encode("utf-8", "replace")
+            self.u64(row)
+            self.u32(len(text))
+            self.raw(text)
+
     def send(self, out):
         out.write(struct.pack("<Q", self.size))
         for part in self.parts:
@@ -608,13 +618,7 @@ def main():
                 reply.column(BINARY, *state)
                 if value is not None:
                     reply.column(f.returns, *value)
-                reply.align()
-                reply.u32(len(errors))
-                for row, message in errors:
-                    text = message.encode("utf-8", "replace")
-                    reply.u64(row)
-                    reply.u32(len(text))
-                    reply.raw(text)
+                reply.errors(errors)
                 reply.send(out)
                 continue
             elif op == AGG_FINISH:
@@ -625,13 +629,7 @@ def main():
             reply = Writer(STATES if op in (AGG_UPDATE, AGG_MERGE) else RESULT)
             kind = BINARY if op in (AGG_UPDATE, AGG_MERGE) else f.returns
             reply.column(kind, *column)
-            reply.align()
-            reply.u32(len(errors))
-            for row, message in errors:
-                text = message.encode("utf-8", "replace")
-                reply.u64(row)
-                reply.u32(len(text))
-                reply.raw(text)
+            reply.errors(errors)
             reply.send(out)
         except Failure as e:
             reply = Writer(ERROR)
