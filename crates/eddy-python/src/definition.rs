@@ -117,6 +117,14 @@ impl FunctionDefinition {
                 )));
             }
         }
+        if kind == FunctionKind::Aggregate && args.is_empty() {
+            // Where DataFusion folds rows one group at a time (OVER,
+            // updating aggregates) an aggregate without arguments would see
+            // no rows at all.
+            return Err(PythonError::Declaration(format!(
+                "aggregate {name} takes no argument; an aggregate takes at least one (count rows with count(*))"
+            )));
+        }
         for (i, t) in args.iter().enumerate() {
             Kind::of(t).map_err(|e| {
                 PythonError::Declaration(format!("{name}: argument {}: {e}", i + 1))
@@ -327,6 +335,19 @@ mod tests {
     fn retract_is_seen_in_the_source() {
         assert!(inline("class f:\n    def retract(self, x):\n        pass\n").retracts(&[]));
         assert!(!inline("class f:\n    def accumulate(self, x):\n        pass\n").retracts(&[]));
+    }
+
+    #[test]
+    fn an_aggregate_takes_an_argument() {
+        let error = FunctionDefinition::new(
+            "n",
+            FunctionKind::Aggregate,
+            vec![],
+            DataType::Int64,
+            FunctionBody::Inline("class n: pass".into()),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("takes at least one"), "{error}");
     }
 
     #[test]
