@@ -359,6 +359,24 @@ fn a_function_that_crashes_hangs_or_returns_the_wrong_thing_fails_its_job_naming
             "job.sql:1:63: python function f: the body of f defines no function named f (it defines g)",
         ),
         (
+            "def f(qty):\n    return qty",
+            "BIGINT",
+            "WITH (timeout = '1s', timeout = '2s')",
+            "job.sql:1:81: f: option timeout is given twice",
+        ),
+        (
+            "def f(qty):\n    return qty",
+            "BIGINT",
+            "WITH (vectorised = true)",
+            "f: unknown option 'vectorised' for a Python function (options: vectorized, on_error, timeout)",
+        ),
+        (
+            "def f(qty):\n    return qty",
+            "BIGINT",
+            "STRICT",
+            "CALLED ON NULL INPUT / RETURNS NULL ON NULL INPUT / STRICT is not taken for a Python function",
+        ),
+        (
             "def f(qty) return qty",
             "BIGINT",
             "",

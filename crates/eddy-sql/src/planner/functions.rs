@@ -51,6 +51,12 @@ impl Compiler {
                 ))
             }
         }
+        if let Some(clause) = unsupported_clause(&create) {
+            return Err(SqlError::at(
+                position,
+                format!("{clause} is not taken for a Python function (eddy calls it on every row, NULLs included; its options go in WITH (vectorized, on_error, timeout))"),
+            ));
+        }
         let Some(config) = self.python_config.clone() else {
             return Err(SqlError::at(
                 position,
@@ -109,7 +115,14 @@ impl Compiler {
 
         let mut definition = FunctionDefinition::new(&name, kind, args, returns, body)
             .map_err(|e| SqlError::at(position, e.to_string()))?;
+        let mut seen = std::collections::BTreeSet::new();
         for (key, value, at) in &clauses.options {
+            if !seen.insert(key.as_str()) {
+                return Err(SqlError::at(
+                    at,
+                    format!("{name}: option {key} is given twice"),
+                ));
+            }
             definition
                 .set_option(key, value)
                 .map_err(|e| SqlError::at(at, format!("{name}: {e}")))?;
@@ -118,6 +131,9 @@ impl Compiler {
         let state = self.ctx.state();
         let taken = state.scalar_functions().contains_key(&name)
             || state.aggregate_functions().contains_key(&name);
+        if taken && create.if_not_exists {
+            return Ok(());
+        }
         if taken && !create.or_replace {
             return Err(SqlError::at(
                 position,
@@ -192,6 +208,28 @@ impl Compiler {
             other => other.clone(),
         })
     }
+}
+
+/// The first PostgreSQL clause of `create` that eddy does not honour
+/// (rather than ignore it: `STRICT` would promise NULL for NULL input).
+fn unsupported_clause(create: &CreateFunction) -> Option<&'static str> {
+    [
+        (create.behavior.is_some(), "IMMUTABLE / STABLE / VOLATILE"),
+        (
+            create.called_on_null.is_some(),
+            "CALLED ON NULL INPUT / RETURNS NULL ON NULL INPUT / STRICT",
+        ),
+        (create.parallel.is_some(), "PARALLEL"),
+        (create.security.is_some(), "SECURITY"),
+        (!create.set_params.is_empty(), "SET"),
+        (create.using.is_some(), "USING"),
+        (create.determinism_specifier.is_some(), "DETERMINISTIC"),
+        (create.options.is_some(), "OPTIONS (...)"),
+        (create.remote_connection.is_some(), "REMOTE WITH CONNECTION"),
+        (create.or_alter, "OR ALTER"),
+    ]
+    .into_iter()
+    .find_map(|(given, clause)| given.then_some(clause))
 }
 
 /// Where in the file an error in an inline body is: the line (counted from
