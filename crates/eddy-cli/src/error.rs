@@ -27,9 +27,6 @@ pub enum CliError {
     /// The server failed.
     #[error("{0}")]
     Serve(#[from] eddy_server::ServerError),
-    /// A Python function did not load.
-    #[error("{0}")]
-    Python(#[from] eddy_python::PythonError),
     /// A flag has a bad value.
     #[error("{0}")]
     Usage(String),

@@ -107,17 +107,13 @@ pub fn start(
     start_compiled(compile_files(files, params)?, connectors, config)
 }
 
-/// Starts a compiled job. Its Python functions are loaded first (one
-/// worker started), so a function that does not load fails the job before
-/// it reads anything.
+/// Starts a compiled job. (Its Python functions were loaded while it was
+/// compiled: see [`CompileOptions::check_python_functions`].)
 pub fn start_compiled(
     job: CompiledJob,
     connectors: ConnectorConfig,
     config: &JobConfig,
 ) -> Result<JobHandle> {
-    if let Some(python) = &job.python {
-        python.check()?;
-    }
     Ok(start_job(
         Arc::new(job.graph),
         Arc::new(Connectors::new(connectors)),

@@ -152,6 +152,15 @@ impl Caller {
         frame.column(array).map_err(|m| self.protocol(m))
     }
 
+    /// Writes argument columns, each cast to its declared type.
+    fn arguments(&self, frame: &mut Frame, columns: &[ArrayRef]) -> Result<()> {
+        for (column, declared) in columns.iter().zip(&self.definition.args) {
+            let column = wire::as_type(Arc::clone(column), declared)?;
+            self.column(frame, column.as_ref())?;
+        }
+        Ok(())
+    }
+
     /// `accumulate` (or `retract`) each row of `columns` into the group
     /// `groups[row]` indexes in `states`; returns the new states.
     fn update(
@@ -167,10 +176,7 @@ impl Caller {
         frame.u32(columns.len() as u32);
         self.column(&mut frame, states)?;
         self.column(&mut frame, groups)?;
-        for (column, declared) in columns.iter().zip(&self.definition.args) {
-            let column = wire::as_type(Arc::clone(column), declared)?;
-            self.column(&mut frame, column.as_ref())?;
-        }
+        self.arguments(&mut frame, columns)?;
         let reply = self
             .runtime
             .request(self.index, groups.len(), frame.finish())?;
@@ -182,16 +188,13 @@ impl Caller {
         &self,
         states: &BinaryArray,
         groups: &Int32Array,
-        incoming: &dyn Array,
+        incoming: &ArrayRef,
     ) -> Result<BinaryArray> {
         let mut frame = Frame::new(AGG_MERGE);
         frame.u32(self.index as u32);
         self.column(&mut frame, states)?;
         self.column(&mut frame, groups)?;
-        let incoming = wire::as_type(
-            datafusion::arrow::array::make_array(incoming.to_data()),
-            &DataType::Binary,
-        )?;
+        let incoming = wire::as_type(Arc::clone(incoming), &DataType::Binary)?;
         self.column(&mut frame, incoming.as_ref())?;
         let reply = self
             .runtime
@@ -219,10 +222,7 @@ impl Caller {
             frame.u8(u8::from(*retract));
             frame.u64(n as u64);
             frame.u32(columns.len() as u32);
-            for (column, declared) in columns.iter().zip(&self.definition.args) {
-                let column = wire::as_type(Arc::clone(column), declared)?;
-                self.column(&mut frame, column.as_ref())?;
-            }
+            self.arguments(&mut frame, columns)?;
         }
         let mut reply = self.runtime.request(self.index, rows, frame.finish())?;
         if reply.op() != STATES {
@@ -430,7 +430,7 @@ impl GroupsAccumulator for PythonGroupsAccumulator {
             return Err(self.caller.protocol("no state column to merge".into()));
         };
         let states = states_array(touched.iter().map(|&g| &self.states[g]));
-        let merged = self.caller.merge(&states, &rows, incoming.as_ref())?;
+        let merged = self.caller.merge(&states, &rows, incoming)?;
         self.store(&touched, &merged);
         Ok(())
     }
@@ -573,7 +573,7 @@ impl Accumulator for PythonAccumulator {
         self.apply(false)?;
         let states = states_array(std::iter::once(&self.state));
         let groups = Int32Array::from(vec![0; incoming.len()]);
-        let merged = self.caller.merge(&states, &groups, incoming.as_ref())?;
+        let merged = self.caller.merge(&states, &groups, &incoming)?;
         self.state = merged.is_valid(0).then(|| merged.value(0).to_vec());
         self.value = None;
         Ok(())

@@ -134,8 +134,9 @@ impl PythonRuntime {
             .collect()
     }
 
-    /// Starts one worker and loads the functions, reporting what fails:
-    /// a job checks its functions this way before it runs.
+    /// Takes a worker (starting one if none is idle) and loads the
+    /// functions it has not loaded, reporting what fails: the planner
+    /// checks each function this way as it is declared.
     pub fn check(&self) -> Result<()> {
         let worker = self.take_worker()?;
         self.give_back(worker);

@@ -236,12 +236,6 @@ impl JobManager {
         launch: Launch,
         python: Option<Arc<PythonRuntime>>,
     ) -> Result<()> {
-        if let Some(python) = &python {
-            // A function that does not load fails the job before it runs.
-            python
-                .check()
-                .map_err(|e| ServerError::Rejected(e.to_string()))?;
-        }
         let taps = Arc::new(Taps::new(job.sinks.iter().map(String::as_str)));
         let record = job
             .record
