@@ -24,7 +24,7 @@ use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::{hint, validate};
-use crate::{blackhole, file, generator, kafka, nexmark, parquet, stdin, stdout, values};
+use crate::{blackhole, delta, file, generator, kafka, nexmark, parquet, stdin, stdout, values};
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -50,6 +50,7 @@ impl Registry {
             Box::new(kafka::KafkaConnector::default()),
             Box::new(stdout::StdoutConnector),
             Box::new(parquet::ParquetConnector),
+            Box::new(delta::DeltaConnector::default()),
             Box::new(blackhole::BlackholeConnector),
         ])
     }
@@ -214,14 +215,14 @@ mod tests {
             .to_string();
         assert!(err.contains("did you mean 'generator'?"), "{err}");
         assert!(
-            err.contains("(sources: file, stdin, generator, nexmark, values, kafka)"),
+            err.contains("(sources: file, stdin, generator, nexmark, values, kafka, parquet, delta)"),
             "{err}"
         );
         let err = check(&spec("generator", &[]), Role::Sink)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, stdout, parquet, blackhole)"),
+            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, stdout, parquet, delta, blackhole)"),
             "{err}"
         );
     }

@@ -239,6 +239,40 @@ fn escape_into(text: &str, out: &mut String) {
     }
 }
 
+/// The values of a partition directory (`country=US/dt=2023-11-14/`), as
+/// written by [`PartitionBy::split`] for column partitioning: escapes
+/// undone, [`NULL_PARTITION`] as `None`; a level without `=` is no
+/// partition.
+pub fn directory_values(dir: &str) -> Vec<(String, Option<String>)> {
+    dir.split('/')
+        .filter_map(|level| level.split_once('='))
+        .map(|(name, value)| {
+            let value = (value != NULL_PARTITION).then(|| unescape(value));
+            (unescape(name), value)
+        })
+        .collect()
+}
+
+/// Undoes [`escape_into`].
+fn unescape(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::{Int64Array, TimestampMillisecondArray};

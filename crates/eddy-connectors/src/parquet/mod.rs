@@ -1,0 +1,114 @@
+//! The `parquet` connector. As a sink: a directory of Parquet files, rolled
+//! by rows, bytes, time and checkpoints, partitioned Hive style on request,
+//! written exactly once when the job checkpoints
+//! ([`crate::sinks::rolling`]). As a source: a Parquet file, or every one
+//! under a directory with Hive-style partition columns ([`listing`]), read
+//! as a bounded input for backfills ([`reader`]).
+//!
+//! In: the table's options (`path`, `compression`, `row_group_size`,
+//! rolling and partitioning). Out: a [`crate::sinks::RollingFileSink`] or a
+//! [`reader::ParquetFilesReader`].
+
+pub mod listing;
+pub mod reader;
+
+use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::sink::{SinkMode, SinkWriter};
+use eddy_engine::source::SourceReader;
+
+use crate::config::ConnectorConfig;
+use crate::connector::{Connector, Role};
+use crate::error::Result;
+use crate::options::{OptionDecl, OptionKind};
+use crate::sinks::file_options::{self as files, parquet_files};
+
+/// See the module docs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ParquetConnector;
+
+const OPTIONS: &[OptionDecl] = &[
+    OptionDecl::new("path", OptionKind::Path, "the directory written"),
+    OptionDecl::new(
+        "compression",
+        OptionKind::Text,
+        "zstd (default), snappy, gzip or none",
+    ),
+    OptionDecl::new(
+        "row_group_size",
+        OptionKind::Count,
+        "rows per row group (default: the writer's)",
+    ),
+    files::ROLLING_ROWS,
+    files::ROLLING_BYTES,
+    files::ROLLING_INTERVAL,
+    files::PARTITION_BY,
+];
+
+const SOURCE_OPTIONS: &[OptionDecl] = &[
+    OptionDecl::new(
+        "path",
+        OptionKind::Path,
+        "a Parquet file, or a directory read whole (Hive-style col=value/ directories give partition columns)",
+    ),
+    crate::file::source::BATCH_SIZE,
+];
+
+impl Connector for ParquetConnector {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+
+    fn summary(&self) -> &'static str {
+        "Parquet files: written as a rolled, partitioned directory published exactly once at checkpoints; \
+         read back (a file or a Hive-partitioned directory) as a bounded source"
+    }
+
+    fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
+        Some(match role {
+            Role::Source => SOURCE_OPTIONS,
+            Role::Sink => OPTIONS,
+        })
+    }
+
+    fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
+        match role {
+            Role::Source => {
+                let path = config.source_path(spec)?;
+                listing::list_files(std::path::Path::new(&path)).map(|_| ())
+            }
+            Role::Sink => {
+                files::check(spec, true)?;
+                config.sink_path(spec).map(|_| ())
+            }
+        }
+    }
+
+    fn open_source(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        resume: Option<&serde_json::Value>,
+    ) -> Result<Box<dyn SourceReader>> {
+        let path = config.source_path(spec)?;
+        let files = listing::list_files(std::path::Path::new(&path))?;
+        let resume = reader::resume_position(resume)?;
+        Ok(Box::new(reader::ParquetFilesReader::new(
+            &spec.table,
+            files,
+            spec.schema.clone(),
+            config.batch_size(spec)?,
+            resume,
+            serde_json::Value::Null,
+        )?))
+    }
+
+    fn open_sink(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        mode: SinkMode<'_>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let dir = config.task_path(config.sink_path(spec)?, true);
+        files::file_set(spec, &dir, parquet_files(spec)?, mode)
+    }
+}

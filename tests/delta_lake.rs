@@ -1,0 +1,401 @@
+//! Delta Lake tables, end to end through the `eddy` binary, checked by
+//! readers that are not eddy (`tests/python/check_delta.py`: delta-rs's
+//! `deltalake` package and polars, from the test environment):
+//!
+//! - a table holds exactly what the NDJSON sink writes for the same query,
+//!   partitioned or not, every type and NULL, with and without checkpoints;
+//!   with checkpoints every commit is one checkpoint's and each earlier
+//!   version reads back exactly the rows committed up to it;
+//! - a job killed 100 times (SIGKILL) and resumed leaves the table an
+//!   uninterrupted run leaves, with no checkpoint committed twice;
+//! - Delta and Parquet (a Hive-partitioned directory) read back as sources
+//!   give the rows of the original input, at batch sizes 1, 7 and 8192, and
+//!   an earlier version of the table (time travel) gives that version's rows;
+//! - a table of other columns is refused before the job runs, naming the
+//!   column, and left untouched.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// A Python with deltalake and polars: the test environment's.
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::new("bash")
+            .current_dir(common::repo_root())
+            .args([
+                "-c",
+                "source scripts/python-env.sh && python_env deltalake==1.6.6 polars==2.1.0 >&2 && echo \"$VENV\"",
+            ])
+            .output()
+            .unwrap();
+        common::assert_success(&out, "the test environment's Python");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("bin/python")
+    })
+}
+
+/// Runs the independent checker with `args`; returns what it printed.
+fn check_delta(args: &[&str]) -> String {
+    let out = Command::new(python())
+        .arg(common::repo_root().join("tests/python/check_delta.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    common::assert_success(&out, &format!("check_delta.py {args:?}"));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn eddy(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.current_dir(dir).env_remove("EDDY_PARALLELISM");
+    command
+}
+
+fn input() -> String {
+    let countries = [Some("US"), Some("DE"), Some("a/b é"), None];
+    (0..200)
+        .map(|i: i64| {
+            let mut row = serde_json::Map::new();
+            row.insert("id".into(), i.into());
+            if i % 5 != 0 {
+                row.insert("n".into(), (i * 3 - 40).into());
+            }
+            if i % 7 != 3 {
+                row.insert("amount".into(), (i as f64 * 1.25 - 7.5).into());
+            }
+            row.insert("ok".into(), (i % 3 == 0).into());
+            row.insert(
+                "country".into(),
+                countries[(i % 4) as usize].map_or(serde_json::Value::Null, Into::into),
+            );
+            row.insert("note".into(), format!("row \"{i}\" é,/").into());
+            row.insert("ts".into(), (1_700_000_000_000 + i * 1_000).into());
+            serde_json::Value::Object(row).to_string() + "\n"
+        })
+        .collect()
+}
+
+const COLUMNS: &str =
+    "id BIGINT NOT NULL, n INT, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3)";
+
+fn write_job(dir: &Path) {
+    std::fs::write(dir.join("in.ndjson"), input()).unwrap();
+    std::fs::write(
+        dir.join("write.sql"),
+        format!(
+            "CREATE TABLE events ({COLUMNS}, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+               WITH (connector = 'file', path = 'in.ndjson');
+             CREATE TABLE plain ({COLUMNS}) WITH (connector = 'ndjson', path = 'out/plain.ndjson');
+             CREATE TABLE by_country ({COLUMNS})
+               WITH (connector = 'delta', path = 'out/by_country', partition_by = 'country', target_file_size = '1KB');
+             CREATE TABLE flat ({COLUMNS}) WITH (connector = 'delta', path = 'out/flat', compression = 'snappy');
+             CREATE TABLE files ({COLUMNS}) WITH (connector = 'parquet', path = 'out/files', partition_by = 'country', rolling_rows = '30');
+             INSERT INTO plain SELECT * FROM events;
+             INSERT INTO by_country SELECT * FROM events;
+             INSERT INTO flat SELECT * FROM events;
+             INSERT INTO files SELECT * FROM events;"
+        ),
+    )
+    .unwrap();
+}
+
+fn run_ok(command: &mut Command, what: &str) -> String {
+    let out = command.output().unwrap();
+    common::assert_success(&out, what);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_delta_table_holds_what_the_ndjson_sink_writes_and_reads_back_as_a_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_job(dir);
+    run_ok(
+        eddy(dir).args(["run", "write.sql", "--batch-size", "10"]),
+        "the writing job",
+    );
+    let plain = dir.join("out/plain.ndjson");
+    let plain = plain.to_str().unwrap();
+    let report = check_delta(&[
+        "verify",
+        dir.join("out/by_country").to_str().unwrap(),
+        plain,
+        "--partition-by",
+        "country",
+    ]);
+    eprint!("{report}");
+    let files: usize = report
+        .split("; ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(files > 4, "target_file_size rolls files: {report}");
+    eprint!(
+        "{}",
+        check_delta(&["verify", dir.join("out/flat").to_str().unwrap(), plain])
+    );
+
+    // Appending a second run makes a second commit of the same rows.
+    run_ok(eddy(dir).args(["run", "write.sql"]), "the second run");
+    let twice = check_delta(&["dump", dir.join("out/flat").to_str().unwrap()]);
+    let once = check_delta(&["dump", dir.join("out/flat").to_str().unwrap(), "1"]);
+    assert_eq!(twice.lines().count(), 400);
+    assert_eq!(once.lines().count(), 200, "version 1 is the first run's");
+
+    // Read back: the Delta table (newest, and version 1), and the Parquet
+    // directory with its partition column from the paths, at three batch
+    // sizes, each equal to reading the original NDJSON.
+    std::fs::write(
+        dir.join("read.sql"),
+        format!(
+            "CREATE TABLE original ({COLUMNS}) WITH (connector = 'file', path = 'in.ndjson');
+             CREATE TABLE lake ({COLUMNS}) WITH (connector = 'delta', path = 'out/by_country');
+             CREATE TABLE first_run ({COLUMNS}) WITH (connector = 'delta', path = 'out/flat', version = '1');
+             CREATE TABLE files ({COLUMNS}) WITH (connector = 'parquet', path = 'out/files');
+             CREATE TABLE a (id BIGINT, n INT, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3))
+               WITH (connector = 'ndjson', path = 'back/original.ndjson');
+             CREATE TABLE b (id BIGINT, n INT, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3))
+               WITH (connector = 'ndjson', path = 'back/lake.ndjson');
+             CREATE TABLE c (id BIGINT, n INT, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3))
+               WITH (connector = 'ndjson', path = 'back/first_run.ndjson');
+             CREATE TABLE d (id BIGINT, n INT, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3))
+               WITH (connector = 'ndjson', path = 'back/files.ndjson');
+             INSERT INTO a SELECT * FROM original;
+             INSERT INTO b SELECT * FROM lake;
+             INSERT INTO c SELECT * FROM first_run;
+             INSERT INTO d SELECT * FROM files;"
+        ),
+    )
+    .unwrap();
+    let mut outputs = Vec::new();
+    for batch_size in ["1", "7", "8192"] {
+        let _ = std::fs::remove_dir_all(dir.join("back"));
+        run_ok(
+            eddy(dir).args(["run", "read.sql", "--batch-size", batch_size]),
+            "the reading job",
+        );
+        let read = |name: &str| {
+            common::sorted(
+                std::fs::read_to_string(dir.join("back").join(name))
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string)
+                    .collect(),
+            )
+        };
+        let original = read("original.ndjson");
+        assert_eq!(original.len(), 200);
+        for name in ["first_run.ndjson", "files.ndjson"] {
+            assert!(
+                read(name) == original,
+                "{name} at batch size {batch_size} differs from the original"
+            );
+        }
+        // The partitioned table holds both runs.
+        let twice = common::sorted(original.iter().chain(&original).cloned().collect());
+        assert!(
+            read("lake.ndjson") == twice,
+            "lake.ndjson at batch size {batch_size} differs from the original twice"
+        );
+        outputs.push(read("lake.ndjson"));
+    }
+    assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
+fn a_table_of_other_columns_is_refused_before_the_job_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    write_job(dir);
+    run_ok(eddy(dir).args(["run", "write.sql"]), "the writing job");
+    let log_before: Vec<_> = std::fs::read_dir(dir.join("out/flat/_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    std::fs::write(
+        dir.join("other.sql"),
+        "CREATE TABLE events (id BIGINT NOT NULL, note VARCHAR) WITH (connector = 'file', path = 'in.ndjson');
+         CREATE TABLE flat (id BIGINT NOT NULL, n VARCHAR, amount DOUBLE, ok BOOLEAN, country VARCHAR, note VARCHAR, ts TIMESTAMP(3))
+           WITH (connector = 'delta', path = 'out/flat');
+         INSERT INTO flat SELECT id, note AS n, 1.0, true, 'x', note, NULL FROM events;",
+    )
+    .unwrap();
+    let out = eddy(dir).args(["run", "other.sql"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("column 'n'")
+            && stderr.contains("\"integer\"")
+            && stderr.contains("other.sql:2"),
+        "{stderr}"
+    );
+    let log_after: Vec<_> = std::fs::read_dir(dir.join("out/flat/_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(log_before, log_after, "nothing was committed");
+    // A table that is not there yet is not created by a check.
+    std::fs::write(
+        dir.join("bad_partition.sql"),
+        "CREATE TABLE events (id BIGINT NOT NULL, ts TIMESTAMP(3)) WITH (connector = 'file', path = 'in.ndjson');
+         CREATE TABLE t (id BIGINT, ts TIMESTAMP(3)) WITH (connector = 'delta', path = 'out/new', partition_by = 'ts');
+         INSERT INTO t SELECT * FROM events;",
+    )
+    .unwrap();
+    let out = eddy(dir)
+        .args(["run", "bad_partition.sql"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("CAST(... AS DATE)"),
+        "{stderr}"
+    );
+    assert!(!dir.join("out/new").exists());
+}
+
+const STREAMING: &str = "
+CREATE TABLE payments (
+  payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR,
+  event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+  WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
+) WITH (connector = 'generator', stream = 'payments', count = '${ROWS}', rate = '300', seed = '5');
+CREATE TABLE per_method (window_start TIMESTAMP, method VARCHAR, n BIGINT, total DOUBLE)
+  WITH (connector = 'delta', path = 'out/per_method', partition_by = 'method');
+CREATE TABLE raw (payment_id VARCHAR, method VARCHAR, paid_amount DOUBLE, event_time TIMESTAMP)
+  WITH (connector = 'delta', path = 'out/raw', target_file_size = '64KB');
+CREATE TABLE per_method_lines (window_start TIMESTAMP, method VARCHAR, n BIGINT, total DOUBLE)
+  WITH (connector = 'ndjson', path = 'out/per_method.ndjson');
+INSERT INTO per_method SELECT w.start, method, n, total FROM (
+  SELECT tumble(INTERVAL '1' SECOND) AS w, method, count(*) AS n, round(sum(paid_amount), 2) AS total
+  FROM payments GROUP BY w, method);
+INSERT INTO per_method_lines SELECT w.start, method, n, total FROM (
+  SELECT tumble(INTERVAL '1' SECOND) AS w, method, count(*) AS n, round(sum(paid_amount), 2) AS total
+  FROM payments GROUP BY w, method);
+INSERT INTO raw SELECT payment_id, method, paid_amount, event_time FROM payments WHERE payment_id LIKE '%37';
+";
+
+fn kills() -> usize {
+    std::env::var("EDDY_DELTA_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(100)
+}
+
+/// The number of the checkpoint a run's log says it resumed from.
+fn resumed_from(stderr: &str) -> Option<u64> {
+    let at = stderr.find("resuming from checkpoint ")?;
+    stderr[at + "resuming from checkpoint ".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_job_writing_delta_survives_100_kills_and_commits_each_checkpoint_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("job.sql"), STREAMING).unwrap();
+    let command = |run: &Path, state: Option<&Path>| {
+        std::fs::create_dir_all(run).unwrap();
+        let mut command = eddy(run);
+        command
+            .args([
+                "run",
+                "--quiet",
+                "--set",
+                "ROWS=3000000",
+                "--parallelism",
+                "2",
+            ])
+            .arg(dir.join("job.sql"))
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(state) = state {
+            command
+                .arg("--state-dir")
+                .arg(state)
+                .args(["--checkpoint-interval", "100ms"]);
+        }
+        command
+    };
+    let expected_dir = dir.join("expected");
+    let started = Instant::now();
+    run_ok(&mut command(&expected_dir, None), "the uninterrupted run");
+    let baseline = started.elapsed();
+    let expected = |table: &str| {
+        check_delta(&[
+            "dump",
+            expected_dir.join("out").join(table).to_str().unwrap(),
+        ])
+    };
+    let (per_method, raw) = (expected("per_method"), expected("raw"));
+    assert!(per_method.lines().count() > 100 && raw.lines().count() > 10_000);
+
+    let kills = kills();
+    let mut rng = SmallRng::seed_from_u64(11);
+    let low = (baseline.as_millis() as u64 / 12).max(300);
+    let (mut killed, mut rounds, mut resumed) = (0, 0, Vec::new());
+    while killed < kills {
+        rounds += 1;
+        let run = dir.join(format!("round-{rounds}"));
+        let state = run.join("state");
+        let mut finished = false;
+        while killed < kills {
+            let mut child = command(&run, Some(&state)).spawn().unwrap();
+            let deadline = Instant::now() + Duration::from_millis(rng.random_range(low..low * 3));
+            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if child.try_wait().unwrap().is_some() {
+                let out = child.wait_with_output().unwrap();
+                common::assert_success(&out, "a run between kills");
+                resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
+                finished = true;
+                break;
+            }
+            child.kill().unwrap(); // SIGKILL
+            let out = child.wait_with_output().unwrap();
+            resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
+            killed += 1;
+        }
+        if !finished {
+            let stderr = run_ok(&mut command(&run, Some(&state)), "the final run");
+            resumed.extend(resumed_from(&stderr));
+        }
+        let table = |name: &str| run.join("out").join(name);
+        for (name, rows) in [("per_method", &per_method), ("raw", &raw)] {
+            assert!(
+                &check_delta(&["dump", table(name).to_str().unwrap()]) == rows,
+                "{name} differs from the uninterrupted run's after {killed} kills (round {rounds})"
+            );
+        }
+        eprint!(
+            "{}",
+            check_delta(&[
+                "verify",
+                table("per_method").to_str().unwrap(),
+                run.join("out/per_method.ndjson").to_str().unwrap(),
+                "--partition-by",
+                "method",
+                "--streaming",
+            ])
+        );
+    }
+    assert!(!resumed.is_empty(), "no run resumed from a checkpoint");
+    eprintln!(
+        "delta sink: {killed} kills in {rounds} round(s), both tables exact every round; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
+        &resumed[..resumed.len().min(20)]
+    );
+}
