@@ -215,7 +215,9 @@ mod tests {
             .to_string();
         assert!(err.contains("did you mean 'generator'?"), "{err}");
         assert!(
-            err.contains("(sources: file, stdin, generator, nexmark, values, kafka, parquet, delta)"),
+            err.contains(
+                "(sources: file, stdin, generator, nexmark, values, kafka, parquet, delta)"
+            ),
             "{err}"
         );
         let err = check(&spec("generator", &[]), Role::Sink)

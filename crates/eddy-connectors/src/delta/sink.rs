@@ -539,3 +539,170 @@ impl SinkWriter for DeltaSink {
         result.map_err(|e| e.for_table(&self.table))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::basic::Compression;
+
+    use super::*;
+    use crate::sinks::format::ParquetFormat;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("country", DataType::Utf8, true),
+        ]))
+    }
+
+    fn batch(ids: &[i64]) -> RecordBatch {
+        let countries: Vec<Option<&str>> = ids
+            .iter()
+            .map(|i| if i % 2 == 0 { Some("US") } else { None })
+            .collect();
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(countries)),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn open(dir: &Path, mode: SinkMode<'_>) -> DeltaSink {
+        let partition = PartitionBy::parse(Some("country"), &schema()).unwrap();
+        let physical = schema::physical_schema(&partition.file_schema(&schema()));
+        DeltaSink::open(
+            "t",
+            &schema(),
+            Box::new(ParquetFormat::new(&physical, Compression::SNAPPY, None)),
+            partition,
+            DeltaOptions {
+                dir: dir.to_path_buf(),
+                partition_columns: vec!["country".into()],
+                target_file_size: u64::MAX,
+                task: None,
+            },
+            mode,
+        )
+        .unwrap()
+    }
+
+    fn rows(dir: &Path) -> u64 {
+        log::snapshot(dir, None)
+            .unwrap()
+            .files
+            .iter()
+            .map(|f| {
+                let stats: serde_json::Value =
+                    serde_json::from_str(f.stats.as_deref().unwrap()).unwrap();
+                stats["numRecords"].as_u64().unwrap()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_checkpoint_is_committed_once_however_often_it_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), SinkMode::Transactional { resume: None });
+        sink.write(&batch(&[1, 2, 3])).unwrap();
+        let first = sink.precommit(1, 0).unwrap();
+        assert_eq!(rows(dir.path()), 0, "nothing is visible before the commit");
+        let state = DeltaSinkState::from_snapshot(&first).unwrap().unwrap();
+        let mut log = log::snapshot(dir.path(), None).unwrap();
+        assert_eq!(commit(&state, &mut log).unwrap().commits, 1);
+        // The coordinator commits again after a restart: nothing changes.
+        assert_eq!(commit(&state, &mut log).unwrap().commits, 0);
+        let mut fresh = log::snapshot(dir.path(), None).unwrap();
+        assert_eq!(commit(&state, &mut fresh).unwrap().commits, 0);
+        assert_eq!(rows(dir.path()), 3);
+        assert_eq!(fresh.version, 1);
+
+        // Resumed from checkpoint 1, the sink goes on as the same run.
+        let mut resumed = open(
+            dir.path(),
+            SinkMode::Transactional {
+                resume: Some(&first),
+            },
+        );
+        resumed.write(&batch(&[4, 5])).unwrap();
+        let second = resumed.precommit(2, 1).unwrap();
+        let state = DeltaSinkState::from_snapshot(&second).unwrap().unwrap();
+        assert_eq!(commit(&state, &mut fresh).unwrap().commits, 1);
+        assert_eq!(rows(dir.path()), 5);
+        assert_eq!(fresh.txns[&state.app_id], 2);
+    }
+
+    #[test]
+    fn output_of_a_checkpoint_the_job_resumed_without_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), SinkMode::Transactional { resume: None });
+        sink.write(&batch(&[1, 2])).unwrap();
+        let first = sink.precommit(1, 0).unwrap();
+        let mut log = log::snapshot(dir.path(), None).unwrap();
+        commit(
+            &DeltaSinkState::from_snapshot(&first).unwrap().unwrap(),
+            &mut log,
+        )
+        .unwrap();
+        sink.write(&batch(&[3, 4, 5])).unwrap();
+        let second = sink.precommit(2, 1).unwrap();
+        commit(
+            &DeltaSinkState::from_snapshot(&second).unwrap().unwrap(),
+            &mut log,
+        )
+        .unwrap();
+        assert_eq!(rows(dir.path()), 5);
+
+        // Checkpoint 2 turned out unreadable: the job resumes from 1, and
+        // the rows checkpoint 2 published leave the table.
+        let mut resumed = open(
+            dir.path(),
+            SinkMode::Transactional {
+                resume: Some(&first),
+            },
+        );
+        assert_eq!(rows(dir.path()), 2);
+        // It writes them again as a new run, whose checkpoint 2 commits.
+        resumed.write(&batch(&[3, 4, 5])).unwrap();
+        let again = resumed.precommit(2, 1).unwrap();
+        let state = DeltaSinkState::from_snapshot(&again).unwrap().unwrap();
+        let first_app = DeltaSinkState::from_snapshot(&first)
+            .unwrap()
+            .unwrap()
+            .app_id;
+        assert_ne!(state.app_id, first_app);
+        let mut log = log::snapshot(dir.path(), None).unwrap();
+        assert_eq!(commit(&state, &mut log).unwrap().commits, 1);
+        assert_eq!(rows(dir.path()), 5);
+        // Opening from checkpoint 1 again removes nothing more.
+        open(
+            dir.path(),
+            SinkMode::Transactional {
+                resume: Some(&first),
+            },
+        );
+        assert_eq!(rows(dir.path()), 5);
+    }
+
+    #[test]
+    fn without_checkpoints_each_roll_and_the_end_are_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = open(dir.path(), SinkMode::Direct);
+        sink.options.target_file_size = 1;
+        sink.write(&batch(&[1, 2, 3])).unwrap();
+        let after_roll = log::snapshot(dir.path(), None).unwrap();
+        assert_eq!(after_roll.version, 1, "the rolled files are one commit");
+        assert_eq!(after_roll.files.len(), 2, "a file per partition");
+        assert_eq!(after_roll.files[0].partition_values["country"], None);
+        sink.options.target_file_size = u64::MAX;
+        sink.write(&batch(&[4])).unwrap();
+        sink.finish().unwrap();
+        assert_eq!(log::snapshot(dir.path(), None).unwrap().version, 2);
+        assert_eq!(rows(dir.path()), 4);
+    }
+}

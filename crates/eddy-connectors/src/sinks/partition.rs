@@ -253,8 +253,9 @@ pub fn directory_values(dir: &str) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-/// Undoes [`escape_into`].
-fn unescape(text: &str) -> String {
+/// Undoes [`escape_into`] (and any `%XX` escaping: a Delta log's
+/// URL-encoded paths); a `%` not followed by two hex digits stays.
+pub(crate) fn unescape(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
