@@ -118,7 +118,7 @@ fn a_delta_table_holds_what_the_ndjson_sink_writes_and_reads_back_as_a_source() 
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     write_job(dir);
-    run_ok(
+    let summary = run_ok(
         eddy(dir).args(["run", "write.sql", "--batch-size", "10"]),
         "the writing job",
     );
@@ -139,6 +139,16 @@ fn a_delta_table_holds_what_the_ndjson_sink_writes_and_reads_back_as_a_source() 
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(files > 4, "target_file_size rolls files: {report}");
+    // The run summary counts what each Delta sink committed.
+    assert!(
+        summary.contains("delta sink by_country: ")
+            && summary.contains(&format!(" {files} files, ")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("delta sink flat: 1 commits, 1 files, "),
+        "{summary}"
+    );
     eprint!(
         "{}",
         check_delta(&["verify", dir.join("out/flat").to_str().unwrap(), plain])

@@ -201,6 +201,7 @@ pub fn summary(report: &JobReport) -> String {
             }
         }
     }
+    lines.extend(report.connectors.iter().cloned());
     let c = &report.checkpoints;
     if let Some(last) = c.last_id {
         lines.push(format!(

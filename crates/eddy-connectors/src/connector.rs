@@ -139,6 +139,12 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         Ok(())
     }
+
+    /// What the connector did in this run beyond rows, as summary lines
+    /// (a Delta sink's commits); none by default.
+    fn report(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn not_a(name: &str, spec: &ConnectorSpec, role: Role) -> ConnectorError {

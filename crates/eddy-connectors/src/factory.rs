@@ -189,4 +189,8 @@ impl ConnectorFactory for Connectors {
         };
         commit().map_err(|e| e.for_table(&spec.table))
     }
+
+    fn report(&self) -> Vec<String> {
+        self.registry.report()
+    }
 }

@@ -62,6 +62,11 @@ impl Registry {
         }
     }
 
+    /// Every connector's [`Connector::report`] lines.
+    pub fn report(&self) -> Vec<String> {
+        self.connectors.iter().flat_map(|c| c.report()).collect()
+    }
+
     /// The connector a table names (by name or alias).
     pub fn get(&self, name: &str) -> Option<&dyn Connector> {
         self.connectors

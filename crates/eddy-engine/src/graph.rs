@@ -73,6 +73,12 @@ pub trait ConnectorFactory: Send + Sync {
         Ok(())
     }
 
+    /// What the connectors did beyond rows (a Delta sink's commits, files
+    /// and bytes), as lines for the job's report; none by default.
+    fn report(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Tells a source's connector that a checkpoint holding its reader at
     /// `position` is complete (a Kafka source commits the offsets to its
     /// consumer group, for monitoring; the checkpoint stays the record of

@@ -51,6 +51,8 @@ pub const DEFAULT_TARGET_FILE_SIZE: u64 = 128 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct DeltaConnector {
     logs: Mutex<HashMap<PathBuf, Snapshot>>,
+    /// What each sink table committed in this run.
+    committed: sink::Committed,
 }
 
 const SINK_OPTIONS: &[OptionDecl] = &[
@@ -386,13 +388,14 @@ impl Connector for DeltaConnector {
             partition,
             options,
             mode,
+            self.committed.clone(),
         )?))
     }
 
     fn commit_sink(
         &self,
         _config: &ConnectorConfig,
-        _spec: &ConnectorSpec,
+        spec: &ConnectorSpec,
         state: &StateSnapshot,
     ) -> Result<()> {
         let Some(state) = DeltaSinkState::from_snapshot(state)? else {
@@ -409,8 +412,27 @@ impl Connector for DeltaConnector {
                 logs.entry(state.dir.clone()).or_insert(read)
             }
         };
-        sink::commit(&state, log)?;
+        let counts = sink::commit(&state, log)?;
+        sink::count(&self.committed, &spec.table, &state.dir, counts);
         Ok(())
+    }
+
+    fn report(&self) -> Vec<String> {
+        let Ok(committed) = self.committed.lock() else {
+            return Vec::new();
+        };
+        committed
+            .iter()
+            .map(|(table, (dir, c))| {
+                format!(
+                    "delta sink {table}: {} commits, {} files, {:.1} MiB added to {}",
+                    c.commits,
+                    c.files,
+                    c.bytes as f64 / (1024.0 * 1024.0),
+                    dir.display()
+                )
+            })
+            .collect()
     }
 
     fn open_source(

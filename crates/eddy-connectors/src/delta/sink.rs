@@ -131,6 +131,22 @@ struct OpenFile {
     rows: u64,
 }
 
+/// What each sink table committed in a run (its directory and counts),
+/// shared by the connector's commit hook and the sinks themselves.
+pub type Committed = std::sync::Arc<std::sync::Mutex<BTreeMap<String, (PathBuf, CommitCounts)>>>;
+
+/// Adds `counts` to what `table` committed.
+pub fn count(committed: &Committed, table: &str, dir: &Path, counts: CommitCounts) {
+    if let Ok(mut committed) = committed.lock() {
+        let entry = committed
+            .entry(table.to_string())
+            .or_insert_with(|| (dir.to_path_buf(), CommitCounts::default()));
+        entry.1.commits += counts.commits;
+        entry.1.files += counts.files;
+        entry.1.bytes += counts.bytes;
+    }
+}
+
 /// Counts of what a sink committed, for the run summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitCounts {
@@ -158,6 +174,8 @@ pub struct DeltaSink {
     next_seq: u64,
     /// The log as this sink last read it (direct mode commits itself).
     log: Snapshot,
+    /// Where direct mode counts its commits.
+    committed: Committed,
 }
 
 /// A new run's id: the table, the task and the time it started.
@@ -270,6 +288,7 @@ impl DeltaSink {
         partition: PartitionBy,
         options: DeltaOptions,
         mode: SinkMode<'_>,
+        committed: Committed,
     ) -> Result<Self> {
         let dir = options.dir.clone();
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
@@ -287,6 +306,7 @@ impl DeltaSink {
             pending: Vec::new(),
             next_seq: 0,
             log: Snapshot::default(),
+            committed,
         };
         if let SinkMode::Transactional { resume } = mode {
             sink.staged = true;
@@ -372,6 +392,12 @@ impl DeltaSink {
         log::commit_next(&self.options.dir, &mut self.log, |_| {
             Ok(Some(actions.clone()))
         })?;
+        let counts = CommitCounts {
+            commits: 1,
+            files: files.len() as u64,
+            bytes: files.iter().map(|f| f.size as u64).sum(),
+        };
+        count(&self.committed, &self.table, &self.options.dir, counts);
         Ok(())
     }
 
@@ -588,6 +614,7 @@ mod tests {
                 task: None,
             },
             mode,
+            Committed::default(),
         )
         .unwrap()
     }

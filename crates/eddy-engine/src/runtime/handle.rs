@@ -84,6 +84,9 @@ pub struct JobReport {
     pub elapsed_ms: u128,
     /// Instances each keyed operator ran as.
     pub parallelism: usize,
+    /// What the connectors did beyond rows
+    /// ([`crate::graph::ConnectorFactory::report`]).
+    pub connectors: Vec<String>,
 }
 
 pub(crate) struct JobInner {
@@ -96,6 +99,7 @@ pub(crate) struct JobInner {
     pub parallelism: usize,
     pub state: Mutex<(JobState, Option<u128>)>,
     pub changed: Condvar,
+    pub connectors: Arc<dyn crate::graph::ConnectorFactory>,
 }
 
 /// A handle on a started job. See the module docs.
@@ -208,6 +212,7 @@ impl JobHandle {
                 checkpoints: self.checkpoints(),
                 elapsed_ms: elapsed.unwrap_or_else(|| self.inner.started.elapsed().as_millis()),
                 parallelism: self.inner.parallelism,
+                connectors: self.inner.connectors.report(),
             }),
         }
     }

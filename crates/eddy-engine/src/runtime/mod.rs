@@ -345,6 +345,7 @@ pub fn start_job(
             parallelism,
             state: Mutex::new((JobState::Running, None)),
             changed: Condvar::new(),
+            connectors: connectors.clone(),
         }),
     };
     if already_finished.is_some() {
