@@ -294,6 +294,55 @@ INSERT INTO per_method_lines SELECT w.start, method, n, total FROM (
 INSERT INTO raw SELECT payment_id, method, paid_amount, event_time FROM payments WHERE payment_id LIKE '%37';
 ";
 
+/// Runs a job under `kills` SIGKILLs, 0.3-0.9 s apart, in rounds: a
+/// round's job (`command(run_dir, Some(state_dir))`) is killed and resumed
+/// until it finishes or the kills are spent, then run to its end, and
+/// `check(run_dir, kills so far, round)` judges its output. Returns the
+/// kills, the rounds and the checkpoints runs said they resumed from.
+fn kill_rounds(
+    dir: &Path,
+    command: &dyn Fn(&Path, Option<&Path>) -> Command,
+    kills: usize,
+    seed: u64,
+    check: &mut dyn FnMut(&Path, usize, usize),
+) -> (usize, usize, Vec<u64>) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    // Kills come every 0.3-0.9 s whatever the job's length, so a round
+    // holds many of them (each checked round costs the checker's reads).
+    let low = 300;
+    let (mut killed, mut rounds, mut resumed) = (0, 0, Vec::new());
+    while killed < kills {
+        rounds += 1;
+        let run = dir.join(format!("round-{rounds}"));
+        let state = run.join("state");
+        let mut finished = false;
+        while killed < kills {
+            let mut child = command(&run, Some(&state)).spawn().unwrap();
+            let deadline = Instant::now() + Duration::from_millis(rng.random_range(low..low * 3));
+            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if child.try_wait().unwrap().is_some() {
+                let out = child.wait_with_output().unwrap();
+                common::assert_success(&out, "a run between kills");
+                resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
+                finished = true;
+                break;
+            }
+            child.kill().unwrap(); // SIGKILL
+            let out = child.wait_with_output().unwrap();
+            resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
+            killed += 1;
+        }
+        if !finished {
+            let stderr = run_ok(&mut command(&run, Some(&state)), "the final run");
+            resumed.extend(resumed_from(&stderr));
+        }
+        check(&run, killed, rounds);
+    }
+    (killed, rounds, resumed)
+}
+
 fn kills() -> usize {
     std::env::var("EDDY_DELTA_KILLS")
         .ok()
@@ -353,39 +402,7 @@ fn a_job_writing_delta_survives_100_kills_and_commits_each_checkpoint_once() {
     let (per_method, raw) = (expected("per_method"), expected("raw"));
     assert!(per_method.lines().count() > 100 && raw.lines().count() > 10_000);
 
-    let kills = kills();
-    let mut rng = SmallRng::seed_from_u64(11);
-    // Kills come every 0.3-0.9 s whatever the job's length, so a round
-    // holds many of them (each checked round costs the checker's reads).
-    let low = 300;
-    let (mut killed, mut rounds, mut resumed) = (0, 0, Vec::new());
-    while killed < kills {
-        rounds += 1;
-        let run = dir.join(format!("round-{rounds}"));
-        let state = run.join("state");
-        let mut finished = false;
-        while killed < kills {
-            let mut child = command(&run, Some(&state)).spawn().unwrap();
-            let deadline = Instant::now() + Duration::from_millis(rng.random_range(low..low * 3));
-            while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if child.try_wait().unwrap().is_some() {
-                let out = child.wait_with_output().unwrap();
-                common::assert_success(&out, "a run between kills");
-                resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
-                finished = true;
-                break;
-            }
-            child.kill().unwrap(); // SIGKILL
-            let out = child.wait_with_output().unwrap();
-            resumed.extend(resumed_from(&String::from_utf8_lossy(&out.stderr)));
-            killed += 1;
-        }
-        if !finished {
-            let stderr = run_ok(&mut command(&run, Some(&state)), "the final run");
-            resumed.extend(resumed_from(&stderr));
-        }
+    let (killed, rounds, resumed) = kill_rounds(&dir, &command, kills(), 11, &mut |run, killed, rounds| {
         let table = |name: &str| run.join("out").join(name);
         for (name, rows) in [("per_method", &per_method), ("raw", &raw)] {
             assert!(
@@ -404,7 +421,7 @@ fn a_job_writing_delta_survives_100_kills_and_commits_each_checkpoint_once() {
                 "--streaming",
             ])
         );
-    }
+    });
     assert!(!resumed.is_empty(), "no run resumed from a checkpoint");
     eprintln!(
         "delta sink: {killed} kills in {rounds} round(s), both tables exact every round; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
@@ -507,4 +524,271 @@ fn a_backfill_from_delta_then_live_counts_each_payment_once() {
         20_000
     );
     assert_eq!(count_rows(", version = '1'"), 20_000);
+}
+
+/// The current result of `SELECT id % 23 AS bucket, count(*), sum(id) ...
+/// HAVING count(*) < 9` and of the per-country counts over [`input`],
+/// computed here, as the checker prints rows.
+fn merged_expected() -> (Vec<String>, Vec<String>) {
+    let mut buckets = Vec::new();
+    for bucket in 0..23i64 {
+        let ids: Vec<i64> = (0..200).filter(|i| i % 23 == bucket).collect();
+        if ids.len() < 9 {
+            buckets.push(format!(
+                "{{\"bucket\": {bucket}, \"n\": {}, \"total\": {}}}",
+                ids.len(),
+                ids.iter().sum::<i64>()
+            ));
+        }
+    }
+    let mut countries = Vec::new();
+    for (i, country) in ["\"US\"", "\"DE\"", "\"a/b é\"", "null"].iter().enumerate() {
+        let total: i64 = (0..200).filter(|id| id % 4 == i as i64).sum();
+        countries.push(format!(
+            "{{\"country\": {country}, \"even\": true, \"n\": 50, \"total\": {total}}}"
+        ));
+    }
+    (common::sorted(buckets), common::sorted(countries))
+}
+
+/// An updating query (GROUP BY without a window, HAVING taking groups out
+/// again) into Delta tables with a PRIMARY KEY: each table holds the
+/// query's current result (checked by deltalake against the result
+/// computed here), one row per key at every version, at batch sizes 1,
+/// 10 and 8192. `per_country`'s rows move between partitions (`even`
+/// flips with each count) and its key holds a NULL. A table without a
+/// PRIMARY KEY is refused, saying to declare one.
+#[test]
+fn an_updating_query_merges_into_a_delta_table_by_its_primary_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("in.ndjson"), input()).unwrap();
+    std::fs::write(
+        dir.join("merge.sql"),
+        format!(
+            "CREATE TABLE events ({COLUMNS}) WITH (connector = 'file', path = 'in.ndjson');
+             CREATE TABLE buckets (bucket BIGINT NOT NULL, n BIGINT, total BIGINT, PRIMARY KEY (bucket) NOT ENFORCED)
+               WITH (connector = 'delta', path = 'out/buckets');
+             CREATE TABLE per_country (country VARCHAR, n BIGINT, total BIGINT, even BOOLEAN, PRIMARY KEY (country) NOT ENFORCED)
+               WITH (connector = 'delta', path = 'out/per_country', partition_by = 'even');
+             INSERT INTO buckets SELECT id % 23, count(*), sum(id) FROM events GROUP BY id % 23 HAVING count(*) < 9;
+             INSERT INTO per_country SELECT country, count(*), sum(id), count(*) % 2 = 0 FROM events GROUP BY country;"
+        ),
+    )
+    .unwrap();
+    let (buckets, countries) = merged_expected();
+    assert_eq!((buckets.len(), countries.len()), (7, 4));
+    for batch_size in ["1", "10", "8192"] {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let summary = run_ok(
+            eddy(dir).args(["run", "merge.sql", "--batch-size", batch_size]),
+            "the merging job",
+        );
+        assert!(
+            summary.contains("delta sink buckets: 1 commits"),
+            "{summary}"
+        );
+        let dump = |table: &str| {
+            check_delta(&["dump", dir.join("out").join(table).to_str().unwrap()])
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(dump("buckets"), buckets, "batch size {batch_size}");
+        assert_eq!(dump("per_country"), countries, "batch size {batch_size}");
+    }
+    // Run again: the second run's merge leaves the same result (each key
+    // replaced, none twice), in new files.
+    run_ok(eddy(dir).args(["run", "merge.sql"]), "the second run");
+    let history = check_delta(&[
+        "history",
+        dir.join("out/buckets").to_str().unwrap(),
+        "--key",
+        "bucket",
+    ]);
+    let last: serde_json::Value =
+        serde_json::from_str(history.lines().last().unwrap()).unwrap();
+    assert_eq!(last["operation"], "MERGE", "{history}");
+    assert_eq!(last["removes"], 1, "the first run's file is rewritten: {history}");
+    assert_eq!(last["rows"], 7, "{history}");
+    assert_eq!(last["repeated_keys"], 0, "{history}");
+    assert_eq!(
+        check_delta(&["dump", dir.join("out/buckets").to_str().unwrap()])
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+        buckets
+    );
+
+    // Without a key, an updating query is refused before anything runs.
+    std::fs::write(
+        dir.join("keyless.sql"),
+        format!(
+            "CREATE TABLE events ({COLUMNS}) WITH (connector = 'file', path = 'in.ndjson');
+             CREATE TABLE counts (country VARCHAR, n BIGINT) WITH (connector = 'delta', path = 'out/keyless');
+             INSERT INTO counts SELECT country, count(*) FROM events GROUP BY country;"
+        ),
+    )
+    .unwrap();
+    let out = eddy(dir).args(["run", "keyless.sql"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("PRIMARY KEY (...) NOT ENFORCED"),
+        "{stderr}"
+    );
+    assert!(!dir.join("out/keyless").exists());
+}
+
+const MERGING: &str = "
+CREATE TABLE payments (
+  payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR
+) WITH (connector = 'generator', stream = 'payments', count = '${ROWS}', rate = '300', seed = '7');
+CREATE TABLE per_suffix (suffix VARCHAR NOT NULL, n BIGINT, total DOUBLE, PRIMARY KEY (suffix) NOT ENFORCED)
+  WITH (connector = 'delta', path = 'out/per_suffix', vacuum_retention = '0s');
+CREATE TABLE latest (payment_id VARCHAR NOT NULL, method VARCHAR, paid_amount DOUBLE, PRIMARY KEY (payment_id) NOT ENFORCED)
+  WITH (connector = 'delta', path = 'out/latest', optimize_every = '4', vacuum_retention = '0s');
+CREATE TABLE per_suffix_changes (suffix VARCHAR NOT NULL, n BIGINT, total DOUBLE)
+  WITH (connector = 'ndjson', path = 'out/per_suffix.ndjson', format = 'debezium-json');
+INSERT INTO per_suffix SELECT right(payment_id, 3), count(*), round(sum(paid_amount), 2)
+  FROM payments GROUP BY right(payment_id, 3) HAVING count(*) % 7 <> 3;
+INSERT INTO per_suffix_changes SELECT right(payment_id, 3), count(*), round(sum(paid_amount), 2)
+  FROM payments GROUP BY right(payment_id, 3) HAVING count(*) % 7 <> 3;
+INSERT INTO latest SELECT payment_id, method, paid_amount FROM payments WHERE payment_id LIKE '%37';
+";
+
+/// The table a Debezium changelog file leaves: replayed by key.
+fn replayed(path: &Path) -> Vec<String> {
+    let mut table = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(before) = event["before"].as_object() {
+            table.remove(&before["suffix"].to_string());
+        }
+        if let Some(after) = event["after"].as_object() {
+            let total = after["total"].as_f64().unwrap();
+            table.insert(
+                after["suffix"].to_string(),
+                format!(
+                    "{{\"n\": {}, \"suffix\": {}, \"total\": {}}}",
+                    after["n"],
+                    after["suffix"],
+                    serde_json::to_string(&total).unwrap()
+                ),
+            );
+        }
+    }
+    common::sorted(table.into_values().collect())
+}
+
+/// A merging job checkpointing every 100 ms (a MERGE commit per
+/// checkpoint, compaction every 4 commits, vacuum with no retention):
+/// the table equals its changelog (Debezium NDJSON of the same query)
+/// replayed, every version holds each key once, every merge carries its
+/// checkpoint's transaction, and vacuum leaves only the live files. Then
+/// the job killed `EDDY_DELTA_MERGE_KILLS` times (default 20) ends with
+/// the table of the run without kills.
+#[test]
+fn a_merging_job_survives_kills_with_compaction_and_vacuum() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(dir.join("job.sql"), MERGING).unwrap();
+    let command = |run: &Path, state: Option<&Path>| {
+        std::fs::create_dir_all(run).unwrap();
+        let mut command = eddy(run);
+        command
+            .args(["run", "--set", "ROWS=3000000", "--parallelism", "2"])
+            .arg(dir.join("job.sql"))
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .arg("--state-dir")
+            .arg(state.map_or_else(|| run.join("state"), Path::to_path_buf))
+            .args(["--checkpoint-interval", "100ms"]);
+        command
+    };
+    let expected_dir = dir.join("expected");
+    let started = Instant::now();
+    let summary = run_ok(&mut command(&expected_dir, None), "the run without kills");
+    let baseline = started.elapsed();
+    let table = expected_dir.join("out/per_suffix");
+    let expected = check_delta(&["dump", table.to_str().unwrap()]);
+    let rows: Vec<String> = expected.lines().map(str::to_string).collect();
+    assert!(rows.len() > 500, "{} rows", rows.len());
+    assert_eq!(rows, replayed(&expected_dir.join("out/per_suffix.ndjson")));
+    let latest = expected_dir.join("out/latest");
+    let expected_latest = check_delta(&["dump", latest.to_str().unwrap()]);
+    assert!(expected_latest.lines().count() > 1000);
+    // Every commit: a merge of one checkpoint (transactions rising) or a
+    // compaction; every version still readable holds each key once.
+    let mut compactions = 0;
+    for (table, key) in [(&table, "suffix"), (&latest, "payment_id")] {
+        let history = check_delta(&["history", table.to_str().unwrap(), "--key", key]);
+        let (mut merges, mut txns, mut read, mut vacuumed) = (0, Vec::new(), 0, 0);
+        for line in history.lines() {
+            let commit: serde_json::Value = serde_json::from_str(line).unwrap();
+            if commit.get("rows").is_some() {
+                read += 1;
+                assert_eq!(commit["repeated_keys"], 0, "{line}");
+            }
+            if commit.get("vacuumed").is_some() {
+                vacuumed += 1;
+            }
+            match commit["operation"].as_str().unwrap() {
+                "MERGE" => {
+                    merges += 1;
+                    txns.push(commit["txn"][1].as_i64().unwrap());
+                }
+                "OPTIMIZE" => compactions += 1,
+                "CREATE TABLE" => {}
+                other => panic!("unexpected {other} commit: {line}"),
+            }
+        }
+        assert!(merges > 5, "{history}");
+        assert!(txns.windows(2).all(|w| w[0] < w[1]), "{txns:?}");
+        // Versions whose files vacuum deleted no longer read (as in
+        // Delta); the newest ones do.
+        assert!(read >= 3 && vacuumed > 0, "{history}");
+        let files: serde_json::Value =
+            serde_json::from_str(&check_delta(&["files", table.to_str().unwrap()])).unwrap();
+        let (live, on_disk, added) = (
+            files["live"].as_u64().unwrap(),
+            files["on_disk"].as_u64().unwrap(),
+            files["ever_added"].as_u64().unwrap(),
+        );
+        assert!(
+            live <= on_disk && on_disk < added,
+            "vacuum leaves the live files and those removed since: {files}"
+        );
+        eprintln!("{}: {merges} merges; {files}", table.display());
+    }
+    assert!(compactions > 0, "latest is compacted every 4 commits");
+    assert!(
+        summary.contains("compactions") && summary.contains("vacuumed"),
+        "{summary}"
+    );
+    eprintln!("merge without kills: {compactions} compactions in {baseline:?}");
+
+    let (killed, rounds, resumed) = kill_rounds(
+        dir,
+        &command,
+        std::env::var("EDDY_DELTA_MERGE_KILLS")
+            .ok()
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(20),
+        13,
+        &mut |run, killed, rounds| {
+            for (name, rows) in [("per_suffix", &expected), ("latest", &expected_latest)] {
+                let got = check_delta(&["dump", run.join("out").join(name).to_str().unwrap()]);
+                assert!(
+                    &got == rows,
+                    "{name} differs from the run without kills after {killed} kills (round {rounds})"
+                );
+            }
+        },
+    );
+    assert!(!resumed.is_empty(), "no run resumed from a checkpoint");
+    eprintln!(
+        "merging delta sink: {killed} kills in {rounds} round(s), the table exact every round; resumed from checkpoints {:?}",
+        &resumed[..resumed.len().min(20)]
+    );
 }

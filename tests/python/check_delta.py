@@ -13,6 +13,16 @@ Usage:
       run's transaction, versions rising, no file added twice) and reading
       an earlier version (each of a short history, a dozen spread over a
       long one) gives exactly the rows the commits up to it added.
+  check_delta.py history TABLE [--key COL,COL]
+      prints one JSON line per commit: version, operation, the txn
+      (appId, version) if any, files added and removed; with --key, also
+      the rows of each version (a dozen spread over a long history) and
+      how many of them repeat a key (a merged table never does), or
+      "vacuumed" when a file of that version is gone.
+  check_delta.py files TABLE
+      prints {"live": files of the newest version, "on_disk": .parquet
+      files under the table (not in _ or . directories), "ever_added":
+      files any commit added}.
 Exits non-zero naming the first difference; prints what it checked.
 """
 
@@ -146,6 +156,46 @@ def verify(path, ndjson, partition_by, streaming):
         print(f"{path}: {len(rows)} rows equal the NDJSON sink's (deltalake, polars); {len(seen)} files")
 
 
+def history(path, key):
+    newest = max(v for v, _ in commits(path))
+    step = max(1, newest // 12)
+    sampled = set(range(0, newest + 1, step)) | {newest}
+    table = DeltaTable(path, version=0)
+    for version, actions in commits(path):
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        txn = next((a["txn"] for a in actions if "txn" in a), None)
+        line = {
+            "version": version,
+            "operation": info.get("operation"),
+            "txn": [txn["appId"], txn["version"]] if txn else None,
+            "adds": sum(1 for a in actions if "add" in a),
+            "removes": sum(1 for a in actions if "remove" in a),
+        }
+        if key and (version in sampled or version > newest - 6):
+            table.load_as_version(version)
+            try:
+                rows = table.to_pyarrow_table(columns=key).to_pylist()
+            except FileNotFoundError:
+                # A file of this version was vacuumed.
+                line["vacuumed"] = True
+                print(json.dumps(line))
+                continue
+            keys = [tuple(r[k] for k in key) for r in rows]
+            line["rows"] = len(rows)
+            line["repeated_keys"] = len(keys) - len(set(keys))
+        print(json.dumps(line))
+
+
+def files(path):
+    live = len(DeltaTable(path).file_uris())
+    on_disk = 0
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        on_disk += sum(1 for n in names if n.endswith(".parquet") and not n.startswith(("_", ".")))
+    ever = len({a["add"]["path"] for _, actions in commits(path) for a in actions if "add" in a})
+    print(json.dumps({"live": live, "on_disk": on_disk, "ever_added": ever}))
+
+
 def main():
     args = sys.argv[1:]
     if args[0] == "dump":
@@ -155,6 +205,11 @@ def main():
         if "--partition-by" in args:
             partition_by = args[args.index("--partition-by") + 1]
         verify(args[1], args[2], partition_by, "--streaming" in args)
+    elif args[0] == "files":
+        files(args[1])
+    elif args[0] == "history":
+        key = args[args.index("--key") + 1].split(",") if "--key" in args else None
+        history(args[1], key)
     else:
         fail(__doc__)
     # Leave without the interpreter's teardown, in which the readers'

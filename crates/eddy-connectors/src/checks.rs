@@ -106,12 +106,22 @@ impl Connectors {
         let why = origin
             .map(|o| format!(": {o} makes it so"))
             .unwrap_or_default();
+        if spec.connector == "delta" && self.config.output_dir.is_none() {
+            return Err(EngineError::Table {
+                at: spec.declared_at.clone(),
+                table: spec.table.clone(),
+                message: format!(
+                    "the query writing this Delta table is updating (its rows change{why}); \
+                     declare the table's key, PRIMARY KEY (...) NOT ENFORCED, and each checkpoint's changes are merged into the table by it"
+                ),
+            });
+        }
         Err(EngineError::Table {
             at: spec.declared_at.clone(),
             table: spec.table.clone(),
             message: format!(
                 "{written} takes only appends, but the query writing it is updating (its rows change{why}); \
-                 write it to a changelog sink: format = '{}' on an ndjson, file or kafka sink, format = 'upsert-json' on a kafka sink, or connector = 'stdout'",
+                 write it to a changelog sink: format = '{}' on an ndjson, file or kafka sink, format = 'upsert-json' on a kafka sink, connector = 'delta' with a PRIMARY KEY, or connector = 'stdout'",
                 sinks::changelog::DEBEZIUM_JSON
             ),
         })

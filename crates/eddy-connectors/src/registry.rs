@@ -185,6 +185,7 @@ mod tests {
                 .collect::<BTreeMap<_, _>>(),
             schema: Arc::new(Schema::empty()),
             declared_at: None,
+            primary_key: Vec::new(),
         }
     }
 

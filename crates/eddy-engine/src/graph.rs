@@ -43,6 +43,9 @@ pub struct ConnectorSpec {
     /// Where the table is declared, for errors; `None` for tables the
     /// engine adds (a group job's exchanges).
     pub declared_at: Option<crate::position::Position>,
+    /// The table's `PRIMARY KEY (...)` columns (empty: none declared). A
+    /// sink that merges by key (Delta) applies changes by it.
+    pub primary_key: Vec<String>,
 }
 
 /// Opens the connectors a graph names. Overrides such as `--input` and

@@ -43,6 +43,10 @@ pub type Version = i64;
 /// Commits between two Parquet checkpoints of the log.
 pub const CHECKPOINT_INTERVAL: Version = 10;
 
+/// How long a removed file's tombstone stays in checkpoints: Delta's
+/// default `delta.deletedFileRetentionDuration`, a week.
+pub const TOMBSTONE_RETENTION_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// The table's protocol requirements.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -186,6 +190,9 @@ pub struct Snapshot {
     pub txns: HashMap<String, i64>,
     /// When each version was committed (ms since the epoch), for time travel.
     pub commit_times: BTreeMap<Version, i64>,
+    /// Files removed and not added again, with when (ms since the epoch):
+    /// vacuum deletes them once the retention has passed.
+    pub tombstones: BTreeMap<String, Remove>,
 }
 
 impl Snapshot {
@@ -194,10 +201,14 @@ impl Snapshot {
             Action::Protocol(p) => self.protocol = Some(p),
             Action::MetaData(m) => self.metadata = Some(m),
             Action::Add(add) => {
+                self.tombstones.remove(&add.path);
                 self.files.retain(|f| f.path != add.path);
                 self.files.push(add);
             }
-            Action::Remove(remove) => self.files.retain(|f| f.path != remove.path),
+            Action::Remove(remove) => {
+                self.files.retain(|f| f.path != remove.path);
+                self.tombstones.insert(remove.path.clone(), remove);
+            }
             Action::Txn(txn) => {
                 self.txns.insert(txn.app_id, txn.version);
             }
@@ -441,31 +452,53 @@ fn modified_ms(path: &Path) -> Result<i64> {
         .unwrap_or_default())
 }
 
-/// The paths of files that `app_id` added in commits whose transaction
-/// is newer than `version`, reading the log back from its newest commit.
-pub fn files_added_after(
-    table: &Path,
-    app_id: &str,
-    version: i64,
-) -> Result<std::collections::HashSet<String>> {
+/// What a run committed after one of its transactions.
+#[derive(Debug, Default)]
+pub struct ActionsAfter {
+    /// The `add` and `remove` actions of the run's commits with a newer
+    /// transaction, oldest first.
+    pub actions: Vec<Action>,
+    /// Files that compactions (`remove` without a data change) took out
+    /// of the table since the first of those commits.
+    pub compacted: std::collections::HashSet<String>,
+}
+
+/// What `app_id` committed with a transaction newer than `version`, read
+/// back from the log's newest commit.
+pub fn actions_after(table: &Path, app_id: &str, version: i64) -> Result<ActionsAfter> {
     let (commits, _) = list(table)?;
-    let mut added = std::collections::HashSet::new();
+    let mut newest_first: Vec<Vec<Action>> = Vec::new();
+    let mut after = ActionsAfter::default();
+    let mut compacted_since = std::collections::HashSet::new();
     for &commit in commits.iter().rev() {
         let actions = read_commit(table, commit)?;
         let ours = actions.iter().find_map(|a| match a {
             Action::Txn(txn) if txn.app_id == app_id => Some(txn.version),
             _ => None,
         });
+        for action in &actions {
+            if let Action::Remove(r) = action {
+                if !r.data_change {
+                    compacted_since.insert(r.path.clone());
+                }
+            }
+        }
         match ours {
-            Some(v) if v > version => added.extend(actions.into_iter().filter_map(|a| match a {
-                Action::Add(add) => Some(add.path),
-                _ => None,
-            })),
+            Some(v) if v > version => {
+                after.compacted.extend(compacted_since.iter().cloned());
+                newest_first.push(
+                    actions
+                        .into_iter()
+                        .filter(|a| matches!(a, Action::Add(_) | Action::Remove(_)))
+                        .collect(),
+                );
+            }
             Some(_) => break,
             None => {}
         }
     }
-    Ok(added)
+    after.actions = newest_first.into_iter().rev().flatten().collect();
+    Ok(after)
 }
 
 /// The transaction version of checkpoint `checkpoint` (a finished job's
@@ -601,6 +634,13 @@ fn checkpoint_schema() -> SchemaRef {
         Field::new("dataChange", DataType::Boolean, true),
         string("stats", true),
     ]);
+    let remove = Fields::from(vec![
+        string("path", true),
+        long("deletionTimestamp", true),
+        Field::new("dataChange", DataType::Boolean, true),
+        map("partitionValues"),
+        long("size", true),
+    ]);
     let txn = Fields::from(vec![
         string("appId", true),
         long("version", true),
@@ -610,6 +650,7 @@ fn checkpoint_schema() -> SchemaRef {
         Field::new("protocol", DataType::Struct(protocol), true),
         Field::new("metaData", DataType::Struct(metadata), true),
         Field::new("add", DataType::Struct(add), true),
+        Field::new("remove", DataType::Struct(remove), true),
         Field::new("txn", DataType::Struct(txn), true),
     ]))
 }
@@ -643,6 +684,14 @@ pub fn write_checkpoint(table: &Path, state: &Snapshot) -> Result<()> {
         let mut add = add.clone();
         add.deletion_vector = None;
         push(Action::Add(add))?;
+    }
+    // Tombstones stay in checkpoints while a reader of an older version
+    // or a vacuum may still need them.
+    let expired = now_ms() - TOMBSTONE_RETENTION_MS;
+    for tombstone in state.tombstones.values() {
+        if tombstone.deletion_timestamp.unwrap_or(i64::MAX) >= expired {
+            push(Action::Remove(tombstone.clone()))?;
+        }
     }
     let schema = checkpoint_schema();
     let mut decoder = ReaderBuilder::new(schema.clone())

@@ -18,7 +18,10 @@
 //! build; the tables are checked with delta-rs's Python package in the
 //! tests.
 
+pub mod files;
 pub mod log;
+pub mod maintenance;
+pub mod merge;
 pub mod schema;
 pub mod sink;
 
@@ -38,7 +41,7 @@ use crate::error::{ConnectorError, Result};
 use crate::options::{OptionDecl, OptionKind, OptionValues};
 use crate::parquet::reader::{self, FileToRead, ParquetFilesReader};
 use crate::sinks::file_options::PARTITION_BY;
-use crate::sinks::format::{parse_compression, ParquetFormat};
+use crate::sinks::format::parse_compression;
 use crate::sinks::partition::PartitionBy;
 use log::Snapshot;
 use sink::{DeltaOptions, DeltaSink, DeltaSinkState};
@@ -53,6 +56,8 @@ pub struct DeltaConnector {
     logs: Mutex<HashMap<PathBuf, Snapshot>>,
     /// What each sink table committed in this run.
     committed: sink::Committed,
+    /// Commits since each table's last maintenance (compaction, vacuum).
+    since_maintenance: Mutex<HashMap<PathBuf, u64>>,
 }
 
 const SINK_OPTIONS: &[OptionDecl] = &[
@@ -76,6 +81,16 @@ const SINK_OPTIONS: &[OptionDecl] = &[
         "row_group_size",
         OptionKind::Count,
         "rows per Parquet row group (default: the writer's)",
+    ),
+    OptionDecl::new(
+        "optimize_every",
+        OptionKind::Count,
+        "compact each partition's small files into files of about target_file_size every this many commits (an OPTIMIZE commit); default never",
+    ),
+    OptionDecl::new(
+        "vacuum_retention",
+        OptionKind::Duration,
+        "delete files the table removed longer ago than this (checked every optimize_every commits, else every 10); default never",
     ),
 ];
 
@@ -235,6 +250,30 @@ impl DeltaConnector {
         Ok((partition, columns))
     }
 
+    /// What a sink's options say.
+    fn sink_options(config: &ConnectorConfig, spec: &ConnectorSpec) -> Result<DeltaOptions> {
+        let (partition, partition_columns) = Self::partition_columns(spec)?;
+        let values = OptionValues::new(&spec.options);
+        merge::key_indices(&spec.schema, &spec.primary_key)?;
+        Ok(DeltaOptions {
+            dir: Self::table_dir(config, spec, Role::Sink)?,
+            partition,
+            partition_columns,
+            target_file_size: values
+                .size("target_file_size")?
+                .filter(|&n| n > 0)
+                .unwrap_or(DEFAULT_TARGET_FILE_SIZE),
+            compression: parse_compression(values.text("compression"))?,
+            row_group_size: values.count::<usize>("row_group_size")?,
+            task: config.task,
+            key: spec.primary_key.clone(),
+            optimize_every: values.count::<u64>("optimize_every")?,
+            vacuum_retention_ms: values
+                .duration("vacuum_retention")?
+                .map(|d| d.as_millis() as i64),
+        })
+    }
+
     /// The table's files at the version the options ask for, and that version.
     fn files_at(
         dir: &Path,
@@ -334,9 +373,7 @@ impl Connector for DeltaConnector {
         match role {
             Role::Sink => {
                 schema::to_delta(&spec.schema)?;
-                let (_, partitions) = Self::partition_columns(spec)?;
-                let values = OptionValues::new(&spec.options);
-                parse_compression(values.text("compression"))?;
+                let partitions = Self::sink_options(config, spec)?.partition_columns;
                 if log::exists(&dir)? {
                     let table = log::snapshot(&dir, None)?;
                     check_protocol(&table, true)?;
@@ -363,38 +400,23 @@ impl Connector for DeltaConnector {
         spec: &ConnectorSpec,
         mode: SinkMode<'_>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let dir = Self::table_dir(config, spec, Role::Sink)?;
-        let (partition, partition_columns) = Self::partition_columns(spec)?;
-        let values = OptionValues::new(&spec.options);
-        let physical = schema::physical_schema(&partition.file_schema(&spec.schema));
-        let format = ParquetFormat::new(
-            &physical,
-            parse_compression(values.text("compression"))?,
-            values.count::<usize>("row_group_size")?,
-        );
-        let options = DeltaOptions {
-            dir,
-            partition_columns,
-            target_file_size: values
-                .size("target_file_size")?
-                .filter(|&n| n > 0)
-                .unwrap_or(DEFAULT_TARGET_FILE_SIZE),
-            task: config.task,
-        };
         Ok(Box::new(DeltaSink::open(
             &spec.table,
             &spec.schema,
-            Box::new(format),
-            partition,
-            options,
+            Self::sink_options(config, spec)?,
             mode,
             self.committed.clone(),
         )?))
     }
 
+    fn takes_changelog(&self, spec: &ConnectorSpec) -> bool {
+        // Changes are merged by the table's primary key.
+        !spec.primary_key.is_empty()
+    }
+
     fn commit_sink(
         &self,
-        _config: &ConnectorConfig,
+        config: &ConnectorConfig,
         spec: &ConnectorSpec,
         state: &StateSnapshot,
     ) -> Result<()> {
@@ -412,8 +434,35 @@ impl Connector for DeltaConnector {
                 logs.entry(state.dir.clone()).or_insert(read)
             }
         };
-        let counts = sink::commit(&state, log)?;
+        let options = Self::sink_options(config, spec)?;
+        let counts = sink::commit(&state, log, &options, &spec.schema)?;
         sink::count(&self.committed, &spec.table, &state.dir, counts);
+        let Some(every) = options.maintenance_every() else {
+            return Ok(());
+        };
+        let due = {
+            let mut since = self.since_maintenance.lock().map_err(|_| {
+                ConnectorError::bad_option("path", "a Delta maintenance failed earlier")
+            })?;
+            let n = since.entry(state.dir.clone()).or_default();
+            *n += counts.commits;
+            let due = *n >= every;
+            if due {
+                *n = 0;
+            }
+            due
+        };
+        if due {
+            let keep: Vec<PathBuf> = state
+                .pending
+                .iter()
+                .map(|p| state.dir.join(&p.file.path))
+                .collect();
+            let mut options = options;
+            options.dir = state.dir.clone();
+            let done = maintenance::maintain(log, &options, &spec.schema, &state.app_id, &keep)?;
+            sink::count(&self.committed, &spec.table, &state.dir, done);
+        }
         Ok(())
     }
 
@@ -424,13 +473,23 @@ impl Connector for DeltaConnector {
         committed
             .iter()
             .map(|(table, (dir, c))| {
-                format!(
+                let mut line = format!(
                     "delta sink {table}: {} commits, {} files, {:.1} MiB added to {}",
                     c.commits,
                     c.files,
                     c.bytes as f64 / (1024.0 * 1024.0),
                     dir.display()
-                )
+                );
+                if c.removed > 0 {
+                    line.push_str(&format!("; {} files rewritten", c.removed));
+                }
+                if c.compactions > 0 {
+                    line.push_str(&format!("; {} compactions", c.compactions));
+                }
+                if c.vacuumed > 0 {
+                    line.push_str(&format!("; {} files vacuumed", c.vacuumed));
+                }
+                line
             })
             .collect()
     }

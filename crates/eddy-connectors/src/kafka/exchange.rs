@@ -259,6 +259,7 @@ impl KafkaExchanges {
             options,
             schema: Arc::new(Schema::empty()),
             declared_at: None,
+            primary_key: Vec::new(),
         }
     }
 }

@@ -52,6 +52,7 @@
 //!     options,
 //!     schema: schema.clone(),
 //!     declared_at: None,
+//!     primary_key: Vec::new(),
 //! };
 //! let config = KafkaSinkConfig::from_spec(&spec).unwrap();
 //! let mut sink = KafkaSink::open(config, SinkMode::Direct, Arc::new(KafkaCommits::default())).unwrap();

@@ -225,6 +225,24 @@ impl ParquetFilesReader {
     }
 }
 
+/// Every row of `file` as `schema`'s columns (a Delta merge reads the
+/// files it rewrites with it).
+pub fn read_file(file: &FileToRead, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let mut reader = ParquetFilesReader::new(
+        "",
+        vec![file.clone()],
+        schema.clone(),
+        crate::DEFAULT_BATCH_SIZE,
+        None,
+        serde_json::Value::Null,
+    )?;
+    let mut batches = Vec::new();
+    while let Some(batch) = reader.read()? {
+        batches.push(batch);
+    }
+    Ok(batches)
+}
+
 /// The checkpointed position of a files reader (`None` for a fresh
 /// start); a position of another shape is an error.
 pub fn resume_position(resume: Option<&serde_json::Value>) -> Result<Option<FilesPosition>> {

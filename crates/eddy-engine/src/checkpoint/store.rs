@@ -682,6 +682,7 @@ mod tests {
                     options: Default::default(),
                     schema: schema(),
                     declared_at: None,
+                    primary_key: Vec::new(),
                 },
             },
             inputs: vec![],

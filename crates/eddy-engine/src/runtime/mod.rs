@@ -182,6 +182,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 ///     options: Default::default(),
 ///     schema: schema.clone(),
 ///     declared_at: None,
+///     primary_key: Vec::new(),
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),

@@ -799,6 +799,7 @@ impl Compiler {
                         options: def.options.clone(),
                         schema: def.schema(),
                         declared_at: Some(def.position.clone()),
+                        primary_key: def.primary_key.clone(),
                     },
                 },
                 inputs: endpoints
@@ -850,6 +851,7 @@ impl Compiler {
                             options: def.options.clone(),
                             schema: layout.physical_schema.clone(),
                             declared_at: Some(def.position.clone()),
+                            primary_key: def.primary_key.clone(),
                         },
                         layout: layout.clone(),
                     },
@@ -958,6 +960,7 @@ impl Compiler {
                     .collect(),
                     schema: schema.clone(),
                     declared_at: Some(position.clone()),
+                    primary_key: Vec::new(),
                 },
                 layout,
             },
