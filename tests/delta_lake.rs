@@ -402,26 +402,27 @@ fn a_job_writing_delta_survives_100_kills_and_commits_each_checkpoint_once() {
     let (per_method, raw) = (expected("per_method"), expected("raw"));
     assert!(per_method.lines().count() > 100 && raw.lines().count() > 10_000);
 
-    let (killed, rounds, resumed) = kill_rounds(&dir, &command, kills(), 11, &mut |run, killed, rounds| {
-        let table = |name: &str| run.join("out").join(name);
-        for (name, rows) in [("per_method", &per_method), ("raw", &raw)] {
-            assert!(
+    let (killed, rounds, resumed) =
+        kill_rounds(dir, &command, kills(), 11, &mut |run, killed, rounds| {
+            let table = |name: &str| run.join("out").join(name);
+            for (name, rows) in [("per_method", &per_method), ("raw", &raw)] {
+                assert!(
                 &check_delta(&["dump", table(name).to_str().unwrap()]) == rows,
                 "{name} differs from the uninterrupted run's after {killed} kills (round {rounds})"
             );
-        }
-        eprint!(
-            "{}",
-            check_delta(&[
-                "verify",
-                table("per_method").to_str().unwrap(),
-                run.join("out/per_method.ndjson").to_str().unwrap(),
-                "--partition-by",
-                "method",
-                "--streaming",
-            ])
-        );
-    });
+            }
+            eprint!(
+                "{}",
+                check_delta(&[
+                    "verify",
+                    table("per_method").to_str().unwrap(),
+                    run.join("out/per_method.ndjson").to_str().unwrap(),
+                    "--partition-by",
+                    "method",
+                    "--streaming",
+                ])
+            );
+        });
     assert!(!resumed.is_empty(), "no run resumed from a checkpoint");
     eprintln!(
         "delta sink: {killed} kills in {rounds} round(s), both tables exact every round; resumed from checkpoints {:?}; uninterrupted run {baseline:?}",
@@ -606,10 +607,12 @@ fn an_updating_query_merges_into_a_delta_table_by_its_primary_key() {
         "--key",
         "bucket",
     ]);
-    let last: serde_json::Value =
-        serde_json::from_str(history.lines().last().unwrap()).unwrap();
+    let last: serde_json::Value = serde_json::from_str(history.lines().last().unwrap()).unwrap();
     assert_eq!(last["operation"], "MERGE", "{history}");
-    assert_eq!(last["removes"], 1, "the first run's file is rewritten: {history}");
+    assert_eq!(
+        last["removes"], 1,
+        "the first run's file is rewritten: {history}"
+    );
     assert_eq!(last["rows"], 7, "{history}");
     assert_eq!(last["repeated_keys"], 0, "{history}");
     assert_eq!(

@@ -229,10 +229,8 @@ pub fn merge(
         .collect();
     let put = filter_record_batch(changes, &puts)?;
     if put.num_rows() > 0 {
-        let data = RecordBatch::try_new(
-            sink.clone(),
-            put.columns()[..sink.fields().len()].to_vec(),
-        )?;
+        let data =
+            RecordBatch::try_new(sink.clone(), put.columns()[..sink.fields().len()].to_vec())?;
         merged.rows_put = data.num_rows() as u64;
         writer.write(&data)?;
     }
@@ -244,7 +242,8 @@ pub fn merge(
 /// that the checkpoint names until its commit is made).
 pub fn write_changes(path: &Path, changes: &RecordBatch) -> Result<u64> {
     let file = crate::sinks::create_file(path)?;
-    let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(file, changes.schema(), None)?;
+    let mut writer =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, changes.schema(), None)?;
     writer.write(changes)?;
     let file = writer.into_inner()?;
     file.sync_all()
@@ -265,7 +264,10 @@ pub fn read_changes(path: &Path, sink: &SchemaRef) -> Result<Vec<RecordBatch>> {
     reader
         .map(|batch| {
             let batch = batch?;
-            Ok(RecordBatch::try_new(schema.clone(), batch.columns().to_vec())?)
+            Ok(RecordBatch::try_new(
+                schema.clone(),
+                batch.columns().to_vec(),
+            )?)
         })
         .collect()
 }

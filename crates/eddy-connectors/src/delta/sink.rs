@@ -428,10 +428,11 @@ impl DeltaSink {
     /// Staged files closed by a roll wait for the next barrier.
     fn pending_closed(&mut self, files: Vec<DataFile>) {
         // `precommit` assigns them their checkpoint.
-        self.pending.extend(files.into_iter().map(|file| PendingFile {
-            file,
-            closed_for: CheckpointId::MAX,
-        }));
+        self.pending
+            .extend(files.into_iter().map(|file| PendingFile {
+                file,
+                closed_for: CheckpointId::MAX,
+            }));
     }
 
     /// Direct mode: counts a commit and runs maintenance when it is due.
@@ -541,10 +542,8 @@ fn roll_back(dir: &Path, log: &mut Snapshot, app_id: &str, checkpoint: i64) -> R
             Action::Add(add) => {
                 added.insert(add.path, ());
             }
-            Action::Remove(gone) => {
-                if added.remove(&gone.path).is_none() {
-                    removed.insert(gone.path.clone(), gone);
-                }
+            Action::Remove(gone) if added.remove(&gone.path).is_none() => {
+                removed.insert(gone.path.clone(), gone);
             }
             _ => {}
         }
@@ -632,7 +631,11 @@ pub fn merge_commit(
         discard(&dir, &written);
         written.clear();
         if let Some(txn) = &txn {
-            if current.txns.get(&txn.app_id).is_some_and(|&v| v >= txn.version) {
+            if current
+                .txns
+                .get(&txn.app_id)
+                .is_some_and(|&v| v >= txn.version)
+            {
                 return Ok(None);
             }
         }
@@ -719,7 +722,14 @@ pub fn commit(
             };
             let mut merge_options = options.clone();
             merge_options.dir = state.dir.clone();
-            counts += merge_commit(log, &merge_options, sink, &changes, Some(txn), &state.app_id)?;
+            counts += merge_commit(
+                log,
+                &merge_options,
+                sink,
+                &changes,
+                Some(txn),
+                &state.app_id,
+            )?;
             for file in &files {
                 let _ = std::fs::remove_file(state.dir.join(&file.path));
             }
@@ -984,12 +994,22 @@ mod tests {
                 partition_values: add.partition_values.clone(),
             };
             for batch in crate::parquet::reader::read_file(&file, &schema()).unwrap() {
-                let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
-                let countries = batch.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+                let ids = batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                let countries = batch
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
                 for i in 0..batch.num_rows() {
                     rows.push((
                         ids.value(i),
-                        countries.is_valid(i).then(|| countries.value(i).to_string()),
+                        countries
+                            .is_valid(i)
+                            .then(|| countries.value(i).to_string()),
                     ));
                 }
             }
@@ -1027,13 +1047,20 @@ mod tests {
     #[test]
     fn a_merging_sink_holds_the_current_result_once_per_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sink = open_with(merging(dir.path()), SinkMode::Transactional { resume: None });
+        let mut sink = open_with(
+            merging(dir.path()),
+            SinkMode::Transactional { resume: None },
+        );
         // +I 1, +I 2, +I 3; then 2 moves from NULL to US (-U/+U).
         sink.write(&changes(&[(1, Some("US"), 0), (2, None, 0), (3, None, 0)]))
             .unwrap();
-        sink.write(&changes(&[(2, None, 1), (2, Some("US"), 2)])).unwrap();
+        sink.write(&changes(&[(2, None, 1), (2, Some("US"), 2)]))
+            .unwrap();
         let first = sink.precommit(1, 0).unwrap();
-        assert!(table(dir.path()).is_empty(), "nothing shows before the commit");
+        assert!(
+            table(dir.path()).is_empty(),
+            "nothing shows before the commit"
+        );
         let state = DeltaSinkState::from_snapshot(&first).unwrap().unwrap();
         assert!(state.merge);
         let mut log = log::snapshot(dir.path(), None).unwrap();
@@ -1055,7 +1082,10 @@ mod tests {
         let state = DeltaSinkState::from_snapshot(&second).unwrap().unwrap();
         let counts = commit(&state, &mut log).unwrap();
         assert_eq!(counts.commits, 1);
-        assert!(counts.removed >= 1, "the files holding 1 and 3 are rewritten");
+        assert!(
+            counts.removed >= 1,
+            "the files holding 1 and 3 are rewritten"
+        );
         assert_eq!(table(dir.path()), vec![us(2), us(3), (4, None)]);
         // The change files are gone once merged.
         let changes_dir = dir.path().join(CHANGES_DIR);
@@ -1096,9 +1126,14 @@ mod tests {
             ..options(dir.path())
         };
         let committed = Committed::default();
-        let mut sink =
-            DeltaSink::open("t", &schema(), options.clone(), SinkMode::Direct, committed.clone())
-                .unwrap();
+        let mut sink = DeltaSink::open(
+            "t",
+            &schema(),
+            options.clone(),
+            SinkMode::Direct,
+            committed.clone(),
+        )
+        .unwrap();
         // Each write rolls (1 byte target), so each is a commit of 2 files.
         for n in 0..4 {
             sink.files.set_target_file_size(1);
@@ -1106,12 +1141,19 @@ mod tests {
         }
         sink.finish().unwrap();
         let log = log::snapshot(dir.path(), None).unwrap();
-        assert_eq!(log.files.len(), 2, "one file per partition after compaction");
+        assert_eq!(
+            log.files.len(),
+            2,
+            "one file per partition after compaction"
+        );
         assert!(log.files.iter().all(|f| !f.data_change));
         let ids: Vec<i64> = table(dir.path()).into_iter().map(|r| r.0).collect();
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
         let counts = committed.lock().unwrap()["t"].1;
-        assert_eq!((counts.commits, counts.compactions, counts.removed), (4, 1, 8));
+        assert_eq!(
+            (counts.commits, counts.compactions, counts.removed),
+            (4, 1, 8)
+        );
 
         // Vacuum: the 8 compacted files are tombstones; with no retention
         // they go, the live files stay, and the table reads the same.
@@ -1127,8 +1169,14 @@ mod tests {
         assert_eq!(table(dir.path()).len(), 8);
         // A file no commit added is kept while younger than an hour.
         std::fs::write(dir.path().join("part-stray.zstd.parquet"), b"x").unwrap();
-        assert_eq!(maintenance::vacuum(dir.path(), &log, 0, log::now_ms(), &[]).unwrap(), 0);
+        assert_eq!(
+            maintenance::vacuum(dir.path(), &log, 0, log::now_ms(), &[]).unwrap(),
+            0
+        );
         let later = log::now_ms() + maintenance::ORPHAN_MIN_AGE_MS + 1000;
-        assert_eq!(maintenance::vacuum(dir.path(), &log, 0, later, &[]).unwrap(), 1);
+        assert_eq!(
+            maintenance::vacuum(dir.path(), &log, 0, later, &[]).unwrap(),
+            1
+        );
     }
 }
