@@ -727,8 +727,10 @@ fn a_merging_job_survives_kills_with_compaction_and_vacuum() {
     for (table, key) in [(&table, "suffix"), (&latest, "payment_id")] {
         let history = check_delta(&["history", table.to_str().unwrap(), "--key", key]);
         let (mut merges, mut txns, mut read, mut vacuumed) = (0, Vec::new(), 0, 0);
+        let mut skipped = 0;
         for line in history.lines() {
             let commit: serde_json::Value = serde_json::from_str(line).unwrap();
+            skipped += commit["files_skipped"].as_u64().unwrap();
             if commit.get("rows").is_some() {
                 read += 1;
                 assert_eq!(commit["repeated_keys"], 0, "{line}");
@@ -762,7 +764,15 @@ fn a_merging_job_survives_kills_with_compaction_and_vacuum() {
             live <= on_disk && on_disk < added,
             "vacuum leaves the live files and those removed since: {files}"
         );
-        eprintln!("{}: {merges} merges; {files}", table.display());
+        if key == "payment_id" {
+            // New payment ids: a merge rules some older files out by their
+            // key statistics, unread (ids are text, so ranges overlap).
+            assert!(skipped > 0, "{history}");
+        }
+        eprintln!(
+            "{}: {merges} merges, {skipped} files skipped by statistics; {files}",
+            table.display()
+        );
     }
     assert!(compactions > 0, "latest is compacted every 4 commits");
     assert!(

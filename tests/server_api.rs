@@ -374,7 +374,13 @@ INSERT INTO copy SELECT order_id, customer_id, order_amount FROM orders;
 fn a_sink_is_tailed_over_server_sent_events_and_a_stopped_job_has_committed_output() {
     let dirs = dirs();
     let server = Server::start(&dirs, None);
-    let id = server.submit("endless", ENDLESS);
+    // The job also writes a Delta table, whose commits the job view counts.
+    let with_lake = format!(
+        "{ENDLESS}
+         CREATE TABLE lake (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'delta', path = 'lake');
+         INSERT INTO lake SELECT order_id, order_amount FROM orders;"
+    );
+    let id = server.submit("endless", &with_lake);
     let response = server
         .agent
         .get(format!("{}/api/v1/jobs/{id}/sinks/copy/tail", server.base))
@@ -424,10 +430,49 @@ fn a_sink_is_tailed_over_server_sent_events_and_a_stopped_job_has_committed_outp
         "{running}"
     );
 
+    let committing = server.wait_for(&id, "a Delta commit", Duration::from_secs(20), |j| {
+        j["connectors"][0]
+            .as_str()
+            .is_some_and(|l| l.starts_with("delta sink lake: ") && !l.contains(": 0 commits"))
+    });
+    assert!(
+        committing["connectors"][0]
+            .as_str()
+            .unwrap()
+            .contains(&dirs.output.join("lake").display().to_string()),
+        "{committing}"
+    );
+
     let (status, stopped) = server.post(&format!("/api/v1/jobs/{id}/stop"), &json!({}));
     assert_eq!(status, 200);
     assert_eq!(stopped["state"], "stopped", "{stopped}");
     let written = node(&stopped, "copy")["rows_in"].as_u64().unwrap();
+    let commits = |j: &Value| -> u64 {
+        let line = j["connectors"][0].as_str().unwrap();
+        line["delta sink lake: ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(commits(&stopped) >= commits(&committing), "{stopped}");
+    eprintln!("{}", stopped["connectors"][0]);
+    let log = std::fs::read_dir(dirs.output.join("lake/_delta_log"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".json")
+        })
+        .count() as u64;
+    assert_eq!(
+        log,
+        commits(&stopped) + 1,
+        "every commit but the table's creation is counted: {stopped}"
+    );
     let text = std::fs::read_to_string(dirs.output.join("copy.ndjson")).unwrap();
     assert_eq!(
         text.lines().count() as u64,

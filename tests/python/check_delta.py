@@ -170,6 +170,7 @@ def history(path, key):
             "txn": [txn["appId"], txn["version"]] if txn else None,
             "adds": sum(1 for a in actions if "add" in a),
             "removes": sum(1 for a in actions if "remove" in a),
+            "files_skipped": int(info.get("operationParameters", {}).get("filesSkipped", 0)),
         }
         if key and (version in sampled or version > newest - 6):
             table.load_as_version(version)

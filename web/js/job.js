@@ -72,6 +72,7 @@ function renderJob(job) {
   renderCharts(job);
   renderSources(job);
   renderPython(job);
+  renderConnectors(job);
   setupTail(job);
   setupRedeploy(job);
 }
@@ -272,6 +273,14 @@ function renderPython(job) {
     '<caption class="sr-only">Python functions</caption><thead><tr><th scope="col">Python function</th><th scope="col" class="num">Rows</th>' +
     '<th scope="col" class="num">Calls</th><th scope="col" class="num">Raised</th><th scope="col">First error</th></tr></thead>' +
     `<tbody>${rows}</tbody>`;
+}
+
+// What the connectors did beyond rows: a Delta sink's commits, files,
+// bytes, rewrites, compactions and vacuumed files, a line each.
+function renderConnectors(job) {
+  const lines = job.connectors || [];
+  $('connector-lines').hidden = lines.length === 0;
+  $('connector-lines').innerHTML = lines.map((l) => `<li>${escapeHtml(l)}</li>`).join('');
 }
 
 function renderSources(job) {

@@ -43,6 +43,10 @@ impl ConnectorFactory for ServerConnectors {
         })
     }
 
+    fn report(&self) -> Vec<String> {
+        self.inner.report()
+    }
+
     fn commit_sink(&self, spec: &ConnectorSpec, state: &StateSnapshot) -> Result<()> {
         self.inner.commit_sink(spec, state)
     }

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::log::{self, Action, Add};
 use super::schema;
+use super::stats::FileStats;
 use crate::error::Result;
 use crate::sinks::format::{FileFormat, FormatWriter, ParquetFormat};
 use crate::sinks::partition::{directory_values, PartitionBy};
@@ -52,6 +53,9 @@ pub struct DataFile {
     pub size: i64,
     /// Rows.
     pub rows: u64,
+    /// Its statistics (`stats` of its `add`); `None`: the row count only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
 }
 
 impl DataFile {
@@ -64,7 +68,11 @@ impl DataFile {
             size: self.size,
             modification_time: now,
             data_change,
-            stats: Some(format!("{{\"numRecords\":{}}}", self.rows)),
+            stats: Some(
+                self.stats
+                    .clone()
+                    .unwrap_or_else(|| format!("{{\"numRecords\":{}}}", self.rows)),
+            ),
             deletion_vector: None,
         })
     }
@@ -75,6 +83,7 @@ struct OpenFile {
     partition_values: BTreeMap<String, Option<String>>,
     writer: Box<dyn FormatWriter>,
     rows: u64,
+    stats: FileStats,
 }
 
 /// Writes batches as data files. See the module docs.
@@ -157,8 +166,9 @@ impl DataFileWriter {
                     }
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
-            file.writer
-                .write(&RecordBatch::try_new(self.physical.clone(), columns)?)?;
+            let physical = RecordBatch::try_new(self.physical.clone(), columns)?;
+            file.stats.update(&physical)?;
+            file.writer.write(&physical)?;
             file.rows += rows.num_rows() as u64;
             if file.writer.bytes() >= self.target_file_size {
                 self.close_file(&partition)?;
@@ -194,24 +204,27 @@ impl DataFileWriter {
                 partition_values: directory_values(partition).into_iter().collect(),
                 writer,
                 rows: 0,
+                stats: FileStats::new(&self.physical),
             },
         );
         Ok(())
     }
 
     fn close_file(&mut self, partition: &str) -> Result<()> {
-        let Some(open) = self.open.remove(partition) else {
+        let Some(mut open) = self.open.remove(partition) else {
             return Ok(());
         };
         let full = self.dir.join(&open.path);
         let file = open.writer.close()?;
         file.sync_all().map_err(|e| io_error(&full, e))?;
         let size = file.metadata().map_err(|e| io_error(&full, e))?.len();
+        let stats = open.stats.to_json(open.rows)?;
         self.closed.push(DataFile {
             path: open.path,
             partition_values: open.partition_values,
             size: size as i64,
             rows: open.rows,
+            stats: Some(stats),
         });
         Ok(())
     }

@@ -26,6 +26,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use super::log::{self, Add, Snapshot};
 use super::sink::{commit_info, discard, remove, CommitCounts, DeltaOptions, CHANGES_DIR};
 use crate::error::Result;
+use crate::parquet::listing::walk;
 use crate::parquet::reader::{read_file, FileToRead};
 use crate::sinks::io_error;
 
@@ -171,29 +172,19 @@ pub fn vacuum(
     Ok(deleted)
 }
 
-/// The `.parquet` files under `dir` with their modification times (ms),
-/// skipping names that start with `_` or `.` (the log, hidden files), as
-/// Delta's vacuum does.
+/// The `.parquet` files under `dir` (see [`walk`]) with their
+/// modification times (ms since the epoch).
 fn data_files(dir: &Path, found: &mut Vec<(PathBuf, i64)>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
-        let entry = entry.map_err(|e| io_error(dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || name.starts_with('_') {
-            continue;
-        }
-        let path = entry.path();
-        let meta = entry.metadata().map_err(|e| io_error(&path, e))?;
-        if meta.is_dir() {
-            data_files(&path, found)?;
-        } else if name.ends_with(".parquet") {
-            let modified = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or_default();
-            found.push((path, modified));
-        }
+    let mut paths = Vec::new();
+    walk(dir, &mut paths)?;
+    for path in paths {
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .map_err(|e| io_error(&path, e))?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default();
+        found.push((path, modified));
     }
     Ok(())
 }

@@ -16,7 +16,8 @@
 //! ```
 //!
 //! Files without a changed key are not touched beyond reading their key
-//! columns. Delta's deletion vectors would spare the rewrite but need
+//! columns, and not read at all when their statistics (least and greatest
+//! key, [`super::stats`]) rule every changed key out. Delta's deletion vectors would spare the rewrite but need
 //! reader version 3, which many readers still lack; copy-on-write tables
 //! stay version 1/2.
 //!
@@ -58,6 +59,7 @@ use eddy_engine::changelog::{self, RowKind};
 
 use super::files::{DataFile, DataFileWriter};
 use super::log::{self, Add, Snapshot};
+use super::stats;
 use crate::error::{ConnectorError, Result};
 use crate::parquet::reader::{read_file, FileToRead};
 
@@ -173,6 +175,10 @@ pub struct Merged {
     pub rows_out: u64,
     /// Rows put.
     pub rows_put: u64,
+    /// Files whose key columns were read.
+    pub files_read: u64,
+    /// Files the statistics ruled out unread.
+    pub files_skipped: u64,
 }
 
 /// Applies `changes` (from [`last_change_per_key`]) to the table at
@@ -192,7 +198,19 @@ pub fn merge(
         .collect();
     let key_schema = Arc::new(sink.project(key)?);
     let mut merged = Merged::default();
+    let key_columns: Vec<(&str, ArrayRef)> = key
+        .iter()
+        .map(|&i| (sink.field(i).name().as_str(), changes.column(i).clone()))
+        .collect();
     for add in &table.files {
+        // The file's least and greatest keys may rule it out unread.
+        if let Some(mask) = stats::may_hold(add.stats.as_deref(), &key_columns)? {
+            if mask.true_count() == 0 {
+                merged.files_skipped += 1;
+                continue;
+            }
+        }
+        merged.files_read += 1;
         let file = FileToRead {
             path: dir.join(log::decode_path(&add.path)),
             partition_values: add.partition_values.clone(),

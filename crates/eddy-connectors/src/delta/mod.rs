@@ -24,6 +24,7 @@ pub mod maintenance;
 pub mod merge;
 pub mod schema;
 pub mod sink;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -518,6 +518,7 @@ impl DeltaSink {
                 partition_values: BTreeMap::new(),
                 size: size as i64,
                 rows: changes.num_rows() as u64,
+                stats: None,
             },
             closed_for: checkpoint,
         });
@@ -651,6 +652,8 @@ pub fn merge_commit(
                 "predicate": options.key.iter().map(|k| format!("target.{k} = source.{k}")).collect::<Vec<_>>().join(" AND "),
                 "rowsReplacedOrDeleted": merged.rows_out,
                 "rowsPut": merged.rows_put,
+                "filesRead": merged.files_read,
+                "filesSkipped": merged.files_skipped,
             }),
             false,
         )];

@@ -48,7 +48,9 @@ pub fn list_files(path: &Path) -> Result<Vec<FileToRead>> {
         .collect())
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+/// The `.parquet` files under `dir`, skipping names that start with `.`
+/// or `_` (a Delta log, hidden files), as Delta's readers and vacuum do.
+pub(crate) fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
         let entry = entry.map_err(|e| io_error(dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();

@@ -157,6 +157,12 @@ impl JobHandle {
             .unwrap_or_default()
     }
 
+    /// What the connectors have done beyond rows so far (a Delta sink's
+    /// commits, files and bytes), as the run summary prints it.
+    pub fn connectors(&self) -> Vec<String> {
+        self.inner.connectors.report()
+    }
+
     /// Asks the job to stop gracefully and returns at once: sources stop
     /// reading, a final checkpoint is taken when checkpoints are on, sinks
     /// publish what they hold. Windows still open are not fired (a restart

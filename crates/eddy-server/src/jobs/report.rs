@@ -278,6 +278,7 @@ impl JobManager {
             from_savepoint: record.as_ref().and_then(|r| r.from_savepoint.clone()),
             savepoints: self.savepoints.list(Some(&job.id)),
             python_functions: job.python_reports(),
+            connectors: job.handle().map(|h| h.connectors()).unwrap_or_default(),
         }
     }
 }

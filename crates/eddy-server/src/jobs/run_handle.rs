@@ -31,6 +31,15 @@ impl RunHandle {
         }
     }
 
+    /// What its connectors did beyond rows (a Delta sink's commits,
+    /// files and bytes); a group job's tasks report theirs in their logs.
+    pub(super) fn connectors(&self) -> Vec<String> {
+        match self {
+            Self::Single(h) => h.connectors(),
+            Self::Group(_) => Vec::new(),
+        }
+    }
+
     /// Counters per node (a group job's added up over its tasks here).
     pub(super) fn metrics(&self) -> Vec<NodeReport> {
         match self {
