@@ -37,6 +37,8 @@ def risk(amount):
     return 'low'
 $$;
 INSERT INTO big_orders SELECT order_id, risk(order_amount), order_amount FROM orders;
+CREATE TABLE lake (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'delta', path = 'console-lake');
+INSERT INTO lake SELECT order_id, order_amount FROM orders;
 `;
 // A Python function whose body (line 9) lacks a colon.
 const PYTHON_TYPO = SOURCE + `CREATE FUNCTION risk(amount DOUBLE) RETURNS VARCHAR LANGUAGE PYTHON AS $$
@@ -231,10 +233,19 @@ try {
     30000,
   );
   assert.equal((await page.texts('#python-table tbody td'))[4], 'ValueError: a big order');
+  // Its Delta sink's commits, counted on the page as checkpoints complete.
+  await page.waitForFunction(
+    () => {
+      const line = document.querySelector('#connector-lines li');
+      return line && /^delta sink lake: [1-9]\d* commits, /.test(line.textContent);
+    },
+    null,
+    30000,
+  );
   await shot('5d-python-job');
   await page.click('#job-stop');
   await page.waitFor('#job-state.stopped', 20000);
-  step('a job with a Python function: its rows and raised rows counted on its page');
+  step('a job with a Python function and a Delta sink: rows, raised rows and commits counted on its page');
 
   // Phone width: nothing wider than the screen.
   await page.setViewport(390, 844);
