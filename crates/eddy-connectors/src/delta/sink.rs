@@ -1,7 +1,8 @@
 //! The Delta Lake sink: result rows as Parquet files in a table directory,
 //! published by commits to the table's log.
 //!
-//! In: result batches in the sink's schema. Out: files
+//! In: result batches in the sink's schema (an updating query's with
+//! their row kinds). Out: files
 //! `DIR/<partition>/part-<seq>-<run>.zstd.parquet` and commits in
 //! `DIR/_delta_log/`. A file is invisible to readers until a commit adds
 //! it, so files are written under their final names and nothing is
@@ -11,7 +12,13 @@
 //!  no checkpoints: a commit when a file rolls (target_file_size) and one at the end
 //!  checkpoints:    files closed at each barrier; checkpoint n's files are one commit,
 //!                  made once n is complete, carrying txn { appId: <run>, version: n }
+//!  a PRIMARY KEY:  changes buffered; at each barrier the last change per key is a
+//!                  hidden change file; once n is complete it is merged ([`merge`])
+//!                  in one MERGE commit with the same txn
 //! ```
+//!
+//! Every N commits the sink (or, with checkpoints, the commit hook) runs
+//! [`maintenance`]: compaction and vacuum, when the options ask for them.
 //!
 //! **Exactly once.** A commit names the sink's run (`appId`) and the
 //! checkpoint (`version`) in Delta's app-transaction action. Committing a
@@ -19,8 +26,9 @@
 //! resumed after a crash, which commits its checkpoint again, never adds
 //! the same files twice. A resumed job whose run's last transaction is
 //! newer than the checkpoint it resumes from (a newer checkpoint was
-//! published, then could not be read back) removes that checkpoint's files
-//! in one commit and goes on as a new run, so no row is there twice.
+//! published, then could not be read back) takes those commits back in one
+//! commit (their files out, the files their merges replaced in again) and
+//! goes on as a new run, so no row is there twice.
 //!
 //! A table that does not exist is created with the sink's schema
 //! ([`super::schema`]); one that exists is appended to when its columns
