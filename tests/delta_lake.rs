@@ -726,13 +726,13 @@ fn a_merging_job_survives_kills_with_compaction_and_vacuum() {
     let mut compactions = 0;
     for (table, key) in [(&table, "suffix"), (&latest, "payment_id")] {
         let history = check_delta(&["history", table.to_str().unwrap(), "--key", key]);
-        let (mut merges, mut txns, mut read, mut vacuumed) = (0, Vec::new(), 0, 0);
-        let mut skipped = 0;
+        let (mut merges, mut txns, mut vacuumed) = (0, Vec::new(), 0);
+        let (mut skipped, mut newest_read) = (0, false);
         for line in history.lines() {
             let commit: serde_json::Value = serde_json::from_str(line).unwrap();
             skipped += commit["files_skipped"].as_u64().unwrap();
-            if commit.get("rows").is_some() {
-                read += 1;
+            newest_read = commit.get("rows").is_some();
+            if newest_read {
                 assert_eq!(commit["repeated_keys"], 0, "{line}");
             }
             if commit.get("vacuumed").is_some() {
@@ -751,8 +751,9 @@ fn a_merging_job_survives_kills_with_compaction_and_vacuum() {
         assert!(merges > 5, "{history}");
         assert!(txns.windows(2).all(|w| w[0] < w[1]), "{txns:?}");
         // Versions whose files vacuum deleted no longer read (as in
-        // Delta); the newest ones do.
-        assert!(read >= 3 && vacuumed > 0, "{history}");
+        // Delta); the newest does. With no retention, a compaction and
+        // the vacuum after it can leave the newest the only one readable.
+        assert!(newest_read && vacuumed > 0, "{history}");
         let files: serde_json::Value =
             serde_json::from_str(&check_delta(&["files", table.to_str().unwrap()])).unwrap();
         let (live, on_disk, added) = (
