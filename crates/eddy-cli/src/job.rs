@@ -94,7 +94,9 @@ pub fn compile_files_with(
     params: &BTreeMap<String, String>,
     options: &CompileOptions,
 ) -> Result<CompiledJob> {
-    Ok(compile_with(files, params, options)?)
+    let mut job = compile_with(files, params, options)?;
+    eddy_connectors::registry::Registry::standard().drop_unused_filters(&mut job.graph);
+    Ok(job)
 }
 
 /// Compiles and starts a job; the handle watches and steers it.

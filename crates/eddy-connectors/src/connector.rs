@@ -110,6 +110,14 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
         Err(not_a(self.name(), spec, Role::Sink))
     }
 
+    /// Whether the source skips stored data by the table's pushed-down
+    /// filter ([`ConnectorSpec::filter`]); the registry drops the filter
+    /// from the plan of a source that does not, so `eddy explain` shows it
+    /// only where it acts.
+    fn uses_filter(&self) -> bool {
+        false
+    }
+
     /// Whether the sink writes an updating query's changes (row kinds,
     /// Debezium events, upserts) rather than only appends.
     fn takes_changelog(&self, _spec: &ConnectorSpec) -> bool {

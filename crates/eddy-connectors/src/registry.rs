@@ -75,6 +75,18 @@ impl Registry {
             .map(|c| c.as_ref())
     }
 
+    /// Drops the pushed-down filter of every source of `graph` whose
+    /// connector does not use it ([`Connector::uses_filter`]).
+    pub fn drop_unused_filters(&self, graph: &mut eddy_engine::graph::JobGraph) {
+        for node in &mut graph.nodes {
+            if let eddy_engine::graph::NodeKind::Source { spec, .. } = &mut node.kind {
+                if !self.get(&spec.connector).is_some_and(|c| c.uses_filter()) {
+                    spec.filter = None;
+                }
+            }
+        }
+    }
+
     /// The names of the connectors that can play `role`.
     pub fn names(&self, role: Role) -> Vec<&'static str> {
         self.connectors
@@ -186,6 +198,7 @@ mod tests {
             schema: Arc::new(Schema::empty()),
             declared_at: None,
             primary_key: Vec::new(),
+            filter: None,
         }
     }
 

@@ -46,6 +46,29 @@ pub struct ConnectorSpec {
     /// The table's `PRIMARY KEY (...)` columns (empty: none declared). A
     /// sink that merges by key (Delta) applies changes by it.
     pub primary_key: Vec<String>,
+    /// Sources: a condition every row the job uses from this table meets
+    /// (the planner's pushed-down `WHERE`), so a connector that can tell
+    /// from statistics that a file or row group holds no such row may skip
+    /// it. Advisory: the query still filters what the source returns.
+    pub filter: Option<SourceFilter>,
+}
+
+/// A source's pushed-down condition (see [`ConnectorSpec::filter`]).
+///
+/// Skipping rows must not change which rows are late: a connector that
+/// skips rows of a table with event time hands the skipped rows'
+/// `time_columns` over ([`crate::source::SourceContext::skipped`]), and
+/// the source counts them toward the event time seen as if it had read
+/// them.
+#[derive(Debug, Clone)]
+pub struct SourceFilter {
+    /// The condition, over [`ConnectorSpec::schema`] (the physical columns).
+    pub predicate: Arc<dyn PhysicalExpr>,
+    /// The condition as SQL, for `eddy explain` and logs.
+    pub text: String,
+    /// The physical columns the table's event time is computed from
+    /// (empty: the table has no event time).
+    pub time_columns: Vec<usize>,
 }
 
 /// Opens the connectors a graph names. Overrides such as `--input` and
@@ -290,9 +313,13 @@ impl JobGraph {
                     ),
                     None => ", no event time".to_string(),
                 };
+                let filter = match &spec.filter {
+                    Some(filter) => format!(", pushed filter: {}", filter.text),
+                    None => String::new(),
+                };
                 format!(
-                    "source {} [connector={}{}]",
-                    spec.table, spec.connector, time
+                    "source {} [connector={}{}{}]",
+                    spec.table, spec.connector, time, filter
                 )
             }
             NodeKind::Operator(plan) => {

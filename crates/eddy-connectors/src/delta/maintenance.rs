@@ -87,6 +87,7 @@ pub fn optimize(
         let file = FileToRead {
             path: dir.join(log::decode_path(&add.path)),
             partition_values: add.partition_values.clone(),
+            stats: None,
         };
         for batch in read_file(&file, sink)? {
             writer.write(&batch)?;

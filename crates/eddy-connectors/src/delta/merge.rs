@@ -214,6 +214,7 @@ pub fn merge(
         let file = FileToRead {
             path: dir.join(log::decode_path(&add.path)),
             partition_values: add.partition_values.clone(),
+            stats: None,
         };
         let mut touched = false;
         for batch in read_file(&file, &key_schema)? {

@@ -313,6 +313,7 @@ impl DeltaConnector {
                 Ok(FileToRead {
                     path: dir.join(log::decode_path(&add.path)),
                     partition_values: add.partition_values.clone(),
+                    stats: add.stats.clone(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -495,6 +496,10 @@ impl Connector for DeltaConnector {
             .collect()
     }
 
+    fn uses_filter(&self) -> bool {
+        true
+    }
+
     fn open_source(
         &self,
         config: &ConnectorConfig,
@@ -511,13 +516,19 @@ impl Connector for DeltaConnector {
             .and_then(|v| v.as_i64());
         let (table, files) = Self::files_at(&dir, spec, pinned)?;
         Self::check_columns(&table, &dir, spec)?;
-        Ok(Box::new(ParquetFilesReader::new(
-            &spec.table,
-            files,
-            spec.schema.clone(),
-            config.batch_size(spec)?,
-            resume,
-            serde_json::json!({ "version": table.version }),
-        )?))
+        Ok(Box::new(
+            ParquetFilesReader::new(
+                &spec.table,
+                files,
+                spec.schema.clone(),
+                config.batch_size(spec)?,
+                resume,
+                serde_json::json!({ "version": table.version }),
+            )?
+            .with_pruner(crate::parquet::pruning::Pruner::new(
+                spec.filter.as_ref(),
+                &spec.schema,
+            )),
+        ))
     }
 }

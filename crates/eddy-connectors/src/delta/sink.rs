@@ -1003,6 +1003,7 @@ mod tests {
             let file = crate::parquet::reader::FileToRead {
                 path: dir.join(log::decode_path(&add.path)),
                 partition_values: add.partition_values.clone(),
+                stats: None,
             };
             for batch in crate::parquet::reader::read_file(&file, &schema()).unwrap() {
                 let ids = batch

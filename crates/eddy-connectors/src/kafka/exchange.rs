@@ -260,6 +260,7 @@ impl KafkaExchanges {
             schema: Arc::new(Schema::empty()),
             declared_at: None,
             primary_key: Vec::new(),
+            filter: None,
         }
     }
 }

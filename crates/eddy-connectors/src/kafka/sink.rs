@@ -53,6 +53,7 @@
 //!     schema: schema.clone(),
 //!     declared_at: None,
 //!     primary_key: Vec::new(),
+//!     filter: None,
 //! };
 //! let config = KafkaSinkConfig::from_spec(&spec).unwrap();
 //! let mut sink = KafkaSink::open(config, SinkMode::Direct, Arc::new(KafkaCommits::default())).unwrap();

@@ -37,6 +37,7 @@
 //!     schema: Arc::new(Schema::new(vec![Field::new("order_id", DataType::Utf8, true)])),
 //!     declared_at: None,
 //!     primary_key: Vec::new(),
+//!     filter: None,
 //! };
 //! let config = KafkaSourceConfig::from_spec(&spec, 8192).unwrap();
 //! let mut source = KafkaSource::open(config, spec.schema.clone(), None).unwrap();

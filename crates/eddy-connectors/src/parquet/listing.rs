@@ -20,6 +20,7 @@ pub fn list_files(path: &Path) -> Result<Vec<FileToRead>> {
         return Ok(vec![FileToRead {
             path: path.to_path_buf(),
             partition_values: Default::default(),
+            stats: None,
         }]);
     }
     let mut found = Vec::new();
@@ -43,6 +44,7 @@ pub fn list_files(path: &Path) -> Result<Vec<FileToRead>> {
             FileToRead {
                 path: file,
                 partition_values,
+                stats: None,
             }
         })
         .collect())

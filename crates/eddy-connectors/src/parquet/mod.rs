@@ -10,6 +10,7 @@
 //! [`reader::ParquetFilesReader`].
 
 pub mod listing;
+pub mod pruning;
 pub mod reader;
 
 use eddy_engine::graph::ConnectorSpec;
@@ -83,6 +84,10 @@ impl Connector for ParquetConnector {
         }
     }
 
+    fn uses_filter(&self) -> bool {
+        true
+    }
+
     fn open_source(
         &self,
         config: &ConnectorConfig,
@@ -92,14 +97,17 @@ impl Connector for ParquetConnector {
         let path = config.source_path(spec)?;
         let files = listing::list_files(std::path::Path::new(&path))?;
         let resume = reader::resume_position(resume)?;
-        Ok(Box::new(reader::ParquetFilesReader::new(
-            &spec.table,
-            files,
-            spec.schema.clone(),
-            config.batch_size(spec)?,
-            resume,
-            serde_json::Value::Null,
-        )?))
+        Ok(Box::new(
+            reader::ParquetFilesReader::new(
+                &spec.table,
+                files,
+                spec.schema.clone(),
+                config.batch_size(spec)?,
+                resume,
+                serde_json::Value::Null,
+            )?
+            .with_pruner(pruning::Pruner::new(spec.filter.as_ref(), &spec.schema)),
+        ))
     }
 
     fn open_sink(

@@ -683,6 +683,7 @@ mod tests {
                     schema: schema(),
                     declared_at: None,
                     primary_key: Vec::new(),
+                    filter: None,
                 },
             },
             inputs: vec![],

@@ -183,6 +183,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 ///     schema: schema.clone(),
 ///     declared_at: None,
 ///     primary_key: Vec::new(),
+///     filter: None,
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),

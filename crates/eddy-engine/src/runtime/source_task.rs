@@ -83,6 +83,8 @@ enum Read {
         splits: SplitEvents,
         /// A watermark the input carried.
         carried: Option<Timestamp>,
+        /// Rows passed over before the batch's (see `SourceContext::skipped`).
+        skipped: Vec<RecordBatch>,
     },
     End {
         position: serde_json::Value,
@@ -108,6 +110,7 @@ fn spawn_reader(
                     origins: ctx.take_origins(),
                     splits: ctx.take_split_events(),
                     carried: ctx.take_watermark(),
+                    skipped: ctx.take_skipped(),
                 },
                 Ok(None) => Read::End {
                     position: reader.position(),
@@ -211,7 +214,11 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 origins,
                 splits,
                 carried,
+                skipped,
             }) => {
+                for rows in &skipped {
+                    runner.observe_skipped(rows, splits.current)?;
+                }
                 if batch.num_rows() > 0 || !bad.is_empty() {
                     idle = false;
                     last_input = Instant::now();

@@ -113,6 +113,7 @@ pub struct SourceContext {
     origins: Option<Box<dyn RowOrigins>>,
     splits: SplitEvents,
     watermark: Option<crate::time::Timestamp>,
+    skipped: Vec<RecordBatch>,
 }
 
 /// What a reader of a partitioned input (Kafka partitions) says about its
@@ -154,7 +155,25 @@ impl SourceContext {
             origins: None,
             splits: SplitEvents::default(),
             watermark: None,
+            skipped: Vec::new(),
         }
+    }
+
+    /// Says that the reader passed over rows, before those of the batch
+    /// about to be returned, because the table's pushed-down filter
+    /// ([`crate::graph::ConnectorSpec::filter`]) rejects them all.
+    /// `rows` has the physical schema made nullable, with only the
+    /// filter's `time_columns` filled: the rows count toward the event time
+    /// seen (and so which later rows are late) and nothing else.
+    pub fn skipped(&mut self, rows: RecordBatch) {
+        if rows.num_rows() > 0 {
+            self.skipped.push(rows);
+        }
+    }
+
+    /// Takes what [`SourceContext::skipped`] said since the last call.
+    pub fn take_skipped(&mut self) -> Vec<RecordBatch> {
+        std::mem::take(&mut self.skipped)
     }
 
     /// Says that the source's watermark is now `watermark`, for a reader

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bad_rows::{raw_text, BadRow, BadRowPolicy, RowOrigins};
 use super::feed_table::FeedTable;
-use super::layout::{SourceColumn, SourceLayout};
+use super::layout::{EventTimeSpec, SourceColumn, SourceLayout};
 use super::watermark::WatermarkTracker;
 use super::{SourceContext, SplitEvents};
 use crate::error::{EngineError, Result};
@@ -235,11 +235,7 @@ impl SourceRunner {
         };
         let now = Instant::now();
         for &split in events.opened.iter().chain(events.current.iter()) {
-            self.splits.entry(split).or_insert(SplitClock {
-                tracker: WatermarkTracker::new(spec),
-                last_input: now,
-                finished: false,
-            });
+            self.clock(Some(split), spec, now);
         }
         for split in &events.finished {
             if let Some(clock) = self.splits.get_mut(split) {
@@ -320,14 +316,7 @@ impl SourceRunner {
         };
         let now = Instant::now();
         let floor = self.last_watermark;
-        let clock = self
-            .splits
-            .entry(split.unwrap_or(ONLY_SPLIT))
-            .or_insert(SplitClock {
-                tracker: WatermarkTracker::new(spec),
-                last_input: now,
-                finished: false,
-            });
+        let clock = self.clock(split, spec, now);
         clock.last_input = now;
         let times = to_epoch_millis(full.column(spec.column))?;
         let judged = clock.tracker.judge_above(&times, floor);
@@ -407,6 +396,66 @@ impl SourceRunner {
             watermark,
             late_watermark,
         })
+    }
+
+    /// Counts rows the reader skipped (see [`SourceContext::skipped`])
+    /// toward the event time seen of `split`, as [`SourceRunner::process`]
+    /// would have, and nothing else: they are neither sent nor judged late
+    /// nor reported bad (the query's filter drops them all). A row whose
+    /// event time cannot be computed is passed over, as `process` would
+    /// have set it aside as bad.
+    pub fn observe_skipped(&mut self, skipped: &RecordBatch, split: Option<u32>) -> Result<()> {
+        let Some(spec) = self.layout.event_time else {
+            return Ok(());
+        };
+        let field = self.layout.output_schema.field(spec.column).clone();
+        let time_of = |rows: &RecordBatch| -> Result<ArrayRef> {
+            let column = match &self.layout.columns[spec.column] {
+                SourceColumn::Physical(i) => rows.column(*i).clone(),
+                SourceColumn::Computed(computed) => computed
+                    .expr
+                    .evaluate(rows)
+                    .and_then(|v| v.into_array(rows.num_rows()))?,
+            };
+            if column.data_type() == field.data_type() {
+                Ok(column)
+            } else {
+                Ok(datafusion::arrow::compute::cast(
+                    &column,
+                    field.data_type(),
+                )?)
+            }
+        };
+        let times = match time_of(skipped) {
+            Ok(times) => times,
+            Err(_) => {
+                let one_by_one: Vec<ArrayRef> = (0..skipped.num_rows())
+                    .filter_map(|row| time_of(&skipped.slice(row, 1)).ok())
+                    .collect();
+                let parts: Vec<&dyn Array> = one_by_one.iter().map(|a| a.as_ref()).collect();
+                if parts.is_empty() {
+                    return Ok(());
+                }
+                datafusion::arrow::compute::concat(&parts)?
+            }
+        };
+        let times = to_epoch_millis(&times)?;
+        let floor = self.last_watermark;
+        self.clock(split, spec, Instant::now())
+            .tracker
+            .judge_above(&times, floor);
+        Ok(())
+    }
+
+    /// The clock of `split` (made when first seen, at `now`).
+    fn clock(&mut self, split: Option<u32>, spec: EventTimeSpec, now: Instant) -> &mut SplitClock {
+        self.splits
+            .entry(split.unwrap_or(ONLY_SPLIT))
+            .or_insert(SplitClock {
+                tracker: WatermarkTracker::new(spec),
+                last_input: now,
+                finished: false,
+            })
     }
 
     /// The stream's columns for `raw`. When a computed column fails on the
@@ -552,4 +601,62 @@ fn format_duration_ms(ms: i64) -> String {
         }
     }
     parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::TimestampMillisecondArray;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+
+    use super::*;
+
+    fn runner() -> SourceRunner {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            false,
+        )]));
+        SourceRunner::new(SourceLayout {
+            physical_schema: schema.clone(),
+            output_schema: schema,
+            columns: vec![SourceColumn::Physical(0)],
+            event_time: Some(EventTimeSpec {
+                column: 0,
+                bound_ms: 1_000,
+                allowed_lateness_ms: 0,
+                max_future_skew_ms: None,
+            }),
+            idle_timeout: None,
+            bad_rows: Default::default(),
+            change_feed_key: None,
+        })
+    }
+
+    fn rows(times: &[i64]) -> RecordBatch {
+        let runner = runner();
+        RecordBatch::try_new(
+            runner.layout.physical_schema.clone(),
+            vec![Arc::new(TimestampMillisecondArray::from(times.to_vec()))],
+        )
+        .unwrap()
+    }
+
+    /// Rows a reader skipped raise the event time seen, so a later row is
+    /// late exactly as it would be had they been read; they are not sent.
+    #[test]
+    fn skipped_rows_count_toward_lateness_and_nothing_else() {
+        let mut ctx = SourceContext::new("t");
+        let mut runner = runner();
+        runner
+            .process(&rows(&[1_000]), None, None, &mut ctx)
+            .unwrap();
+        runner.observe_skipped(&rows(&[60_000]), None).unwrap();
+        let out = runner
+            .process(&rows(&[5_000, 59_500]), None, None, &mut ctx)
+            .unwrap();
+        assert_eq!(out.on_time.unwrap().num_rows(), 1);
+        assert_eq!(out.late.unwrap().num_rows(), 1);
+        assert_eq!(out.watermark, Some(59_000));
+        assert!(ctx.take_bad_rows().is_empty());
+    }
 }

@@ -37,7 +37,8 @@ pub fn compile(
         name: name.to_string(),
         text: sql.to_string(),
     }];
-    let job = eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?;
+    let mut job = eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?;
+    eddy_connectors::registry::Registry::standard().drop_unused_filters(&mut job.graph);
     Ok((job.graph, job.python))
 }
 

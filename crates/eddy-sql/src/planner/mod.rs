@@ -13,7 +13,8 @@
 //!
 //! | logical plan      | streaming plan                                         |
 //! |-------------------|--------------------------------------------------------|
-//! | TableScan (table) | the table's source node (one per table, shared)        |
+//! | TableScan (table) | the table's source node (one per table, shared), given |
+//! |                   | the OR of its scans' WHERE to skip data by (`pushdown`) |
 //! | TableScan (view)  | the view's stream (planned once, shared)               |
 //! | late_rows(table)  | the table's source node, late port                     |
 //! | bad_rows(table)   | the table's source node, bad port                      |
@@ -49,6 +50,7 @@ mod match_recognize;
 mod not_in;
 mod over;
 mod processing_time;
+mod pushdown;
 mod rank;
 mod sort;
 mod stream;
@@ -266,6 +268,8 @@ pub(crate) struct Compiler {
     outputs: Vec<Output>,
     graph: JobGraph,
     source_nodes: HashMap<String, NodeId>,
+    /// What each scan of a source asks of its rows (filter pushdown).
+    source_scans: pushdown::SourceScans,
     /// `VALUES` lists planned so far (each is a source of its own).
     values_count: usize,
     /// `MATCH_RECOGNIZE`s lifted so far, by the hidden table that took
@@ -325,6 +329,7 @@ impl Compiler {
             outputs: Vec::new(),
             graph: JobGraph::default(),
             source_nodes: HashMap::new(),
+            source_scans: Default::default(),
             values_count: 0,
             match_views: HashMap::new(),
             match_count: 0,
@@ -800,6 +805,7 @@ impl Compiler {
                         schema: def.schema(),
                         declared_at: Some(def.position.clone()),
                         primary_key: def.primary_key.clone(),
+                        filter: None,
                     },
                 },
                 inputs: endpoints
@@ -814,12 +820,34 @@ impl Compiler {
                 uid: None,
             });
         }
+        self.push_source_filters();
         self.graph.prune_dead_operators();
         Ok(CompiledJob {
             graph: self.graph,
             tables: self.tables,
             python: self.python,
         })
+    }
+
+    /// Hands each source the condition every query reading it asks (see
+    /// [`pushdown`]).
+    fn push_source_filters(&mut self) {
+        let state = self.ctx.state();
+        for (table, condition) in std::mem::take(&mut self.source_scans).pushed() {
+            let (Some(&node), Some(def)) = (self.source_nodes.get(&table), self.tables.get(&table))
+            else {
+                continue;
+            };
+            match pushdown::source_filter(&state, def, condition) {
+                Ok(filter) => {
+                    if let NodeKind::Source { spec, .. } = &mut self.graph.nodes[node].kind {
+                        spec.filter = Some(filter);
+                    }
+                }
+                // Advisory: the query's own filter still runs.
+                Err(e) => tracing::debug!(table = %table, "no filter pushed: {e}"),
+            }
+        }
     }
 
     fn source_stream(&mut self, name: &str, position: &Position) -> Result<Stream> {
@@ -835,6 +863,7 @@ impl Compiler {
             .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
             .clone();
         let feed = change_feed::of(&def)?;
+        self.source_scans.scanned(name, feed.is_some());
         let layout = match &feed {
             Some(feed) => feed.layout.clone(),
             None => def.layout.clone(),
@@ -852,6 +881,7 @@ impl Compiler {
                             schema: layout.physical_schema.clone(),
                             declared_at: Some(def.position.clone()),
                             primary_key: def.primary_key.clone(),
+                            filter: None,
                         },
                         layout: layout.clone(),
                     },
@@ -961,6 +991,7 @@ impl Compiler {
                     schema: schema.clone(),
                     declared_at: Some(position.clone()),
                     primary_key: Vec::new(),
+                    filter: None,
                 },
                 layout,
             },
@@ -985,6 +1016,7 @@ impl Compiler {
     /// The rows source `table` diverted as late (its late port).
     fn late_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
         let main = self.source_stream(table, position)?;
+        self.source_scans.scanned(table, true);
         let def = self
             .tables
             .get(table)
@@ -1018,6 +1050,7 @@ impl Compiler {
     /// `arrival_time`.
     fn bad_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
         let main = self.source_stream(table, position)?;
+        self.source_scans.scanned(table, true);
         let bad_schema = bad_row_schema();
         let schema = DFSchema::try_from_qualified_schema(table, bad_schema.as_ref())
             .map_err(|e| self.df_error(position, e))?;
@@ -1189,6 +1222,11 @@ impl Compiler {
                     }
                     self.rank_limit = None;
                     return self.plan_stream(&rewritten.data, position);
+                }
+                if let Some((table, condition)) = pushdown::usable_condition(filter, &self.tables) {
+                    if !self.match_views.contains_key(&table) {
+                        self.source_scans.filtered(&table, condition);
+                    }
                 }
                 let mut stream = self.plan_stream(&filter.input, position)?;
                 self.rank_limit = None;
