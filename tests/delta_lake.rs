@@ -2,6 +2,8 @@
 //! readers that are not eddy (`tests/python/check_delta.py`: delta-rs's
 //! `deltalake` package and polars, from the test environment):
 //!
+//! - the reference pipeline with every sink a Delta table: each table holds
+//!   what its NDJSON sink writes;
 //! - a table holds exactly what the NDJSON sink writes for the same query,
 //!   partitioned or not, every type and NULL, with and without checkpoints;
 //!   with checkpoints every commit is one checkpoint's and each earlier
@@ -219,6 +221,60 @@ fn a_delta_table_holds_what_the_ndjson_sink_writes_and_reads_back_as_a_source() 
         outputs.push(read("lake.ndjson"));
     }
     assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+}
+
+/// The reference pipeline (`queries/` on the built-in generator) with
+/// every sink a Delta table: each table holds exactly what the NDJSON
+/// sinks of `--output` hold for the same run (rows and values, read by
+/// deltalake and polars).
+#[test]
+fn the_reference_pipeline_into_delta_tables_equals_its_ndjson_output() {
+    const STDOUT: &str = "WITH (connector = 'stdout', tag = '";
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::create_dir_all(dir.join("queries")).unwrap();
+    let mut sinks = Vec::new();
+    for entry in std::fs::read_dir(common::repo_root().join("queries")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        while let Some(start) = text.find(STDOUT) {
+            let end = start + text[start..].find(')').unwrap() + 1;
+            let name = text[..start].rfind("CREATE TABLE ").unwrap() + "CREATE TABLE ".len();
+            let sink: String = text[name..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            text.replace_range(
+                start..end,
+                &format!("WITH (connector = 'delta', path = 'lake/{sink}')"),
+            );
+            sinks.push(sink);
+        }
+        std::fs::write(dir.join("queries").join(path.file_name().unwrap()), text).unwrap();
+    }
+    assert_eq!(sinks.len(), 7, "{sinks:?}");
+    let summary = run_ok(
+        eddy(dir).args(["run", "queries", "--batch-size", "64"]),
+        "the reference pipeline into Delta",
+    );
+    run_ok(
+        eddy(dir).args(["run", "queries", "--batch-size", "64", "--output", "ndjson"]),
+        "the reference pipeline into NDJSON",
+    );
+    for sink in &sinks {
+        assert!(
+            summary.contains(&format!("delta sink {sink}: ")),
+            "{summary}"
+        );
+        let ndjson = dir.join("ndjson").join(format!("{sink}.ndjson"));
+        if !ndjson.exists() {
+            std::fs::write(&ndjson, "").unwrap();
+        }
+        let lines = std::fs::read_to_string(&ndjson).unwrap().lines().count();
+        let table = dir.join("lake").join(sink);
+        let report = check_delta(&["verify", table.to_str().unwrap(), ndjson.to_str().unwrap()]);
+        eprint!("{sink}: {lines} NDJSON lines; {report}");
+    }
 }
 
 #[test]
