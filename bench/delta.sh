@@ -30,10 +30,8 @@ build_eddy
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-half=$((EVENTS / 2))
-"$EDDY" generate --stream orders --rate 1000 --count "$half" > "$work/orders.ndjson"
-"$EDDY" generate --stream payments --rate 1000 --count "$half" > "$work/payments.ndjson"
-echo "input: $half orders + $half payments; profile $PROFILE; checkpoints every $CHECKPOINT; $RUNS runs per sink, alternating"
+enrichment_input "$work"
+echo "checkpoints every $CHECKPOINT; $RUNS runs per sink, alternating"
 echo "machine: $(nproc) cores, $(uname -m); commit $(git rev-parse --short HEAD)"
 
 # The enrichment with its sink declared as `$1`.

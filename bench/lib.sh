@@ -1,5 +1,8 @@
 # Shared by the benchmark drivers in bench/. Source it; it defines:
 #   build_eddy        builds eddy in $PROFILE (default dev) and sets EDDY
+#   enrichment_input DIR
+#                     writes EVENTS generated events for the enrichment join
+#                     as DIR/orders.ndjson and DIR/payments.ndjson (half each)
 #   compare A B       prints events/s, peak memory and eddy/datafusion ratios
 #                     of two `eddy bench` JSON lines; fails if their outputs differ
 #   alternate F G     runs the functions F and G (each prints one `eddy bench`
@@ -23,6 +26,13 @@ build_eddy() {
     cargo build -q -p eddy-cli --profile "$PROFILE"
     EDDY=${CARGO_TARGET_DIR:-target}/$PROFILE/eddy
   fi
+}
+
+enrichment_input() {
+  local half=$((EVENTS / 2))
+  "$EDDY" generate --stream orders --rate 1000 --count "$half" > "$1/orders.ndjson"
+  "$EDDY" generate --stream payments --rate 1000 --count "$half" > "$1/payments.ndjson"
+  echo "input: $half orders + $half payments; profile $PROFILE"
 }
 
 field() { sed -E "s/.*\"$2\":([0-9.]+).*/\1/" <<<"$1"; }

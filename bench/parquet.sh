@@ -17,10 +17,7 @@ build_eddy
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-half=$((EVENTS / 2))
-"$EDDY" generate --stream orders --rate 1000 --count "$half" > "$work/orders.ndjson"
-"$EDDY" generate --stream payments --rate 1000 --count "$half" > "$work/payments.ndjson"
-echo "input: $half orders + $half payments; profile $PROFILE"
+enrichment_input "$work"
 
 for format in ndjson parquet; do
   out="$work/out-$format"
