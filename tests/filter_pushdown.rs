@@ -9,7 +9,8 @@
 //! next `card` block's first rows late. A query for `card` rows skips the
 //! `wire` blocks; its windows must still leave those rows out as late,
 //! exactly as the same query whose filter cannot be pushed (`lower(method)
-//! = 'card'`).
+//! = 'card'`). With `max_future_skew` the jumps are bad rows instead, and
+//! are counted as bad whether their blocks were skipped or not.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -99,6 +100,7 @@ fn per_minute(
     path: &str,
     condition: &str,
     batch_size: &str,
+    options: &str,
 ) -> (Vec<String>, String) {
     std::fs::write(
         dir.join("read.sql"),
@@ -106,7 +108,7 @@ fn per_minute(
             "CREATE TABLE hist ({COLUMNS},
                event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
                WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND)
-               WITH (connector = '{connector}', path = '{path}');
+               WITH (connector = '{connector}', path = '{path}'{options});
              CREATE TABLE out (window_start TIMESTAMP, n BIGINT, total DOUBLE)
                WITH (connector = 'ndjson', path = 'out.ndjson');
              INSERT INTO out SELECT w.start, n, total FROM (
@@ -176,7 +178,7 @@ fn a_pushed_filter_skips_files_and_row_groups_and_changes_no_result() {
     for (connector, path) in [("delta", "lake"), ("parquet", "files")] {
         let mut outputs = Vec::new();
         for batch_size in ["1", "8192"] {
-            let (pushed, log) = per_minute(dir, connector, path, "method = 'card'", batch_size);
+            let (pushed, log) = per_minute(dir, connector, path, "method = 'card'", batch_size, "");
             let [files_skipped, files, groups_skipped, groups] = skipped(&log);
             eprintln!(
                 "{connector} at batch size {batch_size}: skipped {files_skipped} of {files} files, \
@@ -188,8 +190,14 @@ fn a_pushed_filter_skips_files_and_row_groups_and_changes_no_result() {
                 // A directory's files have no statistics; their row groups do.
                 _ => assert!(files_skipped == 0 && groups_skipped * 3 > groups, "{log}"),
             }
-            let (not_pushed, log) =
-                per_minute(dir, connector, path, "lower(method) = 'card'", batch_size);
+            let (not_pushed, log) = per_minute(
+                dir,
+                connector,
+                path,
+                "lower(method) = 'card'",
+                batch_size,
+                "",
+            );
             assert!(!log.contains("the pushed-down filter skipped"), "{log}");
             assert!(
                 pushed == not_pushed,
@@ -213,5 +221,34 @@ fn a_pushed_filter_skips_files_and_row_groups_and_changes_no_result() {
             outputs.push(pushed);
         }
         assert!(outputs[0] == outputs[1]);
+
+        // With max_future_skew the jumps are bad rows instead (and nothing
+        // is late): skipped or not, each is reported.
+        let skew = ", max_future_skew = '30 s'";
+        let (pushed, pushed_log) =
+            per_minute(dir, connector, path, "method = 'card'", "8192", skew);
+        let pushed_bad = bad_rows(&pushed_log);
+        let (not_pushed, log) =
+            per_minute(dir, connector, path, "lower(method) = 'card'", "8192", skew);
+        assert_eq!(
+            pushed_bad,
+            bad_rows(&log),
+            "pushed: {pushed_log}\nnot pushed: {log}"
+        );
+        assert_eq!(pushed_bad, 10, "one per wire block: {log}");
+        assert!(pushed == not_pushed);
     }
+}
+
+/// The bad rows a run's summary counts for `hist`.
+fn bad_rows(log: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.starts_with("source hist: "))
+        .unwrap_or_else(|| panic!("no source line:\n{log}"));
+    line.rsplit(" + ")
+        .next()
+        .and_then(|b| b.strip_suffix(" bad"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
 }

@@ -55,20 +55,22 @@ pub struct ConnectorSpec {
 
 /// A source's pushed-down condition (see [`ConnectorSpec::filter`]).
 ///
-/// Skipping rows must not change which rows are late: a connector that
-/// skips rows of a table with event time hands the skipped rows'
-/// `time_columns` over ([`crate::source::SourceContext::skipped`]), and
-/// the source counts them toward the event time seen as if it had read
-/// them.
+/// Skipping rows must change no result: not which rows are late, nor
+/// which are bad. A connector that skips rows hands their
+/// `observed_columns` over ([`crate::source::SourceContext::skipped`]),
+/// and the source judges them as if it had read them (their event times
+/// count toward the watermark; one a computed column fails on, or without
+/// a usable event time, is reported bad), sending none on.
 #[derive(Debug, Clone)]
 pub struct SourceFilter {
     /// The condition, over [`ConnectorSpec::schema`] (the physical columns).
     pub predicate: Arc<dyn PhysicalExpr>,
     /// The condition as SQL, for `eddy explain` and logs.
     pub text: String,
-    /// The physical columns the table's event time is computed from
-    /// (empty: the table has no event time).
-    pub time_columns: Vec<usize>,
+    /// The physical columns the table's event time and computed columns
+    /// are made from (empty: the table has neither, and skipped rows need
+    /// no decoding).
+    pub observed_columns: Vec<usize>,
 }
 
 /// Opens the connectors a graph names. Overrides such as `--input` and

@@ -35,8 +35,9 @@ use super::reader::FileToRead;
 pub struct Pruner {
     predicate: PruningPredicate,
     schema: SchemaRef,
-    /// Physical columns a skipped container's rows still hand over.
-    pub time_columns: Vec<usize>,
+    /// Physical columns a skipped container's rows still hand over (see
+    /// [`SourceFilter::observed_columns`]).
+    pub observed_columns: Vec<usize>,
 }
 
 impl Pruner {
@@ -50,7 +51,7 @@ impl Pruner {
         Some(Self {
             predicate: Arc::unwrap_or_clone(predicate),
             schema: schema.clone(),
-            time_columns: filter.time_columns.clone(),
+            observed_columns: filter.observed_columns.clone(),
         })
     }
 
@@ -424,7 +425,7 @@ mod tests {
         SourceFilter {
             predicate: binary(col(column, &schema).unwrap(), op, lit(value), &schema).unwrap(),
             text: format!("{column} {op} ..."),
-            time_columns: time,
+            observed_columns: time,
         }
     }
 
@@ -455,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn row_groups_the_filter_rules_out_are_not_read_but_their_event_times_are_handed_over() {
+    fn row_groups_the_filter_rules_out_are_not_read_but_their_observed_columns_are_handed_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.parquet");
         write(&path, 0..50);
@@ -483,7 +484,7 @@ mod tests {
         let either = SourceFilter {
             predicate: binary(low, Operator::Or, high, &schema).unwrap(),
             text: "k < 15 OR k >= 40".into(),
-            time_columns: vec![2],
+            observed_columns: vec![2],
         };
         let pruner = Pruner::new(Some(&either), &schema).unwrap();
         let reader = ParquetFilesReader::new(
@@ -499,16 +500,16 @@ mod tests {
         let (read, skipped) = drain(reader);
         let keys: Vec<i64> = column(&read, 0).into_iter().flatten().collect();
         assert_eq!(keys, (0..20).chain(40..50).collect::<Vec<_>>());
-        // The skipped rows carry their event-time column only.
+        // The skipped rows carry their observed column only.
         assert_eq!(
             column(&skipped, 2),
             (1020..1040).map(Some).collect::<Vec<_>>()
         );
         assert!(column(&skipped, 0).iter().all(Option::is_none));
 
-        // Without event time nothing of the skipped rows is decoded.
+        // With no observed columns nothing of the skipped rows is decoded.
         let no_time = SourceFilter {
-            time_columns: Vec::new(),
+            observed_columns: Vec::new(),
             ..either
         };
         let reader =

@@ -17,10 +17,10 @@
 //!   that the file at that number is the same one.
 //! - With a pushed-down filter ([`ParquetFilesReader::with_pruner`]), files
 //!   and then row groups that statistics rule out ([`super::pruning`]) are
-//!   not decoded; of a table with event time, only the columns its event
-//!   time needs are, and handed over as skipped rows
-//!   ([`SourceContext::skipped`]) so lateness is judged as without the
-//!   filter. The reader logs how much it skipped when it ends.
+//!   not decoded; of a table with event time or computed columns, only the
+//!   columns those are made from are, and handed over as skipped rows
+//!   ([`SourceContext::skipped`]) so lateness and bad rows are judged as
+//!   without the filter. The reader logs how much it skipped when it ends.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -275,20 +275,20 @@ impl ParquetFilesReader {
             .map_err(|e| in_file(path, e.to_string()))
     }
 
-    /// Hands the event-time columns of skipped row groups over (nothing
-    /// when the table has no event time).
+    /// Hands the observed columns of skipped row groups over (nothing
+    /// when the table has none).
     fn skip(&mut self, open: &OpenFile, row_groups: Vec<usize>, offset: u64) -> Result<()> {
         let Some(pruning) = &self.pruning else {
             return Ok(());
         };
-        if pruning.pruner.time_columns.is_empty() {
+        if pruning.pruner.observed_columns.is_empty() {
             return Ok(());
         }
-        let only = pruning.pruner.time_columns.clone();
+        let only = pruning.pruner.observed_columns.clone();
         let reader = self.segment_reader(open, row_groups, offset, Some(&only))?;
         for batch in reader {
             let batch = batch.map_err(|e| in_file(&self.files[self.file].path, e.to_string()))?;
-            let rows = self.time_only(&batch, &only)?;
+            let rows = self.observed_only(&batch, &only)?;
             if let Some(pruning) = &mut self.pruning {
                 pruning.skipped.push(rows);
             }
@@ -297,7 +297,7 @@ impl ParquetFilesReader {
     }
 
     /// Skipped rows: the nullable physical schema with only `only` filled.
-    fn time_only(&self, batch: &RecordBatch, only: &[usize]) -> Result<RecordBatch> {
+    fn observed_only(&self, batch: &RecordBatch, only: &[usize]) -> Result<RecordBatch> {
         let to_read = &self.files[self.file];
         let rows = batch.num_rows();
         let columns = self
@@ -417,7 +417,7 @@ impl ParquetFilesReader {
                     pruning.counts.files += 1;
                     if !pruning.files[self.file] {
                         pruning.counts.files_skipped += 1;
-                        if !pruning.pruner.time_columns.is_empty() {
+                        if !pruning.pruner.observed_columns.is_empty() {
                             let open = self.open(false)?;
                             let all = (0..open.metadata.metadata().num_row_groups()).collect();
                             self.skip(&open, all, self.row)?;
@@ -477,6 +477,10 @@ impl ParquetFilesReader {
             }
         }
         if let Some(pruning) = &mut self.pruning {
+            // Rows skipped last go over with a batch of their own.
+            if !pruning.skipped.is_empty() {
+                return Ok(Some(RecordBatch::new_empty(self.schema.clone())));
+            }
             if !pruning.logged {
                 pruning.logged = true;
                 let c = &pruning.counts;

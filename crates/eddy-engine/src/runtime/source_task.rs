@@ -217,7 +217,10 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 skipped,
             }) => {
                 for rows in &skipped {
-                    runner.observe_skipped(rows, splits.current)?;
+                    // Bad rows among them count as read, as they would
+                    // had they been read in full.
+                    let bad = runner.observe_skipped(rows, splits.current, &mut source_ctx)?;
+                    metrics.add_rows_in(bad);
                 }
                 if batch.num_rows() > 0 || !bad.is_empty() {
                     idle = false;

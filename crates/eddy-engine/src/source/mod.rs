@@ -163,8 +163,8 @@ impl SourceContext {
     /// about to be returned, because the table's pushed-down filter
     /// ([`crate::graph::ConnectorSpec::filter`]) rejects them all.
     /// `rows` has the physical schema made nullable, with only the
-    /// filter's `time_columns` filled: the rows count toward the event time
-    /// seen (and so which later rows are late) and nothing else.
+    /// filter's `observed_columns` filled: the source judges them (event
+    /// time seen, bad rows) and sends none on.
     pub fn skipped(&mut self, rows: RecordBatch) {
         if rows.num_rows() > 0 {
             self.skipped.push(rows);

@@ -332,34 +332,14 @@ impl SourceRunner {
                 late_watermark: None,
             });
         }
-        let time_column = self.layout.output_schema.field(spec.column).name();
-        for &row in &judged.null_time_rows {
-            let mut bad = origin_of(raw, origins, original(row), ctx.table());
-            bad.column = Some(time_column.clone());
-            bad.reason = format!("event time '{time_column}' is NULL");
-            ctx.bad_row(bad);
-        }
-        for &row in &judged.out_of_range_rows {
-            let mut bad = origin_of(raw, origins, original(row), ctx.table());
-            bad.column = Some(time_column.clone());
-            bad.reason = format!(
-                "event time '{time_column}' ({} ms since 1970) is outside the years 0000 to 9999",
-                times.value(row)
-            );
-            ctx.bad_row(bad);
-        }
-        for &(row, ahead) in &judged.future_rows {
-            let mut bad = origin_of(raw, origins, original(row), ctx.table());
-            bad.column = Some(time_column.clone());
-            bad.reason = format!(
-                "future timestamp: {} is {} ahead of the latest event time seen ({}), more than max_future_skew ({})",
-                format_event_time(times.value(row)),
-                format_duration_ms(ahead),
-                format_event_time(times.value(row).saturating_sub(ahead)),
-                format_duration_ms(spec.max_future_skew_ms.unwrap_or_default()),
-            );
-            ctx.bad_row(bad);
-        }
+        let table = ctx.table().to_string();
+        self.report_untimed(
+            &judged,
+            &times,
+            spec,
+            &|row| origin_of(raw, origins, original(row), &table),
+            ctx,
+        );
         let on_time = filter_record_batch(&full, &judged.on_time)?;
         let late_count = judged.late.true_count();
         let late = if late_count > 0 {
@@ -398,53 +378,129 @@ impl SourceRunner {
         })
     }
 
-    /// Counts rows the reader skipped (see [`SourceContext::skipped`])
-    /// toward the event time seen of `split`, as [`SourceRunner::process`]
-    /// would have, and nothing else: they are neither sent nor judged late
-    /// nor reported bad (the query's filter drops them all). A row whose
-    /// event time cannot be computed is passed over, as `process` would
-    /// have set it aside as bad.
-    pub fn observe_skipped(&mut self, skipped: &RecordBatch, split: Option<u32>) -> Result<()> {
-        let Some(spec) = self.layout.event_time else {
-            return Ok(());
-        };
-        let field = self.layout.output_schema.field(spec.column).clone();
-        let time_of = |rows: &RecordBatch| -> Result<ArrayRef> {
-            let column = match &self.layout.columns[spec.column] {
-                SourceColumn::Physical(i) => rows.column(*i).clone(),
-                SourceColumn::Computed(computed) => computed
-                    .expr
-                    .evaluate(rows)
-                    .and_then(|v| v.into_array(rows.num_rows()))?,
-            };
-            if column.data_type() == field.data_type() {
-                Ok(column)
-            } else {
-                Ok(datafusion::arrow::compute::cast(
-                    &column,
-                    field.data_type(),
-                )?)
-            }
-        };
-        let times = match time_of(skipped) {
-            Ok(times) => times,
-            Err(_) => {
-                let one_by_one: Vec<ArrayRef> = (0..skipped.num_rows())
-                    .filter_map(|row| time_of(&skipped.slice(row, 1)).ok())
-                    .collect();
-                let parts: Vec<&dyn Array> = one_by_one.iter().map(|a| a.as_ref()).collect();
-                if parts.is_empty() {
-                    return Ok(());
+    /// Takes rows the reader skipped (see [`SourceContext::skipped`]) as
+    /// [`SourceRunner::process`] would have, except that none is sent on:
+    /// their event times count toward the event time seen of `split`, and
+    /// a row that `process` would have found bad (a computed column fails
+    /// on it, its event time is NULL, out of range or too far ahead) is
+    /// reported bad through `ctx` with the columns it has. Returns how
+    /// many were.
+    pub fn observe_skipped(
+        &mut self,
+        skipped: &RecordBatch,
+        split: Option<u32>,
+        ctx: &mut SourceContext,
+    ) -> Result<usize> {
+        let mut bad = 0;
+        let computed_ok = self.layout.columns.iter().all(|c| match c {
+            SourceColumn::Physical(_) => true,
+            SourceColumn::Computed(computed) => computed
+                .expr
+                .evaluate(skipped)
+                .and_then(|v| v.into_array(skipped.num_rows()))
+                .is_ok(),
+        });
+        let kept = if computed_ok {
+            None
+        } else {
+            let mut kept = Vec::with_capacity(skipped.num_rows());
+            for row in 0..skipped.num_rows() {
+                match self.failing_column(&skipped.slice(row, 1)) {
+                    None => kept.push(row),
+                    Some((column, error)) => {
+                        let mut report = origin_of(skipped, None, row, ctx.table());
+                        report.reason = format!("computed column '{column}': {error}");
+                        report.column = Some(column);
+                        ctx.bad_row(report);
+                        bad += 1;
+                    }
                 }
-                datafusion::arrow::compute::concat(&parts)?
             }
+            Some(kept)
         };
-        let times = to_epoch_millis(&times)?;
+        let Some(spec) = self.layout.event_time else {
+            return Ok(bad);
+        };
+        let rows = match &kept {
+            None => skipped.clone(),
+            Some(kept) => datafusion::arrow::compute::take_record_batch(
+                skipped,
+                &datafusion::arrow::array::UInt32Array::from_iter_values(
+                    kept.iter().map(|&r| r as u32),
+                ),
+            )?,
+        };
+        let field = self.layout.output_schema.field(spec.column);
+        let time = match &self.layout.columns[spec.column] {
+            SourceColumn::Physical(i) => rows.column(*i).clone(),
+            SourceColumn::Computed(computed) => computed
+                .expr
+                .evaluate(&rows)
+                .and_then(|v| v.into_array(rows.num_rows()))?,
+        };
+        let time = if time.data_type() == field.data_type() {
+            time
+        } else {
+            datafusion::arrow::compute::cast(&time, field.data_type())?
+        };
+        let times = to_epoch_millis(&time)?;
         let floor = self.last_watermark;
-        self.clock(split, spec, Instant::now())
+        let judged = self
+            .clock(split, spec, Instant::now())
             .tracker
             .judge_above(&times, floor);
-        Ok(())
+        let original = |row: usize| kept.as_ref().map_or(row, |k| k[row]);
+        bad +=
+            judged.null_time_rows.len() + judged.out_of_range_rows.len() + judged.future_rows.len();
+        let table = ctx.table().to_string();
+        self.report_untimed(
+            &judged,
+            &times,
+            spec,
+            &|row| origin_of(skipped, None, original(row), &table),
+            ctx,
+        );
+        Ok(bad)
+    }
+
+    /// Reports the rows `judged` found without a usable event time (NULL,
+    /// out of range, too far ahead) as bad, each located by `origin`.
+    fn report_untimed(
+        &self,
+        judged: &super::watermark::Judged,
+        times: &Int64Array,
+        spec: EventTimeSpec,
+        origin: &dyn Fn(usize) -> BadRow,
+        ctx: &mut SourceContext,
+    ) {
+        let time_column = self.layout.output_schema.field(spec.column).name();
+        for &row in &judged.null_time_rows {
+            let mut bad = origin(row);
+            bad.column = Some(time_column.clone());
+            bad.reason = format!("event time '{time_column}' is NULL");
+            ctx.bad_row(bad);
+        }
+        for &row in &judged.out_of_range_rows {
+            let mut bad = origin(row);
+            bad.column = Some(time_column.clone());
+            bad.reason = format!(
+                "event time '{time_column}' ({} ms since 1970) is outside the years 0000 to 9999",
+                times.value(row)
+            );
+            ctx.bad_row(bad);
+        }
+        for &(row, ahead) in &judged.future_rows {
+            let mut bad = origin(row);
+            bad.column = Some(time_column.clone());
+            bad.reason = format!(
+                "future timestamp: {} is {} ahead of the latest event time seen ({}), more than max_future_skew ({})",
+                format_event_time(times.value(row)),
+                format_duration_ms(ahead),
+                format_event_time(times.value(row).saturating_sub(ahead)),
+                format_duration_ms(spec.max_future_skew_ms.unwrap_or_default()),
+            );
+            ctx.bad_row(bad);
+        }
     }
 
     /// The clock of `split` (made when first seen, at `now`).
@@ -650,7 +706,12 @@ mod tests {
         runner
             .process(&rows(&[1_000]), None, None, &mut ctx)
             .unwrap();
-        runner.observe_skipped(&rows(&[60_000]), None).unwrap();
+        assert_eq!(
+            runner
+                .observe_skipped(&rows(&[60_000]), None, &mut ctx)
+                .unwrap(),
+            0
+        );
         let out = runner
             .process(&rows(&[5_000, 59_500]), None, None, &mut ctx)
             .unwrap();
@@ -658,5 +719,48 @@ mod tests {
         assert_eq!(out.late.unwrap().num_rows(), 1);
         assert_eq!(out.watermark, Some(59_000));
         assert!(ctx.take_bad_rows().is_empty());
+    }
+
+    /// A skipped row without a usable event time is bad, as it would be had
+    /// it been read; it moves nothing.
+    #[test]
+    fn skipped_rows_without_a_usable_event_time_are_reported_bad() {
+        let mut ctx = SourceContext::new("t");
+        let mut runner = runner();
+        runner.layout.event_time = runner.layout.event_time.map(|spec| EventTimeSpec {
+            max_future_skew_ms: Some(10_000),
+            ..spec
+        });
+        runner
+            .process(&rows(&[1_000]), None, None, &mut ctx)
+            .unwrap();
+        let nullable = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            true,
+        )]));
+        let skipped = RecordBatch::try_new(
+            nullable,
+            vec![Arc::new(TimestampMillisecondArray::from(vec![
+                None,
+                Some(100_000),
+                Some(2_000),
+            ]))],
+        )
+        .unwrap();
+        assert_eq!(runner.observe_skipped(&skipped, None, &mut ctx).unwrap(), 2);
+        let bad = ctx.take_bad_rows();
+        assert!(bad[0].reason.contains("is NULL"), "{}", bad[0].reason);
+        assert!(
+            bad[1].reason.contains("future timestamp"),
+            "{}",
+            bad[1].reason
+        );
+        // The future row did not move the watermark; the last one did.
+        let out = runner
+            .process(&rows(&[1_500]), None, None, &mut ctx)
+            .unwrap();
+        assert_eq!(out.on_time.unwrap().num_rows(), 1);
+        assert_eq!(out.watermark, Some(1_000));
     }
 }

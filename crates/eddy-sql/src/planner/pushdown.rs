@@ -15,9 +15,10 @@
 //!   no functions, so nothing costly or with side effects runs in a reader.
 //! - Pushdown is advisory (DataFusion's `Inexact`): the query's own filter
 //!   still runs on what the source returns.
-//! - Skipped rows still count toward the table's event time (the
-//!   filter's `time_columns`), so pushdown never changes which rows are
-//!   late.
+//! - Skipped rows are still judged on the columns the table computes
+//!   from (the filter's `observed_columns`): their event times count
+//!   toward the watermark and the bad ones are reported, so pushdown
+//!   changes neither which rows are late nor which are bad.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -167,24 +168,28 @@ pub(super) fn source_filter(
         .map(|sql| sql.to_string())
         .unwrap_or_else(|_| condition.to_string());
     let predicate = crate::context::physical_expr(state, condition, &schema)?;
-    let time_columns = match def.layout.event_time {
-        None => Vec::new(),
-        Some(spec) => match &def.layout.columns[spec.column] {
-            SourceColumn::Physical(i) => vec![*i],
-            SourceColumn::Computed(computed) => {
-                let mut columns: Vec<usize> = collect_columns(&computed.expr)
-                    .iter()
-                    .map(|c| c.index())
-                    .collect();
-                columns.sort_unstable();
-                columns
+    let mut observed_columns: Vec<usize> = def
+        .layout
+        .columns
+        .iter()
+        .enumerate()
+        .flat_map(|(i, column)| match column {
+            SourceColumn::Computed(computed) => collect_columns(&computed.expr)
+                .iter()
+                .map(|c| c.index())
+                .collect(),
+            SourceColumn::Physical(p) if def.layout.event_time.is_some_and(|et| et.column == i) => {
+                vec![*p]
             }
-        },
-    };
+            SourceColumn::Physical(_) => Vec::new(),
+        })
+        .collect();
+    observed_columns.sort_unstable();
+    observed_columns.dedup();
     Ok(SourceFilter {
         predicate,
         text,
-        time_columns,
+        observed_columns,
     })
 }
 
