@@ -1,5 +1,6 @@
 # Shared by the benchmark drivers in bench/. Source it; it defines:
 #   build_eddy        builds eddy in $PROFILE (default dev) and sets EDDY
+#                     (or takes EDDY_BIN, a binary built before, as it is)
 #   enrichment_input DIR
 #                     writes EVENTS generated events for the enrichment join
 #                     as DIR/orders.ndjson and DIR/payments.ndjson (half each)
@@ -19,6 +20,11 @@ export EDDY_PARALLELISM=${PARALLELISM:-1}
 
 build_eddy() {
   PROFILE=${PROFILE:-dev}
+  # EDDY_BIN: benchmark that binary as it is (built earlier), no build.
+  if [ -n "${EDDY_BIN:-}" ]; then
+    EDDY=$EDDY_BIN
+    return
+  fi
   if [ "$PROFILE" = dev ]; then
     cargo build -q -p eddy-cli
     EDDY=${CARGO_TARGET_DIR:-target}/debug/eddy

@@ -27,9 +27,9 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, StringArray};
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, NullArray, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
@@ -90,7 +90,7 @@ struct Pruning {
     pruner: Pruner,
     /// Per file, whether it may hold a wanted row.
     files: Vec<bool>,
-    /// The physical schema, every column nullable: skipped rows' shape.
+    /// Skipped rows' shape (see [`ParquetFilesReader::observed_only`]).
     skipped_schema: SchemaRef,
     /// Skipped rows not yet handed over.
     skipped: Vec<RecordBatch>,
@@ -198,7 +198,14 @@ impl ParquetFilesReader {
                 self.schema
                     .fields()
                     .iter()
-                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .enumerate()
+                    .map(|(i, f)| {
+                        if pruner.observed_columns.contains(&i) {
+                            f.as_ref().clone().with_nullable(true)
+                        } else {
+                            Field::new(f.name(), DataType::Null, true)
+                        }
+                    })
                     .collect::<Vec<Field>>(),
             )),
             pruner,
@@ -296,7 +303,8 @@ impl ParquetFilesReader {
         Ok(())
     }
 
-    /// Skipped rows: the nullable physical schema with only `only` filled.
+    /// Skipped rows: the physical schema with only `only` filled (nullable)
+    /// and the other columns of type Null, which cost no memory.
     fn observed_only(&self, batch: &RecordBatch, only: &[usize]) -> Result<RecordBatch> {
         let to_read = &self.files[self.file];
         let rows = batch.num_rows();
@@ -309,7 +317,7 @@ impl ParquetFilesReader {
                 if only.contains(&i) {
                     self.column(to_read, batch, field)
                 } else {
-                    Ok(new_null_array(field.data_type(), rows))
+                    Ok(Arc::new(NullArray::new(rows)) as ArrayRef)
                 }
             })
             .collect::<Result<Vec<_>>>()?;

@@ -162,9 +162,9 @@ impl SourceContext {
     /// Says that the reader passed over rows, before those of the batch
     /// about to be returned, because the table's pushed-down filter
     /// ([`crate::graph::ConnectorSpec::filter`]) rejects them all.
-    /// `rows` has the physical schema made nullable, with only the
-    /// filter's `observed_columns` filled: the source judges them (event
-    /// time seen, bad rows) and sends none on.
+    /// `rows` has the physical columns, only the filter's
+    /// `observed_columns` filled (nullable), the others of type Null: the
+    /// source judges them (event time seen, bad rows) and sends none on.
     pub fn skipped(&mut self, rows: RecordBatch) {
         if rows.num_rows() > 0 {
             self.skipped.push(rows);
