@@ -31,6 +31,31 @@ use eddy_engine::graph::SourceFilter;
 use super::reader::FileToRead;
 
 /// A source's pushed-down filter, ready to judge statistics.
+///
+/// ```
+/// use std::sync::Arc;
+/// use datafusion::arrow::datatypes::{DataType, Field, Schema};
+/// use datafusion::logical_expr::Operator;
+/// use datafusion::physical_expr::expressions::{binary, col, lit};
+/// use eddy_connectors::parquet::{pruning::Pruner, reader::FileToRead};
+/// use eddy_engine::graph::SourceFilter;
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("country", DataType::Utf8, true)]));
+/// let predicate = binary(col("country", &schema)?, Operator::Eq, lit("US"), &schema)?;
+/// let filter = SourceFilter {
+///     predicate,
+///     text: "country = 'US'".into(),
+///     observed_columns: Vec::new(),
+/// };
+/// let pruner = Pruner::new(Some(&filter), &schema).expect("partition values can rule files out");
+/// let file = |country: &str| FileToRead {
+///     path: format!("t/country={country}/part-0.parquet").into(),
+///     partition_values: [("country".to_string(), Some(country.to_string()))].into(),
+///     stats: None,
+/// };
+/// assert_eq!(pruner.files(&[file("US"), file("DE")]), [true, false]);
+/// # Ok::<(), datafusion::error::DataFusionError>(())
+/// ```
 #[derive(Debug)]
 pub struct Pruner {
     predicate: PruningPredicate,
