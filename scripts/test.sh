@@ -35,3 +35,8 @@ EVENTS=20000 RUNS=1 bench/nexmark.sh
 # The Delta-vs-Parquet sink benchmark at a small size, so it cannot rot (it
 # fails when the sinks write different row counts).
 EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh
+# Operator chaining on and off at a small size, so the script cannot rot (it
+# fails when the reference pipeline writes different lines either way).
+ROWS=20000 EVENTS=20000 RUNS=1 LIVE_SECONDS=2 bench/chaining.sh
+# Many live jobs on one server, chained and unchained, at a small size.
+JOBS=5 WARMUP=1 MEASURE=2 bench/server_load.sh

@@ -112,6 +112,9 @@ try {
   await page.waitFor('#graph svg .node[data-kind="source"]');
   assert.ok((await page.count('#graph svg .node')) >= 3, 'source, calc and sink are drawn');
   assert.ok((await page.count('#graph svg path.edge')) >= 2, 'edges are drawn');
+  // The job's one-consumer edges are chained: drawn thick, the tasks counted.
+  assert.ok((await page.count('#graph svg path.edge.chained')) >= 1, 'chained edges are drawn');
+  assert.match(await page.text('#graph-tasks'), /^\d+ nodes run as \d+ tasks?;/);
   await page.waitForFunction(
     () => [...document.querySelectorAll('#chart-events polyline')].some((p) => Number(p.dataset.points) >= 2),
     null,

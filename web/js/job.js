@@ -109,7 +109,8 @@ function renderGraph(job) {
   svg.setAttribute('width', width);
   svg.setAttribute('height', height);
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', `Operator graph with ${job.graph.length} nodes`);
+  const tasks = new Set(job.graph.map((n) => n.task)).size;
+  svg.setAttribute('aria-label', `Operator graph with ${job.graph.length} nodes in ${tasks} tasks`);
   for (const node of job.graph) {
     const to = position.get(node.id);
     for (const edge of node.inputs) {
@@ -117,7 +118,7 @@ function renderGraph(job) {
       const path = document.createElementNS(ns, 'path');
       const [x1, y1, x2, y2] = [from.x + 190, from.y + 35, to.x, to.y + 35];
       path.setAttribute('d', `M${x1},${y1} C${x1 + 25},${y1} ${x2 - 25},${y2} ${x2},${y2}`);
-      path.setAttribute('class', `edge ${edge.port === 'late' ? 'late' : ''}`);
+      path.setAttribute('class', `edge${edge.port === 'late' ? ' late' : ''}${edge.chained ? ' chained' : ''}`);
       svg.append(path);
     }
   }
@@ -128,8 +129,10 @@ function renderGraph(job) {
     const kindClass = node.kind === 'source' || node.kind === 'sink' ? node.kind : node.stateful ? 'stateful' : '';
     group.setAttribute('class', `node ${kindClass}${node.updating ? ' updating' : ''}`);
     group.setAttribute('data-kind', node.kind);
+    group.setAttribute('data-task', node.task);
     const title = document.createElementNS(ns, 'title');
-    title.textContent = node.description;
+    const taskmates = job.graph.filter((n) => n.task === node.task).length;
+    title.textContent = `${node.description}\ntask ${node.task}${taskmates > 1 ? ` (a chain of ${taskmates} nodes on one thread)` : ''}`;
     const rect = document.createElementNS(ns, 'rect');
     rect.setAttribute('x', x);
     rect.setAttribute('y', y);
@@ -157,6 +160,7 @@ function renderGraph(job) {
     svg.append(group);
   }
   $('graph').replaceChildren(svg);
+  $('graph-tasks').textContent = `${job.graph.length} nodes run as ${tasks} task${tasks === 1 ? '' : 's'}; a thick edge joins nodes chained into one task, which pass batches by call on one thread.`;
   state.graphKey = key;
 }
 

@@ -232,6 +232,12 @@ pub(crate) struct RunArgs {
     /// Python modules from (repeat the flag, or separate with ':').
     #[arg(long, value_name = "DIR", env = "EDDY_UDF_PATH", value_delimiter = ':')]
     pub(crate) udf_path: Vec<PathBuf>,
+    /// Run every operator as a task (a thread) of its own, with a channel
+    /// on every edge, instead of chaining operators that need no channel
+    /// between them into one task (`eddy explain` lists the tasks). For
+    /// comparison, and for seeing which operator of a task is slow.
+    #[arg(long)]
+    pub(crate) no_chaining: bool,
 }
 
 /// A byte size (`512MiB`, `4GB`).
@@ -301,6 +307,11 @@ pub(crate) struct ServeArgs {
     /// held to its job's memory_limit.
     #[arg(long)]
     pub(crate) allow_python_udfs: bool,
+    /// Run every operator of every job as a task (a thread) of its own
+    /// instead of chaining operators into tasks (as `eddy run
+    /// --no-chaining`).
+    #[arg(long)]
+    pub(crate) no_chaining: bool,
 }
 
 /// The arguments of `eddy bench`.
@@ -344,6 +355,10 @@ pub(crate) struct BenchArgs {
     /// --full-checkpoints`).
     #[arg(long, requires = "state_dir")]
     pub(crate) full_checkpoints: bool,
+    /// eddy: every operator a task of its own (as `eddy run
+    /// --no-chaining`).
+    #[arg(long)]
+    pub(crate) no_chaining: bool,
     /// api: concurrent clients.
     #[arg(long, default_value_t = 20)]
     pub(crate) clients: usize,

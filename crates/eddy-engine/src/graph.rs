@@ -418,7 +418,8 @@ impl JobGraph {
         }
     }
 
-    /// Renders the graph for `eddy explain`.
+    /// Renders the graph for `eddy explain`: its nodes, then the tasks
+    /// they run as ([`crate::chains`]).
     pub fn explain(&self) -> String {
         let mut out = String::new();
         for id in 0..self.nodes.len() {
@@ -429,6 +430,7 @@ impl JobGraph {
                 let _ = writeln!(out, "     named: {uid}");
             }
         }
+        out.push_str(&crate::chains::Chains::of(self).explain(self));
         out
     }
 }

@@ -1,8 +1,9 @@
 //! # eddy-engine
 //!
 //! The dataflow runtime of eddy. A [`graph::JobGraph`] of sources, operators
-//! and sinks goes in; [`runtime::start_job`] runs it with one thread per node
-//! and bounded channels between them and returns a
+//! and sinks goes in; [`runtime::start_job`] runs it with a thread per task
+//! (a chain of nodes that pass batches by call, [`chains`]) and bounded
+//! channels between tasks, and returns a
 //! [`runtime::JobHandle`]; result rows leave through sinks and per-node
 //! counters through [`metrics`]. With a state directory the job takes
 //! [`checkpoint`]s and resumes from the latest one after a crash.
@@ -13,6 +14,7 @@
 //! lifecycle trait ([`operator::Operator`]); windows are defined in
 //! [`window`]; the built-in operators live in [`operators`].
 
+pub mod chains;
 pub mod changelog;
 pub mod checkpoint;
 pub mod distribute;

@@ -37,6 +37,9 @@ pub struct ServerConfig {
     /// `data_root`, and each worker's address space is held to the job's
     /// `memory_limit` when it has one.
     pub allow_python_udfs: bool,
+    /// Run every node of every job as a task of its own
+    /// (`--no-chaining`; [`eddy_engine::runtime::JobConfig::disable_chaining`]).
+    pub disable_chaining: bool,
 }
 
 impl ServerConfig {
@@ -53,6 +56,7 @@ impl ServerConfig {
             max_body_bytes: 1 << 20,
             memory_limit: None,
             allow_python_udfs: false,
+            disable_chaining: false,
         }
     }
 }

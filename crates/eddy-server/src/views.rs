@@ -186,6 +186,11 @@ pub struct GraphEdge {
     pub from: usize,
     /// `main`, or `late` for a source's late rows.
     pub port: String,
+    /// Whether the edge is inside a task: the producer hands its output to
+    /// this node by a call, with no channel between them (`eddy explain`
+    /// lists the tasks).
+    #[serde(default)]
+    pub chained: bool,
 }
 
 /// A node of a job's operator graph.
@@ -213,10 +218,20 @@ pub struct GraphNode {
     /// or single distribution; calcs, unions and key splits do not).
     #[serde(default)]
     pub stateful: bool,
+    /// The task (thread) the node runs in: a chain of nodes that pass
+    /// batches by call; nodes of one task share the number.
+    #[serde(default)]
+    pub task: usize,
 }
 
-/// The graph of a compiled job.
-pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
+/// The graph of a compiled job, its nodes in the tasks they run as
+/// (`chaining`: whether the server chains operators).
+pub fn graph_view(graph: &JobGraph, chaining: bool) -> Vec<GraphNode> {
+    let chains = if chaining {
+        eddy_engine::chains::Chains::of(graph)
+    } else {
+        eddy_engine::chains::Chains::unchained(graph)
+    };
     graph
         .nodes
         .iter()
@@ -234,6 +249,7 @@ pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
                 .inputs
                 .iter()
                 .map(|e| GraphEdge {
+                    chained: chains.next(e.from) == Some(id),
                     from: e.from,
                     port: if e.port == 0 {
                         "main".into()
@@ -246,6 +262,7 @@ pub fn graph_view(graph: &JobGraph) -> Vec<GraphNode> {
             upsert_key: eddy_engine::changelog::upsert_key(&node.schema),
             stateful: matches!(&node.kind, NodeKind::Operator(plan)
                 if plan.distribution() != eddy_engine::operator::Distribution::Any),
+            task: chains.task_of(id),
         })
         .collect()
 }

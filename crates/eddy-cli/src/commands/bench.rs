@@ -25,6 +25,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         state_dir,
         checkpoint_interval,
         full_checkpoints,
+        no_chaining,
         clients,
         seconds,
         server,
@@ -37,6 +38,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
             incremental: !full_checkpoints,
         }),
         parallelism: chosen_parallelism(parallelism, machine_cores()),
+        disable_chaining: no_chaining,
         ..JobConfig::default()
     };
     if name == "api" {

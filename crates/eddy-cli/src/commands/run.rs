@@ -40,6 +40,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         allow_dropped_state,
         memory_limit,
         udf_path,
+        no_chaining,
     } = args;
     let options = eddy_sql::CompileOptions {
         python: Some(eddy_python::PythonConfig {
@@ -108,6 +109,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 task_memory_limit: memory_limit,
                 memory: Vec::new(),
                 label: String::new(),
+                disable_chaining: no_chaining,
             },
         )?;
         let stopper = group_job.clone();
@@ -140,6 +142,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             allow_dropped_state,
             memory: memory(),
             batch_rows: batch_size,
+            disable_chaining: no_chaining,
             ..JobConfig::default()
         },
     )?;

@@ -19,6 +19,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         checkpoint_interval,
         memory_limit,
         allow_python_udfs,
+        no_chaining,
     } = args;
     for dir in [&output_root, &state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
@@ -40,6 +41,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         checkpoint_interval,
         memory_limit,
         allow_python_udfs,
+        disable_chaining: no_chaining,
         ..defaults
     };
     let (data, output, state) = (

@@ -149,8 +149,49 @@ impl NodeContext {
         self.memory.set(bytes as u64)
     }
 
+    /// The runtime part of the node's checkpoint: its metrics now, its
+    /// input clock and the watermark it last forwarded.
+    pub fn runtime_state(
+        &self,
+        clock: &super::inputs::InputClock,
+        forwarded: crate::time::Timestamp,
+        finished: bool,
+    ) -> crate::checkpoint::NodeRuntimeState {
+        crate::checkpoint::NodeRuntimeState {
+            finished,
+            metrics: self.metrics.snapshot(),
+            clock: Some(clock.state()),
+            forwarded,
+        }
+    }
+
     /// Tells the coordinator; a coordinator that is gone means the job is ending.
     pub fn report(&self, event: NodeEvent) -> crate::Result<()> {
         self.events.send(event).map_err(|_| EngineError::Aborted)
     }
+}
+
+/// An error of node `name` as the job reports it: errors that already name
+/// where they arose keep their words; any other is said to be the node's.
+pub(crate) fn attributed(name: &str, error: EngineError) -> EngineError {
+    match error {
+        EngineError::Operator { .. } | EngineError::Connector { .. } | EngineError::Aborted => {
+            error
+        }
+        other => EngineError::operator(name.to_string(), other.to_string()),
+    }
+}
+
+/// A panic in node `name`: a bug, but it must still end the job with a
+/// message that names the node, not take the process down.
+pub(crate) fn panicked(name: &str, payload: Box<dyn std::any::Any + Send>) -> EngineError {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    EngineError::operator(
+        name.to_string(),
+        format!("internal error (please report): {message}"),
+    )
 }

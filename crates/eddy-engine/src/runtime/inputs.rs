@@ -163,17 +163,8 @@ impl Inputs {
     }
 
     /// The next message of any readable input (inputs at a barrier are not
-    /// read). Polls `control` while waiting.
-    pub fn next(&mut self, control: &Control) -> Result<(usize, Message)> {
-        loop {
-            if let Some(next) = self.next_before(control, None)? {
-                return Ok(next);
-            }
-        }
-    }
-
-    /// As [`Inputs::next`], but `None` once `deadline` passes with nothing
-    /// read.
+    /// read), or `None` once `deadline` passes with nothing read. Polls
+    /// `control` while waiting.
     pub fn next_before(
         &mut self,
         control: &Control,

@@ -1,31 +1,40 @@
-//! Executes a [`JobGraph`]: one thread per node, one bounded channel per
-//! edge, a checkpoint coordinator, and a [`JobHandle`] to watch and steer it.
+//! Executes a [`JobGraph`]: a thread per task (a chain of nodes,
+//! [`crate::chains`]), one bounded channel per edge between tasks, a
+//! checkpoint coordinator, and a [`JobHandle`] to watch and steer it.
 //!
 //! ```text
-//!  source thread:   reader thread -> SourceRunner -> Batch / Watermark / Barrier ... Watermark(+inf), End
-//!  operator thread: inputs (aligned) -> Operator::{on_batch, on_watermark, snapshot, on_end} -> consumers
-//!  sink thread:     inputs (aligned) -> SinkWriter::{write, precommit, finish}
+//!  source task:     reader thread -> SourceRunner -> Batch / Watermark / Barrier ... Watermark(+inf), End
+//!  operator task:   inputs (aligned) -> Operator::{on_batch, on_watermark, snapshot, on_end} -> consumers
+//!  sink task:       inputs (aligned) -> SinkWriter::{write, precommit, finish}
+//!  chained nodes:   the task's first node -> Link::push -> next node -> ... (by call, in the task's thread)
 //!  coordinator:     triggers checkpoints, writes them, commits sinks
 //!  supervisor:      joins them all and sets the job's final state
 //! ```
 //!
-//! Each edge is its own bounded channel: a slow consumer blocks its
-//! producers (backpressure), and a node can stop reading one input while a
-//! checkpoint barrier is aligned. A node tracks one watermark per input and
-//! acts on their minimum; an ended input no longer holds the minimum back.
+//! Each edge between tasks is its own bounded channel: a slow consumer
+//! blocks its producers (backpressure), and a node can stop reading one
+//! input while a checkpoint barrier is aligned. A node tracks one watermark
+//! per input and acts on their minimum; an ended input no longer holds the
+//! minimum back. Inside a task, each node hands the next what it emits by a
+//! call, so backpressure reaches the task's first node through its last.
 //!
 //! When a node fails, it records the error and cancels the job; every other
-//! node gives up at its next message or poll. The first error is the job's
-//! result.
+//! task gives up at its next message or poll. The first error is the job's
+//! result, named for the node it arose in.
 //!
 //! - [`control`]: the flags and events the threads share;
-//! - `inputs` / `outputs`: channels, the input clock, barrier alignment;
-//! - `source_task`, `operator_task`, `sink_task`: the three kinds of node thread;
+//! - `inputs` / `outputs`: channels or chained nodes, the input clock,
+//!   barrier alignment;
+//! - `source_task`: a source and the loop of the task it heads;
+//!   `operator_task`, `sink_task`: the lifecycles of the nodes that read
+//!   inputs, driven by `stage` (the loop of a task one heads) or by
+//!   `chain_link` (a node chained after another);
 //! - `resume`: the state a job starts from (checkpoint or savepoint), mapped
 //!   onto a changed query and spread over the job's instances;
 //! - [`handle`]: [`JobHandle`], [`JobState`], [`JobReport`].
 
 pub(crate) mod alignment;
+mod chain_link;
 pub(crate) mod control;
 pub mod handle;
 mod inputs;
@@ -34,14 +43,16 @@ mod outputs;
 mod resume;
 mod sink_task;
 mod source_task;
+mod stage;
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver};
 
 pub use handle::{JobHandle, JobReport, JobState, NodeReport};
 
+use crate::chains::Chains;
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
 use crate::checkpoint::store::StateDir;
 use crate::checkpoint::{
@@ -56,11 +67,13 @@ use crate::parallel::Parallelism;
 use crate::sink::{SinkMode, SinkWriter};
 use crate::source::SourceRunner;
 use alignment::SourceAlignment;
+use chain_link::Link;
 use control::{Control, NodeContext};
 use handle::JobInner;
 use inputs::{InputClock, Inputs};
-use operator_task::OperatorWork;
-use outputs::Outputs;
+use operator_task::{OperatorStage, OperatorWork};
+use outputs::{Outputs, Target};
+use sink_task::SinkStage;
 use source_task::{SourceMeta, SourceWork};
 
 /// Messages buffered per edge before the producer blocks.
@@ -98,6 +111,11 @@ pub struct JobConfig {
     /// goes on in slices of this many rows, so downstream work and memory
     /// per message stay bounded. 0: [`DEFAULT_BATCH_ROWS`].
     pub batch_rows: usize,
+    /// Run every node as a task of its own, with a channel on every edge
+    /// (`--no-chaining`), instead of chaining nodes into tasks
+    /// ([`crate::chains`]): for comparison and for finding which node of
+    /// a task is slow.
+    pub disable_chaining: bool,
 }
 
 /// Rows per batch passed between operators unless configured.
@@ -355,13 +373,38 @@ pub fn start_job(
         return Ok(handle);
     }
 
-    // One channel per edge.
+    // Nodes that finished in the run the job resumes from: they do not run,
+    // so a node reading one (a node new to a changed query) starts with
+    // that input ended.
+    let done: Vec<bool> = saved
+        .iter()
+        .map(|s| s.as_ref().is_some_and(|s| s.runtime.finished))
+        .collect();
+    let chains = if config.disable_chaining {
+        Chains::unchained(&graph)
+    } else {
+        Chains::with(&graph, |id| !done[id])
+    };
+    tracing::info!(
+        "{n} nodes run as {} task(s){}",
+        chains.tasks().len(),
+        if config.disable_chaining {
+            " (chaining off)"
+        } else {
+            ""
+        }
+    );
+
+    // One channel per edge between tasks; a chained node is called instead.
     let mut receivers: Vec<Vec<Receiver<Message>>> = (0..n).map(|_| Vec::new()).collect();
-    let mut ports: Vec<Vec<Vec<Sender<Message>>>> = (0..n)
-        .map(|id| vec![Vec::new(); graph.port_count(id)])
+    let mut ports: Vec<Vec<Vec<Target>>> = (0..n)
+        .map(|id| (0..graph.port_count(id)).map(|_| Vec::new()).collect())
         .collect();
     for (id, node) in graph.nodes.iter().enumerate() {
         for edge in &node.inputs {
+            if chains.next(edge.from) == Some(id) {
+                continue;
+            }
             let (tx, rx) = bounded(EDGE_CAPACITY);
             receivers[id].push(rx);
             let port = ports
@@ -370,19 +413,12 @@ pub fn start_job(
                 .ok_or_else(|| {
                     EngineError::Graph(format!("node #{id} reads a port that does not exist"))
                 })?;
-            port.push(tx);
+            port.push(Target::Channel(tx));
         }
     }
 
     // Open and restore everything before any thread starts.
     let mut work = Vec::with_capacity(n);
-    // Nodes that finished in the run the job resumes from: they do not run,
-    // so a node reading one (a node new to a changed query) starts with
-    // that input ended.
-    let done: Vec<bool> = saved
-        .iter()
-        .map(|s| s.as_ref().is_some_and(|s| s.runtime.finished))
-        .collect();
     let inputs_of_done = |node: &crate::graph::Node, mut clock: InputClock| {
         for (input, edge) in node.inputs.iter().enumerate() {
             if done[edge.from] && !clock.ended(input) {
@@ -485,11 +521,15 @@ pub fn start_job(
     }
 
     let (events_tx, events_rx) = std::sync::mpsc::channel();
-    let mut threads = Vec::with_capacity(n + 1);
     let mut finished = vec![None; n];
-    for (id, item) in work.into_iter().enumerate() {
+    // Built from the last node back, so that a node's chained successor
+    // is ready to be put in its outputs.
+    let mut links: Vec<Option<Link>> = (0..n).map(|_| None).collect();
+    let mut heads = Vec::new();
+    let mut work: Vec<Option<Work>> = work.into_iter().map(Some).collect();
+    for id in (0..n).rev() {
         let node = &graph.nodes[id];
-        let node_ports = std::mem::take(&mut ports[id]);
+        let item = work[id].take().unwrap_or(Work::Done);
         if matches!(item, Work::Done) {
             finished[id] = Some(NodeCheckpoint {
                 runtime: crate::checkpoint::NodeRuntimeState {
@@ -500,6 +540,19 @@ pub fn start_job(
                 state: Default::default(),
             });
             continue;
+        }
+        let mut node_ports = std::mem::take(&mut ports[id]);
+        if let Some(next) = chains.next(id) {
+            let link = links[next].take().ok_or_else(|| {
+                EngineError::Graph(format!("node #{next} is chained but was not built"))
+            })?;
+            let port = graph.nodes[next].inputs[0].port;
+            node_ports
+                .get_mut(port)
+                .ok_or_else(|| {
+                    EngineError::Graph(format!("node #{next} reads a port that does not exist"))
+                })?
+                .push(Target::Chained(Box::new(link)));
         }
         let outputs = Outputs {
             ports: node_ports,
@@ -526,38 +579,54 @@ pub fn start_job(
                 },
             ),
         };
+        if chains.is_chained(id) {
+            links[id] = Some(match item {
+                Work::Operator(w) => Link::new(
+                    Box::new(OperatorStage::new(ctx, w.operator, w.forwarded, outputs)),
+                    w.inputs.clock,
+                ),
+                Work::Sink(writer, inputs) => {
+                    Link::new(Box::new(SinkStage::new(ctx, writer)), inputs.clock)
+                }
+                Work::Source(_) | Work::Done => {
+                    return Err(EngineError::Graph(format!(
+                        "node #{id} cannot be chained after another"
+                    )))
+                }
+            });
+        } else {
+            heads.push((id, item, ctx, outputs));
+        }
+    }
+    let mut threads = Vec::with_capacity(heads.len());
+    for (id, item, ctx, mut outputs) in heads.into_iter().rev() {
+        let name = ctx.name.clone();
+        let job_control = ctx.control.clone();
+        // Held until the failure is recorded: the coordinator takes every
+        // sender gone for the nodes having ended.
+        let events = ctx.events.clone();
+        let thread_name = format!("eddy-{id}-{name}");
         let body = move || {
-            // A panic is a bug, but it must still end the job with a message
-            // that names the node, not take the process down.
-            let run = std::panic::AssertUnwindSafe(|| match item {
-                Work::Source(source) => source_task::run_source(&ctx, source, &outputs),
-                Work::Operator(operator) => operator_task::run_operator(&ctx, operator, &outputs),
-                Work::Sink(writer, inputs) => sink_task::run_sink(&ctx, writer, inputs),
+            let run = std::panic::AssertUnwindSafe(move || match item {
+                Work::Source(source) => source_task::run_source(&ctx, source, &mut outputs),
+                Work::Operator(w) => stage::run_task(
+                    &mut OperatorStage::new(ctx, w.operator, w.forwarded, outputs),
+                    w.inputs,
+                ),
+                Work::Sink(writer, inputs) => {
+                    stage::run_task(&mut SinkStage::new(ctx, writer), inputs)
+                }
                 Work::Done => Ok(()),
             });
-            let result = std::panic::catch_unwind(run).unwrap_or_else(|payload| {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                Err(EngineError::operator(
-                    ctx.name.clone(),
-                    format!("internal error (please report): {message}"),
-                ))
-            });
+            let result = std::panic::catch_unwind(run)
+                .unwrap_or_else(|payload| Err(control::panicked(&name, payload)));
             if let Err(e) = result {
-                let e = match e {
-                    EngineError::Operator { .. }
-                    | EngineError::Connector { .. }
-                    | EngineError::Aborted => e,
-                    other => EngineError::operator(ctx.name.clone(), other.to_string()),
-                };
-                ctx.control.fail(e);
+                job_control.fail(control::attributed(&name, e));
             }
+            drop(events);
         };
         let thread = std::thread::Builder::new()
-            .name(format!("eddy-{id}-{}", node.name))
+            .name(thread_name)
             .spawn(body)
             .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
         threads.push(thread);

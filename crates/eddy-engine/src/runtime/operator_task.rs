@@ -1,4 +1,5 @@
-//! The thread of an operator node.
+//! An operator node's lifecycle ([`OperatorStage`]), driven by its task
+//! ([`super::stage`]).
 //!
 //! ```text
 //!  inputs ─> Batch:      Operator::on_batch ─> Collector ─> outputs
@@ -9,15 +10,20 @@
 //!  wall clock (operators with a processing-time interval):
 //!                        Operator::on_processing_time ─> output watermark
 //! ```
+//!
+//! A node chained after another ([`crate::chains`]) goes through the same
+//! stage, called by the node before it with each message of its one input
+//! ([`super::chain_link`]); a barrier is then aligned on arrival.
 
 use std::time::{Duration, Instant};
 
-use super::control::{NodeContext, NodeEvent};
-use super::inputs::Inputs;
+use super::control::{Control, NodeContext, NodeEvent};
+use super::inputs::{InputClock, Inputs};
 use super::outputs::Outputs;
-use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
-use crate::error::Result;
-use crate::message::Message;
+use super::stage::Stage;
+use crate::checkpoint::NodeCheckpoint;
+use crate::error::{EngineError, Result};
+use crate::message::{Barrier, Message};
 use crate::operator::{Collector, Operator};
 use crate::time::Timestamp;
 
@@ -32,129 +38,172 @@ pub(crate) struct OperatorWork {
     pub forwarded: Timestamp,
 }
 
-fn runtime_state(
-    ctx: &NodeContext,
-    inputs: &Inputs,
+/// One operator's lifecycle, whichever way its messages come: from the
+/// channels its task reads, or by call from the node chained before it.
+pub(crate) struct OperatorStage {
+    ctx: NodeContext,
+    op: Box<dyn Operator>,
+    outputs: Outputs,
+    /// The watermark last forwarded.
     forwarded: Timestamp,
-    finished: bool,
-) -> NodeRuntimeState {
-    NodeRuntimeState {
-        finished,
-        metrics: ctx.metrics.snapshot(),
-        clock: Some(inputs.clock.state()),
-        forwarded,
+    /// The minimum over the inputs, last acted on.
+    input_watermark: Timestamp,
+    collector: Collector,
+    /// When the state-memory gauge was last refreshed.
+    sized: Instant,
+    /// A processing-time clock: `on_processing_time` about every `every`,
+    /// whether rows come or not.
+    every: Option<Duration>,
+    ticked: Instant,
+}
+
+impl OperatorStage {
+    pub fn new(
+        ctx: NodeContext,
+        operator: Box<dyn Operator>,
+        forwarded: Timestamp,
+        outputs: Outputs,
+    ) -> Self {
+        let every = operator.processing_time_interval();
+        Self {
+            ctx,
+            op: operator,
+            outputs,
+            forwarded,
+            input_watermark: forwarded,
+            collector: Collector::default(),
+            sized: Instant::now(),
+            every,
+            ticked: Instant::now(),
+        }
     }
 }
 
-/// Runs an operator until every input ended, the job stops, or it fails.
-pub(crate) fn run_operator(ctx: &NodeContext, work: OperatorWork, outputs: &Outputs) -> Result<()> {
-    let OperatorWork {
-        operator: mut op,
-        mut inputs,
-        mut forwarded,
-    } = work;
-    let metrics = &ctx.metrics;
-    let mut collector = Collector::default();
-    let mut sized = Instant::now();
-    // A processing-time clock: `on_processing_time` about every `every`,
-    // whether rows come or not.
-    let every = op.processing_time_interval();
-    let mut ticked = Instant::now();
-    let mut input_watermark = forwarded;
-    while !inputs.done() {
-        if let Some(every) = every {
-            if ticked.elapsed() >= every {
-                ticked = Instant::now();
-                op.on_processing_time(crate::operator::wall_clock_ms(), &mut collector)?;
-                outputs.flush(&mut collector)?;
-                let out = op.output_watermark(input_watermark);
-                if out > forwarded {
-                    forwarded = out;
-                    metrics.set_watermark(out);
-                    outputs.send_all(Message::Watermark(out))?;
+impl Stage for OperatorStage {
+    fn name(&self) -> &str {
+        &self.ctx.name
+    }
+
+    fn control(&self) -> &Control {
+        &self.ctx.control
+    }
+
+    fn next_tick(&self) -> Option<Instant> {
+        let own = self.every.map(|every| self.ticked + every);
+        match (own, self.outputs.next_tick()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn tick(&mut self) -> Result<()> {
+        if let Some(every) = self.every {
+            if self.ticked.elapsed() >= every {
+                self.ticked = Instant::now();
+                self.op
+                    .on_processing_time(crate::operator::wall_clock_ms(), &mut self.collector)?;
+                self.outputs.flush(&mut self.collector)?;
+                let out = self.op.output_watermark(self.input_watermark);
+                if out > self.forwarded {
+                    self.forwarded = out;
+                    self.ctx.metrics.set_watermark(out);
+                    self.outputs.send_all(Message::Watermark(out))?;
                 }
             }
         }
-        let deadline = every.map(|every| ticked + every);
-        let Some((input, message)) = inputs.next_before(&ctx.control, deadline)? else {
-            continue;
-        };
+        self.outputs.tick()
+    }
+
+    fn on_message(&mut self, clock: &mut InputClock, input: usize, message: Message) -> Result<()> {
         let advanced = match message {
             Message::Batch(batch) => {
-                inputs.clock.active(input);
-                metrics.add_input_rows(input, batch.num_rows());
-                op.on_batch(input, batch, &mut collector)?;
-                outputs.flush(&mut collector)?;
+                clock.active(input);
+                self.ctx.metrics.add_input_rows(input, batch.num_rows());
+                self.op.on_batch(input, batch, &mut self.collector)?;
+                self.outputs.flush(&mut self.collector)?;
                 None
             }
-            Message::Watermark(wm) => inputs.clock.advance(input, wm),
+            Message::Watermark(wm) => clock.advance(input, wm),
             Message::Idle => {
-                let advanced = inputs.clock.go_idle(input);
-                if inputs.clock.all_idle() {
-                    outputs.send_all(Message::Idle)?;
+                let advanced = clock.go_idle(input);
+                if clock.all_idle() {
+                    self.outputs.send_all(Message::Idle)?;
                 }
                 advanced
             }
-            Message::Barrier(barrier) => {
-                inputs.barrier(input, barrier)?;
-                None
+            Message::Barrier(_) => {
+                return Err(EngineError::Graph(
+                    "a barrier was handled as a message".into(),
+                ))
             }
             Message::End => {
-                op.on_input_end(input, &mut collector)?;
-                outputs.flush(&mut collector)?;
-                inputs.clock.end(input)
+                self.op.on_input_end(input, &mut self.collector)?;
+                self.outputs.flush(&mut self.collector)?;
+                clock.end(input)
             }
         };
         if let Some(wm) = advanced {
-            input_watermark = wm;
-            metrics.set_watermark(wm);
-            op.on_watermark(wm, &mut collector)?;
-            outputs.flush(&mut collector)?;
-            let out = op.output_watermark(wm);
-            if out > forwarded {
-                forwarded = out;
-                outputs.send_all(Message::Watermark(out))?;
+            self.input_watermark = wm;
+            self.ctx.metrics.set_watermark(wm);
+            self.op.on_watermark(wm, &mut self.collector)?;
+            self.outputs.flush(&mut self.collector)?;
+            let out = self.op.output_watermark(wm);
+            if out > self.forwarded {
+                self.forwarded = out;
+                self.outputs.send_all(Message::Watermark(out))?;
             }
         }
-        metrics.set_state_rows(op.state_rows());
-        metrics.set_late_rows(op.late_rows());
-        if sized.elapsed() >= STATE_SIZE_EVERY {
+        self.ctx.metrics.set_state_rows(self.op.state_rows());
+        self.ctx.metrics.set_late_rows(self.op.late_rows());
+        if self.sized.elapsed() >= STATE_SIZE_EVERY {
             // Sizing can walk the whole state, so it is not done per message.
-            ctx.set_state_bytes(op.state_bytes())?;
-            sized = Instant::now();
+            self.ctx.set_state_bytes(self.op.state_bytes())?;
+            self.sized = Instant::now();
         }
-        if let Some(barrier) = inputs.take_aligned() {
-            if ctx.control.checkpointing {
-                let state = if ctx.control.incremental {
-                    op.snapshot_incremental()?
-                } else {
-                    op.snapshot()?
-                };
-                ctx.set_state_bytes(op.state_bytes())?;
-                let data = NodeCheckpoint {
-                    runtime: runtime_state(ctx, &inputs, forwarded, false),
-                    state,
-                };
-                ctx.report(NodeEvent::Snapshot {
-                    node: ctx.id,
-                    checkpoint: barrier.checkpoint,
-                    data,
-                })?;
-            }
-            outputs.send_all(Message::Barrier(barrier))?;
-            if barrier.stop {
-                return ctx.report(NodeEvent::Stopped);
-            }
-        }
+        Ok(())
     }
-    op.on_end(&mut collector)?;
-    outputs.flush(&mut collector)?;
-    metrics.set_state_rows(op.state_rows());
-    ctx.set_state_bytes(op.state_bytes())?;
-    outputs.send_all(Message::End)?;
-    let data = NodeCheckpoint {
-        runtime: runtime_state(ctx, &inputs, forwarded, true),
-        state: Default::default(),
-    };
-    ctx.report(NodeEvent::Finished { node: ctx.id, data })
+
+    /// The operator's state goes to the coordinator and the barrier on.
+    fn checkpoint(&mut self, clock: &InputClock, barrier: Barrier) -> Result<bool> {
+        if self.ctx.control.checkpointing {
+            let state = if self.ctx.control.incremental {
+                self.op.snapshot_incremental()?
+            } else {
+                self.op.snapshot()?
+            };
+            self.ctx.set_state_bytes(self.op.state_bytes())?;
+            let data = NodeCheckpoint {
+                runtime: self.ctx.runtime_state(clock, self.forwarded, false),
+                state,
+            };
+            self.ctx.report(NodeEvent::Snapshot {
+                node: self.ctx.id,
+                checkpoint: barrier.checkpoint,
+                data,
+            })?;
+        }
+        self.outputs.send_all(Message::Barrier(barrier))?;
+        if barrier.stop {
+            self.ctx.report(NodeEvent::Stopped)?;
+        }
+        Ok(barrier.stop)
+    }
+
+    /// The operator's last output, the end downstream, and the node's
+    /// final state to the coordinator.
+    fn finish(&mut self, clock: &InputClock) -> Result<()> {
+        self.op.on_end(&mut self.collector)?;
+        self.outputs.flush(&mut self.collector)?;
+        self.ctx.metrics.set_state_rows(self.op.state_rows());
+        self.ctx.set_state_bytes(self.op.state_bytes())?;
+        self.outputs.send_all(Message::End)?;
+        let data = NodeCheckpoint {
+            runtime: self.ctx.runtime_state(clock, self.forwarded, true),
+            state: Default::default(),
+        };
+        self.ctx.report(NodeEvent::Finished {
+            node: self.ctx.id,
+            data,
+        })
+    }
 }

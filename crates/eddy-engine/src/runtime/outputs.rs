@@ -1,13 +1,16 @@
-//! The sending side of a node: one bounded channel per consumer input.
+//! The sending side of a node: per output port, its consumers. A consumer
+//! is a bounded channel to another task, or the node chained after this
+//! one ([`crate::chains`]), handed each message by a call.
 //!
-//! A send blocks while the consumer's channel is full (backpressure), but
-//! wakes up regularly to notice a cancelled job.
+//! A send to a channel blocks while it is full (backpressure), but wakes up
+//! regularly to notice a cancelled job.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 
+use super::chain_link::Link;
 use super::control::Control;
 use crate::error::{EngineError, Result};
 use crate::message::Message;
@@ -17,24 +20,27 @@ use crate::operator::Collector;
 /// How often a blocked send checks for cancellation.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
 
-/// The output ports of a node: per port, one sender per subscribed input.
-pub(crate) struct Outputs {
-    pub ports: Vec<Vec<Sender<Message>>>,
-    pub metrics: Arc<NodeMetrics>,
-    pub control: Arc<Control>,
-    /// Larger batches go on in slices of this many rows.
-    pub max_rows: usize,
+/// One consumer of an output port.
+pub(crate) enum Target {
+    /// Another task's input channel.
+    Channel(Sender<Message>),
+    /// The node chained after this one, in this task.
+    Chained(Box<Link>),
 }
 
-impl Outputs {
-    fn send_one(&self, sender: &Sender<Message>, message: Message) -> Result<()> {
+impl Target {
+    fn send(&mut self, control: &Control, message: Message) -> Result<()> {
+        let sender = match self {
+            Target::Chained(link) => return link.push(message),
+            Target::Channel(sender) => sender,
+        };
         let mut message = match sender.try_send(message) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Disconnected(_)) => return Err(EngineError::Aborted),
             Err(TrySendError::Full(message)) => message,
         };
         loop {
-            if self.control.cancelled() {
+            if control.cancelled() {
                 return Err(EngineError::Aborted);
             }
             match sender.send_timeout(message, POLL) {
@@ -44,10 +50,21 @@ impl Outputs {
             }
         }
     }
+}
 
+/// The output ports of a node: per port, its consumers.
+pub(crate) struct Outputs {
+    pub ports: Vec<Vec<Target>>,
+    pub metrics: Arc<NodeMetrics>,
+    pub control: Arc<Control>,
+    /// Larger batches go on in slices of this many rows.
+    pub max_rows: usize,
+}
+
+impl Outputs {
     /// Sends `message` to every subscriber of `port`, counting batch rows.
-    pub fn send_port(&self, port: usize, message: Message) -> Result<()> {
-        let Some(subscribers) = self.ports.get(port) else {
+    pub fn send_port(&mut self, port: usize, message: Message) -> Result<()> {
+        let Some(subscribers) = self.ports.get_mut(port) else {
             return Ok(());
         };
         if let Message::Batch(batch) = &message {
@@ -55,11 +72,11 @@ impl Outputs {
                 self.metrics.add_rows_out(batch.num_rows());
             }
         }
-        if let Some((last, rest)) = subscribers.split_last() {
+        if let Some((last, rest)) = subscribers.split_last_mut() {
             for sub in rest {
-                self.send_one(sub, message.clone())?;
+                sub.send(&self.control, message.clone())?;
             }
-            self.send_one(last, message)?;
+            last.send(&self.control, message)?;
         }
         Ok(())
     }
@@ -70,7 +87,7 @@ impl Outputs {
     }
 
     /// Sends `message` on every port.
-    pub fn send_all(&self, message: Message) -> Result<()> {
+    pub fn send_all(&mut self, message: Message) -> Result<()> {
         for port in 0..self.ports.len() {
             self.send_port(port, message.clone())?;
         }
@@ -79,7 +96,7 @@ impl Outputs {
 
     /// Sends what an operator emitted, a batch larger than `max_rows` in
     /// slices of it (zero-copy), in order.
-    pub fn flush(&self, collector: &mut Collector) -> Result<()> {
+    pub fn flush(&mut self, collector: &mut Collector) -> Result<()> {
         for (port, batch) in collector.drain() {
             let rows = batch.num_rows();
             if rows <= self.max_rows.max(1) {
@@ -90,6 +107,28 @@ impl Outputs {
             for offset in (0..rows).step_by(step) {
                 let slice = batch.slice(offset, step.min(rows - offset));
                 self.send_port(port, Message::Batch(slice))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// When a chained node's processing-time clock is next due.
+    pub fn next_tick(&self) -> Option<Instant> {
+        self.ports
+            .iter()
+            .flatten()
+            .filter_map(|target| match target {
+                Target::Chained(link) => link.next_tick(),
+                Target::Channel(_) => None,
+            })
+            .min()
+    }
+
+    /// Runs the chained nodes' processing-time clocks that are due.
+    pub fn tick(&mut self) -> Result<()> {
+        for target in self.ports.iter_mut().flatten() {
+            if let Target::Chained(link) = target {
+                link.tick()?;
             }
         }
         Ok(())
@@ -109,8 +148,8 @@ mod tests {
     #[test]
     fn a_large_emission_goes_on_in_slices_in_order() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let outputs = Outputs {
-            ports: vec![vec![tx]],
+        let mut outputs = Outputs {
+            ports: vec![vec![Target::Channel(tx)]],
             metrics: NodeMetrics::new_shared(1),
             control: Control::new(false, false, 0),
             max_rows: 4096,

@@ -1,4 +1,5 @@
-//! The thread of a sink node.
+//! A sink node's lifecycle ([`SinkStage`]), driven by its task
+//! ([`super::stage`]).
 //!
 //! ```text
 //!  inputs ─> Batch:      SinkWriter::write
@@ -6,12 +7,16 @@
 //!                        a stop barrier without checkpoints: finish
 //!            End:        every input ended ─> precommit of the rest (checkpoints on) or finish
 //! ```
+//!
+//! A sink chained after another node ([`crate::chains`]) goes through the
+//! same stage, called with each message of its one input.
 
-use super::control::{NodeContext, NodeEvent};
-use super::inputs::Inputs;
-use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
-use crate::error::Result;
-use crate::message::{CheckpointId, Message};
+use super::control::{Control, NodeContext, NodeEvent};
+use super::inputs::InputClock;
+use super::stage::Stage;
+use crate::checkpoint::NodeCheckpoint;
+use crate::error::{EngineError, Result};
+use crate::message::{Barrier, CheckpointId, Message};
 use crate::sink::SinkWriter;
 use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
 
@@ -19,77 +24,102 @@ use crate::time::{WATERMARK_MAX, WATERMARK_MIN};
 /// checkpoint of a finished job, whatever its number turns out to be.
 pub(crate) const FINAL_CHECKPOINT: CheckpointId = CheckpointId::MAX;
 
-fn runtime_state(ctx: &NodeContext, inputs: &Inputs, finished: bool) -> NodeRuntimeState {
-    NodeRuntimeState {
-        finished,
-        metrics: ctx.metrics.snapshot(),
-        clock: Some(inputs.clock.state()),
-        forwarded: WATERMARK_MIN,
+/// One sink's lifecycle, whichever way its messages come.
+pub(crate) struct SinkStage {
+    ctx: NodeContext,
+    writer: Box<dyn SinkWriter>,
+}
+
+impl SinkStage {
+    pub fn new(ctx: NodeContext, writer: Box<dyn SinkWriter>) -> Self {
+        Self { ctx, writer }
     }
 }
 
-/// Runs a sink until every input ended, the job stops, or it fails.
-pub(crate) fn run_sink(
-    ctx: &NodeContext,
-    mut writer: Box<dyn SinkWriter>,
-    mut inputs: Inputs,
-) -> Result<()> {
-    let metrics = &ctx.metrics;
-    let control = &ctx.control;
-    while !inputs.done() {
-        let (input, message) = inputs.next(control)?;
+impl Stage for SinkStage {
+    fn name(&self) -> &str {
+        &self.ctx.name
+    }
+
+    fn control(&self) -> &Control {
+        &self.ctx.control
+    }
+
+    fn on_message(&mut self, clock: &mut InputClock, input: usize, message: Message) -> Result<()> {
+        let metrics = &self.ctx.metrics;
         match message {
             Message::Batch(batch) => {
                 metrics.add_input_rows(input, batch.num_rows());
-                writer.write(&batch)?;
+                self.writer.write(&batch)?;
                 metrics.add_rows_out(batch.num_rows());
             }
             Message::Watermark(wm) => {
-                if let Some(wm) = inputs.clock.advance(input, wm) {
+                if let Some(wm) = clock.advance(input, wm) {
                     metrics.set_watermark(wm);
-                    writer.watermark(wm)?;
+                    self.writer.watermark(wm)?;
                 }
             }
             Message::Idle => {
-                inputs.clock.go_idle(input);
+                clock.go_idle(input);
             }
-            Message::Barrier(barrier) => inputs.barrier(input, barrier)?,
+            Message::Barrier(_) => {
+                return Err(EngineError::Graph(
+                    "a barrier was handled as a message".into(),
+                ))
+            }
             Message::End => {
-                inputs.clock.end(input);
+                clock.end(input);
             }
         }
-        if let Some(barrier) = inputs.take_aligned() {
-            if control.checkpointing {
-                let state = writer.precommit(barrier.checkpoint, control.completed())?;
-                let data = NodeCheckpoint {
-                    runtime: runtime_state(ctx, &inputs, false),
-                    state,
-                };
-                ctx.report(NodeEvent::Snapshot {
-                    node: ctx.id,
-                    checkpoint: barrier.checkpoint,
-                    data,
-                })?;
-            } else if barrier.stop {
-                writer.finish()?;
-            } else {
-                writer.flush()?;
-            }
-            if barrier.stop {
-                return ctx.report(NodeEvent::Stopped);
-            }
-        }
+        Ok(())
     }
-    writer.watermark(WATERMARK_MAX)?;
-    let data = if control.checkpointing {
-        let state = writer.precommit(FINAL_CHECKPOINT, control.completed())?;
-        NodeCheckpoint {
-            runtime: runtime_state(ctx, &inputs, true),
-            state,
+
+    /// Precommit (checkpoints on) or flush.
+    fn checkpoint(&mut self, clock: &InputClock, barrier: Barrier) -> Result<bool> {
+        let control = &self.ctx.control;
+        if control.checkpointing {
+            let state = self
+                .writer
+                .precommit(barrier.checkpoint, control.completed())?;
+            let data = NodeCheckpoint {
+                runtime: self.ctx.runtime_state(clock, WATERMARK_MIN, false),
+                state,
+            };
+            self.ctx.report(NodeEvent::Snapshot {
+                node: self.ctx.id,
+                checkpoint: barrier.checkpoint,
+                data,
+            })?;
+        } else if barrier.stop {
+            self.writer.finish()?;
+        } else {
+            self.writer.flush()?;
         }
-    } else {
-        writer.finish()?;
-        NodeCheckpoint::default()
-    };
-    ctx.report(NodeEvent::Finished { node: ctx.id, data })
+        if barrier.stop {
+            self.ctx.report(NodeEvent::Stopped)?;
+        }
+        Ok(barrier.stop)
+    }
+
+    /// The last precommit (checkpoints on) or finish, and the node's final
+    /// state to the coordinator.
+    fn finish(&mut self, clock: &InputClock) -> Result<()> {
+        self.writer.watermark(WATERMARK_MAX)?;
+        let data = if self.ctx.control.checkpointing {
+            let state = self
+                .writer
+                .precommit(FINAL_CHECKPOINT, self.ctx.control.completed())?;
+            NodeCheckpoint {
+                runtime: self.ctx.runtime_state(clock, WATERMARK_MIN, true),
+                state,
+            }
+        } else {
+            self.writer.finish()?;
+            NodeCheckpoint::default()
+        };
+        self.ctx.report(NodeEvent::Finished {
+            node: self.ctx.id,
+            data,
+        })
+    }
 }

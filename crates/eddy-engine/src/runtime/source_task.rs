@@ -128,7 +128,7 @@ fn spawn_reader(
 }
 
 /// Runs a source until its input ends, the job stops, or it fails.
-pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs) -> Result<()> {
+pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outputs) -> Result<()> {
     let SourceWork {
         reader,
         mut runner,
@@ -206,7 +206,14 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &Outputs)
                 continue;
             }
         }
-        match reads.recv_timeout(POLL) {
+        // A processing-time operator chained after the source keeps its
+        // clock while no input comes.
+        outputs.tick()?;
+        let wait = outputs.next_tick().map_or(POLL, |due| {
+            due.saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), POLL)
+        });
+        match reads.recv_timeout(wait) {
             Ok(Read::Batch {
                 batch,
                 position: after,
@@ -325,7 +332,7 @@ struct DeadLetters<'a> {
 impl DeadLetters<'_> {
     /// Counts `rows`; sends them to `bad_rows(table)` (dead_letter), or
     /// fails with the first (fail).
-    fn handle(&mut self, rows: Vec<BadRow>, outputs: &Outputs) -> Result<()> {
+    fn handle(&mut self, rows: Vec<BadRow>, outputs: &mut Outputs) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }

@@ -146,7 +146,10 @@ impl JobManager {
                 })
             };
             let (graph, sinks) = match &planned {
-                Ok(p) => (graph_view(&p.view), p.sinks.clone()),
+                Ok(p) => (
+                    graph_view(&p.view, !manager.config.disable_chaining),
+                    p.sinks.clone(),
+                ),
                 Err(_) => (Vec::new(), Vec::new()),
             };
             let job = Arc::new(ManagedJob {
@@ -331,6 +334,7 @@ impl JobManager {
                 allow_dropped_state: record.allow_dropped_state,
                 memory: self.budgets(record.memory_limit),
                 label: record.name.clone(),
+                disable_chaining: self.config.disable_chaining,
                 ..JobConfig::default()
             },
         )
@@ -376,6 +380,7 @@ impl JobManager {
                 task_memory_limit: record.memory_limit,
                 memory: self.memory.clone().into_iter().collect(),
                 label: record.name.clone(),
+                disable_chaining: self.config.disable_chaining,
             },
         )
         .map_err(group_error)?;
@@ -482,7 +487,7 @@ impl JobManager {
         let planned = self.plan(&record)?;
         let job = Arc::new(ManagedJob {
             id: id.clone(),
-            graph: graph_view(&planned.view),
+            graph: graph_view(&planned.view, !self.config.disable_chaining),
             sinks: planned.sinks,
             record: Mutex::new((record, false)),
             run: Mutex::new(None),
@@ -503,7 +508,7 @@ impl JobManager {
         Connectors::new(self.connector_config())
             .check(&graph)
             .map_err(engine_error)?;
-        Ok(graph_view(&graph))
+        Ok(graph_view(&graph, !self.config.disable_chaining))
     }
 
     /// Stops every running job with a final checkpoint, leaving each

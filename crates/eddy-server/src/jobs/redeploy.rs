@@ -54,7 +54,7 @@ impl JobManager {
         };
         let job = Arc::new(ManagedJob {
             id: id.to_string(),
-            graph: graph_view(&planned.view),
+            graph: graph_view(&planned.view, !self.config.disable_chaining),
             sinks: sink_names(&graph),
             record: Mutex::new((record, false)),
             run: Mutex::new(None),

@@ -91,6 +91,9 @@ pub struct GroupJobConfig {
     pub memory: Vec<Arc<MemoryBudget>>,
     /// Prefix of the tasks' names in a shared budget (`<label>/task-<p>`).
     pub label: String,
+    /// Run each node of a task's graph on a thread of its own
+    /// ([`eddy_engine::runtime::JobConfig::disable_chaining`]).
+    pub disable_chaining: bool,
 }
 
 /// Makes the connector factory of one task from its connector settings

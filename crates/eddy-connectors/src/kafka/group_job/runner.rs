@@ -122,6 +122,7 @@ impl Runner {
                 allow_dropped_state: self.config.allow_dropped_state,
                 memory,
                 label,
+                disable_chaining: self.config.disable_chaining,
                 ..JobConfig::default()
             },
         )
