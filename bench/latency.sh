@@ -11,6 +11,7 @@
 # when its latest event is due: up to 50 ms of each figure is the feed's.
 #
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/latency.sh
+#   EDDY_FLAGS=--no-chaining bench/latency.sh     # flags for `eddy run`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +39,7 @@ SQL
 count=$((RATE * SECONDS_TO_RUN))
 echo "feed: $RATE events/s for $SECONDS_TO_RUN s ($count events); 1 s windows, watermark delay $DELAY_MS ms; profile $PROFILE"
 "$EDDY" generate --stream orders --rate "$RATE" --count "$count" --realtime 2> "$work/pacing" |
-  "$EDDY" run --quiet "$work/window.sql" |
+  "$EDDY" run --quiet "$work/window.sql" ${EDDY_FLAGS:-} |
   python3 -c '
 import sys, time
 for line in sys.stdin:

@@ -114,5 +114,10 @@ measure() {
 
 echo "$JOBS live jobs ($what), checkpoint every $CHECKPOINT; warm-up ${WARMUP} s, measured over ${MEASURE} s; profile $PROFILE; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(nproc) cores"
 printf '%-10s %5s %8s %12s %9s %12s %14s   %s\n' mode jobs threads "threads/job" "RSS MiB" "CPU % core" "CPU %/job" "checkpoint ms mean / max"
-measure chained
-measure unchained --no-chaining
+# MODES: which modes, in which order (default both, chained first).
+for mode in ${MODES:-chained unchained}; do
+  case $mode in
+    chained) measure chained ;;
+    unchained) measure unchained --no-chaining ;;
+  esac
+done
