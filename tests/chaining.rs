@@ -221,9 +221,10 @@ fn a_live_job_holds_a_thread_per_task_not_per_node() {
         .count();
     let chained = live_threads(dir.path(), &[]);
     let unchained = live_threads(dir.path(), &["--no-chaining"]);
-    // A thread per task and one reader per source, the coordinator, the
-    // supervisor, the main thread and the signal handler's.
-    let expected = tasks + sources + 4;
+    // A thread per task and one reader per source, the checkpoint
+    // coordinator (which then supervises the job's end), the main thread
+    // and the signal handler's.
+    let expected = tasks + sources + 3;
     assert!(
         chained <= expected && chained > tasks,
         "{chained} threads for {tasks} tasks and {sources} sources (at most {expected})"

@@ -136,6 +136,13 @@ fn cancel_reports_cancelled_not_success() {
     let dir = tempfile::tempdir().unwrap();
     let (handle, _pipe) = pipe_job(dir.path(), true);
     wait_until_open(dir.path());
+    // What a front end records at a job's end is called once it ended, with
+    // the final state set; registered afterwards, at once.
+    let (told, heard) = std::sync::mpsc::channel();
+    let watched = handle.clone();
+    let before = told.clone();
+    handle.on_end(move || before.send(("before", watched.state())).unwrap());
+    assert!(heard.try_recv().is_err(), "called before the job ended");
     let clone = handle.clone();
     clone.cancel();
     let result = handle
@@ -148,6 +155,13 @@ fn cancel_reports_cancelled_not_success() {
         0,
         "a cancelled job commits nothing"
     );
+    assert_eq!(
+        heard.recv_timeout(Duration::from_secs(1)).unwrap(),
+        ("before", JobState::Cancelled)
+    );
+    let watched = handle.clone();
+    handle.on_end(move || told.send(("after", watched.state())).unwrap());
+    assert_eq!(heard.try_recv().unwrap(), ("after", JobState::Cancelled));
 }
 
 fn parquet_rows(dir: &Path) -> usize {

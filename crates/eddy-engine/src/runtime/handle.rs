@@ -100,7 +100,13 @@ pub(crate) struct JobInner {
     pub state: Mutex<(JobState, Option<u128>)>,
     pub changed: Condvar,
     pub connectors: Arc<dyn crate::graph::ConnectorFactory>,
+    /// What to call once the job has ended ([`JobHandle::on_end`]); `None`
+    /// once it has.
+    pub on_end: Mutex<Option<Vec<EndCallback>>>,
 }
+
+/// A call made once a job has ended.
+pub(crate) type EndCallback = Box<dyn FnOnce() + Send>;
 
 /// A handle on a started job. See the module docs.
 #[derive(Clone)]
@@ -224,9 +230,39 @@ impl JobHandle {
     }
 
     pub(crate) fn set_state(&self, state: JobState) {
+        let ended = state.is_terminal();
         if let Ok(mut guard) = self.inner.state.lock() {
             *guard = (state, Some(self.inner.started.elapsed().as_millis()));
         }
         self.inner.changed.notify_all();
+        if ended {
+            let calls = self
+                .inner
+                .on_end
+                .lock()
+                .ok()
+                .and_then(|mut calls| calls.take());
+            for call in calls.into_iter().flatten() {
+                call();
+            }
+        }
+    }
+
+    /// Calls `call` once the job has ended (at once when it has), on the
+    /// thread that saw it end: a front end's bookkeeping at the end of a
+    /// job without a thread of its own waiting for it. `call` must not
+    /// block for long.
+    pub fn on_end(&self, call: impl FnOnce() + Send + 'static) {
+        let mut slot = match self.inner.on_end.lock() {
+            Ok(slot) => slot,
+            Err(_) => return call(),
+        };
+        match slot.as_mut() {
+            Some(calls) => calls.push(Box::new(call)),
+            None => {
+                drop(slot);
+                call();
+            }
+        }
     }
 }

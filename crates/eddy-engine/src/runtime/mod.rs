@@ -7,8 +7,8 @@
 //!  operator task:   inputs (aligned) -> Operator::{on_batch, on_watermark, snapshot, on_end} -> consumers
 //!  sink task:       inputs (aligned) -> SinkWriter::{write, precommit, finish}
 //!  chained nodes:   the task's first node -> Link::push -> next node -> ... (by call, in the task's thread)
-//!  coordinator:     triggers checkpoints, writes them, commits sinks
-//!  supervisor:      joins them all and sets the job's final state
+//!  coordinator:     triggers checkpoints, writes them, commits sinks; then, on
+//!                   the same thread, joins the tasks and sets the job's final state
 //! ```
 //!
 //! Each edge between tasks is its own bounded channel: a slow consumer
@@ -366,6 +366,7 @@ pub fn start_job(
             state: Mutex::new((JobState::Running, None)),
             changed: Condvar::new(),
             connectors: connectors.clone(),
+            on_end: Mutex::new(Some(Vec::new())),
         }),
     };
     if already_finished.is_some() {
@@ -644,18 +645,19 @@ pub fn start_job(
         next_id: restored_id + 1,
         finished,
     };
-    let coordinator = std::thread::Builder::new()
-        .name("eddy-checkpoints".into())
-        .spawn(move || coordinator.run())
-        .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
+    // One thread coordinates the job's checkpoints and, once they are
+    // over, supervises its end: it joins the tasks' threads and sets the
+    // job's final state.
     let supervisor = handle.clone();
     std::thread::Builder::new()
-        .name("eddy-supervisor".into())
+        .name("eddy-checkpoints".into())
         .spawn(move || {
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinator.run()))
+                    .unwrap_or(Outcome::Aborted);
             for thread in threads {
                 let _ = thread.join();
             }
-            let outcome = coordinator.join().unwrap_or(Outcome::Aborted);
             let control = &supervisor.inner.control;
             let state = if let Some(error) = control.error() {
                 JobState::Failed(error)

@@ -265,33 +265,46 @@ impl JobManager {
         }
         let (store, watched, shutting_down) =
             (self.store.clone(), job.clone(), self.shutting_down.clone());
-        std::thread::Builder::new()
-            .name(format!("eddy-watch-{}", job.id))
-            .spawn(move || {
-                let ended = handle.wait();
-                // The job's Python workers go with its run.
-                if let Some(python) = &python {
-                    python.release_workers();
-                }
-                if shutting_down.load(std::sync::atomic::Ordering::SeqCst)
-                    && handle.state() == JobState::Stopped
-                {
-                    // Stopped because the server is going down: resumed on its next start.
-                    return;
-                }
-                let state = handle.state();
-                let error = match (&state, ended) {
-                    (JobState::Failed(message), _) => Some(message.clone()),
-                    (_, Err(message)) => Some(message),
-                    _ => None,
-                };
-                let status = match (&state, &error) {
-                    (JobState::Failed(_), _) | (_, Some(_)) => JobStatus::Failed,
-                    (state, None) => state.into(),
-                };
-                Self::save_end(&store, &watched, status, error, handle.metrics());
-            })
-            .map_err(|e| ServerError::Internal(format!("cannot start a watcher thread: {e}")))?;
+        let ended = move |handle: RunHandle| {
+            let ended = handle.wait();
+            // The job's Python workers go with its run.
+            if let Some(python) = &python {
+                python.release_workers();
+            }
+            if shutting_down.load(std::sync::atomic::Ordering::SeqCst)
+                && handle.state() == JobState::Stopped
+            {
+                // Stopped because the server is going down: resumed on its next start.
+                return;
+            }
+            let state = handle.state();
+            let error = match (&state, ended) {
+                (JobState::Failed(message), _) => Some(message.clone()),
+                (_, Err(message)) => Some(message),
+                _ => None,
+            };
+            let status = match (&state, &error) {
+                (JobState::Failed(_), _) | (_, Some(_)) => JobStatus::Failed,
+                (state, None) => state.into(),
+            };
+            Self::save_end(&store, &watched, status, error, handle.metrics());
+        };
+        match &handle {
+            // Recorded by the job's own last thread as it ends: no thread
+            // of the server's waits on it.
+            RunHandle::Single(single) => {
+                let run = handle.clone();
+                single.on_end(move || ended(run));
+            }
+            RunHandle::Group(_) => {
+                std::thread::Builder::new()
+                    .name(format!("eddy-watch-{}", job.id))
+                    .spawn(move || ended(handle))
+                    .map_err(|e| {
+                        ServerError::Internal(format!("cannot start a watcher thread: {e}"))
+                    })?;
+            }
+        }
         Ok(())
     }
 
