@@ -14,7 +14,12 @@
 # Prints, per benchmark, events/s as the median (min-max) of RUNS runs each,
 # and chained / unchained. Fails when the pipeline's outputs differ.
 #
+# With EDDY_BEFORE (an earlier eddy binary) the second column is that
+# binary instead of --no-chaining, run the same way: before and after a
+# change, in one run (the worker pool was measured so).
+#
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/chaining.sh
+#   EDDY_BEFORE=/path/to/older/eddy bench/chaining.sh
 #   ROWS=200000 EVENTS=200000 RUNS=1 LIVE_SECONDS=2 bench/chaining.sh    # seconds
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,25 +44,34 @@ mkdir "$work/p"
 "$EDDY" generate --stream devices --rate 1000 --count "$p_devices" > "$work/p/devices.ndjson"
 echo "input: $ROWS rows per benchmark file, $EVENTS pipeline events; profile $PROFILE; parallelism $EDDY_PARALLELISM; $RUNS runs each; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(nproc) cores"
 
-# events/s of one `eddy bench` run.
+# The two ways compared: this eddy chained and unchained, or this eddy
+# ("after") and EDDY_BEFORE ("before").
+if [ -n "${EDDY_BEFORE:-}" ]; then
+  a_label=after b_label=before b_bin=$EDDY_BEFORE b_flags=()
+else
+  a_label=chained b_label=unchained b_bin=$EDDY b_flags=(--no-chaining)
+fi
+
+# events/s of one `eddy bench` run by binary $1.
 bench_run() {
-  local name=$1
-  shift
+  local bin=$1 name=$2
+  shift 2
   local json
   case $name in
-    join) json=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "$@") ;;
-    *) json=$("$EDDY" bench "$name" --engine eddy --input "$work/orders.ndjson" "$@") ;;
+    join) json=$("$bin" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson" "$@") ;;
+    *) json=$("$bin" bench "$name" --engine eddy --input "$work/orders.ndjson" "$@") ;;
   esac
   field "$json" rows_per_second
 }
 
-# events/s of one reference-pipeline run; its output lands in $work/$1.out.
+# events/s of one reference-pipeline run by binary $1; its output lands
+# in $work/$2.out.
 pipeline_run() {
-  local out=$1
-  shift
+  local bin=$1 out=$2
+  shift 2
   local start end
   start=$(date +%s.%N)
-  "$EDDY" run queries/ --quiet --input orders="$work/p/orders.ndjson" \
+  "$bin" run queries/ --quiet --input orders="$work/p/orders.ndjson" \
     --input payments="$work/p/payments.ndjson" --input devices="$work/p/devices.ndjson" "$@" > "$work/$out.out"
   end=$(date +%s.%N)
   awk -v e="$EVENTS" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f\n", e / (b - a) }'
@@ -70,21 +84,21 @@ summary() {
     printf "%10.0f (%.0f-%.0f)", m, v[1], v[NR] }'
 }
 
-printf '%-10s %32s %32s %10s\n' benchmark "chained events/s" "unchained events/s" ratio
+printf '%-10s %32s %32s %10s\n' benchmark "$a_label events/s" "$b_label events/s" ratio
 for name in window hop join pipeline; do
   : > "$work/on"
   : > "$work/off"
   for ((i = 0; i < RUNS; i++)); do
     if [ "$name" = pipeline ]; then
-      pipeline_run chained >> "$work/on"
-      pipeline_run unchained --no-chaining >> "$work/off"
-      if ! diff -q <(sort "$work/chained.out") <(sort "$work/unchained.out") > /dev/null; then
-        echo "ERROR: the reference pipeline wrote different lines chained and unchained"
+      pipeline_run "$EDDY" a >> "$work/on"
+      pipeline_run "$b_bin" b "${b_flags[@]}" >> "$work/off"
+      if ! diff -q <(sort "$work/a.out") <(sort "$work/b.out") > /dev/null; then
+        echo "ERROR: the reference pipeline wrote different lines $a_label and $b_label"
         exit 1
       fi
     else
-      bench_run "$name" >> "$work/on"
-      bench_run "$name" --no-chaining >> "$work/off"
+      bench_run "$EDDY" "$name" >> "$work/on"
+      bench_run "$b_bin" "$name" "${b_flags[@]}" >> "$work/off"
     fi
   done
   on=$(summary "$work/on.median" < "$work/on")
@@ -92,7 +106,7 @@ for name in window hop join pipeline; do
   ratio=$(awk -v a="$(cat "$work/on.median")" -v b="$(cat "$work/off.median")" 'BEGIN { printf "%.2fx", a / b }')
   printf '%-10s %32s %32s %10s\n' "$name" "$on" "$off" "$ratio"
 done
-echo "pipeline output: $(wc -l < "$work/chained.out") tagged lines, the same chained and unchained"
+echo "pipeline output: $(wc -l < "$work/a.out") tagged lines, the same $a_label and $b_label"
 
 # Threads of a live reference pipeline: queries/ with its generators paced
 # on the wall clock.
@@ -101,7 +115,9 @@ for f in queries/*.sql; do
   sed "s/rate = '\${RATE:2}'/rate = '\${RATE:2}', realtime = 'true'/" "$f" > "$work/live/$(basename "$f")"
 done
 live_threads() {
-  "$EDDY" run "$work/live" --quiet "$@" > /dev/null 2>&1 &
+  local bin=$1
+  shift
+  "$bin" run "$work/live" --quiet "$@" > /dev/null 2>&1 &
   local pid=$! most=0 n end
   end=$((SECONDS + LIVE_SECONDS))
   while [ $SECONDS -lt $end ]; do
@@ -114,4 +130,4 @@ live_threads() {
   echo "$most"
 }
 nodes=$("$EDDY" explain "$work/live" | sed -nE 's/^([0-9]+) node\(s\) run as ([0-9]+) task\(s\).*/\1 nodes, \2 tasks/p')
-echo "live reference pipeline ($nodes at parallelism $EDDY_PARALLELISM): $(live_threads) threads chained, $(live_threads --no-chaining) unchained"
+echo "live reference pipeline ($nodes at parallelism $EDDY_PARALLELISM): $(live_threads "$EDDY") threads $a_label, $(live_threads "$b_bin" "${b_flags[@]}") $b_label"

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Many small live jobs on one `eddy serve`, with operator chaining and
-# without (`eddy serve --no-chaining`), in the same run. Each job is the
-# issue's small live job: the orders generator paced on the wall clock at
-# RATE events/s, a 1 s tumbling count per country, an NDJSON sink; one
-# instance per keyed operator; a checkpoint every CHECKPOINT. JOB=reference
-# runs the whole reference pipeline as each job instead.
+# Many small live jobs on one `eddy serve`. Each job is the issue's small
+# live job: the orders generator paced on the wall clock at RATE events/s,
+# a 1 s tumbling count per country, an NDJSON sink; one instance per keyed
+# operator; a checkpoint every CHECKPOINT. JOB=reference runs the whole
+# reference pipeline as each job instead.
+#
+# Modes, run one after another in the same run (MODES, default `pool`, and
+# `before` when EDDY_BEFORE is set):
+#   pool       the eddy built here (tasks on the shared worker pool)
+#   unchained  the same with --no-chaining (every node a task of its own)
+#   before     the eddy binary EDDY_BEFORE (an earlier build), as it is
 #
 # For each mode: submit JOBS jobs over HTTP, wait until every one runs,
 # let them run WARMUP s, then measure over MEASURE s the server's threads
 # (/proc/PID/task, most seen), resident memory (VmRSS), CPU (utime + stime
 # over the span, in % of one core) and the jobs' last checkpoint durations
-# (mean and max over the jobs, from GET /api/v1/jobs/{id}). Loopback only;
-# bounded in time (about 2 x (JOBS x 0.05 + WARMUP + MEASURE) s).
+# (mean and max over the jobs, from GET /api/v1/jobs/{id}). Then, for small
+# jobs, the result latency over LATENCY s more (bench/tail_latency.py: each
+# window's row as it comes over the sink's tail, against when the event
+# that closes the window was due on the wall clock; p50 and p99 over all
+# jobs' rows), kept out of the CPU span since tails cost the server work.
+# Loopback only; bounded in time (per mode about JOBS x 0.05 + WARMUP +
+# MEASURE + LATENCY s).
 #
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/server_load.sh    # 100 jobs
-#   JOBS=10 WARMUP=2 MEASURE=3 bench/server_load.sh                                  # seconds
+#   EDDY_BEFORE=/path/to/older/eddy bench/server_load.sh                             # before and after
+#   JOBS=10 WARMUP=2 MEASURE=3 LATENCY=3 bench/server_load.sh                        # seconds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/serve-lib.sh
@@ -23,6 +34,8 @@ JOBS=${JOBS:-100}
 RATE=${RATE:-20}
 WARMUP=${WARMUP:-10}
 MEASURE=${MEASURE:-20}
+LATENCY=${LATENCY:-10}
+DELAY_MS=200
 CHECKPOINT=${CHECKPOINT:-2s}
 . bench/lib.sh
 build_eddy
@@ -39,21 +52,22 @@ sql=$(cat <<SQL
 CREATE TABLE orders (
   order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR,
   event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(order_ts)) STORED,
-  WATERMARK FOR event_time AS event_time - INTERVAL '200' MILLISECOND
+  WATERMARK FOR event_time AS event_time - INTERVAL '$DELAY_MS' MILLISECOND
 ) WITH (connector = 'generator', stream = 'orders', rate = '$RATE', count = '1000000000', realtime = 'true', seed = '\${SEED}');
-CREATE TABLE counts (country VARCHAR, window_end TIMESTAMP, n BIGINT)
+CREATE TABLE counts (country VARCHAR, window_end_ms BIGINT, n BIGINT)
   WITH (connector = 'ndjson', path = 'counts-\${SEED}.ndjson');
 INSERT INTO counts
-SELECT country, window_end, count(*)
+SELECT country, CAST(window_end AS BIGINT), count(*)
 FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
 GROUP BY country, window_start, window_end;
 SQL
 )
 
 # JOB=reference: each job is the whole reference pipeline (queries/, its
-# generators paced on the wall clock at RATE background events/s).
+# generators paced on the wall clock at RATE background events/s, without
+# end rather than its 60-second scenario).
 if [ "${JOB:-small}" = reference ]; then
-  sql=$(cat queries/*.sql | sed "s/rate = '\${RATE:2}'/rate = '$RATE', realtime = 'true'/")
+  sql=$(cat queries/*.sql | sed "s/rate = '\${RATE:2}'/rate = '$RATE', realtime = 'true', count = '1000000000'/")
   what="the reference pipeline (queries/) on its generators paced at $RATE background events/s each"
 else
   what="orders generator at $RATE events/s each, 1 s tumbling count, NDJSON sink"
@@ -62,12 +76,22 @@ fi
 ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
+# The first event time of each job's generator (its seed), which its
+# pacer maps to the job's start.
+origins="$work/origins"
+: > "$origins"
+if [ "${JOB:-small}" != reference ]; then
+  for ((i = 1; i <= JOBS; i++)); do
+    echo "$i $("$EDDY" generate --stream orders --rate "$RATE" --seed "$i" --count 1 | jq .order_ts)" >> "$origins"
+  done
+fi
+
 measure() {
-  local mode=$1
-  shift
+  local mode=$1 bin=$2
+  shift 2
   local dir="$work/$mode"
   mkdir -p "$dir"
-  start_server "$EDDY" "$dir" --checkpoint-interval "$CHECKPOINT" "$@"
+  start_server "$bin" "$dir" --checkpoint-interval "$CHECKPOINT" "$@"
   local idle_threads ids=() i
   sleep 1
   idle_threads=$(ls "/proc/$server/task" | wc -l)
@@ -103,21 +127,32 @@ measure() {
   done
   local checkpoints
   checkpoints=$(printf '%s\n' "${durations[@]}" | awk '{ s += $1; if ($1 > m) m = $1 } END { printf "%.0f / %d", s / NR, m }')
+  local latency="- -"
+  if [ -s "$origins" ]; then
+    # ID SINK ORIGIN_MS STARTED_MS DELAY_MS per job, then the tails.
+    latency=$(for ((i = 1; i <= JOBS; i++)); do
+        started=$(curl -sf "$base/api/v1/jobs/${ids[$((i - 1))]}" | jq -r .started_at)
+        started_ms=$(python3 -c "import datetime,sys; print(int(datetime.datetime.fromisoformat(sys.argv[1].replace('Z','+00:00')).timestamp()*1000))" "$started")
+        echo "${ids[$((i - 1))]} counts $(awk -v s="$i" '$1 == s { print $2 }' "$origins") $started_ms $DELAY_MS"
+      done | python3 bench/tail_latency.py "$base" "$LATENCY" | awk '{ print $2 " " $3 }')
+  fi
   awk -v mode="$mode" -v jobs="$running" -v threads="$most" -v idle="$idle_threads" -v rss="$rss_kb" \
-      -v cpu="$((after - before))" -v hz="$ticks" -v span="$MEASURE" -v ck="$checkpoints" 'BEGIN {
-    printf "%-10s %5d %8d %12.1f %9.0f %12.1f %14.2f   %s\n", mode, jobs, threads, (threads - idle) / jobs,
-      rss / 1024, cpu / hz / span * 100, cpu / hz / span * 100 / jobs, ck }'
+      -v cpu="$((after - before))" -v hz="$ticks" -v span="$MEASURE" -v ck="$checkpoints" -v lat="$latency" 'BEGIN {
+    split(lat, l, " ")
+    printf "%-10s %5d %8d %12.1f %9.0f %12.1f %14.2f   %-16s %s / %s\n", mode, jobs, threads, (threads - idle) / jobs,
+      rss / 1024, cpu / hz / span * 100, cpu / hz / span * 100 / jobs, ck, l[1], l[2] }'
   kill "$server"
   wait "$server" 2>/dev/null || true
   server=""
 }
 
 echo "$JOBS live jobs ($what), checkpoint every $CHECKPOINT; warm-up ${WARMUP} s, measured over ${MEASURE} s; profile $PROFILE; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); $(nproc) cores"
-printf '%-10s %5s %8s %12s %9s %12s %14s   %s\n' mode jobs threads "threads/job" "RSS MiB" "CPU % core" "CPU %/job" "checkpoint ms mean / max"
-# MODES: which modes, in which order (default both, chained first).
-for mode in ${MODES:-chained unchained}; do
+printf '%-10s %5s %8s %12s %9s %12s %14s   %-16s %s\n' mode jobs threads "threads/job" "RSS MiB" "CPU % core" "CPU %/job" "checkpoint ms" "latency ms p50 / p99"
+# MODES: which modes, in which order.
+for mode in ${MODES:-pool ${EDDY_BEFORE:+before}}; do
   case $mode in
-    chained) measure chained ;;
-    unchained) measure unchained --no-chaining ;;
+    pool) measure pool "$EDDY" ;;
+    unchained) measure unchained "$EDDY" --no-chaining ;;
+    before) measure before "${EDDY_BEFORE:?EDDY_BEFORE names the earlier eddy binary}" ;;
   esac
 done

@@ -39,4 +39,4 @@ EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh
 # fails when the reference pipeline writes different lines either way).
 ROWS=20000 EVENTS=20000 RUNS=1 LIVE_SECONDS=2 bench/chaining.sh
 # Many live jobs on one server, chained and unchained, at a small size.
-JOBS=5 WARMUP=1 MEASURE=2 bench/server_load.sh
+JOBS=5 WARMUP=1 MEASURE=2 LATENCY=3 bench/server_load.sh

@@ -791,6 +791,59 @@ fn memory_budgets_fail_the_job_that_passes_them() {
 }
 
 #[test]
+fn a_server_refuses_jobs_past_its_cap_and_holds_each_to_the_default_budget() {
+    const LIVE: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+           WITH (connector = 'generator', stream = 'orders', rate = '5', realtime = 'true');
+         CREATE TABLE sink (order_id VARCHAR) WITH (connector = 'blackhole');
+         INSERT INTO sink SELECT order_id FROM orders;";
+    const KEYS: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
+           WITH (connector = 'generator', stream = 'orders', count = '20000000');
+         CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
+         INSERT INTO per_order SELECT order_id, count(*) AS n FROM orders GROUP BY order_id;";
+    let dirs = dirs();
+    let server = Server::start_with(
+        &dirs,
+        None,
+        &["--max-jobs", "2", "--job-memory-limit", "1MiB"],
+    );
+    let first = server.submit("first", LIVE);
+    // Held to the default budget, the job of many keys fails; an ended
+    // job does not count against the cap.
+    let keys = server.submit("keys", KEYS);
+    let job = server.wait_for(&keys, "ended", Duration::from_secs(60), |j| {
+        j["state"] != "running"
+    });
+    assert_eq!(job["state"], "failed", "{job}");
+    let error = job["error"].as_str().unwrap();
+    assert!(error.contains("over the job's memory budget"), "{error}");
+    let second = server.submit("second", LIVE);
+    let (status, refused) = server.post("/api/v1/jobs", &json!({ "name": "third", "sql": LIVE }));
+    assert_eq!(status, 429, "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(
+        message.contains("--max-jobs 2") && message.contains("runs 2 job(s)"),
+        "{message}"
+    );
+    let (status, listed) = server.get("/api/v1/jobs");
+    assert_eq!(status, 200);
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        3,
+        "nothing kept of the refused job: {listed}"
+    );
+    let (status, _) = server.post(&format!("/api/v1/jobs/{first}/stop"), &json!({}));
+    assert_eq!(status, 200);
+    server.wait_for(&first, "stopped", Duration::from_secs(30), |j| {
+        j["state"] != "running"
+    });
+    let third = server.submit("third", LIVE);
+    for id in [second, third] {
+        let (status, _) = server.post(&format!("/api/v1/jobs/{id}/stop"), &json!({}));
+        assert_eq!(status, 200);
+    }
+}
+
+#[test]
 fn a_job_reading_a_named_pipe_is_submitted_without_waiting_for_a_writer() {
     let dirs = dirs();
     let fifo = dirs.data.join("feed.pipe");

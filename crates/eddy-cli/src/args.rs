@@ -232,12 +232,15 @@ pub(crate) struct RunArgs {
     /// Python modules from (repeat the flag, or separate with ':').
     #[arg(long, value_name = "DIR", env = "EDDY_UDF_PATH", value_delimiter = ':')]
     pub(crate) udf_path: Vec<PathBuf>,
-    /// Run every operator as a task (a thread) of its own, with a channel
-    /// on every edge, instead of chaining operators that need no channel
-    /// between them into one task (`eddy explain` lists the tasks). For
+    /// Run every operator as a task of its own, with a channel on every
+    /// edge, instead of chaining operators that need no channel between
+    /// them into one task (`eddy explain` lists the tasks). For
     /// comparison, and for seeing which operator of a task is slow.
     #[arg(long)]
     pub(crate) no_chaining: bool,
+    /// Worker threads the job's tasks run on (default: one per core).
+    #[arg(long, value_name = "N", env = "EDDY_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: Option<u16>,
 }
 
 /// A byte size (`512MiB`, `4GB`).
@@ -307,11 +310,24 @@ pub(crate) struct ServeArgs {
     /// held to its job's memory_limit.
     #[arg(long)]
     pub(crate) allow_python_udfs: bool,
-    /// Run every operator of every job as a task (a thread) of its own
-    /// instead of chaining operators into tasks (as `eddy run
-    /// --no-chaining`).
+    /// Run every operator of every job as a task of its own instead of
+    /// chaining operators into tasks (as `eddy run --no-chaining`).
     #[arg(long)]
     pub(crate) no_chaining: bool,
+    /// Worker threads the tasks of every job run on, shared by all jobs
+    /// (default: one per core).
+    #[arg(long, value_name = "N", env = "EDDY_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: Option<u16>,
+    /// The most jobs running at once; a submission beyond is refused
+    /// (HTTP 429) until one ends. Default: no cap.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_jobs: Option<u32>,
+    /// The memory budget of each job submitted without a memory_limit of
+    /// its own (`512MiB`, `4GB`): its operator state past SIZE fails it,
+    /// naming the operator holding most. Default: none (only
+    /// --memory-limit, the server's, holds it).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub(crate) job_memory_limit: Option<u64>,
 }
 
 /// The arguments of `eddy bench`.
@@ -359,6 +375,9 @@ pub(crate) struct BenchArgs {
     /// --no-chaining`).
     #[arg(long)]
     pub(crate) no_chaining: bool,
+    /// eddy: worker threads (as `eddy run --workers`).
+    #[arg(long, value_name = "N", env = "EDDY_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) workers: Option<u16>,
     /// api: concurrent clients.
     #[arg(long, default_value_t = 20)]
     pub(crate) clients: usize,

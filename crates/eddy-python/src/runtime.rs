@@ -145,7 +145,21 @@ impl PythonRuntime {
 
     /// Sends `frame` for function `index` (`rows` rows) and returns the
     /// reply, after the worker's `ERROR` replies are turned into errors.
+    /// The call blocks on a worker process, so on a thread of eddy's
+    /// worker pool (a tokio multi-thread runtime) it hands the thread's
+    /// other tasks to another thread while it waits.
     pub(crate) fn request(&self, index: usize, rows: usize, frame: Vec<u8>) -> Result<Reply> {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime)
+                if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+            {
+                tokio::task::block_in_place(|| self.request_blocking(index, rows, frame))
+            }
+            _ => self.request_blocking(index, rows, frame),
+        }
+    }
+
+    fn request_blocking(&self, index: usize, rows: usize, frame: Vec<u8>) -> Result<Reply> {
         let (definition, counts) = {
             let functions = self.functions.read().unwrap_or_else(|e| e.into_inner());
             functions[index].clone()

@@ -159,6 +159,7 @@ async fn blocking<T: Send + 'static>(
         (status = 400, description = "Bad SQL (with line and column), a path outside the roots, ...", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 429, description = "The server already runs its most jobs (--max-jobs)", body = ErrorBody),
     ),
     security(("token" = [])))]
 pub async fn submit_job(

@@ -1,5 +1,6 @@
 //! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
-//! `--state-dir`, `--group-state-dir`, `--token`, `--memory-limit`), passed explicitly to
+//! `--state-dir`, `--group-state-dir`, `--token`, `--memory-limit`,
+//! `--no-chaining`, `--workers`, `--max-jobs`, `--job-memory-limit`), passed explicitly to
 //! everything that needs it.
 
 use std::net::SocketAddr;
@@ -40,6 +41,16 @@ pub struct ServerConfig {
     /// Run every node of every job as a task of its own
     /// (`--no-chaining`; [`eddy_engine::runtime::JobConfig::disable_chaining`]).
     pub disable_chaining: bool,
+    /// Worker threads the tasks of every job run on, shared by all jobs
+    /// (`--workers`); `None`: one per core.
+    pub workers: Option<usize>,
+    /// The most jobs running at once (`--max-jobs`); a submission beyond
+    /// is refused (429). `None`: no cap.
+    pub max_jobs: Option<usize>,
+    /// The memory budget of a job submitted without a `memory_limit` of
+    /// its own (`--job-memory-limit`), bytes; `None`: such a job is held
+    /// only to the server's.
+    pub job_memory_limit: Option<u64>,
 }
 
 impl ServerConfig {
@@ -57,6 +68,9 @@ impl ServerConfig {
             memory_limit: None,
             allow_python_udfs: false,
             disable_chaining: false,
+            workers: None,
+            max_jobs: None,
+            job_memory_limit: None,
         }
     }
 }

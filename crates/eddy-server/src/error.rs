@@ -20,6 +20,9 @@ pub enum ServerError {
     /// No job has this id.
     #[error("no job '{0}'")]
     NotFound(String),
+    /// The server runs as many jobs as it may (`--max-jobs`).
+    #[error("{0}")]
+    AtCapacity(String),
     /// The request lacks the right token.
     #[error("this server needs 'Authorization: Bearer <token>'")]
     Unauthorized,
@@ -77,6 +80,9 @@ impl ServerError {
             ServerError::Sql(other) => plain(StatusCode::BAD_REQUEST, other.to_string()),
             ServerError::Rejected(message) => plain(StatusCode::BAD_REQUEST, message.clone()),
             ServerError::NotFound(_) => plain(StatusCode::NOT_FOUND, self.to_string()),
+            ServerError::AtCapacity(message) => {
+                plain(StatusCode::TOO_MANY_REQUESTS, message.clone())
+            }
             ServerError::Unauthorized => plain(StatusCode::UNAUTHORIZED, self.to_string()),
             ServerError::Io { .. } | ServerError::Internal(_) => {
                 plain(StatusCode::INTERNAL_SERVER_ERROR, self.to_string())

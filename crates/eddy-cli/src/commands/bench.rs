@@ -26,6 +26,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         checkpoint_interval,
         full_checkpoints,
         no_chaining,
+        workers,
         clients,
         seconds,
         server,
@@ -39,6 +40,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         }),
         parallelism: chosen_parallelism(parallelism, machine_cores()),
         disable_chaining: no_chaining,
+        pool: super::worker_pool(workers)?,
         ..JobConfig::default()
     };
     if name == "api" {

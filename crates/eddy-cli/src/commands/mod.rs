@@ -143,3 +143,14 @@ pub(crate) fn execute(command: Command) -> Result<()> {
         }
     }
 }
+
+/// The worker pool `--workers N` asks for; `None` (no flag): the engine's
+/// shared pool of one worker per core.
+fn worker_pool(
+    workers: Option<u16>,
+) -> Result<Option<std::sync::Arc<eddy_engine::runtime::WorkerPool>>> {
+    Ok(match workers {
+        Some(n) => Some(eddy_engine::runtime::WorkerPool::new(usize::from(n))?),
+        None => None,
+    })
+}

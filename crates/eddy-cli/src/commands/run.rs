@@ -41,7 +41,9 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         memory_limit,
         udf_path,
         no_chaining,
+        workers,
     } = args;
+    let pool = super::worker_pool(workers)?;
     let options = eddy_sql::CompileOptions {
         python: Some(eddy_python::PythonConfig {
             paths: udf_path,
@@ -110,6 +112,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 memory: Vec::new(),
                 label: String::new(),
                 disable_chaining: no_chaining,
+                pool: pool.clone(),
             },
         )?;
         let stopper = group_job.clone();
@@ -143,6 +146,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             memory: memory(),
             batch_rows: batch_size,
             disable_chaining: no_chaining,
+            pool,
             ..JobConfig::default()
         },
     )?;

@@ -20,6 +20,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         memory_limit,
         allow_python_udfs,
         no_chaining,
+        workers,
+        max_jobs,
+        job_memory_limit,
     } = args;
     for dir in [&output_root, &state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
@@ -42,6 +45,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         memory_limit,
         allow_python_udfs,
         disable_chaining: no_chaining,
+        workers: workers.map(usize::from),
+        max_jobs: max_jobs.map(|n| n as usize),
+        job_memory_limit,
         ..defaults
     };
     let (data, output, state) = (

@@ -1,6 +1,10 @@
-//! The checkpoint coordinator: one thread per job that triggers
-//! checkpoints, collects every node's state for them, writes them to the
-//! state directory, commits sinks, and decides how the job ended.
+//! The checkpoint coordinator: one task per job, on the worker pool, that
+//! triggers checkpoints, collects every node's state for them, writes
+//! them to the state directory, commits sinks, and decides how the job
+//! ended. It is woken by a node's event, a change of the job's control
+//! flags (a stop, a cancel) or the next checkpoint's time, and by nothing
+//! else; writing a checkpoint and committing sinks (blocking I/O) happen
+//! off the worker (`block_in_place`).
 //!
 //! ```text
 //!   every `interval` (one checkpoint at a time):  request n ─> sources inject Barrier(n)
@@ -16,9 +20,10 @@
 //! request into a stop barrier.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::store::StateDir;
 use super::{Checkpoint, CheckpointKind, CheckpointStats, NodeCheckpoint};
@@ -26,9 +31,6 @@ use crate::error::{EngineError, Result};
 use crate::graph::{ConnectorFactory, JobGraph, NodeKind};
 use crate::message::CheckpointId;
 use crate::runtime::control::{Control, NodeEvent};
-
-/// How often the coordinator looks at the control flags.
-const POLL: Duration = Duration::from_millis(20);
 
 /// How a job ended, as far as the coordinator saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +56,7 @@ pub(crate) struct Coordinator {
     pub store: Option<StateDir>,
     pub interval: Duration,
     pub control: Arc<Control>,
-    pub events: Receiver<NodeEvent>,
+    pub events: UnboundedReceiver<NodeEvent>,
     pub stats: Arc<Mutex<CheckpointStats>>,
     /// The next checkpoint's id.
     pub next_id: CheckpointId,
@@ -87,9 +89,9 @@ pub(crate) fn commit_sinks<'a>(
 }
 
 impl Coordinator {
-    /// Runs until every node thread has exited.
-    pub fn run(mut self) -> Outcome {
-        match self.run_loop() {
+    /// Runs until every node's task has ended.
+    pub async fn run(mut self) -> Outcome {
+        match self.run_loop().await {
             Ok(outcome) => outcome,
             Err(e) => {
                 self.control.fail(e);
@@ -102,7 +104,13 @@ impl Coordinator {
         self.store.is_some()
     }
 
-    fn run_loop(&mut self) -> Result<Outcome> {
+    /// Writes checkpoint `id` and commits its sinks, off the worker.
+    fn complete_off_worker(&mut self, id: CheckpointId, done: Pending) -> Result<CheckpointKind> {
+        tokio::task::block_in_place(|| self.complete(id, done))
+    }
+
+    async fn run_loop(&mut self) -> Result<Outcome> {
+        let mut wakes = self.control.wakes();
         let nodes = self.graph.nodes.len();
         let mut pending: BTreeMap<CheckpointId, Pending> = BTreeMap::new();
         let mut stopping = false;
@@ -146,11 +154,23 @@ impl Coordinator {
                 );
                 self.control.request_checkpoint(id, false);
             }
-            let wait = next_trigger
-                .saturating_duration_since(Instant::now())
-                .clamp(Duration::from_millis(1), POLL);
-            match self.events.recv_timeout(wait) {
-                Ok(NodeEvent::Snapshot {
+            // The next checkpoint's time, when one is to be triggered.
+            let trigger =
+                (self.checkpointing() && !stopping && pending.is_empty() && !all_finished)
+                    .then_some(next_trigger);
+            let event = tokio::select! {
+                biased;
+                event = self.events.recv() => event,
+                changed = wakes.changed() => {
+                    if changed.is_err() {
+                        return Ok(Outcome::Aborted);
+                    }
+                    continue;
+                }
+                () = crate::runtime::pool::until(trigger) => continue,
+            };
+            match event {
+                Some(NodeEvent::Snapshot {
                     node,
                     checkpoint,
                     data,
@@ -162,14 +182,14 @@ impl Coordinator {
                         *slot = Some(data);
                     }
                 }
-                Ok(NodeEvent::Finished { node, data }) => {
+                Some(NodeEvent::Finished { node, data }) => {
                     if let Some(slot) = self.finished.get_mut(node) {
                         *slot = Some(data);
                     }
                 }
-                Ok(NodeEvent::Stopped) => any_stopped = true,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                Some(NodeEvent::Stopped) => any_stopped = true,
+                // Every node's task has ended.
+                None => break,
             }
             while let Some(entry) = pending.first_entry() {
                 let ready = entry
@@ -187,7 +207,7 @@ impl Coordinator {
                     aligned_ms = done.started.elapsed().as_millis() as u64,
                     "every node's state is in"
                 );
-                let kind = self.complete(id, done)?;
+                let kind = self.complete_off_worker(id, done)?;
                 if kind != CheckpointKind::Running {
                     stopped_at = Some(kind);
                 }
@@ -208,7 +228,7 @@ impl Coordinator {
             if self.checkpointing() {
                 let id = self.take_id();
                 let states = vec![None; nodes];
-                self.complete(
+                self.complete_off_worker(
                     id,
                     Pending {
                         stop: false,

@@ -23,8 +23,6 @@
 //! ```
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::Duration;
 
 use crate::time::{Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
@@ -36,8 +34,8 @@ pub const DEFAULT_MAX_DRIFT_MS: i64 = 5_000;
 pub(crate) struct SourceAlignment {
     watermarks: Vec<AtomicI64>,
     max_drift_ms: i64,
-    lock: Mutex<()>,
-    advanced: Condvar,
+    /// Wakes the sources waiting while ahead when a watermark advances.
+    advanced: tokio::sync::Notify,
 }
 
 impl SourceAlignment {
@@ -48,8 +46,7 @@ impl SourceAlignment {
                 .map(|_| AtomicI64::new(WATERMARK_MIN))
                 .collect(),
             max_drift_ms,
-            lock: Mutex::new(()),
-            advanced: Condvar::new(),
+            advanced: tokio::sync::Notify::new(),
         }
     }
 
@@ -58,9 +55,7 @@ impl SourceAlignment {
         if let Some(slot) = self.watermarks.get(source) {
             let before = slot.fetch_max(watermark, Ordering::AcqRel);
             if watermark > before {
-                // Taking the lock orders this with a waiter's check.
-                drop(self.lock.lock());
-                self.advanced.notify_all();
+                self.advanced.notify_waiters();
             }
         }
     }
@@ -89,17 +84,17 @@ impl SourceAlignment {
         own != WATERMARK_MIN && own > slowest.saturating_add(self.max_drift_ms)
     }
 
-    /// Waits up to `timeout` for another source's watermark to advance
-    /// while `source` is ahead; whether it still is.
-    pub fn wait_while_ahead(&self, source: usize, timeout: Duration) -> bool {
-        let Ok(guard) = self.lock.lock() else {
-            return false;
-        };
-        if !self.ahead(source) {
-            return false;
+    /// Waits (without a worker) while `source` is ahead, until another
+    /// source's watermark advances; returns at once when it is not ahead.
+    /// The caller looks again: it may still be ahead.
+    pub async fn wait_while_ahead(&self, source: usize) {
+        let advanced = self.advanced.notified();
+        tokio::pin!(advanced);
+        // Registered before the look, so an advance right after it wakes.
+        advanced.as_mut().enable();
+        if self.ahead(source) {
+            advanced.await;
         }
-        let _ = self.advanced.wait_timeout(guard, timeout);
-        self.ahead(source)
     }
 }
 
@@ -125,7 +120,7 @@ mod tests {
         assert!(a.ahead(0), "source 2 at 9 500 still holds it");
         a.release(2);
         assert!(!a.ahead(0), "every other source released");
-        assert!(!a.wait_while_ahead(0, Duration::from_millis(1)));
+        futures::executor::block_on(a.wait_while_ahead(0));
     }
 
     #[test]
@@ -135,11 +130,12 @@ mod tests {
         a.advance(1, 1_000);
         let slow = a.clone();
         let waker = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(std::time::Duration::from_millis(20));
             slow.advance(1, 5_000);
         });
         let mut waits = 0;
-        while a.wait_while_ahead(0, Duration::from_secs(5)) {
+        while a.ahead(0) {
+            futures::executor::block_on(a.wait_while_ahead(0));
             waits += 1;
             assert!(waits < 100);
         }

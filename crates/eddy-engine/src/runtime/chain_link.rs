@@ -65,6 +65,12 @@ impl Link {
         self.stage.next_tick()
     }
 
+    /// Takes out what this node, and the nodes chained after it, hold for
+    /// full channels.
+    pub fn take_held(&mut self, into: &mut Vec<super::outputs::Held>) {
+        self.stage.take_held(into);
+    }
+
     /// Runs the processing-time clocks that are due.
     pub fn tick(&mut self) -> Result<()> {
         self.stage
@@ -75,8 +81,8 @@ impl Link {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::mpsc;
     use std::sync::{Arc, Mutex};
+    use tokio::sync::mpsc;
 
     use datafusion::arrow::array::{Array, Int64Array};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -147,13 +153,13 @@ mod tests {
 
     struct Job {
         control: Arc<Control>,
-        events: mpsc::Sender<NodeEvent>,
-        reported: mpsc::Receiver<NodeEvent>,
+        events: mpsc::UnboundedSender<NodeEvent>,
+        reported: mpsc::UnboundedReceiver<NodeEvent>,
     }
 
     impl Job {
         fn new(checkpointing: bool) -> Self {
-            let (events, reported) = mpsc::channel();
+            let (events, reported) = mpsc::unbounded_channel();
             Self {
                 control: Control::new(checkpointing, false, 0),
                 events,
@@ -176,7 +182,6 @@ mod tests {
             Outputs {
                 ports: vec![vec![to]],
                 metrics: ctx.metrics.clone(),
-                control: self.control.clone(),
                 max_rows: 8192,
             }
         }
@@ -198,8 +203,8 @@ mod tests {
     #[test]
     fn a_chained_operator_passes_everything_on_and_reports_under_its_own_id() {
         let job = Job::new(true);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let (mut link, metrics) = job.pass_on(3, Target::Channel(tx));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let (mut link, metrics) = job.pass_on(3, Target::channel(tx));
         link.push(rows(&[1, 2, 3])).unwrap();
         link.push(Message::Watermark(10)).unwrap();
         link.push(Message::Barrier(Barrier {
@@ -208,8 +213,7 @@ mod tests {
         }))
         .unwrap();
         link.push(Message::End).unwrap();
-        let sent: Vec<String> = rx
-            .try_iter()
+        let sent: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
             .map(|m| match m {
                 Message::Batch(b) => format!("batch {}", b.num_rows()),
                 Message::Watermark(w) if w == WATERMARK_MAX => "watermark max".into(),
@@ -229,9 +233,8 @@ mod tests {
                 "end"
             ]
         );
-        let events: Vec<String> = job
-            .reported
-            .try_iter()
+        let mut job = job;
+        let events: Vec<String> = std::iter::from_fn(|| job.reported.try_recv().ok())
             .map(|e| match e {
                 NodeEvent::Snapshot {
                     node, checkpoint, ..
@@ -267,9 +270,8 @@ mod tests {
         assert!(!*finished.lock().unwrap());
         link.push(Message::End).unwrap();
         assert!(*finished.lock().unwrap());
-        let finished_nodes: Vec<usize> = job
-            .reported
-            .try_iter()
+        let mut job = job;
+        let finished_nodes: Vec<usize> = std::iter::from_fn(|| job.reported.try_recv().ok())
             .filter_map(|e| match e {
                 NodeEvent::Finished { node, .. } => Some(node),
                 _ => None,
@@ -282,8 +284,8 @@ mod tests {
     #[test]
     fn an_error_or_a_panic_in_a_chained_node_is_named_for_it() {
         let job = Job::new(false);
-        let (tx, _rx) = crossbeam_channel::unbounded();
-        let (inner, _) = job.operator(2, Target::Channel(tx), true);
+        let (tx, _rx) = tokio::sync::mpsc::channel(16);
+        let (inner, _) = job.operator(2, Target::channel(tx), true);
         // Node 1 hands on to node 2; node 2 fails, and the error passes
         // back through node 1 named for node 2.
         let (mut link, _) = job.pass_on(1, Target::Chained(Box::new(inner)));
@@ -293,8 +295,8 @@ mod tests {
                 if operator == "pass_on#2" && message.contains("a negative value")),
             "{error}"
         );
-        let (tx, _rx) = crossbeam_channel::unbounded();
-        let (inner, _) = job.operator(2, Target::Channel(tx), true);
+        let (tx, _rx) = tokio::sync::mpsc::channel(16);
+        let (inner, _) = job.operator(2, Target::channel(tx), true);
         let (mut link, _) = job.pass_on(1, Target::Chained(Box::new(inner)));
         let error = link.push(rows(&[13])).unwrap_err().to_string();
         assert!(

@@ -1,9 +1,9 @@
-//! What the threads of one job share: the control flags that stop, cancel
-//! and checkpoint it, the first error, and the events nodes send the
-//! checkpoint coordinator.
+//! What the tasks of one job share: the control flags that stop, cancel
+//! and checkpoint it, the first error, the events nodes send the
+//! checkpoint coordinator, and the wake-up that tells a waiting task one of
+//! the flags changed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 use crate::checkpoint::NodeCheckpoint;
@@ -12,10 +12,11 @@ use crate::graph::NodeId;
 use crate::message::CheckpointId;
 use crate::metrics::NodeMetrics;
 
-/// Flags every thread of a job polls.
+/// Flags every task of a job reads, and the wake-up that tells a task
+/// waiting for input (or for room downstream) that they changed.
 #[derive(Debug)]
 pub(crate) struct Control {
-    /// Every thread gives up at its next poll.
+    /// Every task gives up at its next look.
     cancel: AtomicBool,
     /// The user cancelled (as opposed to a node failing).
     user_cancel: AtomicBool,
@@ -35,7 +36,13 @@ pub(crate) struct Control {
     pub incremental: bool,
     /// The first error of the job.
     error: Mutex<Option<String>>,
+    /// Bumped whenever a flag changes: a cancel, a failure, a checkpoint
+    /// or stop request. Waiting tasks watch it, so nothing polls.
+    wake: tokio::sync::watch::Sender<u64>,
 }
+
+/// A task's view of [`Control`]'s wake-up.
+pub(crate) type Wakes = tokio::sync::watch::Receiver<u64>;
 
 impl Control {
     pub fn new(checkpointing: bool, incremental: bool, restored: CheckpointId) -> Arc<Self> {
@@ -49,7 +56,18 @@ impl Control {
             checkpointing,
             incremental,
             error: Mutex::new(None),
+            wake: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// The wake-up a task waits on beside its input: it fires on every
+    /// change of the flags after this call.
+    pub fn wakes(&self) -> Wakes {
+        self.wake.subscribe()
+    }
+
+    fn wake_all(&self) {
+        self.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub fn cancelled(&self) -> bool {
@@ -59,6 +77,7 @@ impl Control {
     pub fn cancel_by_user(&self) {
         self.user_cancel.store(true, Ordering::SeqCst);
         self.cancel.store(true, Ordering::SeqCst);
+        self.wake_all();
     }
 
     pub fn cancelled_by_user(&self) -> bool {
@@ -67,6 +86,7 @@ impl Control {
 
     pub fn request_stop(&self) {
         self.stop_requested.store(true, Ordering::SeqCst);
+        self.wake_all();
     }
 
     pub fn stop_requested(&self) -> bool {
@@ -80,6 +100,7 @@ impl Control {
             self.stop_at.store(checkpoint, Ordering::SeqCst);
         }
         self.requested.store(checkpoint, Ordering::SeqCst);
+        self.wake_all();
     }
 
     /// The latest requested checkpoint and whether it is a stop.
@@ -99,14 +120,14 @@ impl Control {
     /// Records a failure (the first one wins) and ends the job.
     pub fn fail(&self, error: EngineError) {
         self.cancel.store(true, Ordering::SeqCst);
-        if matches!(error, EngineError::Aborted | EngineError::Cancelled) {
-            return;
-        }
-        if let Ok(mut slot) = self.error.lock() {
-            if slot.is_none() {
-                *slot = Some(error.to_string());
+        if !matches!(error, EngineError::Aborted | EngineError::Cancelled) {
+            if let Ok(mut slot) = self.error.lock() {
+                if slot.is_none() {
+                    *slot = Some(error.to_string());
+                }
             }
         }
+        self.wake_all();
     }
 
     pub fn error(&self) -> Option<String> {
@@ -129,15 +150,15 @@ pub(crate) enum NodeEvent {
     Stopped,
 }
 
-/// What every node thread gets.
+/// What every node of a task gets.
 pub(crate) struct NodeContext {
     pub id: NodeId,
     pub name: String,
     pub metrics: Arc<NodeMetrics>,
     pub control: Arc<Control>,
-    pub events: Sender<NodeEvent>,
+    pub events: tokio::sync::mpsc::UnboundedSender<NodeEvent>,
     /// The node's state charged to the job's memory budgets (released when
-    /// the node's thread ends and this context with it).
+    /// the node's task ends and this context with it).
     pub memory: crate::memory::Charge,
 }
 

@@ -12,10 +12,12 @@
 //! ended: the node's state then reflects exactly the messages before the
 //! barrier on every input.
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Select};
+use std::task::{Context, Poll};
+use std::time::Instant;
 
-use super::control::Control;
-use super::outputs::POLL;
+use tokio::sync::mpsc::Receiver;
+
+use super::control::{Control, Wakes};
 use crate::checkpoint::ClockState;
 use crate::error::{EngineError, Result};
 use crate::message::{Barrier, Message};
@@ -139,6 +141,9 @@ pub(crate) struct Inputs {
     /// Inputs whose barrier arrived, not read until the others catch up.
     blocked: Vec<bool>,
     pending: Option<Barrier>,
+    /// The input looked at first next time: inputs take turns, so a busy
+    /// one cannot keep another from being read.
+    turn: usize,
 }
 
 impl Inputs {
@@ -149,6 +154,7 @@ impl Inputs {
             clock,
             blocked,
             pending: None,
+            turn: 0,
         }
     }
 
@@ -163,57 +169,56 @@ impl Inputs {
     }
 
     /// The next message of any readable input (inputs at a barrier are not
-    /// read), or `None` once `deadline` passes with nothing read. Polls
-    /// `control` while waiting.
-    pub fn next_before(
+    /// read), or `None` once `deadline` passes with nothing read, or when
+    /// `wakes` fires (a flag of `control` changed). Waits without holding
+    /// a worker; fails once the job is cancelled.
+    pub async fn next_before(
         &mut self,
         control: &Control,
-        deadline: Option<std::time::Instant>,
+        wakes: &mut Wakes,
+        deadline: Option<Instant>,
     ) -> Result<Option<(usize, Message)>> {
-        let readable: Vec<usize> = (0..self.receivers.len())
-            .filter(|&i| self.readable(i))
-            .collect();
-        if readable.is_empty() {
+        if control.cancelled() {
+            return Err(EngineError::Aborted);
+        }
+        if !(0..self.receivers.len()).any(|i| self.readable(i)) {
             return Err(EngineError::Graph(
                 "a node waited on no readable input".into(),
             ));
         }
-        loop {
-            if control.cancelled() {
-                return Err(EngineError::Aborted);
-            }
-            let wait = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
-                    }
-                    left.min(POLL)
+        tokio::select! {
+            biased;
+            next = std::future::poll_fn(|cx| self.poll_next(cx)) => next.map(Some),
+            changed = wakes.changed() => {
+                changed.map_err(|_| EngineError::Aborted)?;
+                if control.cancelled() {
+                    return Err(EngineError::Aborted);
                 }
-                None => POLL,
-            };
-            if let [only] = readable[..] {
-                match self.receivers[only].recv_timeout(wait) {
-                    Ok(message) => return Ok(Some((only, message))),
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => return Err(EngineError::Aborted),
-                }
+                Ok(None)
             }
-            let mut select = Select::new();
-            for &i in &readable {
-                select.recv(&self.receivers[i]);
+            () = super::pool::until(deadline) => Ok(None),
+        }
+    }
+
+    /// The first readable input with a message, taking turns.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<(usize, Message)>> {
+        let n = self.receivers.len();
+        for k in 0..n {
+            let input = (self.turn + k) % n;
+            if !self.readable(input) {
+                continue;
             }
-            match select.select_timeout(wait) {
-                Ok(operation) => {
-                    let input = readable[operation.index()];
-                    return match operation.recv(&self.receivers[input]) {
-                        Ok(message) => Ok(Some((input, message))),
-                        Err(_) => Err(EngineError::Aborted),
-                    };
+            match self.receivers[input].poll_recv(cx) {
+                Poll::Ready(Some(message)) => {
+                    self.turn = (input + 1) % n;
+                    return Poll::Ready(Ok((input, message)));
                 }
-                Err(_) => continue,
+                // Every sender gone without an `End`: the job is ending.
+                Poll::Ready(None) => return Poll::Ready(Err(EngineError::Aborted)),
+                Poll::Pending => {}
             }
         }
+        Poll::Pending
     }
 
     /// A barrier arrived on `input`: stop reading it until aligned.

@@ -1,28 +1,30 @@
-//! Executes a [`JobGraph`]: a thread per task (a chain of nodes,
-//! [`crate::chains`]), one bounded channel per edge between tasks, a
-//! checkpoint coordinator, and a [`JobHandle`] to watch and steer it.
+//! Executes a [`JobGraph`]: its tasks (chains of nodes, [`crate::chains`])
+//! on a shared [`WorkerPool`], one bounded channel per edge between tasks,
+//! a checkpoint coordinator, and a [`JobHandle`] to watch and steer it.
 //!
 //! ```text
 //!  source task:     reader thread -> SourceRunner -> Batch / Watermark / Barrier ... Watermark(+inf), End
 //!  operator task:   inputs (aligned) -> Operator::{on_batch, on_watermark, snapshot, on_end} -> consumers
 //!  sink task:       inputs (aligned) -> SinkWriter::{write, precommit, finish}
-//!  chained nodes:   the task's first node -> Link::push -> next node -> ... (by call, in the task's thread)
-//!  coordinator:     triggers checkpoints, writes them, commits sinks; then, on
-//!                   the same thread, joins the tasks and sets the job's final state
+//!  chained nodes:   the task's first node -> Link::push -> next node -> ... (by call, on the task's worker)
+//!  coordinator:     a task too: triggers checkpoints, writes them, commits sinks;
+//!                   then awaits the other tasks and sets the job's final state
 //! ```
 //!
 //! Each edge between tasks is its own bounded channel: a slow consumer
-//! blocks its producers (backpressure), and a node can stop reading one
-//! input while a checkpoint barrier is aligned. A node tracks one watermark
+//! stops its producers at their next message (backpressure), and a node
+//! can stop reading one input while a checkpoint barrier is aligned. A
+//! task waiting for input or room holds no worker thread. A node tracks one watermark
 //! per input and acts on their minimum; an ended input no longer holds the
 //! minimum back. Inside a task, each node hands the next what it emits by a
 //! call, so backpressure reaches the task's first node through its last.
 //!
-//! When a node fails, it records the error and cancels the job; every other
-//! task gives up at its next message or poll. The first error is the job's
+//! When a node fails, it records the error and cancels the job, which wakes
+//! every other task waiting; each gives up at once. The first error is the job's
 //! result, named for the node it arose in.
 //!
-//! - [`control`]: the flags and events the threads share;
+//! - [`pool`]: the worker threads every job's tasks run on;
+//! - [`control`]: the flags, wake-up and events a job's tasks share;
 //! - `inputs` / `outputs`: channels or chained nodes, the input clock,
 //!   barrier alignment;
 //! - `source_task`: a source and the loop of the task it heads;
@@ -40,6 +42,7 @@ pub mod handle;
 mod inputs;
 mod operator_task;
 mod outputs;
+pub mod pool;
 mod resume;
 mod sink_task;
 mod source_task;
@@ -48,9 +51,10 @@ mod stage;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Receiver};
+use tokio::sync::mpsc::Receiver;
 
 pub use handle::{JobHandle, JobReport, JobState, NodeReport};
+pub use pool::WorkerPool;
 
 use crate::chains::Chains;
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
@@ -116,6 +120,9 @@ pub struct JobConfig {
     /// ([`crate::chains`]): for comparison and for finding which node of
     /// a task is slow.
     pub disable_chaining: bool,
+    /// The worker threads the job's tasks run on, shared with the other
+    /// jobs given the same pool; `None`: [`WorkerPool::shared`].
+    pub pool: Option<Arc<WorkerPool>>,
 }
 
 /// Rows per batch passed between operators unless configured.
@@ -151,7 +158,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 /// Opens every connector, restores state when resuming, and starts the job.
 /// Configuration errors (a missing input file, an `--input` naming no
 /// source, a state directory of another query) are returned before any
-/// thread starts.
+/// task starts.
 ///
 /// A graph of one source and one sink, with connectors that read and
 /// write memory (eddy's own are `eddy_connectors::Connectors`; the SQL
@@ -280,6 +287,10 @@ pub fn start_job(
     };
     check_topological(&graph)?;
     connectors.check(&graph)?;
+    let pool = match &config.pool {
+        Some(pool) => pool.clone(),
+        None => WorkerPool::shared()?,
+    };
     let n = graph.nodes.len();
     let rescaled_from = checkpointed
         .map(|c| c.parallelism)
@@ -406,7 +417,7 @@ pub fn start_job(
             if chains.next(edge.from) == Some(id) {
                 continue;
             }
-            let (tx, rx) = bounded(EDGE_CAPACITY);
+            let (tx, rx) = tokio::sync::mpsc::channel(EDGE_CAPACITY);
             receivers[id].push(rx);
             let port = ports
                 .get_mut(edge.from)
@@ -414,11 +425,11 @@ pub fn start_job(
                 .ok_or_else(|| {
                     EngineError::Graph(format!("node #{id} reads a port that does not exist"))
                 })?;
-            port.push(Target::Channel(tx));
+            port.push(Target::channel(tx));
         }
     }
 
-    // Open and restore everything before any thread starts.
+    // Open and restore everything before any task starts.
     let mut work = Vec::with_capacity(n);
     let inputs_of_done = |node: &crate::graph::Node, mut clock: InputClock| {
         for (input, edge) in node.inputs.iter().enumerate() {
@@ -521,7 +532,7 @@ pub fn start_job(
         }
     }
 
-    let (events_tx, events_rx) = std::sync::mpsc::channel();
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut finished = vec![None; n];
     // Built from the last node back, so that a node's chained successor
     // is ready to be put in its outputs.
@@ -558,7 +569,6 @@ pub fn start_job(
         let outputs = Outputs {
             ports: node_ports,
             metrics: metrics[id].clone(),
-            control: control.clone(),
             max_rows: if config.batch_rows == 0 {
                 DEFAULT_BATCH_ROWS
             } else {
@@ -599,38 +609,38 @@ pub fn start_job(
             heads.push((id, item, ctx, outputs));
         }
     }
-    let mut threads = Vec::with_capacity(heads.len());
-    for (id, item, ctx, mut outputs) in heads.into_iter().rev() {
+    let mut tasks = Vec::with_capacity(heads.len());
+    for (_, item, ctx, mut outputs) in heads.into_iter().rev() {
         let name = ctx.name.clone();
         let job_control = ctx.control.clone();
         // Held until the failure is recorded: the coordinator takes every
         // sender gone for the nodes having ended.
         let events = ctx.events.clone();
-        let thread_name = format!("eddy-{id}-{name}");
-        let body = move || {
-            let run = std::panic::AssertUnwindSafe(move || match item {
-                Work::Source(source) => source_task::run_source(&ctx, source, &mut outputs),
-                Work::Operator(w) => stage::run_task(
-                    &mut OperatorStage::new(ctx, w.operator, w.forwarded, outputs),
-                    w.inputs,
-                ),
-                Work::Sink(writer, inputs) => {
-                    stage::run_task(&mut SinkStage::new(ctx, writer), inputs)
+        let task = async move {
+            let run = async move {
+                match item {
+                    Work::Source(source) => {
+                        source_task::run_source(&ctx, source, &mut outputs).await
+                    }
+                    Work::Operator(w) => {
+                        let mut stage = OperatorStage::new(ctx, w.operator, w.forwarded, outputs);
+                        stage::run_task(&mut stage, w.inputs).await
+                    }
+                    Work::Sink(writer, inputs) => {
+                        stage::run_task(&mut SinkStage::new(ctx, writer), inputs).await
+                    }
+                    Work::Done => Ok(()),
                 }
-                Work::Done => Ok(()),
-            });
-            let result = std::panic::catch_unwind(run)
+            };
+            let result = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(run))
+                .await
                 .unwrap_or_else(|payload| Err(control::panicked(&name, payload)));
             if let Err(e) = result {
                 job_control.fail(control::attributed(&name, e));
             }
             drop(events);
         };
-        let thread = std::thread::Builder::new()
-            .name(thread_name)
-            .spawn(body)
-            .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
-        threads.push(thread);
+        tasks.push(pool.spawn(task)?);
     }
     drop(events_tx);
 
@@ -645,34 +655,35 @@ pub fn start_job(
         next_id: restored_id + 1,
         finished,
     };
-    // One thread coordinates the job's checkpoints and, once they are
-    // over, supervises its end: it joins the tasks' threads and sets the
-    // job's final state.
+    // One task coordinates the job's checkpoints and, once they are over,
+    // supervises its end: it waits for the other tasks and sets the job's
+    // final state. It holds the pool until then.
     let supervisor = handle.clone();
-    std::thread::Builder::new()
-        .name("eddy-checkpoints".into())
-        .spawn(move || {
-            let outcome =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinator.run()))
-                    .unwrap_or(Outcome::Aborted);
-            for thread in threads {
-                let _ = thread.join();
+    let held_pool = pool.clone();
+    pool.spawn(async move {
+        let outcome =
+            futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(coordinator.run()))
+                .await
+                .unwrap_or(Outcome::Aborted);
+        for task in tasks {
+            let _ = task.await;
+        }
+        let control = &supervisor.inner.control;
+        let state = if let Some(error) = control.error() {
+            JobState::Failed(error)
+        } else if control.cancelled_by_user() {
+            JobState::Cancelled
+        } else {
+            match outcome {
+                Outcome::Finished => JobState::Finished,
+                Outcome::Stopped => JobState::Stopped,
+                Outcome::Aborted => JobState::Failed("the job was aborted".into()),
             }
-            let control = &supervisor.inner.control;
-            let state = if let Some(error) = control.error() {
-                JobState::Failed(error)
-            } else if control.cancelled_by_user() {
-                JobState::Cancelled
-            } else {
-                match outcome {
-                    Outcome::Finished => JobState::Finished,
-                    Outcome::Stopped => JobState::Stopped,
-                    Outcome::Aborted => JobState::Failed("the job was aborted".into()),
-                }
-            };
-            supervisor.set_state(state);
-        })
-        .map_err(|e| EngineError::Graph(format!("cannot start a thread: {e}")))?;
+        };
+        // What waits for the job's end (a server recording it) may block.
+        tokio::task::block_in_place(|| supervisor.set_state(state));
+        drop(held_pool);
+    })?;
     Ok(handle)
 }
 

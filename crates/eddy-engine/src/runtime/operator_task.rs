@@ -15,6 +15,7 @@
 //! stage, called by the node before it with each message of its one input
 //! ([`super::chain_link`]); a barrier is then aligned on arrival.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::{Control, NodeContext, NodeEvent};
@@ -84,8 +85,12 @@ impl Stage for OperatorStage {
         &self.ctx.name
     }
 
-    fn control(&self) -> &Control {
+    fn control(&self) -> &Arc<Control> {
         &self.ctx.control
+    }
+
+    fn take_held(&mut self, into: &mut Vec<super::outputs::Held>) {
+        self.outputs.take_held(into);
     }
 
     fn next_tick(&self) -> Option<Instant> {

@@ -2,61 +2,150 @@
 //! is a bounded channel to another task, or the node chained after this
 //! one ([`crate::chains`]), handed each message by a call.
 //!
-//! A send to a channel blocks while it is full (backpressure), but wakes up
-//! regularly to notice a cancelled job.
+//! ```text
+//!  Outputs::send_port ─> Channel: try_send ── full ──> held, in order
+//!                        Chained: Link::push (by call)
+//!  the task, between messages:  deliver ─> awaits room for what is held
+//! ```
+//!
+//! Nodes emit from plain (not async) code, so a send to a full channel
+//! does not wait there: the message is held, with every later one for
+//! that channel behind it, and the task delivers what its nodes hold
+//! before it reads its next input ([`deliver`]). A full channel thus still
+//! stops the task that feeds it (backpressure), at a message boundary,
+//! without holding a worker while it waits.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::mpsc::Sender;
 
 use super::chain_link::Link;
-use super::control::Control;
+use super::control::{Control, Wakes};
 use crate::error::{EngineError, Result};
 use crate::message::Message;
 use crate::metrics::NodeMetrics;
 use crate::operator::Collector;
 
-/// How often a blocked send checks for cancellation.
-pub(crate) const POLL: Duration = Duration::from_millis(50);
+/// A channel to another task, with the messages held while it was full.
+pub(crate) struct Channel {
+    sender: Sender<Message>,
+    held: VecDeque<Message>,
+}
+
+impl Channel {
+    pub fn new(sender: Sender<Message>) -> Self {
+        Self {
+            sender,
+            held: VecDeque::new(),
+        }
+    }
+}
+
+/// Messages held for a full channel, taken out to be delivered.
+pub(crate) struct Held {
+    sender: Sender<Message>,
+    messages: VecDeque<Message>,
+}
 
 /// One consumer of an output port.
 pub(crate) enum Target {
     /// Another task's input channel.
-    Channel(Sender<Message>),
+    Channel(Channel),
     /// The node chained after this one, in this task.
     Chained(Box<Link>),
 }
 
 impl Target {
-    fn send(&mut self, control: &Control, message: Message) -> Result<()> {
-        let sender = match self {
+    /// A target sending into `sender`.
+    pub fn channel(sender: Sender<Message>) -> Self {
+        Target::Channel(Channel::new(sender))
+    }
+
+    fn send(&mut self, message: Message) -> Result<()> {
+        let channel = match self {
             Target::Chained(link) => return link.push(message),
-            Target::Channel(sender) => sender,
+            Target::Channel(channel) => channel,
         };
-        let mut message = match sender.try_send(message) {
-            Ok(()) => return Ok(()),
-            Err(TrySendError::Disconnected(_)) => return Err(EngineError::Aborted),
-            Err(TrySendError::Full(message)) => message,
-        };
-        loop {
-            if control.cancelled() {
-                return Err(EngineError::Aborted);
-            }
-            match sender.send_timeout(message, POLL) {
-                Ok(()) => return Ok(()),
-                Err(SendTimeoutError::Disconnected(_)) => return Err(EngineError::Aborted),
-                Err(SendTimeoutError::Timeout(back)) => message = back,
+        if !channel.held.is_empty() {
+            channel.held.push_back(message);
+            return Ok(());
+        }
+        match channel.sender.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Closed(_)) => Err(EngineError::Aborted),
+            Err(TrySendError::Full(message)) => {
+                channel.held.push_back(message);
+                Ok(())
             }
         }
     }
+
+    fn take_held(&mut self, into: &mut Vec<Held>) {
+        match self {
+            Target::Chained(link) => link.take_held(into),
+            Target::Channel(channel) => {
+                if !channel.held.is_empty() {
+                    into.push(Held {
+                        sender: channel.sender.clone(),
+                        messages: std::mem::take(&mut channel.held),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Takes out what `take` gives (the held messages of a node, or of a
+/// task's chain) and delivers it.
+pub(crate) async fn deliver_taken(
+    take: impl FnOnce(&mut Vec<Held>),
+    control: &Control,
+    wakes: &mut Wakes,
+) -> Result<()> {
+    let mut held = Vec::new();
+    take(&mut held);
+    if held.is_empty() {
+        return Ok(());
+    }
+    deliver(held, control, wakes).await
+}
+
+/// Sends what was held for full channels, in order, waiting (without a
+/// worker) for room; gives up when the job is cancelled.
+pub(crate) async fn deliver(held: Vec<Held>, control: &Control, wakes: &mut Wakes) -> Result<()> {
+    for Held {
+        sender,
+        mut messages,
+    } in held
+    {
+        while let Some(message) = messages.pop_front() {
+            loop {
+                if control.cancelled() {
+                    return Err(EngineError::Aborted);
+                }
+                tokio::select! {
+                    biased;
+                    permit = sender.reserve() => {
+                        permit.map_err(|_| EngineError::Aborted)?.send(message);
+                        break;
+                    }
+                    changed = wakes.changed() => {
+                        changed.map_err(|_| EngineError::Aborted)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The output ports of a node: per port, its consumers.
 pub(crate) struct Outputs {
     pub ports: Vec<Vec<Target>>,
     pub metrics: Arc<NodeMetrics>,
-    pub control: Arc<Control>,
     /// Larger batches go on in slices of this many rows.
     pub max_rows: usize,
 }
@@ -74,9 +163,9 @@ impl Outputs {
         }
         if let Some((last, rest)) = subscribers.split_last_mut() {
             for sub in rest {
-                sub.send(&self.control, message.clone())?;
+                sub.send(message.clone())?;
             }
-            last.send(&self.control, message)?;
+            last.send(message)?;
         }
         Ok(())
     }
@@ -124,6 +213,14 @@ impl Outputs {
             .min()
     }
 
+    /// Takes out what this node, and the nodes chained after it, hold for
+    /// full channels.
+    pub fn take_held(&mut self, into: &mut Vec<Held>) {
+        for target in self.ports.iter_mut().flatten() {
+            target.take_held(into);
+        }
+    }
+
     /// Runs the chained nodes' processing-time clocks that are due.
     pub fn tick(&mut self) -> Result<()> {
         for target in self.ports.iter_mut().flatten() {
@@ -147,11 +244,10 @@ mod tests {
 
     #[test]
     fn a_large_emission_goes_on_in_slices_in_order() {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
         let mut outputs = Outputs {
-            ports: vec![vec![Target::Channel(tx)]],
+            ports: vec![vec![Target::channel(tx)]],
             metrics: NodeMetrics::new_shared(1),
-            control: Control::new(false, false, 0),
             max_rows: 4096,
         };
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
@@ -175,5 +271,71 @@ mod tests {
         assert_eq!(sizes, vec![4096, 4096, 1808]);
         assert_eq!(seen, rows);
         assert_eq!(outputs.metrics.snapshot().rows_out, 10_000);
+    }
+
+    #[test]
+    fn a_full_channel_holds_messages_in_order_until_delivered() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let mut outputs = Outputs {
+            ports: vec![vec![Target::channel(tx)]],
+            metrics: NodeMetrics::new_shared(1),
+            max_rows: 4096,
+        };
+        for wm in 1..=5 {
+            outputs.send_port(0, Message::Watermark(wm)).unwrap();
+        }
+        let mut held = Vec::new();
+        outputs.take_held(&mut held);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].messages.len(), 4, "one fit, four are held");
+        let control = Control::new(false, false, 0);
+        let mut wakes = control.wakes();
+        let reader = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while let Some(message) = rx.blocking_recv() {
+                if let Message::Watermark(wm) = message {
+                    seen.push(wm);
+                }
+            }
+            seen
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(deliver(held, &control, &mut wakes))
+            .unwrap();
+        drop(outputs);
+        assert_eq!(reader.join().unwrap(), vec![1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn delivering_to_a_full_channel_gives_up_when_the_job_is_cancelled() {
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let mut outputs = Outputs {
+            ports: vec![vec![Target::channel(tx)]],
+            metrics: NodeMetrics::new_shared(1),
+            max_rows: 4096,
+        };
+        outputs.send_port(0, Message::Watermark(1)).unwrap();
+        outputs.send_port(0, Message::Watermark(2)).unwrap();
+        let mut held = Vec::new();
+        outputs.take_held(&mut held);
+        let control = Control::new(false, false, 0);
+        let mut wakes = control.wakes();
+        let canceller = control.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let result = runtime.block_on(async {
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                canceller.cancel_by_user();
+            });
+            deliver(held, &control, &mut wakes).await
+        });
+        assert!(matches!(result, Err(EngineError::Aborted)));
     }
 }

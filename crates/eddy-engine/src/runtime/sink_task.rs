@@ -11,6 +11,8 @@
 //! A sink chained after another node ([`crate::chains`]) goes through the
 //! same stage, called with each message of its one input.
 
+use std::sync::Arc;
+
 use super::control::{Control, NodeContext, NodeEvent};
 use super::inputs::InputClock;
 use super::stage::Stage;
@@ -41,7 +43,7 @@ impl Stage for SinkStage {
         &self.ctx.name
     }
 
-    fn control(&self) -> &Control {
+    fn control(&self) -> &Arc<Control> {
         &self.ctx.control
     }
 

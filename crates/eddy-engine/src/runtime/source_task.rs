@@ -1,28 +1,32 @@
-//! The thread of a source node, and the reader thread beside it.
+//! The task of a source node, and the reader thread beside it.
 //!
 //! ```text
 //!  reader thread:  SourceReader::next_batch ──(batch, position, bad rows, origins)──┐
 //!                                                                          ▼
-//!  source thread:  control (stop / cancel / checkpoint) ─ recv with timeout ─ SourceRunner::process
+//!  source task:    control (stop / cancel / checkpoint) ─ next read, or a timer ─ SourceRunner::process
 //!                  ─> Batch(port 0), Batch(late port), Batch(bad port), Watermark ... Barrier(n) ... Watermark(+inf), End
 //! ```
 //!
-//! Reading happens on a thread of its own so that a read blocked on a
-//! silent pipe never keeps the source from injecting a barrier, noticing a
-//! stop or cancel, or declaring itself idle. Each batch carries the
+//! Reading happens on a thread of its own, off the worker pool, so that a
+//! read blocked on a silent pipe never holds a worker nor keeps the source
+//! from injecting a barrier, noticing a stop or cancel, or declaring
+//! itself idle. The source task waits for the next read, a change of the
+//! job's control flags, or the next timer that has something to do (an
+//! idle timeout, a chained processing-time clock); a source with nothing
+//! to read and none of those due is not woken at all. Each batch carries the
 //! reader's position after it and the bad rows found while reading it, so
 //! that a checkpoint covers exactly the rows sent downstream.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, RecvTimeoutError};
 use datafusion::arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use super::alignment::SourceAlignment;
-use super::control::{NodeContext, NodeEvent};
-use super::outputs::{Outputs, POLL};
+use super::control::{NodeContext, NodeEvent, Wakes};
+use super::outputs::{deliver_taken, Outputs};
+use super::pool::{until, Budget};
 use crate::checkpoint::{NodeCheckpoint, NodeRuntimeState};
 use crate::error::{EngineError, Result};
 use crate::message::{Barrier, CheckpointId, Message};
@@ -96,8 +100,8 @@ enum Read {
 fn spawn_reader(
     name: &str,
     mut reader: Box<dyn SourceReader>,
-) -> Result<crossbeam_channel::Receiver<Read>> {
-    let (tx, rx) = bounded::<Read>(2);
+) -> Result<tokio::sync::mpsc::Receiver<Read>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Read>(2);
     let mut ctx = SourceContext::new(name);
     std::thread::Builder::new()
         .name(format!("eddy-read-{name}"))
@@ -119,7 +123,7 @@ fn spawn_reader(
                 Err(e) => Read::Failed(e),
             };
             let last = !matches!(read, Read::Batch { .. });
-            if tx.send(read).is_err() || last {
+            if tx.blocking_send(read).is_err() || last {
                 return;
             }
         })
@@ -127,8 +131,29 @@ fn spawn_reader(
     Ok(rx)
 }
 
+/// Delivers what the source's outputs hold for full channels.
+async fn deliver_outputs(
+    outputs: &mut Outputs,
+    ctx: &NodeContext,
+    wakes: &mut Wakes,
+) -> Result<()> {
+    deliver_taken(|held| outputs.take_held(held), &ctx.control, wakes).await
+}
+
+/// The earliest of two optional instants.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Runs a source until its input ends, the job stops, or it fails.
-pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outputs) -> Result<()> {
+pub(crate) async fn run_source(
+    ctx: &NodeContext,
+    work: SourceWork,
+    outputs: &mut Outputs,
+) -> Result<()> {
     let SourceWork {
         reader,
         mut runner,
@@ -141,7 +166,9 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
     let aligned = alignment.map(|(alignment, place)| AlignedSource(alignment, place));
     let metrics = &ctx.metrics;
     let control = &ctx.control;
-    let reads = spawn_reader(&ctx.name, reader)?;
+    let mut reads = spawn_reader(&ctx.name, reader)?;
+    let mut wakes = control.wakes();
+    let mut budget = Budget::new();
     let mut source_ctx = SourceContext::new(&ctx.name);
     let mut dead_letters = DeadLetters {
         source: &ctx.name,
@@ -196,25 +223,50 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
                 stop,
             }))?;
             if stop {
+                deliver_outputs(outputs, ctx, &mut wakes).await?;
                 return ctx.report(NodeEvent::Stopped);
             }
         }
+        deliver_outputs(outputs, ctx, &mut wakes).await?;
         // Ahead of the slowest bounded source: wait (still answering the
         // control requests above) instead of reading on.
         if let Some(AlignedSource(alignment, place)) = &aligned {
-            if alignment.wait_while_ahead(*place, POLL) {
+            if alignment.ahead(*place) {
+                tokio::select! {
+                    biased;
+                    changed = wakes.changed() => {
+                        changed.map_err(|_| EngineError::Aborted)?;
+                    }
+                    () = alignment.wait_while_ahead(*place) => {}
+                }
                 continue;
             }
         }
         // A processing-time operator chained after the source keeps its
         // clock while no input comes.
         outputs.tick()?;
-        let wait = outputs.next_tick().map_or(POLL, |due| {
-            due.saturating_duration_since(Instant::now())
-                .clamp(Duration::from_millis(1), POLL)
-        });
-        match reads.recv_timeout(wait) {
-            Ok(Read::Batch {
+        deliver_outputs(outputs, ctx, &mut wakes).await?;
+        // The next time something is due without input: a chained clock,
+        // the source going idle, a split going idle.
+        let idle_at = idle_timeout
+            .filter(|_| !idle)
+            .map(|timeout| last_input + timeout);
+        let deadline = earliest(
+            earliest(outputs.next_tick(), idle_at),
+            runner.next_idle_at(),
+        );
+        let read = tokio::select! {
+            biased;
+            changed = wakes.changed() => {
+                changed.map_err(|_| EngineError::Aborted)?;
+                continue;
+            }
+            read = reads.recv() => Some(read),
+            () = until(deadline) => None,
+        };
+        budget.spend().await;
+        match read {
+            Some(Some(Read::Batch {
                 batch,
                 position: after,
                 bad,
@@ -222,7 +274,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
                 splits,
                 carried,
                 skipped,
-            }) => {
+            })) => {
                 for rows in &skipped {
                     // Bad rows among them count as read, as they would
                     // had they been read in full.
@@ -274,17 +326,17 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
                 }
                 position = after;
             }
-            Ok(Read::End {
+            Some(Some(Read::End {
                 position: after,
                 bad,
-            }) => {
+            })) => {
                 metrics.add_rows_in(bad.len());
                 dead_letters.handle(bad, outputs)?;
                 position = after;
                 break;
             }
-            Ok(Read::Failed(e)) => return Err(e),
-            Err(RecvTimeoutError::Timeout) => {
+            Some(Some(Read::Failed(e))) => return Err(e),
+            None => {
                 if let Some(wm) = runner.tick() {
                     metrics.set_watermark(wm);
                     outputs.send_port(0, Message::Watermark(wm))?;
@@ -300,7 +352,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
                     }
                 }
             }
-            Err(RecvTimeoutError::Disconnected) => {
+            Some(None) => {
                 return Err(EngineError::connector(
                     &ctx.name,
                     "the reader stopped unexpectedly",
@@ -312,6 +364,7 @@ pub(crate) fn run_source(ctx: &NodeContext, work: SourceWork, outputs: &mut Outp
     metrics.set_watermark(WATERMARK_MAX);
     outputs.send_all(Message::Watermark(WATERMARK_MAX))?;
     outputs.send_all(Message::End)?;
+    deliver_outputs(outputs, ctx, &mut wakes).await?;
     let data = if control.checkpointing {
         snapshot(&mut runner, &position, false, true)?
     } else {

@@ -9,11 +9,20 @@
 //!
 //! The stage does the same either way; only who hands it messages, and
 //! whether a barrier needs aligning over several inputs, differ.
+//!
+//! A task's loop is a future on the worker pool ([`super::pool`]): it
+//! waits for input, a timer or a control change without a worker, hands
+//! each message to its stages by plain calls, then delivers what they hold
+//! for full channels ([`super::outputs::deliver`]) before it reads on, and
+//! yields its worker when its [`Budget`] is spent.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::control::Control;
+use super::control::{Control, Wakes};
 use super::inputs::{InputClock, Inputs};
+use super::outputs::{deliver_taken, Held};
+use super::pool::Budget;
 use crate::error::Result;
 use crate::message::{Barrier, Message};
 
@@ -23,7 +32,7 @@ pub(crate) trait Stage: Send {
     fn name(&self) -> &str;
 
     /// The job's control flags.
-    fn control(&self) -> &Control;
+    fn control(&self) -> &Arc<Control>;
 
     /// A message other than a barrier on `input`.
     fn on_message(&mut self, clock: &mut InputClock, input: usize, message: Message) -> Result<()>;
@@ -45,15 +54,29 @@ pub(crate) trait Stage: Send {
     fn tick(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Takes out what this node, and the nodes chained after it, hold for
+    /// full channels ([`super::outputs`]).
+    fn take_held(&mut self, _into: &mut Vec<Held>) {}
+}
+
+/// Delivers what the nodes of `stage`'s chain hold for full channels.
+async fn deliver_held(stage: &mut dyn Stage, control: &Control, wakes: &mut Wakes) -> Result<()> {
+    deliver_taken(|held| stage.take_held(held), control, wakes).await
 }
 
 /// Runs a task headed by `stage` until every input ended, the job stops,
 /// or it fails.
-pub(crate) fn run_task(stage: &mut dyn Stage, mut inputs: Inputs) -> Result<()> {
+pub(crate) async fn run_task(stage: &mut dyn Stage, mut inputs: Inputs) -> Result<()> {
+    let control = stage.control().clone();
+    let mut wakes = control.wakes();
+    let mut budget = Budget::new();
     while !inputs.done() {
         stage.tick()?;
+        deliver_held(stage, &control, &mut wakes).await?;
         let deadline = stage.next_tick();
-        let Some((input, message)) = inputs.next_before(stage.control(), deadline)? else {
+        let Some((input, message)) = inputs.next_before(&control, &mut wakes, deadline).await?
+        else {
             continue;
         };
         match message {
@@ -61,10 +84,15 @@ pub(crate) fn run_task(stage: &mut dyn Stage, mut inputs: Inputs) -> Result<()> 
             message => stage.on_message(&mut inputs.clock, input, message)?,
         }
         if let Some(barrier) = inputs.take_aligned() {
-            if stage.checkpoint(&inputs.clock, barrier)? {
+            let stopped = stage.checkpoint(&inputs.clock, barrier)?;
+            deliver_held(stage, &control, &mut wakes).await?;
+            if stopped {
                 return Ok(());
             }
         }
+        deliver_held(stage, &control, &mut wakes).await?;
+        budget.spend().await;
     }
-    stage.finish(&inputs.clock)
+    stage.finish(&inputs.clock)?;
+    deliver_held(stage, &control, &mut wakes).await
 }

@@ -269,6 +269,20 @@ impl SourceRunner {
         })
     }
 
+    /// When the next split that still reads goes idle by the idle timeout
+    /// (the watermark may then advance: call [`Self::tick`]); `None` when
+    /// no split will.
+    pub fn next_idle_at(&self) -> Option<Instant> {
+        let after = self.layout.idle_timeout?;
+        let now = Instant::now();
+        self.splits
+            .values()
+            .filter(|c| !c.finished)
+            .map(|c| c.last_input + after)
+            .filter(|&at| at > now)
+            .min()
+    }
+
     /// Re-reads the watermark as time passes (a split that goes idle stops
     /// holding the others back); the new watermark if it advanced.
     pub fn tick(&mut self) -> Option<Timestamp> {

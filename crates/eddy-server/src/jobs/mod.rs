@@ -103,11 +103,43 @@ pub struct JobManager {
     /// The budget every job's operator state is charged to
     /// (`--memory-limit`), if any.
     memory: Option<Arc<MemoryBudget>>,
+    /// The worker threads every job's tasks run on (`--workers`).
+    pool: Arc<eddy_engine::runtime::WorkerPool>,
     store: JobStore,
     savepoints: Savepoints,
     jobs: RwLock<BTreeMap<String, Arc<ManagedJob>>>,
+    /// Submissions admitted under `--max-jobs` and not yet running.
+    starting: Mutex<usize>,
     /// Set while the server shuts down: jobs it stops stay `running` on disk.
     shutting_down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A place taken among the server's running jobs (`--max-jobs`) by a
+/// submission that is starting; given back when it is dropped.
+struct Admission<'a>(Option<&'a Mutex<usize>>);
+
+impl Admission<'_> {
+    /// The job runs: `insert` makes it count as running as its place is
+    /// given back, so that no submission sees it counted twice or not at all.
+    fn running(mut self, insert: impl FnOnce()) {
+        match self.0.take() {
+            Some(starting) => {
+                let mut starting = starting.lock().unwrap_or_else(|e| e.into_inner());
+                insert();
+                *starting = starting.saturating_sub(1);
+            }
+            None => insert(),
+        }
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if let Some(starting) = self.0.take() {
+            let mut starting = starting.lock().unwrap_or_else(|e| e.into_inner());
+            *starting = starting.saturating_sub(1);
+        }
+    }
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -118,7 +150,13 @@ impl JobManager {
     /// Opens the state directory and resumes the jobs that were running.
     pub fn open(config: Arc<ServerConfig>) -> Result<Arc<Self>> {
         let store = JobStore::open(&config.state_dir)?;
+        let pool = match config.workers {
+            Some(n) => eddy_engine::runtime::WorkerPool::new(n),
+            None => eddy_engine::runtime::WorkerPool::shared(),
+        }
+        .map_err(engine_error)?;
         let manager = Arc::new(Self {
+            pool,
             memory: config
                 .memory_limit
                 .map(|limit| Arc::new(MemoryBudget::new("server", limit))),
@@ -126,6 +164,7 @@ impl JobManager {
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
+            starting: Mutex::new(0),
             shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         });
         for record in manager.store.load_all()? {
@@ -176,6 +215,40 @@ impl JobManager {
         if let Ok(mut jobs) = self.jobs.write() {
             jobs.insert(job.id.clone(), job);
         }
+    }
+
+    /// Jobs running now.
+    fn running_jobs(&self) -> usize {
+        self.jobs.read().map_or(0, |jobs| {
+            jobs.values()
+                .filter(|job| {
+                    job.record
+                        .lock()
+                        .is_ok_and(|r| r.0.state == JobStatus::Running)
+                })
+                .count()
+        })
+    }
+
+    /// Takes a place for one more running job under `--max-jobs`, or
+    /// refuses it; the place counts until the job runs or fails to start.
+    fn admit(&self) -> Result<Admission<'_>> {
+        let Some(max) = self.config.max_jobs else {
+            return Ok(Admission(None));
+        };
+        let mut starting = self
+            .starting
+            .lock()
+            .map_err(|_| ServerError::Internal("the admission count was poisoned".into()))?;
+        let running = self.running_jobs();
+        if running + *starting >= max {
+            return Err(ServerError::AtCapacity(format!(
+                "this server already runs {} job(s), its most (--max-jobs {max}); stop one, or submit to another server",
+                running + *starting
+            )));
+        }
+        *starting += 1;
+        Ok(Admission(Some(&self.starting)))
     }
 
     fn get(&self, id: &str) -> Result<Arc<ManagedJob>> {
@@ -348,6 +421,7 @@ impl JobManager {
                 memory: self.budgets(record.memory_limit),
                 label: record.name.clone(),
                 disable_chaining: self.config.disable_chaining,
+                pool: Some(self.pool.clone()),
                 ..JobConfig::default()
             },
         )
@@ -394,6 +468,7 @@ impl JobManager {
                 memory: self.memory.clone().into_iter().collect(),
                 label: record.name.clone(),
                 disable_chaining: self.config.disable_chaining,
+                pool: Some(self.pool.clone()),
             },
         )
         .map_err(group_error)?;
@@ -454,7 +529,8 @@ impl JobManager {
                 eddy_engine::memory::parse_bytes(text)
                     .map_err(|e| ServerError::Rejected(format!("memory_limit: {e}")))
             })
-            .transpose()?;
+            .transpose()?
+            .or(self.config.job_memory_limit);
         if let Some(group) = &request.group {
             check_group_name(group)?;
             if request.from_savepoint.is_some() {
@@ -477,6 +553,7 @@ impl JobManager {
         if let Some(savepoint) = &request.from_savepoint {
             self.savepoints.path(savepoint)?;
         }
+        let admission = self.admit()?;
         let record = JobRecord {
             id: id.clone(),
             name,
@@ -510,7 +587,7 @@ impl JobManager {
             let _ = self.store.remove(&id);
             return Err(e);
         }
-        self.insert(job.clone());
+        admission.running(|| self.insert(job.clone()));
         Ok(self.view(&job))
     }
 

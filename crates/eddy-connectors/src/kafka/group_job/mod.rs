@@ -94,6 +94,9 @@ pub struct GroupJobConfig {
     /// Run each node of a task's graph on a thread of its own
     /// ([`eddy_engine::runtime::JobConfig::disable_chaining`]).
     pub disable_chaining: bool,
+    /// The worker threads the tasks run on
+    /// ([`eddy_engine::runtime::JobConfig::pool`]).
+    pub pool: Option<Arc<eddy_engine::runtime::WorkerPool>>,
 }
 
 /// Makes the connector factory of one task from its connector settings

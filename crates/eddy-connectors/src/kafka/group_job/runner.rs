@@ -123,6 +123,7 @@ impl Runner {
                 memory,
                 label,
                 disable_chaining: self.config.disable_chaining,
+                pool: self.config.pool.clone(),
                 ..JobConfig::default()
             },
         )
