@@ -242,14 +242,19 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_large_emission_goes_on_in_slices_in_order() {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-        let mut outputs = Outputs {
+    /// One port sending into `tx`, slicing at 4096 rows.
+    fn outputs_to(tx: Sender<Message>) -> Outputs {
+        Outputs {
             ports: vec![vec![Target::channel(tx)]],
             metrics: NodeMetrics::new_shared(1),
             max_rows: 4096,
-        };
+        }
+    }
+
+    #[test]
+    fn a_large_emission_goes_on_in_slices_in_order() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let mut outputs = outputs_to(tx);
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
         let rows: Vec<i64> = (0..10_000).collect();
         let mut collector = Collector::default();
@@ -276,11 +281,7 @@ mod tests {
     #[test]
     fn a_full_channel_holds_messages_in_order_until_delivered() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-        let mut outputs = Outputs {
-            ports: vec![vec![Target::channel(tx)]],
-            metrics: NodeMetrics::new_shared(1),
-            max_rows: 4096,
-        };
+        let mut outputs = outputs_to(tx);
         for wm in 1..=5 {
             outputs.send_port(0, Message::Watermark(wm)).unwrap();
         }
@@ -313,11 +314,7 @@ mod tests {
     #[test]
     fn delivering_to_a_full_channel_gives_up_when_the_job_is_cancelled() {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
-        let mut outputs = Outputs {
-            ports: vec![vec![Target::channel(tx)]],
-            metrics: NodeMetrics::new_shared(1),
-            max_rows: 4096,
-        };
+        let mut outputs = outputs_to(tx);
         outputs.send_port(0, Message::Watermark(1)).unwrap();
         outputs.send_port(0, Message::Watermark(2)).unwrap();
         let mut held = Vec::new();

@@ -93,11 +93,6 @@ impl WorkerPool {
         }))
     }
 
-    /// One worker per core.
-    pub fn per_core() -> Result<Arc<Self>> {
-        Self::new(default_workers())
-    }
-
     /// The process's pool for jobs not given one, started with the first
     /// such job: `EDDY_WORKERS` workers (what `--workers` reads), or one
     /// per core.
