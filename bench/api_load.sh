@@ -16,13 +16,7 @@ DURATION=${DURATION:-60}
 . bench/lib.sh
 build_eddy
 
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+server_scratch
 start_server "$EDDY" "$work"
 
 result=$("$EDDY" bench api --server "$base" --clients "$CLIENTS" --seconds "$DURATION")

@@ -9,17 +9,22 @@
 # `before` when EDDY_BEFORE is set):
 #   pool       the eddy built here (tasks on the shared worker pool)
 #   unchained  the same with --no-chaining (every node a task of its own)
+#   tasks      the same with --pool-share task (the pool split between
+#              tasks, not jobs)
 #   before     the eddy binary EDDY_BEFORE (an earlier build), as it is
 #
 # For each mode: submit JOBS jobs over HTTP, wait until every one runs,
 # let them run WARMUP s, then measure over MEASURE s the server's threads
 # (/proc/PID/task, most seen), resident memory (VmRSS), CPU (utime + stime
 # over the span, in % of one core) and the jobs' last checkpoint durations
-# (mean and max over the jobs, from GET /api/v1/jobs/{id}). Then, for small
-# jobs, the result latency over LATENCY s more (bench/tail_latency.py: each
-# window's row as it comes over the sink's tail, against when the event
-# that closes the window was due on the wall clock; p50 and p99 over all
-# jobs' rows), kept out of the CPU span since tails cost the server work.
+# (mean and max over the jobs, from GET /api/v1/jobs/{id}). Then the
+# result latency over LATENCY s more (bench/tail_latency.py: each window's
+# row as it comes over the sink's tail, against when the row that closes
+# the window was due on the wall clock, by the job's generator's own report
+# of its pacing and the generated stream; p50 and p99 over all jobs' rows;
+# reference jobs: their device metrics),
+# kept out of the CPU span since tails cost the server work. LATENCY=0
+# skips it.
 # Loopback only; bounded in time (per mode about JOBS x 0.05 + WARMUP +
 # MEASURE + LATENCY s).
 #
@@ -40,13 +45,7 @@ CHECKPOINT=${CHECKPOINT:-2s}
 . bench/lib.sh
 build_eddy
 
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+server_scratch
 
 sql=$(cat <<SQL
 CREATE TABLE orders (
@@ -76,14 +75,15 @@ fi
 ticks=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# The first event time of each job's generator (its seed), which its
-# pacer maps to the job's start.
-origins="$work/origins"
-: > "$origins"
-if [ "${JOB:-small}" != reference ]; then
-  for ((i = 1; i <= JOBS; i++)); do
-    echo "$i $("$EDDY" generate --stream orders --rate "$RATE" --seed "$i" --count 1 | jq .order_ts)" >> "$origins"
-  done
+# The sink whose rows' latency is measured: its name, the column holding
+# each row's window end, the generated table its windows read, and that
+# table's watermark delay. Reference jobs: the device metrics (a 5 s window
+# sliding by 1 s per site over the devices, which fires once the watermark,
+# 2 s behind, passes its end by the table's 2 s allowed lateness).
+if [ "${JOB:-small}" = reference ]; then
+  timed="device_metrics window_end devices 4000"
+else
+  timed="counts window_end_ms orders $DELAY_MS"
 fi
 
 measure() {
@@ -128,13 +128,20 @@ measure() {
   local checkpoints
   checkpoints=$(printf '%s\n' "${durations[@]}" | awk '{ s += $1; if ($1 > m) m = $1 } END { printf "%.0f / %d", s / NR, m }')
   local latency="- -"
-  if [ -s "$origins" ]; then
-    # ID SINK ORIGIN_MS STARTED_MS DELAY_MS per job, then the tails.
-    latency=$(for ((i = 1; i <= JOBS; i++)); do
-        started=$(curl -sf "$base/api/v1/jobs/${ids[$((i - 1))]}" | jq -r .started_at)
-        started_ms=$(python3 -c "import datetime,sys; print(int(datetime.datetime.fromisoformat(sys.argv[1].replace('Z','+00:00')).timestamp()*1000))" "$started")
-        echo "${ids[$((i - 1))]} counts $(awk -v s="$i" '$1 == s { print $2 }' "$origins") $started_ms $DELAY_MS"
-      done | python3 bench/tail_latency.py "$base" "$LATENCY" | awk '{ print $2 " " $3 }')
+  if [ "$LATENCY" != 0 ]; then
+    # ID SINK FIELD ORIGIN_MS WALL_MS DELAY_MS per job (the origin is what
+    # the job's generator reports: where its pacer started), then the tails.
+    # An eddy too old to report where its generators started has none.
+    read -r sink field table delay <<<"$timed"
+    for ((i = 1; i <= JOBS; i++)); do
+      id=${ids[$((i - 1))]}
+      curl -sf "$base/api/v1/jobs/$id" | jq -r --arg t "generator $table:" \
+        '.connectors[] | select(startswith($t)) | capture("event time (?<o>[0-9]+) at wall clock (?<w>[0-9]+)") | "\(.o) \(.w)"' |
+        while read -r origin wall; do echo "$id $sink $field $origin $wall $delay $table $i $RATE"; done
+    done > "$dir/timed"
+    if [ -s "$dir/timed" ]; then
+      latency=$(python3 bench/tail_latency.py "$base" "$LATENCY" "$EDDY" < "$dir/timed" | awk '{ print $2 " " $3 }')
+    fi
   fi
   awk -v mode="$mode" -v jobs="$running" -v threads="$most" -v idle="$idle_threads" -v rss="$rss_kb" \
       -v cpu="$((after - before))" -v hz="$ticks" -v span="$MEASURE" -v ck="$checkpoints" -v lat="$latency" 'BEGIN {
@@ -153,6 +160,7 @@ for mode in ${MODES:-pool ${EDDY_BEFORE:+before}}; do
   case $mode in
     pool) measure pool "$EDDY" ;;
     unchained) measure unchained "$EDDY" --no-chaining ;;
+    tasks) measure tasks "$EDDY" --pool-share task ;;
     before) measure before "${EDDY_BEFORE:?EDDY_BEFORE names the earlier eddy binary}" ;;
   esac
 done

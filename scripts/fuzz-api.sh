@@ -20,13 +20,7 @@ python_env schemathesis==4.32.5
 EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}
 [ -x "$EDDY" ] || cargo build -q --workspace --bin eddy
 
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+server_scratch
 mkdir -p "$work/data"
 printf '{"k":"a","ts":1}\n' > "$work/data/in.ndjson"
 start_server "$EDDY" "$work" --token fuzz

@@ -4,6 +4,9 @@
 #                                     state under DIR, waits until it listens,
 #                                     and sets $base (its URL) and $server (its
 #                                     pid). The caller stops it.
+#   server_scratch                    makes $work, a temporary directory,
+#                                     and on exit stops $server (if any)
+#                                     and removes $work.
 start_server() {
   local eddy=$1 dir=$2
   shift 2
@@ -21,4 +24,15 @@ start_server() {
   cat "$dir/serve.log" >&2
   echo "eddy serve did not start" >&2
   return 1
+}
+
+server_scratch() {
+  work=$(mktemp -d)
+  server=""
+  trap 'server_scratch_end' EXIT
+}
+
+server_scratch_end() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work"
 }

@@ -40,3 +40,8 @@ EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh
 ROWS=20000 EVENTS=20000 RUNS=1 LIVE_SECONDS=2 bench/chaining.sh
 # Many live jobs on one server, chained and unchained, at a small size.
 JOBS=5 WARMUP=1 MEASURE=2 LATENCY=3 bench/server_load.sh
+# The same with whole reference pipelines, their device metrics' latency
+# read from the generators' reports.
+JOB=reference JOBS=2 WARMUP=1 MEASURE=2 LATENCY=8 bench/server_load.sh
+# Each job's share of the pool, split between jobs and between tasks.
+MEASURE=2 bench/pool_share.sh

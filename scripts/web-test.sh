@@ -43,13 +43,7 @@ EDDY=${EDDY:-${CARGO_TARGET_DIR:-target}/debug/eddy}
 OUT=${WEB_TEST_OUT:-${CARGO_TARGET_DIR:-target}/web-test}
 mkdir -p "$OUT"
 
-work=$(mktemp -d)
-server=""
-cleanup() {
-  [ -n "$server" ] && kill "$server" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+server_scratch
 start_server "$EDDY" "$work" --checkpoint-interval 1s --allow-python-udfs
 
 for browser in $BROWSERS; do

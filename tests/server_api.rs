@@ -701,6 +701,22 @@ fn metrics_are_prometheus_text_labelled_by_job_and_node() {
     assert!(text.contains("# TYPE eddy_rows_in_total counter"), "{text}");
     let line = format!("eddy_rows_in_total{{job=\"{id}\",job_name=\"small\",node=\"orders\",kind=\"source\"}} 5000");
     assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    // The job's time on the worker pool, in seconds there and in
+    // milliseconds in its view.
+    let prefix = format!("eddy_job_pool_seconds_total{{job=\"{id}\",job_name=\"small\"}} ");
+    let seconds: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("missing {prefix} in\n{text}"))
+        .parse()
+        .unwrap();
+    let (_, view) = server.get(&format!("/api/v1/jobs/{id}"));
+    let pool_ms = view["pool_ms"].as_u64().unwrap();
+    assert!(pool_ms > 0, "{view}");
+    assert!(
+        (seconds * 1000.0 - pool_ms as f64).abs() <= 1.0,
+        "{seconds} s, {pool_ms} ms"
+    );
 }
 
 #[test]

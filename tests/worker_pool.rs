@@ -19,7 +19,7 @@ use eddy_cli::job;
 use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::ConnectorConfig;
 use eddy_engine::parallel::Parallelism;
-use eddy_engine::runtime::{JobConfig, JobState, WorkerPool};
+use eddy_engine::runtime::{Fairness, JobConfig, JobState, WorkerPool};
 use eddy_sql::SqlFile;
 
 /// Context switches of every thread of a process so far (Linux).
@@ -118,10 +118,21 @@ fn window_job(rows: u64) -> Vec<SqlFile> {
     }]
 }
 
-/// Starts `files` on `pool`; its output buffer and handle.
+/// Starts `files` on `pool` at parallelism 2; its output buffer and
+/// handle.
 fn start_on(
     files: &[SqlFile],
     pool: &Arc<WorkerPool>,
+) -> (Arc<Mutex<Vec<u8>>>, eddy_engine::runtime::JobHandle) {
+    start_at(files, pool, 2)
+}
+
+/// Starts `files` on `pool` at `parallelism`; its output buffer and
+/// handle.
+fn start_at(
+    files: &[SqlFile],
+    pool: &Arc<WorkerPool>,
+    parallelism: usize,
 ) -> (Arc<Mutex<Vec<u8>>>, eddy_engine::runtime::JobHandle) {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let config = ConnectorConfig {
@@ -133,7 +144,7 @@ fn start_on(
         compiled,
         config,
         &JobConfig {
-            parallelism: Parallelism::Fixed(2),
+            parallelism: Parallelism::Fixed(parallelism),
             pool: Some(pool.clone()),
             ..JobConfig::default()
         },
@@ -149,6 +160,7 @@ fn sorted_lines(buffer: &Mutex<Vec<u8>>) -> Vec<String> {
 
 #[test]
 fn forty_jobs_on_two_workers_each_give_what_they_give_alone() {
+    let _alone_here = LOADS_THE_WORKERS.lock().unwrap_or_else(|e| e.into_inner());
     let files = window_job(20_000);
     let alone = {
         let pool = WorkerPool::new(2).unwrap();
@@ -167,6 +179,7 @@ fn forty_jobs_on_two_workers_each_give_what_they_give_alone() {
 
 #[test]
 fn busy_jobs_do_not_hold_back_a_small_one_on_the_same_workers() {
+    let _alone_here = LOADS_THE_WORKERS.lock().unwrap_or_else(|e| e.into_inner());
     let pool = WorkerPool::new(2).unwrap();
     let small = window_job(2_000);
     // Four jobs that would keep both workers busy for many seconds.
@@ -192,5 +205,77 @@ fn busy_jobs_do_not_hold_back_a_small_one_on_the_same_workers() {
     assert!(
         beside_busy < Duration::from_secs(5),
         "the small job took {beside_busy:?} beside four busy ones"
+    );
+}
+
+/// A job whose work is on the pool, not in its source: `queries`
+/// queries over one generated stream, each counting every payment in 20
+/// sliding windows of its own key, the counts discarded. Each query is a
+/// task of its own, all busy at once.
+fn sliding_job(queries: usize) -> Vec<SqlFile> {
+    let mut text = "CREATE TABLE payments (
+           payment_id VARCHAR NOT NULL, order_id VARCHAR, paid_amount DOUBLE,
+           payment_ts BIGINT NOT NULL, method VARCHAR,
+           event_time TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(payment_ts)) STORED,
+           WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND)
+         WITH (connector = 'generator', stream = 'payments', seed = '7', rate = '500', count = '100000000');"
+        .to_string();
+    for q in 0..queries {
+        text.push_str(&format!(
+            "CREATE TABLE counts_{q} (payment_id VARCHAR, window_start TIMESTAMP, n BIGINT)
+             WITH (connector = 'blackhole');
+             INSERT INTO counts_{q}
+             SELECT payment_id, window_start, count(*) AS n
+             FROM TABLE(HOP(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND, INTERVAL '20' SECOND))
+             GROUP BY payment_id, window_start, window_end;"
+        ));
+    }
+    vec![SqlFile {
+        name: "sliding.sql".into(),
+        text,
+    }]
+}
+
+/// The pool time a busy job of one query gets over three seconds on two
+/// workers split by `fairness`, beside a busy job of six queries when
+/// `beside_many`; and the other job's.
+fn one_query_job(fairness: Fairness, beside_many: bool) -> (Duration, Duration) {
+    let pool = WorkerPool::with_fairness(2, fairness).unwrap();
+    let (_, one) = start_at(&sliding_job(1), &pool, 1);
+    let many = beside_many.then(|| start_at(&sliding_job(6), &pool, 1).1);
+    std::thread::sleep(Duration::from_secs(3));
+    let one_time = one.pool_time();
+    let many_time = many.as_ref().map_or(Duration::ZERO, |m| m.pool_time());
+    for handle in std::iter::once(&one).chain(many.as_ref()) {
+        assert_eq!(handle.state(), JobState::Running, "the job ended early");
+        handle.cancel();
+        handle.wait().ok();
+    }
+    (one_time, many_time)
+}
+
+/// The tests that load both workers run one at a time, so that each
+/// measures its own jobs.
+static LOADS_THE_WORKERS: Mutex<()> = Mutex::new(());
+
+#[test]
+fn a_job_of_many_tasks_gets_no_more_of_the_pool_than_a_job_of_one() {
+    let _alone_here = LOADS_THE_WORKERS.lock().unwrap_or_else(|e| e.into_inner());
+    let (alone, _) = one_query_job(Fairness::PerJob, false);
+    // Split between jobs (the default), the job of one query still gets
+    // about the time it takes alone, a worker at most: the job of six
+    // gets the rest.
+    let (per_job, many) = one_query_job(Fairness::PerJob, true);
+    eprintln!("alone {alone:?}; per job {per_job:?} beside {many:?}");
+    assert!(
+        per_job.as_secs_f64() >= 0.75 * alone.as_secs_f64(),
+        "beside a job of six queries, the job of one had {per_job:?} of the pool; alone, {alone:?}"
+    );
+    // Split between tasks, the job of six takes six turns to its one.
+    let (per_task, many) = one_query_job(Fairness::PerTask, true);
+    eprintln!("per task {per_task:?} beside {many:?}");
+    assert!(
+        per_task.as_secs_f64() < 0.8 * per_job.as_secs_f64(),
+        "split between tasks, the job of one query had {per_task:?}, split between jobs {per_job:?}"
     );
 }

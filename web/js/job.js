@@ -58,6 +58,7 @@ function renderJob(job) {
     ['late rows', fmtNumber(job.late_rows)],
     ['bad rows', fmtNumber(job.bad_rows)],
     ['state', fmtBytes(stateBytes)],
+    ['time on workers', job.pool_ms < 10000 ? `${fmtNumber(job.pool_ms)} ms` : fmtDuration(job.pool_ms)],
     ['instances', job.parallelism],
     ['checkpoints', `${job.checkpoints.completed}${job.checkpoints.restored_from ? ` (resumed from #${job.checkpoints.restored_from})` : ''}`],
   ];

@@ -318,6 +318,11 @@ pub(crate) struct ServeArgs {
     /// (default: one per core).
     #[arg(long, value_name = "N", env = "EDDY_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
+    /// How the workers are split: `job` (each busy job gets an equal
+    /// share, however many tasks it has) or `task` (every task takes
+    /// turns, so a job of many tasks gets more).
+    #[arg(long, value_name = "job|task", default_value = "job")]
+    pub(crate) pool_share: eddy_engine::runtime::Fairness,
     /// The most jobs running at once; a submission beyond is refused
     /// (HTTP 429) until one ends. Default: no cap.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]

@@ -44,7 +44,7 @@ impl Registry {
         Self::of(vec![
             Box::new(file::FileConnector),
             Box::new(stdin::StdinConnector),
-            Box::new(generator::GeneratorConnector),
+            Box::new(generator::GeneratorConnector::default()),
             Box::new(nexmark::NexmarkConnector),
             Box::new(values::ValuesConnector),
             Box::new(kafka::KafkaConnector::default()),

@@ -1,6 +1,6 @@
 //! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
 //! `--state-dir`, `--group-state-dir`, `--token`, `--memory-limit`,
-//! `--no-chaining`, `--workers`, `--max-jobs`, `--job-memory-limit`), passed explicitly to
+//! `--no-chaining`, `--workers`, `--pool-share`, `--max-jobs`, `--job-memory-limit`), passed explicitly to
 //! everything that needs it.
 
 use std::net::SocketAddr;
@@ -44,6 +44,9 @@ pub struct ServerConfig {
     /// Worker threads the tasks of every job run on, shared by all jobs
     /// (`--workers`); `None`: one per core.
     pub workers: Option<usize>,
+    /// How the workers are split (`--pool-share`): between jobs (each busy
+    /// job an equal share, the default) or between tasks.
+    pub pool_share: eddy_engine::runtime::Fairness,
     /// The most jobs running at once (`--max-jobs`); a submission beyond
     /// is refused (429). `None`: no cap.
     pub max_jobs: Option<usize>,
@@ -69,6 +72,7 @@ impl ServerConfig {
             allow_python_udfs: false,
             disable_chaining: false,
             workers: None,
+            pool_share: eddy_engine::runtime::Fairness::PerJob,
             max_jobs: None,
             job_memory_limit: None,
         }

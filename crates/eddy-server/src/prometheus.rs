@@ -136,6 +136,20 @@ pub fn render(jobs: &[JobMetrics]) -> String {
             job.state.name()
         );
     }
+    let _ = writeln!(
+        out,
+        "# HELP eddy_job_pool_seconds_total Time a job's tasks have spent on the worker pool's threads in its current run."
+    );
+    let _ = writeln!(out, "# TYPE eddy_job_pool_seconds_total counter");
+    for JobMetrics { job, .. } in jobs {
+        let _ = writeln!(
+            out,
+            "eddy_job_pool_seconds_total{{job=\"{}\",job_name=\"{}\"}} {}",
+            escape(&job.id),
+            escape(&job.name),
+            job.pool_ms as f64 / 1000.0
+        );
+    }
     for family in &FAMILIES {
         let _ = writeln!(out, "# HELP {} {}", family.name, family.help);
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind);

@@ -431,6 +431,10 @@ pub struct JobSummary {
     pub late_rows: u64,
     /// Bad rows of all sources.
     pub bad_rows: u64,
+    /// Time its tasks have spent on the server's worker pool in this run,
+    /// milliseconds: its use of the pool every job shares (its sources'
+    /// reads, on threads of their own, not included).
+    pub pool_ms: u64,
 }
 
 /// A job in full.

@@ -21,6 +21,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         allow_python_udfs,
         no_chaining,
         workers,
+        pool_share,
         max_jobs,
         job_memory_limit,
     } = args;
@@ -46,6 +47,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         allow_python_udfs,
         disable_chaining: no_chaining,
         workers: workers.map(usize::from),
+        pool_share,
         max_jobs: max_jobs.map(|n| n as usize),
         job_memory_limit,
         ..defaults

@@ -8,7 +8,7 @@
 use eddy_engine::graph::ConnectorSpec;
 use eddy_engine::source::SourceReader;
 
-use super::{GeneratedStream, GeneratorConfig, GeneratorSource};
+use super::{GeneratedStream, GeneratorConfig, GeneratorSource, PacedStarts};
 use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
 use crate::error::Result;
@@ -16,8 +16,11 @@ use crate::file::source::BATCH_SIZE;
 use crate::options::{OptionDecl, OptionKind, OptionValues};
 
 /// See the module docs.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct GeneratorConnector;
+#[derive(Debug, Default, Clone)]
+pub struct GeneratorConnector {
+    /// Where the job's paced tables started, for [`Connector::report`].
+    paced: PacedStarts,
+}
 
 const OPTIONS: &[OptionDecl] = &[
     OptionDecl::new(
@@ -90,11 +93,22 @@ impl Connector for GeneratorConnector {
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
         let (generator, realtime) = settings(config, spec)?;
-        Ok(Box::new(GeneratorSource::new(
-            generator,
-            spec.schema.clone(),
-            resume,
-            realtime,
-        )?))
+        let source = GeneratorSource::new(generator, spec.schema.clone(), resume, realtime)?;
+        Ok(Box::new(source.reporting_to(self.paced.clone())))
+    }
+
+    /// A line per paced table once its first batch went out: the event
+    /// time its pacer maps to which wall-clock time, so that a row's
+    /// latency can be told from its event time.
+    fn report(&self) -> Vec<String> {
+        let Ok(paced) = self.paced.lock() else {
+            return Vec::new();
+        };
+        paced
+            .iter()
+            .map(|(table, (origin, wall))| {
+                format!("generator {table}: paced from event time {origin} at wall clock {wall} (epoch ms)")
+            })
+            .collect()
     }
 }

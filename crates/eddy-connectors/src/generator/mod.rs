@@ -269,6 +269,11 @@ impl Generator {
     }
 }
 
+/// Where each paced table of a job started: its pacer's origin event time
+/// and the wall-clock time (epoch ms) it maps to ([`pacer::Pacer::origin`]).
+pub type PacedStarts =
+    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, (i64, i64)>>>;
+
 /// A generator bound to a declared table: columns are picked by name from
 /// the canonical ones and cast to the declared types.
 pub struct GeneratorSource {
@@ -276,6 +281,8 @@ pub struct GeneratorSource {
     schema: SchemaRef,
     picks: Vec<usize>,
     pacer: Option<pacer::Pacer>,
+    /// Where to record the pacer's start, until it is recorded.
+    report_start: Option<PacedStarts>,
 }
 
 impl GeneratorSource {
@@ -337,7 +344,15 @@ impl GeneratorSource {
             schema,
             picks,
             pacer,
+            report_start: None,
         })
+    }
+
+    /// Records where its pacer started in `starts` once the first batch
+    /// goes out (a paced source; others record nothing).
+    pub fn reporting_to(mut self, starts: PacedStarts) -> Self {
+        self.report_start = self.pacer.is_some().then_some(starts);
+        self
     }
 }
 
@@ -357,6 +372,13 @@ impl SourceReader for GeneratorSource {
         };
         if let Some(pacer) = self.pacer.as_mut() {
             pacer.wait(&batch);
+            if let Some(origin) = pacer.origin() {
+                if let Some(starts) = self.report_start.take() {
+                    if let Ok(mut starts) = starts.lock() {
+                        starts.insert(table.clone(), origin);
+                    }
+                }
+            }
         }
         let columns = self
             .picks

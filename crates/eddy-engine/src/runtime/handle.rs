@@ -82,6 +82,9 @@ pub struct JobReport {
     pub checkpoints: CheckpointStats,
     /// Wall-clock duration of this run.
     pub elapsed_ms: u128,
+    /// Time the job's tasks spent on the worker pool's threads (its
+    /// sources' reads, on threads of their own, not included).
+    pub pool_ms: u128,
     /// Instances each keyed operator ran as.
     pub parallelism: usize,
     /// What the connectors did beyond rows
@@ -103,6 +106,8 @@ pub(crate) struct JobInner {
     /// What to call once the job has ended ([`JobHandle::on_end`]); `None`
     /// once it has.
     pub on_end: Mutex<Option<Vec<EndCallback>>>,
+    /// The job's share of the worker pool.
+    pub share: Arc<super::share::JobShare>,
 }
 
 /// A call made once a job has ended.
@@ -136,6 +141,12 @@ impl JobHandle {
     /// [`crate::parallel::Parallelism`] when the job started).
     pub fn parallelism(&self) -> usize {
         self.inner.parallelism
+    }
+
+    /// Time the job's tasks have spent on the worker pool's threads so
+    /// far: its use of the pool it shares with other jobs.
+    pub fn pool_time(&self) -> Duration {
+        self.inner.share.pool_time()
     }
 
     /// Live counters of every node, in node order.
@@ -223,6 +234,7 @@ impl JobHandle {
                 nodes: self.metrics(),
                 checkpoints: self.checkpoints(),
                 elapsed_ms: elapsed.unwrap_or_else(|| self.inner.started.elapsed().as_millis()),
+                pool_ms: self.pool_time().as_millis(),
                 parallelism: self.inner.parallelism,
                 connectors: self.inner.connectors.report(),
             }),

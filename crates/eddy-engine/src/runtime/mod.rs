@@ -23,7 +23,8 @@
 //! every other task waiting; each gives up at once. The first error is the job's
 //! result, named for the node it arose in.
 //!
-//! - [`pool`]: the worker threads every job's tasks run on;
+//! - [`pool`]: the worker threads every job's tasks run on; [`share`]: a
+//!   job's share of them;
 //! - [`control`]: the flags, wake-up and events a job's tasks share;
 //! - `inputs` / `outputs`: channels or chained nodes, the input clock,
 //!   barrier alignment;
@@ -44,6 +45,7 @@ mod operator_task;
 mod outputs;
 pub mod pool;
 mod resume;
+pub mod share;
 mod sink_task;
 mod source_task;
 mod stage;
@@ -55,6 +57,7 @@ use tokio::sync::mpsc::Receiver;
 
 pub use handle::{JobHandle, JobReport, JobState, NodeReport};
 pub use pool::WorkerPool;
+pub use share::{Fairness, JobShare};
 
 use crate::chains::Chains;
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
@@ -123,6 +126,10 @@ pub struct JobConfig {
     /// The worker threads the job's tasks run on, shared with the other
     /// jobs given the same pool; `None`: [`WorkerPool::shared`].
     pub pool: Option<Arc<WorkerPool>>,
+    /// The share of `pool` the job runs in ([`WorkerPool::job_share`]),
+    /// for runs that are one job to the pool's others (a group job's
+    /// tasks); `None`: a share of its own.
+    pub share: Option<Arc<JobShare>>,
 }
 
 /// Rows per batch passed between operators unless configured.
@@ -291,6 +298,7 @@ pub fn start_job(
         Some(pool) => pool.clone(),
         None => WorkerPool::shared()?,
     };
+    let share = config.share.clone().unwrap_or_else(|| pool.job_share());
     let n = graph.nodes.len();
     let rescaled_from = checkpointed
         .map(|c| c.parallelism)
@@ -378,6 +386,7 @@ pub fn start_job(
             changed: Condvar::new(),
             connectors: connectors.clone(),
             on_end: Mutex::new(Some(Vec::new())),
+            share: share.clone(),
         }),
     };
     if already_finished.is_some() {
@@ -640,7 +649,7 @@ pub fn start_job(
             }
             drop(events);
         };
-        tasks.push(pool.spawn(task)?);
+        tasks.push(pool.spawn(share.run(task))?);
     }
     drop(events_tx);
 

@@ -19,6 +19,10 @@
 //! own, and writing a checkpoint or committing sinks hands the worker's
 //! other tasks to another thread while it blocks (`block_in_place`).
 //!
+//! The pool is split between jobs, not tasks ([`super::share`]): at most
+//! `⌈workers / busy jobs⌉` of a job's tasks are in a poll at once, so a
+//! job of many tasks gets no more of the pool than a job of one.
+//!
 //! The pool is a tokio multi-thread runtime, which brings the run queue,
 //! work stealing between workers, timers, and wakers for the channels.
 //!
@@ -34,6 +38,7 @@
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
+use super::share::{Fairness, JobShare, Shares};
 use crate::error::{EngineError, Result};
 
 /// Messages a task handles before it lets the other tasks on its worker
@@ -63,6 +68,7 @@ impl Budget {
     pub async fn spend(&mut self) {
         self.handled += 1;
         if self.handled >= TASK_BUDGET || self.since.elapsed() >= TASK_SLICE {
+            super::share::yielding_with_work();
             tokio::task::yield_now().await;
             self.handled = 0;
             self.since = std::time::Instant::now();
@@ -75,11 +81,19 @@ impl Budget {
 pub struct WorkerPool {
     runtime: Option<tokio::runtime::Runtime>,
     workers: usize,
+    shares: Arc<Shares>,
 }
 
 impl WorkerPool {
-    /// A pool of `workers` threads (at least one), named `eddy-worker`.
+    /// A pool of `workers` threads (at least one), named `eddy-worker`,
+    /// split evenly between busy jobs ([`Fairness::PerJob`]).
     pub fn new(workers: usize) -> Result<Arc<Self>> {
+        Self::with_fairness(workers, Fairness::PerJob)
+    }
+
+    /// A pool of `workers` threads split as `fairness` says
+    /// ([`super::share`]).
+    pub fn with_fairness(workers: usize, fairness: Fairness) -> Result<Arc<Self>> {
         let workers = workers.max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(workers)
@@ -90,6 +104,7 @@ impl WorkerPool {
         Ok(Arc::new(Self {
             runtime: Some(runtime),
             workers,
+            shares: Shares::new(workers, fairness),
         }))
     }
 
@@ -112,6 +127,18 @@ impl WorkerPool {
     /// How many worker threads run tasks.
     pub fn workers(&self) -> usize {
         self.workers
+    }
+
+    /// A new job's share of the pool: its tasks run through it. Jobs
+    /// given the same share ([`super::JobConfig::share`]) are one job to
+    /// the pool.
+    pub fn job_share(&self) -> Arc<JobShare> {
+        JobShare::new(self.shares.clone())
+    }
+
+    /// Jobs busy on the pool now (see [`super::share`]).
+    pub fn busy_jobs(&self) -> usize {
+        self.shares.busy_jobs()
     }
 
     /// Starts `task` on the pool.

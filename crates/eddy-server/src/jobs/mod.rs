@@ -150,10 +150,12 @@ impl JobManager {
     /// Opens the state directory and resumes the jobs that were running.
     pub fn open(config: Arc<ServerConfig>) -> Result<Arc<Self>> {
         let store = JobStore::open(&config.state_dir)?;
-        let pool = match config.workers {
-            Some(n) => eddy_engine::runtime::WorkerPool::new(n),
-            None => eddy_engine::runtime::WorkerPool::shared(),
-        }
+        let pool = eddy_engine::runtime::WorkerPool::with_fairness(
+            config
+                .workers
+                .unwrap_or_else(eddy_engine::runtime::pool::default_workers),
+            config.pool_share,
+        )
         .map_err(engine_error)?;
         let manager = Arc::new(Self {
             pool,

@@ -228,6 +228,7 @@ impl JobManager {
                 .map(rfc3339),
             late_rows: sources.clone().map(|m| m.late_rows).sum(),
             bad_rows: sources.map(|m| m.bad_rows).sum(),
+            pool_ms: job.handle().map_or(0, |h| h.pool_time().as_millis() as u64),
         }
     }
 

@@ -40,6 +40,14 @@ impl RunHandle {
         }
     }
 
+    /// Time its tasks have spent on the server's worker pool.
+    pub(super) fn pool_time(&self) -> Duration {
+        match self {
+            Self::Single(h) => h.pool_time(),
+            Self::Group(g) => g.pool_time(),
+        }
+    }
+
     /// Counters per node (a group job's added up over its tasks here).
     pub(super) fn metrics(&self) -> Vec<NodeReport> {
         match self {

@@ -126,6 +126,9 @@ struct RunningTask {
 
 /// What the runner thread and the handles share.
 struct Shared {
+    /// The pool the tasks run on, and the share of it they run in.
+    pool: Arc<eddy_engine::runtime::WorkerPool>,
+    share: Arc<eddy_engine::runtime::JobShare>,
     group: String,
     stop: AtomicBool,
     running: Mutex<BTreeMap<i32, RunningTask>>,
@@ -250,7 +253,20 @@ impl GroupJob {
             );
             ensure_topic(&servers, &exchange.topic, partitions)?;
         }
+        // The tasks run here share one share of the pool: together they
+        // are one job to the pool's other jobs.
+        let pool = match &config.pool {
+            Some(pool) => pool.clone(),
+            None => {
+                eddy_engine::runtime::WorkerPool::shared().map_err(|e| ConnectorError::Group {
+                    group: config.group.clone(),
+                    message: e.to_string(),
+                })?
+            }
+        };
         let shared = Arc::new(Shared {
+            share: pool.job_share(),
+            pool,
             group: config.group.clone(),
             stop: AtomicBool::new(false),
             running: Mutex::new(BTreeMap::new()),
@@ -342,6 +358,11 @@ impl GroupJob {
             .ok()
             .and_then(|end| end.clone())
             .unwrap_or(JobState::Running)
+    }
+
+    /// Time the tasks run here have spent on the worker pool's threads.
+    pub fn pool_time(&self) -> std::time::Duration {
+        self.shared.share.pool_time()
     }
 
     /// The counters of the tasks run here, added up per node: each task's

@@ -123,7 +123,8 @@ impl Runner {
                 memory,
                 label,
                 disable_chaining: self.config.disable_chaining,
-                pool: self.config.pool.clone(),
+                pool: Some(self.shared.pool.clone()),
+                share: Some(self.shared.share.clone()),
                 ..JobConfig::default()
             },
         )
