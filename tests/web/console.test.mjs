@@ -236,11 +236,13 @@ try {
     30000,
   );
   assert.equal((await page.texts('#python-table tbody td'))[4], 'ValueError: a big order');
-  // Its Delta sink's commits, counted on the page as checkpoints complete.
+  // Its Delta sink's commits, counted on the page as checkpoints complete,
+  // beside where its paced generator started.
   await page.waitForFunction(
     () => {
-      const line = document.querySelector('#connector-lines li');
-      return line && /^delta sink lake: [1-9]\d* commits, /.test(line.textContent);
+      const lines = [...document.querySelectorAll('#connector-lines li')].map((li) => li.textContent);
+      return lines.some((l) => /^delta sink lake: [1-9]\d* commits, /.test(l))
+        && lines.some((l) => /^generator orders: paced from event time \d+ at wall clock \d+/.test(l));
     },
     null,
     30000,
@@ -248,7 +250,7 @@ try {
   await shot('5d-python-job');
   await page.click('#job-stop');
   await page.waitFor('#job-state.stopped', 20000);
-  step('a job with a Python function and a Delta sink: rows, raised rows and commits counted on its page');
+  step('a job with a Python function and a Delta sink: rows, raised rows, commits and its generator\'s start on its page');
 
   // Phone width: nothing wider than the screen.
   await page.setViewport(390, 844);
