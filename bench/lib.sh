@@ -6,6 +6,7 @@
 #                     as DIR/orders.ndjson and DIR/payments.ndjson (half each)
 #   compare A B       prints events/s, peak memory and eddy/datafusion ratios
 #                     of two `eddy bench` JSON lines; fails if their outputs differ
+#   readme_section N F  writes file F into bench/README.md between <!-- N --> and <!-- /N -->
 #   alternate F G     runs the functions F and G (each prints one `eddy bench`
 #                     JSON line) in turn RUNS times (default 5), prints each
 #                     one's events/s per run on stderr and its median run
@@ -77,4 +78,18 @@ alternate() {
   done
   printf '%s\n' "${first[@]}" | median_run
   printf '%s\n' "${second[@]}" | median_run
+}
+
+# readme_section NAME FILE: replaces what bench/README.md holds between the
+# lines `<!-- NAME -->` and `<!-- /NAME -->` with FILE, so the figures
+# there are the ones the script printed.
+readme_section() {
+  local name=$1 file=$2 readme=bench/README.md
+  grep -qx "<!-- $name -->" "$readme" || { echo "bench/README.md has no <!-- $name --> section" >&2; return 1; }
+  awk -v start="<!-- $name -->" -v end="<!-- /$name -->" -v file="$file" '
+    $0 == start { print; while ((getline line < file) > 0) print line; skip = 1; next }
+    $0 == end { skip = 0 }
+    !skip { print }' "$readme" > "$readme.new"
+  mv "$readme.new" "$readme"
+  echo "bench/README.md: section $name rewritten" >&2
 }

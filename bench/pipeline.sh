@@ -6,7 +6,8 @@
 # enrichment join, the payment metrics and the device metrics; the anomaly
 # rules' running statistics, the late-event report and the health checks
 # have no batch form). eddy's figure is its whole process, writing every
-# tagged line to a file; DataFusion's is its query time, counting rows.
+# tagged line to a file; DataFusion's is its queries' time, writing each
+# stage's rows as an NDJSON file (`write_json`).
 # Prints events/s, peak memory, the ratio, and fails when the three shared
 # outputs' row counts differ.
 #
@@ -31,7 +32,7 @@ devices=$((EVENTS - orders - payments))
 echo "input: $orders orders, $payments payments, $devices device events ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); profile $PROFILE; parallelism $PARALLELISM"
 
 df_json=$("$EDDY" bench pipeline --engine datafusion --orders "$work/orders.ndjson" \
-  --payments "$work/payments.ndjson" --devices "$work/devices.ndjson")
+  --payments "$work/payments.ndjson" --devices "$work/devices.ndjson" --output "$work/datafusion")
 echo "datafusion (stages 10-30): $df_json"
 
 /usr/bin/time -f "%M %e" -o "$work/time" "$EDDY" run queries/ --parallelism "$PARALLELISM" \
@@ -46,7 +47,7 @@ for sink in enriched_payments payment_metrics device_metrics; do
   eddy_rows=$(sed -nE "s/^sink $sink: ([0-9]+) rows written/\1/p" "$work/summary.txt")
   df_rows=$(sed -E "s/.*\"$sink\":([0-9]+).*/\1/" <<<"$df_json")
   if [ "$eddy_rows" != "$df_rows" ]; then
-    echo "ERROR: $sink: eddy wrote $eddy_rows rows, DataFusion counted $df_rows"
+    echo "ERROR: $sink: eddy wrote $eddy_rows rows, DataFusion $df_rows"
     status=1
   fi
 done

@@ -381,3 +381,74 @@ fn a_job_past_its_memory_limit_fails_naming_the_operator() {
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("'lots' is not a size"));
 }
+
+/// `eddy bench compare`, which the benchmark scripts rely on to fail when
+/// two engines' results differ: equal rows in any order and either
+/// engine's spelling pass; a changed value, a missing row or a duplicated
+/// one fail, naming both files.
+#[test]
+fn bench_compare_passes_equal_results_and_fails_on_any_difference() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let compare = |query: &str, a: &std::path::Path, b: &std::path::Path| {
+        eddy()
+            .args(["bench", "compare", "--query", query, "--output"])
+            .arg(a)
+            .arg("--against")
+            .arg(b)
+            .output()
+            .expect("run eddy")
+    };
+    // eddy's spelling (zone, explicit null) against DataFusion's (no zone,
+    // null left out, keys in another order), rows in another order.
+    let eddy_windows = write(
+        "eddy.ndjson",
+        "{\"window_start\":\"2023-11-14T22:13:10Z\",\"customer_id\":\"c1\",\"n\":2,\"total\":30.1}\n\
+         {\"window_start\":\"2023-11-14T22:13:20Z\",\"customer_id\":\"c1\",\"n\":1,\"total\":0.3}\n",
+    );
+    let df_windows = write(
+        "df.ndjson",
+        "{\"customer_id\":\"c1\",\"window_start\":\"2023-11-14T22:13:20\",\"n\":1,\"total\":0.30000000000000004}\n\
+         {\"window_start\":\"2023-11-14T22:13:10\",\"customer_id\":\"c1\",\"n\":2,\"total\":30.1}\n",
+    );
+    let out = compare("hop", &eddy_windows, &df_windows);
+    common::assert_success(&out, "eddy bench compare");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"differing_rows\":0"));
+
+    let changed = write(
+        "changed.ndjson",
+        "{\"window_start\":\"2023-11-14T22:13:10Z\",\"customer_id\":\"c1\",\"n\":3,\"total\":30.1}\n\
+         {\"window_start\":\"2023-11-14T22:13:20Z\",\"customer_id\":\"c1\",\"n\":1,\"total\":0.3}\n",
+    );
+    let out = compare("window", &changed, &df_windows);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the window results differ"), "{stderr}");
+    assert!(stderr.contains(&changed.display().to_string()), "{stderr}");
+
+    let eddy_join = write(
+        "join_eddy.ndjson",
+        "{\"payment_id\":\"p1\",\"customer_id\":null,\"mismatch\":null}\n\
+         {\"payment_id\":\"p2\",\"customer_id\":\"c1\",\"mismatch\":false}\n",
+    );
+    let df_join = write(
+        "join_df.ndjson",
+        "{\"payment_id\":\"p2\",\"customer_id\":\"c1\",\"mismatch\":false}\n{\"payment_id\":\"p1\"}\n",
+    );
+    common::assert_success(&compare("join", &eddy_join, &df_join), "equal joins");
+    let doubled = write(
+        "join_doubled.ndjson",
+        "{\"payment_id\":\"p2\",\"customer_id\":\"c1\",\"mismatch\":false}\n\
+         {\"payment_id\":\"p2\",\"customer_id\":\"c1\",\"mismatch\":false}\n",
+    );
+    assert!(!compare("join", &eddy_join, &doubled).status.success());
+    let missing = write(
+        "join_missing.ndjson",
+        "{\"payment_id\":\"p2\",\"customer_id\":\"c1\",\"mismatch\":false}\n",
+    );
+    assert!(!compare("join", &eddy_join, &missing).status.success());
+}

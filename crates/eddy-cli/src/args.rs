@@ -340,12 +340,31 @@ pub(crate) struct ServeArgs {
 pub(crate) struct BenchArgs {
     /// Which benchmark: window, hop, join, pipeline (DataFusion's batch
     /// form of the reference pipeline's stages 10-30; eddy's side is
-    /// `eddy run queries/`), or api (load on a running server).
-    #[arg(value_parser = ["window", "hop", "join", "pipeline", "api"])]
+    /// `eddy run queries/`), api (load on a running server), or compare
+    /// (two engines' results of --query, in --output and --against, by
+    /// value).
+    #[arg(value_parser = ["window", "hop", "join", "pipeline", "api", "compare"])]
     pub(crate) name: String,
-    /// eddy or datafusion (window, join).
+    /// eddy or datafusion (window, hop, join), or datafusion-slices (hop:
+    /// per-second slices added into windows).
     #[arg(long, default_value = "eddy")]
     pub(crate) engine: String,
+    /// Write the results as NDJSON to PATH (window, hop, join; pipeline:
+    /// a directory, one file per stage; without it they go nowhere:
+    /// eddy's blackhole sink, DataFusion's stream drained).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) output: Option<PathBuf>,
+    /// compare: the query whose results --output and --against hold.
+    #[arg(long, value_parser = ["window", "hop", "join"], required_if_eq("name", "compare"))]
+    pub(crate) query: Option<String>,
+    /// compare: the other engine's results.
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_if_eq("name", "compare"),
+        requires = "output"
+    )]
+    pub(crate) against: Option<PathBuf>,
     /// NDJSON input file (window, hop).
     #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop")]))]
     pub(crate) input: Option<PathBuf>,

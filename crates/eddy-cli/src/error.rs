@@ -30,6 +30,9 @@ pub enum CliError {
     /// A flag has a bad value.
     #[error("{0}")]
     Usage(String),
+    /// Two engines' results of a benchmark query differ (`eddy bench compare`).
+    #[error("{0}")]
+    Differs(String),
     /// DataFusion failed (batch queries of `eddy bench`).
     #[error("{0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),

@@ -3,13 +3,16 @@
 //!
 //! One object per row, keys in column order, NULL written as `null`,
 //! TIMESTAMP values as RFC 3339 UTC strings (`2023-11-14T22:13:48.057Z`),
-//! BIGINT epoch-millisecond fields as plain numbers.
+//! BIGINT epoch-millisecond fields as plain numbers. Timestamps are written
+//! by [`crate::json_timestamps`], every other column by arrow-json.
 
 use datafusion::arrow::json::writer::LineDelimited;
 use datafusion::arrow::json::WriterBuilder;
 use datafusion::arrow::record_batch::RecordBatch;
+use std::sync::Arc;
 
 use crate::error::Result;
+use crate::json_timestamps::TimestampEncoders;
 
 /// Appends the JSON lines of `batch` (each ending in `\n`) to `out`.
 pub fn encode_json_lines(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
@@ -28,6 +31,7 @@ pub fn encode_json_lines_with(
         .with_explicit_nulls(explicit_nulls)
         .with_timestamp_format("%Y-%m-%dT%H:%M:%S%.fZ".to_string())
         .with_timestamp_tz_format("%Y-%m-%dT%H:%M:%S%.f%:z".to_string())
+        .with_encoder_factory(Arc::new(TimestampEncoders))
         .build::<_, LineDelimited>(out);
     writer.write(batch)?;
     writer.finish()?;

@@ -35,6 +35,7 @@ pub mod factory;
 pub mod file;
 pub mod generator;
 pub mod json_lines;
+pub mod json_timestamps;
 pub mod kafka;
 pub mod ndjson;
 pub mod nexmark;

@@ -16,6 +16,9 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
     let BenchArgs {
         name,
         engine,
+        output,
+        query,
+        against,
         input,
         orders,
         payments,
@@ -55,20 +58,38 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         );
         return Ok(());
     }
+    let results = match &output {
+        Some(path) => bench::Results::Ndjson(path),
+        None => bench::Results::Nowhere,
+    };
     let line = match (name.as_str(), input, orders, payments) {
-        ("window", Some(input), _, _) => bench::window(
-            bench::WindowQuery::Tumble,
+        ("compare", _, _, _) => {
+            let query = query.as_deref().and_then(bench::Query::named);
+            match (query, &output, &against) {
+                (Some(query), Some(a), Some(b)) => bench::compare(query, a, b)?,
+                _ => {
+                    return Err(CliError::Usage(
+                        "compare needs --query, --output and --against".into(),
+                    ))
+                }
+            }
+        }
+        ("window" | "hop", Some(input), _, _) => bench::run(
+            bench::Query::named(&name).unwrap_or(bench::Query::Tumble),
             &engine,
-            &input,
+            bench::Inputs::Orders(&input),
             batch_size,
+            results,
             &job,
         )?,
-        ("hop", Some(input), _, _) => {
-            bench::window(bench::WindowQuery::Hop, &engine, &input, batch_size, &job)?
-        }
-        ("join", _, Some(orders), Some(payments)) => {
-            bench::join(&engine, &orders, &payments, batch_size, &job)?
-        }
+        ("join", _, Some(orders), Some(payments)) => bench::run(
+            bench::Query::Join,
+            &engine,
+            bench::Inputs::OrdersAndPayments(&orders, &payments),
+            batch_size,
+            results,
+            &job,
+        )?,
         ("pipeline", _, Some(orders), Some(payments)) => {
             if engine != "datafusion" {
                 return Err(CliError::Usage(
@@ -78,7 +99,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
             let devices = devices.ok_or_else(|| {
                 CliError::Usage("pipeline needs --devices".into())
             })?;
-            bench::pipeline_batch(&orders, &payments, &devices, batch_size)?
+            bench::pipeline_batch(&orders, &payments, &devices, batch_size, output.as_deref())?
         }
         _ => {
             return Err(CliError::Usage(

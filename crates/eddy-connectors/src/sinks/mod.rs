@@ -6,6 +6,8 @@
 //! - [`rolling`]: a directory of Parquet files (or NDJSON files, with
 //!   rolling or partitioning options), rolled by rows, bytes, time and
 //!   checkpoints, partitioned Hive style ([`partition`]), in a [`format`];
+//! - [`encoding`]: text sinks' batches encoded on a shared pool of threads
+//!   and written in order;
 //! - [`file_options`]: what a file sink's options say;
 //! - [`changelog`]: an updating query's rows as row kinds, Debezium events
 //!   or upserts.
@@ -18,6 +20,7 @@
 
 pub mod changelog;
 pub mod commit;
+pub mod encoding;
 pub mod file_options;
 pub mod format;
 pub mod ndjson;

@@ -1,5 +1,6 @@
 //! The NDJSON file sink: one JSON object per line (NULL fields left out
-//! with `omit_nulls = 'true'`).
+//! with `omit_nulls = 'true'`). Batches are encoded on the process's
+//! encoding threads and written in order ([`super::encoding`]).
 //!
 //! Without checkpoints the file is written as rows come (and flushed at
 //! the end). With checkpoints it is exactly-once:
@@ -20,6 +21,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::message::CheckpointId;
@@ -29,6 +31,7 @@ use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
 use super::changelog::JsonLines;
+use super::encoding::{Encode, LineOutput, OrderedEncoder};
 use super::{
     another_sinks_state, create_file, create_parent, files_matching, io_error, remove_files,
     sync_dir, written_elsewhere,
@@ -89,13 +92,43 @@ enum Output {
     Staged(Staging),
 }
 
-/// Writes JSON lines to a file.
-pub struct NdjsonSink {
-    table: String,
-    lines: JsonLines,
+/// The file side of the sink: where encoded lines go, in order.
+struct NdjsonOutput {
     path: PathBuf,
     output: Output,
-    scratch: Vec<u8>,
+}
+
+impl LineOutput for NdjsonOutput {
+    fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        match &mut self.output {
+            Output::Direct(out) => out.write_all(bytes).map_err(|e| io_error(&self.path, e)),
+            Output::Staged(staging) => {
+                let part = match &mut staging.current {
+                    Some(part) => part,
+                    None => {
+                        let prefix = part_prefix(&self.path);
+                        let file = self
+                            .path
+                            .with_file_name(format!("{prefix}{:08}.inprogress", staging.next_seq));
+                        staging.next_seq += 1;
+                        let out = BufWriter::with_capacity(1 << 16, create_file(&file)?);
+                        staging.current.insert(OpenPart { file, out, len: 0 })
+                    }
+                };
+                part.len += bytes.len() as u64;
+                part.out
+                    .write_all(bytes)
+                    .map_err(|e| io_error(&part.file, e))
+            }
+        }
+    }
+}
+
+/// Writes JSON lines to a file, encoding batches in parallel
+/// ([`super::encoding`]).
+pub struct NdjsonSink {
+    table: String,
+    encoder: OrderedEncoder<NdjsonOutput>,
 }
 
 fn part_prefix(path: &Path) -> String {
@@ -152,12 +185,10 @@ impl NdjsonSink {
                 })
             }
         };
+        let encode: Encode = Arc::new(move |batch, out| lines.encode(batch, out));
         Ok(Self {
             table: table.to_string(),
-            lines,
-            path,
-            output,
-            scratch: Vec::new(),
+            encoder: OrderedEncoder::new(NdjsonOutput { path, output }, encode),
         })
     }
 
@@ -168,41 +199,9 @@ impl NdjsonSink {
 
 impl SinkWriter for NdjsonSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
-        self.scratch.clear();
-        self.lines
-            .encode(batch, &mut self.scratch)
-            .map_err(|e| self.fail(e))?;
-        let result = match &mut self.output {
-            Output::Direct(out) => out
-                .write_all(&self.scratch)
-                .map_err(|e| io_error(&self.path, e)),
-            Output::Staged(staging) => {
-                if staging.current.is_none() {
-                    let prefix = part_prefix(&self.path);
-                    let file = self
-                        .path
-                        .with_file_name(format!("{prefix}{:08}.inprogress", staging.next_seq));
-                    staging.next_seq += 1;
-                    match create_file(&file) {
-                        Ok(created) => {
-                            let out = BufWriter::with_capacity(1 << 16, created);
-                            staging.current = Some(OpenPart { file, out, len: 0 });
-                        }
-                        Err(e) => return Err(e.for_table(&self.table)),
-                    }
-                }
-                match staging.current.as_mut() {
-                    Some(part) => {
-                        part.len += self.scratch.len() as u64;
-                        part.out
-                            .write_all(&self.scratch)
-                            .map_err(|e| io_error(&part.file, e))
-                    }
-                    None => Ok(()),
-                }
-            }
-        };
-        result.map_err(|e| self.fail(e))
+        self.encoder
+            .write(batch.clone())
+            .map_err(|e| e.for_table(&self.table))
     }
 
     fn precommit(
@@ -210,50 +209,57 @@ impl SinkWriter for NdjsonSink {
         checkpoint: CheckpointId,
         completed: CheckpointId,
     ) -> EngineResult<StateSnapshot> {
-        let Output::Staged(staging) = &mut self.output else {
-            self.flush()?;
-            return Ok(StateSnapshot::default());
-        };
-        if let Some(mut part) = staging.current.take() {
-            let durable = part
-                .out
-                .flush()
-                .and_then(|_| part.out.get_ref().sync_data());
-            durable.map_err(|e| io_error(&part.file, e).for_table(&self.table))?;
-            let start = staging.committed + staging.pending.iter().map(|p| p.len).sum::<u64>();
-            staging.pending.push(NdjsonPart {
-                file: part.file,
-                start,
-                len: part.len,
-                closed_for: checkpoint,
-            });
+        let state = self.encoder.with_output(|o| {
+            let Output::Staged(staging) = &mut o.output else {
+                if let Output::Direct(out) = &mut o.output {
+                    out.flush().map_err(|e| io_error(&o.path, e))?;
+                }
+                return Ok(None);
+            };
+            if let Some(mut part) = staging.current.take() {
+                let durable = part
+                    .out
+                    .flush()
+                    .and_then(|_| part.out.get_ref().sync_data());
+                durable.map_err(|e| io_error(&part.file, e))?;
+                let start = staging.committed + staging.pending.iter().map(|p| p.len).sum::<u64>();
+                staging.pending.push(NdjsonPart {
+                    file: part.file,
+                    start,
+                    len: part.len,
+                    closed_for: checkpoint,
+                });
+            }
+            // Parts of checkpoints known to be complete are in the final file already.
+            let published: u64 = staging
+                .pending
+                .iter()
+                .filter(|p| p.closed_for <= completed)
+                .map(|p| p.len)
+                .sum();
+            staging.committed += published;
+            staging.pending.retain(|p| p.closed_for > completed);
+            Ok(Some(NdjsonSinkState {
+                path: o.path.clone(),
+                committed: staging.committed,
+                pending: staging.pending.clone(),
+                next_seq: staging.next_seq,
+            }))
+        });
+        match state.map_err(|e| self.fail(e))? {
+            Some(state) => SinkState::Ndjson(state)
+                .to_snapshot()
+                .map_err(|e| self.fail(e)),
+            None => Ok(StateSnapshot::default()),
         }
-        // Parts of checkpoints known to be complete are in the final file already.
-        let published: u64 = staging
-            .pending
-            .iter()
-            .filter(|p| p.closed_for <= completed)
-            .map(|p| p.len)
-            .sum();
-        staging.committed += published;
-        staging.pending.retain(|p| p.closed_for > completed);
-        let state = NdjsonSinkState {
-            path: self.path.clone(),
-            committed: staging.committed,
-            pending: staging.pending.clone(),
-            next_seq: staging.next_seq,
-        };
-        SinkState::Ndjson(state)
-            .to_snapshot()
-            .map_err(|e| self.fail(e))
     }
 
     fn flush(&mut self) -> EngineResult<()> {
-        let result = match &mut self.output {
-            Output::Direct(out) => out.flush(),
+        let flushed = self.encoder.with_output(|o| match &mut o.output {
+            Output::Direct(out) => out.flush().map_err(|e| io_error(&o.path, e)),
             Output::Staged(_) => Ok(()),
-        };
-        result.map_err(|e| self.fail(io_error(&self.path, e)))
+        });
+        flushed.map_err(|e| self.fail(e))
     }
 
     fn finish(&mut self) -> EngineResult<()> {

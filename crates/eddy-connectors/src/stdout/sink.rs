@@ -3,6 +3,9 @@
 //! the upper-cased table name; JSON spaced like Python's `json.dumps`;
 //! NULL fields left out with `omit_nulls = 'true'`), written whole under the
 //! stdout lock so lines of concurrently running sinks never interleave.
+//! Batches are encoded on the process's encoding threads and printed in
+//! order ([`crate::sinks::encoding`]); a sink drains them when it flushes
+//! and finishes.
 //!
 //! Stdout cannot take back what it printed: with checkpoints, a job that
 //! crashes and resumes prints the rows after its last checkpoint again
@@ -18,6 +21,7 @@ use eddy_engine::Result as EngineResult;
 use crate::error::ConnectorError;
 use crate::json_lines::{encode_json_lines_with, spaced_json};
 use crate::sinks::changelog::{kind_prefixes, Envelope, JsonLines};
+use crate::sinks::encoding::{Encode, LineOutput, OrderedEncoder};
 use eddy_engine::changelog;
 
 /// Where stdout sinks print.
@@ -32,16 +36,38 @@ pub enum StdoutTarget {
     Discard,
 }
 
-/// Prints `TAG> {json}` lines.
+/// Prints `TAG> {json}` lines, encoding batches in parallel
+/// ([`crate::sinks::encoding`]).
 pub struct StdoutSink {
     table: String,
-    tag: String,
-    explicit_nulls: bool,
-    /// Print Debezium change events (instead of rows with their kind).
-    debezium: bool,
-    target: StdoutTarget,
-    scratch: Vec<u8>,
-    text: Vec<u8>,
+    /// `None` when the rows go nowhere.
+    encoder: Option<OrderedEncoder<StdoutOutput>>,
+}
+
+/// Where the encoded lines go.
+struct StdoutOutput(StdoutTarget);
+
+impl LineOutput for StdoutOutput {
+    fn write_bytes(&mut self, bytes: &[u8]) -> crate::error::Result<()> {
+        let io = |source| ConnectorError::Io {
+            path: "stdout".into(),
+            source,
+        };
+        match &self.0 {
+            StdoutTarget::Process => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes).map_err(io)?;
+                out.flush().map_err(io)?;
+            }
+            StdoutTarget::Buffer(buffer) => {
+                if let Ok(mut buffer) = buffer.lock() {
+                    buffer.extend_from_slice(bytes);
+                }
+            }
+            StdoutTarget::Discard => {}
+        }
+        Ok(())
+    }
 }
 
 impl StdoutSink {
@@ -49,85 +75,79 @@ impl StdoutSink {
     /// printed as `null` when `lines.explicit_nulls`, left out otherwise;
     /// with `format = 'debezium-json'` each line is a Debezium change event.
     pub fn new(table: &str, tag: String, lines: JsonLines, target: StdoutTarget) -> Self {
+        let encoder = match target {
+            StdoutTarget::Discard => None,
+            target => {
+                let encode: Encode =
+                    Arc::new(move |batch, text| tagged_lines(batch, &tag, lines, text));
+                Some(OrderedEncoder::new(StdoutOutput(target), encode))
+            }
+        };
         Self {
             table: table.to_string(),
-            tag,
-            explicit_nulls: lines.explicit_nulls,
-            debezium: lines.envelope == Envelope::Debezium,
-            target,
-            scratch: Vec::new(),
-            text: Vec::new(),
+            encoder,
         }
     }
 }
 
+/// Appends `batch`'s `TAG> {json}` lines to `text`.
+fn tagged_lines(
+    batch: &RecordBatch,
+    tag: &str,
+    lines: JsonLines,
+    text: &mut Vec<u8>,
+) -> crate::error::Result<()> {
+    let mut scratch = Vec::with_capacity(batch.num_rows() * 64);
+    // An updating result's lines show each row's kind after the tag,
+    // or are Debezium change events.
+    let kinds = if lines.envelope == Envelope::Debezium {
+        lines.encode(batch, &mut scratch)?;
+        None
+    } else {
+        let data = changelog::data_columns(batch)?;
+        encode_json_lines_with(&data, &mut scratch, lines.explicit_nulls)?;
+        kind_prefixes(batch)
+    };
+    let mut start = 0;
+    let mut row = 0;
+    let ends = memchr::memchr_iter(b'\n', &scratch).chain([scratch.len()]);
+    for end in ends {
+        let line = &scratch[start..end];
+        start = end + 1;
+        if line.is_empty() {
+            continue;
+        }
+        text.extend_from_slice(tag.as_bytes());
+        text.extend_from_slice(b"> ");
+        if let Some(kind) = kinds.as_ref().and_then(|k| k.get(row)) {
+            text.extend_from_slice(kind.as_bytes());
+            text.push(b' ');
+        }
+        row += 1;
+        spaced_json(line, text);
+        text.push(b'\n');
+    }
+    Ok(())
+}
+
 impl SinkWriter for StdoutSink {
     fn write(&mut self, batch: &RecordBatch) -> EngineResult<()> {
-        if matches!(self.target, StdoutTarget::Discard) {
-            return Ok(());
+        match &mut self.encoder {
+            Some(encoder) => encoder
+                .write(batch.clone())
+                .map_err(|e| e.for_table(&self.table)),
+            None => Ok(()),
         }
-        self.scratch.clear();
-        self.text.clear();
-        // An updating result's lines show each row's kind after the tag,
-        // or are Debezium change events.
-        let kinds = if self.debezium {
-            JsonLines {
-                explicit_nulls: self.explicit_nulls,
-                envelope: Envelope::Debezium,
-            }
-            .encode(batch, &mut self.scratch)
-            .map_err(|e| e.for_table(&self.table))?;
-            None
-        } else {
-            let data = changelog::data_columns(batch)
-                .map_err(|e| ConnectorError::from(e).for_table(&self.table))?;
-            encode_json_lines_with(&data, &mut self.scratch, self.explicit_nulls)
-                .map_err(|e| e.for_table(&self.table))?;
-            kind_prefixes(batch)
-        };
-        let mut start = 0;
-        let mut row = 0;
-        let ends = memchr::memchr_iter(b'\n', &self.scratch).chain([self.scratch.len()]);
-        for end in ends {
-            let line = &self.scratch[start..end];
-            start = end + 1;
-            if line.is_empty() {
-                continue;
-            }
-            self.text.extend_from_slice(self.tag.as_bytes());
-            self.text.extend_from_slice(b"> ");
-            if let Some(kind) = kinds.as_ref().and_then(|k| k.get(row)) {
-                self.text.extend_from_slice(kind.as_bytes());
-                self.text.push(b' ');
-            }
-            row += 1;
-            spaced_json(line, &mut self.text);
-            self.text.push(b'\n');
+    }
+
+    fn flush(&mut self) -> EngineResult<()> {
+        match &mut self.encoder {
+            Some(encoder) => encoder.drain().map_err(|e| e.for_table(&self.table)),
+            None => Ok(()),
         }
-        let io = |source| {
-            ConnectorError::Io {
-                path: "stdout".into(),
-                source,
-            }
-            .for_table(&self.table)
-        };
-        match &self.target {
-            StdoutTarget::Process => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(&self.text).map_err(io)?;
-                out.flush().map_err(io)?;
-            }
-            StdoutTarget::Buffer(buffer) => {
-                if let Ok(mut buffer) = buffer.lock() {
-                    buffer.extend_from_slice(&self.text);
-                }
-            }
-            StdoutTarget::Discard => {}
-        }
-        Ok(())
     }
 
     fn finish(&mut self) -> EngineResult<()> {
-        Ok(())
+        self.flush()
     }
 }

@@ -793,6 +793,32 @@ mod tests {
     }
 
     #[test]
+    fn an_evicted_row_never_pairs_with_a_late_row() {
+        let mut op = plan(JoinKind::Left).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(
+            0,
+            side(&["a", "b", "z"], &[23_999, 16_000, 40_000]),
+            &mut out,
+        )
+        .unwrap();
+        op.on_batch(1, side(&["a"], &[24_500]), &mut out).unwrap();
+        assert_eq!(rows(&mut out), 1, "a pairs");
+        // Left rows below 21 000 are evicted (tl < W - 500 - 3000): b comes
+        // out null-padded.
+        op.on_watermark(24_500, &mut out).unwrap();
+        assert_eq!(rows(&mut out), 1, "b null-padded");
+        assert_eq!(op.state_rows(), 3);
+        // A late right row that would pair with b must not: b has been
+        // emitted as unmatched already.
+        op.on_batch(1, side(&["b"], &[16_500]), &mut out).unwrap();
+        assert_eq!(rows(&mut out), 0, "an evicted row never pairs");
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        assert_eq!(op.state_rows(), 0);
+        assert_eq!(rows(&mut out), 1, "z null-padded at the end");
+    }
+
+    #[test]
     fn a_regular_join_keeps_every_row_and_pairs_across_any_time() {
         let mut plan = plan(JoinKind::Inner);
         plan.time = JoinBound::Unbounded;
