@@ -33,6 +33,9 @@ scripts/shell-test.sh
 # small size, so the script cannot rot: it fails when the engines' results
 # differ (written results by value, the rest by row count).
 ROWS=20000 RUNS=1 bench/datafusion.sh
+# The whole reference pipeline against DataFusion's batch form of its
+# stages 10-30 (fails when the shared stages' row counts differ).
+EVENTS=20000 RUNS=1 bench/pipeline.sh
 # The Nexmark benchmark driver at a small size, so it cannot rot (its
 # queries' results are checked by tests/nexmark.rs).
 EVENTS=20000 RUNS=1 bench/nexmark.sh
