@@ -12,6 +12,24 @@
 //! time. [`TimestampEncoders`] plugs into arrow-json's writer and leaves
 //! every other column to it; a value outside years 0-9999, and a column in
 //! another zone, still go through chrono.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::TimestampMillisecondArray;
+//! use datafusion::arrow::json::{writer::LineDelimited, WriterBuilder};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use eddy_connectors::json_timestamps::TimestampEncoders;
+//!
+//! let t = Arc::new(TimestampMillisecondArray::from(vec![1_700_000_028_057])) as _;
+//! let batch = RecordBatch::try_from_iter([("t", t)]).unwrap();
+//! let mut out = Vec::new();
+//! let mut writer = WriterBuilder::new()
+//!     .with_encoder_factory(Arc::new(TimestampEncoders))
+//!     .build::<_, LineDelimited>(&mut out);
+//! writer.write(&batch).unwrap();
+//! writer.finish().unwrap();
+//! assert_eq!(out, b"{\"t\":\"2023-11-14T22:13:48.057Z\"}\n");
+//! ```
 
 use std::fmt::Write as _;
 
