@@ -201,12 +201,14 @@ impl<O: LineOutput> OrderedEncoder<O> {
     /// Hands `batch` over to be encoded and written after the batches
     /// before it. Fails with an earlier batch's failure, if any.
     pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let mut state = self.shared.lock();
         if let Some(e) = state.failed.take() {
             return Err(e);
         }
+        // Numbered only once it will be written (or skipped): a drain
+        // waits for every number handed out.
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let buffer = state.spare.pop().unwrap_or_default();
         if state.next_to_write == seq && batch.num_rows() < INLINE_ROWS {
             drop(state);
@@ -338,22 +340,39 @@ mod tests {
         assert_eq!(*seen.0.lock().unwrap(), expected);
     }
 
-    #[test]
-    fn a_failure_is_reported_and_nothing_after_it_written() {
-        let seen = Collect::default();
-        let failing: Encode = Arc::new(|batch: &RecordBatch, out: &mut Vec<u8>| {
+    /// Encodes every batch but those of 1000 rows.
+    fn failing_copy() -> Encode {
+        Arc::new(|batch: &RecordBatch, out: &mut Vec<u8>| {
             if batch.num_rows() == 1000 {
                 return Err(ConnectorError::bad_option("format", "cannot encode"));
             }
             lines(batch, out)
-        });
-        let mut encoder = OrderedEncoder::new(seen.clone(), failing);
+        })
+    }
+
+    #[test]
+    fn a_failure_is_reported_and_nothing_after_it_written() {
+        let seen = Collect::default();
+        let mut encoder = OrderedEncoder::new(seen.clone(), failing_copy());
         encoder.write(batch(0, 2000)).unwrap();
         encoder.write(batch(0, 1000)).unwrap();
         let error = encoder.write(batch(0, 3000)).err();
         let error = error.or_else(|| encoder.drain().err());
         assert!(error.is_some_and(|e| e.to_string().contains("cannot encode")));
         assert!(encoder.drain().is_ok(), "reported once");
+        // A write refused for an earlier failure leaves nothing to wait for:
+        // draining after it returns.
+        let mut encoder = OrderedEncoder::new(seen.clone(), failing_copy());
+        encoder.write(batch(0, 1000)).unwrap();
+        let refused = loop {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            match encoder.write(batch(0, 2000)) {
+                Ok(()) => continue,
+                Err(e) => break e,
+            }
+        };
+        assert!(refused.to_string().contains("cannot encode"));
+        assert!(encoder.drain().is_ok());
         let mut expected = Vec::new();
         lines(&batch(0, 2000), &mut expected).unwrap();
         assert_eq!(*seen.0.lock().unwrap(), expected);
