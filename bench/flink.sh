@@ -23,19 +23,9 @@ cd "$(dirname "$0")/.."
 ROWS=${ROWS:-2000000}
 QUERIES=${QUERIES:-window hop join}
 . bench/lib.sh
-. scripts/python-env.sh
 build_eddy
 
-java17=/usr/lib/jvm/java-17-openjdk-amd64
-if [ ! -x "$java17/bin/java" ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get install -y -q openjdk-17-jre-headless >/dev/null
-  else
-    sudo apt-get install -y -q openjdk-17-jre-headless >/dev/null
-  fi
-fi
-python_env_pinned "${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv}" apache-flink==1.20.0
-flink_python="$VENV/bin/python"
+flink_env
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -44,7 +34,7 @@ trap 'rm -rf "$work"' EXIT
 echo "input: $ROWS orders, $ROWS payments (join: both); profile $PROFILE; $(nproc) cores"
 
 flink() { # QUERY PARALLELISM: one JSON line
-  JAVA_HOME=$java17 JVM_ARGS=-Xmx${FLINK_HEAP:-1g} "$flink_python" bench/flink_job.py "$1" "$2" \
+  JVM_ARGS=-Xmx${FLINK_HEAP:-1g} "$FLINK_PYTHON" bench/flink_job.py "$1" "$2" \
     "$work/orders.ndjson" "$work/payments.ndjson" 2>"$work/flink-$1-$2.log" | tail -1
 }
 

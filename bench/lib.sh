@@ -5,6 +5,10 @@
 #                     writes EVENTS generated events for the enrichment join
 #                     as DIR/orders.ndjson and DIR/payments.ndjson (half each)
 #   field JSON NAME   the number NAME holds in an `eddy bench` JSON line
+#   flink_env         Apache Flink 1.20 as PyFlink (apache-flink==1.20.0 from
+#                     PyPI, in a virtual environment of its own, EDDY_FLINK_VENV)
+#                     on Java 17 (Debian's openjdk-17-jre-headless, installed
+#                     if missing); sets FLINK_PYTHON and exports JAVA_HOME
 #   readme_section N F  writes file F into bench/README.md between <!-- N --> and <!-- /N -->
 #
 # Every eddy the benchmarks start runs PARALLELISM instances of each keyed
@@ -50,4 +54,19 @@ readme_section() {
     !skip { print }' "$readme" > "$readme.new"
   mv "$readme.new" "$readme"
   echo "bench/README.md: section $name rewritten" >&2
+}
+
+flink_env() {
+  local java17=/usr/lib/jvm/java-17-openjdk-amd64
+  if [ ! -x "$java17/bin/java" ]; then
+    if [ "$(id -u)" = 0 ]; then
+      apt-get install -y -q openjdk-17-jre-headless >/dev/null
+    else
+      sudo apt-get install -y -q openjdk-17-jre-headless >/dev/null
+    fi
+  fi
+  export JAVA_HOME=$java17
+  . scripts/python-env.sh
+  python_env_pinned "${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv}" apache-flink==1.20.0
+  FLINK_PYTHON="$VENV/bin/python"
 }

@@ -9,10 +9,10 @@
 # (q10: CSV files in a temporary directory). Prints per query the median
 # run: wall time, events/s (EVENTS over the wall time), CPU used (user +
 # sys), events per CPU-second ("per core"), peak memory; and Flink's
-# published per-core figure where there is one (q0 379k, q5 75k, q7 23k,
-# q8 162k events/s; the Nexmark repository's table, measured on a Flink
-# cluster with state on a remote store and exactly-once checkpoints every
-# 30 s, not here) with the ratio.
+# published per-core figure with the ratio: the Nexmark repository's table
+# (README.md at 0c6d9cf: Flink 1.13 on 3 workers of 8 cores, parallelism 8,
+# RocksDB with incremental exactly-once checkpoints every 3 minutes,
+# mini-batch on), not measured here; bench/nexmark_flink.sh runs Flink here.
 #
 #   bench/nexmark.sh                                   # 10,000,000 events, dev profile
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/nexmark.sh
@@ -39,7 +39,9 @@ fi
 . bench/lib.sh
 build_eddy
 
-declare -A flink=([q0]=379000 [q5]=75000 [q7]=23000 [q8]=162000)
+declare -A flink=([q0]=155020 [q1]=157940 [q2]=175210 [q3]=152120 [q4]=34330 [q5]=22140
+  [q7]=12330 [q8]=146140 [q9]=14240 [q10]=57810 [q11]=39700 [q12]=75670 [q13]=130730
+  [q15]=72420 [q16]=18650 [q17]=116800 [q18]=53700 [q19]=44040 [q20]=18980 [q21]=98490 [q22]=129960)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "nexmark ($FORM form): $EVENTS events at $TPS events/s of event time, profile $PROFILE, $(nproc) cores, commit $(git rev-parse --short HEAD), checkpoints every $CHECKPOINT, median of $RUNS"

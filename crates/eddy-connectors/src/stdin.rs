@@ -18,7 +18,12 @@ use crate::options::OptionDecl;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct StdinConnector;
 
-const OPTIONS: &[OptionDecl] = &[source::FORMAT, source::BATCH_SIZE, source::MAX_LINE_BYTES];
+const OPTIONS: &[OptionDecl] = &[
+    source::FORMAT,
+    source::BATCH_SIZE,
+    source::MAX_LINE_BYTES,
+    source::JSON_TIMESTAMP_FORMAT,
+];
 
 impl Connector for StdinConnector {
     fn name(&self) -> &'static str {

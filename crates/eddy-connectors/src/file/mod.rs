@@ -29,6 +29,7 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
     source::FORMAT,
     source::BATCH_SIZE,
     source::MAX_LINE_BYTES,
+    source::JSON_TIMESTAMP_FORMAT,
 ];
 
 const SINK_OPTIONS: &[OptionDecl] = &[

@@ -36,6 +36,16 @@ pub const MAX_LINE_BYTES: OptionDecl = OptionDecl::new(
     "a longer line is a bad row, not read whole (default 16 MiB)",
 );
 
+/// `json.timestamp-format.standard`, Flink's JSON option naming how the
+/// file spells its timestamps. eddy reads either spelling whichever is
+/// named, so a Flink table's DDL runs unchanged.
+pub const JSON_TIMESTAMP_FORMAT: OptionDecl = OptionDecl::new(
+    "json.timestamp-format.standard",
+    OptionKind::OneOf(&["SQL", "ISO-8601"]),
+    "Flink's timestamp spelling: 'SQL' (2015-07-15 00:00:00.001) or 'ISO-8601' \
+     (2015-07-15T00:00:00.001); eddy reads either (and a zone, Z or +01:00), whichever is named",
+);
+
 /// Checks the source's `format` against what the table was planned as: a
 /// change feed reads `debezium-json`, any other table plain JSON.
 pub fn check_format(spec: &ConnectorSpec) -> Result<()> {

@@ -1,0 +1,178 @@
+"""One Nexmark query run by Apache Flink 1.20 (PyFlink Table API, streaming
+mode, local MiniCluster) over the events file eddy wrote, for
+bench/nexmark_flink.sh: the same SQL files eddy runs (the suite's DDL with a
+`filesystem` source, bench/nexmark/flink/ddl_file.sql, and the suite's query
+text, bench/nexmark/flink/QUERY.sql), statement by statement, `${NAME}` and
+`${NAME:default}` replaced from the command line.
+
+    python nexmark_flink.py check QUERY VAR=VALUE...
+        Runs the query once with its blackhole sink replaced by Flink's
+        `print` connector (the JVM's stdout). The caller counts the printed
+        changes (+I/+U add a row, -U/-D take one away).
+    python nexmark_flink.py serve QUERY VAR=VALUE...
+        Plans the statements, then runs the query's INSERT once for every
+        `run` line read from stdin, in the same JVM (so the first run is
+        cold and the later ones warm), printing one JSON line per run: the
+        job's net runtime as Flink reports it (JVM start and planning left
+        out), and the wall and CPU time the JVM used from the job's
+        submission to its end (every thread: tasks, JIT compiler, garbage
+        collector). `peak` prints the JVM's peak
+        resident memory (VmHWM). End of input ends it.
+
+Configuration: checkpoints every CHECKPOINT (default 10 s, exactly once) to a
+local directory (STATE_DIR), as bench/nexmark.sh runs eddy; the hashmap state
+backend; parallelism PARALLELISM (default 1); UTC as the session's time zone;
+and the suite's own settings: mini-batches of 2 s or 5000 rows, split distinct
+aggregation.
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+from pyflink.table import EnvironmentSettings, TableEnvironment
+
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
+
+
+def substitute(text, variables):
+    def value(match):
+        name, default = match.group(1), match.group(2)
+        if name in variables:
+            return variables[name]
+        if default is not None:
+            return default
+        raise SystemExit(f"nexmark_flink.py: ${{{name}}} has no value (pass {name}=...)")
+
+    return VARIABLE.sub(value, text)
+
+
+def statements(text):
+    """The file's statements: `--` comments dropped, split at `;`, quotes
+    (single, and backticks) respected."""
+    out, current, quote, i = [], [], None, 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            current.append(c)
+            if c == quote:
+                quote = None
+        elif c in "'`":
+            quote = c
+            current.append(c)
+        elif text.startswith("--", i):
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        elif c == ";":
+            out.append("".join(current).strip())
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    out.append("".join(current).strip())
+    return [s for s in out if s]
+
+
+def jvm_pids():
+    """The JVM: this process's java children."""
+    pids = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids += f.read().split()
+        except OSError:
+            pass
+    return pids
+
+
+def cpu_seconds(pids):
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass
+    return total / ticks
+
+
+def peak_kib(pids):
+    peak = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+    return peak
+
+
+def main():
+    mode, query = sys.argv[1], sys.argv[2]
+    variables = dict(arg.split("=", 1) for arg in sys.argv[3:])
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = env.get_config()
+    config.set("parallelism.default", variables.get("PARALLELISM", "1"))
+    config.set("table.local-time-zone", "UTC")
+    config.set("execution.checkpointing.interval", variables.get("CHECKPOINT", "10s"))
+    config.set("state.backend.type", "hashmap")
+    config.set("state.checkpoints.dir", "file://" + variables["STATE_DIR"])
+    # The suite's own settings (nexmark-flink/src/main/resources/conf/).
+    config.set("table.exec.mini-batch.enabled", "true")
+    config.set("table.exec.mini-batch.allow-latency", "2s")
+    config.set("table.exec.mini-batch.size", "5000")
+    config.set("table.optimizer.distinct-agg.split.enabled", "true")
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    texts = []
+    for name in ("ddl_file.sql", f"{query}.sql"):
+        with open(os.path.join(here, "nexmark", "flink", name)) as f:
+            texts.append(substitute(f.read(), variables))
+    inserts = []
+    for statement in statements("\n;\n".join(texts)):
+        if mode == "check":
+            statement = statement.replace("'connector' = 'blackhole'", "'connector' = 'print'")
+        set_option = re.fullmatch(r"SET\s+'([^']+)'\s*=\s*'([^']*)'", statement, re.I)
+        if set_option:
+            config.set(set_option.group(1), set_option.group(2))
+        elif statement.upper().startswith("INSERT"):
+            inserts.append(statement)
+        else:
+            env.execute_sql(statement)
+    if len(inserts) != 1:
+        raise SystemExit(f"nexmark_flink.py: {query} has {len(inserts)} INSERT statements, not one")
+
+    if mode == "check":
+        env.execute_sql(inserts[0]).wait()
+        return
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "run":
+            pids = jvm_pids()
+            # execute_sql returns once the job is submitted to its
+            # MiniCluster (started for it): CPU and wall time count from
+            # there to the job's end.
+            result = env.execute_sql(inserts[0])
+            cpu_before, wall_before = cpu_seconds(pids), time.monotonic()
+            net_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
+            report = {
+                "net_seconds": net_ms / 1000.0,
+                "wall_seconds": time.monotonic() - wall_before,
+                "cpu_seconds": cpu_seconds(pids) - cpu_before,
+            }
+        elif command == "peak":
+            report = {"peak_kib": peak_kib(jvm_pids())}
+        else:
+            raise SystemExit(f"nexmark_flink.py: unknown command {command!r}")
+        print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()

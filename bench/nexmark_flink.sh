@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Nexmark on eddy and Apache Flink 1.20 side by side, on this machine, over
+# the same events, with the same SQL text:
+#
+# 1. eddy writes EVENTS events of the suite's stream (bench/nexmark/flink/
+#    ddl.sql and events.sql: person, auction and bid in the suite's 1:3:46,
+#    TPS events per second of event time) to one NDJSON file, once, before
+#    any timer.
+# 2. For each query, both engines run the suite's query text
+#    (bench/nexmark/flink/QUERY.sql, from the Nexmark repository's
+#    nexmark-flink/src/main/resources/queries/) over ddl_file.sql, the
+#    suite's DDL reading that file:
+#    - check: each runs it once with its blackhole sink made a print sink;
+#      the printed changes are replayed to a row count (+I and +U add a row,
+#      -U and -D take one away) and the counts must be equal, or the script
+#      fails. q10 writes CSV files, whose lines are counted. q12 windows by
+#      processing time, so its rows depend on how fast the run goes: its
+#      counts are printed, not compared. A query Flink fails to run is
+#      reported as such in the table.
+#    - RUNS timed runs (default 5), alternating: eddy, a process per run
+#      (`eddy run`, whole process timed, at its default flags), then Flink,
+#      one JVM per query kept between runs, which runs the query once
+#      before the timed runs (its cold run, shown apart) so that the timed
+#      ones are warm. Flink's time is the job's net runtime as Flink
+#      reports it (JVM start and planning left out), its CPU the JVM's over
+#      the job (every thread: tasks, JIT, GC).
+#    Both checkpoint every CHECKPOINT (default 10s) to a local directory,
+#    with results into a blackhole (q10: CSV files). Flink runs as the
+#    suite configures it (mini-batch 2 s / 5000 rows, split distinct
+#    aggregation, hashmap state here instead of RocksDB), at FLINK_PARALLELISM
+#    (default: the number of cores, as eddy runs one instance per core).
+# 3. Prints a markdown table: per query, rows out, events/s for each (EVENTS
+#    over the median time, min-max), events per CPU-second ("per core") for
+#    each, eddy's over Flink's, Flink's published per-core figure, and peak
+#    resident memory (eddy's process; Flink's whole JVM, a MiniCluster with
+#    its heap and off-heap pools).
+#
+#   bench/nexmark_flink.sh                           # 1,000,000 events, dev profile
+#   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/nexmark_flink.sh
+#   QUERIES="q0 q5" EVENTS=100000 RUNS=1 bench/nexmark_flink.sh
+#   README=1 ...                                     # also write the table into bench/README.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+EVENTS=${EVENTS:-1000000}
+TPS=${TPS:-10000000}
+RUNS=${RUNS:-5}
+CHECKPOINT=${CHECKPOINT:-10s}
+QUERIES=${QUERIES:-q0 q1 q2 q3 q4 q5 q7 q8 q9 q10 q11 q12 q13 q15 q16 q17 q18 q19 q20 q21 q22 q23}
+FLINK_PARALLELISM=${FLINK_PARALLELISM:-$(nproc)}
+. bench/lib.sh
+# lib.sh pins one instance per keyed operator; here eddy runs as users run it.
+[ -n "${PARALLELISM:-}" ] || unset EDDY_PARALLELISM
+build_eddy
+flink_env
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+events_file=$work/events.ndjson
+"$EDDY" run --quiet bench/nexmark/flink/ddl.sql bench/nexmark/flink/events.sql \
+  --set "TPS=$TPS" --set "EVENTS_NUM=$EVENTS" \
+  --set PERSON_PROPORTION=1 --set AUCTION_PROPORTION=3 --set BID_PROPORTION=46 \
+  --set "EVENTS_FILE=$events_file" > /dev/null
+echo "events: $EVENTS in $events_file ($(du -m "$events_file" | cut -f1) MiB)" >&2
+
+command_line="$(for v in PROFILE EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM FLINK_PARALLELISM; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/nexmark_flink.sh"
+{
+  echo "\`$command_line\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(free -g | awk '/^Mem:/ { print $2 }') GiB, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d):"
+  echo "$EVENTS events (person:auction:bid 1:3:46, $TPS events/s of event time) read from one NDJSON file by both; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster) at parallelism $FLINK_PARALLELISM; checkpoints every $CHECKPOINT; median (min-max) of $RUNS alternating runs, Flink's warm:"
+} > "$work/heading"
+
+# The query file with its blackhole sink made a print sink.
+printing() { sed "s/'connector' = 'blackhole'/'connector' = 'print'/" "bench/nexmark/flink/$1.sql"; }
+# Replays printed changes (eddy: `TABLE> +I {...}`, or `TABLE> {...}` for
+# an insert; Flink: `+I[...]`, `N> +I[...]`) to the number of rows left.
+replay() {
+  awk '/(^|> )-[UD][ []/ { n--; next } /(^|> )\+[IU][ []/ { n++; next } /^[A-Za-z0-9_]+> \{/ { n++ } END { print n + 0 }'
+}
+csv_lines() { find "$1" -type f ! -name '.*' ! -name '_SUCCESS' -exec cat {} + 2>/dev/null | wc -l; }
+
+eddy_args() { # QUERY_FILE OUT_DIR
+  local args=(bench/nexmark/flink/ddl_file.sql "$1" --set "EVENTS_FILE=$events_file")
+  if [ "$q" = q10 ]; then
+    args+=(--set "NEXMARK_DIR=$2" --set SUBMIT_TIME=run)
+  fi
+  printf '%s\n' "${args[@]}"
+}
+flink_vars() { # OUT_DIR STATE_DIR
+  echo "EVENTS_FILE=$events_file" "STATE_DIR=$2" "CHECKPOINT=$CHECKPOINT" \
+    "PARALLELISM=$FLINK_PARALLELISM" "NEXMARK_DIR=$1" SUBMIT_TIME=run
+}
+
+for q in $QUERIES; do
+  # Check: both engines' rows, from a print sink (q10: its CSV files).
+  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
+  printing "$q" > "$work/check.sql"
+  mapfile -t args < <(eddy_args "$work/check.sql" "$work/out")
+  "$EDDY" run --quiet "${args[@]}" --state-dir "$work/state" --checkpoint-interval "$CHECKPOINT" \
+    > "$work/eddy.out" 2> "$work/eddy.log" || { cat "$work/eddy.log" >&2; exit 1; }
+  if [ "$q" = q10 ]; then eddy_rows=$(csv_lines "$work/out"); else eddy_rows=$(replay < "$work/eddy.out"); fi
+  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
+  # shellcheck disable=SC2046
+  if ! "$FLINK_PYTHON" bench/nexmark_flink.py check "$q" $(flink_vars "$work/out" "$work/state") \
+    > "$work/flink.out" 2> "$work/flink-$q.log"; then
+    # A query Flink cannot run is reported in the table, not fatal.
+    tail -30 "$work/flink-$q.log" >&2
+    why=$(grep -m1 -E '(Exception|Error): ' "$work/flink-$q.log" | sed -E 's/.*(Exception|Error): //' | cut -c1-160 | tr -d '"\\')
+    printf '%s\tflink-failed\t{"eddy_rows":%s,"why":"%s"}\n' "$q" "$eddy_rows" "$why" >> "$work/runs.tsv"
+    continue
+  fi
+  if [ "$q" = q10 ]; then flink_rows=$(csv_lines "$work/out"); else flink_rows=$(replay < "$work/flink.out"); fi
+  echo "$q check: eddy $eddy_rows rows, flink $flink_rows rows" >&2
+  printf '%s\tcheck\t{"eddy_rows":%s,"flink_rows":%s}\n' "$q" "$eddy_rows" "$flink_rows" >> "$work/runs.tsv"
+
+  # Timed runs, alternating; Flink's JVM stays up between its runs.
+  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
+  # shellcheck disable=SC2046
+  coproc FLINK { exec "$FLINK_PYTHON" bench/nexmark_flink.py serve "$q" $(flink_vars "$work/out" "$work/state") 2> "$work/flink-$q.log"; }
+  flink() { # COMMAND: its JSON line
+    echo "$1" >&"${FLINK[1]}"
+    local line
+    read -r line <&"${FLINK[0]}" || { tail -30 "$work/flink-$q.log" >&2; exit 1; }
+    echo "$line"
+  }
+  line=$(flink run)
+  printf '%s\tflink-cold\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+  mapfile -t args < <(eddy_args "bench/nexmark/flink/$q.sql" "$work/eddy-out")
+  for ((run = 1; run <= RUNS; run++)); do
+    rm -rf "$work/eddy-state" "$work/eddy-out"
+    /usr/bin/time -f '{"wall_seconds":%e,"user":%U,"sys":%S,"peak_kib":%M}' -o "$work/time" \
+      "$EDDY" run --quiet "${args[@]}" --state-dir "$work/eddy-state" --checkpoint-interval "$CHECKPOINT" \
+      > /dev/null 2> "$work/eddy.log" || { cat "$work/eddy.log" >&2; exit 1; }
+    printf '%s\teddy\t%s\n' "$q" "$(cat "$work/time")" >> "$work/runs.tsv"
+    line=$(flink run)
+    printf '%s\tflink\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+    echo "$q run $run: eddy $(cat "$work/time"), flink $line" >&2
+  done
+  line=$(flink peak)
+  printf '%s\tflink-peak\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+  to_flink=${FLINK[1]}
+  exec {to_flink}>&-
+  wait "$FLINK_PID" || true
+done
+
+python3 bench/nexmark_table.py "$work/heading" "$work/runs.tsv" "$EVENTS" > "$work/table.md"
+cat "$work/table.md"
+if [ -n "${README:-}" ]; then
+  readme_section nexmark_flink.sh "$work/table.md"
+fi

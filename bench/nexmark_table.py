@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The table of bench/nexmark_flink.sh, from its runs.
+
+argv: HEADING RUNS EVENTS. HEADING is the text above the table (command,
+machine, commit); RUNS holds one line per record, tab-separated: query,
+kind (check, eddy, flink, flink-cold, flink-peak, flink-failed) and a JSON object. Prints
+markdown: per query, rows out, events/s for each engine (median, min-max),
+events per CPU-second for each, their ratio, Flink's published per-core
+figure, peak memory. Exits 1 when a query's row counts differ (q12, which
+windows by processing time, excepted).
+"""
+import json
+import statistics
+import sys
+
+# The Nexmark repository's published Flink results (README.md, "Nexmark
+# Benchmark Result", github.com/nexmark/nexmark at 0c6d9cf): Flink 1.13,
+# 3 workers of 8 cores, parallelism 8, RocksDB with incremental checkpoints
+# every 3 minutes (exactly once), 100M events at 10M/s; Throughput/Cores.
+PUBLISHED = {
+    "q0": 155.02, "q1": 157.94, "q2": 175.21, "q3": 152.12, "q4": 34.33,
+    "q5": 22.14, "q7": 12.33, "q8": 146.14, "q9": 14.24, "q10": 57.81,
+    "q11": 39.7, "q12": 75.67, "q13": 130.73, "q14": 161.23, "q15": 72.42,
+    "q16": 18.65, "q17": 116.8, "q18": 53.7, "q19": 44.04, "q20": 18.98,
+    "q21": 98.49, "q22": 129.96,
+}
+UNCHECKED = {"q12": "processing-time windows"}
+
+
+def k(v):
+    return f"{v / 1e3:,.0f}k"
+
+
+def spread(values):
+    m = statistics.median(values)
+    return f"{k(m)} ({k(min(values))}-{k(max(values))})", m
+
+
+def main():
+    heading, runs_path, events = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    records, order = {}, []
+    for line in open(runs_path):
+        query, kind, figures = line.rstrip("\n").split("\t", 2)
+        if query not in records:
+            records[query] = {}
+            order.append(query)
+        records[query].setdefault(kind, []).append(json.loads(figures))
+    print(open(heading).read().rstrip("\n"))
+    print()
+    head = ["query", "rows out eddy / Flink", "eddy events/s", "Flink events/s (warm)",
+            "Flink cold run", "eddy events/CPU-s", "Flink events/CPU-s", "eddy / Flink per core",
+            "Flink published per core", "peak MiB eddy / Flink JVM"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    failed = False
+    for q in order:
+        r = records[q]
+        if "flink-failed" in r:
+            failure = r["flink-failed"][0]
+            row = [q, f"{failure['eddy_rows']:,} / -", f"Flink failed: {failure['why']}"] + [""] * 7
+            print("| " + " | ".join(row) + " |")
+            continue
+        check = r["check"][0]
+        rows = f"{check['eddy_rows']:,} / {check['flink_rows']:,}"
+        if check["eddy_rows"] != check["flink_rows"]:
+            if q in UNCHECKED:
+                rows += f" (not compared: {UNCHECKED[q]})"
+            else:
+                print(f"ERROR: {q}: eddy wrote {check['eddy_rows']} rows, Flink {check['flink_rows']}",
+                      file=sys.stderr)
+                rows += " **differ**"
+                failed = True
+        eddy, flink = r["eddy"], r["flink"]
+        eddy_speed, _ = spread([events / e["wall_seconds"] for e in eddy])
+        flink_speed, _ = spread([events / f["net_seconds"] for f in flink])
+        cold = events / r["flink-cold"][0]["net_seconds"]
+        eddy_core, eddy_core_m = spread([events / (e["user"] + e["sys"]) for e in eddy])
+        flink_core, flink_core_m = spread([events / f["cpu_seconds"] for f in flink])
+        published = f"{PUBLISHED[q]:g}k" if q in PUBLISHED else "-"
+        peak_eddy = statistics.median(e["peak_kib"] for e in eddy) / 1024
+        peak_flink = r["flink-peak"][0]["peak_kib"] / 1024
+        row = [q, rows, eddy_speed, flink_speed, k(cold), eddy_core, flink_core,
+               f"**{eddy_core_m / flink_core_m:.1f}x**", published,
+               f"{peak_eddy:.0f} / {peak_flink:.0f}"]
+        print("| " + " | ".join(row) + " |")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
