@@ -1,88 +1,91 @@
 #!/usr/bin/env bash
-# eddy vs Apache Flink 1.20, side by side on the same generated NDJSON:
-# the window (tumbling 10 s count/sum per customer), hop (5 s every 1 s)
-# and join (payments LEFT JOIN orders within +-10 s) queries of
-# `eddy bench`, and the updating queries of bench/updating/ (group: count
-# and sum per customer without a window; left_join: payments LEFT JOIN
-# orders without a time bound), Flink at parallelism 1 and 2. Flink runs
-# the updating aggregate in its best form, mini-batch with local-global
-# aggregation (1 s, 5000 rows). Flink is PyFlink from PyPI
-# (apache-flink==1.20.0, in a virtual environment of its own that this
-# script creates) on Java 17 (Debian's openjdk-17-jre-headless, which the
-# script installs if missing). Flink's figure is its job's net runtime
-# (JVM start and planning left out); eddy's is the whole process. Prints
-# events/s, peak memory and the ratios.
+# eddy and Apache Flink 1.20 side by side on this machine: the same SQL
+# text over the same events. The queries (bench/flink/QUERY.sql, Flink SQL
+# that eddy runs as it is, over orders.sql and payments.sql):
+#   window     tumbling 10 s windows, count and sum per customer
+#   hop        5 s windows every second
+#   join       payments LEFT JOIN orders within 10 s either way (interval join)
+#   group      count and sum per customer, no window (an updating aggregate)
+#   left_join  payments LEFT JOIN orders, no time bound (an updating join)
+#
+# ROWS orders and ROWS payments from `eddy generate`. eddy reads each as one
+# NDJSON file; Flink reads the same rows as a directory of FLINK_FILES files
+# (default: one per parallel reader, consecutive stretches of the stream),
+# so that its source can split them between its readers. More files than
+# readers make Flink drop rows as late: a reader that takes a later
+# stretch's file before an earlier one's reads the earlier rows behind its
+# own watermark (the check below fails then).
+# For each query:
+# - check: each engine runs it once into a print sink; the printed changes
+#   replayed to a row count must be equal, or the script fails.
+# - RUNS timed runs (default 5), alternating: eddy a process per run at its
+#   default flags (the whole process timed), Flink one JVM for the query
+#   that runs it once before the timed runs (its cold run, shown apart), so
+#   the timed ones are warm; Flink's time is the job's net runtime as Flink
+#   reports it (JVM start and planning left out). Flink runs at parallelism
+#   FLINK_PARALLELISM (default: the number of cores, as eddy runs one
+#   instance per core) in its best form for updating queries: mini-batches
+#   (1 s or 5000 rows) with two-phase aggregation. No checkpoints on
+#   either side.
+# Prints a markdown table: events/s for each, median (min-max), and the
+# ratio; events per CPU-second (the JVM's CPU over the job, every thread)
+# and its ratio; peak resident memory (eddy's process; Flink's whole JVM).
 #
 #   bench/flink.sh                                      # 2,000,000 rows, dev profile
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/flink.sh
-#   QUERIES="group left_join" FLINK_HEAP=6g bench/flink.sh   # Flink's heap (default 1g)
-#   (the updating queries run eddy EDDY_RUNS times, default 5: the median)
+#   QUERIES="group left_join" ROWS=20000 RUNS=1 bench/flink.sh
+#   README=1 ...                                        # also write the table into bench/README.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROWS=${ROWS:-2000000}
-QUERIES=${QUERIES:-window hop join}
+RUNS=${RUNS:-5}
+QUERIES=${QUERIES:-window hop join group left_join}
+FLINK_PARALLELISM=${FLINK_PARALLELISM:-$(nproc)}
+FLINK_FILES=${FLINK_FILES:-$FLINK_PARALLELISM}
 . bench/lib.sh
+# lib.sh pins one instance per keyed operator; here eddy runs as users run it.
+[ -n "${PARALLELISM:-}" ] || unset EDDY_PARALLELISM
 build_eddy
-
 flink_env
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/orders" "$work/payments"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$work/orders.ndjson"
 "$EDDY" generate --stream payments --rate 1000 --count "$ROWS" > "$work/payments.ndjson"
-echo "input: $ROWS orders, $ROWS payments (join: both); profile $PROFILE; $(nproc) cores"
+split -n "l/$FLINK_FILES" -d "$work/orders.ndjson" "$work/orders/part-"
+split -n "l/$FLINK_FILES" -d "$work/payments.ndjson" "$work/payments/part-"
 
-flink() { # QUERY PARALLELISM: one JSON line
-  JVM_ARGS=-Xmx${FLINK_HEAP:-1g} "$FLINK_PYTHON" bench/flink_job.py "$1" "$2" \
-    "$work/orders.ndjson" "$work/payments.ndjson" 2>"$work/flink-$1-$2.log" | tail -1
-}
+command_line="$(for v in PROFILE ROWS RUNS QUERIES PARALLELISM FLINK_PARALLELISM FLINK_FILES; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/flink.sh"
+{
+  echo "\`$command_line\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(free -g | awk '/^Mem:/ { print $2 }') GiB, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d):"
+  echo "$ROWS orders (and $ROWS payments for the joins, whose events are both) as NDJSON; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}, one file per stream; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster, default JVM heap) at parallelism $FLINK_PARALLELISM, $FLINK_FILES files per stream, mini-batch on; no checkpoints; median (min-max) of $RUNS alternating runs, Flink's warm:"
+} > "$work/heading"
 
-# One updating query's eddy runs at EDDY_PARALLELISM=$1: EDDY_RUNS runs
-# (default 5), the median wall time and its run's peak, as JSON.
-eddy_updating() {
-  # A JVM of the Flink runs before still exiting would share the cores.
-  while pgrep -x java > /dev/null; do sleep 1; done
-  : > "$work/times"
-  for _ in $(seq "${EDDY_RUNS:-5}"); do
-    EDDY_PARALLELISM=$1 /usr/bin/time -f "%e %M" -o "$work/time" "$EDDY" run --quiet "bench/updating/$q.sql" "${inputs[@]}" \
-      > /dev/null 2>"$work/eddy-$q.log" || { cat "$work/eddy-$q.log" >&2; exit 1; }
-    cat "$work/time" >> "$work/times"
-  done
-  read -r wall peak_kb < <(sort -n "$work/times" | awk '{ w[NR] = $1; m[NR] = $2 } END { i = int((NR + 1) / 2); print w[i], m[i] }')
-  echo "$q: eddy p$1 $(wc -l < "$work/times") runs, wall $(sort -n "$work/times" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }') s, median $wall s" >&2
-  awk -v n="$events" -v w="$wall" -v m="$peak_kb" 'BEGIN {
-    printf "{\"rows_per_second\":%.0f,\"peak_rss_bytes\":%d}", n / w, m * 1024 }'
-}
-
-# eddy p1 is compared with Flink p1, eddy p2 with Flink p2 (`eddy bench`,
-# which runs the window, hop and join queries, has one figure for both).
-printf "%-9s %12s %12s %6s %12s %12s %6s %22s\n" query "eddy p1" "flink p1" ratio "eddy p2" "flink p2" ratio "peak MiB e1/f1/e2/f2"
 for q in $QUERIES; do
-  if [ "$q" = join ]; then
-    e1=$("$EDDY" bench join --engine eddy --orders "$work/orders.ndjson" --payments "$work/payments.ndjson")
-    e2=$e1
-  elif [ "$q" = group ] || [ "$q" = left_join ]; then
-    # Updating queries: `eddy run` of bench/updating/$q.sql, the whole
-    # process timed (start-up and planning included).
-    events=$ROWS
-    inputs=(--set "INPUT=$work/orders.ndjson")
-    if [ "$q" = left_join ]; then
+  sql_files=(bench/flink/orders.sql)
+  eddy_flags=(--set "ORDERS=$work/orders.ndjson")
+  flink_vars=("ORDERS=$work/orders" "flink:parallelism.default=$FLINK_PARALLELISM"
+    flink:table.exec.mini-batch.enabled=true flink:table.exec.mini-batch.allow-latency=1s
+    flink:table.exec.mini-batch.size=5000 flink:table.optimizer.agg-phase-strategy=TWO_PHASE)
+  events=$ROWS
+  case $q in
+    join | left_join)
+      sql_files+=(bench/flink/payments.sql)
+      eddy_flags+=(--set "PAYMENTS=$work/payments.ndjson")
+      flink_vars+=("PAYMENTS=$work/payments")
       events=$((2 * ROWS))
-      inputs=(--set "ORDERS=$work/orders.ndjson" --set "PAYMENTS=$work/payments.ndjson")
-    fi
-    e1=$(eddy_updating 1) || exit 1
-    e2=$(eddy_updating 2) || exit 1
-  else
-    e1=$("$EDDY" bench "$q" --engine eddy --input "$work/orders.ndjson")
-    e2=$e1
-  fi
-  f1=$(flink "$q" 1) || { cat "$work/flink-$q-1.log" >&2; exit 1; }
-  f2=$(flink "$q" 2) || { cat "$work/flink-$q-2.log" >&2; exit 1; }
-  awk -v q="$q" -v e="$(field "$e1" rows_per_second)" -v em="$(field "$e1" peak_rss_bytes)" \
-      -v d="$(field "$e2" rows_per_second)" -v dm="$(field "$e2" peak_rss_bytes)" \
-      -v a="$(field "$f1" rows_per_second)" -v am="$(field "$f1" peak_rss_bytes)" \
-      -v b="$(field "$f2" rows_per_second)" -v bm="$(field "$f2" peak_rss_bytes)" 'BEGIN {
-    printf "%-9s %12.0f %12.0f %5.1fx %12.0f %12.0f %5.1fx %5.0f/%.0f/%.0f/%.0f\n", q, e, a, e / a, d, b, d / b, em / 1048576, am / 1048576, dm / 1048576, bm / 1048576
-  }'
+      ;;
+  esac
+  sql_files+=("bench/flink/$q.sql")
+  printf '%s\tevents\t{"events":%s}\n' "$q" "$events" >> "$work/runs.tsv"
+  check_rows "$q" || continue
+  alternate_runs "$q"
 done
+
+python3 bench/side_by_side_table.py "$work/heading" "$work/runs.tsv" > "$work/table.md"
+cat "$work/table.md"
+if [ -n "${README:-}" ]; then
+  readme_section flink.sh "$work/table.md"
+fi

@@ -70,3 +70,88 @@ flink_env() {
   python_env_pinned "${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv}" apache-flink==1.20.0
   FLINK_PYTHON="$VENV/bin/python"
 }
+
+# The side-by-side drivers (flink.sh, nexmark_flink.sh) run one query on
+# eddy and Flink from the same SQL files. They set, per query:
+#   sql_files     the SQL files, in order (tables, then the query)
+#   eddy_flags    `eddy run` flags besides the files (--set NAME=VALUE, ...)
+#   flink_vars    flink_sql.py's NAME=VALUE and flink:KEY=VALUE arguments
+#   events        the events the query reads (for the rates)
+# and $work, a scratch directory; records go to $work/runs.tsv as lines of
+# query, kind and a JSON object (see bench/side_by_side_table.py).
+
+# replay_changes < PRINTED: the rows left after replaying what a print sink
+# printed: eddy's `TABLE> +I {...}` (or `TABLE> {...}`, an insert) and
+# Flink's `+I[...]` (or `N> +I[...]`); +I and +U add a row, -U and -D take
+# one away.
+replay_changes() {
+  awk '/(^|> )-[UD][ []/ { n--; next } /(^|> )\+[IU][ []/ { n++; next } /^[A-Za-z0-9_]+> \{/ { n++ } END { print n + 0 }'
+}
+
+# check_rows Q [DIR]: runs the query once on each engine with every
+# blackhole sink made a print sink, and records both row counts (with DIR,
+# the lines of the files the query wrote there instead). A query Flink
+# fails to run is recorded as such (kind flink-failed); returns 1 then.
+check_rows() {
+  local q=$1 dir=${2:-} files=() f eddy_rows flink_rows why
+  mkdir -p "$work/check"
+  for f in "${sql_files[@]}"; do
+    sed "s/'connector' = 'blackhole'/'connector' = 'print'/" "$f" > "$work/check/$(basename "$f")"
+    files+=("$work/check/$(basename "$f")")
+  done
+  [ -z "$dir" ] || rm -rf "$dir"
+  "$EDDY" run --quiet "${files[@]}" "${eddy_flags[@]}" > "$work/eddy.out" 2> "$work/eddy.log" \
+    || { cat "$work/eddy.log" >&2; exit 1; }
+  if [ -n "$dir" ]; then eddy_rows=$(lines_under "$dir"); else eddy_rows=$(replay_changes < "$work/eddy.out"); fi
+  [ -z "$dir" ] || rm -rf "$dir"
+  if ! "$FLINK_PYTHON" bench/flink_sql.py check "${flink_vars[@]}" -- "${sql_files[@]}" \
+    > "$work/flink.out" 2> "$work/flink-$q.log"; then
+    tail -30 "$work/flink-$q.log" >&2
+    why=$(flink_failure "$work/flink-$q.log")
+    printf '%s\tflink-failed\t{"eddy_rows":%s,"why":"%s"}\n' "$q" "$eddy_rows" "$why" >> "$work/runs.tsv"
+    return 1
+  fi
+  if [ -n "$dir" ]; then flink_rows=$(lines_under "$dir"); else flink_rows=$(replay_changes < "$work/flink.out"); fi
+  echo "$q check: eddy $eddy_rows rows, flink $flink_rows rows" >&2
+  printf '%s\tcheck\t{"eddy_rows":%s,"flink_rows":%s}\n' "$q" "$eddy_rows" "$flink_rows" >> "$work/runs.tsv"
+}
+# flink_failure LOG: the first Flink exception's message in a PyFlink log
+# (not py4j's wrapper), quotes and backslashes dropped.
+flink_failure() {
+  { grep -m1 -E 'org\.apache\.flink[A-Za-z0-9_.$]*(Exception|Error): ' "$1" \
+      || grep -m1 -E '(Exception|Error): ' "$1"; } | sed -E 's/^[: ]*[A-Za-z0-9_.$]*(Exception|Error): //; s/\. .*/./' | cut -c1-160 | tr -d '"\\'
+}
+lines_under() { find "$1" -type f ! -name '.*' ! -name '_SUCCESS' -exec cat {} + 2>/dev/null | wc -l; }
+
+# alternate_runs Q: RUNS timed runs of the query on each engine, in turn:
+# eddy a process per run (`eddy run`, the whole process timed), Flink one
+# JVM for all (flink_sql.py serve) that runs the query once first, its cold
+# run, so that the timed ones are warm; then the JVM's peak memory.
+alternate_runs() {
+  local q=$1 run line to_flink
+  coproc FLINK { exec "$FLINK_PYTHON" bench/flink_sql.py serve "${flink_vars[@]}" -- "${sql_files[@]}" 2> "$work/flink-$q.log"; }
+  flink_says() { # COMMAND: its JSON line
+    echo "$1" >&"${FLINK[1]}"
+    local answer
+    read -r answer <&"${FLINK[0]}" || { tail -30 "$work/flink-$q.log" >&2; exit 1; }
+    echo "$answer"
+  }
+  line=$(flink_says run)
+  printf '%s\tflink-cold\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+  for ((run = 1; run <= RUNS; run++)); do
+    rm -rf "$work/eddy-run"
+    mkdir -p "$work/eddy-run"
+    /usr/bin/time -f '{"wall_seconds":%e,"user":%U,"sys":%S,"peak_kib":%M}' -o "$work/time" \
+      "$EDDY" run --quiet "${sql_files[@]}" "${eddy_flags[@]}" > /dev/null 2> "$work/eddy.log" \
+      || { cat "$work/eddy.log" >&2; exit 1; }
+    printf '%s\teddy\t%s\n' "$q" "$(cat "$work/time")" >> "$work/runs.tsv"
+    line=$(flink_says run)
+    printf '%s\tflink\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+    echo "$q run $run: eddy $(cat "$work/time"), flink $line" >&2
+  done
+  line=$(flink_says peak)
+  printf '%s\tflink-peak\t%s\n' "$q" "$line" >> "$work/runs.tsv"
+  to_flink=${FLINK[1]}
+  exec {to_flink}>&-
+  wait "$FLINK_PID" || true
+}

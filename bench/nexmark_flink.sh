@@ -69,80 +69,32 @@ command_line="$(for v in PROFILE EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM 
   echo "$EVENTS events (person:auction:bid 1:3:46, $TPS events/s of event time) read from one NDJSON file by both; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster) at parallelism $FLINK_PARALLELISM; checkpoints every $CHECKPOINT; median (min-max) of $RUNS alternating runs, Flink's warm:"
 } > "$work/heading"
 
-# The query file with its blackhole sink made a print sink.
-printing() { sed "s/'connector' = 'blackhole'/'connector' = 'print'/" "bench/nexmark/flink/$1.sql"; }
-# Replays printed changes (eddy: `TABLE> +I {...}`, or `TABLE> {...}` for
-# an insert; Flink: `+I[...]`, `N> +I[...]`) to the number of rows left.
-replay() {
-  awk '/(^|> )-[UD][ []/ { n--; next } /(^|> )\+[IU][ []/ { n++; next } /^[A-Za-z0-9_]+> \{/ { n++ } END { print n + 0 }'
-}
-csv_lines() { find "$1" -type f ! -name '.*' ! -name '_SUCCESS' -exec cat {} + 2>/dev/null | wc -l; }
-
-eddy_args() { # QUERY_FILE OUT_DIR
-  local args=(bench/nexmark/flink/ddl_file.sql "$1" --set "EVENTS_FILE=$events_file")
-  if [ "$q" = q10 ]; then
-    args+=(--set "NEXMARK_DIR=$2" --set SUBMIT_TIME=run)
-  fi
-  printf '%s\n' "${args[@]}"
-}
-flink_vars() { # OUT_DIR STATE_DIR
-  echo "EVENTS_FILE=$events_file" "STATE_DIR=$2" "CHECKPOINT=$CHECKPOINT" \
-    "PARALLELISM=$FLINK_PARALLELISM" "NEXMARK_DIR=$1" SUBMIT_TIME=run
-}
+flink_settings=("flink:parallelism.default=$FLINK_PARALLELISM"
+  "flink:execution.checkpointing.interval=$CHECKPOINT"
+  # The suite's own settings (nexmark-flink/src/main/resources/conf/).
+  flink:table.exec.mini-batch.enabled=true flink:table.exec.mini-batch.allow-latency=2s
+  flink:table.exec.mini-batch.size=5000 flink:table.optimizer.distinct-agg.split.enabled=true)
 
 for q in $QUERIES; do
-  # Check: both engines' rows, from a print sink (q10: its CSV files).
-  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
-  printing "$q" > "$work/check.sql"
-  mapfile -t args < <(eddy_args "$work/check.sql" "$work/out")
-  "$EDDY" run --quiet "${args[@]}" --state-dir "$work/state" --checkpoint-interval "$CHECKPOINT" \
-    > "$work/eddy.out" 2> "$work/eddy.log" || { cat "$work/eddy.log" >&2; exit 1; }
-  if [ "$q" = q10 ]; then eddy_rows=$(csv_lines "$work/out"); else eddy_rows=$(replay < "$work/eddy.out"); fi
-  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
-  # shellcheck disable=SC2046
-  if ! "$FLINK_PYTHON" bench/nexmark_flink.py check "$q" $(flink_vars "$work/out" "$work/state") \
-    > "$work/flink.out" 2> "$work/flink-$q.log"; then
-    # A query Flink cannot run is reported in the table, not fatal.
-    tail -30 "$work/flink-$q.log" >&2
-    why=$(grep -m1 -E '(Exception|Error): ' "$work/flink-$q.log" | sed -E 's/.*(Exception|Error): //' | cut -c1-160 | tr -d '"\\')
-    printf '%s\tflink-failed\t{"eddy_rows":%s,"why":"%s"}\n' "$q" "$eddy_rows" "$why" >> "$work/runs.tsv"
-    continue
+  sql_files=(bench/nexmark/flink/ddl_file.sql "bench/nexmark/flink/$q.sql")
+  eddy_flags=(--set "EVENTS_FILE=$events_file" --state-dir "$work/eddy-run/state" --checkpoint-interval "$CHECKPOINT")
+  flink_vars=("EVENTS_FILE=$events_file" "flink:state.checkpoints.dir=file://$work/flink-state" "${flink_settings[@]}")
+  out=()
+  if [ "$q" = q10 ]; then
+    # q10 writes CSV files: their lines are its rows.
+    eddy_flags+=(--set "NEXMARK_DIR=$work/q10" --set SUBMIT_TIME=run)
+    flink_vars+=("NEXMARK_DIR=$work/q10" SUBMIT_TIME=run)
+    out=("$work/q10")
   fi
-  if [ "$q" = q10 ]; then flink_rows=$(csv_lines "$work/out"); else flink_rows=$(replay < "$work/flink.out"); fi
-  echo "$q check: eddy $eddy_rows rows, flink $flink_rows rows" >&2
-  printf '%s\tcheck\t{"eddy_rows":%s,"flink_rows":%s}\n' "$q" "$eddy_rows" "$flink_rows" >> "$work/runs.tsv"
-
-  # Timed runs, alternating; Flink's JVM stays up between its runs.
-  rm -rf "$work/state" "$work/out" && mkdir -p "$work/state"
-  # shellcheck disable=SC2046
-  coproc FLINK { exec "$FLINK_PYTHON" bench/nexmark_flink.py serve "$q" $(flink_vars "$work/out" "$work/state") 2> "$work/flink-$q.log"; }
-  flink() { # COMMAND: its JSON line
-    echo "$1" >&"${FLINK[1]}"
-    local line
-    read -r line <&"${FLINK[0]}" || { tail -30 "$work/flink-$q.log" >&2; exit 1; }
-    echo "$line"
-  }
-  line=$(flink run)
-  printf '%s\tflink-cold\t%s\n' "$q" "$line" >> "$work/runs.tsv"
-  mapfile -t args < <(eddy_args "bench/nexmark/flink/$q.sql" "$work/eddy-out")
-  for ((run = 1; run <= RUNS; run++)); do
-    rm -rf "$work/eddy-state" "$work/eddy-out"
-    /usr/bin/time -f '{"wall_seconds":%e,"user":%U,"sys":%S,"peak_kib":%M}' -o "$work/time" \
-      "$EDDY" run --quiet "${args[@]}" --state-dir "$work/eddy-state" --checkpoint-interval "$CHECKPOINT" \
-      > /dev/null 2> "$work/eddy.log" || { cat "$work/eddy.log" >&2; exit 1; }
-    printf '%s\teddy\t%s\n' "$q" "$(cat "$work/time")" >> "$work/runs.tsv"
-    line=$(flink run)
-    printf '%s\tflink\t%s\n' "$q" "$line" >> "$work/runs.tsv"
-    echo "$q run $run: eddy $(cat "$work/time"), flink $line" >&2
-  done
-  line=$(flink peak)
-  printf '%s\tflink-peak\t%s\n' "$q" "$line" >> "$work/runs.tsv"
-  to_flink=${FLINK[1]}
-  exec {to_flink}>&-
-  wait "$FLINK_PID" || true
+  printf '%s\tevents\t{"events":%s}\n' "$q" "$EVENTS" >> "$work/runs.tsv"
+  rm -rf "$work/eddy-run" "$work/flink-state"
+  mkdir -p "$work/eddy-run"
+  check_rows "$q" "${out[@]}" || continue
+  rm -rf "$work/flink-state"
+  alternate_runs "$q"
 done
 
-python3 bench/nexmark_table.py "$work/heading" "$work/runs.tsv" "$EVENTS" > "$work/table.md"
+python3 bench/side_by_side_table.py "$work/heading" "$work/runs.tsv" nexmark > "$work/table.md"
 cat "$work/table.md"
 if [ -n "${README:-}" ]; then
   readme_section nexmark_flink.sh "$work/table.md"

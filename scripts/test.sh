@@ -6,8 +6,8 @@
 # server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
 # front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
 # and pyarrow, the web console in real browsers, the SQL shell in a real
-# terminal, and the Nexmark benchmark
-# driver at a small size.
+# terminal, and the benchmark drivers at a small size (against DataFusion
+# batch and Apache Flink, their outputs checked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --locked "$@"
@@ -39,6 +39,13 @@ EVENTS=20000 RUNS=1 bench/pipeline.sh
 # The Nexmark benchmark driver at a small size, so it cannot rot (its
 # queries' results are checked by tests/nexmark.rs).
 EVENTS=20000 RUNS=1 bench/nexmark.sh
+# eddy and Apache Flink 1.20 side by side (PyFlink in a virtual environment
+# of its own, Java 17) at a small size, so the scripts cannot rot: they fail
+# when the engines' outputs leave different row counts. All five queries of
+# flink.sh; of Nexmark a pass-through, a hopping-window join, a tumbling
+# window join, an updating top-1, and the file sink.
+ROWS=20000 RUNS=1 bench/flink.sh
+QUERIES="q0 q5 q7 q9 q10" EVENTS=20000 RUNS=1 bench/nexmark_flink.sh
 # The Delta-vs-Parquet sink benchmark at a small size, so it cannot rot (it
 # fails when the sinks write different row counts).
 EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh

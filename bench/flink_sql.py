@@ -1,29 +1,25 @@
-"""One Nexmark query run by Apache Flink 1.20 (PyFlink Table API, streaming
-mode, local MiniCluster) over the events file eddy wrote, for
-bench/nexmark_flink.sh: the same SQL files eddy runs (the suite's DDL with a
-`filesystem` source, bench/nexmark/flink/ddl_file.sql, and the suite's query
-text, bench/nexmark/flink/QUERY.sql), statement by statement, `${NAME}` and
-`${NAME:default}` replaced from the command line.
+"""Runs SQL files on Apache Flink 1.20 (PyFlink Table API, streaming mode, a
+local MiniCluster) for the side-by-side benchmarks (bench/flink.sh,
+bench/nexmark_flink.sh): the same files eddy runs, statement by statement,
+with `${NAME}` and `${NAME:default}` replaced from the command line.
 
-    python nexmark_flink.py check QUERY VAR=VALUE...
-        Runs the query once with its blackhole sink replaced by Flink's
-        `print` connector (the JVM's stdout). The caller counts the printed
-        changes (+I/+U add a row, -U/-D take one away).
-    python nexmark_flink.py serve QUERY VAR=VALUE...
-        Plans the statements, then runs the query's INSERT once for every
-        `run` line read from stdin, in the same JVM (so the first run is
-        cold and the later ones warm), printing one JSON line per run: the
-        job's net runtime as Flink reports it (JVM start and planning left
-        out), and the wall and CPU time the JVM used from the job's
-        submission to its end (every thread: tasks, JIT compiler, garbage
-        collector). `peak` prints the JVM's peak
-        resident memory (VmHWM). End of input ends it.
+    python flink_sql.py check [NAME=VALUE | flink:KEY=VALUE]... -- FILE.sql...
+        Runs the files' INSERT once with every blackhole sink made a Flink
+        `print` sink (the JVM's stdout, which is this process's). The caller
+        counts the printed changes (+I and +U add a row, -U and -D take one
+        away).
+    python flink_sql.py serve [NAME=VALUE | flink:KEY=VALUE]... -- FILE.sql...
+        Plans the statements, then runs the INSERT once for every `run` line
+        read from stdin, in the same JVM (so the first run is cold and the
+        later ones warm), printing one JSON line per run: the job's net
+        runtime as Flink reports it (JVM start and planning left out), and
+        the wall and CPU time the JVM used from the job's submission to its
+        end (every thread: tasks, JIT compiler, garbage collector). `peak`
+        prints the JVM's peak resident memory (VmHWM). End of input ends it.
 
-Configuration: checkpoints every CHECKPOINT (default 10 s, exactly once) to a
-local directory (STATE_DIR), as bench/nexmark.sh runs eddy; the hashmap state
-backend; parallelism PARALLELISM (default 1); UTC as the session's time zone;
-and the suite's own settings: mini-batches of 2 s or 5000 rows, split distinct
-aggregation.
+`flink:KEY=VALUE` sets a Flink option (parallelism, checkpoints, mini-batch);
+a file's `SET 'KEY' = 'VALUE'` statements set options too. Defaults: UTC as
+the session's time zone, the hashmap state backend.
 """
 
 import json
@@ -44,13 +40,13 @@ def substitute(text, variables):
             return variables[name]
         if default is not None:
             return default
-        raise SystemExit(f"nexmark_flink.py: ${{{name}}} has no value (pass {name}=...)")
+        raise SystemExit(f"flink_sql.py: ${{{name}}} has no value (pass {name}=...)")
 
     return VARIABLE.sub(value, text)
 
 
 def statements(text):
-    """The file's statements: `--` comments dropped, split at `;`, quotes
+    """The text's statements: `--` comments dropped, split at `;`, quotes
     (single, and backticks) respected."""
     out, current, quote, i = [], [], None, 0
     while i < len(text):
@@ -77,7 +73,7 @@ def statements(text):
 
 
 def jvm_pids():
-    """The JVM: this process's java children."""
+    """The JVM: this process's children."""
     pids = []
     for task in os.listdir("/proc/self/task"):
         try:
@@ -115,25 +111,25 @@ def peak_kib(pids):
 
 
 def main():
-    mode, query = sys.argv[1], sys.argv[2]
-    variables = dict(arg.split("=", 1) for arg in sys.argv[3:])
+    args = sys.argv[1:]
+    if len(args) < 3 or args[0] not in ("check", "serve") or "--" not in args:
+        raise SystemExit(__doc__)
+    mode, split = args[0], args.index("--")
+    variables, options = {}, {"table.local-time-zone": "UTC", "state.backend.type": "hashmap"}
+    for arg in args[1:split]:
+        name, value = arg.split("=", 1)
+        if name.startswith("flink:"):
+            options[name[len("flink:"):]] = value
+        else:
+            variables[name] = value
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
-    config.set("parallelism.default", variables.get("PARALLELISM", "1"))
-    config.set("table.local-time-zone", "UTC")
-    config.set("execution.checkpointing.interval", variables.get("CHECKPOINT", "10s"))
-    config.set("state.backend.type", "hashmap")
-    config.set("state.checkpoints.dir", "file://" + variables["STATE_DIR"])
-    # The suite's own settings (nexmark-flink/src/main/resources/conf/).
-    config.set("table.exec.mini-batch.enabled", "true")
-    config.set("table.exec.mini-batch.allow-latency", "2s")
-    config.set("table.exec.mini-batch.size", "5000")
-    config.set("table.optimizer.distinct-agg.split.enabled", "true")
+    for key, value in options.items():
+        config.set(key, value)
 
-    here = os.path.dirname(os.path.abspath(__file__))
     texts = []
-    for name in ("ddl_file.sql", f"{query}.sql"):
-        with open(os.path.join(here, "nexmark", "flink", name)) as f:
+    for path in args[split + 1:]:
+        with open(path) as f:
             texts.append(substitute(f.read(), variables))
     inserts = []
     for statement in statements("\n;\n".join(texts)):
@@ -147,7 +143,7 @@ def main():
         else:
             env.execute_sql(statement)
     if len(inserts) != 1:
-        raise SystemExit(f"nexmark_flink.py: {query} has {len(inserts)} INSERT statements, not one")
+        raise SystemExit(f"flink_sql.py: {len(inserts)} INSERT statements, not one")
 
     if mode == "check":
         env.execute_sql(inserts[0]).wait()
@@ -170,7 +166,7 @@ def main():
         elif command == "peak":
             report = {"peak_kib": peak_kib(jvm_pids())}
         else:
-            raise SystemExit(f"nexmark_flink.py: unknown command {command!r}")
+            raise SystemExit(f"flink_sql.py: unknown command {command!r}")
         print(json.dumps(report), flush=True)
 
 

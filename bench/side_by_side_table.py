@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""The table of bench/nexmark_flink.sh, from its runs.
+"""The table of bench/flink.sh and bench/nexmark_flink.sh, from their runs.
 
-argv: HEADING RUNS EVENTS. HEADING is the text above the table (command,
-machine, commit); RUNS holds one line per record, tab-separated: query,
-kind (check, eddy, flink, flink-cold, flink-peak, flink-failed) and a JSON object. Prints
-markdown: per query, rows out, events/s for each engine (median, min-max),
-events per CPU-second for each, their ratio, Flink's published per-core
-figure, peak memory. Exits 1 when a query's row counts differ (q12, which
-windows by processing time, excepted).
+argv: HEADING RUNS [nexmark]. HEADING is the text above the table (command,
+machine, commit); RUNS holds one record per line, tab-separated: query, kind
+and a JSON object. Kinds: events ({"events": N}), check (both engines' row
+counts), eddy and flink (a timed run each), flink-cold (Flink's first run),
+flink-peak, flink-failed. Prints markdown: per query, rows out, events/s for
+each engine as median (min-max), eddy's over Flink's, events per CPU-second
+for each and their ratio, peak memory; with `nexmark`, also the Nexmark
+repository's published Flink figure per core. Exits 1 when a query's row
+counts differ (q12 of Nexmark, which windows by processing time, excepted).
 """
 import json
 import statistics
@@ -37,7 +39,8 @@ def spread(values):
 
 
 def main():
-    heading, runs_path, events = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    heading, runs_path = sys.argv[1], sys.argv[2]
+    nexmark = sys.argv[3:] == ["nexmark"]
     records, order = {}, []
     for line in open(runs_path):
         query, kind, figures = line.rstrip("\n").split("\t", 2)
@@ -48,22 +51,25 @@ def main():
     print(open(heading).read().rstrip("\n"))
     print()
     head = ["query", "rows out eddy / Flink", "eddy events/s", "Flink events/s (warm)",
-            "Flink cold run", "eddy events/CPU-s", "Flink events/CPU-s", "eddy / Flink per core",
-            "Flink published per core", "peak MiB eddy / Flink JVM"]
+            "Flink cold run", "eddy / Flink", "eddy events/CPU-s", "Flink events/CPU-s",
+            "eddy / Flink per core"]
+    head += ["Flink published per core"] if nexmark else []
+    head += ["peak MiB eddy / Flink JVM"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     failed = False
     for q in order:
         r = records[q]
+        events = r["events"][0]["events"]
         if "flink-failed" in r:
             failure = r["flink-failed"][0]
-            row = [q, f"{failure['eddy_rows']:,} / -", f"Flink failed: {failure['why']}"] + [""] * 7
-            print("| " + " | ".join(row) + " |")
+            row = [q, f"{failure['eddy_rows']:,} / -", f"Flink failed: {failure['why']}"]
+            print("| " + " | ".join(row + [""] * (len(head) - len(row))) + " |")
             continue
         check = r["check"][0]
         rows = f"{check['eddy_rows']:,} / {check['flink_rows']:,}"
         if check["eddy_rows"] != check["flink_rows"]:
-            if q in UNCHECKED:
+            if nexmark and q in UNCHECKED:
                 rows += f" (not compared: {UNCHECKED[q]})"
             else:
                 print(f"ERROR: {q}: eddy wrote {check['eddy_rows']} rows, Flink {check['flink_rows']}",
@@ -71,17 +77,18 @@ def main():
                 rows += " **differ**"
                 failed = True
         eddy, flink = r["eddy"], r["flink"]
-        eddy_speed, _ = spread([events / e["wall_seconds"] for e in eddy])
-        flink_speed, _ = spread([events / f["net_seconds"] for f in flink])
+        eddy_speed, eddy_speed_m = spread([events / e["wall_seconds"] for e in eddy])
+        flink_speed, flink_speed_m = spread([events / f["net_seconds"] for f in flink])
         cold = events / r["flink-cold"][0]["net_seconds"]
         eddy_core, eddy_core_m = spread([events / (e["user"] + e["sys"]) for e in eddy])
         flink_core, flink_core_m = spread([events / f["cpu_seconds"] for f in flink])
-        published = f"{PUBLISHED[q]:g}k" if q in PUBLISHED else "-"
         peak_eddy = statistics.median(e["peak_kib"] for e in eddy) / 1024
         peak_flink = r["flink-peak"][0]["peak_kib"] / 1024
-        row = [q, rows, eddy_speed, flink_speed, k(cold), eddy_core, flink_core,
-               f"**{eddy_core_m / flink_core_m:.1f}x**", published,
-               f"{peak_eddy:.0f} / {peak_flink:.0f}"]
+        row = [q, rows, eddy_speed, flink_speed, k(cold), f"**{eddy_speed_m / flink_speed_m:.1f}x**",
+               eddy_core, flink_core, f"**{eddy_core_m / flink_core_m:.1f}x**"]
+        if nexmark:
+            row.append(f"{PUBLISHED[q]:g}k" if q in PUBLISHED else "-")
+        row.append(f"{peak_eddy:.0f} / {peak_flink:.0f}")
         print("| " + " | ".join(row) + " |")
     sys.exit(1 if failed else 0)
 
