@@ -10,11 +10,13 @@
 #
 # ROWS orders and ROWS payments from `eddy generate`. eddy reads each as one
 # NDJSON file; Flink reads the same rows as a directory of FLINK_FILES files
-# (default: one per parallel reader, consecutive stretches of the stream),
-# so that its source can split them between its readers. More files than
-# readers make Flink drop rows as late: a reader that takes a later
-# stretch's file before an earlier one's reads the earlier rows behind its
-# own watermark (the check below fails then).
+# (default: one per parallel reader), dealt round-robin line by line, so
+# each file spans the whole stream in time order and the readers advance
+# through event time together. Consecutive stretches instead hold Flink's
+# watermark back to the slowest reader's stretch (its interval join then
+# buffered half the stream and ran 4x slower), and more files than readers
+# make it drop rows as late: a reader that takes a second file reads it
+# behind its own watermark (the check below fails then).
 # For each query:
 # - check: each engine runs it once into a print sink; the printed changes
 #   replayed to a row count must be equal, or the script fails.
@@ -54,8 +56,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/orders" "$work/payments"
 "$EDDY" generate --stream orders --rate 1000 --count "$ROWS" > "$work/orders.ndjson"
 "$EDDY" generate --stream payments --rate 1000 --count "$ROWS" > "$work/payments.ndjson"
-split -n "l/$FLINK_FILES" -d "$work/orders.ndjson" "$work/orders/part-"
-split -n "l/$FLINK_FILES" -d "$work/payments.ndjson" "$work/payments/part-"
+split -n "r/$FLINK_FILES" -d "$work/orders.ndjson" "$work/orders/part-"
+split -n "r/$FLINK_FILES" -d "$work/payments.ndjson" "$work/payments/part-"
 
 command_line="$(for v in PROFILE ROWS RUNS QUERIES PARALLELISM FLINK_PARALLELISM FLINK_FILES; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/flink.sh"
 {
