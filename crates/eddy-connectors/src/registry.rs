@@ -216,7 +216,7 @@ mod tests {
         .to_string();
         assert!(err.contains("unknown option 'idel_timeout'"), "{err}");
         assert!(err.contains("did you mean 'idle_timeout'?"), "{err}");
-        assert!(err.contains("allowed_lateness, bad_rows, batch_size, format, idle_timeout, max_future_skew, max_line_bytes, path"), "{err}");
+        assert!(err.contains("allowed_lateness, bad_rows, batch_size, format, idle_timeout, json.timestamp-format.standard, max_future_skew, max_line_bytes, path"), "{err}");
         assert!(check(&spec("file", &[("path", "x")]), Role::Source).is_ok());
         let err = check(&spec("parquet", &[("tag", "x")]), Role::Sink)
             .unwrap_err()
