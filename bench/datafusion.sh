@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# eddy against DataFusion batch on the window, hop and join queries, both
+# eddy against DataFusion batch on the window, hop, join and OVER queries, both
 # doing the same work: the same result columns, computed from the same
 # NDJSON files, and either written as one NDJSON file each by the
 # engine's own JSON writer (eddy's file sink, DataFusion's `write_json`)
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 ROWS=${ROWS:-2000000}
 RUNS=${RUNS:-5}
-QUERIES=${QUERIES:-window hop join}
+QUERIES=${QUERIES:-window hop join over}
 RESULTS=${RESULTS:-nowhere ndjson}
 . bench/lib.sh
 # lib.sh pins one instance per keyed operator; here eddy runs as users run it.

@@ -29,7 +29,7 @@ scripts/parquet-check.sh
 scripts/web-test.sh
 # The SQL shell in a real terminal (tmux).
 scripts/shell-test.sh
-# eddy against DataFusion batch on the window, hop and join queries at a
+# eddy against DataFusion batch on the window, hop, join and OVER queries at a
 # small size, so the script cannot rot: it fails when the engines' results
 # differ (written results by value, the rest by row count).
 ROWS=20000 RUNS=1 bench/datafusion.sh

@@ -1,7 +1,7 @@
 //! Differential tests of OVER aggregates: eddy's streaming results must equal
 //! DataFusion's batch window functions over the whole input ordered by event
-//! time — running aggregates (both running frames and the RANGE default),
-//! eddy's Welford UDAFs, `row_number` and `lag` — on randomized data with
+//! time — running aggregates (both running frames and the RANGE default,
+//! the native forms on NULLs and BIGINTs), eddy's Welford UDAFs, `row_number` and `lag` — on randomized data with
 //! disorder inside the watermark bound, for batch sizes 1, 7, 1024 and 8192.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -40,7 +40,7 @@ fn random_input(seed: u64, rows: usize) -> String {
     out
 }
 
-const QUERIES: [&str; 4] = [
+const QUERIES: [&str; 5] = [
     "SELECT k, ts, v,
         count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
         sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s,
@@ -57,6 +57,13 @@ const QUERIES: [&str; 4] = [
      FROM events",
     "SELECT k, ts, count(*) OVER (ORDER BY event_time) AS c, min(v) OVER (ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS lo
      FROM events WHERE v > 100",
+    // The native running aggregates on NULLs and BIGINTs, every running frame.
+    "SELECT k, ts,
+        count(CASE WHEN v > 250 THEN v END) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c,
+        sum(CAST(v * 100 AS BIGINT)) OVER (PARTITION BY k ORDER BY event_time) AS si,
+        avg(CASE WHEN v > 100 THEN v END) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS a,
+        sum(CASE WHEN v < 50 THEN v END) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS low
+     FROM events",
     // Sliding frames: rows leave the aggregate as they fall out of the frame.
     "SELECT k, ts,
         sum(v) OVER (PARTITION BY k ORDER BY event_time RANGE BETWEEN INTERVAL '2' SECOND PRECEDING AND CURRENT ROW) AS s2,

@@ -338,14 +338,15 @@ pub(crate) struct ServeArgs {
 /// The arguments of `eddy bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Which benchmark: window, hop, join, pipeline (DataFusion's batch
+    /// Which benchmark: window, hop, join, over (running statistics per
+    /// customer), pipeline (DataFusion's batch
     /// form of the reference pipeline's stages 10-30; eddy's side is
     /// `eddy run queries/`), api (load on a running server), or compare
     /// (two engines' results of --query, in --output and --against, by
     /// value).
-    #[arg(value_parser = ["window", "hop", "join", "pipeline", "api", "compare"])]
+    #[arg(value_parser = ["window", "hop", "join", "over", "pipeline", "api", "compare"])]
     pub(crate) name: String,
-    /// eddy or datafusion (window, hop, join), or datafusion-slices (hop:
+    /// eddy or datafusion (window, hop, join, over), or datafusion-slices (hop:
     /// per-second slices added into windows).
     #[arg(long, default_value = "eddy")]
     pub(crate) engine: String,
@@ -355,7 +356,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub(crate) output: Option<PathBuf>,
     /// compare: the query whose results --output and --against hold.
-    #[arg(long, value_parser = ["window", "hop", "join"], required_if_eq("name", "compare"))]
+    #[arg(long, value_parser = ["window", "hop", "join", "over"], required_if_eq("name", "compare"))]
     pub(crate) query: Option<String>,
     /// compare: the other engine's results.
     #[arg(
@@ -365,8 +366,8 @@ pub(crate) struct BenchArgs {
         requires = "output"
     )]
     pub(crate) against: Option<PathBuf>,
-    /// NDJSON input file (window, hop).
-    #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop")]))]
+    /// NDJSON input file (window, hop, over).
+    #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop"), ("name", "over")]))]
     pub(crate) input: Option<PathBuf>,
     /// NDJSON orders file (join, pipeline).
     #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]

@@ -31,6 +31,7 @@ pub mod parallel;
 pub mod partition;
 pub mod position;
 pub mod rescale;
+pub mod running_stats;
 pub mod runtime;
 pub mod sink;
 pub mod source;

@@ -11,6 +11,8 @@
 //! All are ordinary DataFusion aggregate UDFs: in windows, OVER clauses and
 //! batch SQL alike. Their state (count, mean, M2) merges exactly (Chan et
 //! al.), so partial and final aggregation agree. NULL inputs are ignored.
+//! The math is `eddy_engine::running_stats`; [`running_form`] hands the OVER
+//! operator the same functions to run natively.
 
 use std::sync::Arc;
 
@@ -22,51 +24,13 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility,
 };
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_expr::PhysicalExpr;
+use eddy_engine::operators::over::RunningAggregate;
+use eddy_engine::running_stats::{Welford, WelfordOutput};
 
-/// Running count, mean and sum of squared deviations.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Welford {
-    /// Values seen.
-    pub count: u64,
-    /// Their mean.
-    pub mean: f64,
-    /// Sum of squared deviations from the mean.
-    pub m2: f64,
-}
-
-impl Welford {
-    /// Adds one value.
-    pub fn push(&mut self, x: f64) {
-        self.count += 1;
-        let delta = x - self.mean;
-        self.mean += delta / self.count as f64;
-        self.m2 += delta * (x - self.mean);
-    }
-
-    /// Merges another state (Chan et al.'s parallel formula).
-    pub fn merge(&mut self, other: Welford) {
-        if other.count == 0 {
-            return;
-        }
-        if self.count == 0 {
-            *self = other;
-            return;
-        }
-        let count = self.count + other.count;
-        let delta = other.mean - self.mean;
-        self.mean += delta * other.count as f64 / count as f64;
-        self.m2 += other.m2 + delta * delta * self.count as f64 * other.count as f64 / count as f64;
-        self.count = count;
-    }
-
-    /// Population variance (NULL with no values).
-    pub fn var_pop(&self) -> Option<f64> {
-        (self.count > 0).then(|| (self.m2 / self.count as f64).max(0.0))
-    }
-}
-
-/// What a Welford-based function returns.
+/// Which Welford-based function a UDAF is (its settings come from the call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Output {
     Mean,
@@ -80,6 +44,38 @@ struct WelfordUdaf {
     name: &'static str,
     output: Output,
     signature: Signature,
+}
+
+impl WelfordUdaf {
+    /// The function's output for a call with arguments `exprs`
+    /// (`dynamic_threshold` reads its constant settings from them).
+    fn output_for(&self, exprs: &[Arc<dyn PhysicalExpr>]) -> Result<WelfordOutput> {
+        Ok(match self.output {
+            Output::Mean => WelfordOutput::Mean,
+            Output::VarPop => WelfordOutput::VarPop,
+            Output::StddevPop => WelfordOutput::StddevPop,
+            Output::Threshold => {
+                let constant = |i: usize, what: &str| -> Result<f64> {
+                    let value = exprs
+                        .get(i)
+                        .and_then(|e| e.downcast_ref::<Literal>())
+                        .map(|l| l.value().clone());
+                    match value.map(|v| v.cast_to(&DataType::Float64)) {
+                        Some(Ok(ScalarValue::Float64(Some(v)))) => Ok(v),
+                        _ => plan_err!(
+                            "dynamic_threshold: {what} (argument {}) must be a constant number",
+                            i + 1
+                        ),
+                    }
+                };
+                WelfordOutput::Threshold {
+                    k: constant(1, "k")?,
+                    floor: constant(2, "floor")?,
+                    min_samples: constant(3, "min_samples")? as u64,
+                }
+            }
+        })
+    }
 }
 
 impl AggregateUDFImpl for WelfordUdaf {
@@ -96,33 +92,9 @@ impl AggregateUDFImpl for WelfordUdaf {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let settings = if self.output == Output::Threshold {
-            let constant = |i: usize, what: &str| -> Result<f64> {
-                let value = args
-                    .exprs
-                    .get(i)
-                    .and_then(|e| e.downcast_ref::<Literal>())
-                    .map(|l| l.value().clone());
-                match value.map(|v| v.cast_to(&DataType::Float64)) {
-                    Some(Ok(ScalarValue::Float64(Some(v)))) => Ok(v),
-                    _ => plan_err!(
-                        "dynamic_threshold: {what} (argument {}) must be a constant number",
-                        i + 1
-                    ),
-                }
-            };
-            Some(ThresholdSettings {
-                k: constant(1, "k")?,
-                floor: constant(2, "floor")?,
-                min_samples: constant(3, "min_samples")? as u64,
-            })
-        } else {
-            None
-        };
         Ok(Box::new(WelfordAccumulator {
             state: Welford::default(),
-            output: self.output,
-            settings,
+            output: self.output_for(args.exprs)?,
         }))
     }
 
@@ -147,18 +119,10 @@ impl AggregateUDFImpl for WelfordUdaf {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct ThresholdSettings {
-    k: f64,
-    floor: f64,
-    min_samples: u64,
-}
-
 #[derive(Debug)]
 struct WelfordAccumulator {
     state: Welford,
-    output: Output,
-    settings: Option<ThresholdSettings>,
+    output: WelfordOutput,
 }
 
 impl Accumulator for WelfordAccumulator {
@@ -177,20 +141,7 @@ impl Accumulator for WelfordAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        let s = self.state;
-        let value = match self.output {
-            Output::Mean => (s.count > 0).then_some(s.mean),
-            Output::VarPop => s.var_pop(),
-            Output::StddevPop => s.var_pop().map(f64::sqrt),
-            Output::Threshold => match self.settings {
-                Some(t) if s.count >= t.min_samples.max(1) => {
-                    s.var_pop().map(|v| s.mean + t.k * v.sqrt())
-                }
-                Some(t) => Some(t.floor),
-                None => None,
-            },
-        };
-        Ok(ScalarValue::Float64(value))
+        Ok(ScalarValue::Float64(self.output.value(&self.state)))
     }
 
     fn size(&self) -> usize {
@@ -290,65 +241,33 @@ pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
     crate::dialect::flink_functions::register(ctx);
 }
 
+/// The OVER operator's native form of one of eddy's Welford aggregates
+/// (`None` for any other aggregate): the same values and checkpoint state as
+/// its accumulator, computed without a call per row.
+pub fn running_form(expr: &AggregateFunctionExpr) -> Option<RunningAggregate> {
+    let udaf: &dyn std::any::Any = expr.fun().inner().as_ref();
+    let udaf = udaf.downcast_ref::<WelfordUdaf>()?;
+    if expr.is_distinct() || expr.expressions().is_empty() {
+        return None;
+    }
+    udaf.output_for(&expr.expressions())
+        .ok()
+        .map(RunningAggregate::Welford)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn two_pass(values: &[f64]) -> (f64, f64) {
-        let n = values.len() as f64;
-        let mean = values.iter().sum::<f64>() / n;
-        let var = values.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
-        (mean, var)
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300)
-    }
-
-    #[test]
-    fn welford_matches_two_pass_reference() {
-        let mut seed = 0x1234_5678_u64;
-        for n in [1usize, 2, 5, 100, 10_000] {
-            let values: Vec<f64> = (0..n)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    1e6 + (seed % 100_000) as f64 / 7.0
-                })
-                .collect();
-            let mut w = Welford::default();
-            values.iter().for_each(|x| w.push(*x));
-            let (mean, var) = two_pass(&values);
-            assert!(close(w.mean, mean), "mean n={n}");
-            assert!(
-                close(w.var_pop().unwrap(), var) || var < 1e-12,
-                "var n={n}: {} vs {var}",
-                w.var_pop().unwrap()
-            );
-            // Merging halves gives the same state.
-            let (a, b) = values.split_at(n / 2);
-            let (mut wa, mut wb) = (Welford::default(), Welford::default());
-            a.iter().for_each(|x| wa.push(*x));
-            b.iter().for_each(|x| wb.push(*x));
-            wa.merge(wb);
-            assert!(
-                close(wa.mean, mean) && (close(wa.var_pop().unwrap(), var) || var < 1e-12),
-                "merge n={n}"
-            );
-        }
-    }
 
     #[test]
     fn threshold_uses_the_floor_until_enough_samples() {
         let mut acc = WelfordAccumulator {
             state: Welford::default(),
-            output: Output::Threshold,
-            settings: Some(ThresholdSettings {
+            output: WelfordOutput::Threshold {
                 k: 3.0,
                 floor: 5000.0,
                 min_samples: 5,
-            }),
+            },
         };
         assert_eq!(acc.evaluate().unwrap(), ScalarValue::Float64(Some(5000.0)));
         let values: ArrayRef = Arc::new(Float64Array::from(vec![99.66, 119.66, 104.66, 114.66]));

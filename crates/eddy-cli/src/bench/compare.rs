@@ -36,6 +36,15 @@ fn result_schema(query: Query) -> Schema {
             Field::new("customer_id", DataType::Utf8, true),
             Field::new("mismatch", DataType::Boolean, true),
         ]),
+        Query::Over => Schema::new(vec![
+            Field::new("order_id", DataType::Utf8, false),
+            Field::new("customer_id", DataType::Utf8, false),
+            Field::new("order_ts", DataType::Int64, false),
+            Field::new("n", DataType::Int64, false),
+            Field::new("total", DataType::Float64, false),
+            Field::new("threshold", DataType::Float64, true),
+            Field::new("gap_ms", DataType::Int64, true),
+        ]),
     }
 }
 
@@ -48,6 +57,17 @@ fn differing_sql(query: Query) -> &'static str {
                ON a.window_start = b.window_start AND a.customer_id = b.customer_id
              WHERE a.customer_id IS NULL OR b.customer_id IS NULL OR a.n <> b.n
                 OR abs(a.total - b.total) > 1e-9 * greatest(1.0, abs(a.total))"
+        }
+        // One row per order: matched on it (the generator's order ids are
+        // unique), running values equal (sums to the last bits).
+        Query::Over => {
+            "SELECT count(*) FROM a FULL JOIN b ON a.order_id = b.order_id
+             WHERE a.order_id IS NULL OR b.order_id IS NULL
+                OR a.customer_id <> b.customer_id OR a.order_ts <> b.order_ts OR a.n <> b.n
+                OR abs(a.total - b.total) > 1e-9 * greatest(1.0, abs(a.total))
+                OR (a.threshold IS NULL) <> (b.threshold IS NULL)
+                OR abs(a.threshold - b.threshold) > 1e-9 * greatest(1.0, abs(a.threshold))
+                OR a.gap_ms IS DISTINCT FROM b.gap_ms"
         }
         // Whole rows with their multiplicity.
         Query::Join => {

@@ -44,6 +44,8 @@ pub enum Query {
     Hop,
     /// Payments LEFT JOIN orders within 10 s.
     Join,
+    /// Running statistics per customer (OVER ... ORDER BY event time).
+    Over,
 }
 
 impl Query {
@@ -53,12 +55,13 @@ impl Query {
             Query::Tumble => "window",
             Query::Hop => "hop",
             Query::Join => "join",
+            Query::Over => "over",
         }
     }
 
     /// The query named `name`, if any.
     pub fn named(name: &str) -> Option<Self> {
-        [Query::Tumble, Query::Hop, Query::Join]
+        [Query::Tumble, Query::Hop, Query::Join, Query::Over]
             .into_iter()
             .find(|q| q.name() == name)
     }
@@ -67,7 +70,7 @@ impl Query {
 /// What a benchmark query reads.
 #[derive(Debug, Clone, Copy)]
 pub enum Inputs<'a> {
-    /// Orders (window, hop).
+    /// Orders (window, hop, over).
     Orders(&'a Path),
     /// Orders and payments (join).
     OrdersAndPayments(&'a Path, &'a Path),
@@ -97,6 +100,7 @@ pub fn run(
         (Query::Hop, "eddy" | "datafusion") => (HOP_SQL, HOP_BATCH_SQL),
         (Query::Hop, "datafusion-slices") => (HOP_SQL, HOP_SLICES_BATCH_SQL),
         (Query::Join, "eddy" | "datafusion") => (JOIN_SQL, JOIN_BATCH_SQL),
+        (Query::Over, "eddy" | "datafusion") => (OVER_SQL, OVER_BATCH_SQL),
         (_, other) => {
             return Err(CliError::Usage(format!(
                 "unknown engine '{other}' for {} (use eddy or datafusion{})",
@@ -127,6 +131,9 @@ pub fn run(
     run_datafusion(batch_size, input_rows, results, |ctx| async move {
         for (table, path, stream) in files {
             register_stream(&ctx, table, &show(path), stream).await?;
+        }
+        for udaf in eddy_sql::udaf::aggregate_functions() {
+            ctx.register_udaf(udaf);
         }
         ctx.sql(batch_sql).await
     })

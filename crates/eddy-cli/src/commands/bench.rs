@@ -74,7 +74,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
                 }
             }
         }
-        ("window" | "hop", Some(input), _, _) => bench::run(
+        ("window" | "hop" | "over", Some(input), _, _) => bench::run(
             bench::Query::named(&name).unwrap_or(bench::Query::Tumble),
             &engine,
             bench::Inputs::Orders(&input),
@@ -103,7 +103,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         }
         _ => {
             return Err(CliError::Usage(
-                "window and hop need --input; join needs --orders and --payments; pipeline also --devices".into(),
+                "window, hop and over need --input; join needs --orders and --payments; pipeline also --devices".into(),
             ))
         }
     };

@@ -17,7 +17,7 @@ use datafusion::logical_expr::{
     Expr, ExprSchemable, Window, WindowFrameBound, WindowFrameUnits, WindowFunctionDefinition,
 };
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
-use eddy_engine::operators::over::{Frame, OverFunction, OverPlan};
+use eddy_engine::operators::over::{Frame, OverFunction, OverPlan, RunningAggregate};
 
 use super::stream::{add_operator, keyed, Stream};
 use super::Compiler;
@@ -169,7 +169,9 @@ impl Compiler {
                             ));
                         }
                     }
-                    OverFunction::Aggregate { expr: lowered.aggregate, filter: lowered.filter, frame }
+                    let running = RunningAggregate::builtin(&lowered.aggregate, &input_arrow)
+                        .or_else(|| crate::udaf::running_form(&lowered.aggregate));
+                    OverFunction::Aggregate { expr: lowered.aggregate, filter: lowered.filter, frame, running }
                 }
                 WindowFunctionDefinition::WindowUDF(udwf) => match udwf.name() {
                     "row_number" => OverFunction::RowNumber,

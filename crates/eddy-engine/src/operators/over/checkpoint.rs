@@ -12,9 +12,11 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 
-use super::operator::OverOperator;
+use super::operator::{LagValue, OverOperator};
+use super::running::Aggregator;
 use super::OverFunction;
 use crate::error::{EngineError, Result};
 use crate::rescale::{self, InstanceState, KeyRange, KeyedBy};
@@ -193,7 +195,7 @@ impl OverOperator {
                     OverFunction::Aggregate { frame, expr, .. } if frame.slides() => {
                         if let Some(acc) = state.accumulators[f].as_mut() {
                             if state_restores_sliding(expr) {
-                                slide_states[f].push(acc.state()?);
+                                slide_states[f].push(acc.accumulator().state()?);
                             }
                         }
                         for column in states[f].iter_mut() {
@@ -204,23 +206,36 @@ impl OverOperator {
                         }
                     }
                     OverFunction::Aggregate { expr, .. } => {
-                        let Some(acc) = state.accumulators[f].as_mut() else {
-                            return Err(EngineError::operator("over", "missing accumulator"));
+                        let values = match state.accumulators[f].as_mut() {
+                            // A native state is read, not drained.
+                            Some(Aggregator::Running(running)) => running.state()?,
+                            Some(Aggregator::DataFusion(acc)) => {
+                                let values = acc.state()?;
+                                let arrays = values
+                                    .iter()
+                                    .map(|v| v.to_array())
+                                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                                let mut fresh = expr.create_accumulator()?;
+                                fresh.merge_batch(&arrays)?;
+                                *acc = fresh;
+                                values
+                            }
+                            None => {
+                                return Err(EngineError::operator("over", "missing accumulator"))
+                            }
                         };
-                        let values = acc.state()?;
-                        let arrays = values
-                            .iter()
-                            .map(|v| v.to_array())
-                            .collect::<datafusion::error::Result<Vec<_>>>()?;
-                        let mut fresh = expr.create_accumulator()?;
-                        fresh.merge_batch(&arrays)?;
-                        *acc = fresh;
                         for (column, value) in states[f].iter_mut().zip(values) {
                             column.push(value);
                         }
                     }
                     OverFunction::Lag { .. } => {
                         for value in &state.lags[f] {
+                            let LagValue::Held(value) = value else {
+                                return Err(EngineError::operator(
+                                    "over",
+                                    "a lag value points into a finished batch",
+                                ));
+                            };
                             lag_keys[f].push(index as u64);
                             lag_values[f].push(value.clone());
                         }
@@ -317,7 +332,7 @@ impl OverOperator {
                             if let Some(acc) = key_state.accumulators[f].as_mut() {
                                 let slice: Vec<ArrayRef> =
                                     saved.columns().iter().map(|c| c.slice(i, 1)).collect();
-                                acc.merge_batch(&slice)?;
+                                acc.accumulator().merge_batch(&slice)?;
                             }
                         }
                     }
@@ -347,7 +362,7 @@ impl OverOperator {
                                 let args: Vec<ArrayRef> =
                                     rows.columns()[3..].iter().map(|c| c.slice(j, 1)).collect();
                                 if let Some(acc) = owner.accumulators[f].as_mut() {
-                                    acc.update_batch(&args)?;
+                                    acc.accumulator().update_batch(&args)?;
                                 }
                             }
                             Some(
@@ -370,7 +385,7 @@ impl OverOperator {
                         if let Some(acc) = key_state.accumulators[f].as_mut() {
                             let slice: Vec<ArrayRef> =
                                 columns.iter().map(|c| c.slice(i, 1)).collect();
-                            acc.merge_batch(&slice)?;
+                            acc.accumulator().merge_batch(&slice)?;
                         }
                     }
                 }
@@ -385,8 +400,10 @@ impl OverOperator {
                         let owner = states.get_mut(owners.value(j) as usize).ok_or_else(|| {
                             EngineError::State("over: lag value of an unknown key".into())
                         })?;
-                        owner.lags[f]
-                            .push_back(ScalarValue::try_from_array(lags.column(1).as_ref(), j)?);
+                        owner.lags[f].push_back(LagValue::Held(ScalarValue::try_from_array(
+                            lags.column(1).as_ref(),
+                            j,
+                        )?));
                     }
                 }
                 OverFunction::RowNumber => {}

@@ -44,15 +44,26 @@
 //! are peers and see each other).
 
 //!
+//! Running frames of `count`, `sum`, `avg` and eddy's Welford functions run
+//! natively ([`RunningAggregate`]: per key a few numbers fed straight from
+//! the argument column); other aggregates and sliding frames call
+//! DataFusion's accumulators row by row. Both give the same values and
+//! write the same checkpoint tables.
+//!
 //! Files: here the plan (frames, functions, [`OverPlan`]); `operator` the
 //! operator (pending rows, per-key state, release in event-time order,
-//! time-to-live sweeps); `checkpoint` its state as tables; `tests` the
-//! operator driven through the `Operator` trait.
+//! time-to-live sweeps); `running` the native running aggregates; `output`
+//! the appended columns as they fill; `checkpoint` its state as tables;
+//! `tests` the operator driven through the `Operator` trait.
 
 mod checkpoint;
 mod operator;
+mod output;
+mod running;
 #[cfg(test)]
 mod tests;
+
+pub use self::running::RunningAggregate;
 
 use self::operator::OverOperator;
 
@@ -118,6 +129,9 @@ pub enum OverFunction {
         filter: Option<Arc<dyn PhysicalExpr>>,
         /// Its frame.
         frame: Frame,
+        /// Its native form, used on running (not sliding) frames: the same
+        /// values without a DataFusion accumulator call per row.
+        running: Option<RunningAggregate>,
     },
     /// `row_number()`.
     RowNumber,
@@ -161,7 +175,19 @@ impl OperatorPlan for OverPlan {
             .functions
             .iter()
             .map(|f| match f {
-                OverFunction::Aggregate { expr, frame, .. } => format!("{} {frame:?}", expr.name()),
+                OverFunction::Aggregate {
+                    expr,
+                    frame,
+                    running,
+                    ..
+                } => {
+                    let native = if running.is_some() && !frame.slides() {
+                        " native"
+                    } else {
+                        ""
+                    };
+                    format!("{} {frame:?}{native}", expr.name())
+                }
                 OverFunction::RowNumber => "row_number()".to_string(),
                 OverFunction::Lag { value, offset, .. } => format!("lag({value}, {offset})"),
             })
@@ -194,6 +220,7 @@ impl OperatorPlan for OverPlan {
             pending_rows: 0,
             keys: HashMap::new(),
             last_sweep: WATERMARK_MIN,
+            batches: 0,
         }))
     }
 

@@ -12,11 +12,12 @@ use datafusion::arrow::compute::{concat_batches, filter_record_batch, not, take_
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::Accumulator;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
 use super::checkpoint::{retracted, OverMeta};
+use super::output::{OutputColumn, LAG_BATCH, LAG_DEFAULT, LAG_HELD};
+use super::running::{Aggregator, RunningArgument};
 use super::{Frame, OverFunction, OverPlan};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator};
@@ -45,20 +46,30 @@ impl Pending {
     }
 }
 
+/// Where a key's `lag` value `offset` rows back is: a row of the batch
+/// being processed (only while it is), or a value held from an earlier one.
+#[derive(Debug, Clone)]
+pub(super) enum LagValue {
+    Row(usize),
+    Held(ScalarValue),
+}
+
 /// Per-key state of every function.
 pub(super) struct KeyState {
-    pub(super) accumulators: Vec<Option<Box<dyn Accumulator>>>,
+    pub(super) accumulators: Vec<Option<Aggregator>>,
     /// Rows of the key each function has seen (an empty frame reads as the
     /// aggregate's default value, as in DataFusion's batch window functions).
     pub(super) seen: Vec<u64>,
     pub(super) rows: i64,
-    pub(super) lags: Vec<VecDeque<ScalarValue>>,
+    pub(super) lags: Vec<VecDeque<LagValue>>,
     /// Event time of the key's latest row (state time-to-live).
     pub(super) last_time: Timestamp,
     /// Sliding frames: the rows in the frame, oldest first: time and the
     /// aggregate's argument values (`None`: the row is in the frame but its
     /// FILTER left it out of the aggregate).
     pub(super) frames: Vec<VecDeque<(Timestamp, Option<Vec<ScalarValue>>)>>,
+    /// The last batch (`OverOperator::batches`) with a row of this key.
+    pub(super) batch: u64,
 }
 
 pub(super) struct OverOperator {
@@ -69,6 +80,8 @@ pub(super) struct OverOperator {
     pub(super) keys: HashMap<Vec<u8>, KeyState>,
     /// Horizon of the last time-to-live sweep.
     pub(super) last_sweep: Timestamp,
+    /// Batches processed so far.
+    pub(super) batches: u64,
 }
 
 impl OverOperator {
@@ -81,10 +94,16 @@ impl OverOperator {
             .functions
             .iter()
             .map(|f| match f {
-                OverFunction::Aggregate { expr, frame, .. } if frame.slides() => {
-                    expr.create_sliding_accumulator().map(Some)
-                }
-                OverFunction::Aggregate { expr, .. } => expr.create_accumulator().map(Some),
+                OverFunction::Aggregate { expr, frame, .. } if frame.slides() => expr
+                    .create_sliding_accumulator()
+                    .map(|acc| Some(Aggregator::DataFusion(acc))),
+                OverFunction::Aggregate {
+                    running: Some(running),
+                    ..
+                } => Ok(Some(Aggregator::Running(running.start()))),
+                OverFunction::Aggregate { expr, .. } => expr
+                    .create_accumulator()
+                    .map(|acc| Some(Aggregator::DataFusion(acc))),
                 _ => Ok(None),
             })
             .collect::<datafusion::error::Result<Vec<_>>>()?;
@@ -96,23 +115,41 @@ impl OverOperator {
             lags: vec![VecDeque::new(); functions],
             last_time: WATERMARK_MIN,
             frames: vec![VecDeque::new(); functions],
+            batch: 0,
         })
     }
 
     /// Runs released rows (sorted by time, arrival) through the functions.
     pub(super) fn process(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
+        self.batches += 1;
+        let this_batch = self.batches;
         let eval = |e: &Arc<dyn PhysicalExpr>| -> Result<ArrayRef> {
             Ok(e.evaluate(&batch)?.into_array(n)?)
         };
         let (keys, _) = super::super::key_rows(&self.converter, &self.plan.partition_by, &batch)?;
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
-        let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(self.plan.functions.len());
-        let mut filters: Vec<Option<BooleanArray>> = Vec::with_capacity(self.plan.functions.len());
-        for f in &self.plan.functions {
+        let plan = &self.plan;
+        let functions = plan.functions.len();
+        let mut args: Vec<Vec<ArrayRef>> = Vec::with_capacity(functions);
+        let mut filters: Vec<Option<BooleanArray>> = Vec::with_capacity(functions);
+        // Native running aggregates read their argument column downcast once.
+        let mut running: Vec<Option<RunningArgument>> = Vec::with_capacity(functions);
+        let mut values: Vec<OutputColumn> = Vec::with_capacity(functions);
+        for f in &plan.functions {
             match f {
-                OverFunction::Aggregate { expr, filter, .. } => {
-                    args.push(expr.expressions().iter().map(eval).collect::<Result<_>>()?);
+                OverFunction::Aggregate {
+                    expr,
+                    filter,
+                    frame,
+                    running: native,
+                } => {
+                    let arrays: Vec<ArrayRef> =
+                        expr.expressions().iter().map(eval).collect::<Result<_>>()?;
+                    let native = native.filter(|_| !frame.slides());
+                    running.push(native.map(|r| r.argument(&arrays)).transpose()?);
+                    values.push(OutputColumn::aggregate(native, n));
+                    args.push(arrays);
                     let filter = match filter {
                         Some(e) => Some(
                             eval(e)?
@@ -130,22 +167,27 @@ impl OverOperator {
                 OverFunction::Lag { value, .. } => {
                     args.push(vec![eval(value)?]);
                     filters.push(None);
+                    running.push(None);
+                    values.push(OutputColumn::lag(n));
                 }
                 OverFunction::RowNumber => {
                     args.push(Vec::new());
                     filters.push(None);
+                    running.push(None);
+                    values.push(OutputColumn::row_numbers(n));
                 }
             }
         }
-        let mut values: Vec<Vec<ScalarValue>> =
-            vec![Vec::with_capacity(n); self.plan.functions.len()];
-        for value in values.iter_mut() {
-            value.resize(n, ScalarValue::Null);
-        }
-        let plan = &self.plan;
         let peers_frames = plan.functions.iter().any(
             |f| matches!(f, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers()),
         );
+        let lags = plan
+            .functions
+            .iter()
+            .any(|f| matches!(f, OverFunction::Lag { .. }));
+        // One row of each key this batch touches (its lag rows are made
+        // held values at the end).
+        let mut touched: Vec<usize> = Vec::new();
         let fold = |f: usize, state: &mut KeyState, row: usize| -> Result<()> {
             if filters[f]
                 .as_ref()
@@ -153,18 +195,29 @@ impl OverOperator {
             {
                 return Ok(());
             }
-            if let Some(acc) = state.accumulators[f].as_mut() {
-                let slice: Vec<ArrayRef> = args[f].iter().map(|a| a.slice(row, 1)).collect();
-                acc.update_batch(&slice)?;
+            match state.accumulators[f].as_mut() {
+                Some(Aggregator::Running(acc)) => {
+                    if let Some(arg) = &running[f] {
+                        acc.push(arg, row);
+                    }
+                }
+                Some(Aggregator::DataFusion(acc)) => {
+                    let slice: Vec<ArrayRef> = args[f].iter().map(|a| a.slice(row, 1)).collect();
+                    acc.update_batch(&slice)?;
+                }
+                None => {}
             }
             Ok(())
         };
-        let read = |f: usize, state: &mut KeyState| -> Result<ScalarValue> {
-            match state.accumulators[f].as_mut() {
-                Some(acc) => Ok(acc.evaluate()?),
-                None => Err(EngineError::operator("over", "missing accumulator")),
-            }
-        };
+        let read =
+            |f: usize, state: &mut KeyState, out: &mut OutputColumn, row: usize| -> Result<()> {
+                match state.accumulators[f].as_mut() {
+                    Some(Aggregator::Running(acc)) => out.set_running(row, acc.value()),
+                    Some(Aggregator::DataFusion(acc)) => out.set_scalar(row, acc.evaluate()?)?,
+                    None => return Err(EngineError::operator("over", "missing accumulator")),
+                }
+                Ok(())
+            };
         // Sliding frames: a row enters (folded, remembered with its values)...
         let enter = |f: usize, state: &mut KeyState, row: usize, t: Timestamp| -> Result<()> {
             let included = !filters[f]
@@ -203,7 +256,8 @@ impl OverOperator {
             let Some(acc) = state.accumulators[f].as_mut() else {
                 return Err(EngineError::operator("over", "missing accumulator"));
             };
-            acc.retract_batch(&retracted(gone, args[f].len())?)?;
+            acc.accumulator()
+                .retract_batch(&retracted(gone, args[f].len())?)?;
             Ok(())
         };
         let mut start = 0;
@@ -235,6 +289,10 @@ impl OverOperator {
                     }
                 };
                 state.last_time = t;
+                if lags && state.batch != this_batch {
+                    state.batch = this_batch;
+                    touched.push(row);
+                }
                 for (f, function) in plan.functions.iter().enumerate() {
                     match function {
                         // Read once every peer is folded, below.
@@ -255,37 +313,46 @@ impl OverOperator {
                         } => {
                             enter(f, state, row, t)?;
                             slide(f, state, &|_, held| held > rows + 1)?;
-                            values[f][row] = read(f, state)?;
+                            read(f, state, &mut values[f], row)?;
                         }
                         OverFunction::Aggregate { frame, expr, .. } => {
                             if *frame == Frame::UpToCurrentRow {
                                 fold(f, state, row)?;
-                                values[f][row] = read(f, state)?;
+                                read(f, state, &mut values[f], row)?;
                             } else {
-                                values[f][row] = if state.seen[f] == 0 {
-                                    expr.fun().default_value(expr.field().data_type())?
+                                if state.seen[f] == 0 {
+                                    values[f].set_scalar(
+                                        row,
+                                        expr.fun().default_value(expr.field().data_type())?,
+                                    )?;
                                 } else {
-                                    read(f, state)?
-                                };
+                                    read(f, state, &mut values[f], row)?;
+                                }
                                 fold(f, state, row)?;
                             }
                             state.seen[f] += 1;
                         }
                         OverFunction::RowNumber => {
                             state.rows += 1;
-                            values[f][row] = ScalarValue::UInt64(Some(state.rows as u64));
+                            if let OutputColumn::RowNumbers(numbers) = &mut values[f] {
+                                numbers[row] = state.rows as u64;
+                            }
                         }
-                        OverFunction::Lag {
-                            offset, default, ..
-                        } => {
+                        OverFunction::Lag { offset, .. } => {
                             let history = &mut state.lags[f];
-                            values[f][row] = if history.len() == *offset {
-                                history.front().cloned().unwrap_or(default.clone())
-                            } else {
-                                default.clone()
-                            };
-                            history
-                                .push_back(ScalarValue::try_from_array(args[f][0].as_ref(), row)?);
+                            if let OutputColumn::Lag { sources, held } = &mut values[f] {
+                                if history.len() == *offset {
+                                    sources[row] = match history.front() {
+                                        Some(LagValue::Row(earlier)) => (LAG_BATCH, *earlier),
+                                        Some(LagValue::Held(value)) => {
+                                            held.push(value.clone());
+                                            (LAG_HELD, held.len() - 1)
+                                        }
+                                        None => (LAG_DEFAULT, 0),
+                                    };
+                                }
+                            }
+                            history.push_back(LagValue::Row(row));
                             if history.len() > *offset {
                                 history.pop_front();
                             }
@@ -301,31 +368,41 @@ impl OverOperator {
                     for (f, function) in plan.functions.iter().enumerate() {
                         if matches!(function, OverFunction::Aggregate { frame, .. } if frame.reads_after_peers())
                         {
-                            values[f][row] = read(f, state)?;
+                            read(f, state, &mut values[f], row)?;
                         }
                     }
                 }
             }
             start = end;
         }
+        // Lag values still pointing into this batch become held values.
+        for row in touched {
+            let Some(state) = self.keys.get_mut(keys.row(row).as_ref()) else {
+                continue;
+            };
+            for (f, history) in state.lags.iter_mut().enumerate() {
+                for value in history.iter_mut() {
+                    if let LagValue::Row(earlier) = *value {
+                        *value = LagValue::Held(ScalarValue::try_from_array(
+                            args[f][0].as_ref(),
+                            earlier,
+                        )?);
+                    }
+                }
+            }
+        }
         let mut columns = batch.columns().to_vec();
         let base = columns.len();
-        for (f, column) in values.into_iter().enumerate() {
-            let field = self.plan.output_schema.field(base + f);
-            let array = if column.is_empty() {
-                datafusion::arrow::array::new_empty_array(field.data_type())
-            } else {
-                ScalarValue::iter_to_array(column)?
+        for (f, (column, function)) in values.into_iter().zip(&plan.functions).enumerate() {
+            let field = plan.output_schema.field(base + f);
+            let lag_default = match function {
+                OverFunction::Lag { default, .. } => Some(default),
+                _ => None,
             };
-            let array = if array.data_type() == field.data_type() {
-                array
-            } else {
-                datafusion::arrow::compute::cast(&array, field.data_type())?
-            };
-            columns.push(array);
+            columns.push(column.finish(field.data_type(), args[f].first(), lag_default)?);
         }
         Ok(RecordBatch::try_new_with_options(
-            self.plan.output_schema.clone(),
+            plan.output_schema.clone(),
             columns,
             &RecordBatchOptions::new().with_row_count(Some(n)),
         )?)
@@ -394,7 +471,10 @@ impl Operator for OverOperator {
                         .lags
                         .iter()
                         .flatten()
-                        .map(ScalarValue::size)
+                        .map(|value| match value {
+                            LagValue::Held(value) => value.size(),
+                            LagValue::Row(_) => std::mem::size_of::<LagValue>(),
+                        })
                         .sum::<usize>()
             })
             .sum();

@@ -4,14 +4,20 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::{Float64Array, Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::functions_aggregate::average::avg_udaf;
+use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::functions_aggregate::sum::sum_udaf;
+use datafusion::logical_expr::{AggregateUDF, Operator};
 use datafusion::physical_expr::aggregate::AggregateExprBuilder;
-use datafusion::physical_expr::expressions::col;
+use datafusion::physical_expr::expressions::{col, lit, BinaryExpr};
+use datafusion::physical_expr::PhysicalExpr;
 
-use super::{Frame, OverFunction, OverPlan};
-use crate::operator::{Collector, OperatorPlan};
+use super::{Frame, OverFunction, OverPlan, RunningAggregate};
+use crate::operator::{Collector, Operator as StreamOperator, OperatorPlan};
 use crate::operators::testing::{keyed, kv_schema};
 use crate::time::WATERMARK_MAX;
 
@@ -45,6 +51,7 @@ fn plan(state_ttl_ms: Option<i64>) -> OverPlan {
                 expr: Arc::new(sum),
                 filter: None,
                 frame: Frame::UpToCurrentRow,
+                running: None,
             },
         ],
         state_ttl_ms,
@@ -117,4 +124,212 @@ fn a_key_idle_past_the_ttl_starts_from_empty_state() {
         ["a 1 1 NULL 1", "a 30 1 NULL 30"],
         "29 ms after its previous row, a starts afresh"
     );
+}
+
+/// Schema of the native-form tests: key, event time (ms), a DOUBLE and a
+/// BIGINT argument, both with NULLs.
+fn numbers_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8, true),
+        Field::new("t", DataType::Int64, false),
+        Field::new("x", DataType::Float64, true),
+        Field::new("i", DataType::Int64, true),
+    ]))
+}
+
+fn numbers(rows: &[(&str, i64, Option<f64>, Option<i64>)]) -> RecordBatch {
+    RecordBatch::try_new(
+        numbers_schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.2))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.3))),
+        ],
+    )
+    .unwrap()
+}
+
+/// count(x), sum(x), sum(i), avg(x) and count(*) FILTER (x > 2) over every
+/// running frame, per `k`; `native` picks the native forms where they exist.
+fn numbers_plan(native: bool) -> OverPlan {
+    let input = numbers_schema();
+    let aggregate = |udaf: Arc<AggregateUDF>, arg: &str, name: &str| {
+        let args = if arg.is_empty() {
+            vec![lit(1i64)]
+        } else {
+            vec![col(arg, &input).unwrap()]
+        };
+        Arc::new(
+            AggregateExprBuilder::new(udaf, args)
+                .schema(input.clone())
+                .alias(name)
+                .build()
+                .unwrap(),
+        )
+    };
+    let over_x: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
+        col("x", &input).unwrap(),
+        Operator::Gt,
+        lit(2.0f64),
+    ));
+    let mut functions = Vec::new();
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for frame in [
+        Frame::UpToCurrentRow,
+        Frame::BeforeCurrentRow,
+        Frame::UpToPeers,
+    ] {
+        for (udaf, arg, filter) in [
+            (count_udaf(), "x", None),
+            (sum_udaf(), "x", None),
+            (sum_udaf(), "i", None),
+            (avg_udaf(), "x", None),
+            (count_udaf(), "", Some(over_x.clone())),
+        ] {
+            let name = format!("f{}", functions.len());
+            let expr = aggregate(udaf, arg, &name);
+            fields.push(Field::new(&name, expr.field().data_type().clone(), true));
+            let running = if native {
+                let running = RunningAggregate::builtin(&expr, &input);
+                assert!(running.is_some(), "{name} has a native form");
+                running
+            } else {
+                None
+            };
+            functions.push(OverFunction::Aggregate {
+                expr,
+                filter: filter.clone(),
+                frame,
+                running,
+            });
+        }
+    }
+    OverPlan {
+        input_schema: input.clone(),
+        output_schema: Arc::new(Schema::new(fields)),
+        partition_by: vec![col("k", &input).unwrap()],
+        time_column: 1,
+        allowed_lateness_ms: 0,
+        functions,
+        state_ttl_ms: None,
+    }
+}
+
+/// Rows with NULLs, peers (equal times) and two keys, in three batches.
+fn numbers_input() -> Vec<RecordBatch> {
+    vec![
+        numbers(&[
+            ("a", 1, Some(1.5), Some(7)),
+            ("b", 1, None, None),
+            ("a", 2, Some(2.5), None),
+            ("a", 2, Some(-0.25), Some(-3)),
+        ]),
+        numbers(&[
+            ("b", 3, Some(4.0), Some(i64::MAX)),
+            ("b", 4, Some(0.1), Some(2)),
+            ("a", 5, None, Some(1)),
+        ]),
+        numbers(&[("a", 6, Some(3.75), Some(5)), ("b", 6, Some(0.2), None)]),
+    ]
+}
+
+/// Runs `op` over `batches`, a watermark after each; the output rows.
+fn run_numbers(
+    op: &mut dyn StreamOperator,
+    batches: &[RecordBatch],
+    watermarks: &[i64],
+) -> Vec<String> {
+    let mut out = Collector::default();
+    let mut lines = Vec::new();
+    for (batch, watermark) in batches.iter().zip(watermarks) {
+        op.on_batch(0, batch.clone(), &mut out).unwrap();
+        op.on_watermark(*watermark, &mut out).unwrap();
+        lines.extend(rows(&mut out));
+    }
+    lines
+}
+
+#[test]
+fn native_running_aggregates_equal_datafusion_accumulators() {
+    let batches = numbers_input();
+    let watermarks = [2, 5, WATERMARK_MAX];
+    let expected = run_numbers(
+        numbers_plan(false).create().unwrap().as_mut(),
+        &batches,
+        &watermarks,
+    );
+    assert_eq!(expected.len(), 9);
+    let native = run_numbers(
+        numbers_plan(true).create().unwrap().as_mut(),
+        &batches,
+        &watermarks,
+    );
+    assert_eq!(native, expected);
+    // b's first row: x NULL, so count 0 and the sums and average NULL.
+    assert!(
+        expected[1].starts_with("b 1 NULL NULL 0 NULL NULL NULL 0 0 NULL NULL NULL 0"),
+        "{}",
+        expected[1]
+    );
+}
+
+#[test]
+fn native_and_datafusion_checkpoints_restore_into_each_other() {
+    let batches = numbers_input();
+    for (from, into) in [(true, false), (false, true), (true, true)] {
+        let mut op = numbers_plan(from).create().unwrap();
+        let head = run_numbers(op.as_mut(), &batches[..2], &[2, 5]);
+        let mut restored = numbers_plan(into).create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        let tail = run_numbers(restored.as_mut(), &batches[2..], &[WATERMARK_MAX]);
+        let whole = run_numbers(
+            numbers_plan(false).create().unwrap().as_mut(),
+            &batches,
+            &[2, 5, WATERMARK_MAX],
+        );
+        assert_eq!(
+            [head, tail].concat(),
+            whole,
+            "from native {from} into native {into}"
+        );
+    }
+}
+
+#[test]
+fn lag_reaches_back_across_batches_and_snapshots() {
+    let input = kv_schema();
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new("prev2", DataType::Int64, true));
+    let plan = OverPlan {
+        input_schema: input.clone(),
+        output_schema: Arc::new(Schema::new(fields)),
+        partition_by: vec![col("k", &input).unwrap()],
+        time_column: 1,
+        allowed_lateness_ms: 0,
+        functions: vec![OverFunction::Lag {
+            value: col("v", &input).unwrap(),
+            offset: 2,
+            default: ScalarValue::Int64(Some(-1)),
+        }],
+        state_ttl_ms: None,
+    };
+    let mut op = plan.create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(0, keyed(&["a", "b", "a"], &[1, 2, 3], None), &mut out)
+        .unwrap();
+    op.on_watermark(10, &mut out).unwrap();
+    assert_eq!(rows(&mut out), ["a 1 -1", "b 2 -1", "a 3 -1"]);
+    op.on_batch(0, keyed(&["a", "b"], &[11, 12], None), &mut out)
+        .unwrap();
+    op.on_watermark(20, &mut out).unwrap();
+    assert_eq!(rows(&mut out), ["a 11 1", "b 12 -1"]);
+    let mut restored = plan.create().unwrap();
+    restored.restore(op.snapshot().unwrap()).unwrap();
+    for op in [&mut op, &mut restored] {
+        op.on_batch(0, keyed(&["a", "b", "a"], &[21, 22, 23], None), &mut out)
+            .unwrap();
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        assert_eq!(rows(&mut out), ["a 21 3", "b 22 2", "a 23 11"]);
+    }
 }
