@@ -163,28 +163,21 @@ impl RunningState {
             (RunningState::Count(n), RunningArgument::Validity(a)) => {
                 *n += i64::from(a.is_valid(row))
             }
-            (RunningState::SumInt(sum), RunningArgument::Int(a)) => {
-                if a.is_valid(row) {
-                    *sum = Some(sum.unwrap_or(0).wrapping_add(a.value(row)));
-                }
+            (RunningState::SumInt(sum), RunningArgument::Int(a)) if a.is_valid(row) => {
+                *sum = Some(sum.unwrap_or(0).wrapping_add(a.value(row)));
             }
-            (RunningState::SumFloat(sum), RunningArgument::Float(a)) => {
-                if a.is_valid(row) {
-                    *sum = Some(sum.unwrap_or(0.0) + a.value(row));
-                }
+            (RunningState::SumFloat(sum), RunningArgument::Float(a)) if a.is_valid(row) => {
+                *sum = Some(sum.unwrap_or(0.0) + a.value(row));
             }
-            (RunningState::Avg { count, sum }, RunningArgument::Float(a)) => {
-                if a.is_valid(row) {
-                    *count += 1;
-                    *sum = Some(sum.unwrap_or(0.0) + a.value(row));
-                }
+            (RunningState::Avg { count, sum }, RunningArgument::Float(a)) if a.is_valid(row) => {
+                *count += 1;
+                *sum = Some(sum.unwrap_or(0.0) + a.value(row));
             }
-            (RunningState::Welford(w, _), RunningArgument::Float(a)) => {
-                if a.is_valid(row) {
-                    w.push(a.value(row));
-                }
+            (RunningState::Welford(w, _), RunningArgument::Float(a)) if a.is_valid(row) => {
+                w.push(a.value(row));
             }
-            // `argument` pairs each state with its own kind of column.
+            // A NULL argument; `argument` pairs each state with its own kind
+            // of column.
             _ => {}
         }
     }
