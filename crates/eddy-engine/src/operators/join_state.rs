@@ -17,6 +17,14 @@
 //! row to evict. Rows that never matched (outer joins) are handed out batch
 //! by batch with their row numbers, so padding them costs one gather.
 //!
+//! Eviction only moves cursors: an evicted row's index entry stays until
+//! the index is compacted, and probes skip it (a row is live while its
+//! batch is stored and it is at or after the batch's cursor in time
+//! order). Compaction sweeps the whole index once as many rows have been
+//! evicted since the last one as are live, so each evicted row costs a
+//! share of one sequential sweep instead of a hash lookup and removal of
+//! its own.
+//!
 //! A checkpoint keeps the rows not yet evicted with their matched flags
 //! ([`SideState::live_rows`]); a restore inserts them again.
 
@@ -63,8 +71,8 @@ pub struct RowRef {
 
 /// Rows sharing a key hash: one inline (unique keys, no allocation), or
 /// many ordered by time, so that a probe visits only the rows in its time
-/// range and an eviction removes its row in O(log n): a hot key costs per
-/// row what a cold one does, not the length of its bucket.
+/// range and a compaction keeps a hot key's live rows in one pass: a hot key
+/// costs per row what a cold one does, not the length of its bucket.
 enum Bucket {
     One(RowRef),
     Many(BTreeSet<RowRef>),
@@ -79,31 +87,45 @@ impl Bucket {
             }
         }
     }
-
-    /// Removes `r`; true when the bucket is now empty.
-    fn remove(&mut self, r: &RowRef) -> bool {
-        match self {
-            Bucket::One(only) => only == r,
-            Bucket::Many(rows) => {
-                rows.remove(r);
-                rows.is_empty()
-            }
-        }
-    }
 }
+
+/// Rows evicted before a compaction is worth a sweep, however few rows
+/// are live.
+const COMPACT_MIN_EVICTED: usize = 4096;
 
 struct StoredBatch {
     batch: RecordBatch,
     keys: Rows,
-    /// Hash of each key row.
-    hashes: Vec<u64>,
     /// Rows with a time, sorted by it: (time, row).
     order: Vec<(Timestamp, u32)>,
-    /// Next position in `order` to evict.
+    /// Next position in `order` to evict: rows before it are evicted.
     cursor: usize,
-    /// Whether a row is in the key index (no NULL key).
-    indexed: Vec<bool>,
     matched: Vec<bool>,
+}
+
+/// Sorts a batch's (time, row) pairs. When the batch's times span less
+/// than 2^32 ms (49 days; any batch but a pathological one) each pair is
+/// packed into one `u64`, (time - earliest) above the row, and those are
+/// sorted: integers sort about twice as fast as pairs.
+fn sort_by_time(order: &mut [(Timestamp, u32)]) {
+    if order.is_sorted() {
+        return;
+    }
+    let earliest = order.iter().map(|&(t, _)| t).min().unwrap_or_default();
+    let latest = order.iter().map(|&(t, _)| t).max().unwrap_or_default();
+    match u32::try_from(latest.abs_diff(earliest)) {
+        Ok(_) => {
+            let mut packed: Vec<u64> = order
+                .iter()
+                .map(|&(t, row)| (t.abs_diff(earliest) << 32) | u64::from(row))
+                .collect();
+            packed.sort_unstable();
+            for (pair, key) in order.iter_mut().zip(packed) {
+                *pair = (earliest + (key >> 32) as Timestamp, key as u32);
+            }
+        }
+        Err(_) => order.sort_unstable(),
+    }
 }
 
 /// Hashes a `u64` that already is a hash: the index is keyed by key hashes.
@@ -132,7 +154,22 @@ struct Batches {
     slots: VecDeque<Option<StoredBatch>>,
 }
 
+impl StoredBatch {
+    /// Whether `r` (a row of this batch) is not yet evicted: it is at or
+    /// after the cursor in time order.
+    fn holds(&self, r: &RowRef) -> bool {
+        self.order
+            .get(self.cursor)
+            .is_some_and(|&next| (r.time, r.row) >= next)
+    }
+}
+
 impl Batches {
+    /// Whether `r` is buffered and not evicted.
+    fn live(&self, r: &RowRef) -> bool {
+        self.get(r.batch).is_some_and(|b| b.holds(r))
+    }
+
     fn get(&self, id: u64) -> Option<&StoredBatch> {
         let offset = id.checked_sub(self.first_id)? as usize;
         self.slots.get(offset)?.as_ref()
@@ -175,6 +212,9 @@ pub struct SideState {
     /// (time of the batch's next row to evict, batch id).
     by_time: BinaryHeap<Reverse<(Timestamp, u64)>>,
     rows: usize,
+    /// Rows evicted since the index was last compacted (their entries may
+    /// still be in it).
+    evicted_since_compaction: usize,
 }
 
 impl SideState {
@@ -204,7 +244,7 @@ impl SideState {
             let same = self
                 .batches
                 .get(r.batch)
-                .is_some_and(|b| b.keys.row(r.row as usize).as_ref() == key);
+                .is_some_and(|b| b.holds(r) && b.keys.row(r.row as usize).as_ref() == key);
             if same {
                 f(*r);
             }
@@ -271,9 +311,7 @@ impl SideState {
         if order.is_empty() {
             return;
         }
-        if !order.is_sorted() {
-            order.sort_unstable();
-        }
+        sort_by_time(&mut order);
         for &(time, row) in &order {
             if valid[row as usize] {
                 let r = RowRef {
@@ -282,7 +320,12 @@ impl SideState {
                     row,
                 };
                 match self.index.entry(hashes[row as usize]) {
-                    Entry::Occupied(mut bucket) => bucket.get_mut().push(r),
+                    Entry::Occupied(mut bucket) => match bucket.get_mut() {
+                        // An evicted row left in the index: take its place
+                        // (rows of this batch are not stored yet, but live).
+                        Bucket::One(old) if old.batch != id && !self.batches.live(old) => *old = r,
+                        bucket => bucket.push(r),
+                    },
                     Entry::Vacant(slot) => {
                         slot.insert(Bucket::One(r));
                     }
@@ -296,10 +339,8 @@ impl SideState {
             StoredBatch {
                 batch,
                 keys,
-                hashes,
                 order,
                 cursor: 0,
-                indexed: valid,
                 matched,
             },
         );
@@ -315,7 +356,6 @@ impl SideState {
             .map(|b| {
                 b.batch.get_array_memory_size()
                     + b.keys.size()
-                    + b.hashes.capacity() * 8
                     + b.order.capacity() * 16
                     + b.matched.capacity() * 2
             })
@@ -356,7 +396,7 @@ impl SideState {
                 break;
             }
             self.by_time.pop();
-            let Some(stored) = self.batches.get(id) else {
+            let Some(stored) = self.batches.get_mut(id) else {
                 continue;
             };
             // The batch's rows to evict: a prefix of its time order.
@@ -366,45 +406,165 @@ impl SideState {
                     .iter()
                     .take_while(|&&(time, _)| time < threshold)
                     .count();
-            let mut lonely = Vec::new();
-            let mut indexed = Vec::new();
-            for &(time, row) in &stored.order[from..to] {
-                if stored.indexed[row as usize] {
-                    let hash = stored.hashes[row as usize];
-                    indexed.push((
-                        hash,
-                        RowRef {
-                            time,
-                            batch: id,
-                            row,
-                        },
-                    ));
-                }
-                if unmatched.is_some() && !stored.matched[row as usize] {
-                    lonely.push(row);
-                }
-            }
-            if !lonely.is_empty() {
-                if let Some(unmatched) = unmatched.as_deref_mut() {
+            if let Some(unmatched) = unmatched.as_deref_mut() {
+                let lonely: Vec<u32> = stored.order[from..to]
+                    .iter()
+                    .map(|&(_, row)| row)
+                    .filter(|&row| !stored.matched[row as usize])
+                    .collect();
+                if !lonely.is_empty() {
                     unmatched.push((stored.batch.clone(), lonely));
                 }
             }
+            stored.cursor = to;
             let next = stored.order.get(to).map(|&(time, _)| time);
-            if let Some(stored) = self.batches.get_mut(id) {
-                stored.cursor = to;
-            }
             self.rows -= to - from;
-            for (hash, r) in indexed {
-                if let Entry::Occupied(mut bucket) = self.index.entry(hash) {
-                    if bucket.get_mut().remove(&r) {
-                        bucket.remove();
-                    }
-                }
-            }
+            self.evicted_since_compaction += to - from;
             match next {
                 Some(next) => self.by_time.push(Reverse((next, id))),
                 None => self.batches.remove(id),
             }
         }
+        if self.rows == 0 {
+            self.index.clear();
+            self.evicted_since_compaction = 0;
+        } else if self.evicted_since_compaction > self.rows.max(COMPACT_MIN_EVICTED) {
+            self.compact();
+        }
+    }
+
+    /// Drops the index entries of evicted rows.
+    fn compact(&mut self) {
+        let batches = &self.batches;
+        self.index.retain(|_, bucket| match bucket {
+            Bucket::One(r) => batches.live(r),
+            Bucket::Many(rows) => {
+                rows.retain(|r| batches.live(r));
+                if let (1, Some(&only)) = (rows.len(), rows.first()) {
+                    *bucket = Bucket::One(only);
+                }
+                !matches!(bucket, Bucket::Many(rows) if rows.is_empty())
+            }
+        });
+        if self.index.capacity() > 4 * self.index.len().max(COMPACT_MIN_EVICTED) {
+            self.index.shrink_to_fit();
+        }
+        self.evicted_since_compaction = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::row::{RowConverter, SortField};
+
+    use super::*;
+
+    /// A batch of (key, time) rows with its `KeyedRows` (hash = key).
+    fn keyed(rows: &[(i64, Timestamp)]) -> (RecordBatch, KeyedRows) {
+        let keys = Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0)));
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(schema, vec![keys.clone()]).unwrap();
+        let converter = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let key_rows = converter.convert_columns(&[keys]).unwrap();
+        let keyed = KeyedRows {
+            keys: key_rows,
+            hashes: rows.iter().map(|r| r.0 as u64).collect(),
+            valid: vec![true; rows.len()],
+            times: rows.iter().map(|r| Some(r.1)).collect(),
+        };
+        (batch, keyed)
+    }
+
+    /// The times of the rows a probe for `key` over `times` visits.
+    fn probe(
+        side: &SideState,
+        key: i64,
+        times: std::ops::RangeInclusive<Timestamp>,
+    ) -> Vec<Timestamp> {
+        let converter = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let rows = converter
+            .convert_columns(&[Arc::new(Int64Array::from(vec![key]))])
+            .unwrap();
+        let mut found = Vec::new();
+        side.for_each_candidate(key as u64, rows.row(0).as_ref(), times, |r| {
+            found.push(r.time)
+        });
+        found
+    }
+
+    #[test]
+    fn evicted_rows_are_never_candidates_and_the_index_stays_bounded() {
+        let mut side = SideState::default();
+        // Each batch: a hot key 7 at every time, and a unique key per row.
+        for batch in 0..200i64 {
+            let rows: Vec<(i64, Timestamp)> = (0..100)
+                .flat_map(|i| {
+                    let t = batch * 100 + i;
+                    [(7, t), (1_000 + t, t)]
+                })
+                .collect();
+            let (b, k) = keyed(&rows);
+            let n = b.num_rows();
+            side.insert(b, k, vec![false; n]);
+            // Keep the last 500 ms.
+            side.evict_before(batch * 100 + 100 - 500, None);
+            assert!(side.len() <= 1_000, "{} rows live", side.len());
+            assert!(
+                side.index.len() <= 2 * side.len() + COMPACT_MIN_EVICTED + 200,
+                "{} index entries for {} live rows",
+                side.index.len(),
+                side.len()
+            );
+        }
+        // The hot key: only rows at or after the threshold, whatever range
+        // the probe asks for (a late probe reaches below it).
+        let live = probe(&side, 7, 0..=i64::MAX);
+        assert_eq!(live, (19_500..20_000).collect::<Vec<_>>());
+        // A unique key: evicted, then live.
+        assert!(probe(&side, 1_000 + 100, 0..=i64::MAX).is_empty());
+        assert_eq!(probe(&side, 1_000 + 19_999, 0..=i64::MAX), vec![19_999]);
+        // An evicted unique key's entry is reused by a new row of that key.
+        let (b, k) = keyed(&[(1_000 + 19_000, 30_000)]);
+        side.insert(b, k, vec![false]);
+        assert_eq!(probe(&side, 1_000 + 19_000, 0..=i64::MAX), vec![30_000]);
+        // Everything evicted: the index empties at the next compaction.
+        side.evict_before(Timestamp::MAX, None);
+        assert!(side.is_empty());
+        assert!(side.index.is_empty());
+        assert!(probe(&side, 7, 0..=i64::MAX).is_empty());
+    }
+
+    #[test]
+    fn pairs_sort_by_time_then_row_packed_or_not() {
+        let mut near = vec![
+            (5, 0),
+            (-3, 1),
+            (5, 2),
+            (i64::from(u32::MAX) - 4, 3),
+            (-3, 4),
+        ];
+        let mut expected = near.clone();
+        expected.sort_unstable();
+        sort_by_time(&mut near);
+        assert_eq!(near, expected);
+        let mut far = vec![(i64::MAX, 0), (i64::MIN, 1), (0, 2), (i64::MIN, 3)];
+        let mut expected = far.clone();
+        expected.sort_unstable();
+        sort_by_time(&mut far);
+        assert_eq!(far, expected);
+    }
+
+    #[test]
+    fn rows_of_one_batch_sharing_a_key_all_stay_candidates() {
+        let mut side = SideState::default();
+        let (b, k) = keyed(&[(3, 10), (3, 5), (3, 7)]);
+        side.insert(b, k, vec![false; 3]);
+        assert_eq!(probe(&side, 3, 0..=100), vec![5, 7, 10]);
+        side.evict_before(6, None);
+        assert_eq!(probe(&side, 3, 0..=100), vec![7, 10]);
     }
 }
