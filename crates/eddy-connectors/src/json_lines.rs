@@ -41,28 +41,91 @@ pub fn encode_json_lines_with(
 /// Appends `line` (compact JSON) with a space after every `:` and `,` that is
 /// not inside a string: the layout of Python's `json.dumps`, which the tagged
 /// stdout lines of the reference pipeline use.
+///
+/// Eight bytes at a time: a word's quotes, separators and backslashes are
+/// found as bit masks (SWAR), which of its bytes lie inside a string is the
+/// running parity of its quotes, and only the separators outside strings
+/// are visited. A word holding a backslash (an escape) is walked byte by
+/// byte, as is the tail. About twice the speed of a byte loop on record lines.
 pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
     out.reserve(line.len() + line.len() / 8);
-    // One pass, byte by byte: the tokens of a record line are a few bytes
-    // apart, too close for a vector search per token to pay off. Runs
-    // between the separators are copied whole.
-    let mut copied = 0;
-    let mut in_string = false;
+    let mut spacer = Spacer {
+        line,
+        copied: 0,
+        in_string: false,
+    };
     let mut i = 0;
-    while i < line.len() {
-        match line[i] {
-            b'\\' if in_string => i += 1, // the escaped byte is never special
-            b'"' => in_string = !in_string,
-            b':' | b',' if !in_string => {
-                out.extend_from_slice(&line[copied..=i]);
-                out.push(b' ');
-                copied = i + 1;
-            }
-            _ => {}
+    while let Some(word) = line.get(i..i + 8) {
+        let word = u64::from_le_bytes(std::array::from_fn(|k| word[k]));
+        if byte_mask(word, b'\\') != 0 {
+            i = spacer.bytes(i, i + 8, out);
+            continue;
         }
-        i += 1;
+        let mut quotes = byte_mask(word, b'"');
+        // Prefix parity of the quotes, byte by byte (little endian: lower
+        // bytes come first in the line).
+        quotes ^= quotes << 8;
+        quotes ^= quotes << 16;
+        quotes ^= quotes << 32;
+        let inside = if spacer.in_string {
+            quotes ^ HIGH
+        } else {
+            quotes
+        };
+        spacer.in_string = inside >> 63 == 1;
+        let mut separators = (byte_mask(word, b':') | byte_mask(word, b',')) & !inside & HIGH;
+        while separators != 0 {
+            spacer.space_after(i + (separators.trailing_zeros() / 8) as usize, out);
+            separators &= separators - 1;
+        }
+        i += 8;
     }
-    out.extend_from_slice(&line[copied.min(line.len())..]);
+    spacer.bytes(i, line.len(), out);
+    out.extend_from_slice(&line[spacer.copied.min(line.len())..]);
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// The high bit of each byte of `word` that equals `byte` (exact: no carry
+/// crosses bytes).
+fn byte_mask(word: u64, byte: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(byte));
+    !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// The state of [`spaced_json`]'s pass: the bytes copied so far and whether
+/// the pass is inside a string.
+struct Spacer<'a> {
+    line: &'a [u8],
+    copied: usize,
+    in_string: bool,
+}
+
+impl Spacer<'_> {
+    /// Copies the line up to the separator at `at`, then a space.
+    fn space_after(&mut self, at: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.line[self.copied..=at]);
+        out.push(b' ');
+        self.copied = at + 1;
+    }
+
+    /// Walks bytes `from..to` one by one; returns where the walk ended (past
+    /// `to` when the last byte escapes the next).
+    fn bytes(&mut self, from: usize, to: usize, out: &mut Vec<u8>) -> usize {
+        let mut i = from;
+        while i < to {
+            match self.line[i] {
+                b'\\' if self.in_string => i += 1, // the escaped byte is never special
+                b'"' => self.in_string = !self.in_string,
+                b':' | b',' if !self.in_string => self.space_after(i, out),
+                _ => {}
+            }
+            i += 1;
+        }
+        i
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +150,54 @@ mod tests {
             spaced_json(line.as_bytes(), &mut out);
             assert_eq!(String::from_utf8(out).unwrap(), spaced, "{line}");
         }
+    }
+
+    /// The byte-by-byte definition of the layout.
+    fn spaced_bytewise(line: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut in_string, mut escaped) = (false, false);
+        for &b in line {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if in_string && b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = !in_string;
+            } else if !in_string && (b == b':' || b == b',') {
+                out.push(b' ');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn word_at_a_time_equals_byte_by_byte_at_every_alignment() {
+        // Lines drawn from the bytes that matter, at every length and offset
+        // (a small linear congruential generator: the same lines every run).
+        let alphabet = br#"":,\ab{}[]1"#;
+        let mut seed: u64 = 7;
+        let mut next = || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as usize
+        };
+        for _ in 0..20_000 {
+            let len = next() % 40;
+            let line: Vec<u8> = (0..len)
+                .map(|_| alphabet[next() % alphabet.len()])
+                .collect();
+            let mut out = b"prefix".to_vec();
+            spaced_json(&line, &mut out);
+            assert_eq!(
+                &out[6..],
+                spaced_bytewise(&line),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+        let record = br#"{"record_type":"anomaly","customer_id":"cust-001","amount":9800.0,"note":"a,b: \"c\"","n":[1,2]}"#;
+        let mut out = Vec::new();
+        spaced_json(record, &mut out);
+        assert_eq!(out, spaced_bytewise(record));
     }
 }

@@ -108,6 +108,32 @@ FROM payments p LEFT JOIN orders o
  AND to_timestamp_millis(o.order_ts) BETWEEN to_timestamp_millis(p.payment_ts) - INTERVAL '10 seconds'
                                          AND to_timestamp_millis(p.payment_ts) + INTERVAL '10 seconds'";
 
+/// The OVER query's select list, its windows ordered by `$order`.
+macro_rules! over_select {
+    ($order:literal) => {
+        concat!(
+            "
+SELECT order_id, customer_id, order_ts,
+  count(*) OVER (PARTITION BY customer_id ORDER BY ",
+            $order,
+            "
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n,
+  sum(order_amount) OVER (PARTITION BY customer_id ORDER BY ",
+            $order,
+            "
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total,
+  dynamic_threshold(order_amount, 3.0, 5000.0, 5) OVER (PARTITION BY customer_id ORDER BY ",
+            $order,
+            "
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS threshold,
+  order_ts - lag(order_ts) OVER (PARTITION BY customer_id ORDER BY ",
+            $order,
+            ") AS gap_ms
+FROM orders"
+        )
+    };
+}
+
 /// The OVER query: the amount rule's running statistics per customer over
 /// its earlier orders (`dynamic_threshold`), a running count and sum, and
 /// the time since the customer's previous order, for every order.
@@ -118,28 +144,13 @@ CREATE TABLE out (
   order_id VARCHAR, customer_id VARCHAR, order_ts BIGINT,
   n BIGINT, total DOUBLE, threshold DOUBLE, gap_ms BIGINT
 ) WITH (${SINK});
-INSERT INTO out
-SELECT order_id, customer_id, order_ts,
-  count(*) OVER (PARTITION BY customer_id ORDER BY event_time
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n,
-  sum(order_amount) OVER (PARTITION BY customer_id ORDER BY event_time
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total,
-  dynamic_threshold(order_amount, 3.0, 5000.0, 5) OVER (PARTITION BY customer_id ORDER BY event_time
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS threshold,
-  order_ts - lag(order_ts) OVER (PARTITION BY customer_id ORDER BY event_time) AS gap_ms
-FROM orders;
+INSERT INTO out",
+    over_select!("event_time"),
+    ";
 "
 );
 
 /// The same OVER aggregates as DataFusion batch window functions (with
-/// eddy's `dynamic_threshold` registered).
-pub const OVER_BATCH_SQL: &str = "
-SELECT order_id, customer_id, order_ts,
-  count(*) OVER (PARTITION BY customer_id ORDER BY order_ts
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n,
-  sum(order_amount) OVER (PARTITION BY customer_id ORDER BY order_ts
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total,
-  dynamic_threshold(order_amount, 3.0, 5000.0, 5) OVER (PARTITION BY customer_id ORDER BY order_ts
-                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS threshold,
-  order_ts - lag(order_ts) OVER (PARTITION BY customer_id ORDER BY order_ts) AS gap_ms
-FROM orders";
+/// eddy's `dynamic_threshold` registered), ordered by the same time as a
+/// number.
+pub const OVER_BATCH_SQL: &str = over_select!("order_ts");

@@ -154,6 +154,17 @@ pub(super) enum RunningValue {
 }
 
 impl RunningState {
+    /// The aggregate this state belongs to.
+    pub fn kind(&self) -> RunningAggregate {
+        match self {
+            RunningState::Count(_) => RunningAggregate::Count,
+            RunningState::SumFloat(_) => RunningAggregate::SumFloat,
+            RunningState::SumInt(_) => RunningAggregate::SumInt,
+            RunningState::Avg { .. } => RunningAggregate::Avg,
+            RunningState::Welford(_, output) => RunningAggregate::Welford(*output),
+        }
+    }
+
     /// Folds in `row` of the batch's argument (a NULL leaves the state alone,
     /// as in DataFusion's accumulators).
     #[inline]
@@ -201,14 +212,8 @@ impl RunningState {
 
 impl Accumulator for RunningState {
     fn update_batch(&mut self, values: &[ArrayRef]) -> datafusion::error::Result<()> {
-        let kind = match self {
-            RunningState::Count(_) => RunningAggregate::Count,
-            RunningState::SumFloat(_) => RunningAggregate::SumFloat,
-            RunningState::SumInt(_) => RunningAggregate::SumInt,
-            RunningState::Avg { .. } => RunningAggregate::Avg,
-            RunningState::Welford(_, output) => RunningAggregate::Welford(*output),
-        };
-        let arg = kind
+        let arg = self
+            .kind()
             .argument(values)
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         let rows = values.first().map_or(0, |a| a.len());

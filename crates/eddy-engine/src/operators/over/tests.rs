@@ -21,6 +21,31 @@ use crate::operator::{Collector, Operator as StreamOperator, OperatorPlan};
 use crate::operators::testing::{keyed, kv_schema};
 use crate::time::WATERMARK_MAX;
 
+/// `functions` per `k` of `input`, ordered by its column 1 as event time;
+/// `appended` names their output columns.
+fn keyed_plan(
+    input: SchemaRef,
+    functions: Vec<OverFunction>,
+    appended: Vec<Field>,
+    state_ttl_ms: Option<i64>,
+) -> OverPlan {
+    let fields: Vec<Field> = input
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .chain(appended)
+        .collect();
+    OverPlan {
+        output_schema: Arc::new(Schema::new(fields)),
+        partition_by: vec![col("k", &input).unwrap()],
+        input_schema: input,
+        time_column: 1,
+        allowed_lateness_ms: 0,
+        functions,
+        state_ttl_ms,
+    }
+}
+
 /// `row_number()`, `lag(v)` and `sum(v)` (rows up to the current one) per
 /// `k`, ordered by `v` as event time.
 fn plan(state_ttl_ms: Option<i64>) -> OverPlan {
@@ -30,32 +55,26 @@ fn plan(state_ttl_ms: Option<i64>) -> OverPlan {
         .alias("s")
         .build()
         .unwrap();
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new("rn", DataType::UInt64, true));
-    fields.push(Field::new("prev", DataType::Int64, true));
-    fields.push(Field::new("s", DataType::Int64, true));
-    OverPlan {
-        input_schema: input.clone(),
-        output_schema: Arc::new(Schema::new(fields)),
-        partition_by: vec![col("k", &input).unwrap()],
-        time_column: 1,
-        allowed_lateness_ms: 0,
-        functions: vec![
-            OverFunction::RowNumber,
-            OverFunction::Lag {
-                value: col("v", &input).unwrap(),
-                offset: 1,
-                default: ScalarValue::Int64(None),
-            },
-            OverFunction::Aggregate {
-                expr: Arc::new(sum),
-                filter: None,
-                frame: Frame::UpToCurrentRow,
-                running: None,
-            },
-        ],
-        state_ttl_ms,
-    }
+    let appended = vec![
+        Field::new("rn", DataType::UInt64, true),
+        Field::new("prev", DataType::Int64, true),
+        Field::new("s", DataType::Int64, true),
+    ];
+    let functions = vec![
+        OverFunction::RowNumber,
+        OverFunction::Lag {
+            value: col("v", &input).unwrap(),
+            offset: 1,
+            default: ScalarValue::Int64(None),
+        },
+        OverFunction::Aggregate {
+            expr: Arc::new(sum),
+            filter: None,
+            frame: Frame::UpToCurrentRow,
+            running: None,
+        },
+    ];
+    keyed_plan(input, functions, appended, state_ttl_ms)
 }
 
 /// Every emitted row as `k v rn prev s`.
@@ -174,7 +193,7 @@ fn numbers_plan(native: bool) -> OverPlan {
         lit(2.0f64),
     ));
     let mut functions = Vec::new();
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields = Vec::new();
     for frame in [
         Frame::UpToCurrentRow,
         Frame::BeforeCurrentRow,
@@ -205,15 +224,7 @@ fn numbers_plan(native: bool) -> OverPlan {
             });
         }
     }
-    OverPlan {
-        input_schema: input.clone(),
-        output_schema: Arc::new(Schema::new(fields)),
-        partition_by: vec![col("k", &input).unwrap()],
-        time_column: 1,
-        allowed_lateness_ms: 0,
-        functions,
-        state_ttl_ms: None,
-    }
+    keyed_plan(input, functions, fields, None)
 }
 
 /// Rows with NULLs, peers (equal times) and two keys, in three batches.
@@ -299,21 +310,13 @@ fn native_and_datafusion_checkpoints_restore_into_each_other() {
 #[test]
 fn lag_reaches_back_across_batches_and_snapshots() {
     let input = kv_schema();
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new("prev2", DataType::Int64, true));
-    let plan = OverPlan {
-        input_schema: input.clone(),
-        output_schema: Arc::new(Schema::new(fields)),
-        partition_by: vec![col("k", &input).unwrap()],
-        time_column: 1,
-        allowed_lateness_ms: 0,
-        functions: vec![OverFunction::Lag {
-            value: col("v", &input).unwrap(),
-            offset: 2,
-            default: ScalarValue::Int64(Some(-1)),
-        }],
-        state_ttl_ms: None,
+    let lag = OverFunction::Lag {
+        value: col("v", &input).unwrap(),
+        offset: 2,
+        default: ScalarValue::Int64(Some(-1)),
     };
+    let prev2 = Field::new("prev2", DataType::Int64, true);
+    let plan = keyed_plan(input, vec![lag], vec![prev2], None);
     let mut op = plan.create().unwrap();
     let mut out = Collector::default();
     op.on_batch(0, keyed(&["a", "b", "a"], &[1, 2, 3], None), &mut out)
