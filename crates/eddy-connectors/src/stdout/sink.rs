@@ -97,7 +97,9 @@ fn tagged_lines(
     lines: JsonLines,
     text: &mut Vec<u8>,
 ) -> crate::error::Result<()> {
-    let mut scratch = Vec::with_capacity(batch.num_rows() * 64);
+    // The compact lines are shorter than the spaced ones `text` held last
+    // time (its buffer is recycled): sized so, they never grow by copying.
+    let mut scratch = Vec::with_capacity((batch.num_rows() * 64).max(text.capacity()));
     // An updating result's lines show each row's kind after the tag,
     // or are Debezium change events.
     let kinds = if lines.envelope == Envelope::Debezium {
