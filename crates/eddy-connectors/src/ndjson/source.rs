@@ -265,7 +265,10 @@ impl NdjsonSource {
             return Ok(Some(self.inline.decode(chunk)));
         };
         let result = (|| {
-            while pool.in_flight() < pool.capacity() && !self.finished {
+            // Two chunks per worker: one decoding, one waiting in its
+            // queue, so a worker has its next chunk while this thread hands
+            // on the oldest result.
+            while pool.in_flight() < 2 * pool.capacity() && !self.finished {
                 // Do not block reading a live input while decoded rows wait.
                 if self.live && pool.in_flight() > 0 && self.reader.buffer().is_empty() {
                     break;
