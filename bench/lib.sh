@@ -126,7 +126,11 @@ lines_under() { find "$1" -type f ! -name '.*' ! -name '_SUCCESS' -exec cat {} +
 # alternate_runs Q: RUNS timed runs of the query on each engine, in turn:
 # eddy a process per run (`eddy run`, the whole process timed), Flink one
 # JVM for all (flink_sql.py serve) that runs the query once first, its cold
-# run, so that the timed ones are warm; then the JVM's peak memory.
+# run, so that the timed ones are warm; then the JVM's peak memory. The
+# waiting JVM is stopped (SIGSTOP, every process under flink_sql.py) while
+# eddy runs, so neither engine's timed run shares the machine with the
+# other: an idle JVM's collector and compiler threads, and its heap of
+# several GiB, otherwise run beside eddy's timed process.
 alternate_runs() {
   local q=$1 run line to_flink
   coproc FLINK { exec "$FLINK_PYTHON" bench/flink_sql.py serve "${flink_vars[@]}" -- "${sql_files[@]}" 2> "$work/flink-$q.log"; }
@@ -141,9 +145,11 @@ alternate_runs() {
   for ((run = 1; run <= RUNS; run++)); do
     rm -rf "$work/eddy-run"
     mkdir -p "$work/eddy-run"
+    signal_tree STOP "$FLINK_PID"
     /usr/bin/time -f '{"wall_seconds":%e,"user":%U,"sys":%S,"peak_kib":%M}' -o "$work/time" \
       "$EDDY" run --quiet "${sql_files[@]}" "${eddy_flags[@]}" > /dev/null 2> "$work/eddy.log" \
-      || { cat "$work/eddy.log" >&2; exit 1; }
+      || { signal_tree CONT "$FLINK_PID"; cat "$work/eddy.log" >&2; exit 1; }
+    signal_tree CONT "$FLINK_PID"
     printf '%s\teddy\t%s\n' "$q" "$(cat "$work/time")" >> "$work/runs.tsv"
     line=$(flink_says run)
     printf '%s\tflink\t%s\n' "$q" "$line" >> "$work/runs.tsv"
@@ -154,4 +160,11 @@ alternate_runs() {
   to_flink=${FLINK[1]}
   exec {to_flink}>&-
   wait "$FLINK_PID" || true
+}
+
+# signal_tree SIGNAL PID: sends SIGNAL to PID and every process under it.
+signal_tree() {
+  local pid
+  for pid in $(pgrep -P "$2"); do signal_tree "$1" "$pid"; done
+  kill "-$1" "$2" 2> /dev/null || true
 }

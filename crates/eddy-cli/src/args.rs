@@ -343,8 +343,9 @@ pub(crate) struct BenchArgs {
     /// form of the reference pipeline's stages 10-30; eddy's side is
     /// `eddy run queries/`), api (load on a running server), or compare
     /// (two engines' results of --query, in --output and --against, by
-    /// value).
-    #[arg(value_parser = ["window", "hop", "join", "over", "pipeline", "api", "compare"])]
+    /// value), or decode (eddy's NDJSON source alone on one thread, over
+    /// --input, a file of `eddy generate`).
+    #[arg(value_parser = ["window", "hop", "join", "over", "pipeline", "api", "compare", "decode"])]
     pub(crate) name: String,
     /// eddy or datafusion (window, hop, join, over), or datafusion-slices (hop:
     /// per-second slices added into windows).
@@ -366,8 +367,8 @@ pub(crate) struct BenchArgs {
         requires = "output"
     )]
     pub(crate) against: Option<PathBuf>,
-    /// NDJSON input file (window, hop, over).
-    #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop"), ("name", "over")]))]
+    /// NDJSON input file (window, hop, over, decode).
+    #[arg(long, required_if_eq_any([("name", "window"), ("name", "hop"), ("name", "over"), ("name", "decode")]))]
     pub(crate) input: Option<PathBuf>,
     /// NDJSON orders file (join, pipeline).
     #[arg(long, required_if_eq_any([("name", "join"), ("name", "pipeline")]))]
@@ -403,6 +404,9 @@ pub(crate) struct BenchArgs {
     /// eddy: worker threads (as `eddy run --workers`).
     #[arg(long, value_name = "N", env = "EDDY_WORKERS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) workers: Option<u16>,
+    /// decode: passes over the input; the fastest is reported.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) rounds: usize,
     /// api: concurrent clients.
     #[arg(long, default_value_t = 20)]
     pub(crate) clients: usize,

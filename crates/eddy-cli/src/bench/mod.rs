@@ -11,11 +11,13 @@
 //! - [`queries`]: the queries in both engines' forms;
 //! - [`engines`]: running one, timed;
 //! - [`compare`]: two results compared by value;
+//! - [`decode`]: the NDJSON source alone, on one thread;
 //! - [`pipeline`]: DataFusion's form of the reference pipeline's stages;
 //! - [`api`]: load on a running server.
 
 pub mod api;
 pub mod compare;
+pub mod decode;
 pub mod engines;
 pub mod pipeline;
 pub mod queries;
@@ -28,6 +30,7 @@ use eddy_engine::runtime::JobConfig;
 
 pub use api::api;
 pub use compare::compare;
+pub use decode::decode;
 use engines::{count_lines, register_stream, run_datafusion, run_eddy};
 pub use engines::{peak_rss_bytes, Results};
 pub use pipeline::{pipeline_batch, PIPELINE_BATCH_SQL};

@@ -30,6 +30,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         full_checkpoints,
         no_chaining,
         workers,
+        rounds,
         clients,
         seconds,
         server,
@@ -74,6 +75,11 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
                 }
             }
         }
+        ("decode", Some(input), _, _) => bench::decode(
+            &input,
+            batch_size.unwrap_or(eddy_connectors::DEFAULT_BATCH_SIZE),
+            rounds,
+        )?,
         ("window" | "hop" | "over", Some(input), _, _) => bench::run(
             bench::Query::named(&name).unwrap_or(bench::Query::Tumble),
             &engine,
@@ -103,7 +109,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         }
         _ => {
             return Err(CliError::Usage(
-                "window, hop and over need --input; join needs --orders and --payments; pipeline also --devices".into(),
+                "window, hop, over and decode need --input; join needs --orders and --payments; pipeline also --devices".into(),
             ))
         }
     };

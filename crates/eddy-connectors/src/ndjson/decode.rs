@@ -196,8 +196,10 @@ pub fn split_blocks(chunk: &mut Chunk, location: &str) {
     for block in std::mem::take(&mut chunk.blocks) {
         let (mut number, mut offset, mut start) = (block.number, block.offset, block.start);
         let bytes = &chunk.bytes[..block.end];
+        // One search over the block for its line breaks, not one per line.
+        let mut breaks = memchr::memchr_iter(b'\n', &bytes[start..]).map(|i| block.start + i + 1);
         while start < block.end {
-            let end = memchr::memchr(b'\n', &bytes[start..]).map_or(block.end, |i| start + i + 1);
+            let end = breaks.next().unwrap_or(block.end);
             let text = trim_line(&bytes[start..end]);
             if text.len() > chunk.max_line_bytes {
                 let at = LineSpan {

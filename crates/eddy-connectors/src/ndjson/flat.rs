@@ -116,6 +116,9 @@ impl Column {
 /// A table column as the decoder sees it.
 struct FlatField {
     name: Box<[u8]>,
+    /// The name followed by its closing quote and a colon: the key as a
+    /// line mostly writes it (`name":`), matched in one comparison.
+    key: Box<[u8]>,
     data_type: DataType,
     nullable: bool,
 }
@@ -130,6 +133,7 @@ pub struct FlatDecoder {
 }
 
 /// Not the plain case: the chunk goes to arrow-json.
+#[derive(Debug)]
 struct NotPlain;
 
 type Step<T> = Result<T, NotPlain>;
@@ -148,6 +152,7 @@ impl FlatDecoder {
                 }
                 Some(FlatField {
                     name: f.name().as_bytes().into(),
+                    key: [f.name().as_bytes(), b"\":"].concat().into(),
                     data_type: Column::new(f.data_type(), 0).map(|_| f.data_type().clone())?,
                     nullable: f.is_nullable(),
                 })
@@ -246,11 +251,20 @@ impl FlatDecoder {
 
     /// Whether the key starting at `at` (after its opening quote) is the
     /// name of column `guess` (the one after the last key's: lines mostly
-    /// keep one order), moving past its closing quote when it is.
+    /// keep one order), moving past its closing quote when it is. The
+    /// common `name":` is matched at once (leaving `at` on the colon).
     fn expected_key(&self, line: &[u8], at: &mut usize, guess: usize) -> Option<usize> {
-        let name = &self.fields.get(guess)?.name;
-        let end = *at + name.len();
-        if same_bytes(line.get(*at..end)?, name) && line.get(end) == Some(&b'"') {
+        let field = self.fields.get(guess)?;
+        let colon = *at + field.key.len();
+        if line
+            .get(*at..colon)
+            .is_some_and(|k| same_bytes(k, &field.key))
+        {
+            *at = colon - 1;
+            return Some(guess);
+        }
+        let end = *at + field.name.len();
+        if same_bytes(line.get(*at..end)?, &field.name) && line.get(end) == Some(&b'"') {
             *at = end + 1;
             Some(guess)
         } else {
@@ -264,10 +278,35 @@ impl FlatDecoder {
     }
 }
 
-/// Whether two short byte strings of one length are equal: keys are a few
-/// bytes, where a call to `memcmp` costs more than comparing in line.
+/// Whether two short byte strings are equal: keys are a few bytes, where a
+/// call to `memcmp` costs more than comparing in line. From 4 bytes on, the
+/// first and the last word (4 or 8 bytes, overlapping) are compared, and
+/// the words between for longer ones.
+#[inline(always)]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0, |diff, (x, y)| diff | (x ^ y)) == 0
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let half = |s: &[u8], i: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&s[i..i + 4]);
+        u32::from_le_bytes(w)
+    };
+    match n {
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => {
+            (0..n - 8).step_by(8).all(|i| word(a, i) == word(b, i))
+                && word(a, n - 8) == word(b, n - 8)
+        }
+    }
 }
 
 /// Position of the first byte of `bytes` that ends a plain string (a quote,
@@ -331,42 +370,151 @@ fn plain_string<'a>(line: &'a [u8], at: &mut usize) -> Step<&'a [u8]> {
     Ok(&rest[..len])
 }
 
-/// A JSON number starting at `at` (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`):
-/// its text, and whether it is an integer (no fraction, no exponent).
-fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<(&'a [u8], bool)> {
+/// A JSON number as [`number`] reads it: its text, and its value as
+/// `mantissa` times ten to `exponent` when that holds it exactly.
+struct Number<'a> {
+    text: &'a [u8],
+    /// No fraction and no exponent.
+    integer: bool,
+    negative: bool,
+    /// The digits, leading zeros left out, as one integer (`exact`: all
+    /// of them fit, at most 19).
+    mantissa: u64,
+    /// The power of ten the mantissa is scaled by (the exponent less the
+    /// fraction's digits).
+    exponent: i32,
+    /// Whether `mantissa` and `exponent` hold the value exactly.
+    exact: bool,
+}
+
+impl Number<'_> {
+    /// The value as a 64-bit integer: `None` when it is out of range (an
+    /// integer of more than 19 significant digits is).
+    fn as_i64(&self) -> Option<i64> {
+        if !self.exact {
+            return None;
+        }
+        if self.negative {
+            0i64.checked_sub_unsigned(self.mantissa)
+        } else {
+            i64::try_from(self.mantissa).ok()
+        }
+    }
+
+    /// The value as the nearest `f64`, when one IEEE operation on exact
+    /// operands gives it (Clinger's fast path: a mantissa of at most 2^53
+    /// and a power of ten of at most 22, both exactly representable, so the
+    /// one rounding is the correct one, as `lexical-core`'s is).
+    fn fast_f64(&self) -> Option<f64> {
+        const POWERS: [f64; 23] = [
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+            1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+        ];
+        if !self.exact || self.mantissa > 1 << 53 {
+            return None;
+        }
+        let power = *POWERS.get(self.exponent.unsigned_abs() as usize)?;
+        let magnitude = if self.exponent < 0 {
+            self.mantissa as f64 / power
+        } else {
+            self.mantissa as f64 * power
+        };
+        Some(if self.negative { -magnitude } else { magnitude })
+    }
+}
+
+/// The value of the eight bytes at `i` when all are ASCII digits, the
+/// first the most significant: a word's digits are checked and combined
+/// pairwise in three multiplications (as simdjson does).
+#[inline(always)]
+fn eight_digits(line: &[u8], i: usize) -> Option<u64> {
+    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(line.get(i..i + 8)?);
+    let w = u64::from_le_bytes(word);
+    // Each byte 0x30..=0x39: its high nibble is 3, and adding 6 keeps it so.
+    let digits = (w & NIBBLES) | ((w.wrapping_add(0x0606_0606_0606_0606) & NIBBLES) >> 4);
+    if digits != 0x3333_3333_3333_3333 {
+        return None;
+    }
+    let w = ((w & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561)) >> 8;
+    let w = ((w & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601)) >> 16;
+    Some(((w & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001)) >> 32)
+}
+
+/// A JSON number starting at `at` (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`),
+/// read in one pass: its text and value ([`Number`]).
+fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<Number<'a>> {
     let start = *at;
     let mut i = start;
-    let digits = |i: &mut usize| {
+    let mut mantissa = 0u64;
+    let mut significant = 0u32;
+    // Appends a run of digits to the mantissa (eight at a time while it
+    // lasts); returns how many there were.
+    let mut digits = |i: &mut usize, mantissa: &mut u64| {
         let from = *i;
-        while line.get(*i).is_some_and(u8::is_ascii_digit) {
+        while let Some(value) = eight_digits(line, *i) {
+            significant += match (*mantissa, value) {
+                (0, 0) => 0,
+                (0, value) => value.ilog10() + 1,
+                _ => 8,
+            };
+            *mantissa = mantissa.wrapping_mul(100_000_000).wrapping_add(value);
+            *i += 8;
+        }
+        while let Some(&d) = line.get(*i).filter(|d| d.is_ascii_digit()) {
+            if *mantissa != 0 || d != b'0' {
+                significant += 1;
+                *mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
+            }
             *i += 1;
         }
         *i - from
     };
-    if line.get(i) == Some(&b'-') {
+    let negative = line.get(i) == Some(&b'-');
+    if negative {
         i += 1;
     }
     let first = i;
-    let whole = digits(&mut i);
+    let whole = digits(&mut i, &mut mantissa);
     if whole == 0 || (whole > 1 && line[first] == b'0') {
         return Err(NotPlain);
     }
     let mut integer = true;
+    let mut exponent = 0i64;
     if line.get(i) == Some(&b'.') {
         i += 1;
-        if digits(&mut i) == 0 {
+        let fraction = digits(&mut i, &mut mantissa);
+        if fraction == 0 {
             return Err(NotPlain);
         }
+        exponent -= fraction as i64;
         integer = false;
     }
+    let mut exact = true;
     if let Some(b'e' | b'E') = line.get(i) {
         i += 1;
-        if let Some(b'+' | b'-') = line.get(i) {
+        let sign = match line.get(i) {
+            Some(b'-') => {
+                i += 1;
+                -1
+            }
+            Some(b'+') => {
+                i += 1;
+                1
+            }
+            _ => 1,
+        };
+        let from = i;
+        let mut written = 0i64;
+        while let Some(&d) = line.get(i).filter(|d| d.is_ascii_digit()) {
+            written = (written * 10 + i64::from(d - b'0')).min(1 << 40);
             i += 1;
         }
-        if digits(&mut i) == 0 {
+        if i == from {
             return Err(NotPlain);
         }
+        exponent += sign * written;
         integer = false;
     }
     // A number runs up to a delimiter.
@@ -377,7 +525,18 @@ fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<(&'a [u8], bool)> {
         return Err(NotPlain);
     }
     *at = i;
-    Ok((&line[start..i], integer))
+    let exponent = i32::try_from(exponent).unwrap_or_else(|_| {
+        exact = false;
+        0
+    });
+    Ok(Number {
+        text: &line[start..i],
+        integer,
+        negative,
+        mantissa,
+        exponent,
+        exact: exact && significant <= 19,
+    })
 }
 
 /// Whether the literal `word` is at `at` (moving past it when it is).
@@ -400,15 +559,26 @@ fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Ste
         column.append_null();
         return Ok(());
     }
-    fn integer<T: lexical_core::FromLexical>(line: &[u8], at: &mut usize) -> Step<T> {
-        match number(line, at)? {
-            (text, true) => lexical_core::parse::<T>(text).map_err(|_| NotPlain),
-            _ => Err(NotPlain),
+    // An integer of more than 19 significant digits is out of range for
+    // every integer column; the others are exact in the mantissa.
+    fn integer<T: TryFrom<i64>>(line: &[u8], at: &mut usize) -> Step<T> {
+        let number = number(line, at)?;
+        if !number.integer {
+            return Err(NotPlain);
         }
+        let value = number.as_i64().ok_or(NotPlain)?;
+        T::try_from(value).map_err(|_| NotPlain)
     }
     fn float<T: lexical_core::FromLexical>(line: &[u8], at: &mut usize) -> Step<T> {
-        let (text, _) = number(line, at)?;
-        lexical_core::parse::<T>(text).map_err(|_| NotPlain)
+        let number = number(line, at)?;
+        lexical_core::parse::<T>(number.text).map_err(|_| NotPlain)
+    }
+    fn float64(line: &[u8], at: &mut usize) -> Step<f64> {
+        let number = number(line, at)?;
+        match number.fast_f64() {
+            Some(value) => Ok(value),
+            None => lexical_core::parse::<f64>(number.text).map_err(|_| NotPlain),
+        }
     }
     match column {
         Column::Utf8(b) => b.append_value(string(text, at)?.as_ref()),
@@ -418,7 +588,7 @@ fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Ste
         Column::Int32(b) => b.append_value(integer(line, at)?),
         Column::Int64(b) => b.append_value(integer(line, at)?),
         Column::Float32(b) => b.append_value(float(line, at)?),
-        Column::Float64(b) => b.append_value(float(line, at)?),
+        Column::Float64(b) => b.append_value(float64(line, at)?),
         Column::Boolean(b) => {
             if literal(line, at, b"true") {
                 b.append_value(true)
@@ -527,7 +697,8 @@ fn skip_scalar(text: &str, at: &mut usize) -> Step<()> {
 mod tests {
     use super::*;
 
-    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::{Field, Float64Type, Int64Type, Schema};
     use datafusion::arrow::json::reader::ReaderBuilder;
 
     fn schema() -> SchemaRef {
@@ -748,6 +919,115 @@ mod tests {
                     .collect();
                 assert_eq!(string_end(&bytes), bytewise(&bytes), "{bytes:?}");
             }
+        }
+    }
+
+    /// A xorshift generator for the randomized tests.
+    fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        }
+    }
+
+    /// Numbers read in one pass give what `lexical-core` parses from their
+    /// text, bit for bit: doubles on the fast path and off it, integers in
+    /// range and out of it.
+    #[test]
+    fn numbers_read_in_one_pass_equal_lexical() {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let digits = |n: u64, next: &mut dyn FnMut(u64) -> u64| -> String {
+            (0..n).map(|_| char::from(b'0' + next(10) as u8)).collect()
+        };
+        let (mut fast, mut integers) = (0, 0);
+        for _ in 0..200_000 {
+            let mut text = String::new();
+            if next(2) == 0 {
+                text.push('-');
+            }
+            let whole = digits(1 + next(21), &mut next);
+            let whole = whole.trim_start_matches('0');
+            text.push_str(if whole.is_empty() || next(4) == 0 {
+                "0"
+            } else {
+                whole
+            });
+            if next(2) == 0 {
+                text.push('.');
+                text.push_str(&digits(1 + next(22), &mut next));
+            }
+            if next(3) == 0 {
+                text.push(['e', 'E'][next(2) as usize]);
+                text.push_str(["", "+", "-"][next(3) as usize]);
+                text.push_str(&digits(1 + next(4), &mut next));
+            }
+            let line = format!("{text},");
+            let mut at = 0;
+            let number = number(line.as_bytes(), &mut at).expect("a JSON number");
+            assert_eq!((at, number.text), (text.len(), text.as_bytes()));
+            let read = read_value(&line, &DataType::Float64).expect("a double");
+            let one_pass = read.as_primitive::<Float64Type>().value(0);
+            let expected = lexical_core::parse::<f64>(text.as_bytes()).unwrap();
+            assert_eq!(one_pass.to_bits(), expected.to_bits(), "{text}");
+            fast += number.fast_f64().is_some() as usize;
+            if number.integer {
+                integers += 1;
+                let read = read_value(&line, &DataType::Int64)
+                    .map(|a| a.as_primitive::<Int64Type>().value(0));
+                assert_eq!(
+                    read,
+                    lexical_core::parse::<i64>(text.as_bytes()).ok(),
+                    "{text}"
+                );
+            }
+        }
+        assert!(
+            fast > 20_000 && integers > 20_000,
+            "{fast} fast, {integers} integers"
+        );
+    }
+
+    /// The value `value` reads from `line` into a column of `data_type`,
+    /// as a single-row array (`None`: not plain).
+    fn read_value(line: &str, data_type: &DataType) -> Option<ArrayRef> {
+        let mut column = Column::new(data_type, 1)?;
+        value(line, &mut 0, &mut column, false).ok()?;
+        Some(column.finish())
+    }
+
+    #[test]
+    fn eight_digits_reads_exactly_eight_ascii_digits() {
+        let mut next = xorshift(0x1234_5678_9abc_def1);
+        for _ in 0..100_000 {
+            let mut bytes: Vec<u8> = (0..8).map(|_| b'0' + next(10) as u8).collect();
+            if next(2) == 0 {
+                bytes[next(8) as usize] = next(256) as u8;
+            }
+            let expected = std::str::from_utf8(&bytes)
+                .ok()
+                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+                .map(|t| t.parse::<u64>().unwrap());
+            assert_eq!(eight_digits(&bytes, 0), expected, "{bytes:?}");
+        }
+        assert_eq!(eight_digits(b"1234567", 0), None);
+        assert_eq!(eight_digits(b"x99999999", 1), Some(99_999_999));
+    }
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        for n in 0..40 {
+            for _ in 0..200 {
+                let a: Vec<u8> = (0..n).map(|_| b'a' + next(3) as u8).collect();
+                let mut b = a.clone();
+                if n > 0 && next(2) == 0 {
+                    b[next(n as u64) as usize] ^= 1 << next(8);
+                }
+                assert_eq!(same_bytes(&a, &b), a == b, "{a:?} {b:?}");
+            }
+            assert!(!same_bytes(&vec![b'a'; n], &vec![b'a'; n + 1]));
         }
     }
 
