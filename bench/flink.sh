@@ -24,7 +24,8 @@
 #   default flags (the whole process timed), Flink one JVM for the query
 #   that runs it once before the timed runs (its cold run, shown apart), so
 #   the timed ones are warm; Flink's time is the job's net runtime as Flink
-#   reports it (JVM start and planning left out). Flink runs at parallelism
+#   reports it (JVM start and planning left out); the waiting JVM is
+#   stopped (SIGSTOP) while eddy's run goes. Flink runs at parallelism
 #   FLINK_PARALLELISM (default: the number of cores, as eddy runs one
 #   instance per core) in its best form for updating queries: mini-batches
 #   (1 s or 5000 rows) with two-phase aggregation. No checkpoints on

@@ -21,7 +21,8 @@
 #      (`eddy run`, whole process timed, at its default flags), then Flink,
 #      one JVM per query kept between runs, which runs the query once
 #      before the timed runs (its cold run, shown apart) so that the timed
-#      ones are warm. Flink's time is the job's net runtime as Flink
+#      ones are warm, and is stopped (SIGSTOP) while eddy's run goes.
+#      Flink's time is the job's net runtime as Flink
 #      reports it (JVM start and planning left out), its CPU the JVM's over
 #      the job (every thread: tasks, JIT, GC).
 #    Both checkpoint every CHECKPOINT (default 10s) to a local directory,
