@@ -30,9 +30,14 @@ mkdir -p "$OUT"
 
 work=$(mktemp -d)
 session="eddy-shell-$$"
+# Each part runs on a tmux server of its own (a socket per part): a new
+# session started just as the last one is killed can reach the exiting
+# server, and tmux then fails with "server exited unexpectedly".
+socket="eddy-shell-$$-local"
+tmux() { command tmux -L "$socket" "$@"; }
 server=""
 cleanup() {
-  tmux kill-session -t "$session" 2>/dev/null || true
+  tmux kill-server 2>/dev/null || true
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -110,7 +115,8 @@ local_first=$first local_second=$second
 # The same against a server.
 . scripts/serve-lib.sh
 start_server "$EDDY" "$work/serve" --checkpoint-interval 1s
-tmux kill-session -t "$session" 2>/dev/null || true
+tmux kill-server 2>/dev/null || true
+socket="eddy-shell-$$-server"
 tmux -f /dev/null new-session -d -s "$session" -x 110 -y 40 \
   "cd '$work' && '$EDDY' sql --server '$base' --history '$work/history2' --rows 8; sleep 30"
 jobs_json() { curl -sf "$base/api/v1/jobs"; }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::json_timestamps::TimestampEncoders;
+use crate::swar::{byte_mask, word_at, HIGH};
 
 /// Appends the JSON lines of `batch` (each ending in `\n`) to `out`.
 pub fn encode_json_lines(batch: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
@@ -55,8 +56,7 @@ pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
         in_string: false,
     };
     let mut i = 0;
-    while let Some(word) = line.get(i..i + 8) {
-        let word = u64::from_le_bytes(std::array::from_fn(|k| word[k]));
+    while let Some(word) = word_at(line, i) {
         if byte_mask(word, b'\\') != 0 {
             i = spacer.bytes(i, i + 8, out);
             continue;
@@ -82,17 +82,6 @@ pub fn spaced_json(line: &[u8], out: &mut Vec<u8>) {
     }
     spacer.bytes(i, line.len(), out);
     out.extend_from_slice(&line[spacer.copied.min(line.len())..]);
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-
-/// The high bit of each byte of `word` that equals `byte` (exact: no carry
-/// crosses bytes).
-fn byte_mask(word: u64, byte: u8) -> u64 {
-    let x = word ^ (ONES * u64::from(byte));
-    !(((x & LOW7) + LOW7) | x | LOW7)
 }
 
 /// The state of [`spaced_json`]'s pass: the bytes copied so far and whether

@@ -49,6 +49,7 @@ pub mod stdout;
 pub mod values;
 
 mod checks;
+mod swar;
 
 pub use config::{ConnectorConfig, OutputFormat, DEFAULT_BATCH_SIZE};
 pub use connector::{Connector, Role};

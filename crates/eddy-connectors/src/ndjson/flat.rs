@@ -53,6 +53,8 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 
+use crate::swar::{below_mask, byte_mask, word_at};
+
 /// One column being built.
 enum Column {
     Utf8(StringBuilder),
@@ -310,31 +312,17 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Position of the first byte of `bytes` that ends a plain string (a quote,
-/// a backslash or a control character), eight bytes at a time: a word's
-/// bytes are tested at once with the zero-byte trick, whose lowest flag is
-/// exact (a borrow only flags bytes above a true one).
+/// a backslash or a control character), eight bytes at a time.
 fn string_end(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact(8);
     let mut offset = 0;
-    for chunk in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(word);
-        let quote = w ^ (ONES * u64::from(b'"'));
-        let backslash = w ^ (ONES * u64::from(b'\\'));
-        let flags = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (w.wrapping_sub(ONES * 0x20) & !w);
-        let flags = flags & HIGH;
+    while let Some(word) = word_at(bytes, offset) {
+        let flags = byte_mask(word, b'"') | byte_mask(word, b'\\') | below_mask(word, 0x20);
         if flags != 0 {
             return Some(offset + flags.trailing_zeros() as usize / 8);
         }
         offset += 8;
     }
-    words
-        .remainder()
+    bytes[offset..]
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
         .map(|p| offset + p)
@@ -429,9 +417,7 @@ impl Number<'_> {
 #[inline(always)]
 fn eight_digits(line: &[u8], i: usize) -> Option<u64> {
     const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    let mut word = [0u8; 8];
-    word.copy_from_slice(line.get(i..i + 8)?);
-    let w = u64::from_le_bytes(word);
+    let w = word_at(line, i)?;
     // Each byte 0x30..=0x39: its high nibble is 3, and adding 6 keeps it so.
     let digits = (w & NIBBLES) | ((w.wrapping_add(0x0606_0606_0606_0606) & NIBBLES) >> 4);
     if digits != 0x3333_3333_3333_3333 {

@@ -103,6 +103,16 @@ struct StoredBatch {
     matched: Vec<bool>,
 }
 
+impl StoredBatch {
+    /// Whether `r` (a row of this batch) is not yet evicted: it is at or
+    /// after the cursor in time order.
+    fn holds(&self, r: &RowRef) -> bool {
+        self.order
+            .get(self.cursor)
+            .is_some_and(|&next| (r.time, r.row) >= next)
+    }
+}
+
 /// Sorts a batch's (time, row) pairs. When the batch's times span less
 /// than 2^32 ms (49 days; any batch but a pathological one) each pair is
 /// packed into one `u64`, (time - earliest) above the row, and those are
@@ -111,8 +121,11 @@ fn sort_by_time(order: &mut [(Timestamp, u32)]) {
     if order.is_sorted() {
         return;
     }
-    let earliest = order.iter().map(|&(t, _)| t).min().unwrap_or_default();
-    let latest = order.iter().map(|&(t, _)| t).max().unwrap_or_default();
+    let (earliest, latest) = order
+        .iter()
+        .fold((Timestamp::MAX, Timestamp::MIN), |(lo, hi), &(t, _)| {
+            (lo.min(t), hi.max(t))
+        });
     match u32::try_from(latest.abs_diff(earliest)) {
         Ok(_) => {
             let mut packed: Vec<u64> = order
@@ -152,16 +165,6 @@ impl Hasher for PrehashedKey {
 struct Batches {
     first_id: u64,
     slots: VecDeque<Option<StoredBatch>>,
-}
-
-impl StoredBatch {
-    /// Whether `r` (a row of this batch) is not yet evicted: it is at or
-    /// after the cursor in time order.
-    fn holds(&self, r: &RowRef) -> bool {
-        self.order
-            .get(self.cursor)
-            .is_some_and(|&next| (r.time, r.row) >= next)
-    }
 }
 
 impl Batches {

@@ -6,6 +6,7 @@
 //! batch boundaries.
 
 use datafusion::arrow::array::{Array, BooleanArray, BooleanBufferBuilder, Int64Array};
+use datafusion::arrow::buffer::BooleanBuffer;
 
 use super::layout::EventTimeSpec;
 use crate::time::{Timestamp, WATERMARK_MIN};
@@ -83,6 +84,57 @@ impl WatermarkTracker {
     /// source's watermark already sent too, so a partition back from idle
     /// never slips rows behind windows that have fired.
     pub fn judge_above(&mut self, times: &Int64Array, floor: Timestamp) -> Judged {
+        if times.null_count() == 0 {
+            if let Some(judged) = self.judge_all_on_time(times.values(), floor) {
+                return judged;
+            }
+        }
+        self.judge_each(times, floor)
+    }
+
+    /// The common batch in one tight pass: when every row is in range, not
+    /// too far ahead and on time, the verdict is the same for all and is
+    /// built whole. `None`, with nothing changed, as soon as a row is
+    /// anything else: [`Self::judge_each`] then judges the batch row by row.
+    fn judge_all_on_time(&mut self, times: &[i64], floor: Timestamp) -> Option<Judged> {
+        let EventTimeSpec {
+            bound_ms,
+            allowed_lateness_ms,
+            max_future_skew_ms,
+            ..
+        } = self.spec;
+        let mut max_seen = self.max_seen;
+        for &t in times {
+            if !EVENT_TIME_RANGE.contains(&t) {
+                return None;
+            }
+            if max_seen != WATERMARK_MIN {
+                if max_future_skew_ms.is_some_and(|skew| t.saturating_sub(max_seen) > skew) {
+                    return None;
+                }
+                let against = max_seen.saturating_sub(bound_ms).max(floor);
+                if t < against.saturating_sub(allowed_lateness_ms) {
+                    return None;
+                }
+            } else if floor != WATERMARK_MIN && t < floor.saturating_sub(allowed_lateness_ms) {
+                return None;
+            }
+            max_seen = max_seen.max(t);
+        }
+        self.max_seen = max_seen;
+        let n = times.len();
+        Some(Judged {
+            on_time: BooleanArray::new(BooleanBuffer::new_set(n), None),
+            late: BooleanArray::new(BooleanBuffer::new_unset(n), None),
+            watermark_ms: vec![0; n],
+            null_time_rows: Vec::new(),
+            future_rows: Vec::new(),
+            out_of_range_rows: Vec::new(),
+        })
+    }
+
+    /// [`Self::judge_above`] row by row, whatever the rows are.
+    fn judge_each(&mut self, times: &Int64Array, floor: Timestamp) -> Judged {
         let n = times.len();
         let mut on_time = BooleanBufferBuilder::new(n);
         let mut late = BooleanBufferBuilder::new(n);
@@ -211,6 +263,66 @@ mod tests {
         let j = t.judge_above(&Int64Array::from(vec![9_500, 8_999]), 9_000);
         assert_eq!(late_rows(&j), vec![1]);
         assert_eq!(j.watermark_ms[1], 10_000);
+    }
+
+    /// The whole-batch verdict is the row-by-row one whenever it is taken,
+    /// with and without floors, skew guards, NULLs and rows out of range.
+    #[test]
+    fn the_all_on_time_pass_agrees_with_judging_each_row() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut whole_batches = 0;
+        for round in 0..3000 {
+            let spec = EventTimeSpec {
+                column: 0,
+                bound_ms: next(50) as i64,
+                allowed_lateness_ms: next(20) as i64,
+                max_future_skew_ms: (next(2) == 0).then(|| next(200) as i64),
+            };
+            let (mut fast, mut each) = (WatermarkTracker::new(spec), WatermarkTracker::new(spec));
+            let mut base = 1_000i64;
+            for _ in 0..8 {
+                let n = 1 + next(16) as usize;
+                // Mostly rising times with small jitter; now and then a late
+                // row, a jump ahead, a NULL or a time out of range.
+                let times: Int64Array = (0..n)
+                    .map(|_| {
+                        base += next(10) as i64;
+                        match next(40) {
+                            0 => None,
+                            1 => Some(base - 100),
+                            2 => Some(base + 1_000),
+                            3 if round % 7 == 0 => Some(i64::MAX),
+                            _ => Some(base - next(30) as i64),
+                        }
+                    })
+                    .collect();
+                let floor = [WATERMARK_MIN, base - 60, base + 5][next(3) as usize];
+                let used_fast = times.null_count() == 0
+                    && fast
+                        .clone()
+                        .judge_all_on_time(times.values(), floor)
+                        .is_some();
+                whole_batches += used_fast as usize;
+                let (a, b) = (
+                    fast.judge_above(&times, floor),
+                    each.judge_each(&times, floor),
+                );
+                assert_eq!(a.on_time, b.on_time, "{times:?} floor {floor} {spec:?}");
+                assert_eq!(a.late, b.late);
+                assert_eq!(a.watermark_ms, b.watermark_ms);
+                assert_eq!(a.null_time_rows, b.null_time_rows);
+                assert_eq!(a.future_rows, b.future_rows);
+                assert_eq!(a.out_of_range_rows, b.out_of_range_rows);
+                assert_eq!(fast.max_seen(), each.max_seen());
+            }
+        }
+        assert!(whole_batches > 2000, "{whole_batches} batches judged whole");
     }
 
     #[test]
