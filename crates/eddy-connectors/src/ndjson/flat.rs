@@ -290,11 +290,7 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
-    let word = |s: &[u8], i: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[i..i + 8]);
-        u64::from_le_bytes(w)
-    };
+    let word = |s: &[u8], i: usize| word_at(s, i);
     let half = |s: &[u8], i: usize| {
         let mut w = [0u8; 4];
         w.copy_from_slice(&s[i..i + 4]);

@@ -97,26 +97,12 @@ impl WatermarkTracker {
     /// built whole. `None`, with nothing changed, as soon as a row is
     /// anything else: [`Self::judge_each`] then judges the batch row by row.
     fn judge_all_on_time(&mut self, times: &[i64], floor: Timestamp) -> Option<Judged> {
-        let EventTimeSpec {
-            bound_ms,
-            allowed_lateness_ms,
-            max_future_skew_ms,
-            ..
-        } = self.spec;
         let mut max_seen = self.max_seen;
         for &t in times {
-            if !EVENT_TIME_RANGE.contains(&t) {
-                return None;
-            }
-            if max_seen != WATERMARK_MIN {
-                if max_future_skew_ms.is_some_and(|skew| t.saturating_sub(max_seen) > skew) {
-                    return None;
-                }
-                let against = max_seen.saturating_sub(bound_ms).max(floor);
-                if t < against.saturating_sub(allowed_lateness_ms) {
-                    return None;
-                }
-            } else if floor != WATERMARK_MIN && t < floor.saturating_sub(allowed_lateness_ms) {
+            if !EVENT_TIME_RANGE.contains(&t)
+                || self.ahead_by(t, max_seen).is_some()
+                || self.is_late(t, self.against(max_seen, floor))
+            {
                 return None;
             }
             max_seen = max_seen.max(t);
@@ -133,6 +119,29 @@ impl WatermarkTracker {
         })
     }
 
+    /// How far `t` is ahead of `max_seen`, when the skew guard refuses it.
+    fn ahead_by(&self, t: Timestamp, max_seen: Timestamp) -> Option<i64> {
+        let skew = self.spec.max_future_skew_ms?;
+        let ahead = t.saturating_sub(max_seen);
+        (max_seen != WATERMARK_MIN && ahead > skew).then_some(ahead)
+    }
+
+    /// The watermark a row is judged against after `max_seen`: its own,
+    /// or `floor` when that is higher.
+    fn against(&self, max_seen: Timestamp, floor: Timestamp) -> Timestamp {
+        let own = if max_seen == WATERMARK_MIN {
+            WATERMARK_MIN
+        } else {
+            max_seen.saturating_sub(self.spec.bound_ms)
+        };
+        own.max(floor)
+    }
+
+    /// Whether a row at `t` is late against the watermark `against`.
+    fn is_late(&self, t: Timestamp, against: Timestamp) -> bool {
+        against != WATERMARK_MIN && t < against.saturating_sub(self.spec.allowed_lateness_ms)
+    }
+
     /// [`Self::judge_above`] row by row, whatever the rows are.
     fn judge_each(&mut self, times: &Int64Array, floor: Timestamp) -> Judged {
         let n = times.len();
@@ -142,7 +151,6 @@ impl WatermarkTracker {
         let mut null_time_rows = Vec::new();
         let mut future_rows = Vec::new();
         let mut out_of_range_rows = Vec::new();
-        let skew = self.spec.max_future_skew_ms;
         let mut max_seen = self.max_seen;
         for i in 0..n {
             if times.is_null(i) {
@@ -158,22 +166,14 @@ impl WatermarkTracker {
                 out_of_range_rows.push(i);
                 continue;
             }
-            if let Some(skew) = skew {
-                if max_seen != WATERMARK_MIN && t.saturating_sub(max_seen) > skew {
-                    on_time.append(false);
-                    late.append(false);
-                    future_rows.push((i, t.saturating_sub(max_seen)));
-                    continue;
-                }
+            if let Some(ahead) = self.ahead_by(t, max_seen) {
+                on_time.append(false);
+                late.append(false);
+                future_rows.push((i, ahead));
+                continue;
             }
-            let own = if max_seen == WATERMARK_MIN {
-                WATERMARK_MIN
-            } else {
-                max_seen.saturating_sub(self.spec.bound_ms)
-            };
-            let against = own.max(floor);
-            let is_late = against != WATERMARK_MIN
-                && t < against.saturating_sub(self.spec.allowed_lateness_ms);
+            let against = self.against(max_seen, floor);
+            let is_late = self.is_late(t, against);
             if is_late {
                 watermark_ms[i] = against;
             } else if t > max_seen {
