@@ -116,9 +116,10 @@ pub fn start_compiled(
     connectors: ConnectorConfig,
     config: &JobConfig,
 ) -> Result<JobHandle> {
+    let connectors = Connectors::new(connectors).sharing_decode_threads(&job.graph);
     Ok(start_job(
         Arc::new(job.graph),
-        Arc::new(Connectors::new(connectors)),
+        Arc::new(connectors),
         config,
     )?)
 }
@@ -222,4 +223,47 @@ pub fn summary(report: &JobReport) -> String {
     };
     lines.push(format!("{verb} in {} ms", report.elapsed_ms));
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decode threads one job's sources get, by how many NDJSON files
+    /// it reads.
+    fn decode_threads(sql: &str, inputs: &[(&str, &str)]) -> usize {
+        let files = [SqlFile {
+            name: "<test>".into(),
+            text: sql.into(),
+        }];
+        let job = compile_files(&files, &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+        let config = ConnectorConfig {
+            decode_threads: 4,
+            inputs: inputs
+                .iter()
+                .map(|(t, p)| (t.to_string(), p.to_string()))
+                .collect(),
+            ..ConnectorConfig::default()
+        };
+        Connectors::new(config)
+            .sharing_decode_threads(&job.graph)
+            .config()
+            .decode_threads
+    }
+
+    const TWO_SOURCES: &str = "
+CREATE TABLE a (k VARCHAR) WITH (connector = 'file', path = 'a.ndjson');
+CREATE TABLE b (order_id VARCHAR) WITH (connector = 'generator', stream = 'orders');
+CREATE TABLE out (k VARCHAR) WITH (connector = 'blackhole');
+INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
+
+    #[test]
+    fn ndjson_sources_share_the_decode_threads() {
+        // One NDJSON file (the generator decodes nothing): all four.
+        assert_eq!(decode_threads(TWO_SOURCES, &[]), 4);
+        // `--input` makes the generator's table a file too: two each.
+        assert_eq!(decode_threads(TWO_SOURCES, &[("b", "b.ndjson")]), 2);
+        // Or stdin.
+        assert_eq!(decode_threads(TWO_SOURCES, &[("b", "-")]), 2);
+    }
 }

@@ -85,6 +85,43 @@ impl Connectors {
         Ok(Cow::Owned(bound))
     }
 
+    /// These connectors for running `graph`: the run's decode threads
+    /// ([`ConnectorConfig::decode_threads`], one per core) are shared among
+    /// the graph's NDJSON sources (the file and stdin connectors, after
+    /// `--input` rebinding) instead of each source starting that many. On
+    /// two cores a join of two files decodes each on its reader's own
+    /// thread rather than on four decode threads beside the two readers:
+    /// more threads than cores only took turns.
+    ///
+    /// ```
+    /// # use eddy_connectors::{ConnectorConfig, Connectors};
+    /// # use eddy_engine::graph::JobGraph;
+    /// let config = ConnectorConfig { decode_threads: 4, ..ConnectorConfig::default() };
+    /// let connectors = Connectors::new(config).sharing_decode_threads(&JobGraph::default());
+    /// assert_eq!(connectors.config().decode_threads, 4); // no NDJSON source: unchanged
+    /// ```
+    pub fn sharing_decode_threads(mut self, graph: &JobGraph) -> Self {
+        let ndjson_sources = graph
+            .nodes
+            .iter()
+            .filter(|node| match &node.kind {
+                NodeKind::Source { spec, .. } => self
+                    .bound_source(spec)
+                    .is_ok_and(|bound| matches!(bound.connector.as_str(), "file" | "stdin")),
+                _ => false,
+            })
+            .count();
+        if ndjson_sources > 1 {
+            self.config.decode_threads = (self.config.decode_threads / ndjson_sources).max(1);
+        }
+        self
+    }
+
+    /// The run's settings.
+    pub fn config(&self) -> &ConnectorConfig {
+        &self.config
+    }
+
     /// The Kafka topics a graph's sources read (after `--input
     /// TABLE=kafka://...` rebinding).
     pub fn kafka_sources(&self, graph: &JobGraph) -> Result<Vec<KafkaTopicRef>> {

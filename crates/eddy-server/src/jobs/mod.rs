@@ -399,7 +399,7 @@ impl JobManager {
         taps: Arc<Taps>,
     ) -> Result<RunHandle> {
         let connectors = ServerConnectors {
-            inner: Connectors::new(self.connector_config()),
+            inner: Connectors::new(self.connector_config()).sharing_decode_threads(&graph),
             taps,
         };
         let checkpoints = CheckpointConfig {
