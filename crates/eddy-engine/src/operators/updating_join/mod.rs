@@ -13,7 +13,9 @@
 //! back (`-D`). A row taken out does the reverse. Keys that are NULL match
 //! nothing.
 //!
-//! State per side: its rows by key, each encoded row with its copies and
+//! Keyed by the join key (one instance per share of the keys; a null-aware
+//! anti join runs once, its rule reading the whole right side). State per
+//! side: its rows by key, each encoded row with its copies and
 //! how many partner rows (copies counted) it pairs with, which says when a
 //! preserved row goes from padded to paired and back. Checkpoints: one
 //! table per side of (key, row, copies, partners).
@@ -73,8 +75,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
-use hashbrown::HashMap;
 
+pub mod side;
+
+use std::hash::BuildHasher;
+
+use self::side::{Held, Side};
 use super::interval_join::JoinKind;
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
@@ -169,6 +175,43 @@ impl OperatorPlan for UpdatingJoinPlan {
         self.output_schema.clone()
     }
 
+    /// Keyed by the join key: a key's rows of both sides meet in one
+    /// instance (the planner hashes the right side by its keys, which
+    /// have the left keys' types). Not a null-aware anti join (`NOT IN`),
+    /// whose rule reads the whole right side, nor a join without keys.
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        if self.null_aware {
+            Vec::new()
+        } else {
+            self.left_keys.clone()
+        }
+    }
+
+    /// Each side's table holds its rows under their encoded keys; a row's
+    /// key group comes from its key decoded. The watermark is the least
+    /// of the parts', the count of unmatched retractions their sum.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = crate::rescale::metas::<Meta>(&parts)?;
+        let converter = super::key_converter(&self.left_keys, &self.left_schema)?;
+        let mut state = StateSnapshot::with_meta(&(
+            crate::rescale::counted_sum(&metas, |m| m.0),
+            crate::rescale::counted_sum(&metas, |m| m.1),
+            crate::rescale::counted_sum(&metas, |m| m.2),
+            crate::rescale::least(&metas, |m| m.3),
+        ))?;
+        for name in SIDE_TABLES {
+            let rows = crate::rescale::kept_table(&mut parts, name, keys, |table| {
+                super::decoded_keys(&converter, table.column(0))
+            })?;
+            state.push_table(name, rows);
+        }
+        Ok(state)
+    }
+
     fn create(&self) -> Result<Box<dyn Operator>> {
         let key_fields = self
             .left_keys
@@ -188,7 +231,8 @@ impl OperatorPlan for UpdatingJoinPlan {
                 RowConverter::new(row_fields(&self.left_schema))?,
                 RowConverter::new(row_fields(&self.right_schema))?,
             ],
-            sides: [HashMap::new(), HashMap::new()],
+            sides: [Side::default(), Side::default()],
+            hasher: hashbrown::DefaultHashBuilder::default(),
             held: 0,
             bytes: 0,
             unmatched_retractions: 0,
@@ -201,71 +245,18 @@ impl OperatorPlan for UpdatingJoinPlan {
     }
 }
 
-/// A held row: its copies and how many partner rows (copies counted) it
-/// pairs with.
-#[derive(Debug, Clone, Copy, Default)]
-struct Held {
-    copies: u32,
-    partners: u64,
-}
-
-/// One key's rows on one side: encoded row and what is held of it. A
-/// vector, not a map: most keys hold a row or a few (a map per key cost
-/// more than the rows), and a row is found by a short scan.
-#[derive(Debug, Default)]
-struct Bucket {
-    rows: Vec<(Box<[u8]>, Held)>,
-    /// The watermark when a row of either side with this key last came.
-    touched_at: Timestamp,
-}
-
-impl Bucket {
-    fn get(&self, row: &[u8]) -> Option<&Held> {
-        self.rows
-            .iter()
-            .find(|(r, _)| r.as_ref() == row)
-            .map(|(_, h)| h)
-    }
-
-    fn get_mut(&mut self, row: &[u8]) -> Option<&mut Held> {
-        self.rows
-            .iter_mut()
-            .find(|(r, _)| r.as_ref() == row)
-            .map(|(_, h)| h)
-    }
-
-    /// The entry of `row`, added (nothing held) if absent; whether it
-    /// was added.
-    fn entry(&mut self, row: &[u8]) -> (&mut Held, bool) {
-        match self.rows.iter().position(|(r, _)| r.as_ref() == row) {
-            Some(at) => (&mut self.rows[at].1, false),
-            None => {
-                self.rows.push((row.into(), Held::default()));
-                let last = self.rows.len() - 1;
-                (&mut self.rows[last].1, true)
-            }
-        }
-    }
-
-    fn remove(&mut self, row: &[u8]) {
-        if let Some(at) = self.rows.iter().position(|(r, _)| r.as_ref() == row) {
-            self.rows.swap_remove(at);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-}
-
 /// Bytes a key of `len` bytes costs in a side's map (its box, the map
 /// slot, the bucket).
 const KEY_COST: usize = 48;
 /// Bytes a row of `len` bytes costs besides them (its box and count).
 const ROW_COST: usize = 40;
 
-/// One side's rows: key -> its rows.
-type SideState = HashMap<Box<[u8]>, Bucket>;
+/// A checkpoint's meta: unmatched retractions, right rows and right rows
+/// with a NULL key (null-aware anti joins), the watermark.
+type Meta = (u64, u64, u64, Timestamp);
+
+/// A checkpoint's tables: the left side's rows, the right side's.
+const SIDE_TABLES: [&str; 2] = ["left", "right"];
 
 /// A held row of the other side: its encoded key and row.
 type PartnerRef = (Box<[u8]>, Box<[u8]>);
@@ -275,7 +266,10 @@ struct UpdatingJoin {
     keys: RowConverter,
     /// Row encoders of the left and right side.
     rows: [RowConverter; 2],
-    sides: [SideState; 2],
+    sides: [Side; 2],
+    /// Hashes encoded keys for both sides (one hasher: a key's hash
+    /// finds it on either side).
+    hasher: hashbrown::DefaultHashBuilder,
     held: usize,
     /// Bytes the sides hold (keys and rows with their overheads), kept as
     /// rows come and go.
@@ -346,10 +340,10 @@ impl UpdatingJoin {
         delta: i64,
     ) -> Vec<(RowKind, Box<[u8]>)> {
         let mut flips = Vec::new();
-        for (key, bucket) in &self.sides[0] {
+        for (key, bucket) in self.sides[0].iter() {
             let null_key = key.is_empty();
             for (row, held) in &bucket.rows {
-                let matched = changed.contains(&(key.clone(), row.clone()));
+                let matched = changed.contains(&(key.into(), row.clone()));
                 let partners_before = if matched {
                     (held.partners as i64 - delta).max(0) as u64
                 } else {
@@ -459,6 +453,10 @@ impl Operator for UpdatingJoin {
             .map(|k| Ok(k.evaluate(&data)?.into_array(n)?))
             .collect::<Result<Vec<ArrayRef>>>()?;
         let keys = self.keys.convert_columns(&key_columns)?;
+        // Each key hashed once, for both sides' tables.
+        let hashes: Vec<u64> = (0..n)
+            .map(|r| self.hasher.hash_one(keys.row(r).data()))
+            .collect();
         let nulls_equal = self.plan.nulls_equal;
         let has_null_key = |r: usize| !nulls_equal && key_columns.iter().any(|c| c.is_null(r));
         let encoded = self.rows[side].convert_columns(data.columns())?;
@@ -475,7 +473,7 @@ impl Operator for UpdatingJoin {
             for r in 0..n {
                 let start = pair_rows.len();
                 if !has_null_key(r) {
-                    if let Some(bucket) = self.sides[other].get(keys.row(r).data()) {
+                    if let Some(bucket) = self.sides[other].get(hashes[r], keys.row(r).data()) {
                         for (slot, (partner, _)) in bucket.rows.iter().enumerate() {
                             pair_rows.push(r as u32);
                             pair_slot.push(slot as u32);
@@ -535,7 +533,11 @@ impl Operator for UpdatingJoin {
             // (under an empty key, which no encoded key is): they are
             // emitted while the right side is empty.
             let keep_null = null_key && self.plan.null_aware && side == 0;
-            let key: &[u8] = if keep_null { &[] } else { keys.row(r).data() };
+            let (key, hash): (&[u8], u64) = if keep_null {
+                (&[], self.hasher.hash_one(&[] as &[u8]))
+            } else {
+                (keys.row(r).data(), hashes[r])
+            };
             let row: &[u8] = encoded.row(r).data();
             let gate_before = self.gate();
             if self.plan.null_aware && side == 1 {
@@ -556,7 +558,7 @@ impl Operator for UpdatingJoin {
             let mut matched: hashbrown::HashSet<PartnerRef> = hashbrown::HashSet::new();
             if retraction && (!null_key || keep_null) {
                 let held = self.sides[side]
-                    .get_mut(key)
+                    .get_mut(hash, key)
                     .and_then(|bucket| bucket.get_mut(row));
                 match held {
                     Some(held) => held.copies -= 1,
@@ -571,7 +573,7 @@ impl Operator for UpdatingJoin {
             let mut partner_bucket = if pairs.is_empty() {
                 None
             } else {
-                self.sides[other].get_mut(keys.row(r).data())
+                self.sides[other].get_mut(hashes[r], keys.row(r).data())
             };
             for p in pairs {
                 if !passes[p] {
@@ -695,26 +697,22 @@ impl Operator for UpdatingJoin {
             }
             if retraction {
                 self.held -= 1;
-                if let Some(bucket) = self.sides[side].get_mut(key) {
+                if let Some(bucket) = self.sides[side].get_mut(hash, key) {
                     if bucket.get(row).is_some_and(|h| h.copies == 0) {
                         bucket.remove(row);
                         self.bytes -= row.len() + ROW_COST;
                     }
                     if bucket.is_empty() {
-                        self.sides[side].remove(key);
+                        self.sides[side].remove(hash, key);
                         self.bytes -= key.len() + KEY_COST;
                     }
                 }
             } else {
                 self.held += 1;
-                let sides = &mut self.sides[side];
-                if !sides.contains_key(key) {
+                let (bucket, added_key) = self.sides[side].get_or_insert(hash, key);
+                if added_key {
                     self.bytes += key.len() + KEY_COST;
-                    sides.insert(key.into(), Bucket::default());
                 }
-                let bucket = sides
-                    .get_mut(key)
-                    .ok_or_else(|| EngineError::operator(KIND, "a key vanished on insert"))?;
                 bucket.touched_at = now;
                 let (held, added) = bucket.entry(row);
                 held.copies += 1;
@@ -770,19 +768,19 @@ impl Operator for UpdatingJoin {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let mut snapshot = StateSnapshot::with_meta(&(
+        let mut snapshot = StateSnapshot::with_meta::<Meta>(&(
             self.unmatched_retractions,
             self.right_rows,
             self.right_null_rows,
             self.watermark,
         ))?;
-        for (side, name) in [(0, "left"), (1, "right")] {
+        for (side, name) in SIDE_TABLES.into_iter().enumerate() {
             let mut keys: Vec<&[u8]> = Vec::new();
             let mut rows: Vec<&[u8]> = Vec::new();
             let mut copies = Vec::new();
             let mut partners = Vec::new();
             let mut touched_at = Vec::new();
-            for (key, bucket) in &self.sides[side] {
+            for (key, bucket) in self.sides[side].iter() {
                 for (row, held) in &bucket.rows {
                     keys.push(key);
                     rows.push(row);
@@ -821,10 +819,10 @@ impl Operator for UpdatingJoin {
             self.right_rows,
             self.right_null_rows,
             self.watermark,
-        ) = state.meta()?;
+        ) = state.meta::<Meta>()?;
         self.sweeps.resume(self.watermark);
         self.held = 0;
-        for (side, name) in [(0, "left"), (1, "right")] {
+        for (side, name) in SIDE_TABLES.into_iter().enumerate() {
             let table = state.take_table(name)?;
             let bad = || EngineError::State(format!("{KIND}: bad {name} table"));
             let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
@@ -848,7 +846,8 @@ impl Operator for UpdatingJoin {
                 .ok_or_else(bad)?;
             self.sides[side].clear();
             for r in 0..table.num_rows() {
-                let bucket = self.sides[side].entry(keys.value(r).into()).or_default();
+                let key = keys.value(r);
+                let (bucket, _) = self.sides[side].get_or_insert(self.hasher.hash_one(key), key);
                 bucket.touched_at = touched_at.value(r);
                 *bucket.entry(rows.value(r)).0 = Held {
                     copies: copies.value(r),
@@ -913,6 +912,56 @@ mod tests {
             residual: None,
             state_ttl_ms: None,
         }
+    }
+
+    #[test]
+    fn runs_keyed_except_a_null_aware_anti_join() {
+        use crate::operator::Distribution;
+        assert_eq!(plan(JoinKind::Left).distribution(), Distribution::Keyed);
+        let not_in = UpdatingJoinPlan {
+            null_aware: true,
+            ..plan_of(JoinOutput::LeftAnti)
+        };
+        assert_eq!(not_in.distribution(), Distribution::Single);
+    }
+
+    #[test]
+    fn instances_merged_by_a_rescale_keep_their_padded_rows() {
+        use crate::key_groups::KeyGroups;
+        let plan = plan(JoinKind::Left);
+        // Two instances, each with a padded left row of its own key.
+        let parts: Vec<StateSnapshot> = [("a", 1), ("b", 2)]
+            .into_iter()
+            .map(|(key, value)| {
+                let mut op = plan.create().unwrap();
+                let mut out = Collector::default();
+                op.on_batch(0, rows(&[Some(key)], &[value], None), &mut out)
+                    .unwrap();
+                op.snapshot().unwrap()
+            })
+            .collect();
+        // One instance after: both rows, paired when their partners come.
+        let mut op = crate::operators::testing::rescaled_instance(
+            &plan,
+            &parts,
+            KeyGroups::default(),
+            0,
+            1,
+            2,
+        );
+        assert_eq!(op.state_rows(), 2);
+        let mut out = Collector::default();
+        op.on_batch(1, rows(&[Some("b"), Some("a")], &[8, 7], None), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            [
+                "-D b 2 NULL NULL",
+                "+I b 2 b 8",
+                "-D a 1 NULL NULL",
+                "+I a 1 a 7"
+            ]
+        );
     }
 
     #[test]
