@@ -39,6 +39,7 @@
 pub(crate) mod alignment;
 mod chain_link;
 pub(crate) mod control;
+pub(crate) mod drop_later;
 pub mod handle;
 mod inputs;
 mod operator_task;

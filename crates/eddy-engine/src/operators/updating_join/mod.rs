@@ -740,6 +740,14 @@ impl Operator for UpdatingJoin {
         self.unmatched_retractions
     }
 
+    /// Both inputs ended: nothing will be joined or checkpointed again, so
+    /// the rows held are freed off the job's path (the counts of what was
+    /// held stay, as the job's final figures).
+    fn on_end(&mut self, _out: &mut Collector) -> Result<()> {
+        crate::runtime::drop_later::drop_later(std::mem::take(&mut self.sides));
+        Ok(())
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
         let Some(cutoff) = self.sweeps.due(self.watermark) else {

@@ -6,10 +6,13 @@
 //! batch row and that hash finds it on either side). Out: the rows held
 //! under a key ([`Bucket`]), for probing, counting partners, checkpoints.
 //!
-//! Each entry keeps its key's hash: growing the table moves entries
-//! without reading their keys again (rehashing boxed keys read every key
-//! from memory, about a tenth of the LEFT join benchmark's time). A key
-//! holding one row, the usual case, keeps it inline, without a vector.
+//! The table's slots are small, a key's hash and its boxed entry: growing
+//! the table moves 16 bytes a key without reading the key again. (Boxed
+//! keys rehashed read every key from memory, about a tenth of the LEFT
+//! join benchmark's time; entries held in the slots themselves made each
+//! new table 72 bytes a key of fresh memory, whose page faults, the
+//! kernel zeroing every page, took half of it.) A key holding one row,
+//! the usual case, keeps it inline, without a vector.
 //!
 //! ```
 //! use eddy_engine::operators::updating_join::side::Side;
@@ -91,69 +94,77 @@ impl Bucket {
     }
 }
 
-/// A key with its hash and rows.
+/// A key with its rows.
 #[derive(Debug)]
 struct Entry {
-    hash: u64,
     key: Box<[u8]>,
     bucket: Bucket,
 }
 
+/// A slot of the table: a key's hash and its entry.
+type Slot = (u64, Box<Entry>);
+
 /// One side's rows by key; see the module docs.
 #[derive(Debug, Default)]
 pub struct Side {
-    table: HashTable<Entry>,
+    table: HashTable<Slot>,
 }
 
 impl Side {
     /// The rows held under `key` (whose hash is `hash`).
     pub fn get(&self, hash: u64, key: &[u8]) -> Option<&Bucket> {
         self.table
-            .find(hash, |e| e.key.as_ref() == key)
-            .map(|e| &e.bucket)
+            .find(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
+            .map(|(_, e)| &e.bucket)
     }
 
     /// The rows held under `key`, to change.
     pub fn get_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Bucket> {
         self.table
-            .find_mut(hash, |e| e.key.as_ref() == key)
-            .map(|e| &mut e.bucket)
+            .find_mut(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
+            .map(|(_, e)| &mut e.bucket)
     }
 
     /// The rows held under `key`, an empty bucket added if there is none;
     /// whether it was added.
     pub fn get_or_insert(&mut self, hash: u64, key: &[u8]) -> (&mut Bucket, bool) {
-        let entry = self
-            .table
-            .entry(hash, |e| e.key.as_ref() == key, |e| e.hash);
+        let entry = self.table.entry(
+            hash,
+            |(h, e)| *h == hash && e.key.as_ref() == key,
+            |(h, _)| *h,
+        );
         match entry {
-            hashbrown::hash_table::Entry::Occupied(found) => (&mut found.into_mut().bucket, false),
+            hashbrown::hash_table::Entry::Occupied(found) => {
+                (&mut found.into_mut().1.bucket, false)
+            }
             hashbrown::hash_table::Entry::Vacant(slot) => {
-                let inserted = slot.insert(Entry {
-                    hash,
+                let entry = Box::new(Entry {
                     key: key.into(),
                     bucket: Bucket::default(),
                 });
-                (&mut inserted.into_mut().bucket, true)
+                (&mut slot.insert((hash, entry)).into_mut().1.bucket, true)
             }
         }
     }
 
     /// Forgets `key` and its rows.
     pub fn remove(&mut self, hash: u64, key: &[u8]) {
-        if let Ok(found) = self.table.find_entry(hash, |e| e.key.as_ref() == key) {
+        if let Ok(found) = self
+            .table
+            .find_entry(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
+        {
             found.remove();
         }
     }
 
     /// Every key with its rows.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Bucket)> {
-        self.table.iter().map(|e| (e.key.as_ref(), &e.bucket))
+        self.table.iter().map(|(_, e)| (e.key.as_ref(), &e.bucket))
     }
 
     /// Keeps the keys `keep` says to.
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &Bucket) -> bool) {
-        self.table.retain(|e| keep(&e.key, &e.bucket));
+        self.table.retain(|(_, e)| keep(&e.key, &e.bucket));
     }
 
     /// Forgets everything.
