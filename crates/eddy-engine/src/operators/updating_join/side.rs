@@ -104,6 +104,12 @@ struct Entry {
 /// A slot of the table: a key's hash and its entry.
 type Slot = (u64, Box<Entry>);
 
+/// Whether a slot holds `key` (whose hash is `hash`): the stored hash is
+/// compared first, so another key's entry is not read.
+fn holds(hash: u64, key: &[u8]) -> impl Fn(&Slot) -> bool + '_ {
+    move |(h, e)| *h == hash && e.key.as_ref() == key
+}
+
 /// One side's rows by key; see the module docs.
 #[derive(Debug, Default)]
 pub struct Side {
@@ -114,25 +120,21 @@ impl Side {
     /// The rows held under `key` (whose hash is `hash`).
     pub fn get(&self, hash: u64, key: &[u8]) -> Option<&Bucket> {
         self.table
-            .find(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
+            .find(hash, holds(hash, key))
             .map(|(_, e)| &e.bucket)
     }
 
     /// The rows held under `key`, to change.
     pub fn get_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Bucket> {
         self.table
-            .find_mut(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
+            .find_mut(hash, holds(hash, key))
             .map(|(_, e)| &mut e.bucket)
     }
 
     /// The rows held under `key`, an empty bucket added if there is none;
     /// whether it was added.
     pub fn get_or_insert(&mut self, hash: u64, key: &[u8]) -> (&mut Bucket, bool) {
-        let entry = self.table.entry(
-            hash,
-            |(h, e)| *h == hash && e.key.as_ref() == key,
-            |(h, _)| *h,
-        );
+        let entry = self.table.entry(hash, holds(hash, key), |(h, _)| *h);
         match entry {
             hashbrown::hash_table::Entry::Occupied(found) => {
                 (&mut found.into_mut().1.bucket, false)
@@ -149,10 +151,7 @@ impl Side {
 
     /// Forgets `key` and its rows.
     pub fn remove(&mut self, hash: u64, key: &[u8]) {
-        if let Ok(found) = self
-            .table
-            .find_entry(hash, |(h, e)| *h == hash && e.key.as_ref() == key)
-        {
+        if let Ok(found) = self.table.find_entry(hash, holds(hash, key)) {
             found.remove();
         }
     }
