@@ -44,7 +44,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::join_state::{KeyedRows, RowRef, SideState};
+use super::join_state::{KeyedRows, RowRef, SideState, MAX_BATCH_ROWS};
 use hashbrown::HashMap;
 
 use crate::error::{EngineError, Result};
@@ -517,8 +517,14 @@ impl IntervalJoinOperator {
             self.side_schema(side).clone(),
             table.columns()[..width].to_vec(),
         )?;
-        let keyed = self.keys_and_times(side, &batch)?;
-        self.sides[side].insert(batch, keyed, matched);
+        // Stored batches are cut to what the key index can number.
+        let matched: Vec<bool> = matched;
+        for start in (0..batch.num_rows()).step_by(MAX_BATCH_ROWS) {
+            let len = MAX_BATCH_ROWS.min(batch.num_rows() - start);
+            let part = batch.slice(start, len);
+            let keyed = self.keys_and_times(side, &part)?;
+            self.sides[side].insert(part, keyed, matched[start..start + len].to_vec())?;
+        }
         Ok(())
     }
 }
@@ -560,6 +566,17 @@ fn interleave_columns(
 impl Operator for IntervalJoinOperator {
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         let input = input.min(1);
+        let rows = batch.num_rows();
+        if rows > MAX_BATCH_ROWS {
+            // Stored batches are cut to what the key index can number; rows
+            // of one side never pair with each other, so the parts give the
+            // rows the whole would.
+            for start in (0..rows).step_by(MAX_BATCH_ROWS) {
+                let len = MAX_BATCH_ROWS.min(rows - start);
+                self.on_batch(input, batch.slice(start, len), out)?;
+            }
+            return Ok(());
+        }
         let batch = self.plan.inputs[input].prepare(batch)?;
         let rows = batch.num_rows();
         if rows == 0 {
@@ -574,6 +591,11 @@ impl Operator for IntervalJoinOperator {
             buffered: Vec::new(),
         };
         let other = &self.sides[1 - input];
+        other.touch(
+            (0..rows)
+                .filter(|&row| keyed.valid[row])
+                .map(|row| keyed.hashes[row]),
+        );
         for row in 0..rows {
             let (Some(t), true) = (times[row], keyed.valid[row]) else {
                 continue;
@@ -636,7 +658,7 @@ impl Operator for IntervalJoinOperator {
                 out.emit(padded);
             }
         }
-        self.sides[input].insert(batch, keyed, matched);
+        self.sides[input].insert(batch, keyed, matched)?;
         Ok(())
     }
 

@@ -7,41 +7,40 @@
 //! impossible, in time order, when evicted.
 //!
 //! Rows stay in the batches they arrived in (columnar, shared `Arc`s). The
-//! key index maps a hash of the key bytes to the rows holding it: a single
-//! row inline (the common case of unique keys, no allocation per row), or a
+//! key index ([`key_index`]) maps a hash of the key bytes to the rows
+//! holding it: a single row inline (the common case of unique keys), or a
 //! set ordered by time, so a probe visits only the rows in its time range
-//! and an eviction removes its row in O(log n) (a hot key costs per row
-//! about what a cold one does); probes confirm candidates by comparing key
-//! bytes. For eviction each batch keeps its rows sorted by time with a
-//! cursor, and a min-heap holds one entry per batch: the time of its next
-//! row to evict. Rows that never matched (outer joins) are handed out batch
-//! by batch with their row numbers, so padding them costs one gather.
+//! (a hot key costs per row about what a cold one does); probes confirm
+//! candidates by comparing key bytes. For eviction each batch keeps its
+//! rows sorted by time with a cursor, and a min-heap holds one entry per
+//! batch: the time of its next row to evict. Rows that never matched
+//! (outer joins) are handed out batch by batch with their row numbers, so
+//! padding them costs one gather.
 //!
-//! Eviction only moves cursors: an evicted row's index entry stays until
-//! the index is compacted, and probes skip it (a row is live while its
-//! batch is stored and it is at or after the batch's cursor in time
-//! order). Compaction sweeps the whole index once as many rows have been
-//! evicted since the last one as are live, so each evicted row costs a
-//! share of one sequential sweep instead of a hash lookup and removal of
-//! its own.
+//! Eviction only moves cursors: an evicted row's index entry stays until an
+//! insert takes its slot over or the index is swept, and probes skip it
+//! (a row is live while its batch is stored and it is at or after the
+//! batch's cursor in time order).
 //!
 //! A checkpoint keeps the rows not yet evicted with their matched flags
 //! ([`SideState::live_rows`]); a restore inserts them again.
 
+pub mod key_index;
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::collections::{BTreeSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use datafusion::arrow::array::UInt32Array;
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
-use hashbrown::hash_map::Entry;
-use hashbrown::HashMap;
 
 use crate::error::Result;
 use crate::time::Timestamp;
+
+pub use key_index::MAX_BATCH_ROWS;
+use key_index::{Found, KeyIndex, Liveness, RowAt};
 
 /// A batch's join keys, worked out once for the probe, the index and the
 /// eviction: the key rows, their hashes (by one hasher for both sides),
@@ -69,33 +68,30 @@ pub struct RowRef {
     pub row: u32,
 }
 
-/// Rows sharing a key hash: one inline (unique keys, no allocation), or
-/// many ordered by time, so that a probe visits only the rows in its time
-/// range and a compaction keeps a hot key's live rows in one pass: a hot key
-/// costs per row what a cold one does, not the length of its bucket.
-enum Bucket {
-    One(RowRef),
-    Many(BTreeSet<RowRef>),
-}
-
-impl Bucket {
-    fn push(&mut self, r: RowRef) {
-        match self {
-            Bucket::One(first) => *self = Bucket::Many(BTreeSet::from([*first, r])),
-            Bucket::Many(rows) => {
-                rows.insert(r);
-            }
+impl RowRef {
+    /// The row's place, without its time.
+    pub fn at(&self) -> RowAt {
+        RowAt {
+            batch: self.batch,
+            row: self.row,
         }
     }
 }
 
-/// Rows evicted before a compaction is worth a sweep, however few rows
-/// are live.
-const COMPACT_MIN_EVICTED: usize = 4096;
+/// Rows evicted since the index was last swept, in multiples of the rows
+/// live, before it is swept to drop their entries (inserts take over the
+/// slots of rows whose batch is gone, and a hot key's set drops its
+/// evicted rows as it grows; this bounds the rest).
+const SWEEP_AFTER_EVICTED: usize = 4;
+/// Rows evicted before a sweep is worth it, however few are live.
+const SWEEP_MIN_EVICTED: usize = 4096;
 
 struct StoredBatch {
     batch: RecordBatch,
     keys: Rows,
+    /// Each row's event time (rows without one are neither kept nor
+    /// indexed).
+    times: Vec<Timestamp>,
     /// Rows with a time, sorted by it: (time, row).
     order: Vec<(Timestamp, u32)>,
     /// Next position in `order` to evict: rows before it are evicted.
@@ -104,12 +100,17 @@ struct StoredBatch {
 }
 
 impl StoredBatch {
-    /// Whether `r` (a row of this batch) is not yet evicted: it is at or
-    /// after the cursor in time order.
-    fn holds(&self, r: &RowRef) -> bool {
-        self.order
-            .get(self.cursor)
-            .is_some_and(|&next| (r.time, r.row) >= next)
+    /// Whether `row` (an indexed row of this batch, so one with a time) is
+    /// not yet evicted: it is at or after the cursor in time order.
+    fn holds(&self, row: u32) -> bool {
+        if self.cursor == 0 {
+            // Nothing evicted yet: no need to read the row's time.
+            return (row as usize) < self.times.len();
+        }
+        match (self.order.get(self.cursor), self.times.get(row as usize)) {
+            (Some(&next), Some(&time)) => (time, row) >= next,
+            _ => false,
+        }
     }
 }
 
@@ -141,24 +142,6 @@ fn sort_by_time(order: &mut [(Timestamp, u32)]) {
     }
 }
 
-/// Hashes a `u64` that already is a hash: the index is keyed by key hashes.
-#[derive(Default)]
-struct PrehashedKey(u64);
-
-impl Hasher for PrehashedKey {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-}
-
 /// Stored batches by id; ids are consecutive, so a deque offset by the
 /// oldest live id finds a batch without hashing.
 #[derive(Default)]
@@ -167,12 +150,21 @@ struct Batches {
     slots: VecDeque<Option<StoredBatch>>,
 }
 
-impl Batches {
-    /// Whether `r` is buffered and not evicted.
-    fn live(&self, r: &RowRef) -> bool {
-        self.get(r.batch).is_some_and(|b| b.holds(r))
+impl Liveness for Batches {
+    fn live(&self, at: RowAt) -> bool {
+        self.get(at.batch).is_some_and(|b| b.holds(at.row))
     }
 
+    fn gone(&self, at: RowAt) -> bool {
+        self.get(at.batch).is_none()
+    }
+
+    fn time(&self, at: RowAt) -> Option<Timestamp> {
+        self.get(at.batch)?.times.get(at.row as usize).copied()
+    }
+}
+
+impl Batches {
     fn get(&self, id: u64) -> Option<&StoredBatch> {
         let offset = id.checked_sub(self.first_id)? as usize;
         self.slots.get(offset)?.as_ref()
@@ -211,13 +203,13 @@ impl Batches {
 pub struct SideState {
     batches: Batches,
     next_batch: u64,
-    index: HashMap<u64, Bucket, BuildHasherDefault<PrehashedKey>>,
+    index: KeyIndex,
     /// (time of the batch's next row to evict, batch id).
     by_time: BinaryHeap<Reverse<(Timestamp, u64)>>,
     rows: usize,
-    /// Rows evicted since the index was last compacted (their entries may
+    /// Rows evicted since the index was last swept (their entries may
     /// still be in it).
-    evicted_since_compaction: usize,
+    evicted_since_sweep: usize,
 }
 
 impl SideState {
@@ -231,6 +223,12 @@ impl SideState {
         self.rows == 0
     }
 
+    /// Loads the index slots of `hashes` ahead of probes for them (see
+    /// [`KeyIndex::touch`]).
+    pub fn touch(&self, hashes: impl Iterator<Item = u64>) {
+        self.index.touch(hashes);
+    }
+
     /// Calls `f` for every buffered row whose key equals `key` (whose hash
     /// is `hash`) and whose time is in `times`.
     pub fn for_each_candidate(
@@ -240,25 +238,29 @@ impl SideState {
         times: std::ops::RangeInclusive<Timestamp>,
         mut f: impl FnMut(RowRef),
     ) {
-        let Some(bucket) = self.index.get(&hash) else {
+        let Some(found) = self.index.get(hash) else {
             return;
         };
-        let mut visit = |r: &RowRef| {
-            let same = self
-                .batches
-                .get(r.batch)
-                .is_some_and(|b| b.holds(r) && b.keys.row(r.row as usize).as_ref() == key);
-            if same {
-                f(*r);
-            }
-        };
-        match bucket {
-            Bucket::One(r) => {
-                if times.contains(&r.time) {
-                    visit(r)
+        match found {
+            Found::One(at) => {
+                let Some(stored) = self.batches.get(at.batch) else {
+                    return;
+                };
+                let Some(&time) = stored.times.get(at.row as usize) else {
+                    return;
+                };
+                if times.contains(&time)
+                    && stored.holds(at.row)
+                    && stored.keys.row(at.row as usize).as_ref() == key
+                {
+                    f(RowRef {
+                        time,
+                        batch: at.batch,
+                        row: at.row,
+                    });
                 }
             }
-            Bucket::Many(rows) => {
+            Found::Many(rows) => {
                 let (from, to) = (
                     RowRef {
                         time: *times.start(),
@@ -271,8 +273,16 @@ impl SideState {
                         row: u32::MAX,
                     },
                 );
-                if from <= to {
-                    rows.range(from..=to).for_each(visit);
+                if from > to {
+                    return;
+                }
+                for r in rows.range(from..=to) {
+                    let same = self.batches.get(r.batch).is_some_and(|b| {
+                        b.holds(r.row) && b.keys.row(r.row as usize).as_ref() == key
+                    });
+                    if same {
+                        f(*r);
+                    }
                 }
             }
         }
@@ -294,10 +304,16 @@ impl SideState {
         }
     }
 
-    /// Buffers a batch. Rows without a time are not kept; rows whose key
-    /// has a NULL are kept for eviction but never indexed, so they match
-    /// nothing. `matched` carries what the probe of this batch found.
-    pub fn insert(&mut self, batch: RecordBatch, keyed: KeyedRows, matched: Vec<bool>) {
+    /// Buffers a batch (of fewer than [`MAX_BATCH_ROWS`] rows). Rows
+    /// without a time are not kept; rows whose key has a NULL are kept for
+    /// eviction but never indexed, so they match nothing. `matched` carries
+    /// what the probe of this batch found.
+    pub fn insert(
+        &mut self,
+        batch: RecordBatch,
+        keyed: KeyedRows,
+        matched: Vec<bool>,
+    ) -> Result<()> {
         let KeyedRows {
             keys,
             hashes,
@@ -312,41 +328,40 @@ impl SideState {
             .filter_map(|(row, t)| t.map(|t| (t, row as u32)))
             .collect();
         if order.is_empty() {
-            return;
+            return Ok(());
         }
         sort_by_time(&mut order);
-        for &(time, row) in &order {
-            if valid[row as usize] {
-                let r = RowRef {
-                    time,
-                    batch: id,
-                    row,
-                };
-                match self.index.entry(hashes[row as usize]) {
-                    Entry::Occupied(mut bucket) => match bucket.get_mut() {
-                        // An evicted row left in the index: take its place
-                        // (rows of this batch are not stored yet, but live).
-                        Bucket::One(old) if old.batch != id && !self.batches.live(old) => *old = r,
-                        bucket => bucket.push(r),
-                    },
-                    Entry::Vacant(slot) => {
-                        slot.insert(Bucket::One(r));
-                    }
-                }
-            }
-        }
-        self.rows += order.len();
-        self.by_time.push(Reverse((order[0].0, id)));
+        let first = order[0].0;
+        let live = order.len();
+        let row_times = times.iter().map(|t| t.unwrap_or(Timestamp::MIN)).collect();
         self.batches.insert(
             id,
             StoredBatch {
                 batch,
                 keys,
+                times: row_times,
                 order,
                 cursor: 0,
                 matched,
             },
         );
+        self.rows += live;
+        self.by_time.push(Reverse((first, id)));
+        let Some(stored) = self.batches.get(id) else {
+            return Ok(());
+        };
+        let indexed = || stored.order.iter().filter(|&&(_, row)| valid[row as usize]);
+        self.index
+            .touch(indexed().map(|&(_, row)| hashes[row as usize]));
+        for &(time, row) in indexed() {
+            self.index.insert(
+                hashes[row as usize],
+                time,
+                RowAt { batch: id, row },
+                &self.batches,
+            )?;
+        }
+        Ok(())
     }
 
     /// Approximate bytes held: the buffered batches, their key rows and the index.
@@ -360,10 +375,11 @@ impl SideState {
                 b.batch.get_array_memory_size()
                     + b.keys.size()
                     + b.order.capacity() * 16
+                    + b.times.capacity() * 8
                     + b.matched.capacity() * 2
             })
             .sum();
-        batches + self.index.capacity() * 40
+        batches + self.index.size_bytes()
     }
 
     /// The rows still buffered (not evicted), batch by batch, each with its
@@ -422,7 +438,7 @@ impl SideState {
             stored.cursor = to;
             let next = stored.order.get(to).map(|&(time, _)| time);
             self.rows -= to - from;
-            self.evicted_since_compaction += to - from;
+            self.evicted_since_sweep += to - from;
             match next {
                 Some(next) => self.by_time.push(Reverse((next, id))),
                 None => self.batches.remove(id),
@@ -430,29 +446,12 @@ impl SideState {
         }
         if self.rows == 0 {
             self.index.clear();
-            self.evicted_since_compaction = 0;
-        } else if self.evicted_since_compaction > self.rows.max(COMPACT_MIN_EVICTED) {
-            self.compact();
+            self.evicted_since_sweep = 0;
+        } else if self.evicted_since_sweep > SWEEP_AFTER_EVICTED * self.rows.max(SWEEP_MIN_EVICTED)
+        {
+            self.index.sweep(&self.batches);
+            self.evicted_since_sweep = 0;
         }
-    }
-
-    /// Drops the index entries of evicted rows.
-    fn compact(&mut self) {
-        let batches = &self.batches;
-        self.index.retain(|_, bucket| match bucket {
-            Bucket::One(r) => batches.live(r),
-            Bucket::Many(rows) => {
-                rows.retain(|r| batches.live(r));
-                if let (1, Some(&only)) = (rows.len(), rows.first()) {
-                    *bucket = Bucket::One(only);
-                }
-                !matches!(bucket, Bucket::Many(rows) if rows.is_empty())
-            }
-        });
-        if self.index.capacity() > 4 * self.index.len().max(COMPACT_MIN_EVICTED) {
-            self.index.shrink_to_fit();
-        }
-        self.evicted_since_compaction = 0;
     }
 }
 
@@ -512,14 +511,14 @@ mod tests {
                 .collect();
             let (b, k) = keyed(&rows);
             let n = b.num_rows();
-            side.insert(b, k, vec![false; n]);
+            side.insert(b, k, vec![false; n]).unwrap();
             // Keep the last 500 ms.
             side.evict_before(batch * 100 + 100 - 500, None);
             assert!(side.len() <= 1_000, "{} rows live", side.len());
             assert!(
-                side.index.len() <= 2 * side.len() + COMPACT_MIN_EVICTED + 200,
-                "{} index entries for {} live rows",
-                side.index.len(),
+                side.index.capacity() <= 2048,
+                "{} index slots for {} live rows",
+                side.index.capacity(),
                 side.len()
             );
         }
@@ -532,12 +531,12 @@ mod tests {
         assert_eq!(probe(&side, 1_000 + 19_999, 0..=i64::MAX), vec![19_999]);
         // An evicted unique key's entry is reused by a new row of that key.
         let (b, k) = keyed(&[(1_000 + 19_000, 30_000)]);
-        side.insert(b, k, vec![false]);
+        side.insert(b, k, vec![false]).unwrap();
         assert_eq!(probe(&side, 1_000 + 19_000, 0..=i64::MAX), vec![30_000]);
-        // Everything evicted: the index empties at the next compaction.
+        // Everything evicted: the index empties.
         side.evict_before(Timestamp::MAX, None);
         assert!(side.is_empty());
-        assert!(side.index.is_empty());
+        assert_eq!(side.index.occupied(), 0);
         assert!(probe(&side, 7, 0..=i64::MAX).is_empty());
     }
 
@@ -565,7 +564,7 @@ mod tests {
     fn rows_of_one_batch_sharing_a_key_all_stay_candidates() {
         let mut side = SideState::default();
         let (b, k) = keyed(&[(3, 10), (3, 5), (3, 7)]);
-        side.insert(b, k, vec![false; 3]);
+        side.insert(b, k, vec![false; 3]).unwrap();
         assert_eq!(probe(&side, 3, 0..=100), vec![5, 7, 10]);
         side.evict_before(6, None);
         assert_eq!(probe(&side, 3, 0..=100), vec![7, 10]);
