@@ -505,7 +505,7 @@ impl IntervalJoinOperator {
                 "interval_join: checkpoint table has the wrong columns".into(),
             ));
         }
-        let matched = table
+        let matched: Vec<bool> = table
             .column(width)
             .as_any()
             .downcast_ref::<BooleanArray>()
@@ -518,15 +518,21 @@ impl IntervalJoinOperator {
             table.columns()[..width].to_vec(),
         )?;
         // Stored batches are cut to what the key index can number.
-        let matched: Vec<bool> = matched;
-        for start in (0..batch.num_rows()).step_by(MAX_BATCH_ROWS) {
-            let len = MAX_BATCH_ROWS.min(batch.num_rows() - start);
+        for (start, len) in parts(batch.num_rows()) {
             let part = batch.slice(start, len);
             let keyed = self.keys_and_times(side, &part)?;
             self.sides[side].insert(part, keyed, matched[start..start + len].to_vec())?;
         }
         Ok(())
     }
+}
+
+/// (offset, length) of the parts `rows` rows are cut into so that each
+/// fits a stored batch of the key index.
+fn parts(rows: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..rows)
+        .step_by(MAX_BATCH_ROWS)
+        .map(move |start| (start, MAX_BATCH_ROWS.min(rows - start)))
 }
 
 /// Name of the matched-flag column in checkpoint tables.
@@ -571,8 +577,7 @@ impl Operator for IntervalJoinOperator {
             // Stored batches are cut to what the key index can number; rows
             // of one side never pair with each other, so the parts give the
             // rows the whole would.
-            for start in (0..rows).step_by(MAX_BATCH_ROWS) {
-                let len = MAX_BATCH_ROWS.min(rows - start);
+            for (start, len) in parts(rows) {
                 self.on_batch(input, batch.slice(start, len), out)?;
             }
             return Ok(());

@@ -328,11 +328,7 @@ impl KeyIndex {
             let Some(slot) = self.kept(slot, rows) else {
                 continue;
             };
-            let mut to = slot.hash as usize & mask;
-            while self.slots[to].entry != EMPTY {
-                to = (to + 1) & mask;
-            }
-            self.slots[to] = slot;
+            self.place(slot);
             occupied += 1;
         }
         self.occupied = occupied;
@@ -366,14 +362,20 @@ impl KeyIndex {
     /// Moves every entry into a table of `capacity` slots.
     fn resize(&mut self, capacity: usize) {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY_SLOT; capacity]);
-        let mask = capacity - 1;
         for slot in old.into_iter().filter(|s| s.entry != EMPTY) {
-            let mut to = slot.hash as usize & mask;
-            while self.slots[to].entry != EMPTY {
-                to = (to + 1) & mask;
-            }
-            self.slots[to] = slot;
+            self.place(slot);
         }
+    }
+
+    /// Puts `slot` in the first empty slot from its home on (its hash has
+    /// no slot in the table).
+    fn place(&mut self, slot: Slot) {
+        let mask = self.mask();
+        let mut to = slot.hash as usize & mask;
+        while self.slots[to].entry != EMPTY {
+            to = (to + 1) & mask;
+        }
+        self.slots[to] = slot;
     }
 
     /// Forgets every row, keeping the table's allocation.
@@ -429,6 +431,12 @@ mod tests {
         }
     }
 
+    /// Hash of key `h`: the keys differ mostly above the table's mask, so
+    /// they share few home slots and chains are long.
+    fn colliding(h: u64) -> u64 {
+        (h << 32) | (h % 7)
+    }
+
     #[test]
     fn colliding_hashes_and_shared_keys_grow_and_shrink_with_their_rows() {
         let mut index = KeyIndex::default();
@@ -441,13 +449,11 @@ mod tests {
                 row: i % 100,
             };
             oracle.times.insert((at.batch, at.row), Timestamp::from(i));
-            let h = u64::from(i % 2_500);
-            let hash = (h << 32) | (h % 7);
+            let hash = colliding(u64::from(i % 2_500));
             index.insert(hash, Timestamp::from(i), at, &oracle).unwrap();
         }
         for h in 0..2_500u64 {
-            let hash = (h << 32) | (h % 7);
-            let found = rows_of(&index, hash, &oracle);
+            let found = rows_of(&index, colliding(h), &oracle);
             assert_eq!(found.len(), 4, "hash {h}");
         }
         // Evict all but the last 100 rows: the sets shrink to their live
@@ -460,14 +466,12 @@ mod tests {
         assert_eq!(index.capacity(), MIN_CAPACITY);
         assert!(index.sets.iter().flatten().count() == 0);
         for i in 9_900..10_000u32 {
-            let h = u64::from(i % 2_500);
-            let hash = (h << 32) | (h % 7);
             assert_eq!(
-                rows_of(&index, hash, &oracle),
+                rows_of(&index, colliding(u64::from(i % 2_500)), &oracle),
                 vec![(u64::from(i / 100), i % 100)]
             );
         }
-        assert!(rows_of(&index, 5 << 32 | 5, &oracle).is_empty());
+        assert!(rows_of(&index, colliding(5), &oracle).is_empty());
     }
 
     #[test]

@@ -112,6 +112,11 @@ impl StoredBatch {
             _ => false,
         }
     }
+
+    /// Whether `row` is not yet evicted and its key bytes are `key`.
+    fn holds_key(&self, row: u32, key: &[u8]) -> bool {
+        self.holds(row) && self.keys.row(row as usize).as_ref() == key
+    }
 }
 
 /// Sorts a batch's (time, row) pairs. When the batch's times span less
@@ -249,10 +254,7 @@ impl SideState {
                 let Some(&time) = stored.times.get(at.row as usize) else {
                     return;
                 };
-                if times.contains(&time)
-                    && stored.holds(at.row)
-                    && stored.keys.row(at.row as usize).as_ref() == key
-                {
+                if times.contains(&time) && stored.holds_key(at.row, key) {
                     f(RowRef {
                         time,
                         batch: at.batch,
@@ -277,10 +279,11 @@ impl SideState {
                     return;
                 }
                 for r in rows.range(from..=to) {
-                    let same = self.batches.get(r.batch).is_some_and(|b| {
-                        b.holds(r.row) && b.keys.row(r.row as usize).as_ref() == key
-                    });
-                    if same {
+                    if self
+                        .batches
+                        .get(r.batch)
+                        .is_some_and(|b| b.holds_key(r.row, key))
+                    {
                         f(*r);
                     }
                 }
