@@ -199,6 +199,7 @@ mod tests {
             declared_at: None,
             primary_key: Vec::new(),
             filter: None,
+            unread_columns: Vec::new(),
         }
     }
 

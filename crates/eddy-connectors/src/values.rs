@@ -97,6 +97,7 @@ impl Connector for ValuesConnector {
             config.batch_size(spec)?,
             1,
             false,
+            &[],
         );
         Ok(Box::new(match &resume {
             Some(position) => source.starting_at(position),

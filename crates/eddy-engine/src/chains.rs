@@ -46,6 +46,7 @@ use crate::graph::{JobGraph, NodeId, NodeKind};
 ///     declared_at: None,
 ///     primary_key: Vec::new(),
 ///     filter: None,
+///     unread_columns: Vec::new(),
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),
@@ -218,6 +219,7 @@ mod tests {
             declared_at: None,
             primary_key: Vec::new(),
             filter: None,
+            unread_columns: Vec::new(),
         }
     }
 

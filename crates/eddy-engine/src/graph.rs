@@ -51,6 +51,15 @@ pub struct ConnectorSpec {
     /// from statistics that a file or row group holds no such row may skip
     /// it. Advisory: the query still filters what the source returns.
     pub filter: Option<SourceFilter>,
+    /// Sources: physical columns (indices into [`ConnectorSpec::schema`])
+    /// that no query of the job reads, nor the table's event time, primary
+    /// key or computed columns (empty: every column is read). Advisory, like
+    /// `filter`: a connector may leave their values undecoded and hand
+    /// on blanks in their place (an empty string, zero, `false`), once it
+    /// has checked each value is of its column's type, so which rows are
+    /// bad does not change. The rows then go straight to the queries'
+    /// projections, which drop these columns.
+    pub unread_columns: Vec<usize>,
 }
 
 /// A source's pushed-down condition (see [`ConnectorSpec::filter`]).
@@ -428,6 +437,17 @@ impl JobGraph {
             // derived identities (and so its state) as they were.
             if let Some(uid) = &self.nodes[id].uid {
                 let _ = writeln!(out, "     named: {uid}");
+            }
+            // Nor this: which columns queries read leaves the state as it is.
+            if let NodeKind::Source { spec, .. } = &self.nodes[id].kind {
+                if !spec.unread_columns.is_empty() {
+                    let names: Vec<&str> = spec
+                        .unread_columns
+                        .iter()
+                        .filter_map(|&c| spec.schema.fields().get(c).map(|f| f.name().as_str()))
+                        .collect();
+                    let _ = writeln!(out, "     columns no query reads: {}", names.join(", "));
+                }
             }
         }
         out.push_str(&crate::chains::Chains::of(self).explain(self));

@@ -132,6 +132,7 @@ pub fn check(tables: &[Table], input: &[u8], rng: &mut Rng) -> Result<(), String
             batch_size,
             threads,
             false,
+            &[],
         )
         .with_max_line_bytes(max_line_bytes);
         let mut runner = SourceRunner::new(table.layout.clone());

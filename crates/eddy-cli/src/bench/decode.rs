@@ -45,6 +45,7 @@ pub fn decode(input: &Path, batch_size: usize, rounds: usize) -> Result<String> 
             batch_size,
             0,
             false,
+            &[],
         );
         let mut ctx = SourceContext::new("decode");
         rows = 0;

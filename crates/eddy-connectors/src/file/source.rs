@@ -151,6 +151,7 @@ pub fn open(
         batch_size,
         config.decode_threads,
         live,
+        &spec.unread_columns,
     )
     .with_max_line_bytes(max_line_bytes);
     Ok(Box::new(match &resume {

@@ -261,6 +261,7 @@ impl KafkaExchanges {
             declared_at: None,
             primary_key: Vec::new(),
             filter: None,
+            unread_columns: Vec::new(),
         }
     }
 }

@@ -54,6 +54,7 @@
 //!     declared_at: None,
 //!     primary_key: Vec::new(),
 //!     filter: None,
+//!     unread_columns: Vec::new(),
 //! };
 //! let config = KafkaSinkConfig::from_spec(&spec).unwrap();
 //! let mut sink = KafkaSink::open(config, SinkMode::Direct, Arc::new(KafkaCommits::default())).unwrap();

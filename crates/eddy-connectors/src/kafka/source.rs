@@ -38,6 +38,7 @@
 //!     declared_at: None,
 //!     primary_key: Vec::new(),
 //!     filter: None,
+//!     unread_columns: Vec::new(),
 //! };
 //! let config = KafkaSourceConfig::from_spec(&spec, 8192).unwrap();
 //! let mut source = KafkaSource::open(config, spec.schema.clone(), None).unwrap();
@@ -354,6 +355,7 @@ impl KafkaSource {
             config.decode_threads.max(1),
             value_schema.clone(),
             format!("kafka:{topic}"),
+            &[],
         );
         Ok(Self {
             config,

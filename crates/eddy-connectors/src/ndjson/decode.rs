@@ -236,18 +236,20 @@ pub struct DecodePool {
 }
 
 impl DecodePool {
-    /// Starts `workers` decoding threads (fewer if threads cannot start).
-    pub fn new(workers: usize, schema: SchemaRef, location: String) -> Self {
+    /// Starts `workers` decoding threads (fewer if threads cannot start),
+    /// each leaving `unread` columns undecoded where it can
+    /// ([`ChunkDecoder::leaving_unread`]).
+    pub fn new(workers: usize, schema: SchemaRef, location: String, unread: &[usize]) -> Self {
         let mut jobs = Vec::with_capacity(workers);
         let mut results = Vec::with_capacity(workers);
         for i in 0..workers {
             let (job_tx, job_rx) = sync_channel::<Chunk>(1);
             let (result_tx, result_rx) = sync_channel::<Decoded>(1);
-            let (schema, location) = (schema.clone(), location.clone());
+            let (schema, location, unread) = (schema.clone(), location.clone(), unread.to_vec());
             let spawned = std::thread::Builder::new()
                 .name(format!("eddy-decode-{i}"))
                 .spawn(move || {
-                    let mut decoder = ChunkDecoder::new(schema, location);
+                    let mut decoder = ChunkDecoder::new(schema, location).leaving_unread(&unread);
                     while let Ok(chunk) = job_rx.recv() {
                         if result_tx.send(decoder.decode(chunk)).is_err() {
                             return;
@@ -341,6 +343,14 @@ impl ChunkDecoder {
             location,
             kept: None,
         }
+    }
+
+    /// Leaves `columns` (no query reads them) undecoded in the chunks the
+    /// flat decoder takes: see [`FlatDecoder::leaving_unread`]. Chunks
+    /// arrow-json decodes have every column.
+    pub fn leaving_unread(mut self, columns: &[usize]) -> Self {
+        self.flat = self.flat.map(|flat| flat.leaving_unread(columns));
+        self
     }
 
     /// Decodes one chunk; see [`decode`].
@@ -861,6 +871,36 @@ mod tests {
             let fresh = decode(&schema, "t", chunk(lines));
             assert_eq!(again.batch.as_ref().unwrap(), fresh.batch.as_ref().unwrap());
             assert_eq!(bad_lines(&again), bad_lines(&fresh));
+        }
+    }
+
+    #[test]
+    fn unread_columns_leave_the_same_rows_bad_and_the_read_ones_as_they_were() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("note", DataType::Utf8View, false),
+            Field::new("n", DataType::Int32, true),
+        ]));
+        let chunks: [&[&str]; 3] = [
+            // Flat lines: decoded by the flat decoder, `note` left blank.
+            &[r#"{"id":1,"note":"a","n":1}"#, r#"{"id":2,"note":"b"}"#],
+            // Unread values of the wrong type, or missing, are still bad.
+            &[
+                r#"{"id":3,"note":7,"n":3}"#,
+                r#"{"id":4,"n":4}"#,
+                r#"{"id":5,"note":"c","n":99999999999}"#,
+                r#"{"id":6,"note":"d","n":6}"#,
+            ],
+            &[r#"{"id":7,"note":"e","n":7}"#],
+        ];
+        let mut unread = ChunkDecoder::new(schema.clone(), "t".into()).leaving_unread(&[1, 2]);
+        for lines in chunks {
+            let fresh = decode(&schema, "t", chunk(lines));
+            let left = unread.decode(chunk(lines));
+            assert_eq!(bad_lines(&left), bad_lines(&fresh), "{lines:?}");
+            let (left, fresh) = (left.batch.unwrap().unwrap(), fresh.batch.unwrap().unwrap());
+            assert_eq!(left.column(0), fresh.column(0));
+            assert_eq!(left.num_rows(), fresh.num_rows());
         }
     }
 

@@ -52,6 +52,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
 
 use crate::swar::{below_mask, byte_mask, word_at};
 
@@ -66,6 +67,13 @@ enum Column {
     Float32(Float32Builder),
     Float64(Float64Builder),
     Boolean(BooleanBuilder),
+    /// A column no query of the job reads: its values are checked as the
+    /// column's type (so the same lines are plain, and the same rows bad),
+    /// then dropped; it comes out blank (see [`FlatDecoder::leaving_unread`]).
+    Unread {
+        data_type: DataType,
+        rows: usize,
+    },
 }
 
 impl Column {
@@ -97,11 +105,15 @@ impl Column {
             Column::Float32(b) => b.append_null(),
             Column::Float64(b) => b.append_null(),
             Column::Boolean(b) => b.append_null(),
+            Column::Unread { rows, .. } => *rows += 1,
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
+    /// The column's array; an unread column's is a slice of `blank`, a
+    /// column of blanks kept from batch to batch (made, or made longer,
+    /// when it has too few rows).
+    fn finish(&mut self, blank: &mut Option<ArrayRef>) -> Option<ArrayRef> {
+        Some(match self {
             Column::Utf8(b) => Arc::new(b.finish()),
             Column::Utf8View(b) => Arc::new(b.finish()),
             Column::Int8(b) => Arc::new(b.finish()),
@@ -111,9 +123,23 @@ impl Column {
             Column::Float32(b) => Arc::new(b.finish()),
             Column::Float64(b) => Arc::new(b.finish()),
             Column::Boolean(b) => Arc::new(b.finish()),
-        }
+            Column::Unread { data_type, rows } => {
+                let rows = std::mem::take(rows);
+                if blank.as_ref().is_none_or(|b| b.len() < rows) {
+                    let made = ScalarValue::new_default(data_type)
+                        .and_then(|v| v.to_array_of_size(rows.max(BLANK_ROWS)))
+                        .ok()?;
+                    *blank = Some(made);
+                }
+                blank.as_ref()?.slice(0, rows)
+            }
+        })
     }
 }
+
+/// Rows a column of blanks is made with at least (a chunk mostly has no
+/// more), so it is made once.
+const BLANK_ROWS: usize = 8192;
 
 /// A table column as the decoder sees it.
 struct FlatField {
@@ -123,6 +149,8 @@ struct FlatField {
     key: Box<[u8]>,
     data_type: DataType,
     nullable: bool,
+    /// Some query reads the column (else its values are checked, not kept).
+    read: bool,
 }
 
 /// Decodes chunks of flat NDJSON objects into record batches; see the
@@ -132,6 +160,8 @@ pub struct FlatDecoder {
     fields: Vec<FlatField>,
     /// Per field, the row (plus one) that last gave it a value.
     filled: Vec<usize>,
+    /// Per field, the blanks an unread column's arrays are sliced from.
+    blanks: Vec<Option<ArrayRef>>,
 }
 
 /// Not the plain case: the chunk goes to arrow-json.
@@ -157,14 +187,52 @@ impl FlatDecoder {
                     key: [f.name().as_bytes(), b"\":"].concat().into(),
                     data_type: Column::new(f.data_type(), 0).map(|_| f.data_type().clone())?,
                     nullable: f.is_nullable(),
+                    read: true,
                 })
             })
             .collect::<Option<Vec<_>>>()?;
         Some(Self {
             schema: schema.clone(),
             filled: vec![0; fields.len()],
+            blanks: vec![None; fields.len()],
             fields,
         })
+    }
+
+    /// Leaves the values of `columns` (indices into the schema: columns no
+    /// query of the job reads) undecoded: each is still checked as its
+    /// column's type, so the chunks this decoder takes and the rows that
+    /// are bad stay the same, but its column comes out blank (an empty
+    /// string, zero or `false` in every row, nulls included). Builders,
+    /// copies and the batch's memory go to the columns queries read, as
+    /// a batch engine's scan decodes only its projection.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use datafusion::arrow::array::AsArray;
+    /// use datafusion::arrow::datatypes::{DataType, Field, Schema, Float64Type};
+    /// use eddy_connectors::ndjson::flat::FlatDecoder;
+    ///
+    /// let schema = Arc::new(Schema::new(vec![
+    ///     Field::new("id", DataType::Utf8View, false),
+    ///     Field::new("amount", DataType::Float64, true),
+    /// ]));
+    /// let mut decoder = FlatDecoder::new(&schema).unwrap().leaving_unread(&[0]);
+    /// let bytes = b"{\"id\":\"a\",\"amount\":1.5}\n";
+    /// let batch = decoder.decode(bytes, std::iter::once(0..24)).unwrap();
+    /// assert_eq!(batch.column(0).as_string_view().value(0), "");
+    /// assert_eq!(batch.column(1).as_primitive::<Float64Type>().value(0), 1.5);
+    /// // A value of the wrong type is still not plain.
+    /// assert!(decoder.decode(b"{\"id\":1}\n", std::iter::once(0..8)).is_none());
+    /// ```
+    pub fn leaving_unread(mut self, columns: &[usize]) -> Self {
+        for &c in columns {
+            if let Some(field) = self.fields.get_mut(c) {
+                // Only where a blank of the type can be made.
+                field.read = ScalarValue::new_default(&field.data_type).is_err();
+            }
+        }
+        self
     }
 
     /// The rows of `lines` (byte ranges of `bytes`, each one line), or
@@ -182,14 +250,24 @@ impl FlatDecoder {
         let mut columns = self
             .fields
             .iter()
-            .map(|f| Column::new(&f.data_type, rows))
+            .map(|f| match f.read {
+                true => Column::new(&f.data_type, rows),
+                false => Some(Column::Unread {
+                    data_type: f.data_type.clone(),
+                    rows: 0,
+                }),
+            })
             .collect::<Option<Vec<Column>>>()?;
         self.filled.fill(0);
         for (row, range) in lines.enumerate() {
             let line = text.get(range)?;
             self.line(line, row + 1, &mut columns).ok()?;
         }
-        let arrays = columns.iter_mut().map(Column::finish).collect();
+        let arrays = columns
+            .iter_mut()
+            .zip(&mut self.blanks)
+            .map(|(column, blank)| column.finish(blank))
+            .collect::<Option<Vec<_>>>()?;
         RecordBatch::try_new(self.schema.clone(), arrays).ok()
     }
 
@@ -571,17 +649,51 @@ fn value(text: &str, at: &mut usize, column: &mut Column, nullable: bool) -> Ste
         Column::Int64(b) => b.append_value(integer(line, at)?),
         Column::Float32(b) => b.append_value(float(line, at)?),
         Column::Float64(b) => b.append_value(float64(line, at)?),
-        Column::Boolean(b) => {
-            if literal(line, at, b"true") {
-                b.append_value(true)
-            } else if literal(line, at, b"false") {
-                b.append_value(false)
-            } else {
-                return Err(NotPlain);
+        Column::Boolean(b) => b.append_value(boolean(line, at)?),
+        Column::Unread { data_type, rows } => {
+            // The same checks as the column's own, the value dropped.
+            match data_type {
+                DataType::Utf8 | DataType::Utf8View => {
+                    string(text, at)?;
+                }
+                DataType::Int8 => {
+                    integer::<i8>(line, at)?;
+                }
+                DataType::Int16 => {
+                    integer::<i16>(line, at)?;
+                }
+                DataType::Int32 => {
+                    integer::<i32>(line, at)?;
+                }
+                DataType::Int64 => {
+                    integer::<i64>(line, at)?;
+                }
+                DataType::Float32 => {
+                    float::<f32>(line, at)?;
+                }
+                DataType::Float64 => {
+                    float64(line, at)?;
+                }
+                DataType::Boolean => {
+                    boolean(line, at)?;
+                }
+                _ => return Err(NotPlain),
             }
+            *rows += 1;
         }
     }
     Ok(())
+}
+
+/// A `true` or `false` at `at`.
+fn boolean(line: &[u8], at: &mut usize) -> Step<bool> {
+    if literal(line, at, b"true") {
+        Ok(true)
+    } else if literal(line, at, b"false") {
+        Ok(false)
+    } else {
+        Err(NotPlain)
+    }
 }
 
 /// A plain string value at `at`.
@@ -723,6 +835,11 @@ mod tests {
     }
 
     fn flat(schema: &SchemaRef, lines: &[String]) -> Option<RecordBatch> {
+        flat_leaving(schema, lines, &[])
+    }
+
+    /// [`flat`], leaving `unread` columns undecoded.
+    fn flat_leaving(schema: &SchemaRef, lines: &[String], unread: &[usize]) -> Option<RecordBatch> {
         let mut bytes = Vec::new();
         let mut ranges = Vec::new();
         for line in lines {
@@ -730,7 +847,9 @@ mod tests {
             bytes.extend_from_slice(line.as_bytes());
             ranges.push(start..bytes.len());
         }
-        FlatDecoder::new(schema)?.decode(&bytes, ranges.into_iter())
+        FlatDecoder::new(schema)?
+            .leaving_unread(unread)
+            .decode(&bytes, ranges.into_iter())
     }
 
     #[test]
@@ -755,6 +874,45 @@ mod tests {
             .collect();
         let expected = arrow_json(&schema, &lines).expect("arrow-json decodes them");
         assert_eq!(flat(&schema, &lines).expect("plain lines"), expected);
+    }
+
+    #[test]
+    fn unread_columns_come_out_blank_and_the_others_as_decoded() {
+        let schema = schema();
+        let lines: Vec<String> = [
+            r#"{"s":"a","u":"b","i":1,"j":-2,"b":3,"f":1.5,"g":2.25,"t":true}"#,
+            r#"{"i":0,"f":12,"s":null,"u":null,"j":null,"b":null,"t":null,"x":1.5e3}"#,
+            r#"{"i":6,"s":"q\"q\\ \/ \b","u":"\u00e9\ud83d\ude00","g":-1E-5}"#,
+        ]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+        let expected = arrow_json(&schema, &lines).unwrap();
+        for unread in [vec![0, 1], vec![2, 5, 7], vec![3, 4, 6], (0..8).collect()] {
+            let batch = flat_leaving(&schema, &lines, &unread).expect("plain lines");
+            for (c, field) in schema.fields().iter().enumerate() {
+                if !unread.contains(&c) {
+                    assert_eq!(batch.column(c), expected.column(c), "{}", field.name());
+                    continue;
+                }
+                let blank = ScalarValue::new_default(field.data_type())
+                    .unwrap()
+                    .to_array_of_size(lines.len())
+                    .unwrap();
+                assert_eq!(batch.column(c), &blank, "{}", field.name());
+            }
+        }
+        // Blanks are kept from chunk to chunk and grown when a chunk is longer.
+        let mut decoder = FlatDecoder::new(&schema).unwrap().leaving_unread(&[0]);
+        let line = b"{\"i\":1,\"s\":\"x\"}\n";
+        for rows in [1, 3, BLANK_ROWS + 5, 2] {
+            let bytes = line.repeat(rows);
+            let ranges = (0..rows).map(|r| r * line.len()..(r + 1) * line.len());
+            let batch = decoder.decode(&bytes, ranges).unwrap();
+            assert_eq!(batch.num_rows(), rows);
+            assert_eq!(batch.column(0).len(), rows);
+            assert_eq!(batch.column(0).as_string_view().value(rows - 1), "");
+        }
     }
 
     #[test]
@@ -790,6 +948,12 @@ mod tests {
             assert!(
                 flat(&schema, &[format!("{line}\n")]).is_none(),
                 "{line} should not be plain"
+            );
+            // Nor when no column is read: unread values are checked alike.
+            let every: Vec<usize> = (0..schema.fields().len()).collect();
+            assert!(
+                flat_leaving(&schema, &[format!("{line}\n")], &every).is_none(),
+                "{line} should not be plain unread"
             );
         }
         let bad_utf8 = FlatDecoder::new(&schema)
@@ -976,7 +1140,7 @@ mod tests {
     fn read_value(line: &str, data_type: &DataType) -> Option<ArrayRef> {
         let mut column = Column::new(data_type, 1)?;
         value(line, &mut 0, &mut column, false).ok()?;
-        Some(column.finish())
+        column.finish(&mut None)
     }
 
     #[test]

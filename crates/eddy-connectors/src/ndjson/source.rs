@@ -72,7 +72,9 @@ impl NdjsonSource {
     /// time (a `schema` ending in the row-kind field, see
     /// `eddy_engine::changelog`, reads Debezium change events), on `decode_threads` worker threads (0 or 1: on the caller's).
     /// A `live` input (stdin, a pipe) hands on what it has instead of waiting
-    /// for full batches.
+    /// for full batches. `unread` columns (of `schema`; no query reads
+    /// them) may come out blank ([`ChunkDecoder::leaving_unread`]); a
+    /// change feed decodes every column.
     pub fn new(
         reader: BufReader<Box<dyn Read + Send>>,
         location: String,
@@ -80,18 +82,20 @@ impl NdjsonSource {
         batch_size: usize,
         decode_threads: usize,
         live: bool,
+        unread: &[usize],
     ) -> Self {
         let envelope = eddy_engine::changelog::is_updating(&schema)
             .then(|| DebeziumEnvelope::new(schema.clone()));
+        let unread = if envelope.is_some() { &[] } else { unread };
         let schema = envelope
             .as_ref()
             .map_or(schema, DebeziumEnvelope::envelope_schema);
         let pool = (decode_threads > 1)
-            .then(|| DecodePool::new(decode_threads, schema.clone(), location.clone()));
+            .then(|| DecodePool::new(decode_threads, schema.clone(), location.clone(), unread));
         Self {
             envelope,
             reader,
-            inline: ChunkDecoder::new(schema, location.clone()),
+            inline: ChunkDecoder::new(schema, location.clone()).leaving_unread(unread),
             chunk_bytes: 0,
             location,
             batch_size: batch_size.max(1),
@@ -408,6 +412,7 @@ mod tests {
             batch_size,
             threads,
             threads > 1,
+            &[],
         )
     }
 
@@ -469,6 +474,7 @@ mod tests {
                     100,
                     threads,
                     false,
+                    &[],
                 )
                 .with_max_line_bytes(30);
                 let mut ctx = SourceContext::new("t");
@@ -531,6 +537,7 @@ mod tests {
                     size,
                     threads,
                     false,
+                    &[],
                 )
                 .starting_at(&position);
                 while let Some(b) = second.next_batch(&mut ctx).unwrap() {

@@ -684,6 +684,7 @@ mod tests {
                     declared_at: None,
                     primary_key: Vec::new(),
                     filter: None,
+                    unread_columns: Vec::new(),
                 },
             },
             inputs: vec![],

@@ -217,6 +217,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 ///     declared_at: None,
 ///     primary_key: Vec::new(),
 ///     filter: None,
+///     unread_columns: Vec::new(),
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),

@@ -776,6 +776,7 @@ impl Compiler {
             self.current_words = output.words.clone();
             self.current_temporal = output.temporal.clone();
             let first = self.graph.nodes.len();
+            self.note_columns_read(&output.plan);
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
             check_emit_on_window_close(&stream, output.emit_on_window_close.as_ref())?;
             let endpoint = stream.materialize(&mut self.graph);
@@ -806,6 +807,7 @@ impl Compiler {
                         declared_at: Some(def.position.clone()),
                         primary_key: def.primary_key.clone(),
                         filter: None,
+                        unread_columns: Vec::new(),
                     },
                 },
                 inputs: endpoints
@@ -829,9 +831,55 @@ impl Compiler {
         })
     }
 
-    /// Hands each source the condition every query reading it asks (see
-    /// [`pushdown`]).
+    /// Notes which columns of each source table `plan` (a query, or a
+    /// view's) reads, as DataFusion's projection pruning
+    /// (`OptimizeProjections`) finds them: every scan of a source in the
+    /// pruned plan says which columns it keeps. The plan itself is planned
+    /// as written; a plan the rule cannot take notes nothing, so its
+    /// scans leave their tables read whole ([`pushdown::SourceScans::unread`]
+    /// counts them against the scans planned).
+    pub(super) fn note_columns_read(&mut self, plan: &LogicalPlan) {
+        use datafusion::common::tree_node::TreeNodeRecursion;
+        use datafusion::optimizer::optimize_projections::OptimizeProjections;
+        use datafusion::optimizer::{OptimizerContext, OptimizerRule};
+        let Ok(pruned) = OptimizeProjections::new().rewrite(plan.clone(), &OptimizerContext::new())
+        else {
+            return;
+        };
+        let mut reads = Vec::new();
+        let _ = pruned.data.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let metadata = scan.source.schema().metadata().clone();
+                let name = scan.table_name.table().to_string();
+                let side =
+                    metadata.contains_key(LATE_ROWS_OF) || metadata.contains_key(BAD_ROWS_OF);
+                if !side && self.tables.contains_key(&name) && !self.views.contains_key(&name) {
+                    let columns: Vec<usize> = match &scan.projection {
+                        Some(projection) => projection.clone(),
+                        None => (0..scan.source.schema().fields().len()).collect(),
+                    };
+                    reads.push((name, columns));
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        for (table, columns) in reads {
+            self.source_scans.read(&table, columns);
+        }
+    }
+
+    /// Hands each source the condition every query reading it asks, and
+    /// the columns none of them reads (see [`pushdown`]).
     fn push_source_filters(&mut self) {
+        let unread = self.source_scans.unread(|table| self.tables.get(table));
+        for (table, columns) in unread {
+            let Some(&node) = self.source_nodes.get(&table) else {
+                continue;
+            };
+            if let NodeKind::Source { spec, .. } = &mut self.graph.nodes[node].kind {
+                spec.unread_columns = columns;
+            }
+        }
         let state = self.ctx.state();
         for (table, condition) in std::mem::take(&mut self.source_scans).pushed() {
             let (Some(&node), Some(def)) = (self.source_nodes.get(&table), self.tables.get(&table))
@@ -882,6 +930,7 @@ impl Compiler {
                             declared_at: Some(def.position.clone()),
                             primary_key: def.primary_key.clone(),
                             filter: None,
+                            unread_columns: Vec::new(),
                         },
                         layout: layout.clone(),
                     },
@@ -992,6 +1041,7 @@ impl Compiler {
                     declared_at: Some(position.clone()),
                     primary_key: Vec::new(),
                     filter: None,
+                    unread_columns: Vec::new(),
                 },
                 layout,
             },
@@ -1098,6 +1148,7 @@ impl Compiler {
                     let outer_words = std::mem::replace(&mut self.current_words, view.words);
                     let outer_temporal = std::mem::replace(&mut self.current_temporal, view.temporal);
                     let first = self.graph.nodes.len();
+                    self.note_columns_read(&view.plan);
                     let planned = self.plan_stream(&view.plan, &view.position);
                     self.current_map = outer_map;
                     self.current_words = outer_words;
@@ -1420,6 +1471,61 @@ mod tests {
     const ORDERS: &str = "CREATE TABLE orders (customer VARCHAR, amount DOUBLE, ts TIMESTAMP,
           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (connector = 'file', path = 'o.ndjson');
         CREATE TABLE out (customer VARCHAR, n BIGINT) WITH (connector = 'ndjson', path = 'n.ndjson');";
+
+    /// The names of the columns of `table`'s source that no query reads.
+    fn unread(job: &CompiledJob, table: &str) -> Vec<String> {
+        job.graph
+            .nodes
+            .iter()
+            .find_map(|n| match &n.kind {
+                NodeKind::Source { spec, .. } if spec.table == table => Some(
+                    spec.unread_columns
+                        .iter()
+                        .map(|&c| spec.schema.field(c).name().clone())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_source_leaves_the_columns_no_query_reads_unread() {
+        let per_customer = "INSERT INTO out SELECT customer, count(*)
+            FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+            GROUP BY customer, window_start, window_end;";
+        // The event time is read whether a query reads it or not.
+        let job = compiled(&format!("{ORDERS} {per_customer}")).unwrap();
+        assert_eq!(unread(&job, "orders"), ["amount"]);
+        // Another query reading it, through a view and a WHERE.
+        let job = compiled(&format!(
+            "{ORDERS} {per_customer}
+            CREATE VIEW big AS SELECT customer FROM orders WHERE amount > 10;
+            INSERT INTO out SELECT customer, 1 FROM big;"
+        ))
+        .unwrap();
+        assert!(unread(&job, "orders").is_empty());
+        // Late rows are whole rows.
+        let job = compiled(&format!(
+            "{ORDERS} {per_customer}
+            INSERT INTO out SELECT customer, 1 FROM late_rows(orders);"
+        ))
+        .unwrap();
+        assert!(unread(&job, "orders").is_empty());
+        // A computed column's inputs are read: `ms` makes the event time.
+        let job = compiled(
+            "CREATE TABLE t (id VARCHAR, note VARCHAR, amount DOUBLE, ms BIGINT,
+               ts AS TO_TIMESTAMP_LTZ(ms, 3), big AS amount > 10,
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (connector = 'file', path = 't');
+             CREATE TABLE out (id VARCHAR, n BIGINT) WITH (connector = 'ndjson', path = 'n');
+             INSERT INTO out SELECT id, count(*)
+             FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+             GROUP BY id, window_start, window_end;",
+        )
+        .unwrap();
+        assert_eq!(unread(&job, "t"), ["note"]);
+        assert!(job.graph.explain().contains("columns no query reads: note"));
+    }
 
     #[test]
     fn a_uid_hint_or_a_view_names_the_operators_planned_for_it() {

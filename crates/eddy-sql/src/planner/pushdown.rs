@@ -19,8 +19,15 @@
 //!   from (the filter's `observed_columns`): their event times count
 //!   toward the watermark and the bad ones are reported, so pushdown
 //!   changes neither which rows are late nor which are bad.
+//!
+//! The same scans also say which columns they read (each scan's
+//! projection): a source's physical columns that no scan reads, nor the
+//! table's event time, primary key or computed columns, become its
+//! [`eddy_engine::graph::ConnectorSpec::unread_columns`], which an NDJSON
+//! source checks but does not decode. One scan without a projection, or
+//! taking every row, leaves every column read.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{Column, DFSchema};
@@ -47,6 +54,10 @@ struct Scans {
     conditions: Vec<Expr>,
     /// Read in a way that needs every row (late or bad rows, a feed).
     whole: bool,
+    /// Scans that said which of the table's columns they read.
+    projected: usize,
+    /// The columns (of the table's schema) those scans read.
+    read: BTreeSet<usize>,
 }
 
 impl SourceScans {
@@ -64,6 +75,61 @@ impl SourceScans {
             .or_default()
             .conditions
             .push(condition);
+    }
+
+    /// The last scan of `table` reads `columns` (of the table's schema).
+    pub(super) fn read(&mut self, table: &str, columns: impl IntoIterator<Item = usize>) {
+        let scans = self.tables.entry(table.to_string()).or_default();
+        scans.projected += 1;
+        scans.read.extend(columns);
+    }
+
+    /// Per table whose every scan said what it reads (none taking every
+    /// row), the physical columns of `def` none of them reads, nor the
+    /// table's event time, primary key or computed columns ([`ConnectorSpec::unread_columns`]).
+    ///
+    /// [`ConnectorSpec::unread_columns`]: eddy_engine::graph::ConnectorSpec::unread_columns
+    pub(super) fn unread<'a>(
+        &self,
+        def: impl Fn(&str) -> Option<&'a TableDef>,
+    ) -> BTreeMap<String, Vec<usize>> {
+        self.tables
+            .iter()
+            .filter(|(_, s)| !s.whole && s.scans > 0 && s.projected == s.scans)
+            .filter_map(|(table, s)| {
+                let def = def(table)?;
+                let layout = &def.layout;
+                // The event time and the key are read by the engine itself.
+                let key = def
+                    .primary_key
+                    .iter()
+                    .filter_map(|k| layout.output_schema.index_of(k).ok());
+                let read: BTreeSet<usize> = s
+                    .read
+                    .iter()
+                    .copied()
+                    .chain(layout.event_time.map(|et| et.column))
+                    .chain(key)
+                    .collect();
+                let mut needed = BTreeSet::new();
+                for (i, column) in layout.columns.iter().enumerate() {
+                    match column {
+                        SourceColumn::Computed(computed) => {
+                            needed
+                                .extend(collect_columns(&computed.expr).iter().map(|c| c.index()));
+                        }
+                        SourceColumn::Physical(p) if read.contains(&i) => {
+                            needed.insert(*p);
+                        }
+                        SourceColumn::Physical(_) => {}
+                    }
+                }
+                let unread: Vec<usize> = (0..layout.physical_schema.fields().len())
+                    .filter(|p| !needed.contains(p))
+                    .collect();
+                (!unread.is_empty()).then(|| (table.clone(), unread))
+            })
+            .collect()
     }
 
     /// Per table, the condition every scan of it meets (`None` where a scan

@@ -509,6 +509,7 @@ impl Compiler {
             return Ok(None);
         };
         let outer_map = std::mem::replace(&mut self.current_map, view.map.clone());
+        self.note_columns_read(&view.input);
         let planned = self.plan_stream(&view.input, &view.position);
         self.current_map = outer_map;
         let mut input = planned?;
