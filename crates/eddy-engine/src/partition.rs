@@ -143,6 +143,38 @@ fn mix_variable<'a>(hashes: &mut [u64], values: impl Iterator<Item = Option<&'a 
     }
 }
 
+/// Folds each row's value of a view column (strings or binaries) into its
+/// hash, as [`mix_bytes`] folds the value's bytes: a value of at most 12
+/// bytes is read from its view itself (the bytes after it masked off), a
+/// longer one through `value`.
+fn mix_views<'a>(
+    hashes: &mut [u64],
+    views: &[u128],
+    nulls: Option<&NullBuffer>,
+    value: impl Fn(usize) -> &'a [u8],
+) {
+    // The low `len` bytes of a word (`len` 1 to 8).
+    let low = |word: u64, len: u32| word & (u64::MAX >> (64 - 8 * len));
+    for (row, (hash, &view)) in hashes.iter_mut().zip(views).enumerate() {
+        let len = view as u32;
+        *hash = if nulls.is_some_and(|n| n.is_null(row)) {
+            mix(*hash, NULL_WORD)
+        } else if len == 0 {
+            mix(*hash, 0)
+        } else if len <= 8 {
+            mix(mix(*hash, low((view >> 32) as u64, len)), u64::from(len))
+        } else if len <= 12 {
+            let first = mix(*hash, (view >> 32) as u64);
+            mix(
+                mix(first, low((view >> 96) as u64, len - 8)),
+                u64::from(len),
+            )
+        } else {
+            mix_bytes(*hash, value(row))
+        };
+    }
+}
+
 /// Folds one key column into the rows' hashes. Strings hash as their bytes
 /// whichever of the three string layouts holds them (and binaries
 /// likewise), so two join sides agree when one has views; other nested or
@@ -156,10 +188,10 @@ fn mix_column(hashes: &mut [u64], column: &ArrayRef) -> Result<()> {
         }
         DataType::Utf8 => mix_variable(hashes, column.as_string::<i32>().iter().map(|v| v.map(str::as_bytes))),
         DataType::LargeUtf8 => mix_variable(hashes, column.as_string::<i64>().iter().map(|v| v.map(str::as_bytes))),
-        DataType::Utf8View => mix_variable(hashes, column.as_string_view().iter().map(|v| v.map(str::as_bytes))),
+        DataType::Utf8View => mix_views(hashes, column.as_string_view().views(), column.nulls(), |row| column.as_string_view().value(row).as_bytes()),
         DataType::Binary => mix_variable(hashes, column.as_binary::<i32>().iter()),
         DataType::LargeBinary => mix_variable(hashes, column.as_binary::<i64>().iter()),
-        DataType::BinaryView => mix_variable(hashes, column.as_binary_view().iter()),
+        DataType::BinaryView => mix_views(hashes, column.as_binary_view().views(), column.nulls(), |row| column.as_binary_view().value(row)),
         DataType::Boolean => {
             let column = column.as_boolean();
             for (row, hash) in hashes.iter_mut().enumerate() {
@@ -230,7 +262,8 @@ mod tests {
     use std::sync::Arc;
 
     use datafusion::arrow::array::{
-        DictionaryArray, Int32Array, Int64Array, LargeStringArray, StringArray, StringViewArray,
+        BinaryViewArray, DictionaryArray, Int32Array, Int64Array, LargeStringArray, StringArray,
+        StringViewArray,
     };
     use datafusion::arrow::datatypes::Int32Type;
 
@@ -243,16 +276,25 @@ mod tests {
 
     #[test]
     fn a_key_has_one_instance_whatever_its_string_layout() {
+        // Lengths 0 to 29: empty, within one word, inline in a view past
+        // one word, and longer than a view holds.
         let words: Vec<Option<String>> = (0..500)
             .map(|i| (i % 7 != 0).then(|| format!("customer-{}", i * 37 % 101)))
+            .chain((0..30).map(|n| Some("xyz0123456789".repeat(3)[..n].to_string())))
             .collect();
         let plain = instances(vec![Arc::new(StringArray::from(words.clone()))], 4);
         let large = instances(vec![Arc::new(LargeStringArray::from(words.clone()))], 4);
         let views = instances(vec![Arc::new(StringViewArray::from(words.clone()))], 4);
+        let binary_views: BinaryViewArray = words
+            .iter()
+            .map(|w| w.as_deref().map(str::as_bytes))
+            .collect();
+        let binary_views = instances(vec![Arc::new(binary_views)], 4);
         let dictionary: DictionaryArray<Int32Type> = words.iter().map(|w| w.as_deref()).collect();
         let dictionary = instances(vec![Arc::new(dictionary)], 4);
         assert_eq!(plain, large);
         assert_eq!(plain, views);
+        assert_eq!(plain, binary_views);
         assert_eq!(plain, dictionary);
         for (row, word) in words.iter().enumerate() {
             let same = words.iter().position(|w| w == word).unwrap();

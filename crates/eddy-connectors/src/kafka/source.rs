@@ -489,6 +489,7 @@ impl KafkaSource {
             bytes: pending.bytes,
             lines: pending.lines,
             blocks: Vec::new(),
+            line_ends: Vec::new(),
             max_line_bytes: usize::MAX,
             bad: Vec::new(),
             end: LinePosition::default(),

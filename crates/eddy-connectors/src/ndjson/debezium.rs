@@ -283,6 +283,7 @@ mod tests {
             bytes,
             lines,
             blocks: Vec::new(),
+            line_ends: Vec::new(),
             max_line_bytes: 1 << 20,
             bad: Vec::new(),
             end: LinePosition::default(),

@@ -91,6 +91,10 @@ pub struct Chunk {
     /// Blocks of whole lines to split, after `lines`: blank lines are left
     /// out and lines longer than `max_line_bytes` become bad rows.
     pub blocks: Vec<LineBlock>,
+    /// Where each line of `blocks` ends in `bytes` (after its `\n`), in
+    /// order, as the reader found them while counting lines; a block with
+    /// none recorded is searched for its line breaks.
+    pub line_ends: Vec<usize>,
     /// The longest line `blocks` may hold, in bytes (without its break).
     pub max_line_bytes: usize,
     /// Lines the reader already found bad (over `max_line_bytes`).
@@ -193,11 +197,25 @@ pub fn too_long_line(location: &str, at: &LineSpan, text: &[u8], max_line_bytes:
 /// Splits a chunk's blocks into its lines: blank lines are left out, lines
 /// longer than the chunk's `max_line_bytes` become bad rows.
 pub fn split_blocks(chunk: &mut Chunk, location: &str) {
+    let line_ends = std::mem::take(&mut chunk.line_ends);
+    let mut recorded = line_ends.as_slice();
     for block in std::mem::take(&mut chunk.blocks) {
         let (mut number, mut offset, mut start) = (block.number, block.offset, block.start);
         let bytes = &chunk.bytes[..block.end];
-        // One search over the block for its line breaks, not one per line.
-        let mut breaks = memchr::memchr_iter(b'\n', &bytes[start..]).map(|i| block.start + i + 1);
+        let (ends, rest) = recorded.split_at(recorded.partition_point(|&end| end <= block.end));
+        recorded = rest;
+        // The breaks the reader recorded, or one search over the block for
+        // them (not one per line).
+        let searched: Vec<usize>;
+        let ends = if ends.is_empty() {
+            searched = memchr::memchr_iter(b'\n', &bytes[start..])
+                .map(|i| block.start + i + 1)
+                .collect();
+            &searched
+        } else {
+            ends
+        };
+        let mut breaks = ends.iter().copied();
         while start < block.end {
             let end = breaks.next().unwrap_or(block.end);
             let text = trim_line(&bytes[start..end]);
@@ -819,6 +837,7 @@ mod tests {
             bytes,
             lines: spans,
             blocks: Vec::new(),
+            line_ends: Vec::new(),
             max_line_bytes: usize::MAX,
             bad: Vec::new(),
             end: LinePosition::default(),
@@ -831,6 +850,55 @@ mod tests {
             .iter()
             .map(|b| (b.line.unwrap_or_default(), b.reason.clone()))
             .collect()
+    }
+
+    #[test]
+    fn blocks_split_the_same_with_the_line_ends_recorded_or_searched() {
+        // Two blocks: blank lines, a `\r\n`, a line over the limit, and a
+        // block of one line (as a line read on its own is).
+        let first = "{\"a\":1}\n\n{\"a\":22}\r\n{\"a\":\"far too long\"}\n  \n{\"a\":3}\n";
+        let second = "{\"a\":4}\n";
+        let bytes = format!("{first}{second}").into_bytes();
+        let blocks = vec![
+            LineBlock {
+                start: 0,
+                end: first.len(),
+                number: 10,
+                offset: 100,
+            },
+            LineBlock {
+                start: first.len(),
+                end: bytes.len(),
+                number: 16,
+                offset: 100 + first.len() as u64,
+            },
+        ];
+        let split = |line_ends: Vec<usize>| {
+            let mut chunk = Chunk {
+                bytes: bytes.clone(),
+                lines: Vec::new(),
+                blocks: blocks.clone(),
+                line_ends,
+                max_line_bytes: 12,
+                bad: Vec::new(),
+                end: LinePosition::default(),
+            };
+            split_blocks(&mut chunk, "t.ndjson");
+            let bad: Vec<_> = chunk.bad.iter().map(|b| (b.line, b.offset)).collect();
+            (chunk.lines, bad)
+        };
+        let recorded: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .map(|(i, _)| i + 1)
+            .collect();
+        let (lines, bad) = split(recorded);
+        assert_eq!((lines.clone(), bad.clone()), split(Vec::new()));
+        let numbers: Vec<u64> = lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, [10, 12, 15, 16]);
+        assert_eq!(lines[1].offset, 100 + 9);
+        assert_eq!(bad, [(Some(13), Some(100 + 9 + 10))]);
     }
 
     #[test]

@@ -244,7 +244,7 @@ impl FlatDecoder {
     ) -> Option<RecordBatch> {
         // Valid UTF-8 throughout (as JSON must be), checked once: string
         // values are then slices of `text` between ASCII quotes.
-        let text = std::str::from_utf8(bytes).ok()?;
+        let text = simdutf8::basic::from_utf8(bytes).ok()?;
         let rows = lines.len();
         // Every field's type was checked buildable when the decoder was made.
         let mut columns = self
@@ -485,21 +485,72 @@ impl Number<'_> {
     }
 }
 
-/// The value of the eight bytes at `i` when all are ASCII digits, the
-/// first the most significant: a word's digits are checked and combined
-/// pairwise in three multiplications (as simdjson does).
+/// The run of ASCII digits that the eight bytes at `i` begin with: how
+/// many (0 to 8), how many of them are leading zeros, and their value, the
+/// first digit the most significant; `None` when fewer than eight bytes
+/// are left. One word's digits are found
+/// with a mask and combined pairwise in three multiplications (as simdjson
+/// does), the run moved to the word's top so that the bytes after it count
+/// as leading zeros.
 #[inline(always)]
-fn eight_digits(line: &[u8], i: usize) -> Option<u64> {
-    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+fn digit_run(line: &[u8], i: usize) -> Option<(u32, u32, u64)> {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
     let w = word_at(line, i)?;
-    // Each byte 0x30..=0x39: its high nibble is 3, and adding 6 keeps it so.
-    let digits = (w & NIBBLES) | ((w.wrapping_add(0x0606_0606_0606_0606) & NIBBLES) >> 4);
-    if digits != 0x3333_3333_3333_3333 {
-        return None;
+    // '0'..='9' become 0..=9, and only they do.
+    let x = w ^ 0x3030_3030_3030_3030;
+    // The high bit of each byte that is not 0..=9: its low seven bits plus
+    // 0x76 reach 0x80 from 10 on, never carrying out of the byte.
+    let others = ((x & LOW7).wrapping_add(0x7676_7676_7676_7676) | x) & HIGH;
+    let n = others.trailing_zeros() / 8;
+    if n == 0 {
+        return Some((0, 0, 0));
     }
-    let w = ((w & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561)) >> 8;
-    let w = ((w & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601)) >> 16;
-    Some(((w & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001)) >> 32)
+    let zeros = (x.trailing_zeros() / 8).min(n);
+    let d = x << (64 - 8 * n);
+    let d = d.wrapping_mul(2561) >> 8;
+    let d = ((d & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601)) >> 16;
+    Some((
+        n,
+        zeros,
+        ((d & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001)) >> 32,
+    ))
+}
+
+/// Appends the run of digits at `i` to `mantissa` (a word at a time while
+/// eight bytes are left), counting its significant digits (leading zeros
+/// of the whole number left out) into `significant`; moves `i` past it and
+/// returns how many digits there were.
+#[inline(always)]
+fn digits(line: &[u8], i: &mut usize, mantissa: &mut u64, significant: &mut u32) -> usize {
+    const SCALE: [u64; 9] = [
+        1,
+        10,
+        100,
+        1_000,
+        10_000,
+        100_000,
+        1_000_000,
+        10_000_000,
+        100_000_000,
+    ];
+    let from = *i;
+    while let Some((n, zeros, value)) = digit_run(line, *i) {
+        *significant += if *mantissa == 0 { n - zeros } else { n };
+        *mantissa = mantissa.wrapping_mul(SCALE[n as usize]).wrapping_add(value);
+        *i += n as usize;
+        if n < 8 {
+            return *i - from;
+        }
+    }
+    while let Some(&d) = line.get(*i).filter(|d| d.is_ascii_digit()) {
+        if *mantissa != 0 || d != b'0' {
+            *significant += 1;
+            *mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
+        }
+        *i += 1;
+    }
+    *i - from
 }
 
 /// A JSON number starting at `at` (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`),
@@ -509,34 +560,12 @@ fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<Number<'a>> {
     let mut i = start;
     let mut mantissa = 0u64;
     let mut significant = 0u32;
-    // Appends a run of digits to the mantissa (eight at a time while it
-    // lasts); returns how many there were.
-    let mut digits = |i: &mut usize, mantissa: &mut u64| {
-        let from = *i;
-        while let Some(value) = eight_digits(line, *i) {
-            significant += match (*mantissa, value) {
-                (0, 0) => 0,
-                (0, value) => value.ilog10() + 1,
-                _ => 8,
-            };
-            *mantissa = mantissa.wrapping_mul(100_000_000).wrapping_add(value);
-            *i += 8;
-        }
-        while let Some(&d) = line.get(*i).filter(|d| d.is_ascii_digit()) {
-            if *mantissa != 0 || d != b'0' {
-                significant += 1;
-                *mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
-            }
-            *i += 1;
-        }
-        *i - from
-    };
     let negative = line.get(i) == Some(&b'-');
     if negative {
         i += 1;
     }
     let first = i;
-    let whole = digits(&mut i, &mut mantissa);
+    let whole = digits(line, &mut i, &mut mantissa, &mut significant);
     if whole == 0 || (whole > 1 && line[first] == b'0') {
         return Err(NotPlain);
     }
@@ -544,7 +573,7 @@ fn number<'a>(line: &'a [u8], at: &mut usize) -> Step<Number<'a>> {
     let mut exponent = 0i64;
     if line.get(i) == Some(&b'.') {
         i += 1;
-        let fraction = digits(&mut i, &mut mantissa);
+        let fraction = digits(line, &mut i, &mut mantissa, &mut significant);
         if fraction == 0 {
             return Err(NotPlain);
         }
@@ -1144,21 +1173,30 @@ mod tests {
     }
 
     #[test]
-    fn eight_digits_reads_exactly_eight_ascii_digits() {
+    fn digit_run_reads_the_digits_a_word_begins_with() {
         let mut next = xorshift(0x1234_5678_9abc_def1);
-        for _ in 0..100_000 {
+        for _ in 0..200_000 {
             let mut bytes: Vec<u8> = (0..8).map(|_| b'0' + next(10) as u8).collect();
-            if next(2) == 0 {
+            if next(4) != 0 {
                 bytes[next(8) as usize] = next(256) as u8;
             }
-            let expected = std::str::from_utf8(&bytes)
-                .ok()
-                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
-                .map(|t| t.parse::<u64>().unwrap());
-            assert_eq!(eight_digits(&bytes, 0), expected, "{bytes:?}");
+            let run = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+            let value = std::str::from_utf8(&bytes[..run])
+                .unwrap()
+                .parse::<u64>()
+                .unwrap_or(0);
+            let zeros = bytes[..run].iter().take_while(|&&b| b == b'0').count();
+            assert_eq!(
+                digit_run(&bytes, 0),
+                Some((run as u32, zeros as u32, value)),
+                "{bytes:?}"
+            );
         }
-        assert_eq!(eight_digits(b"1234567", 0), None);
-        assert_eq!(eight_digits(b"x99999999", 1), Some(99_999_999));
+        assert_eq!(digit_run(b"1234567", 0), None);
+        assert_eq!(digit_run(b"x99999999", 1), Some((8, 0, 99_999_999)));
+        assert_eq!(digit_run(b"007.5,\"a\"", 0), Some((3, 2, 7)));
+        assert_eq!(digit_run(b"00000000", 0), Some((8, 8, 0)));
+        assert_eq!(digit_run(b"-1234567", 0), Some((0, 0, 0)));
     }
 
     #[test]

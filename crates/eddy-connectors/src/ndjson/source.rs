@@ -137,6 +137,7 @@ impl NdjsonSource {
             bytes: Vec::with_capacity(self.chunk_bytes + self.chunk_bytes / 8),
             lines: Vec::new(),
             blocks: Vec::new(),
+            line_ends: Vec::with_capacity(self.batch_size.min(1 << 16)),
             max_line_bytes: self.max_line_bytes,
             bad: Vec::new(),
             end: self.read,
@@ -180,9 +181,12 @@ impl NdjsonSource {
             }
         };
         let (mut lines, mut take) = (0, 0);
+        let start = chunk.bytes.len();
         for end in memchr::memchr_iter(b'\n', available) {
             lines += 1;
             take = end + 1;
+            // Recorded, so that the decoding worker need not search again.
+            chunk.line_ends.push(start + take);
             if lines == wanted {
                 break;
             }
@@ -190,7 +194,6 @@ impl NdjsonSource {
         if lines == 0 {
             return Ok(0);
         }
-        let start = chunk.bytes.len();
         chunk.bytes.extend_from_slice(&available[..take]);
         self.reader.consume(take);
         chunk.blocks.push(LineBlock {
@@ -250,6 +253,7 @@ impl NdjsonSource {
         }
         chunk.bytes.truncate(start + text_len);
         chunk.bytes.push(b'\n');
+        chunk.line_ends.push(chunk.bytes.len());
         chunk.blocks.push(LineBlock {
             start,
             end: chunk.bytes.len(),

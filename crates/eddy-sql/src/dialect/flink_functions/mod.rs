@@ -28,7 +28,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, Float64Array, Int64Array, StringBuilder, TimestampMillisecondArray,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit, TimestampMillisecondType};
 use datafusion::arrow::temporal_conversions::timestamp_ms_to_datetime;
 use datafusion::common::{exec_err, plan_err, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -424,10 +424,13 @@ impl ScalarUDFImpl for ToTimestampLtz {
         let Some(n) = n.as_any().downcast_ref::<Int64Array>() else {
             return exec_err!("to_timestamp_ltz: a number of seconds or milliseconds expected");
         };
-        let out: TimestampMillisecondArray = n
-            .iter()
-            .map(|v| v.and_then(|v| v.checked_mul(scale)))
-            .collect();
+        // Milliseconds are the timestamp's own values (the buffer shared,
+        // not copied); seconds are scaled, an overflow becoming null.
+        let out: TimestampMillisecondArray = if scale == 1 {
+            n.reinterpret_cast::<TimestampMillisecondType>()
+        } else {
+            n.unary_opt(|v| v.checked_mul(scale))
+        };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }
@@ -683,6 +686,42 @@ mod tests {
     use super::*;
 
     const T: i64 = 1_700_000_000_000; // 2023-11-14T22:13:20Z
+
+    #[test]
+    fn to_timestamp_ltz_keeps_milliseconds_and_scales_seconds() {
+        use datafusion::arrow::array::Int64Array;
+        use datafusion::common::config::ConfigOptions;
+        let call = |precision: i64| {
+            let input = Int64Array::from(vec![Some(T), None, Some(i64::MAX), Some(-1)]);
+            let args = ScalarFunctionArgs {
+                args: vec![
+                    ColumnarValue::Array(Arc::new(input)),
+                    ColumnarValue::Scalar(ScalarValue::Int64(Some(precision))),
+                ],
+                arg_fields: vec![
+                    Arc::new(Field::new("n", DataType::Int64, true)),
+                    Arc::new(Field::new("p", DataType::Int64, false)),
+                ],
+                number_rows: 4,
+                return_field: Arc::new(Field::new("t", TS_MS, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+            };
+            let ColumnarValue::Array(out) = ToTimestampLtz::new().invoke_with_args(args).unwrap()
+            else {
+                panic!("an array expected");
+            };
+            assert_eq!(out.data_type(), &TS_MS);
+            let out = out
+                .as_any()
+                .downcast_ref::<TimestampMillisecondArray>()
+                .unwrap()
+                .clone();
+            out.iter().collect::<Vec<_>>()
+        };
+        assert_eq!(call(3), [Some(T), None, Some(i64::MAX), Some(-1)]);
+        // Seconds scaled to milliseconds; one out of range becomes null.
+        assert_eq!(call(0), [Some(T * 1000), None, None, Some(-1000)]);
+    }
 
     #[test]
     fn java_patterns_become_chrono_ones() {
