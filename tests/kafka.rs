@@ -941,6 +941,16 @@ fn group_member_with(job: &Path, group: &str, state: &Path, log: &Path, extra: &
         .unwrap()
 }
 
+/// Runs a group member until it exits, which must be successfully; its log.
+fn member_to_the_end(job: &Path, group: &str, state: &Path, log: &Path, extra: &[&str]) -> String {
+    let status = group_member_with(job, group, state, log, extra)
+        .wait()
+        .unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(status.success(), "{text}");
+    text
+}
+
 /// Whether some task under a group's state directory has completed a
 /// checkpoint (a `MANIFEST` in it).
 fn a_task_checkpointed(state: &Path) -> bool {
@@ -1002,10 +1012,7 @@ fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
     );
     a.kill().unwrap(); // SIGKILL
     let _ = a.wait();
-    let mut b = group_member_with(&job, "rescaled", &state, &log_b, &["--parallelism", "3"]);
-    let status = b.wait().unwrap();
-    let log = std::fs::read_to_string(&log_b).unwrap();
-    assert!(status.success(), "{log}");
+    let log = member_to_the_end(&job, "rescaled", &state, &log_b, &["--parallelism", "3"]);
     assert!(
         log.contains("running 3 instance(s) of each keyed operator over 128 key groups (the checkpoint's state spread from 2)"),
         "a task resumed at three instances: {log}"
@@ -1027,6 +1034,15 @@ fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
             .take(5)
             .collect::<Vec<_>>()
     );
+    // A member that comes after finds every task done: it says so, runs
+    // nothing and writes nothing more.
+    let log_c = dir.path().join("c.log");
+    let log = member_to_the_end(&job, "rescaled", &state, &log_c, &["--quiet"]);
+    assert!(
+        log.contains("group rescaled: every task of the job is already done"),
+        "{log}"
+    );
+    assert!(ndjson_lines(&out) == written, "nothing written again");
 }
 
 #[test]

@@ -95,6 +95,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         }
         let compiled = job::compile_files_with(&files, &params, &options)?;
         let plan = GroupPlan::new(&compiled.graph, &config, &group)?;
+        let group_name = group.clone();
         let group_job = GroupJob::start(
             plan,
             config,
@@ -123,6 +124,12 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             tracing::warn!("cannot handle Ctrl-C: {e}");
         }
         let report = group_job.wait()?;
+        if report.tasks.is_empty() && report.finished {
+            // Said even when quiet, as a finished job resumed alone is.
+            eprintln!(
+                "group {group_name}: every task of the job is already done (their checkpoints under --state-dir say so); nothing ran here"
+            );
+        }
         if !quiet {
             for (task, report) in &report.tasks {
                 eprintln!("task-{task}:\n{}", job::summary(report));

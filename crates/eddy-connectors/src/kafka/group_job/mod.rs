@@ -114,6 +114,10 @@ pub struct GroupReport {
     /// Each task run here, with how it ended (a task stopped by a
     /// rebalance and started again appears once per run).
     pub tasks: Vec<(i32, JobReport)>,
+    /// Whether the job ended by finishing every task (wherever it ran),
+    /// not by a stop: with no `tasks`, every task was already done when
+    /// this process looked.
+    pub finished: bool,
 }
 
 /// A task running here, and its lock: held from before it starts until
@@ -430,7 +434,10 @@ impl GroupJob {
             });
         }
         let tasks = self.shared.reports.lock().map_err(|_| self.lost())?.clone();
-        Ok(GroupReport { tasks })
+        Ok(GroupReport {
+            tasks,
+            finished: end == Some(JobState::Finished),
+        })
     }
 
     /// Like [`GroupJob::wait`], but gives up after `timeout` (`None`: still running).
