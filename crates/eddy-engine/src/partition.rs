@@ -188,10 +188,16 @@ fn mix_column(hashes: &mut [u64], column: &ArrayRef) -> Result<()> {
         }
         DataType::Utf8 => mix_variable(hashes, column.as_string::<i32>().iter().map(|v| v.map(str::as_bytes))),
         DataType::LargeUtf8 => mix_variable(hashes, column.as_string::<i64>().iter().map(|v| v.map(str::as_bytes))),
-        DataType::Utf8View => mix_views(hashes, column.as_string_view().views(), column.nulls(), |row| column.as_string_view().value(row).as_bytes()),
+        DataType::Utf8View => {
+            let strings = column.as_string_view();
+            mix_views(hashes, strings.views(), strings.nulls(), |row| strings.value(row).as_bytes());
+        }
         DataType::Binary => mix_variable(hashes, column.as_binary::<i32>().iter()),
         DataType::LargeBinary => mix_variable(hashes, column.as_binary::<i64>().iter()),
-        DataType::BinaryView => mix_views(hashes, column.as_binary_view().views(), column.nulls(), |row| column.as_binary_view().value(row)),
+        DataType::BinaryView => {
+            let binaries = column.as_binary_view();
+            mix_views(hashes, binaries.views(), binaries.nulls(), |row| binaries.value(row));
+        }
         DataType::Boolean => {
             let column = column.as_boolean();
             for (row, hash) in hashes.iter_mut().enumerate() {

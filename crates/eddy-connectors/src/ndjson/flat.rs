@@ -54,7 +54,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 
-use crate::swar::{below_mask, byte_mask, word_at};
+use crate::swar::{below_mask, byte_mask, word_at, HIGH};
 
 /// One column being built.
 enum Column {
@@ -488,20 +488,16 @@ impl Number<'_> {
 /// The run of ASCII digits that the eight bytes at `i` begin with: how
 /// many (0 to 8), how many of them are leading zeros, and their value, the
 /// first digit the most significant; `None` when fewer than eight bytes
-/// are left. One word's digits are found
-/// with a mask and combined pairwise in three multiplications (as simdjson
-/// does), the run moved to the word's top so that the bytes after it count
-/// as leading zeros.
+/// are left. The run is found with a mask, moved to the word's top (so the
+/// bytes after it count as leading zeros) and combined pairwise in three
+/// multiplications (as simdjson does).
 #[inline(always)]
 fn digit_run(line: &[u8], i: usize) -> Option<(u32, u32, u64)> {
-    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let w = word_at(line, i)?;
     // '0'..='9' become 0..=9, and only they do.
     let x = w ^ 0x3030_3030_3030_3030;
-    // The high bit of each byte that is not 0..=9: its low seven bits plus
-    // 0x76 reach 0x80 from 10 on, never carrying out of the byte.
-    let others = ((x & LOW7).wrapping_add(0x7676_7676_7676_7676) | x) & HIGH;
+    // The high bit of each byte below '0' or above '9'.
+    let others = below_mask(w, b'0') | (!below_mask(w, b'9' + 1) & HIGH);
     let n = others.trailing_zeros() / 8;
     if n == 0 {
         return Some((0, 0, 0));
