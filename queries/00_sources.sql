@@ -3,8 +3,12 @@
 -- generator; bind any of them to an NDJSON file with --input TABLE=PATH.
 --
 -- Watermarks: max event time seen - ALLOWED_LATENESS_SECONDS (orders,
--- payments) or OUT_OF_ORDER_BOUND_MS (devices). Device events tolerate
--- DEVICE_ALLOWED_LATENESS_MS more before a row is diverted as late.
+-- payments) or OUT_OF_ORDER_BOUND_MS (devices). Orders and payments keep
+-- late rows (the default, as plain Flink windows and joins do: each
+-- operator leaves a late row out only where its state is final). Device
+-- events go through the seed's late-event router: they tolerate
+-- DEVICE_ALLOWED_LATENESS_MS more, and a row behind that is diverted to
+-- late_rows(devices) and to no query.
 
 CREATE TABLE orders (
   order_id     VARCHAR NOT NULL,
@@ -36,5 +40,6 @@ CREATE TABLE devices (
   WATERMARK FOR event_time AS event_time - INTERVAL '${OUT_OF_ORDER_BOUND_MS:2000}' MILLISECOND
 ) WITH (
   connector = 'generator', stream = 'devices', seed = '${SEED:7}', rate = '${RATE:2}',
-  allowed_lateness = '${DEVICE_ALLOWED_LATENESS_MS:2000}ms'
+  allowed_lateness = '${DEVICE_ALLOWED_LATENESS_MS:2000}ms',
+  late_rows = 'divert'
 );

@@ -1,8 +1,10 @@
 //! Late rows and idle sources, end to end.
 //!
-//! - Property: on randomized input with heavy disorder, every input row comes
-//!   out exactly once, either on the on-time path or in `late_rows(...)`,
-//!   and exactly the rows the lateness rule names are late — for several
+//! - Property: on randomized input with heavy disorder, exactly the rows the
+//!   lateness rule names are in `late_rows(...)`, each once; a plain
+//!   `SELECT` loses none of them by default (`late_rows = 'keep'`), and a
+//!   late router (`late_rows = 'divert'`) sends every row exactly once,
+//!   either on the on-time path or to `late_rows(...)` — for several
 //!   bounds, allowed lateness and batch sizes.
 //! - Idle source: when one input of a job stops sending, the other input's
 //!   windows still close once `idle_timeout` has passed (a real process,
@@ -22,7 +24,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 #[test]
-fn every_row_is_on_time_or_late_never_both_never_neither() {
+fn late_rows_are_named_once_and_a_plain_select_keeps_them_unless_diverted() {
     let dir = tempfile::tempdir().expect("tempdir");
     for seed in [1u64, 2, 3] {
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -37,7 +39,12 @@ fn every_row_is_on_time_or_late_never_both_never_neither() {
         }
         let path = dir.path().join(format!("in-{seed}.ndjson"));
         std::fs::write(&path, text).expect("write");
-        for (bound_ms, lateness_ms) in [(0i64, 0i64), (2_000, 0), (2_000, 1_500)] {
+        for (bound_ms, lateness_ms, divert) in [
+            (0i64, 0i64, false),
+            (2_000, 0, true),
+            (2_000, 1_500, false),
+            (2_000, 1_500, true),
+        ] {
             // The rule, computed independently: late when below max(earlier) - bound - lateness.
             let mut max = i64::MIN;
             let mut expected_late = Vec::new();
@@ -51,8 +58,9 @@ fn every_row_is_on_time_or_late_never_both_never_neither() {
             let sql = format!(
                 "CREATE TABLE t (id BIGINT, ts BIGINT, et TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED,
                    WATERMARK FOR et AS et - INTERVAL '{bound_ms}' MILLISECOND)
-                 WITH (connector = 'file', path = 'x', allowed_lateness = '{lateness_ms}ms');
-                 SELECT 'on' AS path, id FROM t UNION ALL SELECT 'late' AS path, id FROM late_rows(t);"
+                 WITH (connector = 'file', path = 'x', allowed_lateness = '{lateness_ms}ms', late_rows = '{}');
+                 SELECT 'on' AS path, id FROM t UNION ALL SELECT 'late' AS path, id FROM late_rows(t);",
+                if divert { "divert" } else { "keep" }
             );
             for batch_size in [1usize, 7, 8192] {
                 let inputs = BTreeMap::from([("t".to_string(), path.display().to_string())]);
@@ -62,23 +70,26 @@ fn every_row_is_on_time_or_late_never_both_never_neither() {
                 };
                 let captured = common::run_captured(&[file], &BTreeMap::new(), inputs, batch_size)
                     .expect("run");
-                let mut seen = vec![0u32; times.len()];
+                let mut on_path = vec![0u32; times.len()];
                 let mut late = Vec::new();
                 for line in &captured.lines {
                     let row: serde_json::Value =
                         serde_json::from_str(line.split_once("> ").expect("tag").1).expect("json");
                     let id = row["id"].as_i64().expect("id");
-                    seen[id as usize] += 1;
                     if row["path"] == "late" {
                         late.push(id);
+                    } else {
+                        on_path[id as usize] += 1;
                     }
                 }
-                assert!(seen.iter().all(|&n| n == 1), "seed {seed}, bound {bound_ms}, lateness {lateness_ms}, batch {batch_size}: a row came out {} times", seen.iter().max().unwrap_or(&0));
+                let case = format!("seed {seed}, bound {bound_ms}, lateness {lateness_ms}, divert {divert}, batch {batch_size}");
                 late.sort();
-                assert_eq!(
-                    late, expected_late,
-                    "seed {seed}, bound {bound_ms}, lateness {lateness_ms}, batch {batch_size}"
-                );
+                for (id, &n) in on_path.iter().enumerate() {
+                    // Kept: every row goes on. Diverted: only on-time ones.
+                    let expected = u32::from(!divert || late.binary_search(&(id as i64)).is_err());
+                    assert_eq!(n, expected, "{case}: row {id} went on {n} times");
+                }
+                assert_eq!(late, expected_late, "{case}");
                 let source = captured
                     .report
                     .nodes

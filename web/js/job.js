@@ -147,6 +147,8 @@ function renderGraph(job) {
     ];
     if (node.stateful) {
       lines.push([`state ${fmtNumber(m.state_rows)} (≤ ${fmtNumber(m.peak_state_rows)}) · ${fmtBytes(m.state_bytes)}`, 'kind']);
+      // Rows the operator dropped because its state for them was final.
+      if (m.late_rows > 0) lines[1][0] += ` · ${fmtNumber(m.late_rows)} late`;
     }
     else if (node.kind === 'source') lines.push([`late ${fmtNumber(m.late_rows)} · bad ${fmtNumber(m.bad_rows)}`, 'kind']);
     lines.forEach(([text, cls], i) => {

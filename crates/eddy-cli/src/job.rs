@@ -196,7 +196,7 @@ pub fn summary(report: &JobReport) -> String {
                     m.peak_state_rows,
                     mebibytes(m.state_bytes),
                     if m.late_rows > 0 {
-                        format!(", {} late", m.late_rows)
+                        format!(", {} dropped as late", m.late_rows)
                     } else {
                         String::new()
                     }

@@ -303,7 +303,7 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("did you mean 'idle_timeout'?"), "{err}");
-        assert!(err.contains("allowed_lateness, bad_rows, bytes, every, idle_timeout, max_future_skew, mode, path, properties., rows"), "{err}");
+        assert!(err.contains("allowed_lateness, bad_rows, bytes, every, idle_timeout, late_rows, max_future_skew, mode, path, properties., rows"), "{err}");
         // The engine's table options belong to sources only.
         let err = validate(DECLARED, &given(&[("idle_timeout", "1s")]), "x", Role::Sink)
             .unwrap_err()

@@ -142,7 +142,7 @@ impl Registry {
             "# Connectors\n\n`CREATE TABLE t (...) WITH ('connector' = 'NAME', ...)`. \
              Generated from the connectors' declarations (`eddy connectors`).\n\n\
              Every source also takes the engine's table options: {} \
-             (lateness, idleness, bad rows and skew; see the README).\n",
+             (lateness, idleness, bad rows, late rows and skew; see the README).\n",
             TABLE_OPTIONS
                 .iter()
                 .map(|o| format!("`{o}`"))
@@ -217,7 +217,7 @@ mod tests {
         .to_string();
         assert!(err.contains("unknown option 'idel_timeout'"), "{err}");
         assert!(err.contains("did you mean 'idle_timeout'?"), "{err}");
-        assert!(err.contains("allowed_lateness, bad_rows, batch_size, format, idle_timeout, json.timestamp-format.standard, max_future_skew, max_line_bytes, path"), "{err}");
+        assert!(err.contains("allowed_lateness, bad_rows, batch_size, format, idle_timeout, json.timestamp-format.standard, late_rows, max_future_skew, max_line_bytes, path"), "{err}");
         assert!(check(&spec("file", &[("path", "x")]), Role::Source).is_ok());
         let err = check(&spec("parquet", &[("tag", "x")]), Role::Sink)
             .unwrap_err()

@@ -32,6 +32,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{EngineError, Result};
+use crate::message::LateBatch;
 use crate::state::StateSnapshot;
 use crate::time::Timestamp;
 
@@ -44,7 +45,27 @@ pub const BAD_PORT: usize = 2;
 /// Collects the batches an operator emits during one lifecycle call.
 #[derive(Debug, Default)]
 pub struct Collector {
-    pending: Vec<(usize, RecordBatch)>,
+    pending: Vec<(usize, Emitted)>,
+}
+
+/// One emission: rows, or rows that go on late with their marks.
+#[derive(Debug)]
+pub enum Emitted {
+    /// Rows.
+    Rows(RecordBatch),
+    /// Rows behind the watermark of their source, with its value at each
+    /// ([`LateBatch`]).
+    Late(LateBatch),
+}
+
+impl Emitted {
+    /// The rows, late or not.
+    pub fn rows(&self) -> &RecordBatch {
+        match self {
+            Emitted::Rows(rows) => rows,
+            Emitted::Late(late) => late.rows(),
+        }
+    }
 }
 
 impl Collector {
@@ -56,12 +77,33 @@ impl Collector {
     /// Emits a batch on a given output port. Empty batches are dropped.
     pub fn emit_to(&mut self, port: usize, batch: RecordBatch) {
         if batch.num_rows() > 0 {
-            self.pending.push((port, batch));
+            self.pending.push((port, Emitted::Rows(batch)));
         }
     }
 
-    /// Takes what was emitted so far.
-    pub fn drain(&mut self) -> std::vec::Drain<'_, (usize, RecordBatch)> {
+    /// Emits late rows with their marks on the main output (port 0).
+    pub fn emit_late(&mut self, late: LateBatch) {
+        self.emit_late_to(0, late);
+    }
+
+    /// Emits late rows with their marks on a given output port. Empty
+    /// batches are dropped.
+    pub fn emit_late_to(&mut self, port: usize, late: LateBatch) {
+        if late.num_rows() > 0 {
+            self.pending.push((port, Emitted::Late(late)));
+        }
+    }
+
+    /// Takes the rows emitted so far (late rows without their marks).
+    pub fn drain(&mut self) -> impl ExactSizeIterator<Item = (usize, RecordBatch)> + '_ {
+        self.pending.drain(..).map(|(port, emitted)| match emitted {
+            Emitted::Rows(rows) => (port, rows),
+            Emitted::Late(late) => (port, late.into_rows()),
+        })
+    }
+
+    /// Takes what was emitted so far, late rows with their marks.
+    pub fn drain_emitted(&mut self) -> std::vec::Drain<'_, (usize, Emitted)> {
         self.pending.drain(..)
     }
 }
@@ -126,6 +168,18 @@ pub trait Operator: Send {
     /// Processes a batch that arrived on input `input` (0-based).
     fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()>;
 
+    /// Processes rows that arrived behind their source's watermark, each
+    /// with the watermark at its position ([`LateBatch`]). An operator
+    /// whose state for a row may already be final judges the row against
+    /// its mark (it may drop it, counted in [`Operator::late_rows`]); a
+    /// stateless one passes the marks on with the rows
+    /// ([`Collector::emit_late`]). By default the rows are taken as any
+    /// others: what operators that never drop a row for lateness do
+    /// (updating operators, sinks).
+    fn on_late_batch(&mut self, input: usize, late: LateBatch, out: &mut Collector) -> Result<()> {
+        self.on_batch(input, late.into_rows(), out)
+    }
+
     /// The minimum watermark over all inputs advanced to `watermark`.
     fn on_watermark(&mut self, _watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         Ok(())
@@ -181,8 +235,10 @@ pub trait Operator: Send {
         }
     }
 
-    /// Rows skipped so far because they arrived behind the operator's
-    /// watermark (from an input that was idle, or a late-row stream).
+    /// Rows dropped so far for lateness: late rows ([`LateBatch`]) whose
+    /// place in the operator's state was already final at their source's
+    /// watermark, and rows that arrived behind the operator's own
+    /// watermark (from an input that was idle).
     fn late_rows(&self) -> u64 {
         0
     }

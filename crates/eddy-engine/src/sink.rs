@@ -66,6 +66,14 @@ pub trait SinkWriter: Send {
     /// Writes one batch.
     fn write(&mut self, batch: &RecordBatch) -> Result<()>;
 
+    /// Writes rows that arrived behind their source's watermark
+    /// ([`crate::message::LateBatch`]). A sink writes them as any others;
+    /// one that feeds another job's operators (a Kafka exchange) keeps the
+    /// marks with them.
+    fn write_late(&mut self, late: &crate::message::LateBatch) -> Result<()> {
+        self.write(late.rows())
+    }
+
     /// Transactional mode, at barrier `checkpoint`: makes everything written
     /// so far durable without publishing it, and returns what
     /// `ConnectorFactory::commit_sink` needs to publish it. Output of

@@ -73,7 +73,7 @@ const FAMILIES: [Family; 9] = [
     Family {
         name: "eddy_late_rows_total",
         kind: "counter",
-        help: "Rows judged late.",
+        help: "Late rows: behind the watermark (sources), dropped where their state was final (operators).",
         value: |m| Some(m.late_rows as f64),
     },
     Family {

@@ -280,7 +280,8 @@ pub struct NodeMetrics {
     pub rows_in: u64,
     /// Rows emitted.
     pub rows_out: u64,
-    /// Late rows (sources: judged late; operators: arrived for a closed window).
+    /// Late rows (sources: behind the watermark less the allowed lateness;
+    /// operators: dropped because their state for them was final).
     pub late_rows: u64,
     /// Malformed input rows (sources).
     pub bad_rows: u64,

@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::ast::{
     Value,
 };
 use eddy_engine::source::{
-    BadRowPolicy, ComputedColumn, EventTimeSpec, SourceColumn, SourceLayout,
+    BadRowPolicy, ComputedColumn, EventTimeSpec, LatePolicy, SourceColumn, SourceLayout,
 };
 
 use crate::context::DdlContext;
@@ -376,6 +376,13 @@ pub fn table_def(
             .map_err(|e| SqlError::at(position, format!("bad_rows: {e}")))?,
         None => BadRowPolicy::default(),
     };
+    let late_rows = match options.remove("late_rows") {
+        Some(text) => Some(
+            text.parse::<LatePolicy>()
+                .map_err(|e| SqlError::at(position, format!("late_rows: {e}")))?,
+        ),
+        None => None,
+    };
     let max_future_skew_ms = match options.remove("max_future_skew") {
         Some(text) => Some(
             eddy_engine::time::parse_duration(&text)
@@ -396,6 +403,12 @@ pub fn table_def(
                 return Err(SqlError::at(
                     position,
                     "max_future_skew needs a WATERMARK FOR clause (it guards the watermark)",
+                ));
+            }
+            if late_rows == Some(LatePolicy::Divert) {
+                return Err(SqlError::at(
+                    position,
+                    "late_rows = 'divert' needs a WATERMARK FOR clause (rows are late against the watermark)",
                 ));
             }
             None
@@ -431,6 +444,7 @@ pub fn table_def(
                 bound_ms: w.bound_ms,
                 allowed_lateness_ms,
                 max_future_skew_ms,
+                late_rows: late_rows.unwrap_or_default(),
             })
         }
     };

@@ -3,7 +3,9 @@
 //!
 //! In: batches in the input schema. Out: for each input batch at most one
 //! batch in the output schema, rows in input order. Watermarks pass through
-//! unchanged (the runtime forwards them).
+//! unchanged (the runtime forwards them). Late rows go on late, with the
+//! marks of the rows the filters keep: a calc never drops a row for
+//! lateness.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
+use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
 
 /// One step of a calc chain.
@@ -127,26 +130,63 @@ pub fn apply_steps(steps: &[CalcStep], mut batch: RecordBatch) -> Result<RecordB
                     filter_record_batch(&batch, &mask)?
                 }
             }
-            CalcStep::Project { exprs, schema } => {
-                let rows = batch.num_rows();
-                let columns = exprs
-                    .iter()
-                    .map(|e| e.evaluate(&batch).and_then(|v| v.into_array(rows)))
-                    .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
-                RecordBatch::try_new_with_options(
-                    schema.clone(),
-                    columns,
-                    &RecordBatchOptions::new().with_row_count(Some(rows)),
-                )?
-            }
+            CalcStep::Project { exprs, schema } => project(exprs, schema, &batch)?,
         };
     }
     Ok(batch)
 }
 
+/// Applies the chain to late rows: a filter keeps the marks of the rows it
+/// keeps, a projection keeps them all (it never drops a row for lateness).
+pub fn apply_steps_late(steps: &[CalcStep], mut late: LateBatch) -> Result<LateBatch> {
+    for step in steps {
+        if late.num_rows() == 0 {
+            break;
+        }
+        late = match step {
+            CalcStep::Filter(predicate) => {
+                let mask = super::predicate_mask(predicate, late.rows(), "filter")?;
+                if mask.true_count() == mask.len() {
+                    late
+                } else {
+                    late.filter(&mask)?
+                }
+            }
+            CalcStep::Project { exprs, schema } => {
+                let projected = project(exprs, schema, late.rows())?;
+                late.with_rows(projected)?
+            }
+        };
+    }
+    Ok(late)
+}
+
+/// One projection step over `batch`.
+fn project(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    schema: &SchemaRef,
+    batch: &RecordBatch,
+) -> Result<RecordBatch> {
+    let rows = batch.num_rows();
+    let columns = exprs
+        .iter()
+        .map(|e| e.evaluate(batch).and_then(|v| v.into_array(rows)))
+        .collect::<datafusion::error::Result<Vec<ArrayRef>>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
 impl Operator for CalcOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
         out.emit(apply_steps(&self.plan.steps, batch)?);
+        Ok(())
+    }
+
+    fn on_late_batch(&mut self, _input: usize, late: LateBatch, out: &mut Collector) -> Result<()> {
+        out.emit_late(apply_steps_late(&self.plan.steps, late)?);
         Ok(())
     }
 }

@@ -135,6 +135,11 @@ impl EventOrder {
         self.released
     }
 
+    /// Counts `rows` more late rows (dropped before they were pushed).
+    pub(crate) fn count_late(&mut self, rows: u64) {
+        self.late += rows;
+    }
+
     /// Rows counted late so far.
     pub(crate) fn late(&self) -> u64 {
         self.late

@@ -113,6 +113,23 @@ impl Operator for EventTimeSort {
         self.order.push(batch)
     }
 
+    /// A late row whose place in event-time order had passed at its
+    /// source's watermark is dropped (counted); the rest wait as any row.
+    fn on_late_batch(
+        &mut self,
+        _input: usize,
+        late: crate::message::LateBatch,
+        _out: &mut Collector,
+    ) -> Result<()> {
+        let (kept, dropped) = crate::operators::late_rows_in_order(
+            late,
+            self.plan.time_column,
+            self.plan.allowed_lateness_ms,
+        )?;
+        self.order.count_late(dropped);
+        self.order.push(kept)
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         let horizon = if watermark == WATERMARK_MAX {
             WATERMARK_MAX

@@ -21,7 +21,24 @@
 //!
 //! Output rows carry the left row's event time. Rows emitted later can be up
 //! to `upper` older than `W - L`, so the operator forwards `W - max(upper, 0)`
-//! as its watermark: no output row is ever late downstream.
+//! as its watermark: no output row of on-time rows is ever late downstream.
+//!
+//! Late rows (behind their source's watermark `M`, kept: `LateBatch`) are
+//! judged at `H = M - L`, the horizon at their position in their source,
+//! never at the operator's own watermark:
+//!
+//! ```text
+//!   a left row at tl pairs only with right rows tr >= H + lower (still held at H)
+//!   a right row at tr pairs only with left rows tl >= H - upper
+//!   a late row no partner held at H could pair with is dropped (counted);
+//!     on a side the join preserves it comes out null-padded at once (Flink's rule)
+//! ```
+//!
+//! Both conditions hold for any pair of on-time rows, so only pairs with a
+//! late row are ever refused, and each pair is decided the same whichever
+//! row comes first (a late row waits in state with its mark). Output rows
+//! of a late row go on late, marked `M - max(upper, 0)` (the larger mark
+//! when both rows came late), as the join's output watermark would be.
 //!
 //! A regular join ([`JoinBound::Unbounded`], an inner join without a time
 //! bound) keeps every row for the life of the job: each pair is still
@@ -44,10 +61,11 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::join_state::{KeyedRows, RowRef, SideState, MAX_BATCH_ROWS};
+use super::join_state::{KeyedRows, Lonely, RowRef, SideState, MAX_BATCH_ROWS};
 use hashbrown::HashMap;
 
 use crate::error::{EngineError, Result};
+use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
@@ -166,6 +184,24 @@ impl JoinInput {
         })
     }
 
+    /// Late rows filtered and projected, with the marks of the rows kept.
+    pub fn prepare_late(&self, late: LateBatch) -> Result<LateBatch> {
+        let late = match &self.filter {
+            Some(filter) => {
+                let mask = super::predicate_mask(filter, late.rows(), "interval_join")?;
+                late.filter(&mask)?
+            }
+            None => late,
+        };
+        match &self.columns {
+            Some(columns) => {
+                let projected = late.rows().project(columns)?;
+                late.with_rows(projected)
+            }
+            None => Ok(late),
+        }
+    }
+
     fn describe(&self, side: &str) -> String {
         let filter = self
             .filter
@@ -228,6 +264,7 @@ pub enum JoinBound {
 ///     allowed_lateness_ms: 0,
 ///     residual: None,
 ///     inputs: Default::default(),
+///     windows: [None, None],
 /// };
 /// assert_eq!(plan.kind(), "regular_join");
 /// ```
@@ -254,6 +291,20 @@ pub struct IntervalJoinPlan {
     /// What each input's batches go through on arrival: [left, right].
     /// `left_schema` and `right_schema` are the schemas after it.
     pub inputs: [JoinInput; 2],
+    /// A window join of window table functions' rows: each side's window
+    /// (`None` otherwise). A late row whose window had fired at its
+    /// source's watermark is dropped, as Flink's window join drops it.
+    pub windows: [Option<JoinWindow>; 2],
+}
+
+/// The window of one side of a window join: a column holding a bound of
+/// the row's window, and how far that bound is from the window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinWindow {
+    /// The column (of the side's schema), a timestamp.
+    pub column: usize,
+    /// Its value plus this is the window's end.
+    pub to_end_ms: i64,
 }
 
 impl OperatorPlan for IntervalJoinPlan {
@@ -305,6 +356,7 @@ impl OperatorPlan for IntervalJoinPlan {
             sides: [SideState::default(), SideState::default()],
             hasher: hashbrown::DefaultHashBuilder::default(),
             watermark: WATERMARK_MIN,
+            late_rows: 0,
         }))
     }
 
@@ -315,8 +367,11 @@ impl OperatorPlan for IntervalJoinPlan {
         mut parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let watermark = crate::rescale::least(&crate::rescale::metas::<Timestamp>(&parts)?, |w| *w);
-        let mut state = StateSnapshot::with_meta(&watermark)?;
+        let metas = crate::rescale::metas::<JoinMeta>(&parts)?;
+        let mut state = StateSnapshot::with_meta(&JoinMeta::Counted {
+            watermark: crate::rescale::least(&metas, JoinMeta::watermark),
+            late_rows: crate::rescale::counted_sum(&metas, JoinMeta::late_rows),
+        })?;
         for (name, side_keys) in SIDE_TABLES.iter().zip([&self.left_keys, &self.right_keys]) {
             state.push_table(
                 *name,
@@ -336,6 +391,8 @@ struct IntervalJoinOperator {
     /// the other side's rows).
     hasher: hashbrown::DefaultHashBuilder,
     watermark: Timestamp,
+    /// Late rows dropped: no partner held at their horizon could pair.
+    late_rows: u64,
 }
 
 /// One candidate pair: the arriving row and a buffered row of the other side.
@@ -398,7 +455,6 @@ impl IntervalJoinOperator {
         )?)
     }
 
-    /// Null-pads rows of side `side` (their batch, row pairs).
     /// The never-matched rows of `side` (batch by batch), padded with NULLs
     /// for the other side's columns.
     fn padded(&self, side: usize, rows: &[(RecordBatch, Vec<u32>)]) -> Result<Option<RecordBatch>> {
@@ -423,6 +479,57 @@ impl IntervalJoinOperator {
             [nulls, own].concat()
         };
         self.output(columns, count).map(Some)
+    }
+
+    /// Emits evicted rows that never matched, null-padded: those that came
+    /// late go on late, with their output marks.
+    fn emit_lonely(&self, side: usize, lonely: Vec<Lonely>, out: &mut Collector) -> Result<()> {
+        let mut on_time = Vec::new();
+        let mut late = Vec::new();
+        let mut marks = Vec::new();
+        for part in lonely {
+            match part.marks {
+                None => on_time.push((part.batch, part.rows)),
+                Some(m) => {
+                    marks.extend(m.into_iter().map(|m| self.output_watermark(m)));
+                    late.push((part.batch, part.rows));
+                }
+            }
+        }
+        if let Some(padded) = self.padded(side, &on_time)? {
+            out.emit(padded);
+        }
+        if let Some(padded) = self.padded(side, &late)? {
+            out.emit_late(LateBatch::new(padded, Int64Array::from(marks))?);
+        }
+        Ok(())
+    }
+
+    /// The earliest time a row of side `side` must have to be still held
+    /// at `horizon` (rows before it are evicted, or would be).
+    fn held_from(&self, side: usize, horizon: Timestamp) -> Timestamp {
+        match self.plan.time {
+            JoinBound::Interval { bound, .. } if side == 0 => {
+                horizon.saturating_sub(bound.upper_ms)
+            }
+            JoinBound::Interval { bound, .. } => horizon.saturating_add(bound.lower_ms),
+            JoinBound::Unbounded => Timestamp::MIN,
+        }
+    }
+
+    /// Whether a late row of side `side` at `t`, judged at `horizon`, can
+    /// pair with any row of the other side still held there.
+    fn may_pair(&self, side: usize, t: Timestamp, horizon: Timestamp) -> bool {
+        let JoinBound::Interval { bound, .. } = self.plan.time else {
+            return true;
+        };
+        // The latest partner time the bound allows.
+        let latest = if side == 0 {
+            t.saturating_add(bound.upper_ms) - i64::from(!bound.upper_inclusive)
+        } else {
+            t.saturating_sub(bound.lower_ms) - i64::from(!bound.lower_inclusive)
+        };
+        latest >= self.held_from(1 - side, horizon)
     }
 
     fn keeps(&self, side: usize) -> bool {
@@ -483,28 +590,50 @@ impl IntervalJoinOperator {
         let schema = self.side_schema(side);
         let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.push(Field::new(MATCHED, DataType::Boolean, false));
+        fields.push(Field::new(MARK, DataType::Int64, true));
         let table_schema = Arc::new(Schema::new(fields));
         let parts = self.sides[side].live_rows()?;
-        let rows: Vec<RecordBatch> = parts.iter().map(|(b, _)| b.clone()).collect();
+        let rows: Vec<RecordBatch> = parts.iter().map(|p| p.rows.clone()).collect();
         let data = concat_batches(schema, &rows)?;
         let matched: BooleanArray = parts
             .iter()
-            .flat_map(|(_, m)| m.iter().copied())
+            .flat_map(|p| p.matched.iter().copied())
             .map(Some)
+            .collect();
+        let marks: Int64Array = parts
+            .iter()
+            .flat_map(|p| match &p.marks {
+                Some(m) => m.iter().map(|&m| Some(m)).collect::<Vec<_>>(),
+                None => vec![None; p.rows.num_rows()],
+            })
             .collect();
         let mut columns = data.columns().to_vec();
         columns.push(Arc::new(matched));
+        columns.push(Arc::new(marks));
         Ok(RecordBatch::try_new(table_schema, columns)?)
     }
 
     /// Buffers a side's checkpointed rows again.
     fn load_side(&mut self, side: usize, table: RecordBatch) -> Result<()> {
         let width = self.side_schema(side).fields().len();
-        if table.num_columns() != width + 1 {
+        // Checkpoints written before late rows were kept have no marks.
+        if table.num_columns() != width + 1 && table.num_columns() != width + 2 {
             return Err(EngineError::State(
                 "interval_join: checkpoint table has the wrong columns".into(),
             ));
         }
+        let marks = match table.columns().get(width + 1) {
+            Some(column) => Some(
+                column
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .cloned()
+                    .ok_or_else(|| {
+                        EngineError::State("interval_join: __watermark is not BIGINT".into())
+                    })?,
+            ),
+            None => None,
+        };
         let matched: Vec<bool> = table
             .column(width)
             .as_any()
@@ -517,11 +646,41 @@ impl IntervalJoinOperator {
             self.side_schema(side).clone(),
             table.columns()[..width].to_vec(),
         )?;
-        // Stored batches are cut to what the key index can number.
+        // Stored batches are cut to what the key index can number; rows
+        // that came on time and late are stored apart.
         for (start, len) in parts(batch.num_rows()) {
             let part = batch.slice(start, len);
-            let keyed = self.keys_and_times(side, &part)?;
-            self.sides[side].insert(part, keyed, matched[start..start + len].to_vec())?;
+            let part_marks = marks.as_ref().map(|m| m.slice(start, len));
+            let late = part_marks.as_ref().map_or(0, |m| m.len() - m.null_count());
+            if late == 0 || late == len {
+                let keyed = self.keys_and_times(side, &part)?;
+                let marks = part_marks
+                    .filter(|_| late == len)
+                    .map(|m| m.values().to_vec());
+                self.sides[side].insert(
+                    part,
+                    keyed,
+                    matched[start..start + len].to_vec(),
+                    marks,
+                )?;
+                continue;
+            }
+            for came_late in [false, true] {
+                let rows: Vec<u32> = (0..len)
+                    .filter(|&i| part_marks.as_ref().is_some_and(|m| m.is_valid(i)) == came_late)
+                    .map(|i| i as u32)
+                    .collect();
+                let indices = UInt32Array::from(rows.clone());
+                let some = datafusion::arrow::compute::take_record_batch(&part, &indices)?;
+                let keyed = self.keys_and_times(side, &some)?;
+                let flags = rows.iter().map(|&i| matched[start + i as usize]).collect();
+                let marks = came_late.then(|| {
+                    rows.iter()
+                        .map(|&i| part_marks.as_ref().map_or(0, |m| m.value(i as usize)))
+                        .collect()
+                });
+                self.sides[side].insert(some, keyed, flags, marks)?;
+            }
         }
         Ok(())
     }
@@ -535,8 +694,40 @@ fn parts(rows: usize) -> impl Iterator<Item = (usize, usize)> {
         .map(move |start| (start, MAX_BATCH_ROWS.min(rows - start)))
 }
 
+/// What an interval join checkpoints besides its sides' rows.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum JoinMeta {
+    /// The watermark and the late rows dropped.
+    Counted {
+        watermark: Timestamp,
+        late_rows: u64,
+    },
+    /// The watermark alone (checkpoints written before late rows were
+    /// kept).
+    Watermark(Timestamp),
+}
+
+impl JoinMeta {
+    fn watermark(&self) -> Timestamp {
+        match *self {
+            JoinMeta::Counted { watermark, .. } | JoinMeta::Watermark(watermark) => watermark,
+        }
+    }
+
+    fn late_rows(&self) -> u64 {
+        match *self {
+            JoinMeta::Counted { late_rows, .. } => late_rows,
+            JoinMeta::Watermark(_) => 0,
+        }
+    }
+}
+
 /// Name of the matched-flag column in checkpoint tables.
 const MATCHED: &str = "__matched";
+/// Name of the column of late rows' marks in checkpoint tables (NULL for
+/// rows that came on time).
+const MARK: &str = "__watermark";
 const SIDE_TABLES: [&str; 2] = ["left", "right"];
 
 /// Gathers rows spread over several batches (of one schema) into columns,
@@ -569,8 +760,16 @@ fn interleave_columns(
         .collect()
 }
 
-impl Operator for IntervalJoinOperator {
-    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+impl IntervalJoinOperator {
+    /// One batch of side `input`: rows that came on time (`marks` `None`)
+    /// or late, each with its mark.
+    fn on_rows(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        marks: Option<Int64Array>,
+        out: &mut Collector,
+    ) -> Result<()> {
         let input = input.min(1);
         let rows = batch.num_rows();
         if rows > MAX_BATCH_ROWS {
@@ -578,17 +777,34 @@ impl Operator for IntervalJoinOperator {
             // of one side never pair with each other, so the parts give the
             // rows the whole would.
             for (start, len) in parts(rows) {
-                self.on_batch(input, batch.slice(start, len), out)?;
+                let part_marks = marks.as_ref().map(|m| m.slice(start, len));
+                self.on_rows(input, batch.slice(start, len), part_marks, out)?;
             }
             return Ok(());
         }
-        let batch = self.plan.inputs[input].prepare(batch)?;
+        let (batch, marks) = match marks {
+            None => (self.plan.inputs[input].prepare(batch)?, None),
+            Some(marks) => {
+                let late = self.plan.inputs[input].prepare_late(LateBatch::new(batch, marks)?)?;
+                let late = self.drop_unpairable(input, late, out)?;
+                let (rows, marks) = late.into_parts();
+                (rows, Some(marks))
+            }
+        };
         let rows = batch.num_rows();
         if rows == 0 {
             return Ok(());
         }
         let keyed = self.keys_and_times(input, &batch)?;
         let (keys, times) = (&keyed.keys, &keyed.times);
+        let lateness = self.plan.allowed_lateness_ms;
+        // Where a partner must be for a late arriving row to pair with it.
+        let partner_from: Option<Vec<Timestamp>> = marks.as_ref().map(|m| {
+            m.values()
+                .iter()
+                .map(|&m| self.held_from(1 - input, m.saturating_sub(lateness)))
+                .collect()
+        });
 
         // Probe the other side.
         let mut pairs = Pairs {
@@ -596,6 +812,7 @@ impl Operator for IntervalJoinOperator {
             buffered: Vec::new(),
         };
         let other = &self.sides[1 - input];
+        let other_late = other.has_late();
         other.touch(
             (0..rows)
                 .filter(|&row| keyed.valid[row])
@@ -611,11 +828,14 @@ impl Operator for IntervalJoinOperator {
             };
             // The other side's times that can pair with t (the bound decides
             // exactly; this range only narrows the search).
-            let times = if input == 0 {
+            let mut times = if input == 0 {
                 t.saturating_add(bound.lower_ms)..=t.saturating_add(bound.upper_ms)
             } else {
                 t.saturating_sub(bound.upper_ms)..=t.saturating_sub(bound.lower_ms)
             };
+            if let Some(from) = &partner_from {
+                times = (*times.start()).max(from[row])..=*times.end();
+            }
             other.for_each_candidate(
                 keyed.hashes[row],
                 keys.row(row).as_ref(),
@@ -626,7 +846,14 @@ impl Operator for IntervalJoinOperator {
                     } else {
                         bound.holds(candidate.time, t)
                     };
-                    if holds {
+                    // A buffered late row pairs only with rows it could
+                    // still meet at its own horizon.
+                    let held = !other_late
+                        || other.mark(candidate).is_none_or(|m| {
+                            let horizon = m.saturating_sub(lateness);
+                            t >= self.held_from(input, horizon)
+                        });
+                    if holds && held {
                         pairs.arriving.push(row as u32);
                         pairs.buffered.push(candidate);
                     }
@@ -636,6 +863,24 @@ impl Operator for IntervalJoinOperator {
         let mut matched = vec![false; rows];
         if !pairs.arriving.is_empty() {
             let mut joined = self.joined(input, &batch, &pairs)?;
+            // The output marks of pairs with a late row.
+            let mut out_marks: Option<Vec<Option<Timestamp>>> = (marks.is_some() || other_late)
+                .then(|| {
+                    pairs
+                        .arriving
+                        .iter()
+                        .zip(&pairs.buffered)
+                        .map(|(&a, &b)| {
+                            let own = marks.as_ref().map(|m| m.value(a as usize));
+                            let theirs = if other_late {
+                                self.sides[1 - input].mark(b)
+                            } else {
+                                None
+                            };
+                            own.max(theirs).map(|m| self.output_watermark(m))
+                        })
+                        .collect()
+                });
             if let Some(residual) = &self.plan.residual {
                 let mask = super::predicate_mask(residual, &joined, "interval_join")?;
                 for (i, keep) in mask.iter().enumerate() {
@@ -645,13 +890,17 @@ impl Operator for IntervalJoinOperator {
                     }
                 }
                 joined = filter_record_batch(&joined, &mask)?;
+                if let Some(m) = out_marks.as_mut() {
+                    let mut kept = mask.iter();
+                    m.retain(|_| kept.next().flatten() == Some(true));
+                }
             } else {
                 for (i, arriving) in pairs.arriving.iter().enumerate() {
                     matched[*arriving as usize] = true;
                     self.sides[1 - input].mark_matched(pairs.buffered[i]);
                 }
             }
-            out.emit(joined);
+            emit_marked(joined, out_marks, out)?;
         }
         // Rows without a time can never match: an outer join emits them now.
         if self.keeps(input) {
@@ -663,8 +912,123 @@ impl Operator for IntervalJoinOperator {
                 out.emit(padded);
             }
         }
-        self.sides[input].insert(batch, keyed, matched)?;
+        let marks = marks.map(|m| m.values().to_vec());
+        self.sides[input].insert(batch, keyed, matched, marks)?;
         Ok(())
+    }
+
+    /// Takes out the late rows no partner held at their horizon could pair
+    /// with: counted as dropped, or, on a side the join preserves, emitted
+    /// null-padded at once (Flink's interval join). A window join's row
+    /// whose window had fired is dropped either way (Flink's window join).
+    /// The rest go on.
+    fn drop_unpairable(
+        &mut self,
+        input: usize,
+        late: LateBatch,
+        out: &mut Collector,
+    ) -> Result<LateBatch> {
+        let JoinBound::Interval {
+            left_time,
+            right_time,
+            ..
+        } = self.plan.time
+        else {
+            return Ok(late);
+        };
+        let column = if input == 0 { left_time } else { right_time };
+        let times = to_epoch_millis(late.rows().column(column))?;
+        let lateness = self.plan.allowed_lateness_ms;
+        // A window join's row is late once its window has fired.
+        let window_ends = match self.plan.windows[input] {
+            Some(window) => Some((
+                to_epoch_millis(late.rows().column(window.column))?,
+                window.to_end_ms,
+            )),
+            None => None,
+        };
+        // Per row: go on, pad (no partner can be held; a preserved side),
+        // or drop.
+        let mut keep = Vec::with_capacity(late.num_rows());
+        let mut pad = Vec::with_capacity(late.num_rows());
+        for row in 0..late.num_rows() {
+            let horizon = late.horizon(row, lateness);
+            let window_open = window_ends.as_ref().is_none_or(|(bounds, to_end)| {
+                bounds.is_null(row) || bounds.value(row).saturating_add(*to_end) > horizon
+            });
+            let pairable = times.is_null(row) || self.may_pair(input, times.value(row), horizon);
+            keep.push(Some(window_open && pairable));
+            pad.push(Some(window_open && !pairable && self.keeps(input)));
+        }
+        let keep = BooleanArray::from(keep);
+        let pad = BooleanArray::from(pad);
+        let gone = keep.len() - keep.true_count();
+        if gone == 0 {
+            return Ok(late);
+        }
+        let padded_rows = pad.true_count();
+        self.late_rows += (gone - padded_rows) as u64;
+        if padded_rows > 0 {
+            let lonely = late.filter(&pad)?;
+            let rows: Vec<u32> = (0..lonely.num_rows() as u32).collect();
+            let marks: Int64Array = lonely
+                .watermarks()
+                .values()
+                .iter()
+                .map(|&m| self.output_watermark(m))
+                .collect();
+            if let Some(padded) = self.padded(input, &[(lonely.rows().clone(), rows)])? {
+                out.emit_late(LateBatch::new(padded, marks)?);
+            }
+        }
+        late.filter(&keep)
+    }
+}
+
+/// Emits joined rows: those of pairs with a late row (a mark in `marks`)
+/// go on late.
+fn emit_marked(
+    joined: RecordBatch,
+    marks: Option<Vec<Option<Timestamp>>>,
+    out: &mut Collector,
+) -> Result<()> {
+    let Some(marks) = marks.filter(|m| m.iter().any(Option::is_some)) else {
+        out.emit(joined);
+        return Ok(());
+    };
+    if marks.iter().all(Option::is_some) {
+        let marks: Int64Array = marks.into_iter().collect();
+        out.emit_late(LateBatch::new(joined, marks)?);
+        return Ok(());
+    }
+    let came_late: BooleanArray = marks.iter().map(|m| Some(m.is_some())).collect();
+    out.emit(filter_record_batch(
+        &joined,
+        &datafusion::arrow::compute::not(&came_late)?,
+    )?);
+    let late_marks: Int64Array = marks.into_iter().flatten().map(Some).collect();
+    out.emit_late(LateBatch::new(
+        filter_record_batch(&joined, &came_late)?,
+        late_marks,
+    )?);
+    Ok(())
+}
+
+impl Operator for IntervalJoinOperator {
+    fn on_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        self.on_rows(input, batch, None, out)
+    }
+
+    fn on_late_batch(&mut self, input: usize, late: LateBatch, out: &mut Collector) -> Result<()> {
+        match self.plan.time {
+            // A regular join pairs rows whatever their times: nothing is
+            // final, nothing is dropped, and its output has no event time.
+            JoinBound::Unbounded => self.on_rows(input, late.into_rows(), None, out),
+            JoinBound::Interval { .. } => {
+                let (rows, marks) = late.into_parts();
+                self.on_rows(input, rows, Some(marks), out)
+            }
+        }
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
@@ -689,9 +1053,7 @@ impl Operator for IntervalJoinOperator {
             let mut unmatched = Vec::new();
             let keeps = self.keeps(side);
             self.sides[side].evict_before(thresholds[side], keeps.then_some(&mut unmatched));
-            if let Some(padded) = self.padded(side, &unmatched)? {
-                out.emit(padded);
-            }
+            self.emit_lonely(side, unmatched, out)?;
         }
         Ok(())
     }
@@ -705,7 +1067,10 @@ impl Operator for IntervalJoinOperator {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let mut snapshot = StateSnapshot::with_meta(&self.watermark)?;
+        let mut snapshot = StateSnapshot::with_meta(&JoinMeta::Counted {
+            watermark: self.watermark,
+            late_rows: self.late_rows,
+        })?;
         for (side, name) in SIDE_TABLES.iter().enumerate() {
             snapshot.push_table(*name, self.side_table(side)?);
         }
@@ -713,12 +1078,18 @@ impl Operator for IntervalJoinOperator {
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
-        self.watermark = state.meta()?;
+        let meta: JoinMeta = state.meta()?;
+        self.watermark = meta.watermark();
+        self.late_rows = meta.late_rows();
         for (side, name) in SIDE_TABLES.iter().enumerate() {
             let table = state.take_table(name)?;
             self.load_side(side, table)?;
         }
         Ok(())
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
     }
 
     fn output_watermark(&self, input: Timestamp) -> Timestamp {
@@ -779,6 +1150,7 @@ mod tests {
             allowed_lateness_ms: 500,
             residual: None,
             inputs: Default::default(),
+            windows: [None, None],
         }
     }
 

@@ -30,6 +30,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use crate::error::Result;
 use crate::key_groups::KeyGroups;
+use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::partition::{instance_rows, INSTANCE_HASH};
 
@@ -120,6 +121,28 @@ impl Operator for KeySplit {
                     port,
                     take_record_batch(&batch, &UInt32Array::from(indices))?,
                 );
+            }
+        }
+        Ok(())
+    }
+
+    fn on_late_batch(&mut self, _input: usize, late: LateBatch, out: &mut Collector) -> Result<()> {
+        let batch = late.rows();
+        let rows = batch.num_rows();
+        let keys = self
+            .plan
+            .keys
+            .iter()
+            .map(|k| k.evaluate(batch)?.into_array(rows))
+            .collect::<datafusion::error::Result<Vec<_>>>()?;
+        let targets = instance_rows(&keys, rows, self.plan.ports, self.plan.groups)?;
+        let mut by_port: Vec<Vec<u32>> = vec![Vec::new(); self.plan.ports as usize];
+        for (row, &port) in targets.iter().enumerate() {
+            by_port[port as usize].push(row as u32);
+        }
+        for (port, indices) in by_port.into_iter().enumerate() {
+            if !indices.is_empty() {
+                out.emit_late_to(port, late.take(&UInt32Array::from(indices))?);
             }
         }
         Ok(())

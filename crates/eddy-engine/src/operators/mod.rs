@@ -267,3 +267,26 @@ pub(crate) fn predicate_mask(
         mask.clone()
     })
 }
+
+/// Late rows for an operator that orders rows by event time (OVER,
+/// MATCH_RECOGNIZE, `ORDER BY` the event time, sessions, a temporal join's
+/// probe side): a row whose time is behind its horizon (its mark less
+/// `lateness_ms`) had its place in that order passed at its source's
+/// watermark and is dropped; the rest go on as on-time rows. Returns the
+/// rows kept and how many were dropped. Rows without a time are kept (the
+/// operator treats them as it treats any such row).
+pub(crate) fn late_rows_in_order(
+    late: crate::message::LateBatch,
+    time_column: usize,
+    lateness_ms: i64,
+) -> Result<(RecordBatch, u64)> {
+    let times = crate::time::to_epoch_millis(late.rows().column(time_column))?;
+    let keep: BooleanArray = (0..late.num_rows())
+        .map(|row| Some(times.is_null(row) || times.value(row) >= late.horizon(row, lateness_ms)))
+        .collect();
+    let dropped = (keep.len() - keep.true_count()) as u64;
+    if dropped == 0 {
+        return Ok((late.into_rows(), 0));
+    }
+    Ok((late.filter(&keep)?.into_rows(), dropped))
+}

@@ -12,7 +12,10 @@
 //!
 //! Rows wait until the watermark guarantees no earlier row can come (t <
 //! W - allowed lateness), and are then folded in event-time order, key by
-//! key. So a row that arrives out of order, within the watermark bound or
+//! key. A late row (behind its source's watermark, kept) whose time is
+//! behind that horizon at its own position had its place in the order
+//! passed: it is dropped and counted, whatever the operator's own
+//! watermark. So a row that arrives out of order, within the watermark bound or
 //! the allowed lateness, and bridges two sessions merges them: they were
 //! never split.
 //!
@@ -545,6 +548,27 @@ impl Operator for SessionAggregateOperator {
             self.pending.push(filter_record_batch(&batch, &on_time)?);
         }
         Ok(())
+    }
+
+    /// Sessions fold rows in event-time order: a late row whose place in
+    /// that order had passed at its source's watermark is dropped
+    /// (counted); the rest wait as any row.
+    fn on_late_batch(
+        &mut self,
+        input: usize,
+        late: crate::message::LateBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
+        let (kept, dropped) = crate::operators::late_rows_in_order(
+            late,
+            self.plan.time_column,
+            self.plan.allowed_lateness_ms,
+        )?;
+        self.late_rows += dropped;
+        if kept.num_rows() == 0 {
+            return Ok(());
+        }
+        self.on_batch(input, kept, out)
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {

@@ -139,6 +139,7 @@ impl OperatorPlan for TemporalJoinPlan {
             versions: HashMap::new(),
             watermark: WATERMARK_MIN,
             held_versions: 0,
+            late_rows: 0,
         }))
     }
 }
@@ -156,6 +157,8 @@ struct TemporalJoin {
     versions: HashMap<Box<[u8]>, Versions>,
     watermark: Timestamp,
     held_versions: usize,
+    /// Late probe rows dropped: their time had been joined past.
+    late_rows: u64,
 }
 
 impl TemporalJoin {
@@ -280,6 +283,10 @@ impl TemporalJoin {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Meta {
     watermark: Timestamp,
+    /// Late probe rows dropped (absent from checkpoints written before
+    /// late rows were kept).
+    #[serde(default)]
+    late_rows: u64,
 }
 
 impl Operator for TemporalJoin {
@@ -311,6 +318,32 @@ impl Operator for TemporalJoin {
             }
         }
         Ok(())
+    }
+
+    /// A late probe row whose time had been joined past at its source's
+    /// watermark is dropped (counted). Late versions are versions like any
+    /// (the versioned side is a table: nothing of it is dropped), and
+    /// meet the probe rows not yet joined.
+    fn on_late_batch(
+        &mut self,
+        input: usize,
+        late: crate::message::LateBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
+        if input != 0 {
+            return self.on_batch(input, late.into_rows(), out);
+        }
+        let (kept, dropped) = crate::operators::late_rows_in_order(
+            late,
+            self.plan.left_time,
+            self.plan.allowed_lateness_ms,
+        )?;
+        self.late_rows += dropped;
+        self.on_batch(input, kept, out)
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
     }
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
@@ -355,6 +388,7 @@ impl Operator for TemporalJoin {
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             watermark: self.watermark,
+            late_rows: self.late_rows,
         })?;
         snapshot.push_batches(
             "probes",
@@ -395,6 +429,7 @@ impl Operator for TemporalJoin {
         }
         let meta: Meta = state.meta()?;
         self.watermark = meta.watermark;
+        self.late_rows = meta.late_rows;
         let probes = state.take_table("probes")?;
         self.pending = if probes.num_rows() > 0 {
             vec![probes]

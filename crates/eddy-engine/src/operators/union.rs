@@ -59,6 +59,22 @@ impl Operator for UnionOperator {
         )?);
         Ok(())
     }
+
+    fn on_late_batch(
+        &mut self,
+        _input: usize,
+        late: crate::message::LateBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
+        let rows = late.num_rows();
+        let relabeled = RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            late.rows().columns().to_vec(),
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?;
+        out.emit_late(late.with_rows(relabeled)?);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

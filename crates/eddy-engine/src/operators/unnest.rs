@@ -36,6 +36,7 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::error::{EngineError, Result};
+use crate::message::LateBatch;
 use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
 
 /// What a NULL or empty list gives.
@@ -173,6 +174,31 @@ fn lists(array: &ArrayRef) -> Result<Lists> {
 
 impl Operator for Unnest {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        if let Some((rows, _)) = self.unnest(&batch)? {
+            out.emit(rows);
+        }
+        Ok(())
+    }
+
+    /// Each output row keeps the mark of the row it came from.
+    fn on_late_batch(&mut self, _input: usize, late: LateBatch, out: &mut Collector) -> Result<()> {
+        if let Some((rows, repeat)) = self.unnest(late.rows())? {
+            let marks = take(late.watermarks(), &repeat, None)?;
+            let marks = marks
+                .as_any()
+                .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                .cloned()
+                .ok_or_else(|| EngineError::operator("unnest", "marks are not BIGINT"))?;
+            out.emit_late(LateBatch::new(rows, marks)?);
+        }
+        Ok(())
+    }
+}
+
+impl Unnest {
+    /// The rows of `batch` unnested, with the input row of each (`None`
+    /// when there are none).
+    fn unnest(&self, batch: &RecordBatch) -> Result<Option<(RecordBatch, UInt32Array)>> {
         let n = batch.num_rows();
         let unnested = self
             .plan
@@ -195,7 +221,7 @@ impl Operator for Unnest {
             .collect();
         let total: usize = counts.iter().sum();
         if total == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let repeat = UInt32Array::from_iter_values(
             counts
@@ -229,12 +255,8 @@ impl Operator for Unnest {
                 },
             )
             .collect::<Result<Vec<ArrayRef>>>()?;
-        out.emit(super::batch_of_rows(
-            &self.plan.output_schema,
-            columns,
-            total,
-        )?);
-        Ok(())
+        let rows = super::batch_of_rows(&self.plan.output_schema, columns, total)?;
+        Ok(Some((rows, repeat)))
     }
 }
 

@@ -19,9 +19,18 @@
 //!                                 └────────┘
 //! ```
 //!
-//! A row whose window already fired is counted as late and skipped; sources
-//! judge lateness with the same bound, so on-time rows never meet that case
-//! (rows of a formerly idle input, or of a late-row stream, can).
+//! Late rows (rows behind their source's watermark, kept: `LateBatch`) count
+//! in every window holding them that had not fired at the watermark of
+//! their position in their source (`end + allowed_lateness > that
+//! watermark`); a row no such window holds is dropped and counted. So an
+//! hourly window counts a row a second behind the watermark as long as its
+//! hour is open, and a hop row can miss its oldest windows and count in the
+//! newer ones, whatever the batch sizes. Sliced, such a row counts in its
+//! slice while the slice is open at that watermark; otherwise it becomes a
+//! late part of the slice that the windows from the first open one on
+//! merge. An unmarked row for a window that already fired at the
+//! operator's own watermark (from a formerly idle input) is counted as
+//! late and skipped.
 //!
 //! Open windows are kept by their end (cumulate windows share starts, no two
 //! windows share an end).
@@ -71,6 +80,7 @@ use hashbrown::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
+use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::rescale::{self, InstanceState, KeyRange};
 use crate::state::StateSnapshot;
@@ -79,6 +89,11 @@ use crate::window::{window_struct_array, WindowSpec};
 
 /// The checkpoint table's window column.
 const WINDOW_END: &str = "window_end";
+/// The checkpoint table of late rows that count in their slice's later
+/// windows only: a state table with the first such window's end last.
+const LATE_PARTS: &str = "late_parts";
+/// That table's last column.
+const FROM_END: &str = "from_window_end";
 
 /// Where a group-by output column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +185,7 @@ impl OperatorPlan for WindowAggregatePlan {
             windows: BTreeMap::new(),
             slice_ms: self.window.slice_ms(),
             frozen: BTreeMap::new(),
+            late_parts: BTreeMap::new(),
             next_end: None,
             watermark: WATERMARK_MIN,
             group_indices: Vec::new(),
@@ -205,6 +221,21 @@ impl OperatorPlan for WindowAggregatePlan {
                 "frozen",
                 rescale::kept_table(&mut parts, "frozen", keys, by_key)?,
             );
+            // Checkpoints written before late rows were kept have none.
+            let mut late = Vec::new();
+            for part in &mut parts {
+                if let Some(table) = part.state.take_table_if_present(LATE_PARTS)? {
+                    let kept = keys.keep(&table, &by_key(&table)?)?;
+                    late.push(kept);
+                }
+            }
+            if let Some(first) = late.first() {
+                let schema = first.schema();
+                state.push_table(
+                    LATE_PARTS,
+                    datafusion::arrow::compute::concat_batches(&schema, &late)?,
+                );
+            }
         }
         Ok(state)
     }
@@ -255,6 +286,10 @@ struct WindowAggregateOperator {
     slice_ms: Option<i64>,
     /// Complete slices by their end: state tables (end, keys, states).
     frozen: BTreeMap<i64, Vec<RecordBatch>>,
+    /// Late rows that count only in the later windows of their slice (the
+    /// earlier ones had fired at their source's watermark), by slice end:
+    /// the first window end they count in, and their state table.
+    late_parts: BTreeMap<i64, Vec<(i64, RecordBatch)>>,
     /// Sliced: the first window end not fired yet.
     next_end: Option<i64>,
     watermark: Timestamp,
@@ -366,40 +401,7 @@ impl WindowAggregateOperator {
             .windows
             .get_mut(&end)
             .ok_or_else(|| EngineError::operator("window_aggregate", "window vanished"))?;
-        match window.groups.as_mut() {
-            Some(groups) => {
-                groups.intern(&columns.keys, &mut self.group_indices)?;
-                window.num_groups = groups.len();
-            }
-            None => {
-                self.group_indices.clear();
-                self.group_indices.resize(rows, 0);
-                window.num_groups = 1;
-            }
-        }
-        for (i, acc) in window.accumulators.iter_mut().enumerate() {
-            let filter = columns.filters[i]
-                .as_ref()
-                .map(|f| {
-                    f.as_any()
-                        .downcast_ref::<BooleanArray>()
-                        .cloned()
-                        .ok_or_else(|| {
-                            EngineError::operator(
-                                "window_aggregate",
-                                "FILTER clause is not boolean",
-                            )
-                        })
-                })
-                .transpose()?;
-            acc.update_batch(
-                &columns.args[i],
-                &self.group_indices,
-                filter.as_ref(),
-                window.num_groups,
-            )?;
-        }
-        Ok(())
+        fold_rows(window, &mut self.group_indices, columns, rows)
     }
 
     fn fires_at(&self, end: i64) -> i64 {
@@ -444,7 +446,119 @@ impl WindowAggregateOperator {
     }
 }
 
+/// Folds `rows` rows of `columns` into `window`'s groups and accumulators.
+fn fold_rows(
+    window: &mut OpenWindow,
+    group_indices: &mut Vec<usize>,
+    columns: &Evaluated,
+    rows: usize,
+) -> Result<()> {
+    match window.groups.as_mut() {
+        Some(groups) => {
+            groups.intern(&columns.keys, group_indices)?;
+            window.num_groups = groups.len();
+        }
+        None => {
+            group_indices.clear();
+            group_indices.resize(rows, 0);
+            window.num_groups = 1;
+        }
+    }
+    for (i, acc) in window.accumulators.iter_mut().enumerate() {
+        let filter = columns.filters[i]
+            .as_ref()
+            .map(|f| {
+                f.as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .cloned()
+                    .ok_or_else(|| {
+                        EngineError::operator("window_aggregate", "FILTER clause is not boolean")
+                    })
+            })
+            .transpose()?;
+        acc.update_batch(
+            &columns.args[i],
+            group_indices,
+            filter.as_ref(),
+            window.num_groups,
+        )?;
+    }
+    Ok(())
+}
+
+/// Where the rows of a late batch go.
+#[derive(Default)]
+struct LateTargets {
+    /// Open windows (or open slices) by end, and their rows.
+    open: BTreeMap<i64, Vec<u32>>,
+    /// Slices whose earlier windows had fired: (slice end, first window
+    /// end the rows count in), and their rows.
+    parts: BTreeMap<(i64, i64), Vec<u32>>,
+    /// Rows no window takes.
+    dropped: u64,
+}
+
 impl WindowAggregateOperator {
+    /// Where each late row goes: into every window holding it that had
+    /// not fired at its source's watermark (`horizon`: that watermark less
+    /// the lateness, or the operator's own when that is further).
+    fn late_targets(&self, late: &LateBatch) -> Result<LateTargets> {
+        let times = to_epoch_millis(late.rows().column(self.plan.time_column))?;
+        let lateness = self.plan.allowed_lateness_ms;
+        let own = self.watermark.saturating_sub(lateness);
+        let spec = self.plan.window;
+        let mut targets = LateTargets::default();
+        for row in 0..late.num_rows() {
+            if times.is_null(row) {
+                continue;
+            }
+            let t = times.value(row);
+            let horizon = late.horizon(row, lateness).max(own);
+            let later_ends = || {
+                (0..spec.windows_per_row())
+                    .filter_map(move |k| spec.end_for(t, k))
+                    .filter(move |&end| end > horizon)
+            };
+            match self.slice_ms {
+                None => {
+                    let mut taken = false;
+                    for end in later_ends() {
+                        targets.open.entry(end).or_default().push(row as u32);
+                        taken = true;
+                    }
+                    targets.dropped += u64::from(!taken);
+                }
+                Some(width) => {
+                    let slice_end = (t - t.rem_euclid(width)).saturating_add(width);
+                    if slice_end > horizon {
+                        // Every window holding the slice ends after the
+                        // horizon, and the slice is still open.
+                        targets.open.entry(slice_end).or_default().push(row as u32);
+                    } else if let Some(from) = later_ends().min() {
+                        targets
+                            .parts
+                            .entry((slice_end, from))
+                            .or_default()
+                            .push(row as u32);
+                    } else {
+                        targets.dropped += 1;
+                    }
+                }
+            }
+        }
+        Ok(targets)
+    }
+
+    /// The end of the first slice held, frozen or late.
+    fn first_held_slice(&self) -> Option<i64> {
+        let frozen = self.frozen.first_key_value().map(|(&end, _)| end);
+        let late = self.late_parts.first_key_value().map(|(&end, _)| end);
+        match (frozen, late) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Sliced windows at watermark `watermark`: complete slices are frozen,
     /// then every window whose end the watermark (less the lateness) has
     /// reached is fired from the frozen slices it spans, in end order.
@@ -460,7 +574,7 @@ impl WindowAggregateOperator {
                 self.frozen.entry(end).or_default().push(table);
             }
         }
-        while let Some((&first_slice, _)) = self.frozen.first_key_value() {
+        while let Some(first_slice) = self.first_held_slice() {
             let mut end = spec.first_end_at_or_after(first_slice);
             if let Some(next) = self.next_end {
                 end = end.max(next);
@@ -477,6 +591,14 @@ impl WindowAggregateOperator {
                     any = true;
                 }
             }
+            for (_, parts) in self.late_parts.range(start.saturating_add(1)..=end) {
+                for (from, table) in parts {
+                    if *from <= end {
+                        self.merge_table(&mut window, table)?;
+                        any = true;
+                    }
+                }
+            }
             if any {
                 out.emit(self.emit(end, window)?);
             }
@@ -490,6 +612,13 @@ impl WindowAggregateOperator {
                 .is_some_and(|(&slice_end, _)| slice_end <= keep_after)
             {
                 self.frozen.pop_first();
+            }
+            while self
+                .late_parts
+                .first_key_value()
+                .is_some_and(|(&slice_end, _)| slice_end <= keep_after)
+            {
+                self.late_parts.pop_first();
             }
         }
         Ok(())
@@ -718,6 +847,81 @@ impl WindowAggregateOperator {
     }
 }
 
+impl WindowAggregateOperator {
+    /// The late parts as one checkpoint table: the state table's columns,
+    /// then the first window end each row counts in.
+    fn late_parts_table(&self) -> Result<RecordBatch> {
+        let mut fields: Vec<Field> = self
+            .state_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new(FROM_END, DataType::Int64, false));
+        let schema = Arc::new(Schema::new(fields));
+        let mut batches = Vec::new();
+        for (from, table) in self.late_parts.values().flatten() {
+            let mut columns = table.columns().to_vec();
+            columns.push(Arc::new(Int64Array::from(vec![*from; table.num_rows()])));
+            batches.push(RecordBatch::try_new(schema.clone(), columns)?);
+        }
+        Ok(datafusion::arrow::compute::concat_batches(
+            &schema, &batches,
+        )?)
+    }
+
+    /// Holds the late parts of a checkpoint table again.
+    fn load_late_parts(&mut self, table: RecordBatch) -> Result<()> {
+        let width = table.num_columns();
+        if width < 2 {
+            return Err(EngineError::State(
+                "window_aggregate: the late parts table has the wrong columns".into(),
+            ));
+        }
+        let from = table
+            .column(width - 1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned()
+            .ok_or_else(|| {
+                EngineError::State("window_aggregate: from_window_end is not BIGINT".into())
+            })?;
+        let state = RecordBatch::try_new(
+            Arc::new(Schema::new(
+                table.schema().fields()[..width - 1]
+                    .iter()
+                    .map(|f| f.as_ref().clone())
+                    .collect::<Vec<_>>(),
+            )),
+            table.columns()[..width - 1].to_vec(),
+        )?;
+        let state = self.widened(state)?;
+        let ends = state
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned()
+            .ok_or_else(|| {
+                EngineError::State("window_aggregate: the slice column is not BIGINT".into())
+            })?;
+        let mut row = 0;
+        while row < state.num_rows() {
+            let (slice_end, first) = (ends.value(row), from.value(row));
+            let mut end = row + 1;
+            while end < state.num_rows() && ends.value(end) == slice_end && from.value(end) == first
+            {
+                end += 1;
+            }
+            self.late_parts
+                .entry(slice_end)
+                .or_default()
+                .push((first, state.slice(row, end - row)));
+            row = end;
+        }
+        Ok(())
+    }
+}
+
 impl Operator for WindowAggregateOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
         let time_column = batch.column(self.plan.time_column);
@@ -798,6 +1002,39 @@ impl Operator for WindowAggregateOperator {
         Ok(())
     }
 
+    /// A late row counts in each window holding it that had not fired at
+    /// its source's watermark, and is dropped (counted) when none had not.
+    fn on_late_batch(
+        &mut self,
+        _input: usize,
+        late: LateBatch,
+        _out: &mut Collector,
+    ) -> Result<()> {
+        let targets = self.late_targets(&late)?;
+        self.late_rows += targets.dropped;
+        if targets.open.is_empty() && targets.parts.is_empty() {
+            return Ok(());
+        }
+        let columns = self.evaluate(late.rows())?;
+        for (end, rows) in targets.open {
+            let indices = UInt32Array::from(rows);
+            let subset = columns.take(&indices)?;
+            self.accumulate(end, &subset, indices.len())?;
+        }
+        for ((slice_end, from), rows) in targets.parts {
+            let indices = UInt32Array::from(rows);
+            let subset = columns.take(&indices)?;
+            let mut part = self.open_window()?;
+            fold_rows(&mut part, &mut self.group_indices, &subset, indices.len())?;
+            let table = self.state_table(vec![self.window_columns(slice_end, part)?])?;
+            self.late_parts
+                .entry(slice_end)
+                .or_default()
+                .push((from, table));
+        }
+        Ok(())
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
         if self.slice_ms.is_some() {
@@ -822,6 +1059,12 @@ impl Operator for WindowAggregateOperator {
                 .flatten()
                 .map(RecordBatch::num_rows)
                 .sum::<usize>()
+            + self
+                .late_parts
+                .values()
+                .flatten()
+                .map(|(_, t)| t.num_rows())
+                .sum::<usize>()
     }
 
     fn state_bytes(&self) -> usize {
@@ -837,6 +1080,12 @@ impl Operator for WindowAggregateOperator {
                 .values()
                 .flatten()
                 .map(RecordBatch::get_array_memory_size)
+                .sum::<usize>()
+            + self
+                .late_parts
+                .values()
+                .flatten()
+                .map(|(_, t)| t.get_array_memory_size())
                 .sum::<usize>()
     }
 
@@ -856,6 +1105,7 @@ impl Operator for WindowAggregateOperator {
                 self.frozen.values().flatten(),
             )?;
             snapshot.push_table("frozen", frozen);
+            snapshot.push_table(LATE_PARTS, self.late_parts_table()?);
         }
         Ok(snapshot)
     }
@@ -890,6 +1140,10 @@ impl Operator for WindowAggregateOperator {
                     .or_default()
                     .push(frozen.slice(row, end - row));
                 row = end;
+            }
+            // Checkpoints written before late rows were kept have none.
+            if let Some(table) = state.take_table_if_present(LATE_PARTS)? {
+                self.load_late_parts(table)?;
             }
         }
         Ok(())

@@ -416,6 +416,24 @@ impl Operator for WindowRankOperator {
         self.add(batch)
     }
 
+    /// A late row whose window was complete at its source's watermark is
+    /// dropped (counted); the rest are ranked with their window.
+    fn on_late_batch(
+        &mut self,
+        _input: usize,
+        late: crate::message::LateBatch,
+        _out: &mut Collector,
+    ) -> Result<()> {
+        let times = to_epoch_millis(late.rows().column(self.plan.time_column))?;
+        let keep: datafusion::arrow::array::BooleanArray = (0..late.num_rows())
+            .map(|row| {
+                Some(times.is_null(row) || !self.complete(times.value(row), late.watermark(row)))
+            })
+            .collect();
+        self.late_rows += (keep.len() - keep.true_count()) as u64;
+        self.add(late.filter(&keep)?.into_rows())
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
         while let Some((&time, _)) = self.pending.first_key_value() {

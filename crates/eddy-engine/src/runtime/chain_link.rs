@@ -216,6 +216,7 @@ mod tests {
         let sent: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
             .map(|m| match m {
                 Message::Batch(b) => format!("batch {}", b.num_rows()),
+                Message::Late(b) => format!("late {}", b.num_rows()),
                 Message::Watermark(w) if w == WATERMARK_MAX => "watermark max".into(),
                 Message::Watermark(w) => format!("watermark {w}"),
                 Message::Barrier(b) => format!("barrier {}", b.checkpoint),

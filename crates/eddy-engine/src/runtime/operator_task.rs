@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  inputs ─> Batch:      Operator::on_batch ─> Collector ─> outputs
+//!            Late:       Operator::on_late_batch ─> Collector ─> outputs
 //!            Watermark:  clock (minimum over inputs) ─> on_watermark ─> output watermark
 //!            Idle:       clock; forwarded once every input is idle
 //!            Barrier(n): aligned ─> Operator::snapshot ─> coordinator; Barrier(n) forwarded
@@ -125,6 +126,13 @@ impl Stage for OperatorStage {
                 clock.active(input);
                 self.ctx.metrics.add_input_rows(input, batch.num_rows());
                 self.op.on_batch(input, batch, &mut self.collector)?;
+                self.outputs.flush(&mut self.collector)?;
+                None
+            }
+            Message::Late(late) => {
+                clock.active(input);
+                self.ctx.metrics.add_input_rows(input, late.num_rows());
+                self.op.on_late_batch(input, late, &mut self.collector)?;
                 self.outputs.flush(&mut self.collector)?;
                 None
             }

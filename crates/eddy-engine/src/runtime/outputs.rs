@@ -27,7 +27,7 @@ use super::control::{Control, Wakes};
 use crate::error::{EngineError, Result};
 use crate::message::Message;
 use crate::metrics::NodeMetrics;
-use crate::operator::Collector;
+use crate::operator::{Collector, Emitted};
 
 /// A channel to another task, with the messages held while it was full.
 pub(crate) struct Channel {
@@ -156,10 +156,13 @@ impl Outputs {
         let Some(subscribers) = self.ports.get_mut(port) else {
             return Ok(());
         };
-        if let Message::Batch(batch) = &message {
-            if !subscribers.is_empty() {
-                self.metrics.add_rows_out(batch.num_rows());
-            }
+        let rows = match &message {
+            Message::Batch(batch) => batch.num_rows(),
+            Message::Late(late) => late.num_rows(),
+            _ => 0,
+        };
+        if rows > 0 && !subscribers.is_empty() {
+            self.metrics.add_rows_out(rows);
         }
         if let Some((last, rest)) = subscribers.split_last_mut() {
             for sub in rest {
@@ -186,16 +189,31 @@ impl Outputs {
     /// Sends what an operator emitted, a batch larger than `max_rows` in
     /// slices of it (zero-copy), in order.
     pub fn flush(&mut self, collector: &mut Collector) -> Result<()> {
-        for (port, batch) in collector.drain() {
-            let rows = batch.num_rows();
-            if rows <= self.max_rows.max(1) {
-                self.send_port(port, Message::Batch(batch))?;
-                continue;
-            }
-            let step = self.max_rows.max(1);
-            for offset in (0..rows).step_by(step) {
-                let slice = batch.slice(offset, step.min(rows - offset));
-                self.send_port(port, Message::Batch(slice))?;
+        let step = self.max_rows.max(1);
+        for (port, emitted) in collector.drain_emitted() {
+            match emitted {
+                Emitted::Rows(batch) => {
+                    let rows = batch.num_rows();
+                    if rows <= step {
+                        self.send_port(port, Message::Batch(batch))?;
+                        continue;
+                    }
+                    for offset in (0..rows).step_by(step) {
+                        let slice = batch.slice(offset, step.min(rows - offset));
+                        self.send_port(port, Message::Batch(slice))?;
+                    }
+                }
+                Emitted::Late(late) => {
+                    let rows = late.num_rows();
+                    if rows <= step {
+                        self.send_port(port, Message::Late(late))?;
+                        continue;
+                    }
+                    for offset in (0..rows).step_by(step) {
+                        let slice = late.slice(offset, step.min(rows - offset));
+                        self.send_port(port, Message::Late(slice))?;
+                    }
+                }
             }
         }
         Ok(())

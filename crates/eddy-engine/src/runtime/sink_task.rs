@@ -55,6 +55,12 @@ impl Stage for SinkStage {
                 self.writer.write(&batch)?;
                 metrics.add_rows_out(batch.num_rows());
             }
+            Message::Late(late) => {
+                // A sink never drops a row for lateness.
+                metrics.add_input_rows(input, late.num_rows());
+                self.writer.write_late(&late)?;
+                metrics.add_rows_out(late.num_rows());
+            }
             Message::Watermark(wm) => {
                 if let Some(wm) = clock.advance(input, wm) {
                     metrics.set_watermark(wm);

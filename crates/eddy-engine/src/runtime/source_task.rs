@@ -314,6 +314,9 @@ pub(crate) async fn run_source(
                 if let Some(on_time) = out.on_time.filter(|b| b.num_rows() > 0) {
                     outputs.send_port(0, Message::Batch(on_time))?;
                 }
+                if let Some(kept) = out.late_kept {
+                    outputs.send_port(0, Message::Late(kept))?;
+                }
                 if let Some(wm) = out.watermark {
                     metrics.set_watermark(wm);
                     outputs.send_port(0, Message::Watermark(wm))?;

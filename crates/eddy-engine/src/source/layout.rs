@@ -11,10 +11,11 @@ use super::bad_rows::BadRowPolicy;
 
 /// Options of a source table that the engine reads (the rest belong to the
 /// connector).
-pub const TABLE_OPTIONS: [&str; 4] = [
+pub const TABLE_OPTIONS: [&str; 5] = [
     "allowed_lateness",
     "bad_rows",
     "idle_timeout",
+    "late_rows",
     "max_future_skew",
 ];
 
@@ -39,6 +40,47 @@ pub struct EventTimeSpec {
     /// A row more than this far ahead of the largest event time seen is a
     /// bad row instead of moving the watermark (option `max_future_skew`).
     pub max_future_skew_ms: Option<i64>,
+    /// What happens to rows behind the watermark (option `late_rows`).
+    pub late_rows: LatePolicy,
+}
+
+/// What a source does with a row whose event time is behind its watermark
+/// less the allowed lateness (table option `late_rows`). Either way the
+/// row appears once in `late_rows(table)`, with the watermark that judged
+/// it and its lag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LatePolicy {
+    /// The row goes on to the queries, marked with the watermark at its
+    /// position ([`crate::message::LateBatch`]); an operator leaves it out
+    /// only of state that was already final at that watermark (a fired
+    /// window, an evicted join side, an ordered operator's released rows),
+    /// counting what it drops. Projections, filters, updating operators and
+    /// sinks keep it. Flink SQL's and Arroyo's behaviour (the default).
+    #[default]
+    Keep,
+    /// The row goes to `late_rows(table)` only, and to no query: a late
+    /// router (the seed pipeline's device stream).
+    Divert,
+}
+
+impl LatePolicy {
+    /// The option values, as users write them.
+    pub const NAMES: [&'static str; 2] = ["keep", "divert"];
+}
+
+impl std::str::FromStr for LatePolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "keep" => Ok(Self::Keep),
+            "divert" => Ok(Self::Divert),
+            other => Err(format!(
+                "'{other}' is not one of {}",
+                Self::NAMES.map(|n| format!("'{n}'")).join(", ")
+            )),
+        }
+    }
 }
 
 /// Layout of one output column of a source: read or computed.

@@ -1,5 +1,8 @@
 //! The per-run state of a source node: computes columns, judges lateness,
-//! tracks the watermarks of the on-time and the late stream.
+//! tracks the watermarks of the on-time and the late stream. Rows behind
+//! the watermark less the allowed lateness go to `late_rows(table)`, and
+//! (`late_rows = 'keep'`, the default) on to the queries as well, each
+//! marked with the watermark that judged it.
 //!
 //! In: raw connector batches. Out: a [`SourceOutput`] per batch. Its state
 //! ([`SourceRunnerState`]: the largest event time seen and the watermarks
@@ -23,10 +26,11 @@ use serde::{Deserialize, Serialize};
 
 use super::bad_rows::{raw_text, BadRow, BadRowPolicy, RowOrigins};
 use super::feed_table::FeedTable;
-use super::layout::{EventTimeSpec, SourceColumn, SourceLayout};
+use super::layout::{EventTimeSpec, LatePolicy, SourceColumn, SourceLayout};
 use super::watermark::WatermarkTracker;
 use super::{SourceContext, SplitEvents};
 use crate::error::{EngineError, Result};
+use crate::message::LateBatch;
 use crate::time::{format_event_time, to_epoch_millis, Timestamp, WATERMARK_MIN};
 
 /// What a source runner checkpoints.
@@ -76,6 +80,10 @@ pub struct SourceOutput {
     pub on_time: Option<RecordBatch>,
     /// Late rows with `watermark_ms` and `lag_ms` (port 1).
     pub late: Option<RecordBatch>,
+    /// The same late rows as they go on to the queries (port 0, after the
+    /// on-time rows), each with the watermark that judged it, when the
+    /// table keeps late rows ([`LatePolicy::Keep`]).
+    pub late_kept: Option<LateBatch>,
     /// The watermark after this batch, if it advanced.
     pub watermark: Option<Timestamp>,
     /// The late stream's own watermark (max late event time - bound), if it advanced.
@@ -323,9 +331,7 @@ impl SourceRunner {
         let Some(spec) = self.layout.event_time else {
             return Ok(SourceOutput {
                 on_time: Some(full),
-                late: None,
-                watermark: None,
-                late_watermark: None,
+                ..Default::default()
             });
         };
         let now = Instant::now();
@@ -341,9 +347,8 @@ impl SourceRunner {
             let watermark = self.tick();
             return Ok(SourceOutput {
                 on_time: Some(full),
-                late: None,
                 watermark,
-                late_watermark: None,
+                ..Default::default()
             });
         }
         let table = ctx.table().to_string();
@@ -356,6 +361,7 @@ impl SourceRunner {
         );
         let on_time = filter_record_batch(&full, &judged.on_time)?;
         let late_count = judged.late.true_count();
+        let mut late_kept = None;
         let late = if late_count > 0 {
             let late_rows = filter_record_batch(&full, &judged.late)?;
             let mut wm = Vec::with_capacity(late_count);
@@ -368,8 +374,12 @@ impl SourceRunner {
                 }
             }
             let mut columns: Vec<ArrayRef> = late_rows.columns().to_vec();
-            columns.push(Arc::new(Int64Array::from(wm)));
+            let wm = Int64Array::from(wm);
+            columns.push(Arc::new(wm.clone()));
             columns.push(Arc::new(Int64Array::from(lag)));
+            if spec.late_rows == LatePolicy::Keep {
+                late_kept = Some(LateBatch::new(late_rows, wm)?);
+            }
             Some(RecordBatch::try_new(self.late_schema.clone(), columns)?)
         } else {
             None
@@ -387,6 +397,7 @@ impl SourceRunner {
         Ok(SourceOutput {
             on_time: Some(on_time),
             late,
+            late_kept,
             watermark,
             late_watermark,
         })
@@ -695,6 +706,7 @@ mod tests {
                 bound_ms: 1_000,
                 allowed_lateness_ms: 0,
                 max_future_skew_ms: None,
+                late_rows: Default::default(),
             }),
             idle_timeout: None,
             bad_rows: Default::default(),

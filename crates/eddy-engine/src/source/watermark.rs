@@ -204,6 +204,7 @@ mod tests {
             bound_ms: bound,
             allowed_lateness_ms: lateness,
             max_future_skew_ms: None,
+            late_rows: Default::default(),
         })
     }
 
@@ -214,6 +215,7 @@ mod tests {
             bound_ms: 10,
             allowed_lateness_ms: 0,
             max_future_skew_ms: Some(1_000),
+            late_rows: Default::default(),
         });
         let j = t.judge(&Int64Array::from(vec![
             5_000, 6_000, 1_000_000, 6_001, 7_000,
@@ -283,6 +285,7 @@ mod tests {
                 bound_ms: next(50) as i64,
                 allowed_lateness_ms: next(20) as i64,
                 max_future_skew_ms: (next(2) == 0).then(|| next(200) as i64),
+                late_rows: Default::default(),
             };
             let (mut fast, mut each) = (WatermarkTracker::new(spec), WatermarkTracker::new(spec));
             let mut base = 1_000i64;

@@ -180,6 +180,17 @@ impl StateSnapshot {
         }
     }
 
+    /// Like [`StateSnapshot::take_table`], but `None` when the snapshot
+    /// has no table `name` (one a checkpoint written before the table was
+    /// added lacks).
+    pub fn take_table_if_present(&mut self, name: &str) -> Result<Option<RecordBatch>> {
+        if self.tables.iter().any(|t| t.name == name) {
+            self.take_table(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Bytes of Arrow memory the tables hold.
     pub fn table_bytes(&self) -> usize {
         self.tables

@@ -97,6 +97,9 @@ struct StoredBatch {
     /// Next position in `order` to evict: rows before it are evicted.
     cursor: usize,
     matched: Vec<bool>,
+    /// Late rows: the watermark at each row's position in its source
+    /// (`None` for rows that came on time).
+    marks: Option<Vec<Timestamp>>,
 }
 
 impl StoredBatch {
@@ -203,6 +206,27 @@ impl Batches {
     }
 }
 
+/// Rows of one stored batch, with their matched flags and, for late
+/// rows, their marks (the watermark at each row's position in its source).
+pub struct HeldRows {
+    /// The rows.
+    pub rows: RecordBatch,
+    /// Whether each found a partner.
+    pub matched: Vec<bool>,
+    /// Each row's mark, when the rows came late.
+    pub marks: Option<Vec<Timestamp>>,
+}
+
+/// Rows of one stored batch that never found a partner, evicted.
+pub struct Lonely {
+    /// The stored batch.
+    pub batch: RecordBatch,
+    /// The rows, by number in `batch`, in time order.
+    pub rows: Vec<u32>,
+    /// Their marks (one per entry of `rows`), when the rows came late.
+    pub marks: Option<Vec<Timestamp>>,
+}
+
 /// All buffered rows of one side.
 #[derive(Default)]
 pub struct SideState {
@@ -215,6 +239,8 @@ pub struct SideState {
     /// Rows evicted since the index was last swept (their entries may
     /// still be in it).
     evicted_since_sweep: usize,
+    /// Stored batches of late rows (with marks).
+    late_batches: usize,
 }
 
 impl SideState {
@@ -296,6 +322,18 @@ impl SideState {
         self.batches.get(batch).map(|b| &b.batch)
     }
 
+    /// Whether any stored row came late (has a mark).
+    pub fn has_late(&self) -> bool {
+        self.late_batches > 0
+    }
+
+    /// The mark of a buffered row that came late: the watermark at its
+    /// position in its source.
+    pub fn mark(&self, row: RowRef) -> Option<Timestamp> {
+        let stored = self.batches.get(row.batch)?;
+        stored.marks.as_ref()?.get(row.row as usize).copied()
+    }
+
     /// Marks a buffered row as matched (outer joins).
     pub fn mark_matched(&mut self, row: RowRef) {
         if let Some(flag) = self
@@ -310,12 +348,14 @@ impl SideState {
     /// Buffers a batch (of fewer than [`MAX_BATCH_ROWS`] rows). Rows
     /// without a time are not kept; rows whose key has a NULL are kept for
     /// eviction but never indexed, so they match nothing. `matched` carries
-    /// what the probe of this batch found.
+    /// what the probe of this batch found; `marks`, for late rows, the
+    /// watermark at each row's position in its source.
     pub fn insert(
         &mut self,
         batch: RecordBatch,
         keyed: KeyedRows,
         matched: Vec<bool>,
+        marks: Option<Vec<Timestamp>>,
     ) -> Result<()> {
         let KeyedRows {
             keys,
@@ -337,6 +377,7 @@ impl SideState {
         let first = order[0].0;
         let live = order.len();
         let row_times = times.iter().map(|t| t.unwrap_or(Timestamp::MIN)).collect();
+        self.late_batches += usize::from(marks.is_some());
         self.batches.insert(
             id,
             StoredBatch {
@@ -346,6 +387,7 @@ impl SideState {
                 order,
                 cursor: 0,
                 matched,
+                marks,
             },
         );
         self.rows += live;
@@ -380,14 +422,15 @@ impl SideState {
                     + b.order.capacity() * 16
                     + b.times.capacity() * 8
                     + b.matched.capacity() * 2
+                    + b.marks.as_ref().map_or(0, |m| m.capacity() * 8)
             })
             .sum();
         batches + self.index.size_bytes()
     }
 
     /// The rows still buffered (not evicted), batch by batch, each with its
-    /// matched flags: what a checkpoint keeps of this side.
-    pub fn live_rows(&self) -> Result<Vec<(RecordBatch, Vec<bool>)>> {
+    /// matched flags and marks: what a checkpoint keeps of this side.
+    pub fn live_rows(&self) -> Result<Vec<HeldRows>> {
         let mut out = Vec::new();
         for stored in self.batches.slots.iter().flatten() {
             let rest = &stored.order[stored.cursor..];
@@ -400,7 +443,15 @@ impl SideState {
                 .iter()
                 .map(|&(_, row)| stored.matched[row as usize])
                 .collect();
-            out.push((rows, matched));
+            let marks = stored
+                .marks
+                .as_ref()
+                .map(|m| rest.iter().map(|&(_, row)| m[row as usize]).collect());
+            out.push(HeldRows {
+                rows,
+                matched,
+                marks,
+            });
         }
         Ok(out)
     }
@@ -408,11 +459,7 @@ impl SideState {
     /// Removes every row with time below `threshold`; with `unmatched`
     /// (outer joins), collects the rows that never matched, batch by batch,
     /// in time order.
-    pub fn evict_before(
-        &mut self,
-        threshold: Timestamp,
-        mut unmatched: Option<&mut Vec<(RecordBatch, Vec<u32>)>>,
-    ) {
+    pub fn evict_before(&mut self, threshold: Timestamp, mut unmatched: Option<&mut Vec<Lonely>>) {
         while let Some(Reverse((time, id))) = self.by_time.peek().copied() {
             if time >= threshold {
                 break;
@@ -435,7 +482,15 @@ impl SideState {
                     .filter(|&row| !stored.matched[row as usize])
                     .collect();
                 if !lonely.is_empty() {
-                    unmatched.push((stored.batch.clone(), lonely));
+                    let marks = stored
+                        .marks
+                        .as_ref()
+                        .map(|m| lonely.iter().map(|&row| m[row as usize]).collect());
+                    unmatched.push(Lonely {
+                        batch: stored.batch.clone(),
+                        rows: lonely,
+                        marks,
+                    });
                 }
             }
             stored.cursor = to;
@@ -444,7 +499,10 @@ impl SideState {
             self.evicted_since_sweep += to - from;
             match next {
                 Some(next) => self.by_time.push(Reverse((next, id))),
-                None => self.batches.remove(id),
+                None => {
+                    self.late_batches -= usize::from(stored.marks.is_some());
+                    self.batches.remove(id)
+                }
             }
         }
         if self.rows == 0 {
@@ -514,7 +572,7 @@ mod tests {
                 .collect();
             let (b, k) = keyed(&rows);
             let n = b.num_rows();
-            side.insert(b, k, vec![false; n]).unwrap();
+            side.insert(b, k, vec![false; n], None).unwrap();
             // Keep the last 500 ms.
             side.evict_before(batch * 100 + 100 - 500, None);
             assert!(side.len() <= 1_000, "{} rows live", side.len());
@@ -534,7 +592,7 @@ mod tests {
         assert_eq!(probe(&side, 1_000 + 19_999, 0..=i64::MAX), vec![19_999]);
         // An evicted unique key's entry is reused by a new row of that key.
         let (b, k) = keyed(&[(1_000 + 19_000, 30_000)]);
-        side.insert(b, k, vec![false]).unwrap();
+        side.insert(b, k, vec![false], None).unwrap();
         assert_eq!(probe(&side, 1_000 + 19_000, 0..=i64::MAX), vec![30_000]);
         // Everything evicted: the index empties.
         side.evict_before(Timestamp::MAX, None);
@@ -567,7 +625,7 @@ mod tests {
     fn rows_of_one_batch_sharing_a_key_all_stay_candidates() {
         let mut side = SideState::default();
         let (b, k) = keyed(&[(3, 10), (3, 5), (3, 7)]);
-        side.insert(b, k, vec![false; 3]).unwrap();
+        side.insert(b, k, vec![false; 3], None).unwrap();
         assert_eq!(probe(&side, 3, 0..=100), vec![5, 7, 10]);
         side.evict_before(6, None);
         assert_eq!(probe(&side, 3, 0..=100), vec![7, 10]);

@@ -436,6 +436,23 @@ impl Operator for MatchRecognizeOperator {
         self.order.push(batch)
     }
 
+    /// A late row whose place in event-time order had passed at its
+    /// source's watermark is dropped (counted); the rest wait as any row.
+    fn on_late_batch(
+        &mut self,
+        _input: usize,
+        late: crate::message::LateBatch,
+        _out: &mut Collector,
+    ) -> Result<()> {
+        let (kept, dropped) = crate::operators::late_rows_in_order(
+            late,
+            self.plan.time_column,
+            self.plan.allowed_lateness_ms,
+        )?;
+        self.order.count_late(dropped);
+        self.order.push(kept)
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         let end_of_input = watermark == WATERMARK_MAX;
         let horizon = if end_of_input {

@@ -73,6 +73,10 @@ pub(super) fn retracted(rows: Vec<Vec<ScalarValue>>, width: usize) -> Result<Vec
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct OverMeta {
     pub(super) last_sweep: Timestamp,
+    /// Late rows dropped (absent from checkpoints written before late rows
+    /// were kept).
+    #[serde(default)]
+    pub(super) late_rows: u64,
 }
 
 impl OverOperator {
@@ -453,6 +457,7 @@ pub(super) fn rescale_over(
     }
     let mut state = StateSnapshot::with_meta(&OverMeta {
         last_sweep: crate::rescale::least(&metas, |m| m.last_sweep),
+        late_rows: crate::rescale::counted_sum(&metas, |m| m.late_rows),
     })?;
     state.push_table("pending", pending);
     for (name, table) in kept {

@@ -221,6 +221,7 @@ impl OperatorPlan for OverPlan {
             keys: HashMap::new(),
             last_sweep: WATERMARK_MIN,
             batches: 0,
+            late_rows: 0,
         }))
     }
 

@@ -82,6 +82,8 @@ pub(super) struct OverOperator {
     pub(super) last_sweep: Timestamp,
     /// Batches processed so far.
     pub(super) batches: u64,
+    /// Late rows dropped: their place in event-time order had passed.
+    pub(super) late_rows: u64,
 }
 
 impl OverOperator {
@@ -434,6 +436,30 @@ impl Operator for OverOperator {
         Ok(())
     }
 
+    /// A late row whose place in event-time order had passed at its
+    /// source's watermark is dropped (counted); the rest wait as any row.
+    fn on_late_batch(
+        &mut self,
+        input: usize,
+        late: crate::message::LateBatch,
+        out: &mut Collector,
+    ) -> Result<()> {
+        let (kept, dropped) = crate::operators::late_rows_in_order(
+            late,
+            self.plan.time_column,
+            self.plan.allowed_lateness_ms,
+        )?;
+        self.late_rows += dropped;
+        if kept.num_rows() == 0 {
+            return Ok(());
+        }
+        self.on_batch(input, kept, out)
+    }
+
+    fn late_rows(&self) -> u64 {
+        self.late_rows
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         let horizon = if watermark == WATERMARK_MAX {
             WATERMARK_MAX
@@ -484,6 +510,7 @@ impl Operator for OverOperator {
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&OverMeta {
             last_sweep: self.last_sweep,
+            late_rows: self.late_rows,
         })?;
         snapshot.push_batches(
             "pending",
@@ -499,6 +526,7 @@ impl Operator for OverOperator {
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
         let meta: OverMeta = state.meta()?;
         self.last_sweep = meta.last_sweep;
+        self.late_rows = meta.late_rows;
         let pending = state.take_table("pending")?;
         self.pending_rows = pending.num_rows();
         if pending.num_rows() > 0 {

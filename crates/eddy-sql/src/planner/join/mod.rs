@@ -31,7 +31,7 @@ use datafusion::common::DFSchema;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Join, JoinType, Operator as BinaryOp};
 use eddy_engine::operators::interval_join::{
-    IntervalJoinPlan, JoinBound, JoinInput, JoinKind, TimeBound,
+    IntervalJoinPlan, JoinBound, JoinInput, JoinKind, JoinWindow, TimeBound,
 };
 use eddy_engine::operators::updating_join::JoinOutput;
 
@@ -96,18 +96,17 @@ impl Compiler {
         let mut residual: Vec<Expr> = Vec::new();
         // Equal window bounds (a window join of window table functions' rows
         // on window_start / window_end) bound the event times by the width.
-        let window_width = |l: &Expr, r: &Expr| -> Option<i64> {
-            let width = |e: &Expr, schema: &DFSchema, windows: &[WindowColumn]| match strip_casts(e)
-            {
-                Expr::Column(c) => {
-                    let index = schema.index_of_column(c).ok()?;
-                    windows
-                        .iter()
-                        .find(|w| w.column == index)
-                        .map(|w| w.width_ms)
-                }
-                _ => None,
-            };
+        // The windows of both sides are kept: a late row whose window had
+        // fired is dropped, as Flink's window join drops it.
+        let window_pair = |l: &Expr, r: &Expr| -> Option<(WindowColumn, WindowColumn)> {
+            let window =
+                |e: &Expr, schema: &DFSchema, windows: &[WindowColumn]| match strip_casts(e) {
+                    Expr::Column(c) => {
+                        let index = schema.index_of_column(c).ok()?;
+                        windows.iter().find(|w| w.column == index).copied()
+                    }
+                    _ => None,
+                };
             let (a, b) = match (
                 side_of(l, left_schema, right_schema),
                 side_of(r, left_schema, right_schema),
@@ -116,7 +115,16 @@ impl Compiler {
                 (Some(Side::Right), Some(Side::Left)) => (r, l),
                 _ => return None,
             };
-            Some(width(a, left_schema, &left.windows)?.max(width(b, right_schema, &right.windows)?))
+            Some((
+                window(a, left_schema, &left.windows)?,
+                window(b, right_schema, &right.windows)?,
+            ))
+        };
+        let mut join_windows: [Option<WindowColumn>; 2] = [None, None];
+        let mut window_width = |l: &Expr, r: &Expr| -> Option<i64> {
+            let (a, b) = window_pair(l, r)?;
+            join_windows = [Some(a), Some(b)];
+            Some(a.width_ms.max(b.width_ms))
         };
         for (l, r) in &join.on {
             if let Some(width) = window_width(l, r) {
@@ -283,6 +291,19 @@ impl Compiler {
         let (pruned_left, left_kept) = pruned(left_schema, &used.left);
         let (pruned_right, right_kept) = pruned(right_schema, &used.right);
         let time = time.map(|t| t.remapped(&left_kept, &right_kept));
+        // Each side's window, as a column of the side's kept columns.
+        let windows = [
+            (&join_windows[0], &left_kept),
+            (&join_windows[1], &right_kept),
+        ]
+        .map(|(window, kept)| {
+            let window = (*window)?;
+            let column = kept.iter().position(|&k| k == window.column)?;
+            Some(JoinWindow {
+                column,
+                to_end_ms: window.to_end_ms,
+            })
+        });
         for ((input, kept), width) in inputs
             .iter_mut()
             .zip([&left_kept, &right_kept])
@@ -355,6 +376,7 @@ impl Compiler {
             allowed_lateness_ms,
             residual,
             inputs,
+            windows,
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
