@@ -205,6 +205,43 @@ mod tests {
     use crate::operators::testing::{kv_rows, kv_schema};
 
     #[test]
+    fn late_rows_keep_their_marks_through_filters_and_projections() {
+        let input = kv_schema();
+        let mut plan = CalcPlan::new(input.clone());
+        let v = col("v", &input).unwrap();
+        plan.push(CalcStep::Filter(
+            binary(v.clone(), BinaryOp::Gt, lit(1i64), &input).unwrap(),
+        ));
+        let output = Arc::new(Schema::new(vec![Field::new("w", DataType::Int64, true)]));
+        plan.push(CalcStep::Project {
+            exprs: vec![binary(v, BinaryOp::Multiply, lit(10i64), &input).unwrap()],
+            schema: output,
+        });
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        let rows = kv_rows(&[Some("a"), Some("b"), Some("c")], &[1, 2, 3], None);
+        op.on_late_batch(
+            0,
+            LateBatch::new(rows, Int64Array::from(vec![100, 200, 300])).unwrap(),
+            &mut out,
+        )
+        .unwrap();
+        let emitted: Vec<_> = out.drain_emitted().collect();
+        assert_eq!(emitted.len(), 1);
+        let crate::operator::Emitted::Late(late) = &emitted[0].1 else {
+            panic!("the rows went on without their marks");
+        };
+        assert_eq!(late.watermarks().values().to_vec(), vec![200, 300]);
+        let w = late
+            .rows()
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(w.values().to_vec(), vec![20, 30]);
+    }
+
+    #[test]
     fn a_filter_then_a_projection_run_fused_in_row_order() {
         let input = kv_schema();
         let mut plan = CalcPlan::new(input.clone());

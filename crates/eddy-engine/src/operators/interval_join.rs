@@ -1217,6 +1217,99 @@ mod tests {
         assert_eq!(rows(&mut out), 1, "z null-padded at the end");
     }
 
+    /// Late rows of one side (with the watermark at their position).
+    fn late(keys: &[&str], times: &[i64], marks: &[i64]) -> LateBatch {
+        LateBatch::new(side(keys, times), Int64Array::from(marks.to_vec())).unwrap()
+    }
+
+    /// Rows emitted so far: (late or not, rows).
+    fn emitted(out: &mut Collector) -> Vec<(bool, usize)> {
+        out.drain_emitted()
+            .map(|(_, e)| match e {
+                crate::operator::Emitted::Rows(b) => (false, b.num_rows()),
+                crate::operator::Emitted::Late(l) => (true, l.num_rows()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_late_row_pairs_only_with_partners_still_held_at_its_own_watermark() {
+        // Bound: right.t - left.t in [-1000, 3000], lateness 500.
+        let mut op = plan(JoinKind::Inner).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(1, side(&["a", "a"], &[9_000, 12_000]), &mut out)
+            .unwrap();
+        // A late left row at 10 000 judged at 13 000: horizon 12 500, so
+        // right rows before 11 500 were evicted there; 12 000 still held.
+        op.on_late_batch(0, late(&["a"], &[10_000], &[13_000]), &mut out)
+            .unwrap();
+        assert_eq!(emitted(&mut out), [(true, 1)], "one pair, late");
+        // The other way round: a right row arriving later meets the held
+        // late left row only if the left row still held it at its mark.
+        op.on_batch(1, side(&["a"], &[11_000]), &mut out).unwrap();
+        assert!(emitted(&mut out).is_empty(), "11 000 < 12 500 - 1000");
+        op.on_batch(1, side(&["a"], &[11_600]), &mut out).unwrap();
+        assert_eq!(emitted(&mut out), [(true, 1)]);
+        // A late left row no held partner can meet is dropped (inner).
+        op.on_late_batch(0, late(&["a"], &[1_000], &[13_000]), &mut out)
+            .unwrap();
+        assert!(emitted(&mut out).is_empty());
+        assert_eq!(op.late_rows(), 1);
+        // Marks and the count survive a checkpoint.
+        let mut restored = plan(JoinKind::Inner).create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        assert_eq!(restored.late_rows(), 1);
+        restored
+            .on_batch(1, side(&["a"], &[11_000]), &mut out)
+            .unwrap();
+        assert!(
+            emitted(&mut out).is_empty(),
+            "the restored row kept its mark"
+        );
+    }
+
+    #[test]
+    fn a_left_join_pads_a_late_left_row_it_can_pair_with_nothing_at_once() {
+        let mut op = plan(JoinKind::Left).create().unwrap();
+        let mut out = Collector::default();
+        op.on_late_batch(0, late(&["a"], &[1_000], &[13_000]), &mut out)
+            .unwrap();
+        assert_eq!(emitted(&mut out), [(true, 1)], "padded, late");
+        assert_eq!(op.late_rows(), 0, "kept, not dropped");
+        // A late left row that can still pair waits; unpaired, it is padded
+        // (late) when evicted.
+        op.on_late_batch(0, late(&["b"], &[10_000], &[13_000]), &mut out)
+            .unwrap();
+        assert!(emitted(&mut out).is_empty());
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        assert_eq!(emitted(&mut out), [(true, 1)]);
+    }
+
+    #[test]
+    fn a_window_join_drops_a_late_row_whose_window_had_fired() {
+        let mut plan = plan(JoinKind::Left);
+        // The time column is also the window bound (a 10 s window's start).
+        plan.windows = [
+            Some(JoinWindow {
+                column: 1,
+                to_end_ms: 10_000,
+            }),
+            None,
+        ];
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        // Window [0, 10 000) had fired at 12 000; [10 000, 20 000) not.
+        op.on_late_batch(
+            0,
+            late(&["a", "b"], &[0, 10_000], &[12_500, 12_500]),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(op.late_rows(), 1, "dropped, not padded");
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        assert_eq!(emitted(&mut out), [(true, 1)], "b padded at the end");
+    }
+
     #[test]
     fn a_regular_join_keeps_every_row_and_pairs_across_any_time() {
         let mut plan = plan(JoinKind::Inner);

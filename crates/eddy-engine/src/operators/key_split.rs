@@ -181,6 +181,61 @@ mod tests {
     }
 
     #[test]
+    fn late_rows_go_to_their_keys_instance_with_their_marks() {
+        let plan = KeySplitPlan::new(
+            kv_schema(),
+            vec![col("k", &kv_schema()).unwrap()],
+            2,
+            KeyGroups::default(),
+        );
+        let mut split = plan.create().unwrap();
+        let mut out = Collector::default();
+        let keys = ["a", "b", "c", "d", "a"];
+        split
+            .on_batch(0, keyed(&keys, &[1, 2, 3, 4, 5], None), &mut out)
+            .unwrap();
+        let on_time = keys_by_port(&mut out);
+        let late = LateBatch::new(
+            keyed(&keys, &[1, 2, 3, 4, 5], None),
+            datafusion::arrow::array::Int64Array::from(vec![10, 20, 30, 40, 50]),
+        )
+        .unwrap();
+        split.on_late_batch(0, late, &mut out).unwrap();
+        let mut late_keys: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for (port, emitted) in out.drain_emitted() {
+            let crate::operator::Emitted::Late(late) = emitted else {
+                panic!("late rows went on without their marks");
+            };
+            let k = late
+                .rows()
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap()
+                .clone();
+            for row in 0..late.num_rows() {
+                // Each row kept its own mark (10 per value).
+                let v = late
+                    .rows()
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                    .unwrap()
+                    .value(row);
+                assert_eq!(late.watermark(row), v * 10);
+                late_keys
+                    .entry(port)
+                    .or_default()
+                    .push(k.value(row).to_string());
+            }
+        }
+        assert_eq!(
+            late_keys, on_time,
+            "the same instance as on-time rows of the key"
+        );
+    }
+
+    #[test]
     fn each_key_goes_to_one_port_every_time() {
         let schema = kv_schema();
         let plan = KeySplitPlan::new(

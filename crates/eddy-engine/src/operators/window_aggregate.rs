@@ -1208,6 +1208,68 @@ mod tests {
         assert_eq!(fired(&mut out), ["10-20 a 1 4", "10-20 b 1 5"]);
     }
 
+    /// Late rows (with the watermark at their position) as the source
+    /// sends them.
+    fn late(keys: &[&str], values: &[i64], times: &[i64], marks: &[i64]) -> LateBatch {
+        LateBatch::new(rows(keys, values, times), Int64Array::from(marks.to_vec())).unwrap()
+    }
+
+    #[test]
+    fn a_late_row_counts_while_its_window_is_open_at_its_own_watermark() {
+        let plan = plan(WindowSpec::Tumble { width_ms: 10 });
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a"], &[1], &[25]), &mut out).unwrap();
+        // The operator's own watermark is still 5: only each row's mark says
+        // which windows had fired. [0, 10) had at 12; [10, 20) had not at 19.
+        op.on_watermark(5, &mut out).unwrap();
+        op.on_late_batch(
+            0,
+            late(&["a", "a", "b"], &[10, 20, 30], &[3, 11, 15], &[12, 19, 20]),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(op.late_rows(), 2, "3 (at 12) and 15 (at 20) come too late");
+        op.on_watermark(30, &mut out).unwrap();
+        assert_eq!(fired(&mut out), ["10-20 a 1 20", "20-30 a 1 1"]);
+    }
+
+    #[test]
+    fn a_late_hop_row_misses_only_the_windows_that_had_fired_and_survives_a_checkpoint() {
+        // Windows of 10 every 5: a row at 12 is in [5, 15) and [10, 20),
+        // sliced in 5s; at a mark of 16 [5, 15) had fired, [10, 20) not.
+        let plan = plan(WindowSpec::Hop {
+            slide_ms: 5,
+            width_ms: 10,
+        });
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a"], &[2], &[11]), &mut out).unwrap();
+        op.on_watermark(11, &mut out).unwrap();
+        assert!(fired(&mut out).is_empty());
+        op.on_late_batch(0, late(&["a"], &[100], &[12], &[16]), &mut out)
+            .unwrap();
+        assert_eq!(op.late_rows(), 0, "the row still counts in [10, 20)");
+        // Its part of the slice waits in the checkpoint like a frozen slice.
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        restored.on_watermark(30, &mut out).unwrap();
+        assert_eq!(
+            fired(&mut out),
+            ["10-20 a 2 102", "5-15 a 1 2"],
+            "the late row is in [10, 20) only"
+        );
+        // Behind every window that holds it ([15, 25) and [20, 30) had
+        // fired at 40): dropped and counted, the count checkpointed.
+        restored
+            .on_late_batch(0, late(&["a"], &[1], &[21], &[40]), &mut out)
+            .unwrap();
+        restored.on_watermark(40, &mut out).unwrap();
+        assert!(fired(&mut out).is_empty());
+        let mut again = plan.create().unwrap();
+        again.restore(restored.snapshot().unwrap()).unwrap();
+        assert_eq!(again.late_rows(), 1);
+    }
     #[test]
     fn hopping_windows_fold_each_row_once_and_fire_every_window_holding_it() {
         let plan = plan(WindowSpec::Hop {

@@ -114,6 +114,30 @@ fn rows_wait_for_the_watermark_and_run_per_key_in_time_order() {
 }
 
 #[test]
+fn a_late_row_whose_place_in_time_order_had_passed_at_its_mark_is_dropped() {
+    let plan = plan(None);
+    let mut op = plan.create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(0, keyed(&["a"], &[10], None), &mut out)
+        .unwrap();
+    // Both came behind their source's watermark: 12 was passed at a mark of
+    // 13, 30 was not at 25 (the operator's own watermark is still 5).
+    op.on_watermark(5, &mut out).unwrap();
+    let late = crate::message::LateBatch::new(
+        keyed(&["a", "a"], &[12, 30], None),
+        Int64Array::from(vec![13, 25]),
+    )
+    .unwrap();
+    op.on_late_batch(0, late, &mut out).unwrap();
+    assert_eq!(op.late_rows(), 1);
+    op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+    assert_eq!(rows(&mut out), ["a 10 1 NULL 10", "a 30 2 10 40"]);
+    let mut restored = plan.create().unwrap();
+    restored.restore(op.snapshot().unwrap()).unwrap();
+    assert_eq!(restored.late_rows(), 1, "the count is checkpointed");
+}
+
+#[test]
 fn a_restored_operator_goes_on_where_the_snapshot_was() {
     let plan = plan(None);
     let mut op = plan.create().unwrap();
