@@ -318,6 +318,23 @@ def window(start, width):
     return {"start": ts(start), "end": ts(start + width)}
 
 
+# no_aggregates_in_window: a hop over a view that drops the event time (it
+# is carried to the window): per 10 min window sliding 3 s, the bidders with
+# more than two distinct auctions. A row counts in the windows still open at
+# the watermark of its place (largest event time before it less 1 s).
+distinct = defaultdict(set)  # (window start, bidder) -> auctions
+seen = None
+for t, b in bid_events:
+    watermark = None if seen is None else seen - SEC
+    start = floor(t, 3 * SEC)
+    while start + 10 * MIN > t:
+        if watermark is None or start + 10 * MIN > watermark:
+            distinct[(start, b["bidder"])].add(b["auction"])
+        start -= 3 * SEC
+    seen = t if seen is None else max(seen, t)
+check("arroyo_no_aggregates_in_window", {"QUERY1": [
+    {"bidder": bidder, "distinct_auctions": len(a)}
+    for (_, bidder), a in distinct.items() if len(a) > 2]})
 per_second = Counter((b["auction"], floor(t, SEC)) for t, b in bid_events)
 check("arroyo_basic_tumble_aggregate", {"QUERY1": [
     {"auction": a, "window": window(s, SEC), "count": n} for (a, s), n in per_second.items()]})

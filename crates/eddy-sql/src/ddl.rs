@@ -22,6 +22,11 @@ use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::WatermarkClause;
 use crate::error::{Position, Result, SqlError};
 
+/// The connector of a table declared without one (`CREATE TABLE t (...);`,
+/// Arroyo's memory table): queries insert rows into it and others read
+/// them, nothing stored in between.
+pub const MEMORY_CONNECTOR: &str = "memory";
+
 /// A declared table: a source or a sink, decided by how queries use it.
 #[derive(Debug, Clone)]
 pub struct TableDef {
@@ -156,15 +161,23 @@ pub fn table_def(
             ));
         }
     }
-    let connector = options
-        .remove("connector")
-        .ok_or_else(|| {
-            SqlError::at(
+    let connector = match options.remove("connector") {
+        Some(connector) => connector.to_lowercase(),
+        // No WITH at all: a table that passes rows between queries.
+        None if options.is_empty() => MEMORY_CONNECTOR.to_string(),
+        None => {
+            return Err(SqlError::at(
                 position,
-                format!("table '{name}' needs WITH (connector = '...')"),
-            )
-        })?
-        .to_lowercase();
+                format!("table '{name}' needs WITH (connector = '...') (a table without a connector takes no options)"),
+            ))
+        }
+    };
+    if connector == MEMORY_CONNECTOR && watermark.is_some() {
+        return Err(SqlError::at(
+            position,
+            format!("table '{name}' has no connector: it passes on the rows inserted into it with their event time and watermark, so it declares none (drop its WATERMARK clause)"),
+        ));
+    }
 
     // Columns: physical ones first get a schema of their own.
     let mut physical_defs = Vec::new();

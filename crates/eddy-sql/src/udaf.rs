@@ -239,6 +239,10 @@ pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
         ctx.register_udaf(udaf);
     }
     crate::dialect::flink_functions::register(ctx);
+    ctx.register_udaf(AggregateUDF::from(crate::dialect::median::Median::new()));
+    if let Err(e) = crate::dialect::arroyo_json::register(ctx) {
+        tracing::error!("the JSON functions could not be registered: {e}");
+    }
 }
 
 /// The OVER operator's native form of one of eddy's Welford aggregates

@@ -28,12 +28,14 @@
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
 //! dialect, with positions, and the clauses cut from them.
 
+pub mod arroyo_json;
 pub mod flink_functions;
 pub mod flink_windows;
 pub mod functions;
 pub mod hints;
 pub mod identifiers;
 pub mod match_within;
+pub mod median;
 pub mod output_names;
 pub mod rewrite;
 pub mod row_types;

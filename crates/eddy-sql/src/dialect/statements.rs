@@ -275,6 +275,7 @@ fn parse_one(
     crate::dialect::output_names::name_function_columns(&mut statement);
     crate::dialect::flink_functions::renames::rename_functions(&mut statement);
     crate::dialect::flink_functions::json_build::rewrite_json_functions(&mut statement);
+    crate::dialect::arroyo_json::bind_json_operators(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,
@@ -753,14 +754,21 @@ fn parse_watermark(
     }
     parser.expect_keyword(Keyword::AS).map_err(syntax)?;
     let expr = parser.parse_expr().map_err(syntax)?;
-    let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND`";
-    let (bound_column, bound_ms) = match &expr {
+    let shape = "a watermark must be `WATERMARK FOR col AS col` or `WATERMARK FOR col AS col - INTERVAL '2' SECOND` (in parentheses or not)";
+    // Arroyo writes the expression in parentheses: `AS (ts - INTERVAL ...)`.
+    fn unnested(expr: &SqlExpr) -> &SqlExpr {
+        match expr {
+            SqlExpr::Nested(inner) => unnested(inner),
+            other => other,
+        }
+    }
+    let (bound_column, bound_ms) = match unnested(&expr) {
         SqlExpr::Identifier(id) => (id.clone(), 0),
         SqlExpr::BinaryOp {
             left,
             op: BinaryOperator::Minus,
             right,
-        } => match (left.as_ref(), right.as_ref()) {
+        } => match (unnested(left), unnested(right)) {
             (SqlExpr::Identifier(id), SqlExpr::Interval(interval)) => {
                 let text = match interval.value.as_ref() {
                     SqlExpr::Value(v) => match &v.value {
@@ -812,6 +820,25 @@ mod tests {
         assert_eq!((w.column.value.as_str(), w.bound_ms), ("ts", 2000));
         assert_eq!((w.position.line, w.position.column), (2, 2));
         assert_eq!(s[1].position.line, 4);
+    }
+
+    #[test]
+    fn a_watermark_in_parentheses_is_arroyos_spelling_of_the_same() {
+        for clause in [
+            "WATERMARK FOR ts AS (ts - INTERVAL '1' MINUTE)",
+            "WATERMARK FOR ts AS ((ts) - (INTERVAL '1 minute'))",
+        ] {
+            let s = parse(&format!(
+                "CREATE TABLE t (a BIGINT, ts TIMESTAMP, {clause}) WITH (connector = 'file');"
+            ))
+            .unwrap();
+            let w = s[0].watermark.as_ref().unwrap();
+            assert_eq!(
+                (w.column.value.as_str(), w.bound_ms),
+                ("ts", 60_000),
+                "{clause}"
+            );
+        }
     }
 
     #[test]

@@ -44,6 +44,17 @@ impl Compiler {
             return self.plan_grouping_sets(aggregate, set, position);
         }
         let mut input = self.plan_stream(&aggregate.input, position)?;
+        // A window over rows whose event time a projection left out: the
+        // time is carried through to it, as Arroyo carries its own.
+        let windowed = aggregate
+            .group_expr
+            .iter()
+            .any(|e| window_spec(e).is_some() || session_gap(e).is_some());
+        if windowed && input.time.is_none() && input.time_lost.is_some() {
+            if let Some((carried, _)) = self.carry_event_time(&aggregate.input) {
+                input = self.plan_stream(&carried, position)?;
+            }
+        }
         let state = self.ctx.state();
         let input_arrow = Arc::new(input.schema.as_arrow().clone());
 
@@ -120,6 +131,14 @@ impl Compiler {
                 m,
             )
         })?;
+        // A window over a table that declares no event time (no WATERMARK
+        // anywhere upstream, nothing dropped by a projection) groups rows by
+        // arrival, as Arroyo does.
+        if input.time.is_none() && input.time_lost.is_none() && window_time.is_none() {
+            input = self
+                .arrival_time(input)
+                .map_err(|e| self.df_error(position, e))?;
+        }
         // A window over a processing-time column runs on the wall clock.
         if let Some(column) = window_time
             .as_ref()
@@ -236,10 +255,13 @@ impl Compiler {
             .build()
             .map_err(|e| self.df_error(position, e))?;
             let (function, filter) = (lowered.aggregate, lowered.filter);
-            if !lowered.order_bys.is_empty() {
+            // An ordered-set aggregate (`percentile_cont(0.5) WITHIN GROUP
+            // (ORDER BY x)`) takes the ordering as its argument and orders
+            // what it holds itself: nothing to sort upstream.
+            if !lowered.order_bys.is_empty() && !function.fun().supports_within_group_clause() {
                 return Err(SqlError::at(
                     position,
-                    format!("aggregate {} orders its input; ordered aggregates are not supported in windows", function.name()),
+                    format!("aggregate {} orders its input (ORDER BY inside the call); eddy folds rows as they arrive, in no order: write it without ORDER BY", function.name()),
                 ));
             }
             aggregates.push(AggregateCall {

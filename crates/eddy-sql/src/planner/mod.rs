@@ -42,11 +42,13 @@
 //! `eddy_engine::changelog` for how updating rows are carried.
 
 mod aggregate;
+mod carry_time;
 mod change_feed;
 mod functions;
 mod grouping_sets;
 mod join;
 mod match_recognize;
+mod memory_table;
 mod not_in;
 mod over;
 mod processing_time;
@@ -279,6 +281,10 @@ pub(crate) struct Compiler {
     /// Upsert feeds: the changelog step behind each one's source.
     normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
+    /// Tables without a connector, and what is inserted into each.
+    memory_tables: BTreeMap<String, memory_table::MemoryTable>,
+    /// Memory tables whose inserts are being planned (a cycle check).
+    memory_planning: BTreeSet<String>,
     /// `uid` hints given so far, with where.
     uids: HashMap<String, Position>,
     sinks: BTreeSet<String>,
@@ -335,6 +341,8 @@ impl Compiler {
             match_count: 0,
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
+            memory_tables: BTreeMap::new(),
+            memory_planning: BTreeSet::new(),
             uids: HashMap::new(),
             sinks: BTreeSet::new(),
             current_map: SourceMap::default(),
@@ -533,6 +541,16 @@ impl Compiler {
                     &position,
                 )?;
                 self.register(&def.name, def.schema(), &position)?;
+                if def.connector == crate::ddl::MEMORY_CONNECTOR {
+                    self.memory_tables.insert(
+                        def.name.clone(),
+                        memory_table::MemoryTable {
+                            position: position.clone(),
+                            inserts: Vec::new(),
+                        },
+                    );
+                    return Ok(());
+                }
                 if def.layout.event_time.is_some() {
                     if let Ok(mut late) = self.late_schemas.write() {
                         late.insert(def.name.clone(), def.layout.late_schema());
@@ -570,6 +588,10 @@ impl Compiler {
             }
             statement @ Statement::Insert(_) => {
                 let uid = self.check_uid(parsed.uid.as_ref())?;
+                let mut statement = statement;
+                if let Statement::Insert(insert) = &mut statement {
+                    self.shape_sink(insert, &position)?;
+                }
                 let plan = self.plan_statement(statement, &position)?;
                 let LogicalPlan::Dml(DmlStatement {
                     table_name,
@@ -581,6 +603,22 @@ impl Compiler {
                     return Err(SqlError::at(&position, "only INSERT INTO is supported"));
                 };
                 let sink = table_name.table().to_string();
+                if let Some(memory) = self.memory_tables.get_mut(&sink) {
+                    if uid.is_some() {
+                        return Err(SqlError::at(
+                            &position,
+                            "a uid hint names a query that writes a sink; this one inserts into a table without a connector (its operators are named by the queries that read it)",
+                        ));
+                    }
+                    memory.inserts.push(memory_table::MemoryInsert {
+                        plan: input.as_ref().clone(),
+                        position,
+                        map: map.clone(),
+                        words: parsed.words.clone(),
+                        temporal: parsed.temporal_joins.clone(),
+                    });
+                    return Ok(());
+                }
                 self.sinks.insert(sink.clone());
                 self.outputs.push(Output {
                     sink,
@@ -596,6 +634,7 @@ impl Compiler {
             statement @ Statement::Query(_) => {
                 let uid = self.check_uid(parsed.uid.as_ref())?;
                 let plan = self.plan_statement(statement, &position)?;
+                let plan = json_unions_as_text(plan).map_err(|e| self.df_error(&position, e))?;
                 let n = self
                     .outputs
                     .iter()
@@ -654,6 +693,75 @@ impl Compiler {
             }
         }
         Ok(())
+    }
+
+    /// A sink declared without columns (`CREATE TABLE out WITH (...)`, as
+    /// Arroyo allows) takes the columns of the first query inserted into
+    /// it; later inserts must fit them, as for any sink.
+    fn shape_sink(
+        &mut self,
+        insert: &mut datafusion::sql::sqlparser::ast::Insert,
+        position: &Position,
+    ) -> Result<()> {
+        use datafusion::sql::sqlparser::ast::TableObject;
+        let TableObject::TableName(table) = &insert.table else {
+            return Ok(());
+        };
+        let name = self.identifier_case().object_name(table);
+        let shapeless = self
+            .tables
+            .get(&name)
+            .is_some_and(|def| def.schema().fields().is_empty());
+        let (true, Some(query)) = (shapeless, insert.source.as_ref()) else {
+            return Ok(());
+        };
+        if !insert.columns.is_empty() {
+            return Err(SqlError::at(
+                position,
+                format!("'{name}' declares no columns: it takes the columns of the query inserted into it, so the INSERT names none"),
+            ));
+        }
+        let plan = self.plan_statement(Statement::Query(query.clone()), position)?;
+        // JSON values (`->`, `json_get`) go in as their JSON text.
+        let unions: Vec<usize> = plan
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| crate::dialect::arroyo_json::is_json_union(f.data_type()))
+            .map(|(i, _)| i)
+            .collect();
+        let fields: Vec<datafusion::arrow::datatypes::Field> = plan
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let field = f
+                    .as_ref()
+                    .clone()
+                    .with_nullable(true)
+                    .with_metadata(Default::default());
+                if unions.contains(&i) {
+                    field.with_data_type(datafusion::arrow::datatypes::DataType::Utf8)
+                } else {
+                    field
+                }
+            })
+            .collect();
+        if let Some(query) = insert.source.as_mut() {
+            crate::dialect::arroyo_json::json_values_as_text(query, &unions);
+        }
+        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+        if let Some(def) = self.tables.get_mut(&name) {
+            def.layout.physical_schema = schema.clone();
+            def.layout.output_schema = schema.clone();
+        }
+        let reference = datafusion::common::TableReference::bare(name.as_str());
+        self.ctx
+            .deregister_table(reference)
+            .map_err(|e| self.df_error(position, e))?;
+        self.register(&name, schema, position)
     }
 
     /// `SET key = value`: job-wide settings.
@@ -1138,6 +1246,8 @@ impl Compiler {
                 let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
+                } else if let Some(memory) = self.memory_stream(&name, position)? {
+                    memory
                 } else if let Some(mut matched) = self.match_stream(&name)? {
                     matched.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), matched.clone());
@@ -1349,6 +1459,10 @@ impl Compiler {
                 });
         let mut endpoints = Vec::new();
         let mut times = Vec::new();
+        // Whether an input had an event time (or lost one on its way).
+        let timed = streams
+            .iter()
+            .any(|s| s.time.is_some() || s.time_lost.is_some());
         for mut stream in streams {
             let endpoint = stream.materialize(&mut self.graph);
             endpoints.push(match (&changelog, &stream.changelog) {
@@ -1393,10 +1507,44 @@ impl Compiler {
             Arc::new(UnionPlan::new(arrow, endpoints.len())),
             inputs,
         );
+        let lost = (timed && time.is_none()).then(|| {
+            "the inputs of the union do not all pass on their event time in the same column"
+                .to_string()
+        });
         let mut stream = Stream::of_node(node, &self.graph, schema, time);
         stream.changelog = changelog;
+        stream.time_lost = lost;
         stream
     }
+}
+
+/// A query's output columns holding JSON unions (what `->` and `json_get`
+/// return) as their JSON text: sinks write text, not unions.
+fn json_unions_as_text(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
+    use crate::dialect::arroyo_json::{is_json_union, union_to_text};
+    if !plan
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| is_json_union(f.data_type()))
+    {
+        return Ok(plan);
+    }
+    let exprs: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| {
+            let column = Expr::Column(datafusion::common::Column::from((qualifier, field)));
+            if is_json_union(field.data_type()) {
+                union_to_text(column).alias(field.name())
+            } else {
+                column
+            }
+        })
+        .collect();
+    datafusion::logical_expr::LogicalPlanBuilder::from(plan)
+        .project(exprs)?
+        .build()
 }
 
 /// RisingWave's `EMIT ON WINDOW CLOSE` asks for final rows only: what

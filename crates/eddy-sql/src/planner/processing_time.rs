@@ -6,6 +6,10 @@
 //! deduplication and Top-N over `TUMBLE(TABLE t, DESCRIPTOR(proc), ...)`):
 //! its `date_bin(width, proc)` bounds make `proc` the time attribute.
 //!
+//! A window over a table that declares no event time at all (Arroyo's
+//! tables without a watermark) windows by arrival: the stream gains a
+//! hidden arrival-time column ([`ARRIVAL_TIME`]), stamped the same way.
+//!
 //! In: a stream and the processing-time column a window names. Out: the
 //! stream behind a `processing_time` node
 //! ([`eddy_engine::operators::processing_time`]), which stamps that column
@@ -52,7 +56,51 @@ pub(super) fn windowed_proctime(exprs: &[Expr], input: &Stream) -> Option<usize>
     found.filter(|&column| input.time.map(|t| t.column) != Some(column))
 }
 
+/// The column a stream without event time gains when a window groups its
+/// rows by arrival.
+pub(super) const ARRIVAL_TIME: &str = "__eddy_arrival_time";
+
 impl Compiler {
+    /// `input`, which has no event time, with a column of each row's
+    /// arrival time appended as its time attribute (on the wall clock).
+    pub(super) fn arrival_time(&mut self, mut input: Stream) -> datafusion::error::Result<Stream> {
+        use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+        use datafusion::common::{DFSchema, ScalarValue};
+        use datafusion::physical_expr::expressions::{Column, Literal};
+        use eddy_engine::operators::calc::CalcStep;
+        input.materialize(&mut self.graph);
+        let field = crate::dialect::flink_functions::mark_proctime(Field::new(
+            ARRIVAL_TIME,
+            DataType::Timestamp(TimeUnit::Millisecond, None),
+            true,
+        ));
+        let mut fields: Vec<_> = input
+            .schema
+            .iter()
+            .map(|(qualifier, field)| (qualifier.cloned(), Arc::clone(field)))
+            .collect();
+        let mut exprs: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, (_, f))| Arc::new(Column::new(f.name(), i)) as _)
+            .collect();
+        exprs.push(Arc::new(Literal::new(ScalarValue::TimestampMillisecond(
+            None, None,
+        ))));
+        fields.push((None, Arc::new(field)));
+        let schema = Arc::new(DFSchema::new_with_metadata(
+            fields,
+            input.schema.metadata().clone(),
+        )?);
+        let column = schema.fields().len() - 1;
+        input.steps.push(CalcStep::Project {
+            exprs,
+            schema: Arc::new(schema.as_arrow().clone()),
+        });
+        input.schema = schema;
+        Ok(self.processing_time_clock(input, column))
+    }
+
     /// `input` with `column` as its time attribute, on the wall clock.
     pub(super) fn processing_time_clock(&mut self, mut input: Stream, column: usize) -> Stream {
         let schema = input.schema.clone();
