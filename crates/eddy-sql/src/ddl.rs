@@ -293,10 +293,13 @@ pub fn table_def(
             .collect();
         datafusion::arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone())
     };
-    let declared = mark_json(planner.build_schema(all_defs).map_err(plan_error)?);
-    let physical = Arc::new(mark_json(
+    // Flink's MAP types reach the planner as marked structs (see
+    // `dialect::flink_types`).
+    let maps = crate::dialect::flink_types::maps_from_structs;
+    let declared = mark_json(maps(planner.build_schema(all_defs).map_err(plan_error)?));
+    let physical = Arc::new(mark_json(maps(
         planner.build_schema(physical_defs).map_err(plan_error)?,
-    ));
+    )));
     // A change's time is a TIMESTAMP or epoch milliseconds.
     for metadata in metadata_columns {
         let typed = physical

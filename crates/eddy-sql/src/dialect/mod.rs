@@ -30,6 +30,7 @@
 
 pub mod arroyo_json;
 pub mod flink_functions;
+pub mod flink_types;
 pub mod flink_windows;
 pub mod functions;
 pub mod hints;

@@ -248,6 +248,8 @@ fn parse_one(
     let tokens = flink_computed_columns(quote_keyword_columns(
         crate::dialect::row_types::struct_row_types(tokens),
     ));
+    let tokens = crate::dialect::flink_types::flink_types(tokens)
+        .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let tokens = quote_time_units(quote_set_key(tokens));
     let (tokens, mut window_tvfs) = crate::dialect::flink_windows::cut_window_tvfs(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
