@@ -186,6 +186,13 @@ impl Compiler {
             })
             .collect();
         let output_schema = Arc::new(Schema::new(fields));
+        // A window struct of fixed-width windows: a join can read its start.
+        let window_ms = match &window {
+            Window::Fixed(WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. }) => {
+                Some(*width_ms)
+            }
+            _ => None,
+        };
         let plan: Arc<dyn OperatorPlan> = match window {
             Window::Fixed(window) => Arc::new(WindowAggregatePlan {
                 input_schema: input_arrow,
@@ -221,6 +228,8 @@ impl Compiler {
         let time = window_column.map(|column| TimeAttr {
             column,
             allowed_lateness_ms: time.allowed_lateness_ms,
+            window_ms: window_ms
+                .filter(|_| matches!(group_columns.get(column), Some(GroupColumn::Window))),
         });
         Ok(Stream::of_node(
             node,

@@ -1088,6 +1088,7 @@ impl Compiler {
             time: def.layout.event_time.map(|et| TimeAttr {
                 column: et.column,
                 allowed_lateness_ms: et.allowed_lateness_ms,
+                window_ms: None,
             }),
         })
     }
@@ -1200,6 +1201,7 @@ impl Compiler {
             time: main.time.map(|t| TimeAttr {
                 column: t.column,
                 allowed_lateness_ms: 0,
+                window_ms: None,
             }),
         })
     }
@@ -1230,6 +1232,7 @@ impl Compiler {
             time: Some(TimeAttr {
                 column: eddy_engine::source::bad_rows::ARRIVAL_TIME_COLUMN,
                 allowed_lateness_ms: 0,
+                window_ms: None,
             }),
         })
     }
@@ -1487,6 +1490,7 @@ impl Compiler {
                         .map(|t| t.allowed_lateness_ms)
                         .max()
                         .unwrap_or(0),
+                    window_ms: None,
                 })
             }
             _ => None,

@@ -121,6 +121,7 @@ impl Compiler {
             Some(TimeAttr {
                 column,
                 allowed_lateness_ms: 0,
+                window_ms: None,
             }),
         )
     }

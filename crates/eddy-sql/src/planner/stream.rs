@@ -24,6 +24,9 @@ pub struct TimeAttr {
     pub column: usize,
     /// Allowed lateness of the source(s).
     pub allowed_lateness_ms: i64,
+    /// When the column is a window struct of tumbling or hopping windows:
+    /// their width (a `window.start` is its time less this, plus 1 ms).
+    pub window_ms: Option<i64>,
 }
 
 /// A producer's output port.

@@ -48,6 +48,26 @@ pub(super) fn time_term(expr: &Expr, ctx: &TimeColumns<'_>) -> Option<(Side, i64
                 None
             }
         }
+        // A window struct's bounds (`a.window.start = b.window.start`, as
+        // Arroyo writes a window join): its time is `end - 1 ms`.
+        Expr::ScalarFunction(call) if call.func.name() == "get_field" && call.args.len() == 2 => {
+            let (side, 0) = time_term(&call.args[0], ctx)? else {
+                return None;
+            };
+            let bound = match &call.args[1] {
+                Expr::Literal(value, _) => value.try_as_str().flatten()?.to_string(),
+                _ => return None,
+            };
+            let width = match side {
+                Side::Left => ctx.left_window_ms,
+                Side::Right => ctx.right_window_ms,
+            };
+            match bound.as_str() {
+                "end" => Some((side, 1)),
+                "start" => Some((side, 1 - width?)),
+                _ => None,
+            }
+        }
         Expr::BinaryExpr(BinaryExpr {
             left,
             op: BinaryOp::Plus,
@@ -74,6 +94,10 @@ pub(super) struct TimeColumns<'a> {
     /// Event-time column of each side (none: no time terms on that side).
     pub(super) left_time: Option<usize>,
     pub(super) right_time: Option<usize>,
+    /// The width of each side's windows, when its time column is a window
+    /// struct of fixed-width windows.
+    pub(super) left_window_ms: Option<i64>,
+    pub(super) right_window_ms: Option<i64>,
 }
 
 /// Accumulates constraints on d = right time - left time.

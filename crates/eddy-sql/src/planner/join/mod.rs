@@ -88,6 +88,8 @@ impl Compiler {
             right: right_schema,
             left_time: left.time.map(|t| t.column),
             right_time: right.time.map(|t| t.column),
+            left_window_ms: left.time.and_then(|t| t.window_ms),
+            right_window_ms: right.time.and_then(|t| t.window_ms),
         };
 
         let mut left_keys = Vec::new();
@@ -398,6 +400,7 @@ impl Compiler {
                 Some(TimeAttr {
                     column: t.left_time,
                     allowed_lateness_ms,
+                    window_ms: None,
                 }),
                 None,
             ),

@@ -126,6 +126,7 @@ impl Compiler {
             Some(TimeAttr {
                 column: left_time.column,
                 allowed_lateness_ms,
+                window_ms: None,
             }),
         ))
     }

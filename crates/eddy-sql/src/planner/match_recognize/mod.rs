@@ -556,6 +556,7 @@ impl Compiler {
             view.rowtime_output.map(|column| TimeAttr {
                 column,
                 allowed_lateness_ms: 0,
+                window_ms: None,
             }),
         );
         if view.rowtime_output.is_none() {
