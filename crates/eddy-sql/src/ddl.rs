@@ -43,6 +43,9 @@ pub struct TableDef {
     pub primary_key: Vec<String>,
     /// Where the statement starts.
     pub position: Position,
+    /// How Arroyo's `type` option says the table is used (`source` or
+    /// `sink`), if it is given.
+    pub declared_role: Option<String>,
 }
 
 impl TableDef {
@@ -161,6 +164,28 @@ pub fn table_def(
             ));
         }
     }
+    // Arroyo's table options, read as Arroyo reads them.
+    let arroyo = crate::dialect::arroyo_tables::take_arroyo_options(&mut options, position)?;
+    let arroyo_watermark;
+    let watermark = match (watermark, &arroyo.event_time_field) {
+        (None, Some(field)) => {
+            let column = datafusion::sql::sqlparser::ast::Ident::new(field.clone());
+            arroyo_watermark = WatermarkClause {
+                bound_column: column.clone(),
+                column,
+                bound_ms: crate::dialect::arroyo_tables::DEFAULT_BOUND_MS,
+                position: position.clone(),
+            };
+            Some(&arroyo_watermark)
+        }
+        (Some(_), Some(_)) => {
+            return Err(SqlError::at(
+                position,
+                "event_time_field and a WATERMARK clause say the same thing: give one",
+            ))
+        }
+        (watermark, None) => watermark,
+    };
     let connector = match options.remove("connector") {
         Some(connector) => connector.to_lowercase(),
         // No WITH at all: a table that passes rows between queries.
@@ -296,10 +321,29 @@ pub fn table_def(
     // Flink's MAP types reach the planner as marked structs (see
     // `dialect::flink_types`).
     let maps = crate::dialect::flink_types::maps_from_structs;
-    let declared = mark_json(maps(planner.build_schema(all_defs).map_err(plan_error)?));
-    let physical = Arc::new(mark_json(maps(
+    // A Debezium change feed's TIMESTAMPs are microseconds (PostgreSQL's
+    // precision, Debezium's MicroTimestamp numbers).
+    let debezium = options
+        .get("format")
+        .is_some_and(|f| f.trim().eq_ignore_ascii_case("debezium-json"));
+    let feed_times = |schema: Schema| {
+        if debezium {
+            microsecond_timestamps(schema)
+        } else {
+            schema
+        }
+    };
+    let declared = feed_times(mark_json(maps(
+        planner.build_schema(all_defs).map_err(plan_error)?,
+    )));
+    let physical = feed_times(mark_json(maps(
         planner.build_schema(physical_defs).map_err(plan_error)?,
     )));
+    let physical = Arc::new(if arroyo.unstructured {
+        unstructured(physical, &name, position)?
+    } else {
+        physical
+    });
     // A change's time is a TIMESTAMP or epoch milliseconds.
     for metadata in metadata_columns {
         let typed = physical
@@ -511,5 +555,54 @@ pub fn table_def(
         connector,
         options,
         position: position.clone(),
+        declared_role: arroyo.role,
     })
+}
+
+/// `schema` with its nanosecond timestamps in microseconds.
+fn microsecond_timestamps(schema: Schema) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Nanosecond, zone) => {
+                f.as_ref().clone().with_data_type(DataType::Timestamp(
+                    datafusion::arrow::datatypes::TimeUnit::Microsecond,
+                    zone.clone(),
+                ))
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The schema of a table read as unstructured JSON: its one column marked
+/// so that the decoder hands each line, whole, to it.
+fn unstructured(schema: Schema, name: &str, position: &Position) -> Result<Schema> {
+    let [field] = schema.fields().iter().collect::<Vec<_>>()[..] else {
+        return Err(SqlError::at(
+            position,
+            format!("'{name}' is read as unstructured JSON ('json.unstructured' = 'true'): it has one column, the line as JSON (value JSON), not {}", schema.fields().len()),
+        ));
+    };
+    if !matches!(
+        field.data_type(),
+        DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8
+    ) {
+        return Err(SqlError::at(
+            position,
+            format!("'{name}' is read as unstructured JSON: its column '{}' holds the line's JSON text, so it is JSON (or TEXT), not {}", field.name(), field.data_type()),
+        ));
+    }
+    let mut metadata = field.metadata().clone();
+    metadata.insert(
+        eddy_engine::source::UNSTRUCTURED_COLUMN_KEY.to_string(),
+        "true".to_string(),
+    );
+    let field = field.as_ref().clone().with_metadata(metadata);
+    Ok(Schema::new_with_metadata(
+        vec![field],
+        schema.metadata().clone(),
+    ))
 }

@@ -1,4 +1,5 @@
-//! The `file` connector (also named `ndjson`): NDJSON files read as a
+//! The `file` connector (also named `ndjson`, and Arroyo's `single_file`):
+//! NDJSON files read as a
 //! source ([`source`]), and written as a sink — one file appended to, or,
 //! with rolling or partitioning options, a directory of rolled files —
 //! exactly once when the job checkpoints ([`crate::sinks`]).
@@ -53,7 +54,7 @@ impl Connector for FileConnector {
     }
 
     fn aliases(&self) -> &'static [&'static str] {
-        &["ndjson", "filesystem"]
+        &["ndjson", "filesystem", "single_file"]
     }
 
     fn summary(&self) -> &'static str {

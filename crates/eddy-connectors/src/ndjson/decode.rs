@@ -344,6 +344,9 @@ pub struct ChunkDecoder {
     flat: Option<FlatDecoder>,
     /// Chunks in a row the fast path could not take.
     flat_misses: u32,
+    /// Each line is the one column's JSON text, not an object of columns
+    /// (a table read as unstructured JSON).
+    unstructured: bool,
 }
 
 /// Chunks in a row the flat decoder may fail to take (an input whose lines
@@ -357,6 +360,7 @@ impl ChunkDecoder {
         Self {
             flat: FlatDecoder::new(&schema),
             flat_misses: 0,
+            unstructured: eddy_engine::source::is_unstructured(&schema),
             schema,
             location,
             kept: None,
@@ -374,6 +378,9 @@ impl ChunkDecoder {
     /// Decodes one chunk; see [`decode`].
     pub fn decode(&mut self, mut chunk: Chunk) -> Decoded {
         split_blocks(&mut chunk, &self.location);
+        if self.unstructured {
+            return decode_unstructured(&self.schema, &self.location, chunk);
+        }
         if let Some(flat) = &mut self.flat {
             let lines = chunk.lines.iter().map(|span| span.start..span.end);
             if let Some(batch) = flat.decode(&chunk.bytes, lines) {
@@ -395,6 +402,51 @@ impl ChunkDecoder {
         }
         decode_keeping(&self.schema, &self.location, chunk, &mut self.kept)
     }
+}
+
+/// A chunk of a table read as unstructured JSON: each line, as written,
+/// into the one column; a line that is not JSON is a bad row.
+fn decode_unstructured(schema: &SchemaRef, location: &str, chunk: Chunk) -> Decoded {
+    let Chunk {
+        bytes,
+        mut lines,
+        mut bad,
+        end,
+        ..
+    } = chunk;
+    let mut values = datafusion::arrow::array::StringBuilder::new();
+    lines.retain(|span| {
+        let line = trim_line(&bytes[span.start..span.end]);
+        let verdict = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                serde_json::from_str::<serde::de::IgnoredAny>(text)
+                    .map(|_| text)
+                    .map_err(|e| format!("not JSON: {e}"))
+            });
+        match verdict {
+            Ok(text) => {
+                values.append_value(text.trim());
+                true
+            }
+            Err(reason) => {
+                let mut row = line_origin(location, &bytes, span);
+                row.reason = reason;
+                bad.push(row);
+                false
+            }
+        }
+    });
+    let batch = if lines.is_empty() {
+        Ok(None)
+    } else {
+        let values: datafusion::arrow::array::ArrayRef = std::sync::Arc::new(values.finish());
+        datafusion::arrow::compute::cast(&values, schema.field(0).data_type())
+            .and_then(|column| RecordBatch::try_new(schema.clone(), vec![column]))
+            .map(Some)
+            .map_err(ConnectorError::from)
+    };
+    decoded(location, bytes, lines, bad, end, batch)
 }
 
 /// Decodes a chunk: flat lines straight into columns ([`FlatDecoder`]),

@@ -135,6 +135,21 @@ impl SourceLayout {
 /// written, a string as itself, a number as its digits).
 pub const JSON_COLUMN_KEY: &str = "eddy.json";
 
+/// Field metadata key marking the one column of a table read as
+/// unstructured JSON (Arroyo's `'json.unstructured' = 'true'`): each input
+/// line, whole, is that column's JSON text.
+pub const UNSTRUCTURED_COLUMN_KEY: &str = "eddy.unstructured";
+
+/// Whether `schema` is a table read as unstructured JSON (see
+/// [`UNSTRUCTURED_COLUMN_KEY`]).
+pub fn is_unstructured(schema: &Schema) -> bool {
+    schema.fields().len() == 1
+        && schema
+            .field(0)
+            .metadata()
+            .contains_key(UNSTRUCTURED_COLUMN_KEY)
+}
+
 /// Field metadata key marking a metadata column (`col TIMESTAMP(3) METADATA
 /// FROM 'value.source.timestamp'`): its value is the key's, which the
 /// connector reads from the record around the row (a Debezium envelope's

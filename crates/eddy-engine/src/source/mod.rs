@@ -36,8 +36,9 @@ pub mod watermark;
 
 pub use bad_rows::{BadRow, BadRowPolicy, RowOrigins};
 pub use layout::{
-    is_json_column, metadata_key, ChangeMetadata, ComputedColumn, EventTimeSpec, LatePolicy,
-    SourceColumn, SourceLayout, JSON_COLUMN_KEY, METADATA_COLUMN_KEY,
+    is_json_column, is_unstructured, metadata_key, ChangeMetadata, ComputedColumn, EventTimeSpec,
+    LatePolicy, SourceColumn, SourceLayout, JSON_COLUMN_KEY, METADATA_COLUMN_KEY,
+    UNSTRUCTURED_COLUMN_KEY,
 };
 pub use runner::{SourceOutput, SourceRunner, SourceRunnerState};
 

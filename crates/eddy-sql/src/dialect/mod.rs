@@ -29,6 +29,7 @@
 //! dialect, with positions, and the clauses cut from them.
 
 pub mod arroyo_json;
+pub mod arroyo_tables;
 pub mod flink_functions;
 pub mod flink_types;
 pub mod flink_windows;

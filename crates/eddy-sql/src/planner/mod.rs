@@ -657,6 +657,7 @@ impl Compiler {
                     options: BTreeMap::new(),
                     primary_key: Vec::new(),
                     position: position.clone(),
+                    declared_role: None,
                 };
                 self.tables.insert(sink.clone(), def);
                 self.sinks.insert(sink.clone());
@@ -904,6 +905,14 @@ impl Compiler {
             if def.layout.event_time.is_some() {
                 tracing::debug!(sink = %sink, "the watermark of a sink table is ignored");
             }
+            if def.declared_role.as_deref() == Some("source") {
+                return Err(SqlError::at(
+                    &def.position,
+                    format!(
+                        "table '{sink}' is declared type = 'source': a query cannot INSERT INTO it"
+                    ),
+                ));
+            }
             self.graph.add(Node {
                 name: sink.clone(),
                 kind: NodeKind::Sink {
@@ -1018,6 +1027,15 @@ impl Compiler {
             .get(name)
             .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
             .clone();
+        if def.declared_role.as_deref() == Some("sink") {
+            return Err(SqlError::at(
+                position,
+                format!(
+                    "table '{name}' is declared type = 'sink' (at {}): a query cannot read it",
+                    def.position
+                ),
+            ));
+        }
         let feed = change_feed::of(&def)?;
         self.source_scans.scanned(name, feed.is_some());
         let layout = match &feed {

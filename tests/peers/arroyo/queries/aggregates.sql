@@ -1,0 +1,33 @@
+-- origin: https://github.com/ArroyoSystems/arroyo/blob/addb390a7ac9efd52097a6b73167c481ce9b82c0/crates/arroyo-sql-testing/src/test/queries/aggregates.sql
+CREATE TABLE impulse_source (
+    timestamp TIMESTAMP,
+    counter BIGINT UNSIGNED NOT NULL,
+    subtask_index BIGINT UNSIGNED NOT NULL
+) WITH (
+    connector = 'single_file',
+    path = '$input_dir/impulse.json',
+    format = 'json',
+    type = 'source'
+);
+
+CREATE TABLE aggregates (
+    min BIGINT,
+    max BIGINT,
+    sum BIGINT,
+    count BIGINT,
+    avg DOUBLE
+) WITH (
+    connector = 'single_file',
+    path = '$output_path',
+    format = 'debezium_json',
+    type = 'sink'
+);
+
+INSERT INTO aggregates
+SELECT
+    MIN(counter),
+    MAX(counter),
+    SUM(counter),
+    COUNT(*),
+    AVG(counter)
+FROM impulse_source;
