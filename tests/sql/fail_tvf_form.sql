@@ -1,4 +1,4 @@
--- fail: fail_tvf_form.sql:12:47: window table functions of this form are not supported: write HOP(TABLE t, DESCRIPTOR(time column), slide, size)
+-- fail: fail_tvf_form.sql:12:47: window table functions of this form are not supported: write HOP(TABLE t, DESCRIPTOR(time column), slide, size [, offset])
 -- A window table function with a size missing is named at the function, with its form.
 CREATE TABLE clicks (
   user_id VARCHAR NOT NULL,

@@ -100,6 +100,24 @@ pub fn physical_expr(
     state.create_physical_expr(expr, schema)
 }
 
+/// [`physical_expr`] for a projection's column: when simplifying the
+/// expression changes its type from the one planned (DataFusion's `round`
+/// of a DECIMAL reads its places only once they are a folded literal), the
+/// value is cast back to `wanted`, the type the rest of the plan was built
+/// on.
+pub fn physical_expr_of_type(
+    state: &SessionState,
+    expr: Expr,
+    schema: &DFSchema,
+    wanted: &datafusion::arrow::datatypes::DataType,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    let physical = physical_expr(state, expr, schema)?;
+    if physical.data_type(schema.as_arrow())? == *wanted {
+        return Ok(physical);
+    }
+    datafusion::physical_expr::expressions::cast(physical, schema.as_arrow(), wanted.clone())
+}
+
 /// Simplifies a logical expression over `schema`.
 pub fn simplify(state: &SessionState, expr: Expr, schema: &DFSchema) -> Result<Expr> {
     let context = SimplifyContext::builder()

@@ -1,5 +1,8 @@
 //! The window functions `tumble(width)`, `hop(slide, width)`,
-//! `cumulate(step, max)` and `session(gap)`.
+//! `cumulate(step, max)` and `session(gap)`. With the time column as a last
+//! argument (Flink's window table functions carry it), an offset may come
+//! before it: `tumble(width, offset, ts)`, `hop(slide, width, offset, ts)`,
+//! `cumulate(step, max, offset, ts)`.
 //!
 //! They are placeholders for DataFusion's planner: in a streaming
 //! `GROUP BY` the planner recognises them and builds a window aggregation
@@ -57,7 +60,11 @@ pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
         Arc::new(ScalarUDF::from(WindowFunction {
             name: TUMBLE,
             signature: Signature::one_of(
-                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                vec![
+                    TypeSignature::Any(1),
+                    TypeSignature::Any(2),
+                    TypeSignature::Any(3),
+                ],
                 Volatility::Volatile,
             ),
         })),
@@ -71,14 +78,22 @@ pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
         Arc::new(ScalarUDF::from(WindowFunction {
             name: CUMULATE,
             signature: Signature::one_of(
-                vec![TypeSignature::Any(2), TypeSignature::Any(3)],
+                vec![
+                    TypeSignature::Any(2),
+                    TypeSignature::Any(3),
+                    TypeSignature::Any(4),
+                ],
                 Volatility::Volatile,
             ),
         })),
         Arc::new(ScalarUDF::from(WindowFunction {
             name: HOP,
             signature: Signature::one_of(
-                vec![TypeSignature::Any(2), TypeSignature::Any(3)],
+                vec![
+                    TypeSignature::Any(2),
+                    TypeSignature::Any(3),
+                    TypeSignature::Any(4),
+                ],
                 Volatility::Volatile,
             ),
         })),
@@ -119,6 +134,21 @@ pub(crate) fn interval_expr_ms(expr: &Expr) -> Option<i64> {
 
 /// Reads a constant duration argument: an INTERVAL, or a string like `'10 seconds'`.
 fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+    let ms = signed_duration_ms(function, expr)?;
+    if ms <= 0 {
+        return Err(format!("{function}(): window sizes must be positive"));
+    }
+    Ok(ms)
+}
+
+/// A window's offset argument (Flink's fourth window argument): a constant
+/// duration of either sign.
+fn offset_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+    signed_duration_ms(function, expr)
+}
+
+/// A constant duration of either sign.
+fn signed_duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
     let expr = match expr {
         Expr::Cast(c) => c.expr.as_ref(),
         Expr::TryCast(c) => c.expr.as_ref(),
@@ -142,9 +172,6 @@ fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> 
             ))
         }
     };
-    if ms <= 0 {
-        return Err(format!("{function}(): window sizes must be positive"));
-    }
     Ok(ms)
 }
 
@@ -197,7 +224,7 @@ pub fn window_time_argument(expr: &Expr) -> Option<&Expr> {
         return None;
     };
     match (call.func.name(), call.args.len()) {
-        (TUMBLE, 2) | (HOP, 3) | (CUMULATE, 3) | (SESSION, 2) => call.args.last(),
+        (TUMBLE, 2 | 3) | (HOP, 3 | 4) | (CUMULATE, 3 | 4) | (SESSION, 2) => call.args.last(),
         _ => None,
     }
 }
@@ -212,19 +239,19 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
         return None;
     };
     match call.func.name() {
-        TUMBLE => Some(
-            call.args
-                .first()
-                .ok_or_else(|| "tumble() needs a width".to_string())
-                .and_then(|w| {
-                    Ok(WindowSpec::Tumble {
-                        width_ms: duration_ms(TUMBLE, w)?,
-                    })
-                }),
-        ),
+        TUMBLE => Some((|| {
+            let (width, offset) = match call.args.as_slice() {
+                [width] | [width, _] => (width, None),
+                [width, offset, _] => (width, Some(offset)),
+                _ => return Err("tumble() needs a width".to_string()),
+            };
+            let spec = WindowSpec::tumble(duration_ms(TUMBLE, width)?);
+            Ok(spec.with_offset(offset.map_or(Ok(0), |o| offset_ms(TUMBLE, o))?))
+        })()),
         HOP => Some((|| {
-            let (slide, width) = match call.args.as_slice() {
-                [slide, width] | [slide, width, _] => (slide, width),
+            let (slide, width, offset) = match call.args.as_slice() {
+                [slide, width] | [slide, width, _] => (slide, width, None),
+                [slide, width, offset, _] => (slide, width, Some(offset)),
                 _ => return Err("hop() takes (slide, width)".to_string()),
             };
             let (slide_ms, width_ms) = (duration_ms(HOP, slide)?, duration_ms(HOP, width)?);
@@ -234,11 +261,13 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
                 ));
             }
             overlapping(HOP, width_ms, slide_ms)?;
-            Ok(WindowSpec::Hop { slide_ms, width_ms })
+            let offset = offset.map_or(Ok(0), |o| offset_ms(HOP, o))?;
+            Ok(WindowSpec::hop(slide_ms, width_ms).with_offset(offset))
         })()),
         CUMULATE => Some((|| {
-            let (step, max) = match call.args.as_slice() {
-                [step, max] | [step, max, _] => (step, max),
+            let (step, max, offset) = match call.args.as_slice() {
+                [step, max] | [step, max, _] => (step, max, None),
+                [step, max, offset, _] => (step, max, Some(offset)),
                 _ => return Err("cumulate() takes (step, max size)".to_string()),
             };
             let (step_ms, max_ms) = (duration_ms(CUMULATE, step)?, duration_ms(CUMULATE, max)?);
@@ -248,7 +277,8 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
                 ));
             }
             overlapping(CUMULATE, max_ms, step_ms)?;
-            Ok(WindowSpec::Cumulate { step_ms, max_ms })
+            let offset = offset.map_or(Ok(0), |o| offset_ms(CUMULATE, o))?;
+            Ok(WindowSpec::cumulate(step_ms, max_ms).with_offset(offset))
         })()),
         _ => None,
     }

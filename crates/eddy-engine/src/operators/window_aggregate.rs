@@ -519,7 +519,7 @@ impl WindowAggregateOperator {
                     .filter_map(move |k| spec.end_for(t, k))
                     .filter(move |&end| end > horizon)
             };
-            match self.slice_ms {
+            match spec.slices() {
                 None => {
                     let mut taken = false;
                     for end in later_ends() {
@@ -528,8 +528,8 @@ impl WindowAggregateOperator {
                     }
                     targets.dropped += u64::from(!taken);
                 }
-                Some(width) => {
-                    let slice_end = (t - t.rem_euclid(width)).saturating_add(width);
+                Some(slices) => {
+                    let slice_end = slices.end_for(t, 0).unwrap_or(t);
                     if slice_end > horizon {
                         // Every window holding the slice ends after the
                         // horizon, and the slice is still open.
@@ -813,14 +813,9 @@ impl WindowAggregateOperator {
             .clone();
         // Checkpoints of earlier versions keyed tumble and hop windows by start.
         if table.schema().field(0).name() == "window_start" {
-            let width = match self.plan.window {
-                WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. } => width_ms,
-                WindowSpec::Cumulate { .. } => {
-                    return Err(EngineError::State(
-                        "window_aggregate: a checkpoint keyed by window start".into(),
-                    ))
-                }
-            };
+            let width = self.plan.window.width_ms().ok_or_else(|| {
+                EngineError::State("window_aggregate: a checkpoint keyed by window start".into())
+            })?;
             ends = ends
                 .iter()
                 .map(|s| s.map(|s| s.saturating_add(width)))
@@ -938,8 +933,8 @@ impl Operator for WindowAggregateOperator {
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
         let columns = self.evaluate(&batch)?;
         // Sliced, a row goes to the one slice holding it.
-        let (spec, per_row) = match self.slice_ms {
-            Some(width_ms) => (WindowSpec::Tumble { width_ms }, 1),
+        let (spec, per_row) = match self.plan.window.slices() {
+            Some(slices) => (slices, 1),
             None => (self.plan.window, self.plan.window.windows_per_row()),
         };
         for k in 0..per_row {
@@ -1180,7 +1175,7 @@ mod tests {
 
     #[test]
     fn a_tumbling_window_fires_at_its_end_and_counts_what_comes_after_as_late() {
-        let plan = plan(WindowSpec::Tumble { width_ms: 10 });
+        let plan = plan(WindowSpec::tumble(10));
         assert_eq!(plan.distribution(), Distribution::Keyed);
         let mut op = plan.create().unwrap();
         let mut out = Collector::default();
@@ -1216,7 +1211,7 @@ mod tests {
 
     #[test]
     fn a_late_row_counts_while_its_window_is_open_at_its_own_watermark() {
-        let plan = plan(WindowSpec::Tumble { width_ms: 10 });
+        let plan = plan(WindowSpec::tumble(10));
         let mut op = plan.create().unwrap();
         let mut out = Collector::default();
         op.on_batch(0, rows(&["a"], &[1], &[25]), &mut out).unwrap();
@@ -1238,10 +1233,7 @@ mod tests {
     fn a_late_hop_row_misses_only_the_windows_that_had_fired_and_survives_a_checkpoint() {
         // Windows of 10 every 5: a row at 12 is in [5, 15) and [10, 20),
         // sliced in 5s; at a mark of 16 [5, 15) had fired, [10, 20) not.
-        let plan = plan(WindowSpec::Hop {
-            slide_ms: 5,
-            width_ms: 10,
-        });
+        let plan = plan(WindowSpec::hop(5, 10));
         let mut op = plan.create().unwrap();
         let mut out = Collector::default();
         op.on_batch(0, rows(&["a"], &[2], &[11]), &mut out).unwrap();
@@ -1272,10 +1264,7 @@ mod tests {
     }
     #[test]
     fn hopping_windows_fold_each_row_once_and_fire_every_window_holding_it() {
-        let plan = plan(WindowSpec::Hop {
-            slide_ms: 5,
-            width_ms: 10,
-        });
+        let plan = plan(WindowSpec::hop(5, 10));
         let mut op = plan.create().unwrap();
         let mut out = Collector::default();
         op.on_batch(
@@ -1297,10 +1286,7 @@ mod tests {
 
     #[test]
     fn an_aggregate_appended_to_a_running_query_is_null_in_windows_begun_before_it() {
-        let plan = plan(WindowSpec::Hop {
-            slide_ms: 5,
-            width_ms: 10,
-        });
+        let plan = plan(WindowSpec::hop(5, 10));
         let earlier = plan.earlier_layouts();
         assert_eq!(
             earlier.len(),

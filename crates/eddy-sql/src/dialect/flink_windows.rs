@@ -19,6 +19,7 @@
 //! FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))
 //! -- or HOP(TABLE t, DESCRIPTOR(ts), slide, size)
 //! -- or CUMULATE(TABLE t, DESCRIPTOR(ts), step, max size)
+//! -- (TUMBLE, HOP and CUMULATE take a window offset as a last argument)
 //! -- or SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), gap)
 //! GROUP BY window_start, window_end, k
 //! ```
@@ -76,10 +77,10 @@ pub type Unsupported = (u64, u64, String);
 /// The form each window table function takes, for errors.
 fn tvf_form(kind: &str) -> &'static str {
     match kind {
-        "hop" => "HOP(TABLE t, DESCRIPTOR(time column), slide, size)",
-        "cumulate" => "CUMULATE(TABLE t, DESCRIPTOR(time column), step, max size)",
+        "hop" => "HOP(TABLE t, DESCRIPTOR(time column), slide, size [, offset])",
+        "cumulate" => "CUMULATE(TABLE t, DESCRIPTOR(time column), step, max size [, offset])",
         "session" => "SESSION(TABLE t [PARTITION BY k], DESCRIPTOR(time column), gap)",
-        _ => "TUMBLE(TABLE t, DESCRIPTOR(time column), size)",
+        _ => "TUMBLE(TABLE t, DESCRIPTOR(time column), size [, offset])",
     }
 }
 
@@ -180,9 +181,11 @@ pub fn cut_window_tvfs(
             } else {
                 1
             };
+            // An offset may follow (not for sessions).
+            let offset_allowed = kind != "session";
             if at(j) != Some(&Token::RParen)
                 || at(j + 1) != Some(&Token::RParen)
-                || args_count != wanted
+                || !(args_count == wanted || (offset_allowed && args_count == wanted + 1))
             {
                 return unsupported();
             }

@@ -83,7 +83,7 @@ impl Compiler {
             .flatten();
         for (i, expr) in aggregate.group_expr.iter().enumerate() {
             if time_group == Some(i) {
-                window = Some(Window::Fixed(WindowSpec::Tumble { width_ms: 1 }));
+                window = Some(Window::Fixed(WindowSpec::tumble(1)));
                 group_columns.push(GroupColumn::WindowStart);
                 continue;
             }
@@ -188,9 +188,7 @@ impl Compiler {
         let output_schema = Arc::new(Schema::new(fields));
         // A window struct of fixed-width windows: a join can read its start.
         let window_ms = match &window {
-            Window::Fixed(WindowSpec::Tumble { width_ms } | WindowSpec::Hop { width_ms, .. }) => {
-                Some(*width_ms)
-            }
+            Window::Fixed(spec) => spec.width_ms(),
             _ => None,
         };
         let plan: Arc<dyn OperatorPlan> = match window {

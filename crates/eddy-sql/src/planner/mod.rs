@@ -1339,7 +1339,8 @@ impl Compiler {
                 let exprs = projection
                     .expr
                     .iter()
-                    .map(|e| crate::context::physical_expr(&state, e.clone(), &input_schema))
+                    .zip(projection.schema.fields())
+                    .map(|(e, field)| crate::context::physical_expr_of_type(&state, e.clone(), &input_schema, field.data_type()))
                     .collect::<datafusion::error::Result<Vec<_>>>()
                     .map_err(|e| self.df_error(position, e))?;
                 stream.windows = stream::projected_windows(&projection.expr, &input_schema, stream.time.map(|t| t.column), &stream.windows);

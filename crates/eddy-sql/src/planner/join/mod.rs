@@ -489,10 +489,13 @@ impl Compiler {
                 format!("this {} JOIN of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`, or a state TTL (`SET 'table.exec.state.ttl' = '1 h'`: rows further apart never pair); {why}", kind.name()),
             ));
         };
-        if lower_ms > upper_ms {
+        // An empty bound pairs nothing. An outer join still means something
+        // (every preserved row comes out padded, as Flink plans it); an inner
+        // one could only ever be empty, which is a mistake worth naming.
+        if lower_ms > upper_ms && kind == JoinKind::Inner {
             return Err(SqlError::at(
                 &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
-                "the join's time bound is empty (its lower end is above its upper end)",
+                "the join's time bound is empty (its lower end is above its upper end), so this inner join could never pair two rows",
             ));
         }
         Ok(JoinTime {
