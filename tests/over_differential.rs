@@ -1,7 +1,7 @@
 //! Differential tests of OVER aggregates: eddy's streaming results must equal
 //! DataFusion's batch window functions over the whole input ordered by event
 //! time — running aggregates (both running frames and the RANGE default,
-//! the native forms on NULLs and BIGINTs), eddy's Welford UDAFs, `row_number` and `lag` — on randomized data with
+//! the native forms on NULLs and BIGINTs), eddy's Welford UDAFs, `row_number`, `lag` and `lead` — on randomized data with
 //! disorder inside the watermark bound, for batch sizes 1, 7, 1024 and 8192.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -40,7 +40,7 @@ fn random_input(seed: u64, rows: usize) -> String {
     out
 }
 
-const QUERIES: [&str; 5] = [
+const QUERIES: [&str; 7] = [
     "SELECT k, ts, v,
         count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
         sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s,
@@ -71,6 +71,14 @@ const QUERIES: [&str; 5] = [
         max(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS hi3,
         avg(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS a2
      FROM events",
+    // Leads: rows wait for their successors, with the other functions.
+    "SELECT k, ts, v,
+        lead(v) OVER (PARTITION BY k ORDER BY event_time) AS next,
+        lead(v, 3, -1.0) OVER (PARTITION BY k ORDER BY event_time) AS next3,
+        lag(v) OVER (PARTITION BY k ORDER BY event_time) AS prev,
+        count(*) OVER (PARTITION BY k ORDER BY event_time) AS c
+     FROM events",
+    "SELECT k, ts, lead(ts, 2) OVER (ORDER BY event_time) AS later FROM events WHERE v > 300",
 ];
 
 fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
@@ -149,7 +157,8 @@ fn state_ttl_restarts_idle_keys_like_a_batch_query_over_gap_sessions() {
     let expected = batch_rows(
         &input,
         "SELECT k, ts, count(*) OVER (PARTITION BY k, s ORDER BY event_time) AS c,
-                sum(v) OVER (PARTITION BY k, s ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total
+                sum(v) OVER (PARTITION BY k, s ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total,
+                lead(ts) OVER (PARTITION BY k, s ORDER BY event_time) AS next
          FROM (SELECT *, sum(fresh) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s
                FROM (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY k ORDER BY event_time) > 300 THEN 1 ELSE 0 END AS fresh
                      FROM events))",
@@ -165,7 +174,8 @@ fn state_ttl_restarts_idle_keys_like_a_batch_query_over_gap_sessions() {
             text: format!(
                 "{SOURCE}\nSET 'table.exec.state.ttl' = '300ms';
                  SELECT k, ts, count(*) OVER (PARTITION BY k ORDER BY event_time) AS c,
-                        sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total
+                        sum(v) OVER (PARTITION BY k ORDER BY event_time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS total,
+                        lead(ts) OVER (PARTITION BY k ORDER BY event_time) AS next
                  FROM events;"
             ),
         };
@@ -180,6 +190,40 @@ fn state_ttl_restarts_idle_keys_like_a_batch_query_over_gap_sessions() {
                 "batch {batch_size}:\n  eddy:       {a}\n  datafusion: {e}"
             );
         }
+    }
+}
+
+/// Rows waiting for their leads hold the watermark back: a window over
+/// them counts every row in its window, none taken for late.
+#[test]
+fn windows_over_leads_see_every_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("events.ndjson");
+    std::fs::write(&path, random_input(41, 2_000)).expect("write");
+    let input = path.display().to_string();
+    let expected = batch_rows_in_order(
+        &input,
+        "SELECT date_bin(INTERVAL '2' SECOND, event_time) AS window_start, count(*) AS n,
+                sum(gap) AS gaps
+         FROM (SELECT event_time, lead(ts) OVER (PARTITION BY k ORDER BY event_time) - ts AS gap
+               FROM events WHERE k IN ('k1', 'k2'))
+         GROUP BY 1 ORDER BY 1",
+    );
+    assert!(expected.len() > 20);
+    let query = "CREATE VIEW gaps AS
+         SELECT event_time, lead(ts) OVER (PARTITION BY k ORDER BY event_time) - ts AS gap
+         FROM events WHERE k IN ('k1', 'k2');
+         SELECT window_start, count(*) AS n, sum(gap) AS gaps
+         FROM TABLE(TUMBLE(TABLE gaps, DESCRIPTOR(event_time), INTERVAL '2' SECOND))
+         GROUP BY window_start, window_end";
+    for (batch_size, parallelism) in common::SWEEP {
+        let mut actual = eddy_rows(&input, query, batch_size, parallelism);
+        actual.sort_by_key(|r| r["window_start"].to_string());
+        common::assert_same_rows(
+            &actual,
+            &expected,
+            &format!("windows over leads (batch {batch_size}, parallelism {parallelism})"),
+        );
     }
 }
 

@@ -4,8 +4,9 @@
 //! and either a running aggregate with frame `ROWS BETWEEN UNBOUNDED
 //! PRECEDING AND CURRENT ROW | 1 PRECEDING` or `RANGE BETWEEN UNBOUNDED
 //! PRECEDING AND CURRENT ROW` (the default), or `row_number()`, or
-//! `lag(x [, n [, default]])`. Everything else needs the history of a key
-//! (or its future) and is rejected with the reason.
+//! `lag(x [, n [, default]])`, or `lead(x [, n [, default]])` (rows wait
+//! for their `n` successors). Everything else needs the history of a key
+//! and is rejected with the reason.
 
 use std::sync::Arc;
 
@@ -175,32 +176,36 @@ impl Compiler {
                 }
                 WindowFunctionDefinition::WindowUDF(udwf) => match udwf.name() {
                     "row_number" => OverFunction::RowNumber,
-                    "lag" => {
+                    name @ ("lag" | "lead") => {
                         let value = params
                             .args
                             .first()
-                            .ok_or_else(|| SqlError::at(&self.anchor(position, &["OVER"]), "lag() needs a value"))?;
+                            .ok_or_else(|| SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}() needs a value")))?;
                         let offset = match params.args.get(1).map(constant) {
                             None => 1,
                             Some(Some(v)) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
                                 Ok(ScalarValue::UInt64(Some(n))) if n > 0 => n as usize,
-                                _ => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the offset must be a positive constant")),
+                                _ => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the offset must be a positive constant"))),
                             },
-                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the offset must be a constant")),
+                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the offset must be a constant"))),
                         };
                         let value_type = value.get_type(&input_schema).map_err(|e| self.df_error(position, e))?;
                         let default = match params.args.get(2).map(constant) {
                             None => ScalarValue::try_from(&value_type).map_err(|e| self.df_error(position, e))?,
                             Some(Some(v)) => v.cast_to(&value_type).map_err(|e| self.df_error(position, e))?,
-                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), "lag(): the default must be a constant")),
+                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the default must be a constant"))),
                         };
                         let value = crate::context::physical_expr(&state, value.clone(), &input_schema)
                             .map_err(|e| self.df_error(position, e))?;
-                        OverFunction::Lag { value, offset, default }
+                        if name == "lag" {
+                            OverFunction::Lag { value, offset, default }
+                        } else {
+                            OverFunction::Lead { value, offset, default }
+                        }
                     }
                     other => {
                         return Err(SqlError::at(&self.anchor(position, &["OVER"]),
-                            format!("{other}() OVER is not supported on streams (supported: running aggregates, row_number, lag)"),
+                            format!("{other}() OVER is not supported on streams (supported: running aggregates, row_number, lag, lead)"),
                         ))
                     }
                 },

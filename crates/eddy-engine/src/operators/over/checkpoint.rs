@@ -244,7 +244,7 @@ impl OverOperator {
                             lag_values[f].push(value.clone());
                         }
                     }
-                    OverFunction::RowNumber => {}
+                    OverFunction::RowNumber | OverFunction::Lead { .. } => {}
                 }
             }
         }
@@ -410,7 +410,7 @@ impl OverOperator {
                         )?));
                     }
                 }
-                OverFunction::RowNumber => {}
+                OverFunction::RowNumber | OverFunction::Lead { .. } => {}
             }
         }
         self.keys = (0..table.num_rows())
@@ -422,8 +422,9 @@ impl OverOperator {
 }
 
 /// The state of one instance of an OVER node resumed at another
-/// parallelism ([`crate::rescale`]): `pending` holds input rows (keyed by
-/// the partition columns); `keys` a row per key, its key row-encoded, with
+/// parallelism ([`crate::rescale`]): `pending` holds input rows and
+/// `waiting` rows waiting for their leads (both keyed by the partition
+/// columns); `keys` a row per key, its key row-encoded, with
 /// `slide{f}` aligned to it; `frame{f}` and `lag{f}` rows point into it by
 /// `key_index`, renumbered here to the kept keys.
 pub(super) fn rescale_over(
@@ -434,6 +435,13 @@ pub(super) fn rescale_over(
     let metas = rescale::metas::<OverMeta>(&parts)?;
     let converter = super::super::key_converter(&plan.partition_by, &plan.input_schema)?;
     let pending = rescale::kept_rows(&mut parts, "pending", range, &plan.partition_by)?;
+    // Rows waiting for their leads (output columns, the input's first).
+    let waiting = plan
+        .functions
+        .iter()
+        .any(|f| matches!(f, super::OverFunction::Lead { .. }))
+        .then(|| rescale::kept_rows(&mut parts, "waiting", range, &plan.partition_by))
+        .transpose()?;
     let kept = rescale::kept_by_key_table(
         &mut parts,
         "keys",
@@ -460,6 +468,9 @@ pub(super) fn rescale_over(
         late_rows: crate::rescale::counted_sum(&metas, |m| m.late_rows),
     })?;
     state.push_table("pending", pending);
+    if let Some(waiting) = waiting {
+        state.push_table("waiting", waiting);
+    }
     for (name, table) in kept {
         state.push_table(name, table);
     }

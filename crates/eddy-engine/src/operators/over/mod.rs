@@ -13,7 +13,8 @@
 //!
 //! State per key is what the functions need, never the history: one
 //! DataFusion `Accumulator` per aggregate (running frames only), a counter
-//! for `row_number`, the last `n` values for `lag(x, n)`.
+//! for `row_number`, the last `n` values for `lag(x, n)`; for `lead(x, n)`,
+//! the released rows still waiting for `n` successors.
 //!
 //! State time-to-live (`SET 'table.exec.state.ttl'`): a key whose last row is
 //! more than the TTL of event time before its next one starts that row from
@@ -50,13 +51,17 @@
 //! DataFusion's accumulators row by row. Both give the same values and
 //! write the same checkpoint tables.
 //!
+//! `lead(x, n)` looks ahead: a released row waits until `n` later rows of
+//! its key are released, then goes out once with its final value (`lead`).
+//!
 //! Files: here the plan (frames, functions, [`OverPlan`]); `operator` the
 //! operator (pending rows, per-key state, release in event-time order,
-//! time-to-live sweeps); `running` the native running aggregates; `output`
+//! time-to-live sweeps); `lead` rows waiting for their leads; `running` the native running aggregates; `output`
 //! the appended columns as they fill; `checkpoint` its state as tables;
 //! `tests` the operator driven through the `Operator` trait.
 
 mod checkpoint;
+mod lead;
 mod operator;
 mod output;
 mod running;
@@ -144,6 +149,16 @@ pub enum OverFunction {
         /// Value while fewer rows precede.
         default: ScalarValue,
     },
+    /// `lead(value, offset, default)`: the row waits until `offset` later
+    /// rows of its key are released (see `lead`).
+    Lead {
+        /// The value expression.
+        value: Arc<dyn PhysicalExpr>,
+        /// How many rows ahead.
+        offset: usize,
+        /// Value where fewer rows follow.
+        default: ScalarValue,
+    },
 }
 
 /// Plan of an OVER node.
@@ -190,6 +205,7 @@ impl OperatorPlan for OverPlan {
                 }
                 OverFunction::RowNumber => "row_number()".to_string(),
                 OverFunction::Lag { value, offset, .. } => format!("lag({value}, {offset})"),
+                OverFunction::Lead { value, offset, .. } => format!("lead({value}, {offset})"),
             })
             .collect();
         let ttl = self
@@ -222,6 +238,7 @@ impl OperatorPlan for OverPlan {
             last_sweep: WATERMARK_MIN,
             batches: 0,
             late_rows: 0,
+            waiting: lead::Waiting::default(),
         }))
     }
 

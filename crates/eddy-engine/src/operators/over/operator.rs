@@ -84,6 +84,8 @@ pub(super) struct OverOperator {
     pub(super) batches: u64,
     /// Late rows dropped: their place in event-time order had passed.
     pub(super) late_rows: u64,
+    /// Rows waiting for their leads.
+    pub(super) waiting: super::lead::Waiting,
 }
 
 impl OverOperator {
@@ -177,6 +179,12 @@ impl OverOperator {
                     filters.push(None);
                     running.push(None);
                     values.push(OutputColumn::row_numbers(n));
+                }
+                OverFunction::Lead { .. } => {
+                    args.push(Vec::new());
+                    filters.push(None);
+                    running.push(None);
+                    values.push(OutputColumn::Later(n));
                 }
             }
         }
@@ -359,6 +367,7 @@ impl OverOperator {
                                 history.pop_front();
                             }
                         }
+                        OverFunction::Lead { .. } => {}
                     }
                 }
             }
@@ -460,6 +469,15 @@ impl Operator for OverOperator {
         self.late_rows
     }
 
+    /// Rows waiting for their leads go out later with their own times:
+    /// the watermark waits for the earliest.
+    fn output_watermark(&self, input: Timestamp) -> Timestamp {
+        match self.waiting.earliest {
+            Some(earliest) if input != WATERMARK_MAX => input.min(earliest),
+            _ => input,
+        }
+    }
+
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         let horizon = if watermark == WATERMARK_MAX {
             WATERMARK_MAX
@@ -472,7 +490,7 @@ impl Operator for OverOperator {
     }
 
     fn state_rows(&self) -> usize {
-        self.pending_rows + self.keys.len()
+        self.pending_rows + self.keys.len() + self.waiting.num_rows()
     }
 
     fn state_bytes(&self) -> usize {
@@ -504,7 +522,7 @@ impl Operator for OverOperator {
                         .sum::<usize>()
             })
             .sum();
-        pending + keys
+        pending + keys + self.waiting.bytes()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
@@ -520,6 +538,13 @@ impl Operator for OverOperator {
         for (name, table) in self.key_tables()? {
             snapshot.push_table(name, table);
         }
+        if self.has_leads() {
+            snapshot.push_batches(
+                "waiting",
+                &self.plan.output_schema,
+                self.waiting.rows.iter().cloned(),
+            );
+        }
         Ok(snapshot)
     }
 
@@ -531,6 +556,16 @@ impl Operator for OverOperator {
         self.pending_rows = pending.num_rows();
         if pending.num_rows() > 0 {
             self.pending = vec![Pending::new(pending, self.plan.time_column)?];
+        }
+        self.waiting = super::lead::Waiting::default();
+        if let Some(waiting) = state.take_table_if_present("waiting")? {
+            if waiting.num_rows() > 0 {
+                let times = to_epoch_millis(waiting.column(self.plan.time_column))?;
+                self.waiting = super::lead::Waiting {
+                    earliest: datafusion::arrow::compute::min(&times),
+                    rows: Some(waiting),
+                };
+            }
         }
         self.load_keys(&mut state)
     }
@@ -545,6 +580,12 @@ impl OverOperator {
         out: &mut Collector,
     ) -> Result<()> {
         if self.pending.is_empty() {
+            // Waiting leads may close (the end, or a run past its TTL).
+            if self.has_leads() {
+                if let Some(done) = self.pair_leads(None, horizon)? {
+                    out.emit(done);
+                }
+            }
             return Ok(());
         }
         // Split each pending batch on its own (never concatenating what stays:
@@ -583,6 +624,11 @@ impl OverOperator {
         self.pending_rows = kept.iter().map(|p| p.batch.num_rows()).sum();
         self.pending = kept;
         if released_parts.is_empty() {
+            if self.has_leads() {
+                if let Some(done) = self.pair_leads(None, horizon)? {
+                    out.emit(done);
+                }
+            }
             return Ok(());
         }
         let released = concat_batches(&self.plan.input_schema, &released_parts)?;
@@ -614,7 +660,14 @@ impl OverOperator {
         } else {
             sorted
         };
-        out.emit(self.process(sorted)?);
+        let processed = self.process(sorted)?;
+        if self.has_leads() {
+            if let Some(done) = self.pair_leads(Some(processed), horizon)? {
+                out.emit(done);
+            }
+        } else {
+            out.emit(processed);
+        }
         Ok(())
     }
 }

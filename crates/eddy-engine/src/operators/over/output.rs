@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    new_empty_array, Array, ArrayRef, Float64Array, Int64Array, UInt64Array,
+    new_empty_array, new_null_array, Array, ArrayRef, Float64Array, Int64Array, UInt64Array,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer};
 use datafusion::arrow::compute::{cast, interleave};
@@ -45,6 +45,8 @@ pub(super) enum OutputColumn {
         sources: Vec<(usize, usize)>,
         held: Vec<ScalarValue>,
     },
+    /// Filled later (`lead`): `n` nulls for now.
+    Later(usize),
 }
 
 impl OutputColumn {
@@ -111,7 +113,7 @@ impl OutputColumn {
                 }
                 other => return Err(unexpected(&other)),
             },
-            OutputColumn::RowNumbers(_) | OutputColumn::Lag { .. } => {
+            OutputColumn::RowNumbers(_) | OutputColumn::Lag { .. } | OutputColumn::Later(_) => {
                 return Err(unexpected(&value))
             }
         }
@@ -136,6 +138,7 @@ impl OutputColumn {
                 Arc::new(Int64Array::new(values.into(), nulls(valid)))
             }
             OutputColumn::RowNumbers(values) => Arc::new(UInt64Array::from(values)),
+            OutputColumn::Later(n) => new_null_array(data_type, n),
             OutputColumn::Lag { sources, held } => {
                 let (Some(values), Some(default)) = (lag_values, lag_default) else {
                     return Err(EngineError::operator("over", "lag without its values"));

@@ -360,3 +360,79 @@ fn lag_reaches_back_across_batches_and_snapshots() {
         assert_eq!(rows(&mut out), ["a 21 3", "b 22 2", "a 23 11"]);
     }
 }
+
+fn lead_plan(offset: usize, state_ttl_ms: Option<i64>) -> OverPlan {
+    let input = kv_schema();
+    let lead = OverFunction::Lead {
+        value: col("v", &input).unwrap(),
+        offset,
+        default: ScalarValue::Int64(Some(-1)),
+    };
+    let rn = Field::new("rn", DataType::UInt64, true);
+    let next = Field::new("next", DataType::Int64, true);
+    keyed_plan(
+        input,
+        vec![OverFunction::RowNumber, lead],
+        vec![rn, next],
+        state_ttl_ms,
+    )
+}
+
+#[test]
+fn lead_rows_wait_for_their_successors_and_hold_the_watermark() {
+    let plan = lead_plan(1, None);
+    let mut op = plan.create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(0, keyed(&["a", "b", "a"], &[1, 2, 3], None), &mut out)
+        .unwrap();
+    op.on_watermark(10, &mut out).unwrap();
+    // a's 1 has its successor; a's 3 and b's 2 wait.
+    assert_eq!(rows(&mut out), ["a 1 1 3"]);
+    assert_eq!(
+        op.output_watermark(10),
+        2,
+        "held at the earliest waiting row"
+    );
+    // A snapshot keeps the waiting rows.
+    let mut restored = plan.create().unwrap();
+    restored.restore(op.snapshot().unwrap()).unwrap();
+    assert_eq!(restored.output_watermark(10), 2);
+    for op in [&mut op, &mut restored] {
+        op.on_batch(0, keyed(&["b", "a"], &[12, 15], None), &mut out)
+            .unwrap();
+        op.on_watermark(20, &mut out).unwrap();
+        assert_eq!(rows(&mut out), ["b 2 1 12", "a 3 2 15"]);
+        assert_eq!(op.output_watermark(20), 12);
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        // The last rows of each key: the default.
+        assert_eq!(rows(&mut out), ["b 12 2 -1", "a 15 3 -1"]);
+        assert_eq!(op.output_watermark(WATERMARK_MAX), WATERMARK_MAX);
+        assert_eq!(op.state_rows(), 2, "only the keys' row numbers remain");
+    }
+}
+
+#[test]
+fn a_lead_n_rows_ahead_waits_for_n_and_stops_at_the_ttl_gap() {
+    let mut op = lead_plan(2, None).create().unwrap();
+    let mut out = Collector::default();
+    op.on_batch(
+        0,
+        keyed(&["a", "a", "a", "a"], &[1, 2, 3, 4], None),
+        &mut out,
+    )
+    .unwrap();
+    op.on_watermark(10, &mut out).unwrap();
+    assert_eq!(rows(&mut out), ["a 1 1 3", "a 2 2 4"]);
+
+    // With a TTL of 5, rows further apart are separate runs: a lead stops
+    // at the gap, and a run the watermark has passed by the TTL is over.
+    let mut op = lead_plan(1, Some(5)).create().unwrap();
+    op.on_batch(0, keyed(&["a", "a", "a"], &[1, 3, 20], None), &mut out)
+        .unwrap();
+    op.on_watermark(10, &mut out).unwrap();
+    // At 10 the run (1, 3) is over: rows still to come are at 10 or later,
+    // more than the TTL after 3.
+    assert_eq!(rows(&mut out), ["a 1 1 3", "a 3 2 -1"]);
+    op.on_watermark(30, &mut out).unwrap();
+    assert_eq!(rows(&mut out), ["a 20 1 -1"], "its run closed at 20 + 5");
+}

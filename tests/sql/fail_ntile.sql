@@ -1,4 +1,4 @@
--- fail: fail_lead.sql:11:30: lead() OVER is not supported on streams
+-- fail: fail_ntile.sql:11:26: ntile() OVER is not supported on streams (supported: running aggregates, row_number, lag, lead)
 CREATE TABLE clicks (
   user_id VARCHAR,
   page    VARCHAR,
@@ -8,4 +8,4 @@ CREATE TABLE clicks (
   WATERMARK FOR event_time AS event_time - INTERVAL '2' SECOND
 ) WITH (connector = 'file', path = '${DATA}/clicks.ndjson', format = 'json');
 
-SELECT user_id, lead(amount) OVER (PARTITION BY user_id ORDER BY event_time) FROM clicks;
+SELECT user_id, ntile(4) OVER (PARTITION BY user_id ORDER BY event_time) FROM clicks;
