@@ -227,6 +227,75 @@ fn windows_over_leads_see_every_row() {
     }
 }
 
+/// OVER in another order than event time, over a table without event time,
+/// and over an updating query: eddy's changelog, replayed, ends as
+/// DataFusion's window functions over the whole input.
+#[test]
+fn updating_over_ends_as_datafusion_window_functions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("events.ndjson");
+    std::fs::write(&path, random_input(51, 600)).expect("write");
+    let input = path.display().to_string();
+    let no_time = "CREATE TABLE events (k VARCHAR, v DOUBLE, ts BIGINT)
+        WITH (connector = 'file', path = 'bound-by---input');";
+    let cases = [
+        (
+            SOURCE,
+            "SELECT k, ts, v,
+                sum(v) OVER (PARTITION BY k ORDER BY v, ts) AS s,
+                lead(ts) OVER (PARTITION BY k ORDER BY v, ts) AS nxt,
+                first_value(ts) OVER (PARTITION BY k ORDER BY v, ts ROWS BETWEEN 2 PRECEDING AND 2 FOLLOWING) AS fv,
+                count(*) OVER (PARTITION BY k ORDER BY v DESC, ts) AS above
+             FROM events",
+        ),
+        (
+            no_time,
+            "SELECT k, ts, avg(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS a,
+                lag(v, 2) OVER (PARTITION BY k ORDER BY ts) AS before2,
+                max(v) OVER (PARTITION BY k) AS top
+             FROM events",
+        ),
+        (
+            SOURCE,
+            "SELECT k, c, sum(c) OVER (ORDER BY c, k) AS running, lead(k) OVER (ORDER BY c, k) AS next_k
+             FROM (SELECT k, count(*) AS c FROM events WHERE v > 100 GROUP BY k)",
+        ),
+    ];
+    for (source, query) in cases {
+        let mut expected = batch_rows_in_order(&input, query);
+        expected.sort_by_key(common::row_key);
+        assert!(expected.len() >= 12);
+        for (batch_size, parallelism) in common::SWEEP {
+            let file = SqlFile {
+                name: "<over>".into(),
+                text: format!("{source}\n{query};"),
+            };
+            let inputs = BTreeMap::from([("events".to_string(), input.clone())]);
+            let captured = common::run_captured_in_parallel(
+                &[file],
+                &BTreeMap::new(),
+                inputs,
+                batch_size,
+                parallelism,
+            )
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+            assert!(
+                common::is_changelog(&captured.lines),
+                "an updating output: {:?}",
+                captured.lines.first()
+            );
+            let table = common::replay_changelog(&captured.lines).expect("a consistent changelog");
+            let mut actual = common::json_rows(table.iter().map(String::as_str));
+            actual.sort_by_key(common::row_key);
+            common::assert_same_rows(
+                &actual,
+                &expected,
+                &format!("{query} (batch {batch_size}, parallelism {parallelism})"),
+            );
+        }
+    }
+}
+
 /// Keys that stop sending are dropped from memory once the TTL has passed
 /// them; without a TTL they stay.
 #[test]

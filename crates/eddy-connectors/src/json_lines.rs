@@ -28,6 +28,7 @@ pub fn encode_json_lines_with(
     out: &mut Vec<u8>,
     explicit_nulls: bool,
 ) -> Result<()> {
+    let batch = &string_keyed_maps(batch)?;
     let mut writer = WriterBuilder::new()
         .with_explicit_nulls(explicit_nulls)
         .with_timestamp_format("%Y-%m-%dT%H:%M:%S%.fZ".to_string())
@@ -37,6 +38,55 @@ pub fn encode_json_lines_with(
     writer.write(batch)?;
     writer.finish()?;
     Ok(())
+}
+
+/// `batch` with every MAP column whose keys are not strings (Flink's
+/// `MAP<DOUBLE, DOUBLE>`) cast to string keys: a JSON object's keys are
+/// text, and arrow-json writes only string-keyed maps. The key's text is
+/// its value as SQL casts it (`42.0`).
+fn string_keyed_maps(batch: &RecordBatch) -> Result<std::borrow::Cow<'_, RecordBatch>> {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let textual = |field: &Field| -> Option<DataType> {
+        let DataType::Map(entries, sorted) = field.data_type() else {
+            return None;
+        };
+        let DataType::Struct(parts) = entries.data_type() else {
+            return None;
+        };
+        let key = parts.first()?;
+        if matches!(key.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+            return None;
+        }
+        let mut parts: Vec<Field> = parts.iter().map(|f| f.as_ref().clone()).collect();
+        parts[0] = parts[0].clone().with_data_type(DataType::Utf8);
+        let entries = entries
+            .as_ref()
+            .clone()
+            .with_data_type(DataType::Struct(parts.into()));
+        Some(DataType::Map(Arc::new(entries), *sorted))
+    };
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| textual(f).is_some()) {
+        return Ok(std::borrow::Cow::Borrowed(batch));
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        match textual(field) {
+            Some(wanted) => {
+                columns.push(datafusion::arrow::compute::cast(column, &wanted)?);
+                fields.push(field.as_ref().clone().with_data_type(wanted));
+            }
+            None => {
+                columns.push(column.clone());
+                fields.push(field.as_ref().clone());
+            }
+        }
+    }
+    Ok(std::borrow::Cow::Owned(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?))
 }
 
 /// Appends `line` (compact JSON) with a space after every `:` and `,` that is
@@ -120,6 +170,24 @@ impl Spacer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maps_with_number_keys_are_objects_keyed_by_their_text() {
+        use datafusion::arrow::array::{Float64Builder, MapBuilder};
+        let mut map = MapBuilder::new(None, Float64Builder::new(), Float64Builder::new());
+        map.keys().append_value(42.0);
+        map.values().append_value(42.5);
+        map.append(true).unwrap();
+        map.append(false).unwrap();
+        let column = Arc::new(map.finish()) as _;
+        let batch = RecordBatch::try_from_iter([("m", column)]).unwrap();
+        let mut out = Vec::new();
+        encode_json_lines(&batch, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"m\":{\"42.0\":42.5}}\n{\"m\":null}\n"
+        );
+    }
 
     #[test]
     fn spaces_only_outside_strings() {

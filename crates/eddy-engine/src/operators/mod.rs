@@ -20,6 +20,7 @@ pub mod union;
 pub mod unnest;
 pub mod updating_aggregate;
 pub mod updating_join;
+pub mod updating_over;
 pub mod updating_rank;
 pub mod window_aggregate;
 pub mod window_rank;

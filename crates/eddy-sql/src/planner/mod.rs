@@ -58,6 +58,7 @@ mod sort;
 mod stream;
 mod unnest;
 mod updating;
+mod updating_over;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

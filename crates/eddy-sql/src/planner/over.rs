@@ -1,6 +1,8 @@
-//! Plans a logical `Window` (OVER clauses) into an `over` operator.
+//! Plans a logical `Window` (OVER clauses) into an `over` operator, or, when
+//! its rows would change (another order, no event time, an updating
+//! input), into an `updating_over` one (`updating_over`).
 //!
-//! Accepted: `ORDER BY <the input's event time>` ascending, any PARTITION BY,
+//! For `over`: `ORDER BY <the input's event time>` ascending, any PARTITION BY,
 //! and either a running aggregate with frame `ROWS BETWEEN UNBOUNDED
 //! PRECEDING AND CURRENT ROW | 1 PRECEDING` or `RANGE BETWEEN UNBOUNDED
 //! PRECEDING AND CURRENT ROW` (the default), or `row_number()`, or
@@ -43,27 +45,58 @@ impl Compiler {
         if let Some(ranking) = super::rank::stream_ranking(self, window, &input) {
             return self.plan_stream_rank(window, input, ranking, position);
         }
-        input
-            .append_only("OVER")
-            .map_err(|m| SqlError::at(&self.anchor(position, &["OVER"]), m))?;
+        if let (None, Some(time)) = (&input.changelog, input.time) {
+            if let Some(ranking) =
+                super::rank::rank_functions(window, &input.schema, time.column, &input.windows)
+            {
+                return self.plan_window_rank(window, input, time, ranking, position);
+            }
+        }
+        // In event-time order over an append-only stream, rows go out final
+        // (`over`); in any other order, or over rows that change, results
+        // change as rows arrive (`updating_over`).
+        let time_ordered = input.changelog.is_none()
+            && input.time.is_some_and(|time| {
+                window.window_expr.iter().all(|expr| {
+                    let inner = match expr {
+                        Expr::Alias(a) => a.expr.as_ref(),
+                        e => e,
+                    };
+                    matches!(inner, Expr::WindowFunction(f) if f.params.order_by.len() == 1
+                        && f.params.order_by[0].asc
+                        && matches!(&f.params.order_by[0].expr, Expr::Column(c) if input.schema.index_of_column(c).ok() == Some(time.column)))
+                })
+            });
+        if !time_ordered {
+            let ranking = window.window_expr.iter().any(|expr| {
+                let inner = match expr {
+                    Expr::Alias(a) => a.expr.as_ref(),
+                    e => e,
+                };
+                matches!(inner, Expr::WindowFunction(f) if matches!(&f.fun, WindowFunctionDefinition::WindowUDF(u) if matches!(u.name(), "row_number" | "rank" | "dense_rank")))
+            });
+            if ranking {
+                let order = match input.time {
+                    Some(time) if input.changelog.is_none() => format!(
+                        " that is not ORDER BY {}",
+                        input.schema.field(time.column).name()
+                    ),
+                    _ => String::new(),
+                };
+                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
+                    format!("a ranking on a stream{order} needs a bound: a WHERE rn <= N above it (a Top-N over the stream, whose rows change), or PARTITION BY window_start, window_end (or the window) of a window aggregate (a window Top-N); unbounded, every row would re-rank its whole partition"),
+                ));
+            }
+            return self.plan_updating_over(window, input, position);
+        }
         let Some(time) = input.time else {
-            return Err(SqlError::at(
-                &self.anchor(position, &["OVER"]),
-                format!(
-                    "OVER needs event time, but its input has none: {}",
-                    input.why_no_time()
-                ),
+            return Err(SqlError::Internal(
+                "an event-time OVER without event time".into(),
             ));
         };
-        if let Some(ranking) =
-            super::rank::rank_functions(window, &input.schema, time.column, &input.windows)
-        {
-            return self.plan_window_rank(window, input, time, ranking, position);
-        }
         let state = self.ctx.state();
         let input_schema = input.schema.clone();
         let input_arrow = Arc::new(input_schema.as_arrow().clone());
-        let time_name = input_schema.field(time.column).name().clone();
         let mut partition_by: Option<Vec<Expr>> = None;
         let mut functions = Vec::with_capacity(window.window_expr.len());
         for expr in &window.window_expr {
@@ -77,20 +110,6 @@ impl Compiler {
                 )));
             };
             let WindowFunction { fun, params } = function.as_ref();
-            let order_ok = params.order_by.len() == 1
-                && params.order_by[0].asc
-                && matches!(&params.order_by[0].expr, Expr::Column(c) if input_schema.index_of_column(c).ok() == Some(time.column));
-            let ranking = matches!(fun, WindowFunctionDefinition::WindowUDF(f) if matches!(f.name(), "row_number" | "rank" | "dense_rank"));
-            if !order_ok && ranking {
-                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
-                    format!("a ranking on a stream that is not ORDER BY {time_name} needs a bound: a WHERE rn <= N above it (a Top-N over the stream, whose rows change), or PARTITION BY window_start, window_end (or the window) of a window aggregate (a window Top-N); unbounded, every row would re-rank its whole partition"),
-                ));
-            }
-            if !order_ok {
-                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
-                    format!("OVER on a stream must be ORDER BY {time_name} (the event time, ascending): rows are processed in event-time order"),
-                ));
-            }
             match &partition_by {
                 Some(p) if *p != params.partition_by => {
                     return Err(SqlError::at(

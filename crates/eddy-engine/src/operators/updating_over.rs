@@ -1,0 +1,736 @@
+//! OVER in any order, with results that change: `f(...) OVER (PARTITION BY
+//! k ORDER BY x ...)` where `x` is not the input's event time, or the input
+//! has none, or the input is updating (Flink's OVER ordered by a value,
+//! RisingWave's OVER over a table).
+//!
+//! In: an append-only or updating stream. Out: an updating stream: the
+//! input's columns, one column per window function, the row kind. A row
+//! that comes in may change the values of others in its partition (a
+//! running sum ordered by value changes for every larger value; a `lead`
+//! changes for the row before), so per input batch each partition it
+//! touched emits the difference between its rows before and after the
+//! batch: a row whose values changed is taken out and put back (`-U`,
+//! `+U`), a new row put in (`+I`), a retracted one taken out (`-D`).
+//!
+//! Any DataFusion window function runs here, with any frame: the values are
+//! DataFusion's own (`WindowExpr::evaluate`) over the partition's rows in
+//! order, so they are exactly a batch query's over the same rows. Rows
+//! compare by their ORDER BY values (Arrow row encoding with the SQL sort
+//! options), ties by the row's own encoding, so the result never depends on
+//! batching.
+//!
+//! Cost: a touched partition is evaluated whole, twice per batch (before
+//! and after). That suits partitions of up to some thousands of rows;
+//! larger ones want a PARTITION BY, an event-time order (the `over`
+//! operator, which keeps only running state), or a state TTL.
+//!
+//! State per partition: its rows in order as encoded rows with counts;
+//! every row is kept, since any may still change. State time-to-live (`SET
+//! 'table.exec.state.ttl'`): a partition no row touched while the watermark
+//! advanced by more than the TTL is forgotten (no change goes out for it).
+//!
+//! Checkpoints: one table of (partition, sort key, row, copies, the
+//! watermark that last touched the partition).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int64Array, StringArray};
+//! use datafusion::arrow::compute::SortOptions;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use datafusion::functions_aggregate::sum::sum_udaf;
+//! use datafusion::logical_expr::{WindowFrame, WindowFunctionDefinition};
+//! use datafusion::physical_expr::expressions::col;
+//! use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+//! use datafusion::physical_plan::windows::create_window_expr;
+//! use eddy_engine::changelog;
+//! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::updating_over::UpdatingOverPlan;
+//!
+//! let input = Arc::new(Schema::new(vec![
+//!     Field::new("k", DataType::Utf8, true),
+//!     Field::new("v", DataType::Int64, true),
+//! ]));
+//! // SUM(v) OVER (PARTITION BY k ORDER BY v), the running sum by value.
+//! let partition_by = vec![col("k", &input).unwrap()];
+//! let order_by = vec![PhysicalSortExpr::new(col("v", &input).unwrap(), SortOptions::default())];
+//! let sum = create_window_expr(
+//!     &WindowFunctionDefinition::AggregateUDF(sum_udaf()),
+//!     "s".to_string(),
+//!     &[col("v", &input).unwrap()],
+//!     &partition_by,
+//!     &order_by,
+//!     Arc::new(WindowFrame::new(Some(true))),
+//!     input.clone(),
+//!     false,
+//!     false,
+//!     None,
+//! )
+//! .unwrap();
+//! let plan = UpdatingOverPlan {
+//!     input_schema: input.clone(),
+//!     output_schema: changelog::updating_schema(
+//!         &Schema::new(vec![
+//!             Field::new("k", DataType::Utf8, true),
+//!             Field::new("v", DataType::Int64, true),
+//!             Field::new("s", DataType::Int64, true),
+//!         ]),
+//!         &[],
+//!     ),
+//!     partition_by,
+//!     order_by,
+//!     functions: vec![sum],
+//!     input_updating: false,
+//!     state_ttl_ms: None,
+//! };
+//! let mut op = plan.create().unwrap();
+//! let mut out = Collector::default();
+//! let rows = |v: Vec<i64>| {
+//!     RecordBatch::try_new(
+//!         input.clone(),
+//!         vec![Arc::new(StringArray::from(vec!["a"; v.len()])), Arc::new(Int64Array::from(v))],
+//!     )
+//!     .unwrap()
+//! };
+//! op.on_batch(0, rows(vec![1, 5]), &mut out).unwrap(); // +I (a, 1, 1), +I (a, 5, 6)
+//! op.on_batch(0, rows(vec![2]), &mut out).unwrap(); // +I (a, 2, 3), -U (a, 5, 6), +U (a, 5, 8)
+//! let kinds: Vec<i8> = out
+//!     .drain()
+//!     .flat_map(|(_, b)| changelog::row_kinds(&b).unwrap().values().to_vec())
+//!     .collect();
+//! assert_eq!(kinds, vec![0, 0, 1, 2, 0]);
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::window::WindowExpr;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
+use hashbrown::HashMap;
+
+use super::ttl::TtlSweeps;
+use crate::changelog::{self, RowKind};
+use crate::error::{EngineError, Result};
+use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::StateSnapshot;
+use crate::time::{Timestamp, WATERMARK_MIN};
+
+const KIND: &str = "updating_over";
+
+/// Plan of an OVER node whose results change.
+#[derive(Debug, Clone)]
+pub struct UpdatingOverPlan {
+    /// The input's own columns (an updating input's row kind follows them).
+    pub input_schema: SchemaRef,
+    /// The input's columns, one column per window function, the row kind.
+    pub output_schema: SchemaRef,
+    /// PARTITION BY expressions (none: one partition).
+    pub partition_by: Vec<Arc<dyn PhysicalExpr>>,
+    /// ORDER BY expressions with their directions.
+    pub order_by: Vec<PhysicalSortExpr>,
+    /// The window functions (DataFusion's), in output order; all share the
+    /// PARTITION BY and ORDER BY above.
+    pub functions: Vec<Arc<dyn WindowExpr>>,
+    /// Whether the input is updating.
+    pub input_updating: bool,
+    /// `SET 'table.exec.state.ttl'`: forget a partition the watermark has
+    /// passed by this much since a row last touched it.
+    pub state_ttl_ms: Option<i64>,
+}
+
+impl OperatorPlan for UpdatingOverPlan {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn describe(&self) -> String {
+        let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
+        let partition: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();
+        let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
+        let ttl = self
+            .state_ttl_ms
+            .map(|t| format!(", state ttl {t}ms"))
+            .unwrap_or_default();
+        format!(
+            "[{}] partition by ({}) order by ({}), every row kept, changes re-evaluate their partition{ttl}",
+            functions.join(", "),
+            partition.join(", "),
+            order.join(", "),
+        )
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.output_schema.clone()
+    }
+
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.partition_by.clone()
+    }
+
+    fn create(&self) -> Result<Box<dyn Operator>> {
+        let sort_fields = self
+            .order_by
+            .iter()
+            .map(|s| {
+                Ok(SortField::new_with_options(
+                    s.expr.data_type(&self.input_schema)?,
+                    s.options,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let first_value = self.input_schema.fields().len();
+        let value_fields: Vec<Field> = (0..self.functions.len())
+            .map(|f| self.output_schema.field(first_value + f).clone())
+            .collect();
+        if self.output_schema.fields().len() != first_value + self.functions.len() + 1 {
+            return Err(EngineError::operator(
+                KIND,
+                "the output is not the input's columns, a column per function and the row kind",
+            ));
+        }
+        Ok(Box::new(UpdatingOver {
+            keys: super::key_converter(&self.partition_by, &self.input_schema)?,
+            sort: RowConverter::new(sort_fields)?,
+            rows: super::row_converter(&self.input_schema)?,
+            values: super::row_converter(&Schema::new(value_fields))?,
+            plan: self.clone(),
+            partitions: HashMap::new(),
+            held: 0,
+            bytes: 0,
+            unmatched_retractions: 0,
+            watermark: WATERMARK_MIN,
+            sweeps: TtlSweeps::new(self.state_ttl_ms),
+        }))
+    }
+
+    /// `rows` holds each partition's rows, the partition key row-encoded
+    /// first.
+    fn rescale_state(
+        &self,
+        mut parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        let metas = crate::rescale::metas::<Meta>(&parts)?;
+        let converter = super::key_converter(&self.partition_by, &self.input_schema)?;
+        let rows = crate::rescale::kept_table(&mut parts, "rows", keys, |table| {
+            super::decoded_keys(&converter, table.column(0))
+        })?;
+        let mut state = StateSnapshot::with_meta(&Meta {
+            unmatched_retractions: crate::rescale::counted_sum(&metas, |m| m.unmatched_retractions),
+            watermark: crate::rescale::least(&metas, |m| m.watermark),
+        })?;
+        state.push_table("rows", rows);
+        Ok(state)
+    }
+}
+
+/// A partition's rows in order: (sort key, row) -> copies.
+type Ordered = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
+
+/// Bytes a row costs: its sort key, its row, the map's node.
+fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
+    sort.len() + row.len() + 48
+}
+
+/// A partition: its rows and the watermark when a row last touched it.
+struct Partition {
+    rows: Ordered,
+    touched_at: Timestamp,
+}
+
+/// One output row: the input row and its functions' values, encoded.
+type OutputRow = (Box<[u8]>, Box<[u8]>);
+
+struct UpdatingOver {
+    plan: UpdatingOverPlan,
+    keys: RowConverter,
+    sort: RowConverter,
+    rows: RowConverter,
+    values: RowConverter,
+    partitions: HashMap<Box<[u8]>, Partition>,
+    /// Rows held over all partitions.
+    held: usize,
+    /// Bytes held (keys, rows and their overheads).
+    bytes: usize,
+    unmatched_retractions: u64,
+    watermark: Timestamp,
+    sweeps: TtlSweeps,
+}
+
+/// What a checkpoint keeps besides the rows.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    unmatched_retractions: u64,
+    watermark: Timestamp,
+}
+
+impl UpdatingOver {
+    /// A partition's output rows: every row in order with the functions'
+    /// values over the whole partition.
+    fn evaluate(&self, ordered: &Ordered) -> Result<Vec<OutputRow>> {
+        if ordered.is_empty() {
+            return Ok(Vec::new());
+        }
+        let parser = self.rows.parser();
+        let encoded: Vec<&[u8]> = ordered
+            .iter()
+            .flat_map(|((_, row), &copies)| std::iter::repeat_n(row.as_ref(), copies as usize))
+            .collect();
+        let columns = self
+            .rows
+            .convert_rows(encoded.iter().map(|row| parser.parse(row)))?;
+        let batch = super::batch_of(&self.plan.input_schema, columns)?;
+        let first_value = self.plan.input_schema.fields().len();
+        let values = self
+            .plan
+            .functions
+            .iter()
+            .enumerate()
+            .map(|(f, function)| {
+                let column = function.evaluate(&batch)?;
+                let wanted = self.plan.output_schema.field(first_value + f).data_type();
+                Ok(if column.data_type() == wanted {
+                    column
+                } else {
+                    datafusion::arrow::compute::cast(&column, wanted)?
+                })
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let values = self.values.convert_columns(&values)?;
+        Ok(encoded
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| (row.into(), values.row(i).data().into()))
+            .collect())
+    }
+
+    /// Output rows as a batch of the output schema.
+    fn output(&self, changes: Vec<(RowKind, OutputRow)>) -> Result<RecordBatch> {
+        let rows = self.rows.parser();
+        let values = self.values.parser();
+        let mut columns = self
+            .rows
+            .convert_rows(changes.iter().map(|(_, (row, _))| rows.parse(row)))?;
+        columns.extend(
+            self.values
+                .convert_rows(changes.iter().map(|(_, (_, v))| values.parse(v)))?,
+        );
+        columns.push(Arc::new(Int8Array::from(
+            changes.iter().map(|(k, _)| k.byte()).collect::<Vec<_>>(),
+        )));
+        super::batch_of(&self.plan.output_schema, columns)
+    }
+}
+
+/// The changes that turn `before` into `after`: a row whose values changed
+/// goes out and back in (`-U`, `+U`), a row only before is deleted (`-D`),
+/// one only after inserted (`+I`). Rows compare as multisets.
+fn difference(before: Vec<OutputRow>, after: Vec<OutputRow>, out: &mut Vec<(RowKind, OutputRow)>) {
+    let mut balance: HashMap<&OutputRow, i64> = HashMap::new();
+    for row in &after {
+        *balance.entry(row).or_insert(0) += 1;
+    }
+    for row in &before {
+        *balance.entry(row).or_insert(0) -= 1;
+    }
+    let mut removed: Vec<&OutputRow> = Vec::new();
+    let mut added: Vec<&OutputRow> = Vec::new();
+    for row in &before {
+        if let Some(n) = balance.get_mut(row).filter(|n| **n < 0) {
+            *n += 1;
+            removed.push(row);
+        }
+    }
+    for row in &after {
+        if let Some(n) = balance.get_mut(row).filter(|n| **n > 0) {
+            *n -= 1;
+            added.push(row);
+        }
+    }
+    // Pair each removed row with an added one of the same input row.
+    let mut added_by_row: HashMap<&[u8], Vec<&OutputRow>> = HashMap::new();
+    for row in added.iter().rev() {
+        added_by_row.entry(row.0.as_ref()).or_default().push(row);
+    }
+    for old in removed {
+        match added_by_row.get_mut(old.0.as_ref()).and_then(Vec::pop) {
+            Some(new) => {
+                out.push((RowKind::UpdateBefore, old.clone()));
+                out.push((RowKind::UpdateAfter, new.clone()));
+            }
+            None => out.push((RowKind::Delete, old.clone())),
+        }
+    }
+    for row in added {
+        if let Some(left) = added_by_row.get_mut(row.0.as_ref()) {
+            if let Some(at) = left.iter().position(|r| std::ptr::eq(*r, row)) {
+                left.remove(at);
+                out.push((RowKind::Insert, row.clone()));
+            }
+        }
+    }
+}
+
+impl Operator for UpdatingOver {
+    fn on_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Collector) -> Result<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let kinds = changelog::checked_row_kinds(&batch, self.plan.input_updating, KIND)?;
+        let data = changelog::data_columns(&batch)?;
+        let (keys, _) = super::key_rows(&self.keys, &self.plan.partition_by, &data)?;
+        let order = self
+            .plan
+            .order_by
+            .iter()
+            .map(|s| Ok(s.expr.evaluate(&data)?.into_array(n)?))
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        // Without an ORDER BY every row is a peer of every other: one
+        // empty sort key, ties in row order.
+        let sorts = (!order.is_empty())
+            .then(|| self.sort.convert_columns(&order))
+            .transpose()?;
+        let rows = self.rows.convert_columns(data.columns())?;
+
+        // Rows by partition, partitions in the order the batch touches them.
+        let mut touched: Vec<Box<[u8]>> = Vec::new();
+        let mut slots: HashMap<&[u8], usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for r in 0..n {
+            let key = keys.row(r);
+            let slot = *slots.entry(key.data()).or_insert_with(|| {
+                touched.push(key.data().into());
+                members.push(Vec::new());
+                members.len() - 1
+            });
+            members[slot].push(r);
+        }
+        let mut changes = Vec::new();
+        for (slot, key) in touched.into_iter().enumerate() {
+            let mut ordered = match self.partitions.remove(&key) {
+                Some(partition) => {
+                    self.bytes -= key.len();
+                    partition.rows
+                }
+                None => Ordered::new(),
+            };
+            let before = self.evaluate(&ordered)?;
+            for &r in &members[slot] {
+                let sort: Box<[u8]> = sorts
+                    .as_ref()
+                    .map_or_else(Box::default, |s| s.row(r).data().into());
+                let entry: (Box<[u8]>, Box<[u8]>) = (sort, rows.row(r).data().into());
+                let retraction = kinds
+                    .as_ref()
+                    .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
+                if retraction {
+                    match ordered.get_mut(&entry) {
+                        Some(copies) if *copies > 1 => *copies -= 1,
+                        Some(_) => {
+                            ordered.remove(&entry);
+                            self.bytes -= entry_bytes(&entry);
+                        }
+                        None => {
+                            self.unmatched_retractions += 1;
+                            continue;
+                        }
+                    }
+                    self.held -= 1;
+                } else {
+                    match ordered.entry(entry) {
+                        std::collections::btree_map::Entry::Occupied(mut held) => {
+                            *held.get_mut() += 1;
+                        }
+                        std::collections::btree_map::Entry::Vacant(slot) => {
+                            self.bytes += entry_bytes(slot.key());
+                            slot.insert(1);
+                        }
+                    }
+                    self.held += 1;
+                }
+            }
+            let after = self.evaluate(&ordered)?;
+            difference(before, after, &mut changes);
+            if !ordered.is_empty() {
+                self.bytes += key.len();
+                self.partitions.insert(
+                    key,
+                    Partition {
+                        rows: ordered,
+                        touched_at: self.watermark,
+                    },
+                );
+            }
+        }
+        if !changes.is_empty() {
+            out.emit(self.output(changes)?);
+        }
+        Ok(())
+    }
+
+    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
+        let Some(cutoff) = self.sweeps.due(self.watermark) else {
+            return Ok(());
+        };
+        let (mut dropped, mut bytes) = (0, 0);
+        self.partitions.retain(|key, p| {
+            let keep = p.touched_at >= cutoff;
+            if !keep {
+                dropped += p.rows.values().map(|&c| c as usize).sum::<usize>();
+                bytes += key.len() + p.rows.keys().map(entry_bytes).sum::<usize>();
+            }
+            keep
+        });
+        self.held -= dropped;
+        self.bytes -= bytes;
+        Ok(())
+    }
+
+    fn state_rows(&self) -> usize {
+        self.held
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Retractions of rows the operator never held (counted, ignored).
+    fn late_rows(&self) -> u64 {
+        self.unmatched_retractions
+    }
+
+    fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let mut partition: Vec<&[u8]> = Vec::new();
+        let mut sort: Vec<&[u8]> = Vec::new();
+        let mut row: Vec<&[u8]> = Vec::new();
+        let mut copies = Vec::new();
+        let mut touched_at = Vec::new();
+        for (key, p) in &self.partitions {
+            for ((s, r), &c) in &p.rows {
+                partition.push(key);
+                sort.push(s);
+                row.push(r);
+                copies.push(c);
+                touched_at.push(p.touched_at);
+            }
+        }
+        let table = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("partition", DataType::Binary, false),
+                Field::new("sort", DataType::Binary, false),
+                Field::new("row", DataType::Binary, false),
+                Field::new("copies", DataType::UInt32, false),
+                Field::new("touched_at", DataType::Int64, false),
+            ])),
+            vec![
+                Arc::new(BinaryArray::from(partition)),
+                Arc::new(BinaryArray::from(sort)),
+                Arc::new(BinaryArray::from(row)),
+                Arc::new(UInt32Array::from(copies)),
+                Arc::new(Int64Array::from(touched_at)),
+            ],
+        )?;
+        let mut snapshot = StateSnapshot::with_meta(&Meta {
+            unmatched_retractions: self.unmatched_retractions,
+            watermark: self.watermark,
+        })?;
+        snapshot.push_table("rows", table);
+        Ok(snapshot)
+    }
+
+    fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        let meta: Meta = state.meta()?;
+        self.unmatched_retractions = meta.unmatched_retractions;
+        self.watermark = meta.watermark;
+        self.sweeps.resume(meta.watermark);
+        let table = state.take_table("rows")?;
+        let bad = || EngineError::State(format!("{KIND}: bad row table"));
+        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
+        let (Some(partition), Some(sort), Some(row)) = (binary(0), binary(1), binary(2)) else {
+            return Err(bad());
+        };
+        let copies = table
+            .column(3)
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(bad)?;
+        let touched_at = table
+            .column(4)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(bad)?;
+        self.partitions.clear();
+        self.held = 0;
+        for r in 0..table.num_rows() {
+            self.partitions
+                .entry(partition.value(r).into())
+                .or_insert_with(|| Partition {
+                    rows: Ordered::new(),
+                    touched_at: touched_at.value(r),
+                })
+                .rows
+                .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
+            self.held += copies.value(r) as usize;
+        }
+        self.bytes = self
+            .partitions
+            .iter()
+            .map(|(k, p)| k.len() + p.rows.keys().map(entry_bytes).sum::<usize>())
+            .sum();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::compute::SortOptions;
+    use datafusion::functions_aggregate::sum::sum_udaf;
+    use datafusion::functions_window::lead_lag::lead_udwf;
+    use datafusion::logical_expr::{WindowFrame, WindowFunctionDefinition};
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_plan::windows::create_window_expr;
+
+    use super::*;
+    use crate::operators::testing::{changes, keyed as rows};
+
+    /// `sum(v)` (running, by value) and `lead(v)` per `k` ordered by `v`.
+    fn plan(input_updating: bool, state_ttl_ms: Option<i64>) -> UpdatingOverPlan {
+        let schema = crate::operators::testing::kv_schema();
+        let partition_by = vec![col("k", &schema).unwrap()];
+        let order_by = vec![PhysicalSortExpr::new(
+            col("v", &schema).unwrap(),
+            SortOptions::default(),
+        )];
+        let window = |function, name: &str| {
+            create_window_expr(
+                &function,
+                name.to_string(),
+                &[col("v", &schema).unwrap()],
+                &partition_by,
+                &order_by,
+                Arc::new(WindowFrame::new(Some(true))),
+                schema.clone(),
+                false,
+                false,
+                None,
+            )
+            .unwrap()
+        };
+        let functions = vec![
+            window(WindowFunctionDefinition::AggregateUDF(sum_udaf()), "s"),
+            window(WindowFunctionDefinition::WindowUDF(lead_udwf()), "next"),
+        ];
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("s", DataType::Int64, true));
+        fields.push(Field::new("next", DataType::Int64, true));
+        UpdatingOverPlan {
+            input_schema: schema.clone(),
+            output_schema: changelog::updating_schema(&Schema::new(fields), &[]),
+            partition_by,
+            order_by,
+            functions,
+            input_updating,
+            state_ttl_ms,
+        }
+    }
+
+    #[test]
+    fn a_row_changes_the_rows_after_it_in_order() {
+        let mut op = plan(false, None).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a", "a", "b"], &[1, 5, 7], None), &mut out)
+            .unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["+I a 1 1 5", "+I a 5 6 NULL", "+I b 7 7 NULL"]
+        );
+        // 3 falls between 1 and 5: 1's lead and 5's sum change.
+        op.on_batch(0, rows(&["a"], &[3], None), &mut out).unwrap();
+        assert_eq!(
+            changes(&mut out),
+            [
+                "-U a 1 1 5",
+                "+U a 1 1 3",
+                "-U a 5 6 NULL",
+                "+U a 5 9 NULL",
+                "+I a 3 4 5"
+            ]
+        );
+        // A row above every other changes only the last row's lead.
+        op.on_batch(0, rows(&["b"], &[9], None), &mut out).unwrap();
+        assert_eq!(
+            changes(&mut out),
+            ["-U b 7 7 NULL", "+U b 7 7 9", "+I b 9 16 NULL"]
+        );
+        assert_eq!(op.state_rows(), 5, "every row is kept");
+    }
+
+    #[test]
+    fn a_retraction_takes_its_row_out_and_revises_the_rest_across_a_snapshot() {
+        let plan = plan(true, None);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        let insert = RowKind::Insert.byte();
+        let delete = RowKind::Delete.byte();
+        op.on_batch(
+            0,
+            rows(
+                &["a", "a", "a"],
+                &[1, 2, 3],
+                Some(&[insert, insert, insert]),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        changes(&mut out);
+        let mut restored = plan.create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_batch(0, rows(&["a"], &[2], Some(&[delete])), &mut out)
+                .unwrap();
+            assert_eq!(
+                changes(&mut out),
+                [
+                    "-U a 1 1 2",
+                    "+U a 1 1 3",
+                    "-D a 2 3 3",
+                    "-U a 3 6 NULL",
+                    "+U a 3 4 NULL"
+                ]
+            );
+            // A retraction of a row never held is counted, not applied.
+            op.on_batch(0, rows(&["a"], &[8], Some(&[delete])), &mut out)
+                .unwrap();
+            assert!(changes(&mut out).is_empty());
+            assert_eq!(op.late_rows(), 1);
+        }
+    }
+
+    #[test]
+    fn a_partition_idle_past_the_ttl_is_forgotten() {
+        let mut op = plan(false, Some(10)).create().unwrap();
+        let mut out = Collector::default();
+        op.on_watermark(1, &mut out).unwrap();
+        op.on_batch(0, rows(&["a"], &[1], None), &mut out).unwrap();
+        op.on_watermark(8, &mut out).unwrap();
+        op.on_batch(0, rows(&["b"], &[1], None), &mut out).unwrap();
+        op.on_watermark(14, &mut out).unwrap();
+        assert_eq!(
+            op.state_rows(),
+            1,
+            "a was last touched at 1, before 14 - 10"
+        );
+        changes(&mut out);
+        op.on_batch(0, rows(&["a"], &[2], None), &mut out).unwrap();
+        assert_eq!(changes(&mut out), ["+I a 2 2 NULL"], "a starts afresh");
+    }
+}

@@ -1,0 +1,29 @@
+-- origin: https://github.com/apache/flink/blob/07d57de7e113cf9e195b3632d0e63a0d248a78cc/flink-table/flink-table-planner/src/test/java/org/apache/flink/table/planner/plan/nodes/exec/stream/OverWindowTestPrograms.java (OVER_AGGREGATE_NON_TIME_UNBOUNDED_APPEND_MODE_MULTIPLE_AGGS, "over-aggregate-sum-append-mode-multiple-aggs")
+-- ported: the source and sink connectors (the program's values source and sink are a file and stdout); schemas, data and query as the program has them
+-- expect: +I[key1, 1, 100, 1, 1]
+-- expect: +I[key1, 2, 200, 3, 2]
+-- expect: +I[key1, 5, 500, 8, 3]
+-- expect: +I[key1, 6, 600, 14, 4]
+-- expect: +I[key2, 1, 100, 1, 1]
+-- expect: +I[key2, 2, 200, 3, 2]
+-- expect: +I[key1, 4, 400, 7, 3]
+-- expect: -U[key1, 5, 500, 8, 3]
+-- expect: +U[key1, 5, 500, 12, 4]
+-- expect: -U[key1, 6, 600, 14, 4]
+-- expect: +U[key1, 6, 600, 18, 5]
+
+CREATE TABLE source_t (
+  key STRING,
+  val BIGINT,
+  ts BIGINT
+) WITH (connector = 'file', path = '${DATA}/source_t.ndjson');
+
+CREATE TABLE sink_t (
+  key STRING,
+  val BIGINT,
+  ts BIGINT,
+  sum_val BIGINT,
+  cnt_key BIGINT
+) WITH (connector = 'stdout');
+
+INSERT INTO sink_t SELECT key, val, ts, SUM(val) OVER (PARTITION BY key ORDER BY val RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS sum_val, COUNT(key) OVER (PARTITION BY key ORDER BY val RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cnt_key FROM source_t;
