@@ -1,6 +1,6 @@
 //! Differential tests of the interval join: eddy's streaming join must give
 //! exactly the rows of the same join run by DataFusion as a batch query over
-//! the whole input — inner, left, right and full, with inclusive and
+//! the whole input — inner, left, right, full, semi and anti, with inclusive and
 //! exclusive bounds and a residual predicate — on randomized keys, times and
 //! disorder (within the watermark bound), for batch sizes 1, 7, 1024, 8192.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -114,6 +114,39 @@ fn interval_joins_match_datafusion_batch_joins() {
                     "interval_join",
                 );
             }
+        }
+    }
+}
+
+/// EXISTS and NOT EXISTS bounded by event time are semi and anti interval
+/// joins (each left row once, or the left rows no partner met, with
+/// bounded state); without the bound they stay updating joins.
+#[test]
+fn semi_and_anti_interval_joins_match_datafusion_batch_joins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rows, seed) = (1_200usize, 31u64);
+    let left = dir.path().join("l.ndjson");
+    let right = dir.path().join("r.ndjson");
+    std::fs::write(&left, random_side(seed, rows, 40, "a")).expect("write");
+    std::fs::write(&right, random_side(seed + 100, rows, 40, "b")).expect("write");
+    let (left, right) = (left.display().to_string(), right.display().to_string());
+    for negated in ["", "NOT "] {
+        for condition in [
+            "r.et BETWEEN l.et - INTERVAL '1' SECOND AND l.et + INTERVAL '2' SECOND",
+            "r.et >= l.et AND r.et < l.et + INTERVAL '3' SECOND AND l.a % 3 <> r.b % 3",
+        ] {
+            let sql = format!(
+                "SELECT l.k AS lk, l.a, l.ts AS lts FROM l
+                 WHERE {negated}EXISTS (SELECT 1 FROM r WHERE r.k = l.k AND {condition})"
+            );
+            assert_streaming_join_equals(
+                &format!("{negated}EXISTS ({condition})"),
+                &sql,
+                &sql,
+                (&left, &right),
+                rows,
+                "interval_join",
+            );
         }
     }
 }

@@ -81,21 +81,32 @@ pub enum JoinKind {
     Right,
     /// Pairs, and rows of either side without a partner.
     Full,
+    /// Left rows with a partner, once each, left columns only (`EXISTS`).
+    Semi,
+    /// Left rows without a partner, left columns only (`NOT EXISTS`).
+    Anti,
 }
 
 impl JoinKind {
-    /// The SQL keyword: `INNER`, `LEFT`, `RIGHT` or `FULL`.
+    /// The SQL keyword: `INNER`, `LEFT`, `RIGHT`, `FULL`, `SEMI` or `ANTI`.
     pub fn name(self) -> &'static str {
         match self {
             JoinKind::Inner => "INNER",
             JoinKind::Left => "LEFT",
             JoinKind::Right => "RIGHT",
             JoinKind::Full => "FULL",
+            JoinKind::Semi => "SEMI",
+            JoinKind::Anti => "ANTI",
         }
     }
-    /// Whether rows of this side without a partner are kept (padded).
+    /// Whether the output is the left rows alone (semi and anti joins).
+    pub fn left_only(self) -> bool {
+        matches!(self, JoinKind::Semi | JoinKind::Anti)
+    }
+    /// Whether rows of this side without a partner are kept (padded, or
+    /// alone for an anti join).
     pub fn keeps_left(self) -> bool {
-        matches!(self, JoinKind::Left | JoinKind::Full)
+        matches!(self, JoinKind::Left | JoinKind::Full | JoinKind::Anti)
     }
     /// Whether rows of this side without a partner are kept (padded).
     pub fn keeps_right(self) -> bool {
@@ -350,7 +361,22 @@ impl OperatorPlan for IntervalJoinPlan {
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
+        // Pairs are built as both sides' columns; a semi or anti join's
+        // output is the left's alone.
+        let pair_schema = if self.kind.left_only() {
+            Arc::new(datafusion::arrow::datatypes::Schema::new(
+                self.left_schema
+                    .fields()
+                    .iter()
+                    .chain(self.right_schema.fields())
+                    .map(|f| f.as_ref().clone().with_nullable(true))
+                    .collect::<Vec<_>>(),
+            ))
+        } else {
+            self.output_schema.clone()
+        };
         Ok(Box::new(IntervalJoinOperator {
+            pair_schema,
             plan: self.clone(),
             converter: super::key_converter(&self.left_keys, &self.left_schema)?,
             sides: [SideState::default(), SideState::default()],
@@ -384,6 +410,9 @@ impl OperatorPlan for IntervalJoinPlan {
 
 struct IntervalJoinOperator {
     plan: IntervalJoinPlan,
+    /// The schema of joined pairs (both sides' columns): the output's,
+    /// except for semi and anti joins.
+    pair_schema: SchemaRef,
     converter: RowConverter,
     /// Buffered rows: [left, right].
     sides: [SideState; 2],
@@ -444,7 +473,11 @@ impl IntervalJoinOperator {
         } else {
             [gathered, arriving].concat()
         };
-        self.output(columns, pairs.arriving.len())
+        Ok(RecordBatch::try_new_with_options(
+            self.pair_schema.clone(),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(pairs.arriving.len())),
+        )?)
     }
 
     fn output(&self, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
@@ -463,6 +496,10 @@ impl IntervalJoinOperator {
             return Ok(None);
         }
         let own = gather_grouped(rows)?;
+        if self.plan.kind.left_only() {
+            // An anti join's rows without a partner are its output as they are.
+            return self.output(own, count).map(Some);
+        }
         let other_schema = if side == 0 {
             &self.plan.right_schema
         } else {
@@ -881,26 +918,57 @@ impl IntervalJoinOperator {
                         })
                         .collect()
                 });
-            if let Some(residual) = &self.plan.residual {
-                let mask = super::predicate_mask(residual, &joined, "interval_join")?;
-                for (i, keep) in mask.iter().enumerate() {
-                    if keep == Some(true) {
-                        matched[pairs.arriving[i] as usize] = true;
-                        self.sides[1 - input].mark_matched(pairs.buffered[i]);
+            let mask = match &self.plan.residual {
+                Some(residual) => Some(super::predicate_mask(residual, &joined, "interval_join")?),
+                None => None,
+            };
+            let holds = |i: usize| mask.as_ref().is_none_or(|m| m.is_valid(i) && m.value(i));
+            // A semi join emits a left row at its first pair: the pairs
+            // whose left row had none before (rows arriving on the left have
+            // none; buffered ones say), once each.
+            let firsts: Option<Vec<u32>> = (self.plan.kind == JoinKind::Semi).then(|| {
+                let mut seen = hashbrown::HashSet::new();
+                (0..pairs.arriving.len())
+                    .filter(|&i| holds(i))
+                    .filter(|&i| {
+                        if input == 0 {
+                            seen.insert((u64::MAX, pairs.arriving[i]))
+                        } else {
+                            let left = pairs.buffered[i];
+                            !self.sides[0].is_matched(left) && seen.insert((left.batch, left.row))
+                        }
+                    })
+                    .map(|i| i as u32)
+                    .collect()
+            });
+            for i in (0..pairs.arriving.len()).filter(|&i| holds(i)) {
+                matched[pairs.arriving[i] as usize] = true;
+                self.sides[1 - input].mark_matched(pairs.buffered[i]);
+            }
+            match (self.plan.kind, firsts) {
+                (JoinKind::Anti, _) => {}
+                (JoinKind::Semi, Some(firsts)) => {
+                    let firsts = UInt32Array::from(firsts);
+                    let left_columns: Vec<usize> =
+                        (0..self.plan.left_schema.fields().len()).collect();
+                    let rows = datafusion::arrow::compute::take_record_batch(&joined, &firsts)?
+                        .project(&left_columns)?;
+                    let rows = self.output(rows.columns().to_vec(), rows.num_rows())?;
+                    let marks =
+                        out_marks.map(|m| firsts.values().iter().map(|&i| m[i as usize]).collect());
+                    emit_marked(rows, marks, out)?;
+                }
+                _ => {
+                    if let Some(mask) = &mask {
+                        joined = filter_record_batch(&joined, mask)?;
+                        if let Some(m) = out_marks.as_mut() {
+                            let mut kept = mask.iter();
+                            m.retain(|_| kept.next().flatten() == Some(true));
+                        }
                     }
-                }
-                joined = filter_record_batch(&joined, &mask)?;
-                if let Some(m) = out_marks.as_mut() {
-                    let mut kept = mask.iter();
-                    m.retain(|_| kept.next().flatten() == Some(true));
-                }
-            } else {
-                for (i, arriving) in pairs.arriving.iter().enumerate() {
-                    matched[*arriving as usize] = true;
-                    self.sides[1 - input].mark_matched(pairs.buffered[i]);
+                    emit_marked(joined, out_marks, out)?;
                 }
             }
-            emit_marked(joined, out_marks, out)?;
         }
         // Rows without a time can never match: an outer join emits them now.
         if self.keeps(input) {
@@ -1156,6 +1224,77 @@ mod tests {
 
     fn rows(out: &mut Collector) -> usize {
         out.drain().map(|(_, b)| b.num_rows()).sum()
+    }
+
+    /// A semi or anti join of `plan`: the left columns alone come out.
+    fn left_only(kind: JoinKind) -> IntervalJoinPlan {
+        let mut plan = plan(kind);
+        plan.output_schema = plan.left_schema.clone();
+        plan
+    }
+
+    /// Emitted rows as `key@time`, in order.
+    fn left_rows(out: &mut Collector) -> Vec<String> {
+        let mut found = Vec::new();
+        for (_, batch) in out.drain() {
+            assert_eq!(batch.num_columns(), 2, "the left columns alone");
+            let keys = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let times = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            for r in 0..batch.num_rows() {
+                found.push(format!("{}@{}", keys.value(r), times.value(r)));
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_semi_join_emits_each_left_row_at_its_first_partner_only() {
+        let mut op = left_only(JoinKind::Semi).create().unwrap();
+        let mut out = Collector::default();
+        // a@1000 has two partners in one batch, b@1000 none yet.
+        op.on_batch(0, side(&["a", "b"], &[1_000, 1_000]), &mut out)
+            .unwrap();
+        op.on_batch(1, side(&["a", "a", "c"], &[1_500, 2_000, 1_000]), &mut out)
+            .unwrap();
+        assert_eq!(left_rows(&mut out), ["a@1000"]);
+        // b's partner comes later; a's third partner changes nothing.
+        op.on_batch(1, side(&["b", "a"], &[3_900, 3_000]), &mut out)
+            .unwrap();
+        assert_eq!(left_rows(&mut out), ["b@1000"]);
+        // A new left row meets the buffered right rows at once.
+        op.on_batch(0, side(&["a"], &[2_500]), &mut out).unwrap();
+        assert_eq!(left_rows(&mut out), ["a@2500"]);
+        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
+        assert!(left_rows(&mut out).is_empty(), "nothing is padded");
+    }
+
+    #[test]
+    fn an_anti_join_emits_the_left_rows_no_partner_met_once_none_can() {
+        let mut op = left_only(JoinKind::Anti).create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, side(&["a", "b"], &[1_000, 1_000]), &mut out)
+            .unwrap();
+        op.on_batch(1, side(&["a"], &[1_500]), &mut out).unwrap();
+        assert!(left_rows(&mut out).is_empty(), "pairs never come out");
+        // b@1000 can meet right rows up to 4000: the watermark must pass
+        // them (and the lateness) first.
+        op.on_watermark(4_000, &mut out).unwrap();
+        assert!(left_rows(&mut out).is_empty());
+        // A snapshot keeps b waiting.
+        let mut restored = left_only(JoinKind::Anti).create().unwrap();
+        restored.restore(op.snapshot().unwrap()).unwrap();
+        for op in [&mut op, &mut restored] {
+            op.on_watermark(5_000, &mut out).unwrap();
+            assert_eq!(left_rows(&mut out), ["b@1000"]);
+        }
     }
 
     #[test]

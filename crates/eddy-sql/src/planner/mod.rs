@@ -1421,6 +1421,7 @@ impl Compiler {
                 let used = datafusion::physical_expr::utils::collect_columns(&predicate).iter().map(|c| c.index()).collect::<Vec<_>>();
                 stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&self.anchor(position, &["WHERE"]), m))?;
                 stream.steps.push(CalcStep::Filter(predicate));
+                stream.windows = stream::filtered_windows(&filter.predicate, &stream.schema, stream.time.map(|t| t.column), &stream.windows);
                 Ok(stream)
             }
             LogicalPlan::SubqueryAlias(alias) => {
@@ -1482,6 +1483,33 @@ impl Compiler {
                 });
         let mut endpoints = Vec::new();
         let mut times = Vec::new();
+        // A column that is a window bound in every input stays one (a
+        // hopping window table function's rows are a union of one copy per
+        // slide, each with its window start): input i's rows with value v
+        // have times in [v + to_end_i - width_i, v + to_end_i), so the
+        // union's in the hull of those ranges.
+        let windows: Vec<stream::WindowColumn> = streams
+            .first()
+            .map(|first| {
+                first
+                    .windows
+                    .iter()
+                    .filter_map(|w| {
+                        let all: Vec<&stream::WindowColumn> = streams
+                            .iter()
+                            .map(|s| s.windows.iter().find(|x| x.column == w.column))
+                            .collect::<Option<_>>()?;
+                        let to_end = all.iter().map(|x| x.to_end_ms).max()?;
+                        let from = all.iter().map(|x| x.to_end_ms - x.width_ms).min()?;
+                        Some(stream::WindowColumn {
+                            column: w.column,
+                            width_ms: to_end - from,
+                            to_end_ms: to_end,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         // Whether an input had an event time (or lost one on its way).
         let timed = streams
             .iter()
@@ -1538,6 +1566,9 @@ impl Compiler {
         let mut stream = Stream::of_node(node, &self.graph, schema, time);
         stream.changelog = changelog;
         stream.time_lost = lost;
+        if stream.time.is_some() {
+            stream.windows = windows;
+        }
         stream
     }
 }

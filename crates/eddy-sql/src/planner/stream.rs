@@ -322,6 +322,7 @@ pub fn projected_windows(
                 .and_then(|c| windows.iter().find(|w| w.column == c))
                 .map(|w| (w.width_ms, w.to_end_ms));
             passed
+                .or_else(|| shifted_window(strip_casts(expr), schema, windows))
                 .or_else(|| window_bound(strip_casts(expr), schema, time?))
                 .map(|(width_ms, to_end_ms)| WindowColumn {
                     column: i,
@@ -330,6 +331,66 @@ pub fn projected_windows(
                 })
         })
         .collect()
+}
+
+/// `w (+|-) interval` of a window column `w` (a window table function's
+/// `window_start + size AS window_end`): rows sharing its value share `w`'s.
+fn shifted_window(expr: &Expr, schema: &DFSchema, windows: &[WindowColumn]) -> Option<(i64, i64)> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return None;
+    };
+    let shift = match op {
+        Operator::Plus => interval_expr_ms(right)?,
+        Operator::Minus => -interval_expr_ms(right)?,
+        _ => return None,
+    };
+    let column = column_index(strip_casts(left), schema)?;
+    let w = windows.iter().find(|w| w.column == column)?;
+    Some((w.width_ms, w.to_end_ms - shift))
+}
+
+/// The window columns after `WHERE predicate`: a conjunct `time < w` (a
+/// window table function's rows keep only those before their window's
+/// end) narrows `w`'s rows to times before its value.
+pub fn filtered_windows(
+    predicate: &Expr,
+    schema: &DFSchema,
+    time: Option<usize>,
+    windows: &[WindowColumn],
+) -> Vec<WindowColumn> {
+    let Some(time) = time else {
+        return windows.to_vec();
+    };
+    let mut windows = windows.to_vec();
+    for conjunct in datafusion::logical_expr::utils::split_conjunction(predicate) {
+        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
+            continue;
+        };
+        let (earlier, later) = match op {
+            Operator::Lt => (left, right),
+            Operator::Gt => (right, left),
+            _ => continue,
+        };
+        if column_index(strip_casts(earlier), schema) != Some(time) {
+            continue;
+        }
+        let Some(bound) = column_index(strip_casts(later), schema) else {
+            continue;
+        };
+        for w in windows.iter_mut().filter(|w| w.column == bound) {
+            // Times in [v + to_end - width, min(v + to_end, v)).
+            let from = w.to_end_ms - w.width_ms;
+            let to_end = w.to_end_ms.min(0);
+            if to_end > from {
+                *w = WindowColumn {
+                    column: w.column,
+                    width_ms: to_end - from,
+                    to_end_ms: to_end,
+                };
+            }
+        }
+    }
+    windows
 }
 
 /// `date_bin(width, time) [(+|-) interval]...`: the width, and what to add

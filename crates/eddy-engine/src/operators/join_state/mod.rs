@@ -334,6 +334,15 @@ impl SideState {
         stored.marks.as_ref()?.get(row.row as usize).copied()
     }
 
+    /// Whether a buffered row has matched (outer and semi joins).
+    pub fn is_matched(&self, row: RowRef) -> bool {
+        self.batches
+            .get(row.batch)
+            .and_then(|b| b.matched.get(row.row as usize))
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// Marks a buffered row as matched (outer joins).
     pub fn mark_matched(&mut self, row: RowRef) {
         if let Some(flag) = self

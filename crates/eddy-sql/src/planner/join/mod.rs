@@ -57,21 +57,23 @@ impl Compiler {
         if let Some(clause) = self.temporal_clause(join) {
             return self.plan_temporal_join(join, &clause, position);
         }
+        // EXISTS / NOT EXISTS (and IN): a semi or anti join. Bounded by
+        // event time (a window join's windows, or a time condition) it is
+        // an interval join's; otherwise an updating one.
         let semi = match join.join_type {
             JoinType::LeftSemi => Some(JoinOutput::LeftSemi),
             JoinType::LeftAnti => Some(JoinOutput::LeftAnti),
             _ => None,
         };
-        if let Some(semi) = semi {
-            let left = self.plan_stream(&join.left, position)?;
-            let right = self.plan_stream(&join.right, position)?;
-            return self.plan_updating_join(join, semi, left, right, None, position);
-        }
+        // A semi join's output is its left input's columns: all kept.
+        let needed = if semi.is_some() { None } else { needed };
         let kind = match join.join_type {
             JoinType::Inner => JoinKind::Inner,
             JoinType::Left => JoinKind::Left,
             JoinType::Right => JoinKind::Right,
             JoinType::Full => JoinKind::Full,
+            JoinType::LeftSemi => JoinKind::Semi,
+            JoinType::LeftAnti => JoinKind::Anti,
             other => {
                 return Err(SqlError::at(
                     &self.anchor(position, &["JOIN"]),
@@ -125,7 +127,15 @@ impl Compiler {
         let mut join_windows: [Option<WindowColumn>; 2] = [None, None];
         let mut window_width = |l: &Expr, r: &Expr| -> Option<i64> {
             let (a, b) = window_pair(l, r)?;
-            join_windows = [Some(a), Some(b)];
+            // The pair nearest the windows' ends decides when a late row's
+            // window has fired (window_end itself, over window_start + size).
+            let nearer = match join_windows {
+                [Some(x), Some(y)] => a.to_end_ms.max(b.to_end_ms) < x.to_end_ms.max(y.to_end_ms),
+                _ => true,
+            };
+            if nearer {
+                join_windows = [Some(a), Some(b)];
+            }
             Some(a.width_ms.max(b.width_ms))
         };
         for (l, r) in &join.on {
@@ -225,10 +235,20 @@ impl Compiler {
             && bounds.lower.is_none()
             && bounds.upper.is_none()
             && self.state_ttl_ms.is_none();
-        if left.changelog.is_some() || right.changelog.is_some() || unbounded_outer {
+        // (A side without event time cannot bound it either.)
+        let semi_unbounded = semi.is_some()
+            && (bounds.lower.is_none()
+                || bounds.upper.is_none()
+                || left.time.is_none()
+                || right.time.is_none());
+        if left.changelog.is_some()
+            || right.changelog.is_some()
+            || unbounded_outer
+            || semi_unbounded
+        {
             return self.plan_updating_join(
                 join,
-                JoinOutput::Pairs(kind),
+                semi.unwrap_or(JoinOutput::Pairs(kind)),
                 left,
                 right,
                 needed,
@@ -249,8 +269,8 @@ impl Compiler {
         // Conditions on one side only filter that side's rows before the
         // join, where the join kind allows it (never a preserved side's).
         let (push_left, push_right) = match kind {
-            JoinKind::Inner => (true, true),
-            JoinKind::Left => (false, true),
+            JoinKind::Inner | JoinKind::Semi => (true, true),
+            JoinKind::Left | JoinKind::Anti => (false, true),
             JoinKind::Right => (true, false),
             JoinKind::Full => (false, false),
         };
@@ -359,9 +379,14 @@ impl Compiler {
             None => None,
         };
 
+        // A semi or anti join outputs its left rows alone.
+        let output_fields = if kind.left_only() {
+            left_schema.fields()
+        } else {
+            join_schema.fields()
+        };
         let output_schema = Arc::new(Schema::new(
-            join_schema
-                .fields()
+            output_fields
                 .iter()
                 .map(|f| f.as_ref().clone().with_nullable(true))
                 .collect::<Vec<_>>(),
@@ -396,7 +421,7 @@ impl Compiler {
         // arrives arbitrarily later).
         let (output_time, time_lost) = match (time, kind) {
             (None, _) => (None, Some("the rows of a join without a time bound have no event time (a row can pair with one that comes arbitrarily later; bound the join by the two sides' event times to keep it)")),
-            (Some(t), JoinKind::Inner | JoinKind::Left) => (
+            (Some(t), JoinKind::Inner | JoinKind::Left | JoinKind::Semi | JoinKind::Anti) => (
                 Some(TimeAttr {
                     column: t.left_time,
                     allowed_lateness_ms,
@@ -406,8 +431,17 @@ impl Compiler {
             ),
             (Some(_), JoinKind::Right | JoinKind::Full) => (None, Some("the rows of a RIGHT or FULL join have no event time (rows from only the right side carry none)")),
         };
-        let mut stream = Stream::of_node(node, &self.graph, Arc::new(join_schema), output_time);
+        let stream_schema = if kind.left_only() {
+            Arc::clone(&join.schema)
+        } else {
+            Arc::new(join_schema)
+        };
+        let mut stream = Stream::of_node(node, &self.graph, stream_schema, output_time);
         stream.time_lost = time_lost.map(str::to_string);
+        if kind.left_only() {
+            // The left rows pass as they came: their windows too.
+            stream.windows = left.windows.clone();
+        }
         Ok(stream)
     }
 
@@ -492,7 +526,7 @@ impl Compiler {
         // An empty bound pairs nothing. An outer join still means something
         // (every preserved row comes out padded, as Flink plans it); an inner
         // one could only ever be empty, which is a mistake worth naming.
-        if lower_ms > upper_ms && kind == JoinKind::Inner {
+        if lower_ms > upper_ms && matches!(kind, JoinKind::Inner | JoinKind::Semi) {
             return Err(SqlError::at(
                 &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
                 "the join's time bound is empty (its lower end is above its upper end), so this inner join could never pair two rows",

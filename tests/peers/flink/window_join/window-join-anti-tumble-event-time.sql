@@ -1,0 +1,45 @@
+-- origin: https://github.com/apache/flink/blob/0658fb7cac0f0b8ba9cd247fff66dbf642583976/flink-table/flink-table-planner/src/test/java/org/apache/flink/table/planner/plan/nodes/exec/stream/WindowJoinTestPrograms.java (WINDOW_JOIN_ANTI_TUMBLE_EVENT_TIME, "window-join-anti-tumble-event-time")
+-- ported: the source and sink connectors (the program's values source and sink are a file and stdout); schemas, data and query as the program has them
+-- expect: +I[2020-10-10T00:00, 2020-10-10T00:00:05, x, L3, 2, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00, 2020-10-10T00:00:05, c, L2, 2, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00:15, 2020-10-10T00:00:20, b, L10, 4, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00:30, 2020-10-10T00:00:35, null, L11, 7, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00:40, 2020-10-10T00:00:45, a, L41, 10, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00:40, 2020-10-10T00:00:45, d, L42, 11, NOT_PRESENT, 0]
+-- expect: +I[2020-10-10T00:00:40, 2020-10-10T00:00:45, d, L44, 13, NOT_PRESENT, 0]
+
+CREATE TABLE source_one_t (
+  ts STRING,
+  id STRING,
+  num INT,
+  name STRING,
+  row_time AS TO_TIMESTAMP(`ts`),
+  WATERMARK for `row_time` AS `row_time` - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/source_one_t.ndjson');
+
+CREATE TABLE source_two_t (
+  ts STRING,
+  id STRING,
+  num INT,
+  name STRING,
+  row_time AS TO_TIMESTAMP(`ts`),
+  WATERMARK for `row_time` AS `row_time` - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/source_two_t.ndjson');
+
+CREATE TABLE sink_t (
+  window_start TIMESTAMP(3),
+  window_end TIMESTAMP(3),
+  name STRING,
+  L_id STRING,
+  L_num INT,
+  R_id STRING,
+  R_num INT
+) WITH (connector = 'stdout');
+
+INSERT INTO sink_t SELECT window_start, window_end, name, id, num, 'NOT_PRESENT', 0
+           FROM (
+               SELECT * FROM TABLE(TUMBLE(TABLE source_one_t, DESCRIPTOR(row_time), INTERVAL '5' SECOND))
+           ) L WHERE NOT EXISTS (
+             SELECT * FROM (   
+               SELECT * FROM TABLE(TUMBLE(TABLE source_two_t, DESCRIPTOR(row_time), INTERVAL '5' SECOND))
+             ) R              WHERE L.name = R.name AND L.window_start = R.window_start AND L.window_end = R.window_end);
