@@ -47,13 +47,16 @@ fn dir() -> PathBuf {
 
 /// The names of the columns of the table `INSERT INTO` writes, in order,
 /// from its `CREATE TABLE`.
-fn sink_columns(sql: &str) -> Vec<String> {
+fn sink_columns(sql: &str) -> Vec<SinkColumn> {
     let lower = sql.to_ascii_lowercase();
     let target = lower
         .split("insert into")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .expect("an INSERT INTO")
+        .split('(')
+        .next()
+        .unwrap_or_default()
         .to_string();
     let create = lower
         .find(&format!("create table {target} ("))
@@ -81,19 +84,41 @@ fn sink_columns(sql: &str) -> Vec<String> {
     }
     columns
         .iter()
-        .filter_map(|c| c.split_whitespace().next())
-        .map(|c| c.trim_matches('`').to_string())
-        .filter(|c| !c.eq_ignore_ascii_case("primary") && !c.eq_ignore_ascii_case("watermark"))
+        .filter_map(|c| {
+            let mut words = c.split_whitespace();
+            let name = words.next()?.trim_matches('`').to_string();
+            let kind = words.collect::<Vec<_>>().join(" ");
+            Some((name, kind))
+        })
+        .filter(|(c, _)| !c.eq_ignore_ascii_case("primary") && !c.eq_ignore_ascii_case("watermark"))
+        .map(|(name, kind)| {
+            // DECIMAL(p, s): Java prints its s digits.
+            let scale = kind
+                .to_ascii_lowercase()
+                .strip_prefix("decimal(")
+                .and_then(|rest| rest.split(',').nth(1))
+                .and_then(|s| s.trim().trim_end_matches(')').trim().parse().ok());
+            SinkColumn { name, scale }
+        })
         .collect()
 }
 
+/// A column of the program's sink: its name and, for a DECIMAL, its scale.
+struct SinkColumn {
+    name: String,
+    scale: Option<usize>,
+}
+
 /// The positions, among the sink's columns, of its `PRIMARY KEY (...)`.
-fn sink_key(sql: &str, columns: &[String]) -> Vec<usize> {
+fn sink_key(sql: &str, columns: &[SinkColumn]) -> Vec<usize> {
     let lower = sql.to_ascii_lowercase();
     let target = lower
         .split("insert into")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_default()
+        .split('(')
+        .next()
         .unwrap_or_default()
         .to_string();
     let Some(create) = lower.find(&format!("create table {target} (")) else {
@@ -117,7 +142,7 @@ fn sink_key(sql: &str, columns: &[String]) -> Vec<usize> {
         .split(',')
         .filter_map(|n| {
             let n = n.trim().trim_matches('`');
-            columns.iter().position(|c| c.eq_ignore_ascii_case(n))
+            columns.iter().position(|c| c.name.eq_ignore_ascii_case(n))
         })
         .collect()
 }
@@ -166,7 +191,7 @@ fn flink_text(value: &Value) -> String {
 }
 
 /// eddy's stdout lines (`TAG> [kind ]{json}`) as Flink prints rows.
-fn eddy_rows(lines: &[String], columns: &[String]) -> Vec<String> {
+fn eddy_rows(lines: &[String], columns: &[SinkColumn]) -> Vec<String> {
     lines
         .iter()
         .map(|line| {
@@ -182,7 +207,15 @@ fn eddy_rows(lines: &[String], columns: &[String]) -> Vec<String> {
                     .or_else(|| row.get(c.to_ascii_lowercase().as_str()))
                     .unwrap_or(&Value::Null)
             };
-            let values: Vec<String> = columns.iter().map(|c| flink_text(value(c))).collect();
+            let values: Vec<String> = columns
+                .iter()
+                .map(|c| match (value(&c.name), c.scale) {
+                    (Value::Number(n), Some(scale)) => {
+                        format!("{:.scale$}", n.as_f64().unwrap_or_default())
+                    }
+                    (v, _) => flink_text(v),
+                })
+                .collect();
             format!("{kind}[{}]", values.join(", "))
         })
         .collect()

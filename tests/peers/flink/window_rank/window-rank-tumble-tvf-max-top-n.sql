@@ -1,0 +1,44 @@
+-- origin: https://github.com/apache/flink/blob/0658fb7cac0f0b8ba9cd247fff66dbf642583976/flink-table/flink-table-planner/src/test/java/org/apache/flink/table/planner/plan/nodes/exec/stream/WindowRankTestPrograms.java (WINDOW_RANK_TUMBLE_TVF_MAX_TOP_N, "window-rank-tumble-tvf-max-top-n")
+-- ported: the source and sink connectors (the program's values source and sink are a file and stdout); schemas, data and query as the program has them
+-- expect: +I[2020-04-15T08:00, 2020-04-15T08:00:10, 2020-04-15T08:00:09, supplier4, 5.00, D, 1]
+-- expect: +I[2020-04-15T08:00, 2020-04-15T08:00:10, 2020-04-15T08:00:05, supplier1, 4.00, A, 2]
+-- expect: +I[2020-04-15T08:00, 2020-04-15T08:00:10, 2020-04-15T08:00:06, supplier2, 4.00, C, 3]
+-- expect: +I[2020-04-15T08:00:10, 2020-04-15T08:00:20, 2020-04-15T08:00:17, supplier5, 6.00, F, 1]
+-- expect: +I[2020-04-15T08:00:10, 2020-04-15T08:00:20, 2020-04-15T08:00:15, supplier2, 3.00, H, 2]
+-- expect: +I[2020-04-15T08:00:10, 2020-04-15T08:00:20, 2020-04-15T08:00:11, supplier3, 2.00, B, 3]
+-- expect: +I[2020-04-15T08:00:20, 2020-04-15T08:00:30, 2020-04-15T08:00:28, supplier8, 6.00, A, 1]
+-- expect: +I[2020-04-15T08:00:20, 2020-04-15T08:00:30, 2020-04-15T08:00:25, supplier3, 3.00, C, 2]
+-- expect: +I[2020-04-15T08:00:20, 2020-04-15T08:00:30, 2020-04-15T08:00:21, supplier7, 2.00, B, 3]
+
+CREATE TABLE bid_t (
+  ts STRING,
+  price DECIMAL(10,2),
+  item STRING,
+  supplier_id STRING,
+  `bid_time` AS TO_TIMESTAMP(`ts`),
+  `proc_time` AS PROCTIME(),
+  WATERMARK for `bid_time` AS `bid_time` - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/bid_t.ndjson');
+
+CREATE TABLE sink_t (
+  window_start TIMESTAMP(3),
+  window_end TIMESTAMP(3),
+  bid_time TIMESTAMP(3),
+  supplier_id STRING,
+  price DECIMAL(10,2),
+  item STRING,
+  row_num BIGINT
+) WITH (connector = 'stdout');
+
+INSERT INTO sink_t SELECT *
+  FROM (
+    SELECT
+         window_start,
+         window_end, 
+         bid_time,
+         supplier_id,
+         price,
+         item,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY price DESC) AS row_num
+    FROM TABLE(TUMBLE(TABLE bid_t, DESCRIPTOR(bid_time), INTERVAL '10' SECOND))
+  ) WHERE row_num <= 3;
