@@ -343,18 +343,17 @@ check("arroyo_mismatched_nested_windows", {"QUERY1": [
     {"auctions": n, "second_window": window(s, 2 * MIN)}
     for s, n in Counter(floor(m, 2 * MIN) for _, m in per_minute).items()]})
 hop_counts = defaultdict(Counter)  # window start -> auction -> count
-first_seen = defaultdict(dict)  # window start -> auction -> arrival index
-for index, (t, b) in enumerate(bid_events):
+for t, b in bid_events:
     start = floor(t, 2 * SEC)
     while start + 60 * SEC > t:
         hop_counts[start][b["auction"]] += 1
-        first_seen[start].setdefault(b["auction"], index)
         start -= 2 * SEC
 top = []
 by_window_and_auction = []
 for start, per in hop_counts.items():
-    # equal counts rank in the order the auctions first came into the window
-    ranked = sorted(per.items(), key=lambda kv: (-kv[1], first_seen[start][kv[0]]))
+    # equal counts rank by the rows themselves, column by column (count,
+    # then auction): the order eddy gives ties at every parallelism
+    ranked = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
     for rank, (auction, n) in enumerate(ranked[:5], 1):
         top.append({"count": n, "auction": auction, "window": window(start, 60 * SEC), "row_num": rank})
     for auction, n in per.items():

@@ -16,7 +16,7 @@
 //! ```text
 //!   on_batch:      rows wait in `pending`, grouped by event time
 //!   on_watermark:  a window whose end <= W - allowed_lateness is complete:
-//!                  sorted by (partition, order, arrival), ranked, emitted, dropped
+//!                  sorted by (partition, order, the row), ranked, emitted, dropped
 //! ```
 //!
 //! Checkpoints: table `pending` (the waiting rows), meta: watermark and the
@@ -73,7 +73,8 @@ use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 /// A ranking function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankFunction {
-    /// 1, 2, 3, ... in order, ties broken arbitrarily.
+    /// 1, 2, 3, ... in order; ties go by the rows themselves (row-encoded),
+    /// so they rank the same way on every run.
     RowNumber,
     /// Peers (equal ORDER BY values) share a rank; gaps follow them.
     Rank,
@@ -242,8 +243,18 @@ impl WindowRankOperator {
         let indices = if columns.is_empty() {
             UInt32Array::from_iter_values(0..n as u32)
         } else {
-            // Arrival order breaks ties, so equal rows rank the same way
-            // whatever the batch sizes.
+            // The rows themselves break ties (their columns in order,
+            // row-encoded), so equal rows rank the same way whatever the
+            // batch sizes, the parallelism and so the arrival order; then
+            // arrival, between identical rows.
+            let whole =
+                super::row_converter(batch.schema().as_ref())?.convert_columns(batch.columns())?;
+            columns.push(SortColumn {
+                values: Arc::new(datafusion::arrow::array::BinaryArray::from_iter_values(
+                    whole.iter().map(|row| row.as_ref().to_vec()),
+                )),
+                options: None,
+            });
             columns.push(SortColumn {
                 values: Arc::new(UInt32Array::from_iter_values(0..n as u32)),
                 options: None,
@@ -569,13 +580,14 @@ mod tests {
     }
 
     #[test]
-    fn a_complete_window_is_ranked_with_ties_in_arrival_order() {
+    fn a_complete_window_is_ranked_with_ties_in_row_order() {
         assert_eq!(plan(None).distribution(), Distribution::Keyed);
         let mut op = plan(None).create().unwrap();
         let mut out = Collector::default();
-        op.on_batch(0, rows(&["a", "b", "e"], &[5, 7, 3], &[9, 9, 19]), &mut out)
+        // c and a tie: a ranks first, whichever came first.
+        op.on_batch(0, rows(&["c", "b", "e"], &[5, 7, 3], &[9, 9, 19]), &mut out)
             .unwrap();
-        op.on_batch(0, rows(&["c", "d"], &[5, 1], &[9, 9]), &mut out)
+        op.on_batch(0, rows(&["a", "d"], &[5, 1], &[9, 9]), &mut out)
             .unwrap();
         op.on_watermark(9, &mut out).unwrap();
         assert!(ranked(&mut out).is_empty(), "the window ends at 10");

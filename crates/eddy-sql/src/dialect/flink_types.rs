@@ -12,6 +12,7 @@
 //! | `MULTISET<T>`, `T MULTISET` | `MAP<T, INT>`: each element and how often it occurs, as Flink holds it |
 //! | `T ARRAY` | `ARRAY<T>` |
 //! | `VARIANT` | `JSON` |
+//! | `NOT NULL` inside a nested type (`MAP<STRING NOT NULL, T>`) | dropped: nested fields are nullable |
 //! | `INTERVAL ...` as a column type, `RAW(...)`, `NULL` | refused, naming what to declare instead |
 //!
 //! In: a statement's tokens. Out: the same tokens with Flink's spellings
@@ -181,6 +182,19 @@ pub fn flink_types(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>, Ref
                 angles.push(Angle::Plain);
             }
             _ => {}
+        }
+        // `NOT NULL` on a nested type (`MAP<STRING NOT NULL, ...>`,
+        // `ROW<a INT NOT NULL>`): nested fields are nullable in eddy, and
+        // the constraint is not checked, so it goes.
+        if !angles.is_empty()
+            && is_word(&tokens[i].token, "NOT")
+            && significant
+                .get(k + 1)
+                .is_some_and(|&t| is_word(&tokens[t].token, "NULL"))
+        {
+            next_raw = significant.get(k + 2).copied().unwrap_or(tokens.len());
+            k += 2;
+            continue;
         }
         if !type_position {
             out.push(tokens[i].clone());
@@ -453,6 +467,11 @@ mod tests {
         assert_eq!(
             rewrite("SELECT bytes, map FROM t WHERE x IS NOT NULL").unwrap(),
             "SELECT bytes, map FROM t WHERE x IS NOT NULL"
+        );
+        assert_eq!(
+            rewrite("CREATE TABLE t (a ARRAY<INT NOT NULL> NOT NULL, b ROW<c STRING NOT NULL>)")
+                .unwrap(),
+            "CREATE TABLE t (a ARRAY<INT > NOT NULL, b ROW<c STRING >)"
         );
         assert_eq!(
             rewrite("CREATE TABLE t (a INT NOT NULL, b ARRAY<INT>)").unwrap(),
