@@ -57,6 +57,7 @@ fn sink_columns(sql: &str) -> Vec<SinkColumn> {
         .split('(')
         .next()
         .unwrap_or_default()
+        .trim_matches('`')
         .to_string();
     let create = lower
         .find(&format!("create table {target} ("))
@@ -120,6 +121,7 @@ fn sink_key(sql: &str, columns: &[SinkColumn]) -> Vec<usize> {
         .split('(')
         .next()
         .unwrap_or_default()
+        .trim_matches('`')
         .to_string();
     let Some(create) = lower.find(&format!("create table {target} (")) else {
         return Vec::new();
