@@ -1,7 +1,8 @@
 //! Plans `ORDER BY` on a stream into an `event_time_sort` node.
 //!
 //! Accepted, as Flink accepts it: the input's event time first, ascending,
-//! then any keys; no LIMIT (a stream's first N rows would be all it ever
+//! then any keys, or a `PROCTIME()` column alone (arrival order: the rows
+//! pass as they come); no LIMIT (a stream's first N rows would be all it ever
 //! emits, and its last N never settle). Anything else never finishes on an
 //! unbounded stream and is refused with the reason.
 
@@ -34,6 +35,16 @@ impl Compiler {
         input
             .append_only("ORDER BY")
             .map_err(|m| SqlError::at(&at, m))?;
+        // ORDER BY a PROCTIME() column alone: rows in the order they
+        // arrive, which is the order they pass on in (Flink's processing-time
+        // sort emits them so).
+        if let [only] = sort.expr.as_slice() {
+            let by_arrival = only.asc
+                && matches!(&only.expr, Expr::Column(c) if input.schema.index_of_column(c).is_ok_and(|i| crate::dialect::flink_functions::is_proctime(input.schema.field(i))));
+            if by_arrival {
+                return Ok(input);
+            }
+        }
         let Some(time) = input.time else {
             return Err(refuse(format!(
                 "{} is not an event time: this stream has none ({})",
