@@ -1,0 +1,38 @@
+-- origin: https://github.com/apache/flink/blob/0658fb7cac0f0b8ba9cd247fff66dbf642583976/flink-table/flink-table-planner/src/test/java/org/apache/flink/table/planner/plan/nodes/exec/stream/WindowDeduplicateTestPrograms.java (WINDOW_DEDUPLICATE_DESC_TUMBLE_LAST_ROW, "window-deduplicate-desc-tumble-last-row")
+-- ported: the source and sink connectors (the program's values source and sink are a file and stdout); schemas, data and query as the program has them
+-- expect: +I[2020-04-15T08:00:09, 5.00, D, supplier4, 2020-04-15T08:00, 2020-04-15T08:00:10, 1]
+-- expect: +I[2020-04-15T08:00:17, 6.00, D, supplier5, 2020-04-15T08:00:10, 2020-04-15T08:00:20, 1]
+-- expect: +I[2020-04-15T08:00:28, 6.00, A, supplier8, 2020-04-15T08:00:20, 2020-04-15T08:00:30, 1]
+
+CREATE TABLE bid_t (
+  ts STRING,
+  price DECIMAL(10,2),
+  item STRING,
+  supplier_id STRING,
+  `bid_time` AS TO_TIMESTAMP(`ts`),
+  `proc_time` AS PROCTIME(),
+  WATERMARK for `bid_time` AS `bid_time` - INTERVAL '1' SECOND
+) WITH (connector = 'file', path = '${DATA}/bid_t.ndjson');
+
+CREATE TABLE sink_t (
+  bid_time TIMESTAMP(3),
+  price DECIMAL(10,2),
+  item STRING,
+  supplier_id STRING,
+  window_start TIMESTAMP(3),
+  window_end TIMESTAMP(3),
+  row_num BIGINT
+) WITH (connector = 'stdout');
+
+INSERT INTO sink_t SELECT *
+  FROM (
+    SELECT
+         bid_time,
+         price,
+         item,
+         supplier_id,
+         window_start,
+         window_end, 
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY bid_time DESC) AS row_num
+    FROM TABLE(TUMBLE(TABLE bid_t, DESCRIPTOR(bid_time), INTERVAL '10' SECOND))
+  ) WHERE row_num <= 1;
