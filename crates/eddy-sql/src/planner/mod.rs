@@ -46,6 +46,7 @@ mod carry_time;
 mod change_feed;
 mod functions;
 mod grouping_sets;
+mod insert_names;
 mod join;
 mod match_recognize;
 mod memory_table;
@@ -593,7 +594,23 @@ impl Compiler {
                 if let Statement::Insert(insert) = &mut statement {
                     self.shape_sink(insert, &position)?;
                 }
-                let plan = self.plan_statement(statement, &position)?;
+                let plan = match self.plan_statement(statement.clone(), &position) {
+                    Err(e) if insert_names::names_clash(&e.to_string()) => {
+                        // Positional: name the SELECT's items after the sink's columns.
+                        let targets = self.insert_targets(&statement);
+                        let renamed = match &mut statement {
+                            Statement::Insert(insert) => {
+                                insert_names::name_after_targets(insert, &targets)
+                            }
+                            _ => false,
+                        };
+                        if !renamed {
+                            return Err(e);
+                        }
+                        self.plan_statement(statement, &position)?
+                    }
+                    planned => planned?,
+                };
                 let LogicalPlan::Dml(DmlStatement {
                     table_name,
                     op: WriteOp::Insert(_),
@@ -700,6 +717,36 @@ impl Compiler {
     /// A sink declared without columns (`CREATE TABLE out WITH (...)`, as
     /// Arroyo allows) takes the columns of the first query inserted into
     /// it; later inserts must fit them, as for any sink.
+    /// The columns an INSERT fills, in order: its column list, or its
+    /// table's columns.
+    fn insert_targets(&self, statement: &Statement) -> Vec<String> {
+        use datafusion::sql::sqlparser::ast::TableObject;
+        let Statement::Insert(insert) = statement else {
+            return Vec::new();
+        };
+        if !insert.columns.is_empty() {
+            return insert
+                .columns
+                .iter()
+                .map(|c| c.to_string().trim_matches('"').to_string())
+                .collect();
+        }
+        let TableObject::TableName(table) = &insert.table else {
+            return Vec::new();
+        };
+        let name = self.identifier_case().object_name(table);
+        self.tables
+            .get(&name)
+            .map(|def| {
+                def.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn shape_sink(
         &mut self,
         insert: &mut datafusion::sql::sqlparser::ast::Insert,
