@@ -207,7 +207,9 @@ try {
   assert.match(await page.text('#redeploy-plan dd.kept'), /updating_aggregate.*per_customer|per_customer.*updating_aggregate/);
   assert.match(await page.text('#redeploy-plan dd.started'), /\bbig\b/);
   assert.equal(await page.text('#redeploy-plan dd.dropped'), 'none');
-  assert.equal(await page.evaluate(() => document.querySelector('#job-state').className.includes('running')), true);
+  // Checking leaves the job running (the state line may be redrawn while
+  // the check's answer arrives: wait for it rather than read it once).
+  await page.waitFor('#job-state.running', 10000);
   await shot('5c-redeploy-checked');
   await page.click('#redeploy-go');
   await page.waitForFunction(() => document.querySelector('#redeploy-status').textContent === 'Redeployed.', null, 30000);
