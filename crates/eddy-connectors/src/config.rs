@@ -14,6 +14,7 @@ use crate::error::{ConnectorError, Result};
 use crate::options::OptionValues;
 use crate::roots::PathRoots;
 use crate::stdout::StdoutTarget;
+use crate::storage::Location;
 
 /// File format of `--output`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -111,10 +112,52 @@ impl ConnectorConfig {
     pub fn source_path(&self, spec: &ConnectorSpec) -> Result<String> {
         let path =
             OptionValues::new(&spec.options).required("path", "a file source needs a path")?;
+        refuse_bucket(spec, path, "source")?;
         let path = local_path(path);
         match &self.roots {
             Some(roots) => Ok(roots.source(path)?.display().to_string()),
             None => Ok(path.to_string()),
+        }
+    }
+
+    /// A file sink's location: a bucket prefix as given, or a local path
+    /// inside the output root when there is one.
+    pub fn sink_location(&self, spec: &ConnectorSpec) -> Result<Location> {
+        let path = spec.options.get("path").ok_or_else(|| {
+            ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
+        })?;
+        if !crate::storage::is_bucket(path) {
+            return self.sink_path(spec).map(Location::Local);
+        }
+        if self.roots.is_some() {
+            return Err(ConnectorError::bad_option(
+                "path",
+                "this server keeps output under its local --output-root; bucket paths are not open to its jobs",
+            ));
+        }
+        Location::parse(path)
+    }
+
+    /// `--output`'s location, if given.
+    pub fn output_location(&self) -> Result<Option<Location>> {
+        self.output_dir
+            .as_ref()
+            .map(|dir| Location::parse(&dir.to_string_lossy()))
+            .transpose()
+    }
+
+    /// [`Self::task_path`] for a location.
+    pub fn task_location(&self, location: Location, directory: bool) -> Location {
+        match location {
+            Location::Local(path) => Location::Local(self.task_path(path, directory)),
+            bucket => match self.task {
+                None => bucket,
+                Some(task) if directory => bucket.join(&format!("task-{task}")),
+                Some(task) => bucket.with_last(|name| match name.rsplit_once('.') {
+                    Some((stem, ext)) => format!("{stem}.task-{task}.{ext}"),
+                    None => format!("{name}.task-{task}"),
+                }),
+            },
         }
     }
 
@@ -123,12 +166,28 @@ impl ConnectorConfig {
         let path = spec.options.get("path").ok_or_else(|| {
             ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
         })?;
+        refuse_bucket(spec, path, "sink")?;
         let path = local_path(path);
         match &self.roots {
             Some(roots) => roots.sink(path),
             None => Ok(PathBuf::from(path)),
         }
     }
+}
+
+/// A bucket path where only a local one is taken, refused by name.
+fn refuse_bucket(spec: &ConnectorSpec, path: &str, role: &str) -> Result<()> {
+    if !crate::storage::is_bucket(path) {
+        return Ok(());
+    }
+    let scheme = path.split("://").next().unwrap_or_default();
+    Err(ConnectorError::bad_option(
+        "path",
+        format!(
+            "a {} {role} takes a local path; {scheme}:// is not supported there yet",
+            spec.connector
+        ),
+    ))
 }
 
 /// A path option as a local path: Flink's `file://` scheme dropped.

@@ -60,6 +60,14 @@ pub enum ConnectorError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// An object-store request failed (after the client's retries).
+    #[error("{location}: {source}")]
+    Storage {
+        /// The object or prefix (`s3://bucket/key`, never credentials).
+        location: String,
+        /// The store client's error.
+        source: object_store::Error,
+    },
     /// Encoding or decoding with Arrow failed.
     #[error("{0}")]
     Arrow(#[from] datafusion::arrow::error::ArrowError),

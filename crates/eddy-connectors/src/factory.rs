@@ -27,6 +27,7 @@ use crate::kafka::{self, KafkaTopicRef};
 use crate::registry::Registry;
 use crate::sinks::file_options::{self as files, json_lines, rolled};
 use crate::sinks::{self, NdjsonSink};
+use crate::storage::Location;
 
 /// See the module docs.
 #[derive(Debug, Clone, Default)]
@@ -155,24 +156,30 @@ impl Connectors {
         connector.open_sink(&self.config, spec, mode)
     }
 
-    /// `--output DIR`: the sink as a file (set) under `DIR`.
+    /// `--output DIR`: the sink as a file (set) under `DIR` (a bucket
+    /// prefix's sinks are always file sets).
     fn output_file(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>> {
-        let dir = self.config.output_dir.clone().unwrap_or_default();
-        let dir = self.config.task_path(dir, true);
-        match self.config.output_format {
-            OutputFormat::Ndjson if rolled(spec) => files::file_set(
+        let dir = self
+            .config
+            .output_location()?
+            .unwrap_or_else(|| Location::local(""));
+        let dir = self.config.task_location(dir, true);
+        match (self.config.output_format, &dir) {
+            (OutputFormat::Ndjson, Location::Local(local)) if !rolled(spec) => {
+                Ok(Box::new(NdjsonSink::open(
+                    &spec.table,
+                    local.join(format!("{}.ndjson", spec.table)),
+                    json_lines(spec)?,
+                    mode,
+                )?))
+            }
+            (OutputFormat::Ndjson, _) => files::file_set(
                 spec,
                 &dir.join(&spec.table),
                 files::ndjson_files(spec)?,
                 mode,
             ),
-            OutputFormat::Ndjson => Ok(Box::new(NdjsonSink::open(
-                &spec.table,
-                dir.join(format!("{}.ndjson", spec.table)),
-                json_lines(spec)?,
-                mode,
-            )?)),
-            OutputFormat::Parquet => files::file_set(
+            (OutputFormat::Parquet, _) => files::file_set(
                 spec,
                 &dir.join(&spec.table),
                 files::parquet_files(spec)?,

@@ -46,6 +46,7 @@ pub mod roots;
 pub mod sinks;
 pub mod stdin;
 pub mod stdout;
+pub mod storage;
 pub mod values;
 
 mod checks;

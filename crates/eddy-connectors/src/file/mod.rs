@@ -20,6 +20,7 @@ use crate::options::{OptionDecl, OptionKind};
 use crate::sinks::changelog::Envelope;
 use crate::sinks::file_options::{self as files, json_lines, rolled};
 use crate::sinks::NdjsonSink;
+use crate::storage::Location;
 
 /// See the module docs.
 #[derive(Debug, Default, Clone, Copy)]
@@ -77,7 +78,7 @@ impl Connector for FileConnector {
             }
             Role::Sink => {
                 files::check(spec, false)?;
-                config.sink_path(spec).map(|_| ())
+                config.sink_location(spec).map(|_| ())
             }
         }
     }
@@ -98,15 +99,20 @@ impl Connector for FileConnector {
         spec: &ConnectorSpec,
         mode: SinkMode<'_>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let path = config.sink_path(spec)?;
-        if rolled(spec) {
-            let format = if files::is_csv(spec) {
-                files::csv_files(spec)?
-            } else {
-                files::ndjson_files(spec)?
-            };
-            return files::file_set(spec, &config.task_path(path, true), format, mode);
-        }
+        let location = config.sink_location(spec)?;
+        // A bucket has no appends: its sinks are always a set of files.
+        let path = match location {
+            Location::Local(path) if !rolled(spec) => path,
+            location => {
+                let format = if files::is_csv(spec) {
+                    files::csv_files(spec)?
+                } else {
+                    files::ndjson_files(spec)?
+                };
+                let dir = config.task_location(location, true);
+                return files::file_set(spec, &dir, format, mode);
+            }
+        };
         Ok(Box::new(NdjsonSink::open(
             &spec.table,
             config.task_path(path, false),

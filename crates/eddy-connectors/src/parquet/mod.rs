@@ -79,7 +79,7 @@ impl Connector for ParquetConnector {
             }
             Role::Sink => {
                 files::check(spec, true)?;
-                config.sink_path(spec).map(|_| ())
+                config.sink_location(spec).map(|_| ())
             }
         }
     }
@@ -116,7 +116,7 @@ impl Connector for ParquetConnector {
         spec: &ConnectorSpec,
         mode: SinkMode<'_>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let dir = config.task_path(config.sink_path(spec)?, true);
+        let dir = config.task_location(config.sink_location(spec)?, true);
         files::file_set(spec, &dir, parquet_files(spec)?, mode)
     }
 }

@@ -6,7 +6,7 @@
 //! In: a sink table's [`ConnectorSpec`]. Out: [`JsonLines`],
 //! [`RollingPolicy`], a [`FileFormat`], a [`SinkWriter`].
 
-use std::path::Path;
+use crate::storage::Location;
 
 use eddy_engine::graph::ConnectorSpec;
 use eddy_engine::sink::{SinkMode, SinkWriter};
@@ -194,7 +194,7 @@ pub fn parquet_files(spec: &ConnectorSpec) -> Result<Box<dyn FileFormat>> {
 /// A rolling (and maybe partitioned) set of `format` files in `dir`.
 pub fn file_set(
     spec: &ConnectorSpec,
-    dir: &Path,
+    dir: &Location,
     format: Box<dyn FileFormat>,
     mode: SinkMode<'_>,
 ) -> Result<Box<dyn SinkWriter>> {

@@ -10,7 +10,9 @@
 //!   and written in order;
 //! - [`file_options`]: what a file sink's options say;
 //! - [`changelog`]: an updating query's rows as row kinds, Debezium events
-//!   or upserts.
+//!   or upserts;
+//! - `target`: where a rolled file set goes, a local directory or a bucket
+//!   prefix ([`crate::storage`]), and how its files are staged and published.
 //!
 //! The file sinks are exactly-once when the job checkpoints: rows are
 //! staged in hidden in-progress files and published (appended to the final
@@ -26,6 +28,7 @@ pub mod format;
 pub mod ndjson;
 pub mod partition;
 pub mod rolling;
+pub(crate) mod target;
 
 use std::fs::File;
 use std::path::Path;

@@ -19,8 +19,8 @@
 //! a newer, unusable checkpoint had published), so that nothing is there
 //! twice. `rolling_interval` is processing time, checked as rows arrive.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::record_batch::RecordBatch;
@@ -32,11 +32,11 @@ use serde::{Deserialize, Serialize};
 
 use super::format::{FileFormat, FormatWriter};
 use super::partition::PartitionBy;
-use super::{
-    another_sinks_state, create_file, io_error, remove_files, sync_dir, written_elsewhere,
-};
+use super::target::{is_in_progress, publish_all, FileTarget};
+use super::{another_sinks_state, written_elsewhere};
 use crate::error::{ConnectorError, Result};
 use crate::sinks::commit::SinkState;
+use crate::storage::Location;
 
 /// When a file is closed and a new one started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct StagedFile {
 /// What a rolling sink pre-commits at a barrier.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSetState {
-    /// The directory.
+    /// The directory: a local path or a bucket prefix (`s3://lake/x`).
     pub dir: PathBuf,
     /// Closed files waiting for their checkpoint to complete.
     pub pending: Vec<StagedFile>,
@@ -79,7 +79,8 @@ struct OpenFile {
 /// Writes a rolling, optionally partitioned set of files.
 pub struct RollingFileSink {
     table: String,
-    dir: PathBuf,
+    location: Location,
+    target: FileTarget,
     format: Box<dyn FileFormat>,
     partition: PartitionBy,
     policy: RollingPolicy,
@@ -92,49 +93,10 @@ pub struct RollingFileSink {
     wrote_any: bool,
 }
 
-/// The hidden name a file is written under.
-fn in_progress(final_path: &Path) -> PathBuf {
-    let name = final_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    final_path.with_file_name(format!(".{name}.inprogress"))
-}
-
 /// The sequence number in a final file name `part-<time>-<seq>.<ext>`.
 fn file_seq(name: &str) -> Option<u64> {
     let stem = name.strip_prefix("part-")?.rsplit_once('.')?.0;
     stem.rsplit_once('-')?.1.parse().ok()
-}
-
-/// Every file under `dir`, recursively (an absent directory has none).
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_error(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| io_error(dir, e))?;
-        let path = entry.path();
-        if entry.file_type().map_err(|e| io_error(&path, e))?.is_dir() {
-            walk(&path, found)?;
-        } else {
-            found.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// Removes files under `dir` whose names satisfy `remove`.
-fn remove_where(dir: &Path, remove: impl Fn(&str) -> bool) -> Result<()> {
-    let mut files = Vec::new();
-    walk(dir, &mut files)?;
-    files.retain(|file| {
-        file.file_name()
-            .is_some_and(|n| remove(&n.to_string_lossy()))
-    });
-    remove_files(&files)
 }
 
 impl RollingFileSink {
@@ -142,19 +104,18 @@ impl RollingFileSink {
     /// docs).
     pub fn open(
         table: &str,
-        dir: &Path,
+        dir: &Location,
         format: Box<dyn FileFormat>,
         partition: PartitionBy,
         policy: RollingPolicy,
         mode: SinkMode<'_>,
     ) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
-        remove_where(dir, |n| {
-            n.starts_with(".part-") && n.ends_with(".inprogress")
-        })?;
+        let target = FileTarget::open(dir)?;
+        target.remove_where(is_in_progress)?;
         let mut sink = Self {
             table: table.to_string(),
-            dir: dir.to_path_buf(),
+            location: dir.clone(),
+            target,
             format,
             partition,
             policy,
@@ -168,7 +129,7 @@ impl RollingFileSink {
         match mode {
             SinkMode::Direct => {
                 // A fresh run replaces the previous run's output.
-                remove_where(dir, |n| file_seq(n).is_some())?;
+                sink.target.remove_where(|n| file_seq(n).is_some())?;
             }
             SinkMode::Transactional { resume } => {
                 sink.staged = true;
@@ -176,13 +137,15 @@ impl RollingFileSink {
                     let SinkState::Files(state) = state else {
                         return Err(another_sinks_state());
                     };
-                    if state.dir != dir {
-                        return Err(written_elsewhere(&state.dir, dir));
+                    let now = PathBuf::from(dir.to_string());
+                    if state.dir != now {
+                        return Err(written_elsewhere(&state.dir, &now));
                     }
                     sink.next_seq = state.next_seq;
                 }
                 let newer = sink.next_seq;
-                remove_where(dir, |n| file_seq(n).is_some_and(|s| s >= newer))?;
+                sink.target
+                    .remove_where(|n| file_seq(n).is_some_and(|s| s >= newer))?;
             }
         }
         Ok(sink)
@@ -196,7 +159,7 @@ impl RollingFileSink {
             "{partition}part-{opened}-{seq:06}.{}",
             self.format.extension()
         );
-        let file = create_file(&in_progress(&self.dir.join(&name)))?;
+        let file = self.target.create(&name)?;
         let writer = self.format.create(file)?;
         self.open.insert(
             partition.to_string(),
@@ -216,17 +179,10 @@ impl RollingFileSink {
         let Some(open) = self.open.remove(partition) else {
             return Ok(());
         };
-        let final_path = self.dir.join(&open.name);
-        let staged = in_progress(&final_path);
         let file = open.writer.close()?;
-        file.sync_all().map_err(|e| io_error(&staged, e))?;
+        self.target.close(&open.name, file, !self.staged)?;
         if self.staged {
             self.closed.push(open.name);
-        } else {
-            std::fs::rename(&staged, &final_path).map_err(|e| io_error(&final_path, e))?;
-            if let Some(parent) = final_path.parent() {
-                sync_dir(parent)?;
-            }
         }
         Ok(())
     }
@@ -344,7 +300,7 @@ impl SinkWriter for RollingFileSink {
             }
             self.pending.retain(|p| p.closed_for > completed);
             SinkState::Files(FileSetState {
-                dir: self.dir.clone(),
+                dir: PathBuf::from(self.location.to_string()),
                 pending: self.pending.clone(),
                 next_seq: self.next_seq,
             })
@@ -368,29 +324,12 @@ impl SinkWriter for RollingFileSink {
     }
 }
 
-/// Publishes a pre-committed file set: renames each pending file to its
-/// final name (one already renamed is left as it is).
+/// Publishes a pre-committed file set: gives each pending file its final
+/// name (one already published is left as it is).
 pub fn commit(state: &FileSetState) -> Result<()> {
-    let mut dirs = BTreeSet::new();
-    for file in &state.pending {
-        let done = state.dir.join(&file.name);
-        let staged = in_progress(&done);
-        if staged.exists() {
-            std::fs::rename(&staged, &done).map_err(|e| io_error(&done, e))?;
-        } else if !done.exists() {
-            return Err(ConnectorError::bad_option(
-                "path",
-                format!("{} was staged but is gone", staged.display()),
-            ));
-        }
-        if let Some(parent) = done.parent() {
-            dirs.insert(parent.to_path_buf());
-        }
-    }
-    for dir in dirs {
-        sync_dir(&dir)?;
-    }
-    Ok(())
+    let location = Location::parse(&state.dir.to_string_lossy())?;
+    let names: Vec<String> = state.pending.iter().map(|f| f.name.clone()).collect();
+    publish_all(&location, &names)
 }
 
 #[cfg(test)]
@@ -409,9 +348,5 @@ mod tests {
             None
         );
         assert_eq!(file_seq("notes.txt"), None);
-        assert_eq!(
-            in_progress(Path::new("d/country=US/part-x-000001.parquet")),
-            Path::new("d/country=US/.part-x-000001.parquet.inprogress")
-        );
     }
 }
