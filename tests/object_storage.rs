@@ -6,7 +6,9 @@
 //!   s3://...`, write the rows a local run writes.
 //! - A job writing Parquet and NDJSON to the bucket, killed with SIGKILL
 //!   again and again and resumed from its checkpoints, leaves exactly the
-//!   uninterrupted run's rows there, and no staged object.
+//!   uninterrupted run's rows there, and no staged object: with its
+//!   checkpoints on the local disk, and with them in the bucket too
+//!   (`--state-dir s3://...`, every run from an empty working copy).
 //! - pyarrow reads the Parquet files from the bucket (its own S3 client).
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
@@ -276,11 +278,11 @@ fn sinks_on_a_bucket_write_what_local_sinks_write() {
     assert_eq!(counted, 20000, "every order is in one window's count");
 }
 
-#[test]
-fn sinks_on_a_bucket_are_exact_through_kills() {
-    let server = S3Server::start();
-    let dir = tempfile::tempdir().unwrap();
-    let job = write_job(dir.path());
+/// Runs the job writing to `s3://lake/killed` with `--state-dir state`,
+/// killed with SIGKILL a few times and resumed, and checks the bucket holds
+/// exactly what an uninterrupted run writes; returns the final run's stderr.
+fn exact_through_kills(server: &S3Server, dir: &Path, state: &str) -> String {
+    let job = write_job(dir);
     let rows = "ROWS=300000";
     let started = Instant::now();
     let baseline = server
@@ -292,19 +294,17 @@ fn sinks_on_a_bucket_are_exact_through_kills() {
         .unwrap();
     common::assert_success(&baseline, "the uninterrupted run");
     let took = started.elapsed();
-    let expected_dir = dir.path().join("expected");
+    let expected_dir = dir.join("expected");
     server.download("expected", &expected_dir);
     let expected = rows_of(&expected_dir);
 
-    let state = dir.path().join("state");
     let run = || {
         let mut command = server.eddy();
         command
             .args(["run", "--quiet"])
             .arg(&job)
             .args(["--set", rows, "--set", "OUT=s3://lake/killed"])
-            .arg("--state-dir")
-            .arg(&state)
+            .args(["--state-dir", state])
             .args(["--checkpoint-interval", "100ms", "--parallelism", "2"])
             .env("EDDY_LOG", "info")
             .stdout(Stdio::null())
@@ -327,20 +327,69 @@ fn sinks_on_a_bucket_are_exact_through_kills() {
     }
     let out = run().output().unwrap();
     common::assert_success(&out, "the final run");
-    resumed +=
-        usize::from(String::from_utf8_lossy(&out.stderr).contains("resuming from checkpoint"));
-    let killed_dir = dir.path().join("killed");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    resumed += usize::from(stderr.contains("resuming from checkpoint"));
+    let killed_dir = dir.join("killed");
     server.download("killed", &killed_dir);
     assert!(
         rows_of(&killed_dir) == expected,
-        "the bucket's rows differ after {kills} kills"
+        "the bucket's rows differ after {kills} kills (state in {state})"
     );
     assert!(
         kills >= 2,
         "the job was killed ({kills} kills, run of {took:?})"
     );
     assert!(resumed >= 1, "no run resumed from a checkpoint");
-    eprintln!("bucket sinks: {kills} kills, {resumed} resumed runs, output exact (uninterrupted run {took:?})");
+    eprintln!(
+        "bucket sinks, state in {state}: {kills} kills, {resumed} resumed runs, output exact (uninterrupted run {took:?})"
+    );
+    stderr
+}
+
+#[test]
+fn sinks_on_a_bucket_are_exact_through_kills() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state").display().to_string();
+    exact_through_kills(&server, dir.path(), &state);
+}
+
+/// Output and checkpoints both in the bucket, nothing shared on the local
+/// disk: every run starts from an empty working copy, so a run that
+/// resumes does so from the checkpoints in the bucket.
+#[test]
+fn checkpoints_in_a_bucket_resume_a_killed_job_exactly() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    exact_through_kills(&server, dir.path(), "s3://lake/state/job");
+    // The bucket holds the finished job's complete checkpoints (a
+    // manifest each, written last) and no working copy is left behind.
+    let names: Vec<String> = server
+        .bucket("state/job")
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    let manifests = names.iter().filter(|n| n.ends_with("/MANIFEST")).count();
+    assert!(
+        (1..=3).contains(&manifests),
+        "retention keeps at most three checkpoints: {names:?}"
+    );
+    assert!(names.iter().any(|n| n.ends_with("/COMMITTED")), "{names:?}");
+    assert!(names.iter().any(|n| n.ends_with(".arrow")), "{names:?}");
+    // Started again, the job finds its work done in the bucket.
+    let again = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(dir.path().join("job.sql"))
+        .args(["--set", "ROWS=300000", "--set", "OUT=s3://lake/killed"])
+        .args(["--state-dir", "s3://lake/state/job"])
+        .output()
+        .unwrap();
+    common::assert_success(&again, "the finished job started again");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("already finished"), "{stderr}");
 }
 
 #[test]

@@ -41,6 +41,7 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
             interval: checkpoint_interval.unwrap_or(DEFAULT_INTERVAL),
             ignore_state: true,
             incremental: !full_checkpoints,
+            replica: None,
         }),
         parallelism: chosen_parallelism(parallelism, machine_cores()),
         disable_chaining: no_chaining,

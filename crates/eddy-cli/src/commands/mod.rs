@@ -10,6 +10,7 @@ mod bench;
 mod run;
 mod serve;
 mod sql_shell;
+mod state_location;
 
 use eddy_cli::client;
 use eddy_cli::{generate, job, Result};
@@ -66,6 +67,11 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             } else {
                 job::load_sql(&sql)?
             };
+            if eddy_connectors::storage::is_bucket(&state_dir.to_string_lossy()) {
+                return Err(eddy_cli::CliError::Usage(
+                    "eddy savepoint reads a local --state-dir so far; a bucket's checkpoints are resumed by `eddy run --state-dir` itself".into(),
+                ));
+            }
             let store = eddy_engine::checkpoint::store::StateDir::open(&state_dir)?;
             let savepoint = store.savepoint(
                 &dest,

@@ -16,6 +16,7 @@ use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{JobConfig, JobHandle};
 
+use super::state_location::StateLocation;
 use crate::args::{Format, RunArgs};
 
 /// Runs the job `args` describe until its sources end or it is stopped.
@@ -61,20 +62,27 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
     if batch_size == 0 {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
-    let checkpoints = match (state_dir, checkpoint_interval) {
+    let state = state_dir.as_deref().map(StateLocation::parse).transpose()?;
+    let checkpoints = match (&state, checkpoint_interval) {
         (None, Some(_)) => {
             return Err(CliError::Usage(
                 "--checkpoint-interval needs --state-dir".into(),
             ))
         }
         (None, None) => None,
-        (Some(dir), interval) => Some(CheckpointConfig {
-            state_dir: dir,
+        (Some(state), interval) => Some(CheckpointConfig {
+            state_dir: state.dir.clone(),
             interval: interval.unwrap_or(DEFAULT_INTERVAL),
             ignore_state,
             incremental: !full_checkpoints,
+            replica: state.replica.clone(),
         }),
     };
+    if group.is_some() && state.as_ref().is_some_and(|s| s.replica.is_some()) {
+        return Err(CliError::Usage(
+            "--group keeps its tasks' state in a local --state-dir so far; a bucket state directory takes a job without --group".into(),
+        ));
+    }
     let files = job::load_sql(&paths)?;
     let params = job::parse_pairs(&set, "--set")?;
     let config = ConnectorConfig {

@@ -25,6 +25,15 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         max_jobs,
         job_memory_limit,
     } = args;
+    let roots = [&data_root, &output_root, &state_dir];
+    for dir in roots.into_iter().chain(group_state_dir.as_ref()) {
+        if eddy_connectors::storage::is_bucket(&dir.to_string_lossy()) {
+            return Err(CliError::Usage(format!(
+                "{}: eddy serve keeps its roots and state on the local disk so far",
+                dir.display()
+            )));
+        }
+    }
     for dir in [&output_root, &state_dir] {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
             path: dir.display().to_string(),

@@ -14,6 +14,9 @@
 //! `scheme://bucket/prefix` only: no secret ever reaches a log line, an
 //! error or a checkpoint.
 //!
+//! [`BucketReplica`] keeps a job's state directory in a bucket
+//! (`--state-dir s3://...`).
+//!
 //! ```
 //! use eddy_connectors::storage::Location;
 //!
@@ -26,11 +29,13 @@
 
 mod bucket;
 mod io;
+mod replica;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use bucket::{Bucket, Object};
+pub use replica::BucketReplica;
 
 use crate::error::{ConnectorError, Result};
 

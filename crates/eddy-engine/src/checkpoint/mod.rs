@@ -20,7 +20,9 @@
 //! - [`savepoint`]: a checkpoint copied out of the state directory, to
 //!   start a job from (at any parallelism) whatever became of the directory;
 //! - [`coordinator`]: triggers checkpoints, collects node states, writes
-//!   them, commits sinks, and ends the job once it stopped or finished.
+//!   them, commits sinks, and ends the job once it stopped or finished;
+//! - [`replica`]: the state directory copied to a bucket at every
+//!   checkpoint, before its sinks commit, and restored from it at start.
 //!
 //! What a node contributes is a [`NodeCheckpoint`]: the runtime's own part
 //! (input watermarks, counters, whether the node finished) and the
@@ -30,6 +32,7 @@ pub mod changes;
 pub mod coordinator;
 pub mod evolve;
 mod manifest;
+pub mod replica;
 pub mod savepoint;
 pub mod store;
 mod tables;
@@ -67,6 +70,9 @@ pub struct CheckpointConfig {
     /// `false` writes every table whole at every checkpoint
     /// (`--full-checkpoints`).
     pub incremental: bool,
+    /// Where `state_dir` (then a local working copy) is kept durably: a
+    /// bucket (`--state-dir s3://...`); `None` keeps it on the local disk.
+    pub replica: Option<std::sync::Arc<dyn replica::StateReplica>>,
 }
 
 impl CheckpointConfig {
@@ -77,6 +83,7 @@ impl CheckpointConfig {
             interval: DEFAULT_INTERVAL,
             ignore_state: false,
             incremental: true,
+            replica: None,
         }
     }
 }

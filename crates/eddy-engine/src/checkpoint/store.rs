@@ -40,6 +40,7 @@ use super::manifest::{
     checkpoint_dir_name, read_manifest, write_manifest, Manifest, ManifestChange, ManifestFile,
     ManifestKeyed, ManifestNode, ManifestTable, MANIFEST,
 };
+use super::replica::StateReplica;
 use super::tables::{read_checkpoint, write_table};
 use super::{Checkpoint, CheckpointKind};
 use crate::distribute::instances::Origin;
@@ -55,7 +56,8 @@ const COMMITTED: &str = "COMMITTED";
 /// Names the savepoint a state directory's checkpoints continue.
 const RESTORED_FROM: &str = "RESTORED_FROM";
 
-/// A state directory (`--state-dir`).
+/// A state directory (`--state-dir`): local, or the local working copy of
+/// a replica in a bucket.
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
@@ -63,6 +65,9 @@ pub struct StateDir {
     /// the node's next changes apply to. Empty for a store just opened, as
     /// a node's first snapshot in a run is always full.
     chains: Arc<Mutex<HashMap<(usize, String), Chain>>>,
+    /// Where the directory is kept beyond this machine, synced at every
+    /// checkpoint before it counts as written.
+    replica: Option<Arc<dyn StateReplica>>,
 }
 
 /// A keyed table as written so far: its full rows and the changes since.
@@ -144,7 +149,39 @@ impl StateDir {
         Ok(Self {
             root,
             chains: Arc::default(),
+            replica: None,
         })
+    }
+
+    /// Opens the local working copy `root` of `replica`: filled from the
+    /// replica (unless `fresh`, which clears the replica instead), and
+    /// synced back at every checkpoint ([`super::replica`]).
+    pub fn open_replicated(
+        root: impl Into<PathBuf>,
+        replica: Arc<dyn StateReplica>,
+        fresh: bool,
+    ) -> Result<Self> {
+        let root = root.into();
+        if root.exists() {
+            std::fs::remove_dir_all(&root).map_err(|e| io_error(&root, e))?;
+        }
+        std::fs::create_dir_all(&root).map_err(|e| io_error(&root, e))?;
+        if fresh {
+            replica.clear()?;
+        } else {
+            replica.restore(&root)?;
+        }
+        let mut store = Self::open(root)?;
+        store.replica = Some(replica);
+        Ok(store)
+    }
+
+    /// Copies the directory to its replica, if it has one.
+    fn sync_replica(&self) -> Result<()> {
+        match &self.replica {
+            Some(replica) => replica.sync(&self.root),
+            None => Ok(()),
+        }
     }
 
     /// The directory.
@@ -192,7 +229,8 @@ impl StateDir {
         File::create(&path)
             .and_then(|f| f.sync_all())
             .map_err(|e| io_error(&path, e))?;
-        sync_dir(&dir)
+        sync_dir(&dir)?;
+        self.sync_replica()
     }
 
     /// The instances of each keyed operator and the key groups the newest
@@ -273,7 +311,10 @@ impl StateDir {
         for (_, dir) in self.list()? {
             std::fs::remove_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
         }
-        Ok(())
+        match &self.replica {
+            Some(replica) => replica.clear(),
+            None => Ok(()),
+        }
     }
 
     /// Writes `checkpoint` for `graph` durably, then drops the checkpoints
@@ -412,6 +453,7 @@ impl StateDir {
             *held = chains;
         }
         self.retain(checkpoint.id);
+        self.sync_replica()?;
         Ok(total)
     }
 

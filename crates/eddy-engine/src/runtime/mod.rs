@@ -258,7 +258,12 @@ pub fn start_job(
 ) -> Result<JobHandle> {
     let store = match &config.checkpoints {
         Some(c) => {
-            let store = StateDir::open(&c.state_dir)?;
+            let store = match &c.replica {
+                Some(replica) => {
+                    StateDir::open_replicated(&c.state_dir, replica.clone(), c.ignore_state)?
+                }
+                None => StateDir::open(&c.state_dir)?,
+            };
             if c.ignore_state {
                 store.clear()?;
             }

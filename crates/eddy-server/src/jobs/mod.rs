@@ -407,6 +407,7 @@ impl JobManager {
             interval: self.config.checkpoint_interval,
             ignore_state: false,
             incremental: true,
+            replica: None,
         };
         let handle = start_job(
             Arc::new(graph),
@@ -458,6 +459,7 @@ impl JobManager {
                     interval: self.config.checkpoint_interval,
                     ignore_state: false,
                     incremental: true,
+                    replica: None,
                 },
                 group,
                 session_timeout: record
