@@ -34,8 +34,10 @@ const SECRET_KEY: &str = "eddy-secret";
 /// bucket `lake`; stopped when dropped.
 struct S3Server {
     child: Child,
+    binary: PathBuf,
+    port: u16,
     endpoint: String,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl S3Server {
@@ -63,10 +65,22 @@ impl S3Server {
             .local_addr()
             .unwrap()
             .port();
+        let child = Self::spawn(&binary, port, root.path());
+        Self {
+            child,
+            binary,
+            port,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            root,
+        }
+    }
+
+    /// The server process on `port` over `root`, once it accepts connections.
+    fn spawn(binary: &Path, port: u16, root: &Path) -> Child {
         let child = Command::new(binary)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(root.path())
+            .arg(root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -80,11 +94,16 @@ impl S3Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Self {
-            child,
-            endpoint: format!("http://{address}"),
-            _root: root,
-        }
+        child
+    }
+
+    /// Stops the server for `outage` (requests are refused meanwhile),
+    /// then starts it again over the same objects.
+    fn outage(&mut self, outage: Duration) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        std::thread::sleep(outage);
+        self.child = Self::spawn(&self.binary, self.port, self.root.path());
     }
 
     /// The environment a client of this server runs with.
@@ -390,6 +409,76 @@ fn checkpoints_in_a_bucket_resume_a_killed_job_exactly() {
     common::assert_success(&again, "the finished job started again");
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(stderr.contains("already finished"), "{stderr}");
+}
+
+/// The store goes away for a few seconds while a job writes its output
+/// and checkpoints there: the job rides it out (the client retries), or
+/// fails naming the bucket and resumes from its last checkpoint; either
+/// way the bucket ends with exactly the uninterrupted run's rows.
+#[test]
+fn a_store_outage_mid_run_loses_and_repeats_nothing() {
+    let mut server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = write_job(dir.path());
+    let rows = "ROWS=300000";
+    let baseline = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
+        .output()
+        .unwrap();
+    common::assert_success(&baseline, "the uninterrupted run");
+    let expected_dir = dir.path().join("expected");
+    server.download("expected", &expected_dir);
+    let expected = rows_of(&expected_dir);
+
+    let run = |server: &S3Server| {
+        let mut command = server.eddy();
+        command
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .args(["--set", rows, "--set", "OUT=s3://lake/outage"])
+            .args(["--state-dir", "s3://lake/state/outage"])
+            .args(["--checkpoint-interval", "100ms"])
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    };
+    let child = run(&server).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    server.outage(Duration::from_secs(3));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let rode_it_out = out.status.success();
+    if !rode_it_out {
+        assert!(
+            stderr.contains("s3://lake/"),
+            "the failure names the bucket: {stderr}"
+        );
+        let again = run(&server).output().unwrap();
+        common::assert_success(&again, "the run after the outage");
+        let stderr = String::from_utf8_lossy(&again.stderr);
+        assert!(stderr.contains("resuming from checkpoint"), "{stderr}");
+    }
+    let copy = dir.path().join("outage");
+    server.download("outage", &copy);
+    assert!(
+        rows_of(&copy) == expected,
+        "the bucket's rows differ after the outage"
+    );
+    eprintln!(
+        "a 3 s store outage: {}",
+        if rode_it_out {
+            "the job retried through it".to_string()
+        } else {
+            format!(
+                "the job failed and resumed: {}",
+                stderr.lines().last().unwrap_or_default()
+            )
+        }
+    );
 }
 
 #[test]

@@ -300,6 +300,23 @@ fn bad_path(text: &str, why: &str) -> ConnectorError {
     ConnectorError::bad_option("path", format!("{shown}: {why}"))
 }
 
+/// How long a request is retried before it fails: a streaming job rides
+/// out a store that is away for up to about a minute (a restart, a
+/// network blip) instead of failing at the client's default of ten quick
+/// retries (under two seconds); past that it fails, naming the object,
+/// and resumes from its last checkpoint when started again.
+fn retries() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig {
+            init_backoff: std::time::Duration::from_millis(200),
+            max_backoff: std::time::Duration::from_secs(5),
+            base: 2.0,
+        },
+        max_retries: 24,
+        retry_timeout: std::time::Duration::from_secs(90),
+    }
+}
+
 /// The client of the store at `root` (`s3://bucket`), built once per
 /// process from the store's standard environment variables.
 fn client(root: &str) -> Result<Arc<dyn ObjectStore>> {
@@ -315,14 +332,17 @@ fn client(root: &str) -> Result<Arc<dyn ObjectStore>> {
     let built = match scheme {
         "s3" | "s3a" => object_store::aws::AmazonS3Builder::from_env()
             .with_url(root)
+            .with_retry(retries())
             .build()
             .map(|s| Box::new(s) as Box<dyn ObjectStore>),
         "gs" => object_store::gcp::GoogleCloudStorageBuilder::from_env()
             .with_url(root)
+            .with_retry(retries())
             .build()
             .map(|s| Box::new(s) as Box<dyn ObjectStore>),
         _ => object_store::azure::MicrosoftAzureBuilder::from_env()
             .with_url(root)
+            .with_retry(retries())
             .build()
             .map(|s| Box::new(s) as Box<dyn ObjectStore>),
     };
