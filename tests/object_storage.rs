@@ -10,6 +10,9 @@
 //!   checkpoints on the local disk, and with them in the bucket too
 //!   (`--state-dir s3://...`, every run from an empty working copy).
 //! - pyarrow reads the Parquet files from the bucket (its own S3 client).
+//! - An NDJSON source in the bucket reads what a local copy gives, and
+//!   resumes at its checkpointed offset after kills.
+//! - The store stopped for seconds mid-run: nothing lost or repeated.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -23,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::json::writer::LineDelimitedWriter;
+use eddy_connectors::generator::GeneratedStream;
 use eddy_connectors::storage::Bucket;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -300,7 +304,7 @@ fn sinks_on_a_bucket_write_what_local_sinks_write() {
 /// Runs the job writing to `s3://lake/killed` with `--state-dir state`,
 /// killed with SIGKILL a few times and resumed, and checks the bucket holds
 /// exactly what an uninterrupted run writes; returns the final run's stderr.
-fn exact_through_kills(server: &S3Server, dir: &Path, state: &str) -> String {
+fn exact_through_kills(server: &S3Server, dir: &Path, state: &str, extra: &[&str]) -> String {
     let job = write_job(dir);
     let rows = "ROWS=300000";
     let started = Instant::now();
@@ -309,6 +313,7 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str) -> String {
         .args(["run", "--quiet"])
         .arg(&job)
         .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
+        .args(extra)
         .output()
         .unwrap();
     common::assert_success(&baseline, "the uninterrupted run");
@@ -325,17 +330,22 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str) -> String {
             .args(["--set", rows, "--set", "OUT=s3://lake/killed"])
             .args(["--state-dir", state])
             .args(["--checkpoint-interval", "100ms", "--parallelism", "2"])
+            .args(extra)
             .env("EDDY_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         command
     };
     let mut rng = SmallRng::seed_from_u64(11);
-    let low = (took.as_millis() as u64 / 8).max(300);
+    let low = (took.as_millis() as u64 / 8).max(100);
     let (mut kills, mut resumed) = (0, 0);
     for _ in 0..4 {
         let mut child = run().spawn().unwrap();
         std::thread::sleep(Duration::from_millis(rng.random_range(low..low * 2)));
+        // Killed once there is a checkpoint to resume from.
+        while !has_checkpoint(server, state) && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         if child.try_wait().unwrap().is_some() {
             break;
         }
@@ -365,12 +375,69 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str) -> String {
     stderr
 }
 
+/// Whether the state directory `state` (local, or `s3://lake/...`) holds a
+/// complete checkpoint.
+fn has_checkpoint(server: &S3Server, state: &str) -> bool {
+    match state.strip_prefix("s3://lake/") {
+        Some(prefix) => server
+            .bucket(prefix)
+            .list()
+            .unwrap()
+            .iter()
+            .any(|o| o.name.ends_with("/MANIFEST")),
+        None => std::fs::read_dir(state).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.path().join("MANIFEST").exists())
+        }),
+    }
+}
+
 #[test]
 fn sinks_on_a_bucket_are_exact_through_kills() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state").display().to_string();
-    exact_through_kills(&server, dir.path(), &state);
+    exact_through_kills(&server, dir.path(), &state, &[]);
+}
+
+/// The orders read from an NDJSON object in the bucket (`--input
+/// orders=s3://...`, ranged reads): the same rows as from a local copy of
+/// the file, and a killed job resumes reading at its checkpointed offset.
+#[test]
+fn a_file_source_in_a_bucket_reads_like_a_local_file_and_resumes_at_its_offset() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let text = common::generated_ndjson(GeneratedStream::Orders, 300_000);
+    let local = dir.path().join("orders.ndjson");
+    std::fs::write(&local, &text).unwrap();
+    server.bucket("in/orders.ndjson").put("", text).unwrap();
+    let job = write_job(dir.path());
+    for (input, out) in [
+        (local.display().to_string(), "from_local"),
+        ("s3://lake/in/orders.ndjson".to_string(), "from_bucket"),
+    ] {
+        let result = server
+            .eddy()
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .args(["--set", "ROWS=0", "--set", &format!("OUT=s3://lake/{out}")])
+            .args(["--input", &format!("orders={input}")])
+            .output()
+            .unwrap();
+        common::assert_success(&result, &input);
+        server.download(out, &dir.path().join(out));
+    }
+    let from_local = rows_of(&dir.path().join("from_local"));
+    assert!(from_local["big"].len() > 1000);
+    assert!(rows_of(&dir.path().join("from_bucket")) == from_local);
+    let stderr = exact_through_kills(
+        &server,
+        dir.path(),
+        "s3://lake/state/from_bucket",
+        &["--input", "orders=s3://lake/in/orders.ndjson"],
+    );
+    assert!(!stderr.contains("error"), "{stderr}");
 }
 
 /// Output and checkpoints both in the bucket, nothing shared on the local
@@ -380,7 +447,7 @@ fn sinks_on_a_bucket_are_exact_through_kills() {
 fn checkpoints_in_a_bucket_resume_a_killed_job_exactly() {
     let server = S3Server::start();
     let dir = tempfile::tempdir().unwrap();
-    exact_through_kills(&server, dir.path(), "s3://lake/state/job");
+    exact_through_kills(&server, dir.path(), "s3://lake/state/job", &[]);
     // The bucket holds the finished job's complete checkpoints (a
     // manifest each, written last) and no working copy is left behind.
     let names: Vec<String> = server

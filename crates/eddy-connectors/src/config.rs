@@ -120,6 +120,23 @@ impl ConnectorConfig {
         }
     }
 
+    /// A file source's location: a bucket object as given, or a local path
+    /// inside the data root when there is one.
+    pub fn source_location(&self, spec: &ConnectorSpec) -> Result<Location> {
+        let path =
+            OptionValues::new(&spec.options).required("path", "a file source needs a path")?;
+        if !crate::storage::is_bucket(path) {
+            return self.source_path(spec).map(Location::local);
+        }
+        if self.roots.is_some() {
+            return Err(ConnectorError::bad_option(
+                "path",
+                "this server reads input under its local --data-root; bucket paths are not open to its jobs",
+            ));
+        }
+        Location::parse(path)
+    }
+
     /// A file sink's location: a bucket prefix as given, or a local path
     /// inside the output root when there is one.
     pub fn sink_location(&self, spec: &ConnectorSpec) -> Result<Location> {

@@ -74,7 +74,7 @@ impl Connector for FileConnector {
         match role {
             Role::Source => {
                 source::check_format(spec)?;
-                config.source_path(spec).map(|_| ())
+                config.source_location(spec).map(|_| ())
             }
             Role::Sink => {
                 files::check(spec, false)?;
@@ -90,7 +90,10 @@ impl Connector for FileConnector {
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
         source::check_format(spec)?;
-        source::open(config, spec, &config.source_path(spec)?, resume)
+        match config.source_location(spec)? {
+            Location::Bucket(object) => source::open_object(config, spec, &object, resume),
+            Location::Local(path) => source::open(config, spec, &path.to_string_lossy(), resume),
+        }
     }
 
     fn open_sink(

@@ -16,6 +16,7 @@ use crate::error::{ConnectorError, Result};
 use crate::ndjson::source::NdjsonPosition;
 use crate::ndjson::{self, NdjsonSource};
 use crate::options::{OptionDecl, OptionKind, OptionValues};
+use crate::storage::{Bucket, ObjectReader};
 
 /// `format` of an NDJSON source.
 pub const FORMAT: OptionDecl = OptionDecl::new(
@@ -67,23 +68,16 @@ pub fn check_format(spec: &ConnectorSpec) -> Result<()> {
     }
 }
 
-/// Opens `path` (`-`: stdin) as the table's NDJSON source.
-pub fn open(
-    config: &ConnectorConfig,
-    spec: &ConnectorSpec,
-    path: &str,
+/// The checkpointed position of a source reading `location`, refused when
+/// the checkpoint read something else.
+fn resumed_position(
+    location: &str,
     resume: Option<&serde_json::Value>,
-) -> Result<Box<dyn SourceReader>> {
-    let batch_size = config.batch_size(spec)?;
+) -> Result<Option<NdjsonPosition>> {
     let resume: Option<NdjsonPosition> = resume
         .map(|r| serde_json::from_value(r.clone()))
         .transpose()
         .map_err(|e| ConnectorError::bad_option("path", format!("checkpointed position: {e}")))?;
-    let location = if path == "-" {
-        "stdin".to_string()
-    } else {
-        path.to_string()
-    };
     if let Some(resume) = &resume {
         if resume.path != location {
             return Err(ConnectorError::bad_option(
@@ -95,6 +89,47 @@ pub fn open(
             ));
         }
     }
+    Ok(resume)
+}
+
+/// Opens the object at `location` in a bucket as the table's NDJSON
+/// source, read by ranged requests from its start or the checkpointed
+/// offset.
+pub fn open_object(
+    config: &ConnectorConfig,
+    spec: &ConnectorSpec,
+    location: &Bucket,
+    resume: Option<&serde_json::Value>,
+) -> Result<Box<dyn SourceReader>> {
+    let shown = location.to_string();
+    let resume = resumed_position(&shown, resume)?;
+    let offset = resume.as_ref().map_or(0, |r| r.offset);
+    let reader = ObjectReader::open(location, "", offset)?;
+    if reader.size() < offset {
+        return Err(ConnectorError::bad_option(
+            "path",
+            format!(
+                "{shown} has {} bytes, but the checkpoint had read {offset} of it",
+                reader.size()
+            ),
+        ));
+    }
+    ndjson_source(config, spec, Box::new(reader), shown, false, resume)
+}
+
+/// Opens `path` (`-`: stdin) as the table's NDJSON source.
+pub fn open(
+    config: &ConnectorConfig,
+    spec: &ConnectorSpec,
+    path: &str,
+    resume: Option<&serde_json::Value>,
+) -> Result<Box<dyn SourceReader>> {
+    let location = if path == "-" {
+        "stdin".to_string()
+    } else {
+        path.to_string()
+    };
+    let resume = resumed_position(&location, resume)?;
     let (reader, live): (Box<dyn std::io::Read + Send>, bool) = if path == "-" {
         (Box::new(std::io::stdin()), true)
     } else if is_fifo(path) {
@@ -140,6 +175,19 @@ pub fn open(
             reader = Box::new(file);
         }
     }
+    ndjson_source(config, spec, reader, location, live, resume)
+}
+
+/// The NDJSON source over `reader`, positioned at `resume`.
+fn ndjson_source(
+    config: &ConnectorConfig,
+    spec: &ConnectorSpec,
+    reader: Box<dyn std::io::Read + Send>,
+    location: String,
+    live: bool,
+    resume: Option<NdjsonPosition>,
+) -> Result<Box<dyn SourceReader>> {
+    let batch_size = config.batch_size(spec)?;
     let capacity = if live { 1 << 16 } else { 1 << 20 };
     let max_line_bytes = OptionValues::new(&spec.options)
         .count(MAX_LINE_BYTES.name)?

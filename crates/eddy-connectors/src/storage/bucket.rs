@@ -17,7 +17,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use tokio::io::AsyncWriteExt;
 
-use super::io::block;
+use super::io::{block, start, Started};
 use crate::error::{ConnectorError, Result};
 
 /// Bytes an upload sends in one request; larger files go as multipart
@@ -212,6 +212,28 @@ impl Bucket {
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(fail(e)),
             }
+        })
+    }
+
+    /// The size of the object `name` in bytes.
+    pub fn size(&self, name: &str) -> Result<u64> {
+        let (store, key, fail) = (self.store.clone(), self.key(name), self.fail(name));
+        block(async move { store.head(&key).await.map(|m| m.size).map_err(fail) })
+    }
+
+    /// Starts reading bytes `range` of the object `name`.
+    pub(crate) fn start_range(
+        &self,
+        name: &str,
+        range: std::ops::Range<u64>,
+    ) -> Result<Started<Vec<u8>>> {
+        let (store, key, fail) = (self.store.clone(), self.key(name), self.fail(name));
+        start(async move {
+            store
+                .get_range(&key, range)
+                .await
+                .map(|b| b.to_vec())
+                .map_err(fail)
         })
     }
 

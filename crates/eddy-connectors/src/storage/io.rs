@@ -35,14 +35,33 @@ where
     F: Future<Output = Result<T>> + Send + 'static,
     T: Send + 'static,
 {
+    start(request)?.wait()
+}
+
+/// A request started on the storage runtime, its result still to come.
+pub(crate) struct Started<T>(std::sync::mpsc::Receiver<Result<T>>);
+
+impl<T> Started<T> {
+    /// Waits for the result.
+    pub fn wait(self) -> Result<T> {
+        self.0.recv().unwrap_or_else(|_| {
+            Err(ConnectorError::bad_option(
+                "path",
+                "a storage request ended without an answer",
+            ))
+        })
+    }
+}
+
+/// Starts `request` on the storage runtime without waiting for it.
+pub(super) fn start<F, T>(request: F) -> Result<Started<T>>
+where
+    F: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
     let (sender, receiver) = std::sync::mpsc::sync_channel(1);
     runtime()?.spawn(async move {
         let _ = sender.send(request.await);
     });
-    receiver.recv().unwrap_or_else(|_| {
-        Err(ConnectorError::bad_option(
-            "path",
-            "a storage request ended without an answer",
-        ))
-    })
+    Ok(Started(receiver))
 }

@@ -29,12 +29,14 @@
 
 mod bucket;
 mod io;
+mod object_reader;
 mod replica;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use bucket::{Bucket, Object};
+pub use object_reader::ObjectReader;
 pub use replica::BucketReplica;
 
 use crate::error::{ConnectorError, Result};
