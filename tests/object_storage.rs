@@ -11,7 +11,9 @@
 //!   (`--state-dir s3://...`, every run from an empty working copy).
 //! - pyarrow reads the Parquet files from the bucket (its own S3 client).
 //! - An NDJSON source in the bucket reads what a local copy gives, and
-//!   resumes at its checkpointed offset after kills.
+//!   resumes at its checkpointed offset after kills; a Parquet source
+//!   reads a bucket prefix (partitions, pushed-down filter) as it reads a
+//!   local directory.
 //! - The store stopped for seconds mid-run: nothing lost or repeated.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
@@ -476,6 +478,83 @@ fn checkpoints_in_a_bucket_resume_a_killed_job_exactly() {
     common::assert_success(&again, "the finished job started again");
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(stderr.contains("already finished"), "{stderr}");
+}
+
+/// Parquet written to the bucket read back by a `parquet` source (ranged
+/// reads of footers and the column chunks asked for, Hive partitions from
+/// the object names, a pushed-down filter): the same rows as the same
+/// source over a local copy of the directory.
+#[test]
+fn a_parquet_source_reads_a_bucket_prefix_like_a_local_directory() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = write_job(dir.path());
+    let written = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", "ROWS=20000", "--set", "OUT=s3://lake/written"])
+        .output()
+        .unwrap();
+    common::assert_success(&written, "writing Parquet to the bucket");
+    let local = dir.path().join("written");
+    server.download("written", &local);
+    let read = dir.path().join("read.sql");
+    std::fs::write(
+        &read,
+        "CREATE TABLE pc (w BIGINT, n BIGINT, total DOUBLE, country VARCHAR)
+           WITH (connector = 'parquet', path = '${SRC}');
+         CREATE TABLE all_rows (w BIGINT, n BIGINT, total DOUBLE, country VARCHAR) WITH (connector = 'stdout');
+         CREATE TABLE filtered (w BIGINT, n BIGINT) WITH (connector = 'stdout');
+         INSERT INTO all_rows SELECT * FROM pc;
+         INSERT INTO filtered SELECT w, n FROM pc WHERE country = 'GB' AND total > 40;",
+    )
+    .unwrap();
+    let lines = |source: String| {
+        let out = server
+            .eddy()
+            .args(["run", "--quiet"])
+            .arg(&read)
+            .args(["--set", &format!("SRC={source}")])
+            .output()
+            .unwrap();
+        common::assert_success(&out, &source);
+        common::sorted(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        )
+    };
+    let from_local = lines(local.join("per_country").display().to_string());
+    assert!(
+        from_local
+            .iter()
+            .filter(|l| l.starts_with("FILTERED>"))
+            .count()
+            > 10
+    );
+    assert!(
+        from_local
+            .iter()
+            .filter(|l| l.starts_with("ALL_ROWS>"))
+            .count()
+            > 100
+    );
+    assert_eq!(
+        lines("s3://lake/written/per_country".to_string()),
+        from_local
+    );
+    // One file named by its full object path reads alone.
+    let one = server
+        .bucket("written/per_country")
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|o| o.name.starts_with("country=GB/"))
+        .unwrap();
+    let single = lines(format!("s3://lake/written/per_country/{}", one.name));
+    assert!(!single.is_empty() && single.len() < from_local.len());
 }
 
 /// The store goes away for a few seconds while a job writes its output

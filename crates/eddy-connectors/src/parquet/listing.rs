@@ -12,6 +12,53 @@ use super::reader::FileToRead;
 use crate::error::{ConnectorError, Result};
 use crate::sinks::io_error;
 use crate::sinks::partition::directory_values;
+use crate::storage::Location;
+
+/// The files a location names: [`list_files`] for a local path, the same
+/// for a bucket prefix (one object, or every `.parquet` object under it).
+pub fn list_location(location: &Location) -> Result<Vec<FileToRead>> {
+    let bucket = match location {
+        Location::Local(path) => return list_files(path),
+        Location::Bucket(bucket) => bucket,
+    };
+    let hidden = |name: &str| {
+        name.split('/')
+            .any(|part| part.starts_with('.') || part.starts_with('_'))
+    };
+    let found: Vec<String> = bucket
+        .list()?
+        .into_iter()
+        .map(|object| object.name)
+        .filter(|name| name.ends_with(".parquet") && !hidden(name))
+        .collect();
+    if found.is_empty() {
+        if bucket.exists("")? {
+            return Ok(vec![FileToRead {
+                path: PathBuf::from(bucket.to_string()),
+                partition_values: Default::default(),
+                stats: None,
+            }]);
+        }
+        return Err(ConnectorError::bad_option(
+            "path",
+            format!("{bucket} holds no .parquet object"),
+        ));
+    }
+    Ok(found
+        .into_iter()
+        .map(|name| {
+            let relative = name
+                .rsplit_once('/')
+                .map(|(dir, _)| dir)
+                .unwrap_or_default();
+            FileToRead {
+                partition_values: directory_values(relative).into_iter().collect(),
+                path: PathBuf::from(bucket.join(&name).to_string()),
+                stats: None,
+            }
+        })
+        .collect())
+}
 
 /// The files `path` names (see the module docs).
 pub fn list_files(path: &Path) -> Result<Vec<FileToRead>> {

@@ -9,6 +9,7 @@
 //! rolling and partitioning). Out: a [`crate::sinks::RollingFileSink`] or a
 //! [`reader::ParquetFilesReader`].
 
+pub mod input;
 pub mod listing;
 pub mod pruning;
 pub mod reader;
@@ -73,10 +74,7 @@ impl Connector for ParquetConnector {
 
     fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
         match role {
-            Role::Source => {
-                let path = config.source_path(spec)?;
-                listing::list_files(std::path::Path::new(&path)).map(|_| ())
-            }
+            Role::Source => listing::list_location(&config.source_location(spec)?).map(|_| ()),
             Role::Sink => {
                 files::check(spec, true)?;
                 config.sink_location(spec).map(|_| ())
@@ -94,8 +92,7 @@ impl Connector for ParquetConnector {
         spec: &ConnectorSpec,
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
-        let path = config.source_path(spec)?;
-        let files = listing::list_files(std::path::Path::new(&path))?;
+        let files = listing::list_location(&config.source_location(spec)?)?;
         let resume = reader::resume_position(resume)?;
         Ok(Box::new(
             reader::ParquetFilesReader::new(

@@ -23,7 +23,6 @@
 //!   without the filter. The reader logs how much it skipped when it ends.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -39,6 +38,7 @@ use eddy_engine::source::{SourceContext, SourceReader};
 use eddy_engine::Result as EngineResult;
 use serde::{Deserialize, Serialize};
 
+use super::input::ParquetInput;
 use super::pruning::Pruner;
 use crate::error::{ConnectorError, Result};
 use crate::sinks::io_error;
@@ -108,7 +108,7 @@ struct SkipCounts {
 
 /// The file being read: its row groups in runs to read or to skip.
 struct OpenFile {
-    file: File,
+    file: ParquetInput,
     metadata: ArrowReaderMetadata,
     segments: Vec<Segment>,
     segment: usize,
@@ -221,7 +221,7 @@ impl ParquetFilesReader {
     fn open(&mut self, prune: bool) -> Result<OpenFile> {
         let to_read = &self.files[self.file];
         let path = &to_read.path;
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
+        let file = ParquetInput::open(path)?;
         let metadata = ArrowReaderMetadata::load(&file, Default::default())
             .map_err(|e| in_file(path, e.to_string()))?;
         let groups = metadata.metadata().row_groups();
