@@ -5,7 +5,8 @@
 # recovery tests (real processes killed with SIGKILL and restarted), the
 # server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
 # front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
-# and pyarrow, the web console in real browsers, the SQL shell in a real
+# and pyarrow, file sinks, sources and checkpoints on a real S3-compatible
+# server (s3s-fs), the web console in real browsers, the SQL shell in a real
 # terminal, and the benchmark drivers at a small size (against DataFusion
 # batch and Apache Flink, their outputs checked).
 set -euo pipefail

@@ -27,7 +27,11 @@ use crate::storage::Location;
 pub struct FileConnector;
 
 const SOURCE_OPTIONS: &[OptionDecl] = &[
-    OptionDecl::new("path", OptionKind::Path, "the NDJSON file read"),
+    OptionDecl::new(
+        "path",
+        OptionKind::Path,
+        "the NDJSON file read (a local path, or an s3://, gs:// or az:// object)",
+    ),
     source::FORMAT,
     source::BATCH_SIZE,
     source::MAX_LINE_BYTES,

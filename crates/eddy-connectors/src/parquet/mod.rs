@@ -29,7 +29,11 @@ use crate::sinks::file_options::{self as files, parquet_files};
 pub struct ParquetConnector;
 
 const OPTIONS: &[OptionDecl] = &[
-    OptionDecl::new("path", OptionKind::Path, "the directory written"),
+    OptionDecl::new(
+        "path",
+        OptionKind::Path,
+        "the directory written (local, or an s3://, gs:// or az:// prefix)",
+    ),
     OptionDecl::new(
         "compression",
         OptionKind::Text,
@@ -50,7 +54,7 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
     OptionDecl::new(
         "path",
         OptionKind::Path,
-        "a Parquet file, or a directory read whole (Hive-style col=value/ directories give partition columns)",
+        "a Parquet file, or a directory read whole (Hive-style col=value/ directories give partition columns); local, or an s3://, gs:// or az:// object or prefix",
     ),
     crate::file::source::BATCH_SIZE,
 ];

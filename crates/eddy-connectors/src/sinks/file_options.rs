@@ -76,7 +76,7 @@ pub const PARTITION_BY: OptionDecl = OptionDecl::new(
 pub const PATH: OptionDecl = OptionDecl::new(
     "path",
     OptionKind::Path,
-    "the file (or, rolled or partitioned, the directory) written",
+    "the file (or, rolled or partitioned, the directory) written; an s3://, gs:// or az:// prefix is always a directory",
 );
 /// `omit_nulls`.
 pub const OMIT_NULLS: OptionDecl = OptionDecl::new(
