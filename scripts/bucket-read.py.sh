@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
-# Reads a prefix of Parquet files from an S3-compatible bucket with
-# pyarrow's own S3 client (in eddy's Python environment) and prints the sum
-# of its column `n`. The endpoint and credentials come from the standard
-# AWS environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+# Reads what eddy wrote to an S3-compatible bucket with readers that are
+# not eddy (in eddy's Python environment). The endpoint and credentials
+# come from the standard AWS environment variables (AWS_ENDPOINT_URL,
+# AWS_ACCESS_KEY_ID, ...).
 #
 #   scripts/bucket-read.py.sh BUCKET/PREFIX
+#       a prefix of Parquet files, by pyarrow's own S3 client: prints the
+#       sum of its column `n`
+#   scripts/bucket-read.py.sh --delta TABLE
+#       a Delta table (s3://... or a local path), by the deltalake package:
+#       prints its rows as sorted JSON lines
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/python-env.sh
-python_env pyarrow==26.0.1 >&2
+python_env pyarrow==26.0.1 deltalake==1.6.6 >&2
+if [ "${1:-}" = "--delta" ]; then
+  exec "$VENV/bin/python" - "${2:?usage: bucket-read.py.sh --delta TABLE}" <<'PY'
+import json, sys
+from deltalake import DeltaTable
+
+rows = DeltaTable(sys.argv[1]).to_pyarrow_table().to_pylist()
+for line in sorted(json.dumps(r, sort_keys=True) for r in rows):
+    print(line)
+PY
+fi
 exec "$VENV/bin/python" - "${1:?usage: bucket-read.py.sh BUCKET/PREFIX}" <<'PY'
 import os, sys
 import pyarrow.dataset as ds

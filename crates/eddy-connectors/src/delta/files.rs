@@ -40,7 +40,9 @@ use super::stats::FileStats;
 use crate::error::Result;
 use crate::sinks::format::{FileFormat, FormatWriter, ParquetFormat};
 use crate::sinks::partition::{directory_values, PartitionBy};
+use crate::sinks::target::Spool;
 use crate::sinks::{create_file, io_error};
+use crate::storage::{Bucket, Location};
 
 /// A file written, ready to be added to the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +91,10 @@ struct OpenFile {
 /// Writes batches as data files. See the module docs.
 pub struct DataFileWriter {
     dir: PathBuf,
+    /// A table in a bucket: files are written to `spool` and uploaded
+    /// under their final names when they close (a data file is invisible
+    /// until a commit adds it, so nothing is staged).
+    bucket: Option<(Bucket, Option<Spool>)>,
     physical: SchemaRef,
     format: ParquetFormat,
     partition: PartitionBy,
@@ -111,8 +117,13 @@ impl DataFileWriter {
         stem: String,
     ) -> Self {
         let physical = schema::physical_schema(&partition.file_schema(sink));
+        let bucket = match Location::parse(&dir.to_string_lossy()) {
+            Ok(Location::Bucket(bucket)) => Some((bucket, None)),
+            _ => None,
+        };
         Self {
             dir: dir.to_path_buf(),
+            bucket,
             format: ParquetFormat::new(&physical, compression, row_group_size),
             physical,
             partition,
@@ -195,7 +206,16 @@ impl DataFileWriter {
         let seq = self.next_seq;
         self.next_seq += 1;
         let path = format!("{partition}part-{seq:05}-{}.zstd.parquet", self.stem);
-        let file = create_file(&self.dir.join(&path))?;
+        let file = match &mut self.bucket {
+            Some((_, spool)) => {
+                let spool = match spool {
+                    Some(spool) => spool,
+                    None => spool.insert(Spool::new()?),
+                };
+                create_file(&spool.file(&path))?
+            }
+            None => create_file(&self.dir.join(&path))?,
+        };
         let writer = self.format.create(file)?;
         self.open.insert(
             partition.to_string(),
@@ -218,6 +238,12 @@ impl DataFileWriter {
         let file = open.writer.close()?;
         file.sync_all().map_err(|e| io_error(&full, e))?;
         let size = file.metadata().map_err(|e| io_error(&full, e))?.len();
+        drop(file);
+        if let Some((bucket, Some(spool))) = &self.bucket {
+            let local = spool.file(&open.path);
+            bucket.upload(&local, &open.path)?;
+            std::fs::remove_file(&local).map_err(|e| io_error(&local, e))?;
+        }
         let stats = open.stats.to_json(open.rows)?;
         self.closed.push(DataFile {
             path: open.path,

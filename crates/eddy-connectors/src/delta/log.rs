@@ -23,8 +23,7 @@
 //! that needs deletion vectors or column mapping is refused by name.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,8 +33,9 @@ use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
 use serde::{Deserialize, Serialize};
 
+use super::table_store::TableStore;
 use crate::error::{ConnectorError, Result};
-use crate::sinks::{io_error, sync_dir};
+use crate::sinks::io_error;
 
 /// A version of a table (commit number).
 pub type Version = i64;
@@ -227,32 +227,33 @@ impl Snapshot {
     }
 }
 
+/// The log's directory under the table.
+const LOG_DIR: &str = "_delta_log";
+
 /// The log directory of a table.
 pub fn log_dir(table: &Path) -> PathBuf {
-    table.join("_delta_log")
+    table.join(LOG_DIR)
 }
 
 fn commit_path(table: &Path, version: Version) -> PathBuf {
-    log_dir(table).join(format!("{version:020}.json"))
+    log_dir(table).join(commit_name(version))
 }
 
-fn checkpoint_path(table: &Path, version: Version) -> PathBuf {
-    log_dir(table).join(format!("{version:020}.checkpoint.parquet"))
+/// A commit's path relative to the table.
+fn commit_name(version: Version) -> String {
+    format!("{LOG_DIR}/{version:020}.json")
+}
+
+/// A checkpoint's path relative to the table.
+fn checkpoint_name(version: Version) -> String {
+    format!("{LOG_DIR}/{version:020}.checkpoint.parquet")
 }
 
 /// What the log directory holds: commit versions and single-file
 /// checkpoint versions, ascending.
 fn list(table: &Path) -> Result<(Vec<Version>, Vec<Version>)> {
-    let dir = log_dir(table);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((vec![], vec![])),
-        Err(e) => return Err(io_error(&dir, e)),
-    };
     let (mut commits, mut checkpoints) = (Vec::new(), Vec::new());
-    for entry in entries {
-        let name = entry.map_err(|e| io_error(&dir, e))?.file_name();
-        let name = name.to_string_lossy();
+    for name in TableStore::of(table)?.names_in(LOG_DIR)? {
         let Some((digits, rest)) = name.split_at_checked(20) else {
             continue;
         };
@@ -279,9 +280,9 @@ pub fn exists(table: &Path) -> Result<bool> {
 /// Reads one JSON commit.
 fn read_commit(table: &Path, version: Version) -> Result<Vec<Action>> {
     let path = commit_path(table, version);
-    let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+    let bytes = TableStore::of(table)?.read(&commit_name(version))?;
     let mut actions = Vec::new();
-    for (n, line) in BufReader::new(file).lines().enumerate() {
+    for (n, line) in BufReader::new(&bytes[..]).lines().enumerate() {
         let line = line.map_err(|e| io_error(&path, e))?;
         if line.trim().is_empty() {
             continue;
@@ -332,9 +333,9 @@ fn known_action(value: serde_json::Value, path: &Path) -> Result<Option<Action>>
 
 /// Reads a single-file Parquet checkpoint: each row is one action.
 fn read_checkpoint(table: &Path, version: Version) -> Result<Vec<Action>> {
-    let path = checkpoint_path(table, version);
-    let file = File::open(&path).map_err(|e| io_error(&path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+    let path = log_dir(table).join(format!("{version:020}.checkpoint.parquet"));
+    let bytes = TableStore::of(table)?.read(&checkpoint_name(version))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))?.build()?;
     let mut actions = Vec::new();
     for batch in reader {
         let batch = batch?;
@@ -403,7 +404,7 @@ fn apply_commit(table: &Path, state: &mut Snapshot, commit: Version) -> Result<(
     }
     let time = match time {
         Some(time) => time,
-        None => modified_ms(&commit_path(table, commit))?,
+        None => TableStore::of(table)?.modified_ms(&commit_name(commit))?,
     };
     state.commit_times.insert(commit, time);
     state.version = commit;
@@ -440,16 +441,6 @@ pub fn version_at(table: &Path, time: i64) -> Result<Version> {
                 ),
             )
         })
-}
-
-fn modified_ms(path: &Path) -> Result<i64> {
-    let modified = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .map_err(|e| io_error(path, e))?;
-    Ok(modified
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default())
 }
 
 /// What a run committed after one of its transactions.
@@ -518,34 +509,13 @@ pub fn now_ms() -> i64 {
 /// Commits `actions` as `version`. `Ok(false)` when another writer took
 /// that version first (read the log again and retry).
 pub fn try_commit(table: &Path, version: Version, actions: &[Action]) -> Result<bool> {
-    let dir = log_dir(table);
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-    let staged = dir.join(format!(
-        ".{version:020}.json.{}.{}.tmp",
-        std::process::id(),
-        now_ms()
-    ));
     let mut text = Vec::new();
     for action in actions {
         serde_json::to_writer(&mut text, action)
             .map_err(|e| ConnectorError::bad_option("path", e.to_string()))?;
         text.push(b'\n');
     }
-    let mut file = File::create(&staged).map_err(|e| io_error(&staged, e))?;
-    file.write_all(&text)
-        .and_then(|_| file.sync_all())
-        .map_err(|e| io_error(&staged, e))?;
-    let target = commit_path(table, version);
-    let linked = std::fs::hard_link(&staged, &target);
-    let _ = std::fs::remove_file(&staged);
-    match linked {
-        Ok(()) => {
-            sync_dir(&dir)?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(io_error(&target, e)),
-    }
+    TableStore::of(table)?.put_if_absent(&commit_name(version), &text)
 }
 
 /// Commits `actions` as the version after `state`'s, retrying after
@@ -697,10 +667,7 @@ pub fn write_checkpoint(table: &Path, state: &Snapshot) -> Result<()> {
     let mut decoder = ReaderBuilder::new(schema.clone())
         .with_batch_size(8192)
         .build_decoder()?;
-    let path = checkpoint_path(table, state.version);
-    let staged = path.with_extension("parquet.tmp");
-    let file = File::create(&staged).map_err(|e| io_error(&staged, e))?;
-    let mut writer = ArrowWriter::try_new(file, schema, None)?;
+    let mut writer = ArrowWriter::try_new(Vec::new(), schema, None)?;
     let mut rest = &lines[..];
     while !rest.is_empty() {
         let read = decoder.decode(rest)?;
@@ -715,19 +682,14 @@ pub fn write_checkpoint(table: &Path, state: &Snapshot) -> Result<()> {
     if let Some(batch) = decoder.flush()? {
         writer.write(&batch)?;
     }
-    let file = writer.into_inner()?;
-    file.sync_all().map_err(|e| io_error(&staged, e))?;
-    std::fs::rename(&staged, &path).map_err(|e| io_error(&path, e))?;
+    let bytes = writer.into_inner()?;
+    let store = TableStore::of(table)?;
+    store.put(&checkpoint_name(state.version), &bytes)?;
     let size = lines.iter().filter(|&&b| b == b'\n').count();
-    let last = log_dir(table).join("_last_checkpoint");
-    let staged_last = log_dir(table).join("._last_checkpoint.tmp");
-    std::fs::write(
-        &staged_last,
-        format!("{{\"version\":{},\"size\":{size}}}", state.version),
+    store.put(
+        &format!("{LOG_DIR}/_last_checkpoint"),
+        format!("{{\"version\":{},\"size\":{size}}}", state.version).as_bytes(),
     )
-    .map_err(|e| io_error(&staged_last, e))?;
-    std::fs::rename(&staged_last, &last).map_err(|e| io_error(&last, e))?;
-    sync_dir(&log_dir(table))
 }
 
 /// Percent-encodes a relative file path as the `path` of an action.
@@ -819,7 +781,7 @@ mod tests {
                 Some(n)
             );
         }
-        assert!(checkpoint_path(table, 10).exists());
+        assert!(table.join(checkpoint_name(10)).exists());
         let read = snapshot(table, None).unwrap();
         assert_eq!(read.version, 12);
         assert_eq!(read.files, state.files);

@@ -25,10 +25,9 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::log::{self, Add, Snapshot};
 use super::sink::{commit_info, discard, remove, CommitCounts, DeltaOptions, CHANGES_DIR};
+use super::table_store::TableStore;
 use crate::error::Result;
-use crate::parquet::listing::walk;
 use crate::parquet::reader::{read_file, FileToRead};
-use crate::sinks::io_error;
 
 /// Files no commit added are deleted only once at least this old (an
 /// hour): a file written for a checkpoint that is not complete yet, by
@@ -152,10 +151,8 @@ pub fn vacuum(
         .collect();
     let mut found = Vec::new();
     data_files(dir, &mut found)?;
-    let changes = dir.join(CHANGES_DIR);
-    if changes.is_dir() {
-        data_files(&changes, &mut found)?;
-    }
+    data_files(&dir.join(CHANGES_DIR), &mut found)?;
+    let table = TableStore::of(dir)?;
     let mut deleted = 0;
     for (path, modified) in found {
         if live.contains(&path) {
@@ -166,26 +163,28 @@ pub fn vacuum(
             None => modified < orphan_cutoff,
         };
         if expired {
-            std::fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+            let relative = path
+                .strip_prefix(dir)
+                .map(|p| {
+                    p.components()
+                        .map(|c| c.as_os_str().to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                })
+                .unwrap_or_default();
+            table.delete(&relative)?;
             deleted += 1;
         }
     }
     Ok(deleted)
 }
 
-/// The `.parquet` files under `dir` (see [`walk`]) with their
-/// modification times (ms since the epoch).
+/// The `.parquet` files under `dir`, local or in a bucket (not under
+/// names starting with `.` or `_`), with their modification times (ms
+/// since the epoch); none when `dir` does not exist.
 fn data_files(dir: &Path, found: &mut Vec<(PathBuf, i64)>) -> Result<()> {
-    let mut paths = Vec::new();
-    walk(dir, &mut paths)?;
-    for path in paths {
-        let modified = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .map_err(|e| io_error(&path, e))?
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or_default();
-        found.push((path, modified));
+    for file in TableStore::of(dir)?.data_files()? {
+        found.push((dir.join(&file.path), file.modified_ms));
     }
     Ok(())
 }

@@ -48,6 +48,8 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+
+use super::table_store::TableStore;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BooleanArray, Int8Array, UInt32Array};
@@ -257,28 +259,25 @@ pub fn merge(
     Ok(merged)
 }
 
-/// Writes a change batch to `path` (a hidden file of the table directory
-/// that the checkpoint names until its commit is made).
-pub fn write_changes(path: &Path, changes: &RecordBatch) -> Result<u64> {
-    let file = crate::sinks::create_file(path)?;
+/// Writes a change batch as `relative` in the table `table` (a hidden
+/// file that the checkpoint names until its commit is made).
+pub fn write_changes(table: &Path, relative: &str, changes: &RecordBatch) -> Result<u64> {
     let mut writer =
-        datafusion::parquet::arrow::ArrowWriter::try_new(file, changes.schema(), None)?;
+        datafusion::parquet::arrow::ArrowWriter::try_new(Vec::new(), changes.schema(), None)?;
     writer.write(changes)?;
-    let file = writer.into_inner()?;
-    file.sync_all()
-        .map_err(|e| crate::sinks::io_error(path, e))?;
-    Ok(file
-        .metadata()
-        .map_err(|e| crate::sinks::io_error(path, e))?
-        .len())
+    let bytes = writer.into_inner()?;
+    TableStore::of(table)?.put(relative, &bytes)?;
+    Ok(bytes.len() as u64)
 }
 
 /// Reads back what [`write_changes`] wrote, as `sink`'s change batches.
-pub fn read_changes(path: &Path, sink: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let handle = std::fs::File::open(path).map_err(|e| crate::sinks::io_error(path, e))?;
+pub fn read_changes(table: &Path, relative: &str, sink: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let bytes = TableStore::of(table)?.read(relative)?;
     let reader =
-        datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(handle)?
-            .build()?;
+        datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            bytes::Bytes::from(bytes),
+        )?
+        .build()?;
     let schema = changes_schema(sink);
     reader
         .map(|batch| {

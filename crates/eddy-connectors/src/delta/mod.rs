@@ -25,6 +25,7 @@ pub mod merge;
 pub mod schema;
 pub mod sink;
 pub mod stats;
+pub mod table_store;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -200,10 +201,16 @@ fn parse_instant(text: &str) -> Result<i64> {
 }
 
 impl DeltaConnector {
+    /// The table's directory: a local path, or a bucket prefix as its
+    /// `s3://...` text ([`table_store::TableStore::of`] reads either).
     fn table_dir(config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<PathBuf> {
-        Ok(match role {
-            Role::Source => PathBuf::from(config.source_path(spec)?),
-            Role::Sink => config.sink_path(spec)?,
+        let location = match role {
+            Role::Source => config.source_location(spec)?,
+            Role::Sink => config.sink_location(spec)?,
+        };
+        Ok(match location {
+            crate::storage::Location::Local(dir) => dir,
+            bucket => PathBuf::from(bucket.to_string()),
         })
     }
 

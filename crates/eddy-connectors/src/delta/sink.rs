@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 pub use super::files::DataFile;
 use super::files::DataFileWriter;
 use super::log::{self, Action, Remove, Snapshot, Txn};
+use super::table_store::TableStore;
 use super::{maintenance, merge, schema};
 use crate::error::{ConnectorError, Result};
 use crate::sinks::io_error;
@@ -340,8 +341,11 @@ pub(crate) fn remove(add: &log::Add, now: i64, data_change: bool) -> Action {
 
 /// Deletes files written for a commit that was not made.
 pub(crate) fn discard(dir: &Path, files: &[DataFile]) {
+    let Ok(table) = TableStore::of(dir) else {
+        return;
+    };
     for file in files {
-        let _ = std::fs::remove_file(dir.join(&file.path));
+        let _ = table.delete(&file.path);
     }
 }
 
@@ -357,7 +361,9 @@ impl DeltaSink {
         committed: Committed,
     ) -> Result<Self> {
         let dir = options.dir.clone();
-        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        if let TableStore::Local(local) = TableStore::of(&dir)? {
+            std::fs::create_dir_all(&local).map_err(|e| io_error(&local, e))?;
+        }
         let mut log = create_or_check(&dir, sink_schema, &options.partition_columns)?;
         let app_id = new_app_id(table, options.task);
         let key = if options.key.is_empty() {
@@ -519,7 +525,7 @@ impl DeltaSink {
         let seq = self.files.next_seq();
         self.files.set_next_seq(seq + 1);
         let path = format!("{}/{}-{seq:05}.parquet", CHANGES_DIR, self.app_id);
-        let size = merge::write_changes(&self.options.dir.join(&path), &changes)?;
+        let size = merge::write_changes(&self.options.dir, &path, &changes)?;
         self.pending.push(PendingFile {
             file: DataFile {
                 path,
@@ -567,6 +573,7 @@ fn roll_back(dir: &Path, log: &mut Snapshot, app_id: &str, checkpoint: i64) -> R
         ));
     }
     let now = log::now_ms();
+    let table = TableStore::of(dir)?;
     log::commit_next(dir, log, |current| {
         let present: std::collections::HashSet<&str> =
             current.files.iter().map(|f| f.path.as_str()).collect();
@@ -583,8 +590,7 @@ fn roll_back(dir: &Path, log: &mut Snapshot, app_id: &str, checkpoint: i64) -> R
             if present.contains(path.as_str()) {
                 continue;
             }
-            let file = dir.join(log::decode_path(path));
-            let size = std::fs::metadata(&file).map(|m| m.len() as i64).map_err(|_| {
+            let size = table.size(&log::decode_path(path)).map(|n| n as i64).map_err(|_| {
                 ConnectorError::bad_option(
                     "path",
                     format!(
@@ -720,7 +726,7 @@ pub fn commit(
         if state.merge {
             let mut batches = Vec::new();
             for file in &files {
-                batches.extend(merge::read_changes(&state.dir.join(&file.path), sink)?);
+                batches.extend(merge::read_changes(&state.dir, &file.path, sink)?);
             }
             let key = merge::key_indices(sink, &options.key)?;
             let Some(changes) = merge::last_change_per_key(sink, &key, &batches)? else {
@@ -741,8 +747,9 @@ pub fn commit(
                 Some(txn),
                 &state.app_id,
             )?;
+            let table = TableStore::of(&state.dir)?;
             for file in &files {
-                let _ = std::fs::remove_file(state.dir.join(&file.path));
+                let _ = table.delete(&file.path);
             }
             continue;
         }

@@ -41,7 +41,8 @@ pub(crate) enum FileTarget {
 pub(crate) struct Spool(PathBuf);
 
 impl Spool {
-    fn new() -> Result<Self> {
+    /// A new, empty spool directory.
+    pub(crate) fn new() -> Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "eddy-spool-{}-{}",
@@ -52,7 +53,8 @@ impl Spool {
         Ok(Self(dir))
     }
 
-    fn file(&self, name: &str) -> PathBuf {
+    /// The spool file holding `name`'s contents.
+    pub(crate) fn file(&self, name: &str) -> PathBuf {
         self.0.join(name.replace('/', "%2F"))
     }
 }

@@ -41,6 +41,8 @@ pub struct Object {
     pub name: String,
     /// Its size in bytes.
     pub size: u64,
+    /// When it was last written (ms since the epoch).
+    pub modified_ms: i64,
 }
 
 impl Bucket {
@@ -221,6 +223,18 @@ impl Bucket {
         block(async move { store.head(&key).await.map(|m| m.size).map_err(fail) })
     }
 
+    /// When the object `name` was last written (ms since the epoch).
+    pub fn modified_ms(&self, name: &str) -> Result<i64> {
+        let (store, key, fail) = (self.store.clone(), self.key(name), self.fail(name));
+        block(async move {
+            store
+                .head(&key)
+                .await
+                .map(|m| m.last_modified.timestamp_millis())
+                .map_err(fail)
+        })
+    }
+
     /// Starts reading bytes `range` of the object `name`.
     pub(crate) fn start_range(
         &self,
@@ -291,6 +305,7 @@ impl Bucket {
             (!name.is_empty()).then_some(Object {
                 name,
                 size: meta.size,
+                modified_ms: meta.last_modified.timestamp_millis(),
             })
         })
         .collect::<Vec<_>>();
