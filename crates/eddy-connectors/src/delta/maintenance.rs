@@ -163,16 +163,7 @@ pub fn vacuum(
             None => modified < orphan_cutoff,
         };
         if expired {
-            let relative = path
-                .strip_prefix(dir)
-                .map(|p| {
-                    p.components()
-                        .map(|c| c.as_os_str().to_string_lossy())
-                        .collect::<Vec<_>>()
-                        .join("/")
-                })
-                .unwrap_or_default();
-            table.delete(&relative)?;
+            table.delete(&crate::storage::relative_name(&path, dir))?;
             deleted += 1;
         }
     }

@@ -35,6 +35,29 @@ pub struct StoredFile {
     pub modified_ms: i64,
 }
 
+/// Writes `bytes` durably to a hidden file beside `dir/relative` (named for
+/// this process and moment, so writers never share one); returns the
+/// target's path and the hidden file's.
+fn write_staged(dir: &Path, relative: &str, bytes: &[u8]) -> Result<(PathBuf, PathBuf)> {
+    let target = dir.join(relative);
+    let parent = target.parent().unwrap_or(dir).to_path_buf();
+    std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staged = parent.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        system_ms(std::time::SystemTime::now())
+    ));
+    let mut file = std::fs::File::create(&staged).map_err(|e| io_error(&staged, e))?;
+    file.write_all(bytes)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| io_error(&staged, e))?;
+    Ok((target, staged))
+}
+
 fn system_ms(time: std::time::SystemTime) -> i64 {
     time.duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -150,27 +173,12 @@ impl TableStore {
     pub fn put_if_absent(&self, relative: &str, bytes: &[u8]) -> Result<bool> {
         match self {
             Self::Local(dir) => {
-                let target = dir.join(relative);
-                let parent = target.parent().unwrap_or(dir).to_path_buf();
-                std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
-                let staged = parent.join(format!(
-                    ".{}.{}.{}.tmp",
-                    target
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    std::process::id(),
-                    system_ms(std::time::SystemTime::now())
-                ));
-                let mut file = std::fs::File::create(&staged).map_err(|e| io_error(&staged, e))?;
-                file.write_all(bytes)
-                    .and_then(|_| file.sync_all())
-                    .map_err(|e| io_error(&staged, e))?;
+                let (target, staged) = write_staged(dir, relative, bytes)?;
                 let linked = std::fs::hard_link(&staged, &target);
                 let _ = std::fs::remove_file(&staged);
                 match linked {
                     Ok(()) => {
-                        crate::sinks::sync_dir(&parent)?;
+                        crate::sinks::sync_dir(target.parent().unwrap_or(dir))?;
                         Ok(true)
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
@@ -186,22 +194,9 @@ impl TableStore {
     pub fn put(&self, relative: &str, bytes: &[u8]) -> Result<()> {
         match self {
             Self::Local(dir) => {
-                let target = dir.join(relative);
-                let parent = target.parent().unwrap_or(dir).to_path_buf();
-                std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
-                let staged = parent.join(format!(
-                    ".{}.tmp",
-                    target
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default()
-                ));
-                let mut file = std::fs::File::create(&staged).map_err(|e| io_error(&staged, e))?;
-                file.write_all(bytes)
-                    .and_then(|_| file.sync_all())
-                    .map_err(|e| io_error(&staged, e))?;
+                let (target, staged) = write_staged(dir, relative, bytes)?;
                 std::fs::rename(&staged, &target).map_err(|e| io_error(&target, e))?;
-                crate::sinks::sync_dir(&parent)
+                crate::sinks::sync_dir(target.parent().unwrap_or(dir))
             }
             Self::Bucket(bucket) => bucket.put(relative, bytes.to_vec()),
         }
@@ -239,15 +234,7 @@ impl TableStore {
                 crate::parquet::listing::walk(dir, &mut found)?;
                 let mut files = Vec::new();
                 for path in found {
-                    let relative = path
-                        .strip_prefix(dir)
-                        .map(|p| {
-                            p.components()
-                                .map(|c| c.as_os_str().to_string_lossy())
-                                .collect::<Vec<_>>()
-                                .join("/")
-                        })
-                        .unwrap_or_default();
+                    let relative = crate::storage::relative_name(&path, dir);
                     let modified_ms = std::fs::metadata(&path)
                         .and_then(|m| m.modified())
                         .map(system_ms)

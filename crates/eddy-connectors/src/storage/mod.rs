@@ -138,6 +138,19 @@ impl PartialEq for Location {
     }
 }
 
+/// `path`'s name below `root` as an object name (`a/b.parquet`: `/`
+/// between components whatever the platform); empty when it is not below.
+pub fn relative_name(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root)
+        .map(|p| {
+            p.components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .unwrap_or_default()
+}
+
 /// Whether `text` names a bucket location (`s3://...`, `gs://...`, ...).
 pub fn is_bucket(text: &str) -> bool {
     scheme_of(text).is_some_and(|s| BUCKET_SCHEMES.contains(&s.as_str()))

@@ -88,13 +88,8 @@ fn files(root: &Path, dir: &Path, found: &mut Vec<(String, PathBuf)>) -> EngineR
             .is_dir()
         {
             files(root, &path, found)?;
-        } else if let Ok(relative) = path.strip_prefix(root) {
-            let name = relative
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            found.push((name, path));
+        } else {
+            found.push((super::relative_name(&path, root), path));
         }
     }
     Ok(())
