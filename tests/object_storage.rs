@@ -574,6 +574,107 @@ fn a_parquet_source_reads_a_bucket_prefix_like_a_local_directory() {
     assert!(!single.is_empty() && single.len() < from_local.len());
 }
 
+/// A savepoint taken from checkpoints in the bucket into the bucket
+/// (`eddy savepoint --state-dir s3://... s3://...`) starts the job
+/// again with a fresh state directory (`--from-savepoint s3://...`), and
+/// the bucket ends with exactly the uninterrupted run's rows.
+#[test]
+fn a_savepoint_in_a_bucket_moves_a_job_to_a_fresh_state_directory() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = write_job(dir.path());
+    let rows = "ROWS=300000";
+    let baseline = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
+        .output()
+        .unwrap();
+    common::assert_success(&baseline, "the uninterrupted run");
+    let expected_dir = dir.path().join("expected");
+    server.download("expected", &expected_dir);
+    let expected = rows_of(&expected_dir);
+
+    let state = "s3://lake/state/before";
+    let mut first = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/moved"])
+        .args(["--state-dir", state, "--checkpoint-interval", "100ms"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while !has_checkpoint(&server, state) {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the job ended before a checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let taken = server
+        .eddy()
+        .args([
+            "savepoint",
+            "--state-dir",
+            state,
+            "s3://lake/savepoints/one",
+        ])
+        .output()
+        .unwrap();
+    common::assert_success(&taken, "eddy savepoint into the bucket");
+    let names: Vec<String> = server
+        .bucket("savepoints/one")
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert!(
+        names.contains(&"SAVEPOINT".to_string()) && names.contains(&"MANIFEST".to_string()),
+        "{names:?}"
+    );
+    let again = server
+        .eddy()
+        .args([
+            "savepoint",
+            "--state-dir",
+            state,
+            "s3://lake/savepoints/one",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !again.status.success(),
+        "a savepoint over another is refused"
+    );
+
+    let resumed = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/moved"])
+        .args(["--from-savepoint", "s3://lake/savepoints/one"])
+        .arg("--state-dir")
+        .arg(dir.path().join("fresh-state"))
+        .env("EDDY_LOG", "info")
+        .output()
+        .unwrap();
+    common::assert_success(&resumed, "the run from the savepoint");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(stderr.contains("savepoint"), "{stderr}");
+    let moved = dir.path().join("moved");
+    server.download("moved", &moved);
+    assert!(
+        rows_of(&moved) == expected,
+        "the rows differ after the move"
+    );
+}
+
 /// A Delta table in the bucket (data files uploaded under their final
 /// names, commits by put-if-absent): a job killed again and again with its
 /// state in the bucket too leaves the rows an uninterrupted run leaves in

@@ -10,7 +10,7 @@ mod bench;
 mod run;
 mod serve;
 mod sql_shell;
-mod state_location;
+pub(crate) mod state_location;
 
 use eddy_cli::client;
 use eddy_cli::{generate, job, Result};
@@ -67,14 +67,26 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             } else {
                 job::load_sql(&sql)?
             };
-            if eddy_connectors::storage::is_bucket(&state_dir.to_string_lossy()) {
-                return Err(eddy_cli::CliError::Usage(
-                    "eddy savepoint reads a local --state-dir so far; a bucket's checkpoints are resumed by `eddy run --state-dir` itself".into(),
-                ));
-            }
-            let store = eddy_engine::checkpoint::store::StateDir::open(&state_dir)?;
+            // A bucket state directory is read from a working copy, and a
+            // bucket destination written locally first, then uploaded.
+            let state = state_location::StateLocation::parse(&state_dir)?;
+            let store = match &state.replica {
+                Some(replica) => eddy_engine::checkpoint::store::StateDir::open_replicated(
+                    &state.dir,
+                    replica.clone(),
+                    false,
+                )?,
+                None => eddy_engine::checkpoint::store::StateDir::open(&state.dir)?,
+            };
+            let staging = state_location::WorkingCopy::new("savepoint");
+            let to_bucket = eddy_connectors::storage::is_bucket(&dest.to_string_lossy());
+            let local_dest = if to_bucket {
+                staging.path().join("savepoint")
+            } else {
+                dest.clone()
+            };
             let savepoint = store.savepoint(
-                &dest,
+                &local_dest,
                 name.as_deref(),
                 files
                     .into_iter()
@@ -84,6 +96,9 @@ pub(crate) fn execute(command: Command) -> Result<()> {
                     })
                     .collect(),
             )?;
+            if to_bucket {
+                state_location::upload_savepoint(&local_dest, &dest)?;
+            }
             let info = savepoint.info();
             println!(
                 "savepoint {}: checkpoint {} ({:?}) of {} instance(s), {} key groups, {} bytes",

@@ -16,7 +16,7 @@ use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::{JobConfig, JobHandle};
 
-use super::state_location::StateLocation;
+use super::state_location::{local_savepoint, StateLocation};
 use crate::args::{Format, RunArgs};
 
 /// Runs the job `args` describe until its sources end or it is stopped.
@@ -63,6 +63,14 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         return Err(CliError::Usage("--batch-size must be at least 1".into()));
     }
     let state = state_dir.as_deref().map(StateLocation::parse).transpose()?;
+    // A savepoint in a bucket is read from a private local copy.
+    let (from_savepoint, _savepoint_copy) = match from_savepoint.as_deref().map(local_savepoint) {
+        Some(found) => {
+            let (path, copy) = found?;
+            (Some(path), copy)
+        }
+        None => (None, None),
+    };
     let checkpoints = match (&state, checkpoint_interval) {
         (None, Some(_)) => {
             return Err(CliError::Usage(

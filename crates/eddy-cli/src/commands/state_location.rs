@@ -25,7 +25,27 @@ pub(crate) struct StateLocation {
     _working_copy: Option<WorkingCopy>,
 }
 
-struct WorkingCopy(PathBuf);
+/// A private local directory, removed when dropped.
+pub(crate) struct WorkingCopy(PathBuf);
+
+impl WorkingCopy {
+    /// A new directory under the system's temporary directory.
+    pub fn new(what: &str) -> Self {
+        Self(std::env::temp_dir().join(format!(
+            "eddy-{what}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        )))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
 
 impl Drop for WorkingCopy {
     fn drop(&mut self) {
@@ -43,20 +63,40 @@ impl StateLocation {
                 _working_copy: None,
             }),
             Location::Bucket(bucket) => {
-                let dir = std::env::temp_dir().join(format!(
-                    "eddy-state-{}-{}",
-                    std::process::id(),
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_nanos())
-                        .unwrap_or_default()
-                ));
+                let copy = WorkingCopy::new("state");
                 Ok(Self {
-                    dir: dir.clone(),
+                    dir: copy.path().to_path_buf(),
                     replica: Some(Arc::new(BucketReplica::new(bucket))),
-                    _working_copy: Some(WorkingCopy(dir)),
+                    _working_copy: Some(copy),
                 })
             }
         }
     }
+}
+
+/// A savepoint given as a bucket prefix (`--from-savepoint s3://...`),
+/// downloaded into a private directory that lives as long as the returned
+/// guard; a local one as it is.
+pub(crate) fn local_savepoint(flag: &Path) -> Result<(PathBuf, Option<WorkingCopy>), CliError> {
+    let Location::Bucket(bucket) = Location::parse(&flag.to_string_lossy())? else {
+        return Ok((flag.to_path_buf(), None));
+    };
+    let copy = WorkingCopy::new("savepoint");
+    BucketReplica::new(bucket).restore_into(copy.path())?;
+    Ok((copy.path().to_path_buf(), Some(copy)))
+}
+
+/// Uploads the savepoint directory `local` to the empty bucket prefix
+/// `dest`, its `SAVEPOINT` file last (a savepoint exists once that does).
+pub(crate) fn upload_savepoint(local: &Path, dest: &Path) -> Result<(), CliError> {
+    let Location::Bucket(bucket) = Location::parse(&dest.to_string_lossy())? else {
+        return Ok(());
+    };
+    if !bucket.list()?.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{bucket}: exists and is not empty"
+        )));
+    }
+    BucketReplica::new(bucket).upload_all(local, &["SAVEPOINT"])?;
+    Ok(())
 }

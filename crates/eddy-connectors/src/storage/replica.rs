@@ -99,6 +99,27 @@ fn written_last(name: &str) -> bool {
     WRITTEN_LAST.contains(&name.rsplit('/').next().unwrap_or(name))
 }
 
+impl BucketReplica {
+    /// Downloads every object under the prefix into `local` (created).
+    pub fn restore_into(&self, local: &Path) -> EngineResult<()> {
+        std::fs::create_dir_all(local).map_err(|e| local_error(local, e))?;
+        self.restore(local)
+    }
+
+    /// Uploads every file under `local`, those named `last` (any
+    /// directory) after the rest.
+    pub fn upload_all(&self, local: &Path, last: &[&str]) -> EngineResult<()> {
+        let mut found = Vec::new();
+        files(local, local, &mut found)?;
+        let is_last = |name: &str| last.contains(&name.rsplit('/').next().unwrap_or(name));
+        found.sort_by(|(a, _), (b, _)| (is_last(a), a).cmp(&(is_last(b), b)));
+        for (name, path) in &found {
+            self.bucket.upload(path, name).map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
 impl StateReplica for BucketReplica {
     fn describe(&self) -> String {
         self.bucket.to_string()
