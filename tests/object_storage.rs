@@ -18,6 +18,7 @@
 //! - A Delta table in the bucket, exact through kills, read by `deltalake`
 //!   and by eddy; a log version already written is refused to another
 //!   writer.
+//! - A server whose output root is a bucket prefix keeps jobs inside it.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -768,6 +769,75 @@ fn a_delta_table_in_a_bucket_is_exact_through_kills() {
         "{printed}"
     );
     eprintln!("delta in a bucket: {kills} kills, {resumed} resumed runs, deltalake reads the uninterrupted run's rows");
+}
+
+/// `eddy serve --output-root s3://lake/jobs`: a submitted job's relative
+/// sink path lands under the prefix; a path outside it is refused at
+/// submission, naming the root.
+#[test]
+fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let mut command = common::serve_command(
+        &dir.path().join("data"),
+        Path::new("s3://lake/jobs"),
+        &dir.path().join("state"),
+        "100ms",
+    );
+    command.envs(server.env());
+    let (mut child, base) = common::spawn_server(command);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let submit = |sink_path: &str| {
+        let sql = format!(
+            "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR)
+               WITH (connector = 'generator', stream = 'orders', count = '5000', seed = '5');
+             CREATE TABLE out (order_id VARCHAR, country VARCHAR) WITH (connector = 'parquet', path = '{sink_path}');
+             INSERT INTO out SELECT order_id, country FROM orders;"
+        );
+        let mut response = agent
+            .post(format!("{base}/api/v1/jobs"))
+            .send_json(serde_json::json!({ "name": "to-bucket", "sql": sql }))
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.body_mut().read_json().unwrap();
+        (status, body)
+    };
+    let (status, job) = submit("orders");
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut response = agent
+            .get(format!("{base}/api/v1/jobs/{id}"))
+            .call()
+            .unwrap();
+        let job: serde_json::Value = response.body_mut().read_json().unwrap();
+        if job["state"] == "finished" {
+            break;
+        }
+        assert!(job["state"] != "failed", "{job}");
+        assert!(Instant::now() < deadline, "the job did not finish: {job}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let written = server.bucket("jobs/orders").list().unwrap();
+    assert!(
+        written.iter().any(|o| o.name.ends_with(".parquet")),
+        "{written:?}"
+    );
+    for outside in ["s3://lake/elsewhere", "../elsewhere", "/tmp/x"] {
+        let (status, body) = submit(outside);
+        assert_eq!(status, 400, "{outside}: {body}");
+        assert!(
+            body.to_string().contains("s3://lake/jobs"),
+            "{outside}: {body}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The store goes away for a few seconds while a job writes its output

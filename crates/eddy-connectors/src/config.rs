@@ -125,16 +125,11 @@ impl ConnectorConfig {
     pub fn source_location(&self, spec: &ConnectorSpec) -> Result<Location> {
         let path =
             OptionValues::new(&spec.options).required("path", "a file source needs a path")?;
-        if !crate::storage::is_bucket(path) {
-            return self.source_path(spec).map(Location::local);
+        match &self.roots {
+            Some(roots) => roots.source_location(local_path(path)),
+            None if crate::storage::is_bucket(path) => Location::parse(path),
+            None => self.source_path(spec).map(Location::local),
         }
-        if self.roots.is_some() {
-            return Err(ConnectorError::bad_option(
-                "path",
-                "this server reads input under its local --data-root; bucket paths are not open to its jobs",
-            ));
-        }
-        Location::parse(path)
     }
 
     /// A file sink's location: a bucket prefix as given, or a local path
@@ -143,16 +138,11 @@ impl ConnectorConfig {
         let path = spec.options.get("path").ok_or_else(|| {
             ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
         })?;
-        if !crate::storage::is_bucket(path) {
-            return self.sink_path(spec).map(Location::Local);
+        match &self.roots {
+            Some(roots) => roots.sink_location(local_path(path)),
+            None if crate::storage::is_bucket(path) => Location::parse(path),
+            None => self.sink_path(spec).map(Location::Local),
         }
-        if self.roots.is_some() {
-            return Err(ConnectorError::bad_option(
-                "path",
-                "this server keeps output under its local --output-root; bucket paths are not open to its jobs",
-            ));
-        }
-        Location::parse(path)
     }
 
     /// `--output`'s location, if given.

@@ -8,10 +8,15 @@
 //! forbidden directory (the server's own state). A source's file must
 //! exist; a sink's path may not exist yet, so its nearest existing ancestor
 //! is resolved and the rest may not climb with `..`.
+//!
+//! A root may be a bucket prefix (`--output-root s3://lake/jobs`): a job's
+//! path is then relative to it, or a bucket path inside it, never with
+//! `..`; a bucket path is refused under a local root.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{ConnectorError, Result};
+use crate::storage::{is_bucket, Location};
 
 /// Directories jobs may use.
 #[derive(Debug, Clone)]
@@ -69,6 +74,60 @@ fn resolve_partly(path: &Path) -> Result<PathBuf> {
     Ok(resolved)
 }
 
+/// A bucket path under a local root: refused.
+fn refuse_bucket(given: &str, root: &Path, what: &str) -> Result<()> {
+    if !is_bucket(given) {
+        return Ok(());
+    }
+    Err(ConnectorError::bad_option(
+        "path",
+        format!(
+            "{what} path '{}': this server keeps jobs' files under {}, a local directory",
+            shown(given),
+            root.display()
+        ),
+    ))
+}
+
+/// A bucket path with any credentials in it left out.
+fn shown(given: &str) -> String {
+    match Location::parse(given) {
+        Ok(location) => location.to_string(),
+        Err(_) => given.split('@').next_back().unwrap_or_default().to_string(),
+    }
+}
+
+/// `given` below the bucket prefix `root`: a path relative to it (no `..`,
+/// nothing absolute), or a bucket path that lies inside it.
+fn in_bucket(given: &str, root: &Path, what: &str) -> Result<Location> {
+    let root_text = root.to_string_lossy().trim_end_matches('/').to_string();
+    let outside = |why: &str| {
+        ConnectorError::bad_option(
+            "path",
+            format!("{what} path '{}': {why} {root_text}", shown(given)),
+        )
+    };
+    let full = if is_bucket(given) {
+        given.to_string()
+    } else if given.contains("://") || given.starts_with('/') {
+        return Err(outside("is not below"));
+    } else {
+        format!("{root_text}/{given}")
+    };
+    let (scheme_and_bucket, rest) = match full.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => return Err(outside("is not below")),
+    };
+    if rest.split('/').any(|part| part == ".." || part == ".") {
+        return Err(outside("climbs out with '..' of"));
+    }
+    let normalized = format!("{scheme_and_bucket}://{}", rest.trim_end_matches('/'));
+    if normalized != root_text && !normalized.starts_with(&format!("{root_text}/")) {
+        return Err(outside("is outside"));
+    }
+    Location::parse(&normalized)
+}
+
 impl PathRoots {
     fn check(&self, given: &str, root: &Path, resolved: PathBuf, what: &str) -> Result<PathBuf> {
         let root = canonical(root)?;
@@ -120,6 +179,26 @@ impl PathRoots {
         self.check(given, &self.data, resolved, "source")
     }
 
+    /// Where a source's `path` leads: below the data root, which may be a
+    /// bucket prefix ([`PathRoots::in_bucket`]).
+    pub fn source_location(&self, given: &str) -> Result<Location> {
+        if is_bucket(&self.data.to_string_lossy()) {
+            return in_bucket(given, &self.data, "source");
+        }
+        refuse_bucket(given, &self.data, "source")?;
+        self.source(given).map(Location::Local)
+    }
+
+    /// Where a sink's `path` leads: below the output root, which may be a
+    /// bucket prefix ([`PathRoots::in_bucket`]).
+    pub fn sink_location(&self, given: &str) -> Result<Location> {
+        if is_bucket(&self.output.to_string_lossy()) {
+            return in_bucket(given, &self.output, "sink");
+        }
+        refuse_bucket(given, &self.output, "sink")?;
+        self.sink(given).map(Location::Local)
+    }
+
     /// The file or directory a sink's `path` names, inside the output root.
     pub fn sink(&self, given: &str) -> Result<PathBuf> {
         let joined = self.output.join(given);
@@ -131,6 +210,43 @@ impl PathRoots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucket_roots_hold_jobs_inside_their_prefix() {
+        let roots = PathRoots {
+            data: PathBuf::from("s3://lake/in"),
+            output: PathBuf::from("s3://lake/out/"),
+            forbidden: Vec::new(),
+        };
+        let at = |given: &str| roots.sink_location(given).map(|l| l.to_string());
+        assert_eq!(at("pay").unwrap(), "s3://lake/out/pay");
+        assert_eq!(at("s3://lake/out/pay/x").unwrap(), "s3://lake/out/pay/x");
+        for bad in [
+            "s3://lake/outside",
+            "s3://lake/out/../in",
+            "../in",
+            "/etc/x",
+            "s3://other/out/pay",
+            "file:///tmp/x",
+        ] {
+            let error = at(bad).unwrap_err().to_string();
+            assert!(error.contains("s3://lake/out"), "{bad}: {error}");
+        }
+        assert_eq!(
+            roots.source_location("o.ndjson").unwrap().to_string(),
+            "s3://lake/in/o.ndjson"
+        );
+        let local = PathRoots {
+            data: PathBuf::from("/srv/in"),
+            output: PathBuf::from("/srv/out"),
+            forbidden: Vec::new(),
+        };
+        let error = local
+            .sink_location("s3://lake/out")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("a local directory"), "{error}");
+    }
 
     #[test]
     fn paths_stay_inside_their_roots() {

@@ -25,22 +25,26 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         max_jobs,
         job_memory_limit,
     } = args;
-    let roots = [&data_root, &output_root, &state_dir];
-    for dir in roots.into_iter().chain(group_state_dir.as_ref()) {
-        if eddy_connectors::storage::is_bucket(&dir.to_string_lossy()) {
+    let is_bucket =
+        |dir: &std::path::PathBuf| eddy_connectors::storage::is_bucket(&dir.to_string_lossy());
+    for dir in std::iter::once(&state_dir).chain(group_state_dir.as_ref()) {
+        if is_bucket(dir) {
             return Err(CliError::Usage(format!(
-                "{}: eddy serve keeps its roots and state on the local disk so far",
+                "{}: eddy serve keeps its state on the local disk so far (--data-root and --output-root may be bucket prefixes)",
                 dir.display()
             )));
         }
     }
-    for dir in [&output_root, &state_dir] {
+    for dir in [&output_root, &state_dir]
+        .into_iter()
+        .filter(|d| !is_bucket(d))
+    {
         std::fs::create_dir_all(dir).map_err(|source| CliError::Io {
             path: dir.display().to_string(),
             source,
         })?;
     }
-    if !data_root.is_dir() {
+    if !is_bucket(&data_root) && !data_root.is_dir() {
         return Err(CliError::Usage(format!(
             "--data-root {}: no such directory",
             data_root.display()
