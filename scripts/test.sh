@@ -50,6 +50,10 @@ QUERIES="q0 q5 q7 q9 q10" EVENTS=20000 RUNS=1 bench/nexmark_flink.sh
 # The Delta-vs-Parquet sink benchmark at a small size, so it cannot rot (it
 # fails when the sinks write different row counts).
 EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh
+# Sinks and checkpoints on the S3-compatible server against the local disk,
+# at a small size, so the script cannot rot (it fails when a sink writes
+# different row counts on the two).
+EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/object_storage.sh
 # Operator chaining on and off at a small size, so the script cannot rot (it
 # fails when the reference pipeline writes different lines either way).
 ROWS=20000 EVENTS=20000 RUNS=1 LIVE_SECONDS=2 bench/chaining.sh
