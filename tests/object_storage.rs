@@ -19,6 +19,8 @@
 //!   and by eddy; a log version already written is refused to another
 //!   writer.
 //! - A server whose output root is a bucket prefix keeps jobs inside it.
+//! - The deployment files (docker/compose.s3.yaml, deploy/kubernetes/)
+//!   start servers that write to the bucket with this binary.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -838,6 +840,232 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A YAML file of the repository as JSON.
+fn yaml(path: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(common::repo_root().join(path)).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// `${NAME:-default}` as its default.
+fn compose_default(value: &str) -> String {
+    match value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) {
+        Some(inner) => inner
+            .split_once(":-")
+            .map(|(_, d)| d)
+            .unwrap_or_default()
+            .to_string(),
+        None => value.to_string(),
+    }
+}
+
+/// Starts `eddy <args>` as a deployment file writes it (its address and
+/// state directory swapped for this machine's, its store for `s3`),
+/// submits a job writing `sink` below the output root, waits for it to
+/// finish, and returns the objects written there.
+fn serve_as_deployed(
+    s3: &S3Server,
+    args: &[String],
+    env: &[(String, String)],
+    token: &str,
+    sink: &str,
+) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match a.as_str() {
+            "0.0.0.0:8080" => "127.0.0.1:0".to_string(),
+            "/state" => dir.path().join("state").display().to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command
+        .args(&args)
+        .current_dir(dir.path())
+        .env_remove("EDDY_TOKEN")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .envs(s3.env())
+        .stdout(Stdio::null());
+    let (mut child, base) = common::spawn_server(command);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let health = agent.get(format!("{base}/healthz")).call().unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let sql = format!(
+        "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR)
+           WITH (connector = 'generator', stream = 'orders', count = '1000');
+         CREATE TABLE out (order_id VARCHAR) WITH (connector = 'parquet', path = '{sink}');
+         INSERT INTO out SELECT order_id FROM orders;"
+    );
+    let auth = format!("Bearer {token}");
+    let mut response = agent
+        .post(format!("{base}/api/v1/jobs"))
+        .header("Authorization", &auth)
+        .send_json(serde_json::json!({ "name": "deployed", "sql": sql }))
+        .unwrap();
+    let job: serde_json::Value = response.body_mut().read_json().unwrap();
+    let id = job["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"))
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut response = agent
+            .get(format!("{base}/api/v1/jobs/{id}"))
+            .header("Authorization", &auth)
+            .call()
+            .unwrap();
+        let job: serde_json::Value = response.body_mut().read_json().unwrap();
+        if job["state"] == "finished" {
+            break;
+        }
+        assert!(
+            job["state"] != "failed" && Instant::now() < deadline,
+            "{job}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    s3.bucket(&format!("output/{sink}"))
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect()
+}
+
+/// The deployment files run against the binary built here: the compose
+/// file's and the Kubernetes Deployment's server command lines serve (a
+/// job submitted with the Secret's token writes below the bucket output
+/// root), ports and probes agree, and the StatefulSet's job compiles with
+/// the flags it is started with.
+#[test]
+fn the_deployment_files_run_against_this_binary() {
+    let s3 = S3Server::start();
+    let as_strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // docker/compose.s3.yaml
+    let compose = &yaml("docker/compose.s3.yaml")[0]["services"];
+    let eddy = &compose["eddy"];
+    let env: Vec<(String, String)> = eddy["environment"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), compose_default(v.as_str().unwrap())))
+        .filter(|(k, _)| k != "AWS_ENDPOINT_URL")
+        .collect();
+    assert_eq!(
+        eddy["environment"]["AWS_ENDPOINT_URL"], "http://s3:9000",
+        "the server reaches the store's service"
+    );
+    let store_args: Vec<String> = as_strings(&compose["s3"]["command"])
+        .iter()
+        .map(|a| compose_default(a))
+        .collect();
+    let key = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    assert_eq!(store_args[1], key("AWS_ACCESS_KEY_ID").unwrap());
+    assert_eq!(store_args[3], key("AWS_SECRET_ACCESS_KEY").unwrap());
+    let dockerfile =
+        std::fs::read_to_string(common::repo_root().join("docker/s3.Dockerfile")).unwrap();
+    assert!(dockerfile.contains(r#""--port", "9000""#));
+    let written = serve_as_deployed(&s3, &as_strings(&eddy["command"]), &env, "", "compose");
+    assert!(
+        written.iter().any(|n| n.ends_with(".parquet")),
+        "{written:?}"
+    );
+
+    // deploy/kubernetes
+    let secret = yaml("deploy/kubernetes/secret.yaml").remove(0);
+    let env: Vec<(String, String)> = secret["stringData"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+        .filter(|(k, _)| !k.starts_with("AWS_"))
+        .collect();
+    let server = yaml("deploy/kubernetes/server.yaml");
+    let kind = |docs: &[serde_json::Value], kind: &str| {
+        docs.iter().find(|d| d["kind"] == kind).unwrap().clone()
+    };
+    let deployment = kind(&server, "Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["envFrom"][0]["secretRef"]["name"],
+        secret["metadata"]["name"]
+    );
+    let args = as_strings(&container["args"]);
+    let addr = &args[args.iter().position(|a| a == "--addr").unwrap() + 1];
+    let port: u64 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    assert_eq!(container["ports"][0]["containerPort"], port);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], port, "{probe}");
+        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+    }
+    assert_eq!(
+        kind(&server, "Service")["spec"]["ports"][0]["targetPort"],
+        port
+    );
+    let state_mount = &container["volumeMounts"][0]["mountPath"];
+    assert!(
+        args.iter().any(|a| state_mount == a.as_str()),
+        "the state volume is --state-dir"
+    );
+    let token = secret["stringData"]["EDDY_TOKEN"].as_str().unwrap();
+    let written = serve_as_deployed(&s3, &args, &env, token, "kubernetes");
+    assert!(
+        written.iter().any(|n| n.ends_with(".parquet")),
+        "{written:?}"
+    );
+
+    // The group workers' job compiles, and its flags are `eddy run`'s.
+    let workers = yaml("deploy/kubernetes/group-workers.yaml");
+    let sql = kind(&workers, "ConfigMap")["data"]["job.sql"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("job.sql"), sql).unwrap();
+    let explained = s3
+        .eddy()
+        .arg("explain")
+        .arg(dir.path().join("job.sql"))
+        .output()
+        .unwrap();
+    common::assert_success(&explained, "the group workers' job");
+    let set = kind(&workers, "StatefulSet");
+    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    let args = as_strings(&container["args"]);
+    assert_eq!(args[0], "run");
+    let help = s3.eddy().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in args.iter().filter(|a| a.starts_with("--")) {
+        assert!(help.contains(flag.as_str()), "eddy run has no {flag}");
+    }
+    let mounts: Vec<String> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        mounts.iter().any(|m| args[1].starts_with(&format!("{m}/"))),
+        "the SQL is mounted"
+    );
+    let state = &args[args.iter().position(|a| a == "--state-dir").unwrap() + 1];
+    assert!(mounts.contains(state), "the group state is mounted");
 }
 
 /// The store goes away for a few seconds while a job writes its output
