@@ -78,7 +78,9 @@ PYTHON=$(source scripts/python-env.sh && python_env deltalake==1.6.6 >&2 && echo
 sinks=(parquet delta delta+optimize)
 for ((i = 0; i < RUNS; i++)); do
   for sink in "${sinks[@]}"; do
-    echo "$sink $(run_one "$sink")" >> "$work/runs"
+    # An assignment, so that a failed run fails the script.
+    result=$(run_one "$sink")
+    echo "$sink $result" >> "$work/runs"
     tail -1 "$work/runs" >&2
   done
 done

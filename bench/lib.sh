@@ -21,7 +21,7 @@ build_eddy() {
   PROFILE=${PROFILE:-dev}
   # EDDY_BIN: benchmark that binary as it is (built earlier), no build.
   if [ -n "${EDDY_BIN:-}" ]; then
-    EDDY=$EDDY_BIN
+    EDDY=$(realpath "$EDDY_BIN")
     return
   fi
   if [ "$PROFILE" = dev ]; then
@@ -31,6 +31,8 @@ build_eddy() {
     cargo build -q -p eddy-cli --profile "$PROFILE"
     EDDY=${CARGO_TARGET_DIR:-target}/$PROFILE/eddy
   fi
+  # Absolute, so that drivers may run it from another directory.
+  EDDY=$(realpath "$EDDY")
 }
 
 enrichment_input() {

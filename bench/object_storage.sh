@@ -101,7 +101,9 @@ run_one() {
 configs=(parquet-local parquet-s3 delta-local delta-s3 keyed-local keyed-s3)
 for ((i = 0; i < RUNS; i++)); do
   for config in "${configs[@]}"; do
-    echo "$config $(run_one "$config")" >> "$work/runs"
+    # An assignment, so that a failed run fails the script.
+    result=$(run_one "$config")
+    echo "$config $result" >> "$work/runs"
     tail -1 "$work/runs" >&2
   done
 done
