@@ -32,8 +32,9 @@ pub(crate) enum FileTarget {
     Bucket {
         /// The prefix the files go under.
         bucket: Bucket,
-        /// The local directory files are written in before their upload.
-        spool: Spool,
+        /// The local directory files are written in before their upload
+        /// (`None` for a target that only publishes).
+        spool: Option<Spool>,
     },
 }
 
@@ -88,7 +89,7 @@ impl FileTarget {
             }
             Location::Bucket(bucket) => Ok(Self::Bucket {
                 bucket: bucket.clone(),
-                spool: Spool::new()?,
+                spool: Some(Spool::new()?),
             }),
         }
     }
@@ -99,16 +100,23 @@ impl FileTarget {
             Location::Local(dir) => Ok(Self::Dir(dir.clone())),
             Location::Bucket(bucket) => Ok(Self::Bucket {
                 bucket: bucket.clone(),
-                spool: Spool(PathBuf::new()),
+                spool: None,
             }),
         }
+    }
+
+    /// The spool file of `name`.
+    fn spooled(spool: &Option<Spool>, name: &str) -> Result<PathBuf> {
+        spool.as_ref().map(|s| s.file(name)).ok_or_else(|| {
+            ConnectorError::bad_option("path", "a publishing-only file target writes no files")
+        })
     }
 
     /// A new local file to write `name`'s contents into.
     pub fn create(&self, name: &str) -> Result<File> {
         match self {
             Self::Dir(dir) => create_file(&dir.join(in_progress(name))),
-            Self::Bucket { spool, .. } => create_file(&spool.file(name)),
+            Self::Bucket { spool, .. } => create_file(&Self::spooled(spool, name)?),
         }
     }
 
@@ -127,7 +135,7 @@ impl FileTarget {
             }
             Self::Bucket { bucket, spool } => {
                 drop(file);
-                let local = spool.file(name);
+                let local = Self::spooled(spool, name)?;
                 let key = if publish {
                     name.to_string()
                 } else {

@@ -324,6 +324,12 @@ impl fmt::Display for Bucket {
     }
 }
 
+impl fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Bucket({self})")
+    }
+}
+
 fn bad_path(text: &str, why: &str) -> ConnectorError {
     // The text may hold credentials: name the scheme and host only.
     let shown = text

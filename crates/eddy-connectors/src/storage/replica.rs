@@ -39,12 +39,6 @@ pub struct BucketReplica {
     copied: Mutex<BTreeMap<String, Stamp>>,
 }
 
-impl std::fmt::Debug for Bucket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Bucket({self})")
-    }
-}
-
 impl BucketReplica {
     /// A replica under `bucket`'s prefix.
     pub fn new(bucket: Bucket) -> Self {
