@@ -75,9 +75,12 @@ for table in delta:lake parquet:files; do
   path="$work/${table#*:}"
   : > "$work/runs"
   for ((i = 0; i < RUNS; i++)); do
-    echo "pushed $(run_one "$connector" "$path" "payment_ts >= $CUT")" >> "$work/runs"
+    # Assignments, so that a failed run fails the script.
+    result=$(run_one "$connector" "$path" "payment_ts >= $CUT")
+    echo "pushed $result" >> "$work/runs"
     sort "$work/out.ndjson" > "$work/pushed.out"
-    echo "not-pushed $(run_one "$connector" "$path" "payment_ts + 0 * length(payment_id) >= $CUT")" >> "$work/runs"
+    result=$(run_one "$connector" "$path" "payment_ts + 0 * length(payment_id) >= $CUT")
+    echo "not-pushed $result" >> "$work/runs"
     sort "$work/out.ndjson" > "$work/not-pushed.out"
     cmp -s "$work/pushed.out" "$work/not-pushed.out" || {
       echo "ERROR: $connector: the pushed and not pushed forms wrote different output" >&2
