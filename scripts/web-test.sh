@@ -52,6 +52,10 @@ for browser in $BROWSERS; do
     firefox) executable=$FIREFOX ;;
     *) echo "web-test: unknown browser $browser" >&2; exit 2 ;;
   esac
-  NODE_MODULES="$NODE_DIR/node_modules" node tests/web/console.test.mjs "$base" "$OUT" "$browser" "$executable"
+  if ! NODE_MODULES="$NODE_DIR/node_modules" node tests/web/console.test.mjs "$base" "$OUT" "$browser" "$executable"; then
+    echo "web-test ($browser): failed; eddy serve's log ends:" >&2
+    tail -n 60 "$work/serve.log" >&2
+    exit 1
+  fi
 done
 echo "web-test: screenshots in $OUT"

@@ -262,6 +262,14 @@ try {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 1, `the page is ${overflow}px wider than a phone`);
   step('phone width');
+} catch (e) {
+  // What the server says of its jobs, to tell a failed job from a slow page.
+  const jobs = await fetch(`${base}/api/v1/jobs`)
+    .then((r) => r.json())
+    .catch((err) => `unreadable: ${err}`);
+  const states = Array.isArray(jobs) ? jobs.map((j) => `${j.id} ${j.name}: ${j.state}${j.error ? ` (${j.error})` : ''}`) : [jobs];
+  console.error(`web-test (${browserName}): failed at ${page.url ? page.url() : '?'}; the server's jobs:\n  ${states.join('\n  ')}`);
+  throw e;
 } finally {
   await page.close();
 }

@@ -186,14 +186,15 @@ pub fn map_state(
 
 /// What resuming `planned` (a job's graph as planned) from the newest
 /// checkpoint in `store` keeps, starts afresh and drops, found without
-/// running anything (the node states are left out); `None` without a
+/// running or removing anything, so beside a running job too (the node
+/// states are left out); `None` without a
 /// checkpoint; the error a resume would fail with.
 pub fn preview(
     store: &StateDir,
     planned: &JobGraph,
     allow_dropped: bool,
 ) -> Result<Option<Mapped>> {
-    let Some((checkpoint, taken)) = store.load_latest_taken()? else {
+    let Some((checkpoint, taken)) = store.peek_latest_taken()? else {
         return Ok(None);
     };
     let taken_with = crate::distribute::instances::expand_with(

@@ -508,7 +508,18 @@ impl StateDir {
     /// skipped and removed as [`StateDir::load_latest`] does, nothing is
     /// checked against a query.
     pub fn load_latest_taken(&self) -> Result<Option<(Checkpoint, TakenBy)>> {
-        let Some((manifest, checkpoint)) = self.newest_usable()? else {
+        let Some((manifest, checkpoint)) = self.newest_usable(Tidy::Yes)? else {
+            return Ok(None);
+        };
+        Ok(Some((checkpoint, TakenBy::of(&self.root, manifest))))
+    }
+
+    /// Like [`StateDir::load_latest_taken`], but removes nothing: for
+    /// reading the state of a job that runs on and writes its next
+    /// checkpoint meanwhile (whose directory, incomplete until its
+    /// manifest is written, must not be taken for a leftover).
+    pub fn peek_latest_taken(&self) -> Result<Option<(Checkpoint, TakenBy)>> {
+        let Some((manifest, checkpoint)) = self.newest_usable(Tidy::No)? else {
             return Ok(None);
         };
         Ok(Some((checkpoint, TakenBy::of(&self.root, manifest))))
@@ -519,7 +530,7 @@ impl StateDir {
     /// skipped with a warning and removed, together with anything newer
     /// than the one chosen. A checkpoint of another query is an error.
     pub fn load_latest(&self, graph: &JobGraph) -> Result<Option<Checkpoint>> {
-        let Some((manifest, checkpoint)) = self.newest_usable()? else {
+        let Some((manifest, checkpoint)) = self.newest_usable(Tidy::Yes)? else {
             return Ok(None);
         };
         check_fingerprints(&self.root, graph, &manifest)?;
@@ -527,9 +538,10 @@ impl StateDir {
     }
 
     /// The newest checkpoint that reads whole (skipping and warning about
-    /// the others), with anything newer removed; `None` (and the
-    /// directory cleared) when there is none.
-    fn newest_usable(&self) -> Result<Option<(Manifest, Checkpoint)>> {
+    /// the others); `None` when there is none. With [`Tidy::Yes`] (a job
+    /// about to resume from it) anything newer is removed, and the
+    /// directory cleared when there is none.
+    fn newest_usable(&self, tidy: Tidy) -> Result<Option<(Manifest, Checkpoint)>> {
         let all = self.list()?;
         let mut chosen = None;
         for (id, dir) in all.iter().rev() {
@@ -553,6 +565,9 @@ impl StateDir {
                 }
             }
         }
+        if tidy == Tidy::No {
+            return Ok(chosen);
+        }
         let Some((manifest, checkpoint)) = chosen else {
             if all.iter().any(|(_, dir)| dir.join(MANIFEST).exists()) {
                 tracing::warn!(
@@ -570,6 +585,15 @@ impl StateDir {
         }
         Ok(Some((manifest, checkpoint)))
     }
+}
+
+/// Whether finding the newest usable checkpoint removes what is past it
+/// (a job resuming) or leaves everything as it is (a reader beside a
+/// running job).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tidy {
+    Yes,
+    No,
 }
 
 /// What a checkpoint's manifest says of the graph that took it: enough to
@@ -942,6 +966,34 @@ mod tests {
             assert_eq!(own, 0, "checkpoint {id} writes no state file");
             assert_eq!(latest(&store), (id, vec![(2, 3)]));
         }
+    }
+
+    /// A reader beside a running job (a redeploy's preview) sees its
+    /// newest complete checkpoint and leaves the one being written alone;
+    /// a job resuming removes that incomplete one.
+    #[test]
+    fn peeking_leaves_a_checkpoint_being_written_where_resuming_removes_it() {
+        let root = tempfile::tempdir().unwrap();
+        let store = StateDir::open(root.path()).unwrap();
+        let graph = graph();
+        store
+            .write(&graph, &checkpoint(1, 0, rows(&[(1, 1)]), None))
+            .unwrap();
+        let writing = store.checkpoint_dir(2);
+        std::fs::create_dir_all(&writing).unwrap();
+        std::fs::write(writing.join("n000-t.arrow"), b"half").unwrap();
+
+        let reader = StateDir::open(root.path()).unwrap();
+        let (checkpoint, taken) = reader.peek_latest_taken().unwrap().unwrap();
+        assert_eq!((checkpoint.id, taken.checkpoint), (1, 1));
+        assert!(writing.join("n000-t.arrow").exists(), "left as it was");
+        assert_eq!(dirs(&store), vec![1, 2]);
+
+        assert_eq!(latest(&reader), (1, vec![(1, 1)]));
+        assert!(
+            !writing.exists(),
+            "a resume clears what is past its checkpoint"
+        );
     }
 
     fn common_sorted(mut names: Vec<String>) -> Vec<String> {
