@@ -17,7 +17,9 @@
 //!   submission): processes and servers of one group share a job's tasks,
 //!   take over a dead one's, move rows through exchange topics, and write
 //!   what one process writes alone; a group killed at two instances per
-//!   task resumes its tasks at three.
+//!   task resumes its tasks at three; processes that share no disk run a
+//!   group through a bucket (state, leases, output) and take over a
+//!   killed one's tasks.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -28,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::s3::S3Server;
 use eddy_connectors::generator::GeneratedStream;
 use eddy_sql::SqlFile;
 use rand::rngs::SmallRng;
@@ -670,6 +673,44 @@ fn ndjson_lines(dir: &Path) -> Vec<String> {
     common::sorted(lines)
 }
 
+/// The sorted lines of every `*.ndjson` file under `dir`, at any depth
+/// (a sink on a bucket writes a set of files).
+fn ndjson_lines_under(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "ndjson") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                lines.extend(text.lines().map(str::to_string));
+            }
+        }
+    }
+    common::sorted(lines)
+}
+
+/// How `written` rows differ from `expected`: counts and a few of each.
+fn difference(written: &[String], expected: &[String]) -> String {
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|l| !written.contains(l))
+        .take(5)
+        .collect();
+    let extra: Vec<&String> = written
+        .iter()
+        .filter(|l| !expected.contains(l))
+        .take(5)
+        .collect();
+    format!(
+        "{} rows written, {} expected; missing {missing:?}; extra {extra:?}",
+        written.len(),
+        expected.len()
+    )
+}
+
 /// The partition sets a group member's log says it was assigned, in order.
 fn assignments_in(log: &str) -> Vec<String> {
     log.lines()
@@ -1018,22 +1059,7 @@ fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
         "a task resumed at three instances: {log}"
     );
     let written = ndjson_lines(&out);
-    assert!(
-        written == expected,
-        "{} rows written, {} expected; missing {:?}; extra {:?}",
-        written.len(),
-        expected.len(),
-        expected
-            .iter()
-            .filter(|l| !written.contains(l))
-            .take(5)
-            .collect::<Vec<_>>(),
-        written
-            .iter()
-            .filter(|l| !expected.contains(l))
-            .take(5)
-            .collect::<Vec<_>>()
-    );
+    assert!(written == expected, "{}", difference(&written, &expected));
     // A member that comes after finds every task done: it says so, runs
     // nothing and writes nothing more.
     let log_c = dir.path().join("c.log");
@@ -1043,6 +1069,123 @@ fn a_group_killed_at_two_instances_per_task_resumes_its_tasks_at_three() {
         "{log}"
     );
     assert!(ndjson_lines(&out) == written, "nothing written again");
+}
+
+#[test]
+fn processes_sharing_no_disk_run_a_group_through_a_bucket_and_take_over_a_killed_one() {
+    // Each process has a directory of its own (its copy of the job, its
+    // working copies through TMPDIR) and shares only the broker and the
+    // bucket, which holds the tasks' state, their leases and the output.
+    // One is killed with SIGKILL while it holds tasks; the other takes
+    // them over once their leases run out, and the bucket holds the lone
+    // run's rows.
+    let broker = payments_by_order_in(4, 800_000);
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    let alone_job = dir.path().join("alone.sql");
+    std::fs::write(&alone_job, totals_per_order(&broker.address, &alone)).unwrap();
+    let expected = run_alone(&alone_job, &alone);
+    assert!(expected.len() >= 10_000, "{} rows", expected.len());
+
+    let member = |name: &str| -> (Child, PathBuf) {
+        let home = dir.path().join(name);
+        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        let job = home.join("job.sql");
+        let sql = totals_per_order(&broker.address, Path::new("s3://lake/out"));
+        std::fs::write(&job, sql).unwrap();
+        let log = home.join("eddy.log");
+        let child = eddy()
+            .current_dir(&home)
+            .arg("run")
+            .arg(&job)
+            .args(["--group", "lake", "--session-timeout", "2s"])
+            .args([
+                "--state-dir",
+                "s3://lake/state",
+                "--checkpoint-interval",
+                "100ms",
+            ])
+            .envs(s3.env())
+            .env("TMPDIR", home.join("tmp"))
+            .env("EDDY_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        (child, log)
+    };
+    let read = |log: &Path| std::fs::read_to_string(log).unwrap_or_default();
+    let (mut a, log_a) = member("a");
+    let (mut b, log_b) = member("b");
+    // Killed once it holds a task's lease and has run it a while.
+    let started = Instant::now();
+    while !read(&log_b).contains("running here, held by") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the second process never held a task: {}",
+            read(&log_b)
+        );
+        assert!(b.try_wait().unwrap().is_none(), "{}", read(&log_b));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        b.try_wait().unwrap().is_none(),
+        "it ended before the kill: {}",
+        read(&log_b)
+    );
+    b.kill().unwrap(); // SIGKILL
+    let _ = b.wait();
+    assert!(a.wait().unwrap().success(), "{}", read(&log_a));
+
+    let out = dir.path().join("out");
+    s3.download("out", &out);
+    let written = ndjson_lines_under(&out);
+    assert!(
+        written == expected,
+        "{}\n--- a:\n{}\n--- b:\n{}",
+        difference(&written, &expected),
+        read(&log_a),
+        read(&log_b)
+    );
+    let staged: Vec<String> = s3
+        .bucket("out")
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .filter(|name| name.contains("inprogress"))
+        .collect();
+    assert!(staged.is_empty(), "staged objects left: {staged:?}");
+    let survivor = read(&log_a);
+    assert!(
+        survivor.contains("has not renewed it for"),
+        "the killed process's tasks were taken over once their leases ran out: {survivor}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("a/tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the survivor's working copies removed: {left:?}"
+    );
+    // A process that comes after finds every task done in the bucket.
+    let (mut c, log_c) = member("c");
+    assert!(c.wait().unwrap().success(), "{}", read(&log_c));
+    assert!(
+        read(&log_c).contains("group lake: every task of the job is already done"),
+        "{}",
+        read(&log_c)
+    );
+    s3.download("out", &dir.path().join("out-after"));
+    assert!(
+        ndjson_lines_under(&dir.path().join("out-after")) == written,
+        "nothing written again"
+    );
 }
 
 #[test]
@@ -1596,31 +1739,69 @@ fn api(base: &str, path: &str, body: Option<serde_json::Value>) -> (u16, serde_j
     )
 }
 
-/// Starts `eddy serve` with its own state directory and the shared data,
-/// output and group-state directories.
-fn group_server(dir: &Path, name: &str) -> (Child, String) {
-    let mut command = common::serve_command(
-        &dir.join("data"),
-        &dir.join("out"),
-        &dir.join(format!("state-{name}")),
-        "100ms",
-    );
-    command
-        .arg("--group-state-dir")
-        .arg(dir.join("groups"))
-        .env("EDDY_LOG", "info");
+/// What the servers of a group share besides the broker.
+#[derive(Clone, Copy)]
+enum SharedBy<'a> {
+    /// A directory: the data, output and group-state directories.
+    Disk,
+    /// A bucket: `--group-state-dir s3://lake/groups` and `--output-root
+    /// s3://lake/out`; each server's directories are its own.
+    Bucket(&'a S3Server),
+}
+
+/// Starts `eddy serve` with its own state directory and the data, output
+/// and group-state directories `shared` says.
+fn group_server(dir: &Path, name: &str, shared: SharedBy) -> (Child, String) {
+    let mut command = match shared {
+        SharedBy::Disk => {
+            let mut command = common::serve_command(
+                &dir.join("data"),
+                &dir.join("out"),
+                &dir.join(format!("state-{name}")),
+                "100ms",
+            );
+            command.arg("--group-state-dir").arg(dir.join("groups"));
+            command
+        }
+        SharedBy::Bucket(s3) => {
+            let data = dir.join(format!("data-{name}"));
+            std::fs::create_dir_all(&data).unwrap();
+            let mut command = common::serve_command(
+                &data,
+                Path::new("s3://lake/out"),
+                &dir.join(format!("state-{name}")),
+                "100ms",
+            );
+            command
+                .args(["--group-state-dir", "s3://lake/groups"])
+                .envs(s3.env());
+            command
+        }
+    };
+    command.env("EDDY_LOG", "info");
     common::spawn_server(command)
 }
 
 #[test]
 fn two_servers_run_a_group_job_as_one_process_does() {
+    two_servers_run_a_group_job(SharedBy::Disk);
+}
+
+#[test]
+fn two_servers_sharing_no_disk_run_a_group_job_through_a_bucket() {
+    let s3 = S3Server::start();
+    two_servers_run_a_group_job(SharedBy::Bucket(&s3));
+}
+
+/// A group job submitted to two servers (sharing what `shared` says)
+/// writes what one process writes alone, each server running a share.
+fn two_servers_run_a_group_job(shared: SharedBy) {
     let broker = payments_by_order(60_000);
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     std::fs::create_dir_all(dir.join("data")).unwrap();
     // Per method: keyed otherwise than the topic, so through an exchange.
-    let sql = |out: &Path| {
-        std::fs::create_dir_all(out).unwrap();
+    let sql = |out: &str| {
         format!(
             "{}
              CREATE TABLE by_method (method VARCHAR, window_start_ms BIGINT, payments BIGINT, amount DOUBLE)
@@ -1630,21 +1811,34 @@ fn two_servers_run_a_group_job_as_one_process_does() {
              FROM TABLE(TUMBLE(TABLE payments, DESCRIPTOR(event_time), INTERVAL '1' SECOND))
              GROUP BY upper(method), window_start, window_end;",
             payments_table(&broker.address, "key_column = 'order_id'"),
-            out.join("by_method.ndjson").display()
+            out
         )
     };
     let alone = dir.join("out/alone");
+    std::fs::create_dir_all(&alone).unwrap();
     let job = dir.join("job.sql");
-    std::fs::write(&job, sql(&alone)).unwrap();
+    std::fs::write(
+        &job,
+        sql(&alone.join("by_method.ndjson").display().to_string()),
+    )
+    .unwrap();
     let expected = run_alone(&job, &alone);
     assert!(expected.len() >= 100, "{} rows", expected.len());
 
-    let (mut a, base_a) = group_server(dir, "a");
-    let (mut b, base_b) = group_server(dir, "b");
+    let (mut a, base_a) = group_server(dir, "a", shared);
+    let (mut b, base_b) = group_server(dir, "b", shared);
     let together = dir.join("out/together");
+    let sink_path = match shared {
+        SharedBy::Disk => {
+            std::fs::create_dir_all(&together).unwrap();
+            together.join("by_method.ndjson").display().to_string()
+        }
+        // Relative to the bucket output root.
+        SharedBy::Bucket(_) => "together/by_method.ndjson".to_string(),
+    };
     let submission = serde_json::json!({
         "name": "by-method",
-        "sql": sql(&together),
+        "sql": sql(&sink_path),
         "group": "served",
         "session_timeout_ms": 2000,
         "parallelism": 1,
@@ -1653,7 +1847,7 @@ fn two_servers_run_a_group_job_as_one_process_does() {
     let (status, refused) = api(
         &base_a,
         "/api/v1/jobs",
-        Some(serde_json::json!({ "sql": sql(&together), "group": "../x" })),
+        Some(serde_json::json!({ "sql": sql(&sink_path), "group": "../x" })),
     );
     assert_eq!(status, 400, "{refused}");
     let mut ids = Vec::new();
@@ -1685,7 +1879,14 @@ fn two_servers_run_a_group_job_as_one_process_does() {
     for view in &views {
         assert_eq!(view["state"], "finished", "{view}");
     }
-    assert_eq!(ndjson_lines(&together), expected);
+    let written = match shared {
+        SharedBy::Disk => ndjson_lines(&together),
+        SharedBy::Bucket(s3) => {
+            s3.download("out/together", &together);
+            ndjson_lines_under(&together)
+        }
+    };
+    assert_eq!(written, expected);
     // What the servers read adds up to the topic at least (a task that
     // moved is counted by both).
     let read: u64 = views

@@ -21,6 +21,9 @@
 //! - A server whose output root is a bucket prefix keeps jobs inside it.
 //! - The deployment files (docker/compose.s3.yaml, deploy/kubernetes/)
 //!   start servers that write to the bucket with this binary.
+//! - A lease in the bucket (what holds a group job's task there) has one
+//!   holder at a time, passes on when let go, and its holder learns when
+//!   another process took it over.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -28,147 +31,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::s3::S3Server;
 use datafusion::arrow::json::writer::LineDelimitedWriter;
 use eddy_connectors::generator::GeneratedStream;
-use eddy_connectors::storage::Bucket;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-const ACCESS_KEY: &str = "eddy";
-const SECRET_KEY: &str = "eddy-secret";
-
-/// An S3-compatible server on 127.0.0.1 over a temporary directory, with a
-/// bucket `lake`; stopped when dropped.
-struct S3Server {
-    child: Child,
-    binary: PathBuf,
-    port: u16,
-    endpoint: String,
-    root: tempfile::TempDir,
-}
-
-impl S3Server {
-    fn start() -> Self {
-        static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-        let binary = BINARY
-            .get_or_init(|| {
-                let out = Command::new("bash")
-                    .arg(common::repo_root().join("scripts/s3-server.sh"))
-                    .arg("path")
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "installing the S3 server failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-            })
-            .clone();
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("lake")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Self::spawn(&binary, port, root.path());
-        Self {
-            child,
-            binary,
-            port,
-            endpoint: format!("http://127.0.0.1:{port}"),
-            root,
-        }
-    }
-
-    /// The server process on `port` over `root`, once it accepts connections.
-    fn spawn(binary: &Path, port: u16, root: &Path) -> Child {
-        let child = Command::new(binary)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let address = format!("127.0.0.1:{port}");
-        let started = Instant::now();
-        while TcpStream::connect(&address).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the S3 server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        child
-    }
-
-    /// Stops the server for `outage` (requests are refused meanwhile),
-    /// then starts it again over the same objects.
-    fn outage(&mut self, outage: Duration) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        std::thread::sleep(outage);
-        self.child = Self::spawn(&self.binary, self.port, self.root.path());
-    }
-
-    /// The environment a client of this server runs with.
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
-            ("AWS_REGION", "us-east-1".into()),
-        ]
-    }
-
-    fn eddy(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
-        command.env_remove("EDDY_PARALLELISM");
-        command.current_dir(common::repo_root());
-        command.envs(self.env());
-        command
-    }
-
-    /// The prefix `s3://lake/<prefix>`, through a client of the test's own.
-    fn bucket(&self, prefix: &str) -> Bucket {
-        Bucket::with_options(
-            &format!("s3://lake/{prefix}"),
-            [
-                ("aws_endpoint", self.endpoint.as_str()),
-                ("aws_allow_http", "true"),
-                ("aws_access_key_id", ACCESS_KEY),
-                ("aws_secret_access_key", SECRET_KEY),
-                ("aws_region", "us-east-1"),
-            ],
-        )
-        .unwrap()
-    }
-
-    /// Every object under `s3://lake/<prefix>`, downloaded into `to`.
-    fn download(&self, prefix: &str, to: &Path) {
-        let bucket = self.bucket(prefix);
-        for object in bucket.list().unwrap() {
-            let path = to.join(&object.name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, bucket.get(&object.name).unwrap().unwrap()).unwrap();
-        }
-    }
-}
-
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Windows and a filter of the generator's orders, into a partitioned
 /// Parquet sink and an NDJSON sink under `${OUT}`.
@@ -775,7 +646,8 @@ fn a_delta_table_in_a_bucket_is_exact_through_kills() {
 
 /// `eddy serve --output-root s3://lake/jobs`: a submitted job's relative
 /// sink path lands under the prefix; a path outside it is refused at
-/// submission, naming the root.
+/// submission, naming the root; group state inside it, or the server's
+/// own state in a bucket, is refused at start.
 #[test]
 fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     let server = S3Server::start();
@@ -840,6 +712,37 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     }
     let _ = child.kill();
     let _ = child.wait();
+    // Group state in the bucket, but not where jobs write; the server's
+    // own state (its jobs) stays on its disk.
+    let local_state = dir.path().join("state").display().to_string();
+    for (state, group_state, refusal) in [
+        (
+            local_state.as_str(),
+            "s3://lake/jobs/groups",
+            "inside --output-root",
+        ),
+        (
+            "s3://lake/state",
+            "s3://lake/groups",
+            "keeps its jobs and their checkpoints on the local disk",
+        ),
+    ] {
+        let mut command = common::serve_command(
+            &dir.path().join("data"),
+            Path::new("s3://lake/jobs"),
+            Path::new(state),
+            "100ms",
+        );
+        command
+            .args(["--group-state-dir", group_state])
+            .envs(server.env());
+        let out = command.stderr(Stdio::piped()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(refusal),
+            "{state} {group_state}: {stderr}"
+        );
+    }
 }
 
 /// A YAML file of the repository as JSON.
@@ -1064,8 +967,23 @@ fn the_deployment_files_run_against_this_binary() {
         mounts.iter().any(|m| args[1].starts_with(&format!("{m}/"))),
         "the SQL is mounted"
     );
+    // The pods share no disk: the tasks' state is in the bucket, each
+    // pod's working copies under its own writable /tmp.
     let state = &args[args.iter().position(|a| a == "--state-dir").unwrap() + 1];
-    assert!(mounts.contains(state), "the group state is mounted");
+    assert!(
+        state.starts_with("s3://lake/"),
+        "group state in the bucket: {state}"
+    );
+    assert!(
+        mounts.iter().any(|m| m == "/tmp"),
+        "a working directory: {mounts:?}"
+    );
+    assert!(
+        !workers
+            .iter()
+            .any(|doc| doc["kind"] == "PersistentVolumeClaim"),
+        "no shared volume"
+    );
 }
 
 /// The store goes away for a few seconds while a job writes its output
@@ -1178,6 +1096,69 @@ fn a_large_file_goes_up_in_parts_and_reads_back_whole() {
             .unwrap();
         assert!(read == bytes[offset as usize..], "from {offset}");
     }
+}
+
+#[test]
+fn a_lease_in_the_bucket_has_one_holder_and_its_holder_learns_when_it_is_taken_over() {
+    // What a group job's task is held by when its state is in a bucket
+    // (the group takes a killed process's tasks over in tests/kafka.rs).
+    use eddy_connectors::storage::LeaseWatch;
+    let server = S3Server::start();
+    let bucket = server.bucket("state/leases/task-0");
+    let ttl = Duration::from_secs(2);
+    let (mut watch_a, mut watch_b) = (LeaseWatch::default(), LeaseWatch::default());
+    let a = watch_a
+        .try_acquire(&bucket, "a", ttl)
+        .unwrap()
+        .expect("free at first");
+    assert_eq!((a.epoch(), a.holder()), (1, "a"));
+    // Held and renewed: another process does not get it, however long
+    // it watches.
+    let started = Instant::now();
+    while started.elapsed() < ttl * 2 {
+        assert!(watch_b.try_acquire(&bucket, "b", ttl).unwrap().is_none());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(a.check(), Ok(()));
+    // Let go: the next asker gets it at once, as the next epoch.
+    drop(a);
+    let b = watch_b
+        .try_acquire(&bucket, "b", ttl)
+        .unwrap()
+        .expect("released");
+    assert_eq!(b.epoch(), 2);
+    // Taken over behind its back (as by a process that found it silent
+    // for its time to live): its holder is told at its next check, and
+    // its renewing thread finds it too.
+    assert!(bucket
+        .put_if_absent(
+            "00000000000000000003",
+            br#"{"holder":"c","beat":0,"released":false}"#.to_vec()
+        )
+        .unwrap());
+    let refused = b.check().unwrap_err();
+    assert!(
+        refused.contains("taken over by another process (epoch 3)"),
+        "{refused}"
+    );
+    assert!(b.lost().is_some());
+    // Its taker never renews it (died at once): a process that watched it
+    // stand still for its time to live takes it; epochs before the
+    // previous one are cleared as the lease moves on.
+    drop(b);
+    let mut watch_d = LeaseWatch::default();
+    assert!(
+        watch_d.try_acquire(&bucket, "d", ttl).unwrap().is_none(),
+        "watched first"
+    );
+    std::thread::sleep(ttl + Duration::from_millis(200));
+    let d = watch_d
+        .try_acquire(&bucket, "d", ttl)
+        .unwrap()
+        .expect("silent for its time to live");
+    assert_eq!(d.epoch(), 4);
+    let names: Vec<String> = bucket.list().unwrap().into_iter().map(|o| o.name).collect();
+    assert_eq!(names, ["00000000000000000003", "00000000000000000004"]);
 }
 
 #[test]

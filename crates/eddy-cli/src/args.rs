@@ -188,7 +188,8 @@ pub(crate) struct RunArgs {
     pub(crate) full_checkpoints: bool,
     /// Scale out: join this Kafka consumer group and run the tasks (one
     /// per partition number of the job's topics) the group assigns to
-    /// this process; every process of the group shares --state-dir.
+    /// this process; every process of the group shares --state-dir (a
+    /// bucket prefix, s3://..., where they share no disk).
     #[arg(long, value_name = "NAME", requires = "state_dir")]
     pub(crate) group: Option<String>,
     /// With --group: how long a silent process keeps its partitions
@@ -289,8 +290,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "DIR", default_value = "eddy-state")]
     pub(crate) state_dir: PathBuf,
     /// The checkpoints of group jobs (submitted with a group), one
-    /// directory per group, shared by every server of the group
-    /// (default: STATE_DIR/groups).
+    /// directory per group, shared by every server of the group: a bucket
+    /// prefix (s3://...) for servers that share no disk (default:
+    /// STATE_DIR/groups).
     #[arg(long, value_name = "DIR")]
     pub(crate) group_state_dir: Option<PathBuf>,
     /// Require `Authorization: Bearer TOKEN` on every route but /metrics and /healthz.

@@ -23,6 +23,11 @@ pub struct ServerConfig {
     /// task moves between them by resuming from its last checkpoint
     /// (default `STATE_DIR/groups`).
     pub group_state_dir: PathBuf,
+    /// A bucket prefix that holds group jobs' checkpoints instead
+    /// (`--group-state-dir s3://...`), one prefix per group, for servers
+    /// that share no disk; `group_state_dir` then holds this server's
+    /// working copies of the tasks it runs.
+    pub group_state_bucket: Option<eddy_connectors::storage::Bucket>,
     /// When set, every route but `/metrics` and `/healthz` needs
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
@@ -64,6 +69,7 @@ impl ServerConfig {
             data_root,
             output_root,
             group_state_dir: state_dir.join("groups"),
+            group_state_bucket: None,
             state_dir,
             token: None,
             checkpoint_interval: Duration::from_secs(10),

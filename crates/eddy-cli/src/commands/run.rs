@@ -86,11 +86,6 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             replica: state.replica.clone(),
         }),
     };
-    if group.is_some() && state.as_ref().is_some_and(|s| s.replica.is_some()) {
-        return Err(CliError::Usage(
-            "--group keeps its tasks' state in a local --state-dir so far; a bucket state directory takes a job without --group".into(),
-        ));
-    }
     let files = job::load_sql(&paths)?;
     let params = job::parse_pairs(&set, "--set")?;
     let config = ConnectorConfig {
@@ -118,7 +113,14 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             plain_connectors(),
             GroupJobConfig {
                 group,
-                checkpoints,
+                // A bucket --state-dir: the tasks' state is kept there,
+                // each task run in a working copy under this process's
+                // own directory.
+                checkpoints: CheckpointConfig {
+                    replica: None,
+                    ..checkpoints
+                },
+                state_bucket: state.as_ref().and_then(|s| s.bucket.clone()),
                 session_timeout,
                 parallelism: chosen_parallelism(parallelism, 1),
                 key_groups: max_parallelism

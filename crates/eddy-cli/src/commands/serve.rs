@@ -27,14 +27,33 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     } = args;
     let is_bucket =
         |dir: &std::path::PathBuf| eddy_connectors::storage::is_bucket(&dir.to_string_lossy());
-    for dir in std::iter::once(&state_dir).chain(group_state_dir.as_ref()) {
-        if is_bucket(dir) {
-            return Err(CliError::Usage(format!(
-                "{}: eddy serve keeps its state on the local disk so far (--data-root and --output-root may be bucket prefixes)",
-                dir.display()
-            )));
-        }
+    if is_bucket(&state_dir) {
+        return Err(CliError::Usage(format!(
+            "--state-dir {}: eddy serve keeps its jobs and their checkpoints on the local disk; \
+             --group-state-dir, --data-root and --output-root may be bucket prefixes",
+            state_dir.display()
+        )));
     }
+    // A bucket --group-state-dir: group jobs' checkpoints live there, and
+    // this server's working copies of its tasks under STATE_DIR.
+    let group_state_bucket = match group_state_dir.as_ref().filter(|d| is_bucket(d)) {
+        Some(dir) => {
+            let text = dir.to_string_lossy();
+            let output = output_root.to_string_lossy();
+            let output = output.trim_end_matches('/');
+            if text == output || text.starts_with(&format!("{output}/")) {
+                return Err(CliError::Usage(format!(
+                    "--group-state-dir {text}: inside --output-root, where jobs write; give it a prefix of its own"
+                )));
+            }
+            Some(eddy_connectors::storage::Bucket::open(&text)?)
+        }
+        None => None,
+    };
+    let group_state_dir = match group_state_bucket {
+        Some(_) => Some(state_dir.join("group-work")),
+        None => group_state_dir,
+    };
     for dir in [&output_root, &state_dir]
         .into_iter()
         .filter(|d| !is_bucket(d))
@@ -54,6 +73,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let config = eddy_server::ServerConfig {
         addr,
         group_state_dir: group_state_dir.unwrap_or_else(|| defaults.group_state_dir.clone()),
+        group_state_bucket,
         token: token.filter(|t| !t.is_empty()),
         checkpoint_interval,
         memory_limit,

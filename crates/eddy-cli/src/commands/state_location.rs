@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use eddy_connectors::storage::{BucketReplica, Location};
+use eddy_connectors::storage::{Bucket, BucketReplica, Location};
 use eddy_engine::checkpoint::replica::StateReplica;
 
 use eddy_cli::CliError;
@@ -21,6 +21,8 @@ pub(crate) struct StateLocation {
     pub dir: PathBuf,
     /// The bucket they are kept in, for a bucket `--state-dir`.
     pub replica: Option<Arc<dyn StateReplica>>,
+    /// That bucket prefix (a group job keeps each task's state under it).
+    pub bucket: Option<Bucket>,
     /// Removes the working copy when the run ends.
     _working_copy: Option<WorkingCopy>,
 }
@@ -60,13 +62,15 @@ impl StateLocation {
             Location::Local(dir) => Ok(Self {
                 dir,
                 replica: None,
+                bucket: None,
                 _working_copy: None,
             }),
             Location::Bucket(bucket) => {
                 let copy = WorkingCopy::new("state");
                 Ok(Self {
                     dir: copy.path().to_path_buf(),
-                    replica: Some(Arc::new(BucketReplica::new(bucket))),
+                    replica: Some(Arc::new(BucketReplica::new(bucket.clone()))),
+                    bucket: Some(bucket),
                     _working_copy: Some(copy),
                 })
             }

@@ -15,7 +15,8 @@
 //! error or a checkpoint.
 //!
 //! [`BucketReplica`] keeps a job's state directory in a bucket
-//! (`--state-dir s3://...`).
+//! (`--state-dir s3://...`); a [`Lease`] gives a group job's task to one
+//! process at a time when the group's state is in a bucket.
 //!
 //! ```
 //! use eddy_connectors::storage::Location;
@@ -29,6 +30,7 @@
 
 mod bucket;
 mod io;
+mod lease;
 mod object_reader;
 mod replica;
 
@@ -36,6 +38,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use bucket::{Bucket, Object};
+pub use lease::{Lease, LeaseWatch};
 pub use object_reader::ObjectReader;
 pub use replica::BucketReplica;
 

@@ -433,7 +433,8 @@ impl JobManager {
     }
 
     /// Joins the job's group; the tasks it gives this server run with
-    /// their state in `GROUP_STATE_DIR/<group>`.
+    /// their state in `GROUP_STATE_DIR/<group>` (a bucket prefix, or a
+    /// directory every server of the group reaches).
     fn start_group(
         &self,
         record: &JobRecord,
@@ -461,6 +462,11 @@ impl JobManager {
                     incremental: true,
                     replica: None,
                 },
+                state_bucket: self
+                    .config
+                    .group_state_bucket
+                    .as_ref()
+                    .map(|bucket| bucket.join(&group)),
                 group,
                 session_timeout: record
                     .session_timeout_ms

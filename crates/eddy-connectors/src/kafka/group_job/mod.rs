@@ -3,7 +3,8 @@
 //!
 //! In: the job's compiled graph, its connector settings, how each task's
 //! connector factory is made, and a [`GroupJobConfig`] (the group's name,
-//! a state directory shared by every process of the group). Out: a
+//! a state directory shared by every process of the group, or a bucket
+//! prefix where they share no disk). Out: a
 //! [`GroupJob`] handle, running the tasks the group gives this process:
 //! one per partition number of the job's (co-partitioned) Kafka topics.
 //!
@@ -20,7 +21,8 @@
 //! (a process joins, leaves or dies) every task is stopped with a final
 //! checkpoint before the partitions are handed out again; and a process
 //! runs a task only while it holds the task's lock (`STATE_DIR/task-<p>.lock`,
-//! an advisory lock the OS drops with a dead process), taken before the
+//! an advisory lock the OS drops with a dead process; with the state in a
+//! bucket, a lease there that runs out with a dead process), taken before the
 //! task starts and let go once it has stopped, so no two processes run a
 //! task at once even if the group hands a task on before its old holder
 //! has stopped it; a dead process's tasks resume from their
@@ -60,9 +62,11 @@ use crate::{ConnectorConfig, Connectors};
 
 mod plan;
 mod runner;
+mod task_state;
 
 pub use plan::GroupPlan;
 use runner::Runner;
+use task_state::{TaskLock, TaskStates};
 
 /// How a group job is set up.
 #[derive(Debug, Clone)]
@@ -70,8 +74,14 @@ pub struct GroupJobConfig {
     /// The consumer group's name.
     pub group: String,
     /// The state directory shared by every process of the group (each
-    /// task's state in `task-<p>` under it) and the checkpoint interval.
+    /// task's state in `task-<p>` under it) and the checkpoint interval;
+    /// with `state_bucket`, this process's own working directory.
     pub checkpoints: CheckpointConfig,
+    /// The bucket prefix the tasks' state is kept in instead (`task-<p>`
+    /// under it, and each task's lease under `leases/task-<p>`), for
+    /// processes that share no disk: each task runs in a working copy
+    /// under `checkpoints.state_dir`, held by a lease in the bucket.
+    pub state_bucket: Option<crate::storage::Bucket>,
     /// How long the group waits for a silent process before handing its
     /// partitions to the others.
     pub session_timeout: Duration,
@@ -125,7 +135,7 @@ pub struct GroupReport {
 /// process starts it meanwhile, whatever the group's coordinator does.
 struct RunningTask {
     handle: JobHandle,
-    _lock: std::fs::File,
+    lock: TaskLock,
 }
 
 /// What the runner thread and the handles share.
@@ -293,12 +303,21 @@ impl GroupJob {
                 },
             )?
         };
+        let states = match &config.state_bucket {
+            Some(bucket) => TaskStates::bucket(
+                bucket.clone(),
+                config.checkpoints.state_dir.clone(),
+                config.session_timeout,
+            ),
+            None => TaskStates::shared(config.checkpoints.state_dir.clone()),
+        };
         let runner = Runner {
             shared: shared.clone(),
             graph: Arc::new(task_graph.graph),
             connectors,
             task_connectors,
             config,
+            states,
             partitions,
             known_done: Default::default(),
         };

@@ -6,49 +6,19 @@
 //! ended here; each task's report in the shared state.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use eddy_engine::checkpoint::store::StateDir;
-use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::graph::JobGraph;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState};
 
+use super::task_state::{TaskLock, TaskStates};
 use super::{task_error, GroupJobConfig, RunningTask, Shared, TaskConnectors};
 use crate::error::{ConnectorError, Result};
 use crate::kafka::group::GroupMember;
 use crate::ConnectorConfig;
-
-fn task_state_dir(root: &Path, task: i32) -> PathBuf {
-    root.join(format!("task-{task}"))
-}
-
-/// Takes `task`'s lock (`ROOT/task-<p>.lock`, an advisory file lock the
-/// OS drops with a dead process); `None` while another process (or
-/// another open of the file) holds it: a task still stopping there after
-/// a rebalance.
-fn lock_task(root: &Path, task: i32) -> Result<Option<std::fs::File>> {
-    let path = root.join(format!("task-{task}.lock"));
-    let io = |source| ConnectorError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    std::fs::create_dir_all(root).map_err(io)?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
-    }
-}
 
 /// The thread that serves the group and starts and reaps tasks.
 pub(super) struct Runner {
@@ -57,6 +27,8 @@ pub(super) struct Runner {
     pub(super) connectors: ConnectorConfig,
     pub(super) task_connectors: TaskConnectors,
     pub(super) config: GroupJobConfig,
+    /// Where the tasks' state lives and how a task is held.
+    pub(super) states: TaskStates,
     pub(super) partitions: usize,
     /// Tasks seen done: done stays done, so their state directories are
     /// not read again on every round.
@@ -64,22 +36,26 @@ pub(super) struct Runner {
 }
 
 impl Runner {
-    fn root(&self) -> &Path {
-        &self.config.checkpoints.state_dir
-    }
-
     /// Whether `task` is done: finished, wherever it ran, and its last
     /// checkpoint's sinks committed. A task that finished but whose
     /// process died before its final commit is not: whoever is assigned
     /// it starts it, which commits again and ends at once.
     fn done(&self, task: i32) -> Result<bool> {
+        self.ask_done(task, false)
+    }
+
+    /// [`Runner::done`], asked now even of a bucket.
+    fn done_now(&self, task: i32) -> Result<bool> {
+        self.ask_done(task, true)
+    }
+
+    fn ask_done(&self, task: i32, now: bool) -> Result<bool> {
         if self.known_done.borrow().contains(&task) {
             return Ok(true);
         }
-        let state =
-            StateDir::open(task_state_dir(self.root(), task)).map_err(|e| task_error(task, e))?;
-        let done = state
-            .finished_and_committed()
+        let done = self
+            .states
+            .done(task, now)
             .map_err(|e| task_error(task, e))?;
         if done {
             self.known_done.borrow_mut().insert(task);
@@ -87,18 +63,13 @@ impl Runner {
         Ok(done)
     }
 
-    fn lock_task(&self, task: i32) -> Result<Option<std::fs::File>> {
-        lock_task(self.root(), task)
-    }
-
-    fn start_task(&self, task: i32) -> Result<JobHandle> {
+    fn start_task(&self, task: i32, lock: &TaskLock) -> Result<JobHandle> {
         let mut connectors = self.connectors.clone();
         connectors.kafka_partitions = Some(vec![task]);
         connectors.task = Some(task as u32);
-        let checkpoints = CheckpointConfig {
-            state_dir: task_state_dir(self.root(), task),
-            ..self.config.checkpoints.clone()
-        };
+        let checkpoints = self
+            .states
+            .checkpoints(task, lock, &self.config.checkpoints);
         let name = format!("task-{task}");
         let memory = self
             .config
@@ -159,29 +130,30 @@ impl Runner {
                 if running || self.done(task)? {
                     continue;
                 }
-                let Some(lock) = self.lock_task(task)? else {
+                let Some(lock) = self.states.lock(task)? else {
                     tracing::debug!(group = %self.shared.group, "task-{task} is still held by another process");
                     continue;
                 };
                 // Done while it was held elsewhere.
-                if self.done(task)? {
+                if self.done_now(task)? {
                     continue;
                 }
-                let handle = self.start_task(task)?;
-                self.shared.running.lock().map_err(|_| poisoned())?.insert(
-                    task,
-                    RunningTask {
-                        handle,
-                        _lock: lock,
-                    },
-                );
+                tracing::info!(group = %self.shared.group, "task-{task}: running here, held by {}", lock.describe());
+                let handle = self.start_task(task, &lock)?;
+                self.shared
+                    .running
+                    .lock()
+                    .map_err(|_| poisoned())?
+                    .insert(task, RunningTask { handle, lock });
             }
-            // Tasks that ended on their own (bounded input, or a failure).
+            // Tasks that ended on their own (bounded input, or a failure),
+            // and those this process no longer holds (cancelled at once:
+            // another process runs them from their last checkpoint).
             let ended: Vec<(i32, RunningTask)> = {
                 let mut running = self.shared.running.lock().map_err(|_| poisoned())?;
                 let done: Vec<i32> = running
                     .iter()
-                    .filter(|(_, t)| t.handle.state().is_terminal())
+                    .filter(|(_, t)| t.handle.state().is_terminal() || t.lock.lost().is_some())
                     .map(|(&number, _)| number)
                     .collect();
                 done.into_iter()
@@ -189,6 +161,12 @@ impl Runner {
                     .collect()
             };
             for (number, task) in ended {
+                if let Some(why) = task.lock.lost() {
+                    tracing::warn!(group = %self.shared.group, "task-{number} cancelled here: {why}");
+                    task.handle.cancel();
+                    let _ = task.handle.wait();
+                    continue;
+                }
                 let report = task.handle.wait().map_err(|e| task_error(number, e))?;
                 self.shared.record(number, report);
             }
@@ -203,27 +181,5 @@ impl Runner {
                 return Ok(JobState::Finished);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_task_is_held_by_one_holder_at_a_time_until_it_lets_go() {
-        let root = tempfile::tempdir().unwrap();
-        let first = lock_task(root.path(), 2).unwrap();
-        assert!(first.is_some());
-        assert!(
-            lock_task(root.path(), 2).unwrap().is_none(),
-            "held: another holder waits"
-        );
-        assert!(
-            lock_task(root.path(), 1).unwrap().is_some(),
-            "tasks are locked one by one"
-        );
-        drop(first);
-        assert!(lock_task(root.path(), 2).unwrap().is_some());
     }
 }
