@@ -19,6 +19,10 @@
 //!   and by eddy; a log version already written is refused to another
 //!   writer.
 //! - A server whose output root is a bucket prefix keeps jobs inside it.
+//! - A server whose state is in the bucket (`--state-dir s3://...`),
+//!   killed mid-job, is replaced by one sharing nothing else with it,
+//!   which resumes the job exactly; a second live server on that state is
+//!   refused; savepoints go to the bucket.
 //! - The deployment files (docker/compose.s3.yaml, deploy/kubernetes/)
 //!   start servers that write to the bucket with this binary.
 //! - A lease in the bucket (what holds a group job's task there) has one
@@ -745,6 +749,162 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     }
 }
 
+/// `eddy serve --state-dir s3://lake/server`: the server's jobs, their
+/// checkpoints and savepoints are kept in the bucket. A server killed while
+/// its job runs is replaced by one on "another machine" (directories of
+/// its own, nothing shared but the bucket), which waits out the dead one's
+/// lease and resumes the job from its checkpoint there: the output is
+/// exactly an uninterrupted run's. A server started on the same state
+/// while one lives is refused; a savepoint goes to the bucket.
+#[test]
+fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = write_job(dir.path());
+    let rows = "ROWS=400000";
+    let baseline = s3
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(&job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
+        .output()
+        .unwrap();
+    common::assert_success(&baseline, "the uninterrupted run");
+    s3.download("expected", &dir.path().join("expected"));
+    let expected = rows_of(&dir.path().join("expected"));
+
+    let server = |name: &str| {
+        let home = dir.path().join(name);
+        std::fs::create_dir_all(home.join("data")).unwrap();
+        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        let mut command = common::serve_command(
+            &home.join("data"),
+            Path::new("s3://lake/jobs"),
+            Path::new("s3://lake/server"),
+            "100ms",
+        );
+        command.envs(s3.env()).env("TMPDIR", home.join("tmp"));
+        command
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let job_view = |base: &str, id: &str| -> serde_json::Value {
+        agent
+            .get(format!("{base}/api/v1/jobs/{id}"))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_json()
+            .unwrap()
+    };
+    let (mut a, base_a) = common::spawn_server(server("a"));
+    let mut response = agent
+        .post(format!("{base_a}/api/v1/jobs"))
+        .send_json(serde_json::json!({
+            "name": "replaced",
+            "sql": JOB,
+            "params": { "ROWS": "400000", "OUT": "replaced" },
+        }))
+        .unwrap();
+    let submitted: serde_json::Value = response.body_mut().read_json().unwrap();
+    let id = submitted["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_string();
+    // Killed once the job has a checkpoint in the bucket.
+    let state = format!("s3://lake/server/jobs/{id}/state");
+    let started = Instant::now();
+    while !has_checkpoint(&s3, &state) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no checkpoint in {state}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(job_view(&base_a, &id)["state"], "running", "killed mid-run");
+    a.kill().unwrap(); // SIGKILL
+    let _ = a.wait();
+    assert!(
+        s3.bucket(&format!("server/jobs/{id}"))
+            .list()
+            .unwrap()
+            .iter()
+            .any(|o| o.name == "job.json"),
+        "the job's record is in the bucket"
+    );
+
+    // Another machine: waits out the dead server's lease, then resumes.
+    let (mut b, base_b) = common::spawn_server(server("b"));
+    // A third server on the same state while that one lives is refused.
+    let third = std::thread::spawn({
+        let mut command = server("c");
+        move || command.stderr(Stdio::piped()).output().unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let view = loop {
+        let view = job_view(&base_b, &id);
+        if view["state"] != "running" {
+            break view;
+        }
+        assert!(Instant::now() < deadline, "still running: {view}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(view["state"], "finished", "{view}");
+    assert!(
+        view["checkpoints"]["restored_from"]
+            .as_u64()
+            .is_some_and(|c| c >= 1),
+        "resumed from the bucket: {view}"
+    );
+    s3.download("jobs/replaced", &dir.path().join("replaced"));
+    assert!(
+        rows_of(&dir.path().join("replaced")) == expected,
+        "the replaced server's output differs from the uninterrupted run's"
+    );
+    let refused = third.join().unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("another server holds this state directory"),
+        "{stderr}"
+    );
+
+    // A savepoint of a job on this server lands in the bucket.
+    let mut response = agent
+        .post(format!("{base_b}/api/v1/jobs"))
+        .send_json(serde_json::json!({
+            "name": "saved",
+            "sql": JOB,
+            "params": { "ROWS": "400000", "OUT": "saved" },
+        }))
+        .unwrap();
+    let submitted: serde_json::Value = response.body_mut().read_json().unwrap();
+    let saved = submitted["id"].as_str().unwrap().to_string();
+    while !has_checkpoint(&s3, &format!("s3://lake/server/jobs/{saved}/state")) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut response = agent
+        .post(format!("{base_b}/api/v1/jobs/{saved}/stop"))
+        .send_json(serde_json::json!({ "savepoint": true }))
+        .unwrap();
+    let stopped: serde_json::Value = response.body_mut().read_json().unwrap();
+    let savepoint = stopped["savepoints"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{stopped}"))
+        .to_string();
+    let objects: Vec<String> = s3
+        .bucket(&format!("server/savepoints/{savepoint}"))
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert!(objects.iter().any(|n| n == "SAVEPOINT"), "{objects:?}");
+    let _ = b.kill();
+    let _ = b.wait();
+}
+
 /// A YAML file of the repository as JSON.
 fn yaml(path: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(common::repo_root().join(path)).unwrap();
@@ -921,11 +1081,16 @@ fn the_deployment_files_run_against_this_binary() {
         kind(&server, "Service")["spec"]["ports"][0]["targetPort"],
         port
     );
-    let state_mount = &container["volumeMounts"][0]["mountPath"];
+    // No volume: the state is in the bucket, the working copy in /tmp.
+    let state = &args[args.iter().position(|a| a == "--state-dir").unwrap() + 1];
     assert!(
-        args.iter().any(|a| state_mount == a.as_str()),
-        "the state volume is --state-dir"
+        state.starts_with("s3://lake/"),
+        "server state in the bucket: {state}"
     );
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/tmp");
+    assert!(!server
+        .iter()
+        .any(|doc| doc["kind"] == "PersistentVolumeClaim"));
     let token = secret["stringData"]["EDDY_TOKEN"].as_str().unwrap();
     let written = serve_as_deployed(&s3, &args, &env, token, "kubernetes");
     assert!(

@@ -286,7 +286,9 @@ pub(crate) struct ServeArgs {
     /// Jobs' sinks write below this directory only.
     #[arg(long, value_name = "DIR", default_value = "eddy-output")]
     pub(crate) output_root: PathBuf,
-    /// Job definitions and checkpoints.
+    /// Job definitions, checkpoints and savepoints: a directory, or a
+    /// bucket prefix (s3://...) that a server started elsewhere resumes
+    /// the jobs from.
     #[arg(long, value_name = "DIR", default_value = "eddy-state")]
     pub(crate) state_dir: PathBuf,
     /// The checkpoints of group jobs (submitted with a group), one

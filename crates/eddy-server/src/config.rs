@@ -16,8 +16,13 @@ pub struct ServerConfig {
     pub data_root: PathBuf,
     /// Sinks of submitted jobs write below this directory only.
     pub output_root: PathBuf,
-    /// Job definitions and checkpoints.
+    /// Job definitions and checkpoints (with `state_bucket`, this
+    /// server's working copy of them).
     pub state_dir: PathBuf,
+    /// A bucket prefix that holds the job definitions, checkpoints and
+    /// savepoints instead (`--state-dir s3://...`), so that a server
+    /// started elsewhere resumes the jobs ([`crate::state_bucket`]).
+    pub state_bucket: Option<eddy_connectors::storage::Bucket>,
     /// The checkpoints of group jobs, one directory per group: shared by
     /// every server (and `eddy run --group` process) of a group, as a
     /// task moves between them by resuming from its last checkpoint
@@ -70,6 +75,7 @@ impl ServerConfig {
             output_root,
             group_state_dir: state_dir.join("groups"),
             group_state_bucket: None,
+            state_bucket: None,
             state_dir,
             token: None,
             checkpoint_interval: Duration::from_secs(10),

@@ -17,6 +17,7 @@
 //! - [`config`]: what `eddy serve` is given;
 //! - [`error`]: the crate's error type and how it becomes an HTTP response;
 //! - [`jobs`]: the job manager; [`store`]: job definitions on disk;
+//!   [`state_bucket`]: the same kept in a bucket (`--state-dir s3://...`);
 //! - [`connectors`]: the server's connector factory (path roots, sink taps);
 //! - [`tail`], [`prometheus`], [`api`], [`openapi`]: the HTTP side;
 //! - [`web`]: the web console, embedded in the binary.
@@ -28,6 +29,7 @@ pub mod error;
 pub mod jobs;
 pub mod openapi;
 pub mod prometheus;
+pub mod state_bucket;
 pub mod store;
 pub mod tail;
 pub mod views;

@@ -6,15 +6,21 @@
 //! ```
 //!
 //! `job.json` is replaced atomically (written beside, then renamed) each
-//! time the job's state changes.
+//! time the job's state changes. With a state bucket
+//! ([`crate::state_bucket`]) STATE_DIR is a working copy: each record is
+//! written through, each job's checkpoints replicated.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use eddy_engine::checkpoint::replica::StateReplica;
 
 use eddy_engine::runtime::NodeReport;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ServerError};
+use crate::state_bucket::StateBucket;
 
 /// What is kept of a job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +72,7 @@ pub struct JobRecord {
 #[derive(Debug, Clone)]
 pub struct JobStore {
     root: PathBuf,
+    bucket: Option<Arc<StateBucket>>,
 }
 
 fn io(path: &Path, source: std::io::Error) -> ServerError {
@@ -76,11 +83,27 @@ fn io(path: &Path, source: std::io::Error) -> ServerError {
 }
 
 impl JobStore {
-    /// Opens (creating) `STATE_DIR/jobs`.
-    pub fn open(state_dir: &Path) -> Result<Self> {
+    /// Opens (creating) `STATE_DIR/jobs`, written through to `bucket`
+    /// if given.
+    pub fn open(state_dir: &Path, bucket: Option<Arc<StateBucket>>) -> Result<Self> {
         let root = state_dir.join("jobs");
         std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
-        Ok(Self { root })
+        Ok(Self { root, bucket })
+    }
+
+    /// The replica job `id` keeps its checkpoints in, with a state bucket.
+    pub fn replica(&self, id: &str) -> Option<Arc<dyn StateReplica>> {
+        self.bucket.as_ref().map(|bucket| bucket.checkpoints(id))
+    }
+
+    /// Job `id`'s checkpoint directory, ready to read: with a state bucket,
+    /// restored from it unless the job has run here (its working copy).
+    pub fn checkpoints_here(&self, id: &str) -> Result<PathBuf> {
+        let dir = self.checkpoint_dir(id);
+        if let Some(bucket) = &self.bucket {
+            bucket.restore_checkpoints(id, &dir)?;
+        }
+        Ok(dir)
     }
 
     /// The directory of job `id`.
@@ -101,8 +124,12 @@ impl JobStore {
             serde_json::to_vec_pretty(record).map_err(|e| ServerError::Internal(e.to_string()))?;
         let tmp = dir.join("job.json.tmp");
         let path = dir.join("job.json");
-        std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+        std::fs::write(&tmp, &text).map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        match &self.bucket {
+            Some(bucket) => bucket.put_record(&record.id, text),
+            None => Ok(()),
+        }
     }
 
     /// Every job on disk; unreadable ones are skipped with a warning.
@@ -130,6 +157,9 @@ impl JobStore {
 
     /// Forgets job `id` (its definition and checkpoints).
     pub fn remove(&self, id: &str) -> Result<()> {
+        if let Some(bucket) = &self.bucket {
+            bucket.remove_job(id)?;
+        }
         let dir = self.job_dir(id);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),

@@ -4,7 +4,9 @@
 //! In: the command's arguments. Out: the address it serves on (stderr).
 
 use eddy_cli::{CliError, Result};
+use eddy_connectors::storage::Bucket;
 
+use super::state_location::WorkingCopy;
 use crate::args::ServeArgs;
 
 /// Serves until a signal.
@@ -27,28 +29,38 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     } = args;
     let is_bucket =
         |dir: &std::path::PathBuf| eddy_connectors::storage::is_bucket(&dir.to_string_lossy());
-    if is_bucket(&state_dir) {
-        return Err(CliError::Usage(format!(
-            "--state-dir {}: eddy serve keeps its jobs and their checkpoints on the local disk; \
-             --group-state-dir, --data-root and --output-root may be bucket prefixes",
-            state_dir.display()
-        )));
-    }
-    // A bucket --group-state-dir: group jobs' checkpoints live there, and
-    // this server's working copies of its tasks under STATE_DIR.
-    let group_state_bucket = match group_state_dir.as_ref().filter(|d| is_bucket(d)) {
-        Some(dir) => {
-            let text = dir.to_string_lossy();
-            let output = output_root.to_string_lossy();
-            let output = output.trim_end_matches('/');
-            if text == output || text.starts_with(&format!("{output}/")) {
-                return Err(CliError::Usage(format!(
-                    "--group-state-dir {text}: inside --output-root, where jobs write; give it a prefix of its own"
-                )));
-            }
-            Some(eddy_connectors::storage::Bucket::open(&text)?)
+    // A bucket prefix for state must not be where jobs write.
+    let own_bucket = |flag: &str, dir: &std::path::Path| -> Result<Bucket> {
+        let text = dir.to_string_lossy();
+        let output = output_root.to_string_lossy();
+        let output = output.trim_end_matches('/');
+        if text == output || text.starts_with(&format!("{output}/")) {
+            return Err(CliError::Usage(format!(
+                "{flag} {text}: inside --output-root, where jobs write; give it a prefix of its own"
+            )));
         }
-        None => None,
+        Ok(Bucket::open(&text)?)
+    };
+    // A bucket --state-dir: the jobs, their checkpoints and savepoints
+    // live there, and this server's working copy of them in a private
+    // directory (removed when it exits).
+    let (state_bucket, working_copy) = if is_bucket(&state_dir) {
+        let copy = WorkingCopy::new("serve");
+        (Some(own_bucket("--state-dir", &state_dir)?), Some(copy))
+    } else {
+        (None, None)
+    };
+    // A bucket --group-state-dir (by default, `groups` beside a bucket
+    // --state-dir): group jobs' checkpoints live there, and this server's
+    // working copies of its tasks under STATE_DIR.
+    let group_state_bucket = match (group_state_dir.as_ref(), &state_bucket) {
+        (Some(dir), _) if is_bucket(dir) => Some(own_bucket("--group-state-dir", dir)?),
+        (None, Some(state)) => Some(state.join("groups")),
+        _ => None,
+    };
+    let state_dir = match &working_copy {
+        Some(copy) => copy.path().to_path_buf(),
+        None => state_dir,
     };
     let group_state_dir = match group_state_bucket {
         Some(_) => Some(state_dir.join("group-work")),
@@ -74,6 +86,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         addr,
         group_state_dir: group_state_dir.unwrap_or_else(|| defaults.group_state_dir.clone()),
         group_state_bucket,
+        state_bucket,
         token: token.filter(|t| !t.is_empty()),
         checkpoint_interval,
         memory_limit,
@@ -88,7 +101,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let (data, output, state) = (
         config.data_root.display().to_string(),
         config.output_root.display().to_string(),
-        config.state_dir.display().to_string(),
+        match &config.state_bucket {
+            Some(bucket) => bucket.to_string(),
+            None => config.state_dir.display().to_string(),
+        },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -10,13 +10,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;
 
 use eddy_engine::checkpoint::replica::StateReplica;
 use eddy_engine::{EngineError, Result as EngineResult};
 
-use super::Bucket;
+use super::{Bucket, Lease};
 use crate::error::ConnectorError;
 
 /// The files written last in a checkpoint's directory: it exists once its
@@ -37,6 +37,8 @@ pub struct BucketReplica {
     /// Files in the bucket, by relative name, as the local version they
     /// were copied from.
     copied: Mutex<BTreeMap<String, Stamp>>,
+    /// The lease this process must hold to write the replica, if any.
+    fence: Option<Weak<Lease>>,
 }
 
 impl BucketReplica {
@@ -45,7 +47,33 @@ impl BucketReplica {
         Self {
             bucket,
             copied: Mutex::new(BTreeMap::new()),
+            fence: None,
         }
+    }
+
+    /// The replica, restored and written only while this process holds
+    /// `lease` (asked of the bucket each time): a process that lost it
+    /// (paused past it, cut off from the store) fails its checkpoint
+    /// instead of writing over the state of the lease's new holder. Once
+    /// the lease is let go, nothing more is written.
+    pub fn fenced_by(self, lease: &Arc<Lease>) -> Self {
+        Self {
+            fence: Some(Arc::downgrade(lease)),
+            ..self
+        }
+    }
+
+    /// `Ok` unless fenced by a lease this process no longer holds.
+    fn held(&self) -> EngineResult<()> {
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        let lease = fence.upgrade().ok_or_else(|| {
+            EngineError::Checkpoint(format!("{}: its lease was let go", self.bucket))
+        })?;
+        lease.check().map_err(|why| {
+            EngineError::Checkpoint(format!("{}: no longer this process's: {why}", self.bucket))
+        })
     }
 
     fn copied(&self) -> EngineResult<std::sync::MutexGuard<'_, BTreeMap<String, Stamp>>> {
@@ -120,6 +148,7 @@ impl StateReplica for BucketReplica {
     }
 
     fn restore(&self, local: &Path) -> EngineResult<()> {
+        self.held()?;
         let mut copied = self.copied()?;
         copied.clear();
         for object in self.bucket.list().map_err(failed)? {
@@ -137,6 +166,7 @@ impl StateReplica for BucketReplica {
     }
 
     fn clear(&self) -> EngineResult<()> {
+        self.held()?;
         let mut copied = self.copied()?;
         for object in self.bucket.list().map_err(failed)? {
             self.bucket.delete(&object.name).map_err(failed)?;
@@ -146,6 +176,7 @@ impl StateReplica for BucketReplica {
     }
 
     fn sync(&self, local: &Path) -> EngineResult<()> {
+        self.held()?;
         let mut copied = self.copied()?;
         let mut found = Vec::new();
         files(local, local, &mut found)?;

@@ -52,6 +52,7 @@ use eddy_python::PythonRuntime;
 use crate::config::ServerConfig;
 use crate::connectors::ServerConnectors;
 use crate::error::{Result, ServerError};
+use crate::state_bucket::StateBucket;
 use crate::store::{JobRecord, JobStore};
 use crate::tail::{TapItem, Taps};
 use crate::views::{graph_view, GraphNode, JobStatus, JobView, SavepointView, SubmitRequest};
@@ -149,7 +150,14 @@ pub(crate) fn now_ms() -> i64 {
 impl JobManager {
     /// Opens the state directory and resumes the jobs that were running.
     pub fn open(config: Arc<ServerConfig>) -> Result<Arc<Self>> {
-        let store = JobStore::open(&config.state_dir)?;
+        let state_bucket = match &config.state_bucket {
+            Some(bucket) => Some(Arc::new(StateBucket::open(
+                bucket.clone(),
+                &config.state_dir,
+            )?)),
+            None => None,
+        };
+        let store = JobStore::open(&config.state_dir, state_bucket.clone())?;
         let pool = eddy_engine::runtime::WorkerPool::with_fairness(
             config
                 .workers
@@ -162,7 +170,7 @@ impl JobManager {
             memory: config
                 .memory_limit
                 .map(|limit| Arc::new(MemoryBudget::new("server", limit))),
-            savepoints: Savepoints::new(&config.state_dir),
+            savepoints: Savepoints::new(&config.state_dir, state_bucket),
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
@@ -407,7 +415,7 @@ impl JobManager {
             interval: self.config.checkpoint_interval,
             ignore_state: false,
             incremental: true,
-            replica: None,
+            replica: self.store.replica(&record.id),
         };
         let handle = start_job(
             Arc::new(graph),
@@ -664,7 +672,7 @@ impl JobManager {
         }
         if savepoint {
             let taken = self.savepoints.take(
-                &self.store.checkpoint_dir(id),
+                &self.store.checkpoints_here(id)?,
                 id,
                 &record.name,
                 &record.sql,

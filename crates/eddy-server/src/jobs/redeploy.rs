@@ -32,7 +32,7 @@ impl JobManager {
                 )));
             }
         }
-        let store = StateDir::open(self.store.checkpoint_dir(id))
+        let store = StateDir::open(self.store.checkpoints_here(id)?)
             .map_err(|e| ServerError::Internal(e.to_string()))?;
         let checked = evolve::preview(&store, &graph, allow_dropped_state);
         let mapped = match checked {
@@ -91,7 +91,7 @@ impl JobManager {
     pub fn preview_redeploy(&self, id: &str, request: RedeployRequest) -> Result<RedeployPlan> {
         let allow_dropped_state = request.allow_dropped_state;
         let (_, _, graph) = self.revised(id, request)?;
-        let store = StateDir::open(self.store.checkpoint_dir(id))
+        let store = StateDir::open(self.store.checkpoints_here(id)?)
             .map_err(|e| ServerError::Internal(e.to_string()))?;
         Ok(match evolve::preview(&store, &graph, allow_dropped_state) {
             Ok(Some(mapped)) => RedeployPlan {

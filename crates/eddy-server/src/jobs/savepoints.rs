@@ -6,17 +6,21 @@
 //! a job submitted with `from_savepoint` starts from.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use eddy_engine::checkpoint::savepoint::{Savepoint, SavepointSql};
 use eddy_engine::checkpoint::store::StateDir;
 
 use crate::error::{Result, ServerError};
+use crate::state_bucket::StateBucket;
 use crate::views::SavepointView;
 
 /// The savepoints directory.
 #[derive(Debug, Clone)]
 pub(super) struct Savepoints {
     root: PathBuf,
+    /// Where each savepoint is uploaded to as well, with a state bucket.
+    bucket: Option<Arc<StateBucket>>,
 }
 
 /// Whether `id` can name a savepoint (and so a directory): what the server
@@ -26,9 +30,10 @@ fn well_formed(id: &str) -> bool {
 }
 
 impl Savepoints {
-    pub(super) fn new(state_dir: &Path) -> Self {
+    pub(super) fn new(state_dir: &Path, bucket: Option<Arc<StateBucket>>) -> Self {
         Self {
             root: state_dir.join("savepoints"),
+            bucket,
         }
     }
 
@@ -53,6 +58,9 @@ impl Savepoints {
                 }],
             )
             .map_err(engine)?;
+        if let Some(bucket) = &self.bucket {
+            bucket.put_savepoint(&id, &self.root.join(&id))?;
+        }
         Ok(view(&id, &savepoint))
     }
 

@@ -14,16 +14,15 @@
 //! restored from the bucket into the working copy of whichever process
 //! takes the task, and synced back at each checkpoint before its sinks
 //! commit, after the process has checked that it still holds the task's
-//! lease ([`FencedReplica`]). A dead process's lease runs out after the
+//! lease ([`BucketReplica::fenced_by`]). A dead process's lease runs out after the
 //! group's session timeout; one that stops hands it on at once.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_engine::checkpoint::replica::StateReplica;
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::EngineError;
@@ -146,10 +145,9 @@ impl TaskStates {
         match (self, lock) {
             (Self::Bucket { bucket, work, .. }, TaskLock::Lease(lease)) => CheckpointConfig {
                 state_dir: work.join(task_name(task)),
-                replica: Some(Arc::new(FencedReplica {
-                    inner: BucketReplica::new(bucket.join(&task_name(task))),
-                    lease: Arc::downgrade(lease),
-                })),
+                replica: Some(Arc::new(
+                    BucketReplica::new(bucket.join(&task_name(task))).fenced_by(lease),
+                )),
                 ..group.clone()
             },
             (Self::Shared { root }, _) | (Self::Bucket { work: root, .. }, _) => CheckpointConfig {
@@ -258,51 +256,6 @@ fn lock_file(root: &Path, task: i32) -> Result<Option<std::fs::File>> {
         Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
         Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
-    }
-}
-
-/// A task's state replica that syncs only while this process holds the
-/// task's lease: a process that lost it (paused past its time to live,
-/// cut off from the bucket) fails its checkpoint instead of committing
-/// over the task's new holder.
-#[derive(Debug)]
-struct FencedReplica {
-    inner: BucketReplica,
-    lease: Weak<Lease>,
-}
-
-impl FencedReplica {
-    fn held(&self) -> eddy_engine::Result<()> {
-        let lease = self.lease.upgrade().ok_or_else(|| {
-            EngineError::Checkpoint(format!(
-                "{}: the task's lease was let go",
-                self.inner.describe()
-            ))
-        })?;
-        lease.check().map_err(|why| {
-            EngineError::Checkpoint(format!("the task is no longer this process's: {why}"))
-        })
-    }
-}
-
-impl StateReplica for FencedReplica {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn restore(&self, local: &Path) -> eddy_engine::Result<()> {
-        self.held()?;
-        self.inner.restore(local)
-    }
-
-    fn clear(&self) -> eddy_engine::Result<()> {
-        self.held()?;
-        self.inner.clear()
-    }
-
-    fn sync(&self, local: &Path) -> eddy_engine::Result<()> {
-        self.held()?;
-        self.inner.sync(local)
     }
 }
 
