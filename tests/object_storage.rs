@@ -184,6 +184,30 @@ fn sinks_on_a_bucket_write_what_local_sinks_write() {
     assert_eq!(counted, 20000, "every order is in one window's count");
 }
 
+/// The rows the job `job` writes with `rows` (`ROWS=...`) and `extra`
+/// arguments, run uninterrupted to `s3://lake/expected` (downloaded under
+/// `dir`).
+fn uninterrupted_rows(
+    server: &S3Server,
+    job: &Path,
+    rows: &str,
+    extra: &[&str],
+    dir: &Path,
+) -> BTreeMap<String, Vec<String>> {
+    let baseline = server
+        .eddy()
+        .args(["run", "--quiet"])
+        .arg(job)
+        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
+        .args(extra)
+        .output()
+        .unwrap();
+    common::assert_success(&baseline, "the uninterrupted run");
+    let expected_dir = dir.join("expected");
+    server.download("expected", &expected_dir);
+    rows_of(&expected_dir)
+}
+
 /// Runs the job writing to `s3://lake/killed` with `--state-dir state`,
 /// killed with SIGKILL a few times and resumed, and checks the bucket holds
 /// exactly what an uninterrupted run writes; returns the final run's stderr.
@@ -191,19 +215,8 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str, extra: &[&str
     let job = write_job(dir);
     let rows = "ROWS=300000";
     let started = Instant::now();
-    let baseline = server
-        .eddy()
-        .args(["run", "--quiet"])
-        .arg(&job)
-        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
-        .args(extra)
-        .output()
-        .unwrap();
-    common::assert_success(&baseline, "the uninterrupted run");
+    let expected = uninterrupted_rows(server, &job, rows, extra, dir);
     let took = started.elapsed();
-    let expected_dir = dir.join("expected");
-    server.download("expected", &expected_dir);
-    let expected = rows_of(&expected_dir);
 
     let run = || {
         let mut command = server.eddy();
@@ -462,17 +475,7 @@ fn a_savepoint_in_a_bucket_moves_a_job_to_a_fresh_state_directory() {
     let dir = tempfile::tempdir().unwrap();
     let job = write_job(dir.path());
     let rows = "ROWS=300000";
-    let baseline = server
-        .eddy()
-        .args(["run", "--quiet"])
-        .arg(&job)
-        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
-        .output()
-        .unwrap();
-    common::assert_success(&baseline, "the uninterrupted run");
-    let expected_dir = dir.path().join("expected");
-    server.download("expected", &expected_dir);
-    let expected = rows_of(&expected_dir);
+    let expected = uninterrupted_rows(&server, &job, rows, &[], dir.path());
 
     let state = "s3://lake/state/before";
     let mut first = server
@@ -762,16 +765,7 @@ fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
     let dir = tempfile::tempdir().unwrap();
     let job = write_job(dir.path());
     let rows = "ROWS=400000";
-    let baseline = s3
-        .eddy()
-        .args(["run", "--quiet"])
-        .arg(&job)
-        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
-        .output()
-        .unwrap();
-    common::assert_success(&baseline, "the uninterrupted run");
-    s3.download("expected", &dir.path().join("expected"));
-    let expected = rows_of(&dir.path().join("expected"));
+    let expected = uninterrupted_rows(&s3, &job, rows, &[], dir.path());
 
     let server = |name: &str| {
         let home = dir.path().join(name);
@@ -1161,17 +1155,7 @@ fn a_store_outage_mid_run_loses_and_repeats_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let job = write_job(dir.path());
     let rows = "ROWS=300000";
-    let baseline = server
-        .eddy()
-        .args(["run", "--quiet"])
-        .arg(&job)
-        .args(["--set", rows, "--set", "OUT=s3://lake/expected"])
-        .output()
-        .unwrap();
-    common::assert_success(&baseline, "the uninterrupted run");
-    let expected_dir = dir.path().join("expected");
-    server.download("expected", &expected_dir);
-    let expected = rows_of(&expected_dir);
+    let expected = uninterrupted_rows(&server, &job, rows, &[], dir.path());
 
     let run = |server: &S3Server| {
         let mut command = server.eddy();
