@@ -653,8 +653,8 @@ fn a_delta_table_in_a_bucket_is_exact_through_kills() {
 
 /// `eddy serve --output-root s3://lake/jobs`: a submitted job's relative
 /// sink path lands under the prefix; a path outside it is refused at
-/// submission, naming the root; group state inside it, or the server's
-/// own state in a bucket, is refused at start.
+/// submission, naming the root; the server's or its groups' state inside
+/// it is refused at start.
 #[test]
 fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     let server = S3Server::start();
@@ -719,8 +719,7 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    // Group state in the bucket, but not where jobs write; the server's
-    // own state (its jobs) stays on its disk.
+    // State in the bucket, but not where jobs write.
     let local_state = dir.path().join("state").display().to_string();
     for (state, group_state, refusal) in [
         (
@@ -729,9 +728,9 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
             "inside --output-root",
         ),
         (
-            "s3://lake/state",
+            "s3://lake/jobs/state",
             "s3://lake/groups",
-            "keeps its jobs and their checkpoints on the local disk",
+            "inside --output-root",
         ),
     ] {
         let mut command = common::serve_command(
@@ -743,7 +742,7 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
         command
             .args(["--group-state-dir", group_state])
             .envs(server.env());
-        let out = command.stderr(Stdio::piped()).output().unwrap();
+        let out = refused_at_start(command);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && stderr.contains(refusal),
@@ -833,8 +832,8 @@ fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
     let (mut b, base_b) = common::spawn_server(server("b"));
     // A third server on the same state while that one lives is refused.
     let third = std::thread::spawn({
-        let mut command = server("c");
-        move || command.stderr(Stdio::piped()).output().unwrap()
+        let command = server("c");
+        move || refused_at_start(command)
     });
     let deadline = Instant::now() + Duration::from_secs(120);
     let view = loop {
@@ -897,6 +896,29 @@ fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
     assert!(objects.iter().any(|n| n == "SAVEPOINT"), "{objects:?}");
     let _ = b.kill();
     let _ = b.wait();
+}
+
+/// Runs a server command that must refuse to start: its output, or a
+/// failure (the server killed) if it is still running after 60 s.
+fn refused_at_start(mut command: Command) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the server started: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
 }
 
 /// A YAML file of the repository as JSON.
