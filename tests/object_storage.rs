@@ -28,6 +28,8 @@
 //! - A lease in the bucket (what holds a group job's task there) has one
 //!   holder at a time, passes on when let go, and its holder learns when
 //!   another process took it over.
+//! - A table's `storage.` options reach a bucket the environment does not
+//!   describe; checkpoints hold none of them.
 //! - Credentials never show: a path holding some is refused without
 //!   repeating them, and a refused secret is not in the error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -717,6 +719,14 @@ fn a_server_with_a_bucket_output_root_keeps_jobs_inside_it() {
             "{outside}: {body}"
         );
     }
+    // Nor another store for a path inside the root: the server's settings
+    // are every job's.
+    let (status, body) = submit("inside', 'storage.endpoint' = 'http://127.0.0.1:1");
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.to_string().contains("the server's storage settings"),
+        "{body}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     // State in the bucket, but not where jobs write.
@@ -1330,6 +1340,114 @@ fn a_lease_in_the_bucket_has_one_holder_and_its_holder_learns_when_it_is_taken_o
     assert_eq!(d.epoch(), 4);
     let names: Vec<String> = bucket.list().unwrap().into_iter().map(|o| o.name).collect();
     assert_eq!(names, ["00000000000000000003", "00000000000000000004"]);
+}
+
+/// A table's own `storage.` options reach a bucket the environment does
+/// not describe (no AWS_* variables at all): a Parquet and a Delta sink
+/// with the endpoint, region and keys as options, the secret read from a
+/// variable named by `env:`; checkpoints hold none of it. A key the store
+/// does not have, an unset variable and options on a local path are
+/// refused by name.
+#[test]
+fn a_tables_storage_options_reach_a_bucket_the_environment_does_not_describe() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let sql = |storage: &str, parquet_path: &str| {
+        format!(
+            "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR)
+               WITH (connector = 'generator', stream = 'orders', count = '20000', seed = '5');
+             CREATE TABLE archive (order_id VARCHAR, country VARCHAR)
+               WITH (connector = 'parquet', path = '{parquet_path}', {storage});
+             CREATE TABLE lake (order_id VARCHAR, order_amount DOUBLE)
+               WITH (connector = 'delta', path = 's3://lake/opts/delta', {storage});
+             INSERT INTO archive SELECT order_id, country FROM orders;
+             INSERT INTO lake SELECT order_id, order_amount FROM orders;"
+        )
+    };
+    let storage = |secret: &str| {
+        format!(
+            "'storage.endpoint' = '{}', 'storage.allow_http' = 'true', 'storage.region' = 'us-east-1', \
+             'storage.access_key_id' = '{}', 'storage.secret_access_key' = '{secret}'",
+            server.endpoint(),
+            common::s3::ACCESS_KEY
+        )
+    };
+    let eddy = |sql: &str, state: &Path| {
+        let job = dir.path().join("job.sql");
+        std::fs::write(&job, sql).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+        for (key, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+            command.env_remove(key);
+        }
+        command
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .arg("--state-dir")
+            .arg(state)
+            .env("LAKE_SECRET", common::s3::SECRET_KEY)
+            .output()
+            .unwrap()
+    };
+    let state = dir.path().join("state");
+    let out = eddy(
+        &sql(&storage("env:LAKE_SECRET"), "s3://lake/opts/archive"),
+        &state,
+    );
+    common::assert_success(&out, "sinks configured by their options");
+    let archive = dir.path().join("archive");
+    server.download("opts/archive", &archive);
+    let rows: usize = common::read_parquet_tree(&archive)
+        .iter()
+        .map(|(_, batch)| batch.num_rows())
+        .sum();
+    assert_eq!(rows, 20000);
+    let log = server.bucket("opts/delta/_delta_log").list().unwrap();
+    assert!(log.iter().any(|o| o.name.ends_with(".json")), "{log:?}");
+
+    // A secret written as a literal reaches no checkpoint.
+    let state = dir.path().join("state-literal");
+    let out = eddy(
+        &sql(&storage(common::s3::SECRET_KEY), "s3://lake/opts/again"),
+        &state,
+    );
+    common::assert_success(&out, "a literal secret");
+    let mut files = vec![state.clone()];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes
+                    .windows(common::s3::SECRET_KEY.len())
+                    .any(|w| w == common::s3::SECRET_KEY.as_bytes()),
+                "{} holds the secret",
+                path.display()
+            );
+        }
+    }
+
+    for (storage, path, refusal) in [
+        (
+            storage("env:LAKE_SECRET").replace("storage.region", "storage.regoin"),
+            "s3://lake/opts/x",
+            "storage.regoin",
+        ),
+        (
+            storage("env:NOT_SET_ANYWHERE"),
+            "s3://lake/opts/x",
+            "NOT_SET_ANYWHERE is not set",
+        ),
+        (storage("env:LAKE_SECRET"), "opts-local", "is a local path"),
+    ] {
+        let out = eddy(&sql(&storage, path), &dir.path().join("state-refused"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(refusal),
+            "{refusal}: {stderr}"
+        );
+        assert!(!stderr.contains(common::s3::SECRET_KEY), "{stderr}");
+    }
 }
 
 #[test]

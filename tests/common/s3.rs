@@ -89,6 +89,11 @@ impl S3Server {
         self.child = Self::spawn(&self.binary, self.port, self.root.path());
     }
 
+    /// Its URL (`http://127.0.0.1:PORT`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     /// The environment a client of this server runs with.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![

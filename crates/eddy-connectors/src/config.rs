@@ -125,11 +125,13 @@ impl ConnectorConfig {
     pub fn source_location(&self, spec: &ConnectorSpec) -> Result<Location> {
         let path =
             OptionValues::new(&spec.options).required("path", "a file source needs a path")?;
-        match &self.roots {
-            Some(roots) => roots.source_location(local_path(path)),
-            None if crate::storage::is_bucket(path) => Location::parse(path),
-            None => self.source_path(spec).map(Location::local),
-        }
+        let location = match &self.roots {
+            Some(roots) => roots.source_location(local_path(path))?,
+            None if crate::storage::is_bucket(path) => Location::parse(path)?,
+            None => self.source_path(spec).map(Location::local)?,
+        };
+        self.configure_storage(&location, spec)?;
+        Ok(location)
     }
 
     /// A file sink's location: a bucket prefix as given, or a local path
@@ -138,11 +140,30 @@ impl ConnectorConfig {
         let path = spec.options.get("path").ok_or_else(|| {
             ConnectorError::bad_option("path", format!("a {} sink needs a path", spec.connector))
         })?;
-        match &self.roots {
-            Some(roots) => roots.sink_location(local_path(path)),
-            None if crate::storage::is_bucket(path) => Location::parse(path),
-            None => self.sink_path(spec).map(Location::Local),
+        let location = match &self.roots {
+            Some(roots) => roots.sink_location(local_path(path))?,
+            None if crate::storage::is_bucket(path) => Location::parse(path)?,
+            None => self.sink_path(spec).map(Location::Local)?,
+        };
+        self.configure_storage(&location, spec)?;
+        Ok(location)
+    }
+
+    /// Applies a table's `storage.` options to its location
+    /// ([`crate::storage::configure`]). A server's jobs take none: the
+    /// store's settings are the server's, or a job could point a prefix
+    /// inside its roots at another store (or another job's prefix at its
+    /// own), and the settings are shared by every job in the process.
+    fn configure_storage(&self, location: &Location, spec: &ConnectorSpec) -> Result<()> {
+        if self.roots.is_some() {
+            if let Some((key, _)) = crate::storage::storage_options(&spec.options).first() {
+                return Err(ConnectorError::bad_option(
+                    &format!("{}{key}", crate::storage::STORAGE_PREFIX),
+                    "a server's jobs use the server's storage settings (its environment); leave storage options out",
+                ));
+            }
         }
+        crate::storage::configure(location, &spec.options)
     }
 
     /// `--output`'s location, if given.

@@ -412,13 +412,17 @@ impl JobGraph {
     }
 
     /// A connector's options as a fingerprint lists them (nothing for an
-    /// operator).
+    /// operator). A table's `storage.` options (endpoints, credentials)
+    /// say how its data is reached, not what the state holds: they are
+    /// left out, so rotating a credential keeps the state, and no secret
+    /// is written into a checkpoint.
     pub(crate) fn options_text(&self, id: NodeId) -> String {
         match &self.nodes[id].kind {
             NodeKind::Source { spec, .. } | NodeKind::Sink { spec } => {
                 let options: Vec<String> = spec
                     .options
                     .iter()
+                    .filter(|(k, _)| !k.starts_with("storage."))
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 format!("\n     options: {}", options.join(", "))

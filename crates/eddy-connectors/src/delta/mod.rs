@@ -94,6 +94,7 @@ const SINK_OPTIONS: &[OptionDecl] = &[
         OptionKind::Duration,
         "delete files the table removed longer ago than this (checked every optimize_every commits, else every 10); default never",
     ),
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 const SOURCE_OPTIONS: &[OptionDecl] = &[
@@ -109,6 +110,7 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
         "read the table as of this instant (time travel): '2023-11-14 22:13:20' (UTC) or ms since the epoch",
     ),
     crate::file::source::BATCH_SIZE,
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 /// Refuses a table whose protocol asks for features eddy does not

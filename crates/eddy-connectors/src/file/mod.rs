@@ -36,6 +36,7 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
     source::BATCH_SIZE,
     source::MAX_LINE_BYTES,
     source::JSON_TIMESTAMP_FORMAT,
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 const SINK_OPTIONS: &[OptionDecl] = &[
@@ -51,6 +52,7 @@ const SINK_OPTIONS: &[OptionDecl] = &[
     files::FLINK_CHECK_INTERVAL,
     files::FLINK_PARTITION_COMMIT,
     files::FLINK_PARTITION_TIME,
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 impl Connector for FileConnector {

@@ -48,6 +48,7 @@ const OPTIONS: &[OptionDecl] = &[
     files::ROLLING_BYTES,
     files::ROLLING_INTERVAL,
     files::PARTITION_BY,
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 const SOURCE_OPTIONS: &[OptionDecl] = &[
@@ -57,6 +58,7 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
         "a Parquet file, or a directory read whole (Hive-style col=value/ directories give partition columns); local, or an s3://, gs:// or az:// object or prefix",
     ),
     crate::file::source::BATCH_SIZE,
+    crate::storage::STORAGE_OPTIONS,
 ];
 
 impl Connector for ParquetConnector {

@@ -67,8 +67,14 @@ impl Bucket {
         }
         let root = format!("{}://{host}", url.scheme());
         let prefix = url.path().trim_matches('/').to_string();
+        // A table's own settings for this prefix or one above it, else
+        // the environment's client of the bucket.
+        let store = match super::table_options::client_for(&format!("{root}/{prefix}")) {
+            Some(store) => store,
+            None => client(&root)?,
+        };
         Ok(Self {
-            store: client(&root)?,
+            store,
             root,
             prefix,
         })
@@ -100,6 +106,11 @@ impl Bucket {
             store: Arc::from(store),
             ..opened
         })
+    }
+
+    /// `scheme://bucket`.
+    pub(super) fn root(&self) -> String {
+        self.root.clone()
     }
 
     /// The location of `name` under this prefix.
@@ -371,26 +382,58 @@ fn client(root: &str) -> Result<Arc<dyn ObjectStore>> {
     if let Some(client) = clients.get(root) {
         return Ok(client.clone());
     }
-    let scheme = root.split("://").next().unwrap_or_default();
-    let built = match scheme {
-        "s3" | "s3a" => object_store::aws::AmazonS3Builder::from_env()
-            .with_url(root)
-            .with_retry(retries())
-            .build()
-            .map(|s| Box::new(s) as Box<dyn ObjectStore>),
-        "gs" => object_store::gcp::GoogleCloudStorageBuilder::from_env()
-            .with_url(root)
-            .with_retry(retries())
-            .build()
-            .map(|s| Box::new(s) as Box<dyn ObjectStore>),
-        _ => object_store::azure::MicrosoftAzureBuilder::from_env()
-            .with_url(root)
-            .with_retry(retries())
-            .build()
-            .map(|s| Box::new(s) as Box<dyn ObjectStore>),
-    };
-    let store = built.map_err(|e| bad_path(root, &e.to_string()))?;
-    let store: Arc<dyn ObjectStore> = Arc::from(store);
+    let store = build_client(root, &[])?;
     clients.insert(root.to_string(), store.clone());
     Ok(store)
+}
+
+/// A new client of the store at `root` (`s3://bucket`): the store's
+/// standard environment variables, then `settings` (its configuration
+/// keys and values, a table's `storage.` options) over them. Errors: a key
+/// the store does not have.
+pub(super) fn build_client(
+    root: &str,
+    settings: &[(String, String)],
+) -> Result<Arc<dyn ObjectStore>> {
+    let scheme = root.split("://").next().unwrap_or_default();
+    let unknown = |key: &str| {
+        ConnectorError::bad_option(
+            &format!("{}{key}", super::table_options::STORAGE_PREFIX),
+            format!("not a setting of {scheme}:// stores (see object_store's configuration keys)"),
+        )
+    };
+    // Each store's builder takes the same steps; its keys are its own.
+    macro_rules! build {
+        ($builder:expr) => {
+            with_settings(
+                $builder.with_url(root).with_retry(retries()),
+                settings,
+                |b, key, value| b.with_config(key, value),
+                &unknown,
+            )?
+            .build()
+            .map(|s| Box::new(s) as Box<dyn ObjectStore>)
+        };
+    }
+    let built = match scheme {
+        "s3" | "s3a" => build!(object_store::aws::AmazonS3Builder::from_env()),
+        "gs" => build!(object_store::gcp::GoogleCloudStorageBuilder::from_env()),
+        _ => build!(object_store::azure::MicrosoftAzureBuilder::from_env()),
+    };
+    let store = built.map_err(|e| bad_path(root, &e.to_string()))?;
+    Ok(Arc::from(store))
+}
+
+/// `builder` with each of `settings` applied by `with` (its key parsed as
+/// the store's configuration key `K`; `unknown` says why one is not).
+fn with_settings<B, K: std::str::FromStr>(
+    builder: B,
+    settings: &[(String, String)],
+    with: impl Fn(B, K, &str) -> B,
+    unknown: &dyn Fn(&str) -> ConnectorError,
+) -> Result<B> {
+    settings.iter().try_fold(builder, |builder, (key, value)| {
+        let key = key.parse::<K>().map_err(|_| unknown(key))?;
+        Ok(with(builder, key, value))
+    })
 }

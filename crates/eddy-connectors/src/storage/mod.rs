@@ -33,6 +33,7 @@ mod io;
 mod lease;
 mod object_reader;
 mod replica;
+mod table_options;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub use bucket::{Bucket, Object};
 pub use lease::{Lease, LeaseWatch};
 pub use object_reader::ObjectReader;
 pub use replica::BucketReplica;
+pub use table_options::{configure, storage_options, STORAGE_OPTIONS, STORAGE_PREFIX};
 
 use crate::error::{ConnectorError, Result};
 
