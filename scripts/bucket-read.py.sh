@@ -10,9 +10,41 @@
 #   scripts/bucket-read.py.sh --delta TABLE
 #       a Delta table (s3://... or a local path), by the deltalake package:
 #       prints its rows as sorted JSON lines
+#   scripts/bucket-read.py.sh --duckdb BUCKET/PREFIX
+#       the same prefix of Parquet files by DuckDB's httpfs extension:
+#       prints the sum of its column `n`. DuckDB loads extensions built
+#       for its own version, and PyPI has httpfs for 1.4.4 only (the
+#       duckdb-ext-httpfs package), so this reader has an environment of
+#       its own with DuckDB 1.4.4 (eddy's other tools use 2.0.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/python-env.sh
+if [ "${1:-}" = "--duckdb" ]; then
+  python_env_pinned "${XDG_CACHE_HOME:-$HOME/.cache}/eddy-duckdb-httpfs" \
+    duckdb==1.4.4 duckdb-ext-httpfs==1.4.4.20260205 >&2
+  exec "$VENV/bin/python" - "${2:?usage: bucket-read.py.sh --duckdb BUCKET/PREFIX}" <<'PY'
+import glob, os, sys, sysconfig
+import duckdb
+
+[ext] = glob.glob(os.path.join(sysconfig.get_paths()["purelib"], "duckdb_ext/extensions/*/*/httpfs.duckdb_extension"))
+endpoint = os.environ["AWS_ENDPOINT_URL"]
+con = duckdb.connect()
+con.execute(f"LOAD '{ext}'")
+def quoted(text):
+    return "'" + text.replace("'", "''") + "'"
+
+con.execute(
+    "CREATE SECRET (TYPE s3, URL_STYLE 'path', "
+    f"KEY_ID {quoted(os.environ['AWS_ACCESS_KEY_ID'])}, "
+    f"SECRET {quoted(os.environ['AWS_SECRET_ACCESS_KEY'])}, "
+    f"ENDPOINT {quoted(endpoint.split('://', 1)[-1])}, "
+    f"USE_SSL {'false' if endpoint.startswith('http://') else 'true'}, "
+    f"REGION {quoted(os.environ.get('AWS_REGION', 'us-east-1'))})"
+)
+[(total,)] = con.execute(f"SELECT sum(n) FROM read_parquet('s3://{sys.argv[1]}/**/*.parquet')").fetchall()
+print(total)
+PY
+fi
 python_env pyarrow==26.0.1 deltalake==1.6.6 >&2
 if [ "${1:-}" = "--delta" ]; then
   exec "$VENV/bin/python" - "${2:?usage: bucket-read.py.sh --delta TABLE}" <<'PY'

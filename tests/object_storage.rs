@@ -9,7 +9,8 @@
 //!   uninterrupted run's rows there, and no staged object: with its
 //!   checkpoints on the local disk, and with them in the bucket too
 //!   (`--state-dir s3://...`, every run from an empty working copy).
-//! - pyarrow reads the Parquet files from the bucket (its own S3 client).
+//! - pyarrow and DuckDB (httpfs) read the Parquet files from the bucket
+//!   (their own S3 clients).
 //! - An NDJSON source in the bucket reads what a local copy gives, and
 //!   resumes at its checkpointed offset after kills; a Parquet source
 //!   reads a bucket prefix (partitions, pushed-down filter) as it reads a
@@ -184,6 +185,16 @@ fn sinks_on_a_bucket_write_what_local_sinks_write() {
     common::assert_success(&out, "pyarrow reading s3://lake/direct/per_country");
     let counted: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert_eq!(counted, 20000, "every order is in one window's count");
+    // And DuckDB, through its httpfs extension's S3 client.
+    let out = Command::new("bash")
+        .arg(common::repo_root().join("scripts/bucket-read.py.sh"))
+        .args(["--duckdb", "lake/direct/per_country"])
+        .envs(server.env())
+        .output()
+        .unwrap();
+    common::assert_success(&out, "DuckDB reading s3://lake/direct/per_country");
+    let counted: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert_eq!(counted, 20000, "DuckDB counts every order too");
 }
 
 /// The rows the job `job` writes with `rows` (`ROWS=...`) and `extra`
