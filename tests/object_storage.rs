@@ -19,6 +19,8 @@
 //! - A Delta table in the bucket, exact through kills, read by `deltalake`
 //!   and by eddy; a log version already written is refused to another
 //!   writer.
+//! - Merging Delta tables in the bucket, compacted and vacuumed, read as
+//!   the local disk's.
 //! - A server whose output root is a bucket prefix keeps jobs inside it.
 //! - A server whose state is in the bucket (`--state-dir s3://...`),
 //!   killed mid-job, is replaced by one sharing nothing else with it,
@@ -662,6 +664,92 @@ fn a_delta_table_in_a_bucket_is_exact_through_kills() {
         "{printed}"
     );
     eprintln!("delta in a bucket: {kills} kills, {resumed} resumed runs, deltalake reads the uninterrupted run's rows");
+}
+
+/// Merging Delta sinks in a bucket (an upsert per key: a MERGE commit per
+/// checkpoint), one compacted every 4 commits, both vacuumed with no
+/// retention: deltalake reads from the bucket the tables a run to the local
+/// disk leaves; the log holds OPTIMIZE commits, and vacuum deleted the
+/// objects no version reads any more.
+#[test]
+fn merging_delta_tables_in_a_bucket_compact_and_vacuum_as_on_a_local_disk() {
+    let server = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("merge.sql");
+    std::fs::write(
+        &job,
+        "CREATE TABLE payments (
+           payment_id VARCHAR, order_id VARCHAR, paid_amount DOUBLE, payment_ts BIGINT, method VARCHAR
+         ) WITH (connector = 'generator', stream = 'payments', count = '60000', rate = '20000', realtime = 'true', seed = '7');
+         CREATE TABLE per_suffix (suffix VARCHAR NOT NULL, n BIGINT, total DOUBLE, PRIMARY KEY (suffix) NOT ENFORCED)
+           WITH (connector = 'delta', path = '${OUT}/per_suffix', vacuum_retention = '0s');
+         CREATE TABLE latest (payment_id VARCHAR NOT NULL, method VARCHAR, paid_amount DOUBLE, PRIMARY KEY (payment_id) NOT ENFORCED)
+           WITH (connector = 'delta', path = '${OUT}/latest', optimize_every = '4', vacuum_retention = '0s');
+         INSERT INTO per_suffix SELECT right(payment_id, 2), count(*), round(sum(paid_amount), 2)
+           FROM payments GROUP BY right(payment_id, 2);
+         INSERT INTO latest SELECT payment_id, method, paid_amount FROM payments WHERE payment_id LIKE '%7';",
+    )
+    .unwrap();
+    let run = |out: &str, state: &Path| {
+        let out = server
+            .eddy()
+            .args(["run", "--quiet"])
+            .arg(&job)
+            .args(["--set", &format!("OUT={out}")])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--checkpoint-interval", "100ms"])
+            .output()
+            .unwrap();
+        common::assert_success(&out, "the merging job");
+    };
+    let local = dir.path().join("local");
+    run(
+        &local.display().to_string(),
+        &dir.path().join("state-local"),
+    );
+    run("s3://lake/merge", &dir.path().join("state-bucket"));
+    let dump = |table: &str| {
+        let out = Command::new(common::repo_root().join("scripts/bucket-read.py.sh"))
+            .args(["--delta", table])
+            .envs(server.env())
+            .output()
+            .unwrap();
+        common::assert_success(&out, &format!("deltalake reading {table}"));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for table in ["per_suffix", "latest"] {
+        let expected = dump(&local.join(table).display().to_string());
+        assert!(expected.lines().count() >= 100, "{table}: {expected}");
+        assert!(
+            dump(&format!("s3://lake/merge/{table}")) == expected,
+            "{table}: the bucket's table differs from the local disk's"
+        );
+    }
+    let latest = server.bucket("merge/latest");
+    let objects = latest.list().unwrap();
+    let log: Vec<String> = objects
+        .iter()
+        .filter(|o| o.name.starts_with("_delta_log/") && o.name.ends_with(".json"))
+        .map(|o| String::from_utf8(latest.get(&o.name).unwrap().unwrap()).unwrap())
+        .collect();
+    assert!(
+        log.iter().any(|commit| commit.contains("\"OPTIMIZE\"")),
+        "compacted in the bucket ({} commits)",
+        log.len()
+    );
+    let added = log
+        .iter()
+        .map(|c| c.matches("\"add\":").count())
+        .sum::<usize>();
+    let parquet = objects
+        .iter()
+        .filter(|o| !o.name.starts_with("_delta_log/") && o.name.ends_with(".parquet"))
+        .count();
+    assert!(
+        parquet < added,
+        "vacuum deleted replaced files: {parquet} objects for {added} files ever added"
+    );
 }
 
 /// `eddy serve --output-root s3://lake/jobs`: a submitted job's relative
