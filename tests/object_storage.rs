@@ -224,8 +224,9 @@ fn uninterrupted_rows(
 }
 
 /// Runs the job writing to `s3://lake/killed` with `--state-dir state`,
-/// killed with SIGKILL a few times and resumed, and checks the bucket holds
-/// exactly what an uninterrupted run writes; returns the final run's stderr.
+/// killed with SIGKILL a few times and resumed at another parallelism each
+/// time, and checks the bucket holds exactly what an uninterrupted run
+/// writes; returns the final run's stderr.
 fn exact_through_kills(server: &S3Server, dir: &Path, state: &str, extra: &[&str]) -> String {
     let job = write_job(dir);
     let rows = "ROWS=300000";
@@ -233,14 +234,24 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str, extra: &[&str
     let expected = uninterrupted_rows(server, &job, rows, extra, dir);
     let took = started.elapsed();
 
+    // Each run at another parallelism (2, 3, 1, ...): every resume from
+    // the bucket rescales the state too.
+    let runs = std::cell::Cell::new(0usize);
     let run = || {
+        let parallelism = [2, 3, 1][runs.get() % 3].to_string();
+        runs.set(runs.get() + 1);
         let mut command = server.eddy();
         command
             .args(["run", "--quiet"])
             .arg(&job)
             .args(["--set", rows, "--set", "OUT=s3://lake/killed"])
             .args(["--state-dir", state])
-            .args(["--checkpoint-interval", "100ms", "--parallelism", "2"])
+            .args([
+                "--checkpoint-interval",
+                "100ms",
+                "--parallelism",
+                &parallelism,
+            ])
             .args(extra)
             .env("EDDY_LOG", "info")
             .stdout(Stdio::null())
@@ -259,6 +270,10 @@ fn exact_through_kills(server: &S3Server, dir: &Path, state: &str, extra: &[&str
         "the job was killed ({kills} kills, run of {took:?})"
     );
     assert!(resumed >= 1, "no run resumed from a checkpoint");
+    assert!(
+        stderr.contains("the checkpoint's state spread from"),
+        "the last run rescaled its checkpoint: {stderr}"
+    );
     eprintln!(
         "bucket sinks, state in {state}: {kills} kills, {resumed} resumed runs, output exact (uninterrupted run {took:?})"
     );
