@@ -1,6 +1,7 @@
 //! Helpers shared by eddy's end-to-end tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+pub mod azurite;
 pub mod s3;
 
 use std::collections::BTreeMap;

@@ -130,6 +130,28 @@ impl S3Server {
 
     /// Every object under `s3://lake/<prefix>`, downloaded into `to`.
     pub fn download(&self, prefix: &str, to: &Path) {
+        StoreServer::download(self, prefix, to)
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A store server the bucket tests run against, with a bucket (or
+/// container) `lake`: the S3 server here, or Azurite ([`super::azurite`]).
+pub trait StoreServer {
+    /// Its scheme (`s3`, `az`).
+    fn scheme(&self) -> &'static str;
+    /// eddy, with the environment that reaches the store.
+    fn eddy(&self) -> Command;
+    /// `SCHEME://lake/<prefix>`, through a client of the test's own.
+    fn bucket(&self, prefix: &str) -> Bucket;
+    /// Every object under `SCHEME://lake/<prefix>`, downloaded into `to`.
+    fn download(&self, prefix: &str, to: &Path) {
         let bucket = self.bucket(prefix);
         for object in bucket.list().unwrap() {
             let path = to.join(&object.name);
@@ -139,9 +161,16 @@ impl S3Server {
     }
 }
 
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl StoreServer for S3Server {
+    fn scheme(&self) -> &'static str {
+        "s3"
+    }
+
+    fn eddy(&self) -> Command {
+        S3Server::eddy(self)
+    }
+
+    fn bucket(&self, prefix: &str) -> Bucket {
+        S3Server::bucket(self, prefix)
     }
 }

@@ -49,6 +49,22 @@ impl Bucket {
     /// Opens `scheme://bucket/prefix`, with the store's credentials from the
     /// environment. Clients are shared per bucket within the process.
     pub fn open(text: &str) -> Result<Self> {
+        let (root, prefix) = Self::parse(text)?;
+        // A table's own settings for this prefix or one above it, else
+        // the environment's client of the bucket.
+        let store = match super::table_options::client_for(&format!("{root}/{prefix}")) {
+            Some(store) => store,
+            None => client(&root)?,
+        };
+        Ok(Self {
+            store,
+            root,
+            prefix,
+        })
+    }
+
+    /// `scheme://bucket/prefix` as (`scheme://bucket`, `prefix`).
+    fn parse(text: &str) -> Result<(String, String)> {
         let url = url::Url::parse(text).map_err(|e| bad_path(text, &e.to_string()))?;
         if !url.username().is_empty() || url.password().is_some() {
             return Err(ConnectorError::bad_option(
@@ -67,17 +83,7 @@ impl Bucket {
         }
         let root = format!("{}://{host}", url.scheme());
         let prefix = url.path().trim_matches('/').to_string();
-        // A table's own settings for this prefix or one above it, else
-        // the environment's client of the bucket.
-        let store = match super::table_options::client_for(&format!("{root}/{prefix}")) {
-            Some(store) => store,
-            None => client(&root)?,
-        };
-        Ok(Self {
-            store,
-            root,
-            prefix,
-        })
+        Ok((root, prefix))
     }
 
     /// Opens `scheme://bucket/prefix` with a client of its own configured by
@@ -87,8 +93,8 @@ impl Bucket {
         text: &str,
         options: impl IntoIterator<Item = (K, V)>,
     ) -> Result<Self> {
-        let opened = Self::open(text)?;
-        let url = url::Url::parse(&opened.root).map_err(|e| bad_path(text, &e.to_string()))?;
+        let (root, prefix) = Self::parse(text)?;
+        let url = url::Url::parse(&root).map_err(|e| bad_path(text, &e.to_string()))?;
         let options: Vec<(String, String)> = std::env::vars()
             .filter(|(key, _)| {
                 key.starts_with("AWS_") || key.starts_with("GOOGLE_") || key.starts_with("AZURE_")
@@ -104,7 +110,8 @@ impl Bucket {
             .map_err(|e| bad_path(text, &e.to_string()))?;
         Ok(Self {
             store: Arc::from(store),
-            ..opened
+            root,
+            prefix,
         })
     }
 
