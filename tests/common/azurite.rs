@@ -4,9 +4,8 @@
 //! paths: eddy reaches it through the emulator's standard variables, the
 //! tests through a client of their own.
 
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy_connectors::storage::Bucket;
 
@@ -27,11 +26,7 @@ pub struct Azurite {
 impl Azurite {
     pub fn start() -> Self {
         let root = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let script = super::repo_root().join("scripts/azurite.sh");
         let child = Command::new("bash")
             .arg(&script)
@@ -41,16 +36,8 @@ impl Azurite {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let address = format!("127.0.0.1:{port}");
         // The first start installs Azurite from npm.
-        let started = Instant::now();
-        while TcpStream::connect(&address).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "Azurite did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        super::wait_until_listening(port, Duration::from_secs(300), "Azurite");
         let made = Command::new("bash")
             .arg(&script)
             .args(["container", &port.to_string(), "lake"])
@@ -59,7 +46,7 @@ impl Azurite {
         super::assert_success(&made, "creating the container lake");
         Self {
             child,
-            url: format!("http://{address}"),
+            url: format!("http://127.0.0.1:{port}"),
             _root: root,
         }
     }

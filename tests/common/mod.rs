@@ -422,3 +422,23 @@ pub fn read_parquet_tree(
     walk(dir, dir, &mut out);
     out
 }
+
+/// A free TCP port on 127.0.0.1 (free when asked).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something accepts connections on `127.0.0.1:port`; fails
+/// naming `what` after `limit`.
+pub fn wait_until_listening(port: u16, limit: std::time::Duration, what: &str) {
+    let address = format!("127.0.0.1:{port}");
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(&address).is_err() {
+        assert!(started.elapsed() < limit, "{what} did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

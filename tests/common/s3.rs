@@ -3,10 +3,9 @@
 //! for the tests of buckets: reached by eddy through the standard AWS
 //! environment variables, and by the tests through a client of their own.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy_connectors::storage::Bucket;
 
@@ -43,11 +42,7 @@ impl S3Server {
             .clone();
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("lake")).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = super::free_port();
         let child = Self::spawn(&binary, port, root.path());
         Self {
             child,
@@ -68,15 +63,7 @@ impl S3Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let address = format!("127.0.0.1:{port}");
-        let started = Instant::now();
-        while TcpStream::connect(&address).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the S3 server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::wait_until_listening(port, Duration::from_secs(20), "the S3 server");
         child
     }
 
