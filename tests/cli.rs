@@ -216,6 +216,35 @@ fn explain_takes_sql_text() {
     assert!(text.contains("hash(k@0)"), "{text}");
 }
 
+/// `eddy explain` refuses what `eddy run` would refuse before starting:
+/// an unknown option or connector, named with where it is declared.
+#[test]
+fn explain_checks_connectors_and_options_as_run_does() {
+    let table = |with: &str| {
+        format!(
+            "CREATE TABLE t (k VARCHAR) WITH ({with}); \
+             CREATE TABLE o (k VARCHAR) WITH (connector = 'stdout'); \
+             INSERT INTO o SELECT k FROM t"
+        )
+    };
+    for (with, refusal) in [
+        (
+            "connector = 'generator', stream = 'orders', bogus = '1'",
+            "unknown option 'bogus' for a generator source",
+        ),
+        ("connector = 'nosuch'", "nosuch"),
+    ] {
+        for command in ["explain", "run"] {
+            let out = eddy().args([command, &table(with)]).output().expect("eddy");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && stderr.contains(refusal),
+                "{command} {with}: {stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn unknown_set_and_input_names_are_rejected() {
     let out = eddy()

@@ -144,6 +144,12 @@ pub(crate) fn execute(command: Command) -> Result<()> {
             let files = job::load_sql(&paths)?;
             let params = job::parse_pairs(&set, "--set")?;
             let compiled = job::compile_files(&files, &params)?;
+            // The checks `eddy run` makes before it starts: an unknown
+            // connector or option is refused here too.
+            eddy_engine::graph::ConnectorFactory::check(
+                &eddy_connectors::Connectors::new(eddy_connectors::ConnectorConfig::default()),
+                &compiled.graph,
+            )?;
             let graph = eddy_engine::distribute::instances::expand(
                 &compiled.graph,
                 parallelism.map_or_else(machine_cores, usize::from),
