@@ -164,13 +164,7 @@ fn sinks_on_a_bucket_write_what_local_sinks_write() {
         .output()
         .unwrap();
     common::assert_success(&result, "--output s3://lake/output");
-    let names: Vec<String> = server
-        .bucket("output")
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let names: Vec<String> = server.names("output");
     assert!(
         names.iter().any(|n| n.starts_with("per_country/country="))
             && names
@@ -452,13 +446,7 @@ fn checkpoints_in_a_bucket_resume_a_killed_job_exactly() {
     exact_through_kills(&server, dir.path(), "s3://lake/state/job", &[]);
     // The bucket holds the finished job's complete checkpoints (a
     // manifest each, written last) and no working copy is left behind.
-    let names: Vec<String> = server
-        .bucket("state/job")
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let names: Vec<String> = server.names("state/job");
     let manifests = names.iter().filter(|n| n.ends_with("/MANIFEST")).count();
     assert!(
         (1..=3).contains(&manifests),
@@ -600,13 +588,7 @@ fn a_savepoint_in_a_bucket_moves_a_job_to_a_fresh_state_directory() {
         .output()
         .unwrap();
     common::assert_success(&taken, "eddy savepoint into the bucket");
-    let names: Vec<String> = server
-        .bucket("savepoints/one")
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let names: Vec<String> = server.names("savepoints/one");
     assert!(
         names.contains(&"SAVEPOINT".to_string()) && names.contains(&"MANIFEST".to_string()),
         "{names:?}"
@@ -1079,13 +1061,7 @@ fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
         .as_str()
         .unwrap_or_else(|| panic!("{stopped}"))
         .to_string();
-    let objects: Vec<String> = s3
-        .bucket(&format!("server/savepoints/{savepoint}"))
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let objects: Vec<String> = s3.names(&format!("server/savepoints/{savepoint}"));
     assert!(objects.iter().any(|n| n == "SAVEPOINT"), "{objects:?}");
     let _ = b.kill();
     let _ = b.wait();
@@ -1205,12 +1181,7 @@ fn serve_as_deployed(
     }
     let _ = child.kill();
     let _ = child.wait();
-    s3.bucket(&format!("output/{sink}"))
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|o| o.name)
-        .collect()
+    s3.names(&format!("output/{sink}"))
 }
 
 /// The deployment files run against the binary built here: the compose

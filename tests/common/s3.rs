@@ -137,6 +137,16 @@ pub trait StoreServer {
     fn eddy(&self) -> Command;
     /// `SCHEME://lake/<prefix>`, through a client of the test's own.
     fn bucket(&self, prefix: &str) -> Bucket;
+    /// The names of the objects under `SCHEME://lake/<prefix>`, sorted.
+    fn names(&self, prefix: &str) -> Vec<String> {
+        self.bucket(prefix)
+            .list()
+            .unwrap()
+            .into_iter()
+            .map(|o| o.name)
+            .collect()
+    }
+
     /// Every object under `SCHEME://lake/<prefix>`, downloaded into `to`.
     fn download(&self, prefix: &str, to: &Path) {
         let bucket = self.bucket(prefix);

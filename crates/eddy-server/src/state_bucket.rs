@@ -143,11 +143,7 @@ impl StateBucket {
 /// if its holder is silent; an error if it stays renewed for twice that
 /// (another server is running on the same state).
 fn take_lease(leases: &Bucket) -> Result<Lease> {
-    let holder = format!(
-        "{}/{}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "eddy".into()),
-        std::process::id()
-    );
+    let holder = eddy_connectors::storage::this_process();
     let mut watch = LeaseWatch::default();
     let started = Instant::now();
     let mut said = false;

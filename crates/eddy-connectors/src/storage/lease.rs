@@ -139,6 +139,17 @@ impl LeaseWatch {
     }
 }
 
+/// This process, as a lease names its holder: the host and process id.
+pub fn this_process() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "eddy".into());
+    format!("{host}/{}", std::process::id())
+}
+
 fn encode(holding: &Holding) -> Vec<u8> {
     serde_json::to_vec(holding).unwrap_or_default()
 }

@@ -100,7 +100,7 @@ impl TaskStates {
         Self::Bucket {
             bucket,
             work,
-            holder: holder_name(),
+            holder: crate::storage::this_process(),
             ttl: ttl.max(MIN_LEASE_TTL),
             watches: RefCell::default(),
             asked: RefCell::default(),
@@ -224,17 +224,6 @@ fn done_in_bucket(task: &Bucket, scratch: &Path) -> eddy_engine::Result<bool> {
     let done = StateDir::open(scratch)?.finished_and_committed();
     let _ = std::fs::remove_dir_all(scratch);
     done
-}
-
-/// This process, as a lease names its holder: the host and process id.
-fn holder_name() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "eddy".into());
-    format!("{host}/{}", std::process::id())
 }
 
 /// Takes `task`'s lock file (`ROOT/task-<p>.lock`); `None` while another
