@@ -3,7 +3,7 @@
 # Unit tests, file-driven SQL tests with goldens, the Flink/Arroyo
 # compatibility suite, differential tests against DataFusion batch queries, the reference pipeline golden, CLI tests, and the
 # recovery tests (real processes killed with SIGKILL and restarted), the
-# server's API tests over real HTTP, fuzz runs of the NDJSON decoder, the SQL
+# server's API tests over real HTTP, its PostgreSQL port with psql and a driver, fuzz runs of the NDJSON decoder, the SQL
 # front end and the HTTP API, the reference pipeline's Parquet read by DuckDB
 # and pyarrow, file sinks, sources and checkpoints on a real S3-compatible
 # server (s3s-fs), the web console in real browsers, the SQL shell in a real
@@ -11,6 +11,8 @@
 # batch and Apache Flink, their outputs checked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# psql for the PostgreSQL-protocol tests (Debian's client, installed if missing).
+scripts/postgres.sh client
 cargo test --workspace --locked "$@"
 
 # The compatibility suite's expected outputs, worked out from its inputs

@@ -17,7 +17,6 @@ mod common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -51,29 +50,7 @@ impl Drop for Server {
     }
 }
 
-/// A server's directories.
-struct Dirs {
-    _root: tempfile::TempDir,
-    data: PathBuf,
-    output: PathBuf,
-    state: PathBuf,
-}
-
-fn dirs() -> Dirs {
-    let root = tempfile::tempdir().unwrap();
-    let (data, output, state) = (
-        root.path().join("data"),
-        root.path().join("output"),
-        root.path().join("state"),
-    );
-    std::fs::create_dir_all(&data).unwrap();
-    Dirs {
-        _root: root,
-        data,
-        output,
-        state,
-    }
-}
+use common::{server_dirs as dirs, ServerDirs as Dirs};
 
 impl Server {
     fn start(dirs: &Dirs, token: Option<&str>) -> Self {

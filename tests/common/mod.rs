@@ -314,6 +314,35 @@ pub fn assert_success(out: &std::process::Output, what: &str) {
 /// An `eddy serve` command on a free port with these directories and
 /// checkpoint interval, stdout discarded and no token from the
 /// environment; more arguments may follow.
+/// A server's directories (`data` exists), removed when dropped.
+pub struct ServerDirs {
+    _root: tempfile::TempDir,
+    /// `--data-root`.
+    pub data: PathBuf,
+    /// `--output-root`.
+    pub output: PathBuf,
+    /// `--state-dir`.
+    pub state: PathBuf,
+}
+
+/// Fresh [`ServerDirs`].
+pub fn server_dirs() -> ServerDirs {
+    let root = tempfile::tempdir().unwrap();
+    let (data, output, state) = (
+        root.path().join("data"),
+        root.path().join("output"),
+        root.path().join("state"),
+    );
+    std::fs::create_dir_all(&data).unwrap();
+    ServerDirs {
+        _root: root,
+        data,
+        output,
+        state,
+    }
+}
+
+/// `eddy serve` on a free port with these directories.
 pub fn serve_command(
     data: &std::path::Path,
     output: &std::path::Path,

@@ -337,6 +337,21 @@ pub(crate) struct ServeArgs {
     /// --memory-limit, the server's, holds it).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) job_memory_limit: Option<u64>,
+    /// Also speak the PostgreSQL wire protocol here (`127.0.0.1:5432`):
+    /// psql, drivers and BI tools create materialized views and query
+    /// them, with the --token as password.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) pg_addr: Option<std::net::SocketAddr>,
+    /// A PEM certificate chain for TLS on --pg-addr (with --pg-tls-key).
+    #[arg(long, value_name = "FILE", requires_all = ["pg_addr", "pg_tls_key"])]
+    pub(crate) pg_tls_cert: Option<PathBuf>,
+    /// The certificate's PKCS#8 PEM key.
+    #[arg(long, value_name = "FILE", requires = "pg_tls_cert")]
+    pub(crate) pg_tls_key: Option<PathBuf>,
+    /// How fresh materialized views are: their jobs checkpoint this often
+    /// (a view is read as of its latest completed checkpoint).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub(crate) view_refresh: Duration,
 }
 
 /// The arguments of `eddy bench`.

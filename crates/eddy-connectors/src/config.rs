@@ -59,6 +59,9 @@ pub struct ConnectorConfig {
     /// Kafka sinks' transactional ids and file sinks' names carry it, so
     /// tasks never write over one another; exchange markers name it.
     pub task: Option<u32>,
+    /// Where `view` sinks keep their results for readers (a server's
+    /// views); `None` refuses `view` sinks.
+    pub views: Option<crate::view::ViewCatalog>,
 }
 
 impl Default for ConnectorConfig {
@@ -75,6 +78,7 @@ impl Default for ConnectorConfig {
             roots: None,
             kafka_partitions: None,
             task: None,
+            views: None,
         }
     }
 }

@@ -71,6 +71,9 @@ pub enum ConnectorError {
     /// Encoding or decoding with Arrow failed.
     #[error("{0}")]
     Arrow(#[from] datafusion::arrow::error::ArrowError),
+    /// The engine refused (a sink's state it cannot read back).
+    #[error("{0}")]
+    Engine(#[from] EngineError),
     /// Writing Parquet failed.
     #[error("{0}")]
     Parquet(#[from] datafusion::parquet::errors::ParquetError),

@@ -48,6 +48,7 @@ pub mod stdin;
 pub mod stdout;
 pub mod storage;
 pub mod values;
+pub mod view;
 
 mod checks;
 mod swar;

@@ -24,7 +24,9 @@ use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::{hint, validate};
-use crate::{blackhole, delta, file, generator, kafka, nexmark, parquet, stdin, stdout, values};
+use crate::{
+    blackhole, delta, file, generator, kafka, nexmark, parquet, stdin, stdout, values, view,
+};
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -52,6 +54,7 @@ impl Registry {
             Box::new(parquet::ParquetConnector),
             Box::new(delta::DeltaConnector::default()),
             Box::new(blackhole::BlackholeConnector),
+            Box::new(view::ViewConnector),
         ])
     }
 

@@ -12,6 +12,8 @@
 //! | `PUT /api/v1/jobs/{id}` | redeploy with new SQL, keeping the state of what did not change |
 //! | `POST /api/v1/jobs/{id}/redeploy/preview` | what a redeploy would keep, start and drop (nothing stops) |
 //! | `POST /api/v1/jobs/{id}/stop` | stop gracefully (final checkpoint, sinks committed); `{"savepoint": true}` keeps a savepoint of it |
+//! | `GET /api/v1/views` | the materialized views (`view` sinks; `CREATE MATERIALIZED VIEW` over `--pg-addr`) |
+//! | `GET /api/v1/views/{name}` | a view's rows as of its latest completed checkpoint (`?limit=`, `?min_epoch=`) |
 //! | `GET /api/v1/savepoints` | the savepoints kept (`from_savepoint` in a submission starts from one) |
 //! | `DELETE /api/v1/jobs/{id}` | stop and forget |
 //! | `GET /api/v1/jobs/{id}/sinks/{sink}/tail` | a sink's rows as Server-Sent Events |
@@ -63,6 +65,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/jobs/{id}/stop", post(stop_job))
         .route("/api/v1/jobs/{id}/redeploy/preview", post(preview_redeploy))
         .route("/api/v1/savepoints", get(list_savepoints))
+        .route("/api/v1/views", get(crate::materialized::list_views))
+        .route("/api/v1/views/{name}", get(crate::materialized::get_view))
         .route("/api/v1/jobs/{id}/sinks/{sink}/tail", get(tail))
         .route("/api/v1/validate", post(validate))
         .route("/api/v1/openapi.json", get(openapi_json))

@@ -1,6 +1,7 @@
 //! What `eddy serve` is given (`--addr`, `--data-root`, `--output-root`,
 //! `--state-dir`, `--group-state-dir`, `--token`, `--memory-limit`,
-//! `--no-chaining`, `--workers`, `--pool-share`, `--max-jobs`, `--job-memory-limit`), passed explicitly to
+//! `--no-chaining`, `--workers`, `--pool-share`, `--max-jobs`, `--job-memory-limit`,
+//! `--pg-addr`, `--view-refresh`), passed explicitly to
 //! everything that needs it.
 
 use std::net::SocketAddr;
@@ -64,6 +65,12 @@ pub struct ServerConfig {
     /// its own (`--job-memory-limit`), bytes; `None`: such a job is held
     /// only to the server's.
     pub job_memory_limit: Option<u64>,
+    /// The PostgreSQL port (`--pg-addr`, `--pg-tls-cert`/`--pg-tls-key`);
+    /// `None`: HTTP only.
+    pub pg: Option<crate::pg::PgConfig>,
+    /// Time between checkpoints of a job that writes a materialized view
+    /// (`--view-refresh`): how stale a view read may be.
+    pub view_refresh: Duration,
 }
 
 impl ServerConfig {
@@ -87,6 +94,8 @@ impl ServerConfig {
             pool_share: eddy_engine::runtime::Fairness::PerJob,
             max_jobs: None,
             job_memory_limit: None,
+            pg: None,
+            view_refresh: Duration::from_secs(1),
         }
     }
 }

@@ -20,6 +20,12 @@ pub enum ServerError {
     /// No job has this id.
     #[error("no job '{0}'")]
     NotFound(String),
+    /// No materialized view has this name.
+    #[error("no materialized view '{0}'")]
+    NoView(String),
+    /// A wait the request asked for ran out.
+    #[error("{0}")]
+    Timeout(String),
     /// The server runs as many jobs as it may (`--max-jobs`).
     #[error("{0}")]
     AtCapacity(String),
@@ -79,7 +85,10 @@ impl ServerError {
             ),
             ServerError::Sql(other) => plain(StatusCode::BAD_REQUEST, other.to_string()),
             ServerError::Rejected(message) => plain(StatusCode::BAD_REQUEST, message.clone()),
-            ServerError::NotFound(_) => plain(StatusCode::NOT_FOUND, self.to_string()),
+            ServerError::NotFound(_) | ServerError::NoView(_) => {
+                plain(StatusCode::NOT_FOUND, self.to_string())
+            }
+            ServerError::Timeout(message) => plain(StatusCode::REQUEST_TIMEOUT, message.clone()),
             ServerError::AtCapacity(message) => {
                 plain(StatusCode::TOO_MANY_REQUESTS, message.clone())
             }

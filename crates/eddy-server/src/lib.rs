@@ -27,7 +27,9 @@ pub mod config;
 pub mod connectors;
 pub mod error;
 pub mod jobs;
+pub mod materialized;
 pub mod openapi;
+pub mod pg;
 pub mod prometheus;
 pub mod state_bucket;
 pub mod store;
@@ -40,13 +42,22 @@ use std::sync::Arc;
 pub use config::ServerConfig;
 pub use error::{Result, ServerError};
 
+/// The addresses a server listens on.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The HTTP API and console.
+    pub http: std::net::SocketAddr,
+    /// The PostgreSQL port, when there is one.
+    pub pg: Option<std::net::SocketAddr>,
+}
+
 /// Starts the job manager (resuming jobs of an earlier run) and serves the
-/// API until `shutdown` resolves; `ready` gets the address bound (useful
+/// API until `shutdown` resolves; `ready` gets the addresses bound (useful
 /// with port 0). On shutdown every running job is stopped with a final
 /// checkpoint and stays `running` on disk, so the next start resumes it.
 pub async fn serve(
     config: ServerConfig,
-    ready: impl FnOnce(std::net::SocketAddr),
+    ready: impl FnOnce(Bound),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let io = |e: std::io::Error| ServerError::Io {
@@ -72,11 +83,24 @@ pub async fn serve(
             sampler.sample();
         }
     });
+    let pg = match &config.pg {
+        Some(pg) => Some(
+            pg::start(
+                pg,
+                &config.state_dir,
+                config.token.clone(),
+                manager.clone(),
+                manager.views().clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let app = api::router(api::AppState {
         manager: manager.clone(),
         config,
     });
-    ready(addr);
+    ready(Bound { http: addr, pg });
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;

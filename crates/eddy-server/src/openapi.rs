@@ -22,6 +22,8 @@ use crate::views::{
         crate::api::get_job,
         crate::api::stop_job,
         crate::api::list_savepoints,
+        crate::materialized::list_views,
+        crate::materialized::get_view,
         crate::api::redeploy_job,
         crate::api::preview_redeploy,
         crate::api::delete_job,
@@ -34,10 +36,11 @@ use crate::views::{
     components(schemas(
         SubmitRequest, ValidateRequest, ValidateResponse, JobStatus, JobSummary, JobView, GraphNode, GraphEdge,
         NodeMetrics, CheckpointView, PythonFunctionView, GroupView, Sample, SourceSample, ErrorBody, crate::web::Example,
-        StopRequest, SavepointView, RedeployRequest, RedeployView, RedeployPlan
+        StopRequest, SavepointView, RedeployRequest, RedeployView, RedeployPlan,
+        crate::materialized::ViewSummary, crate::materialized::ViewRows
     )),
     modifiers(&BearerToken),
-    tags((name = "jobs", description = "Streaming jobs"))
+    tags((name = "jobs", description = "Streaming jobs"), (name = "views", description = "Materialized views"))
 )]
 pub struct ApiDoc;
 

@@ -26,6 +26,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         pool_share,
         max_jobs,
         job_memory_limit,
+        pg_addr,
+        pg_tls_cert,
+        pg_tls_key,
+        view_refresh,
     } = args;
     let is_bucket =
         |dir: &std::path::PathBuf| eddy_connectors::storage::is_bucket(&dir.to_string_lossy());
@@ -96,6 +100,11 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         pool_share,
         max_jobs: max_jobs.map(|n| n as usize),
         job_memory_limit,
+        pg: pg_addr.map(|addr| eddy_server::pg::PgConfig {
+            addr,
+            tls: pg_tls_cert.zip(pg_tls_key),
+        }),
+        view_refresh,
         ..defaults
     };
     let (data, output, state) = (
@@ -125,7 +134,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     }
     let shutdown = async move { signalled.notified().await };
     runtime.block_on(eddy_server::serve(config, |bound| {
-        eprintln!("eddy serving on http://{bound} (data root {data}, output root {output}, state in {state})");
+        eprintln!("eddy serving on http://{} (data root {data}, output root {output}, state in {state})", bound.http);
+        if let Some(pg) = bound.pg {
+            eprintln!("eddy serving PostgreSQL on {pg} (psql -h {} -p {})", pg.ip(), pg.port());
+        }
     }, shutdown))?;
     Ok(())
 }

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use eddy_connectors::kafka::group_job::{GroupJob, GroupJobConfig, GroupPlan, TaskConnectors};
 use eddy_connectors::stdout::StdoutTarget;
+use eddy_connectors::view::ViewCatalog;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::distribute::instances;
@@ -113,6 +114,8 @@ pub struct JobManager {
     starting: Mutex<usize>,
     /// Set while the server shuts down: jobs it stops stay `running` on disk.
     shutting_down: Arc<std::sync::atomic::AtomicBool>,
+    /// The materialized views jobs' `view` sinks keep for readers.
+    views: ViewCatalog,
 }
 
 /// A place taken among the server's running jobs (`--max-jobs`) by a
@@ -141,6 +144,13 @@ impl Drop for Admission<'_> {
             *starting = starting.saturating_sub(1);
         }
     }
+}
+
+/// Whether a job's graph writes a materialized view (a `view` sink).
+fn writes_view(graph: &JobGraph) -> bool {
+    graph.nodes.iter().any(|node| {
+        matches!(&node.kind, eddy_engine::graph::NodeKind::Sink { spec, .. } if spec.connector == eddy_connectors::view::NAME)
+    })
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -176,6 +186,7 @@ impl JobManager {
             jobs: RwLock::new(BTreeMap::new()),
             starting: Mutex::new(0),
             shutting_down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            views: ViewCatalog::default(),
         });
         for record in manager.store.load_all()? {
             let resume = record.state == JobStatus::Running;
@@ -281,8 +292,14 @@ impl JobManager {
                     self.config.group_state_dir.clone(),
                 ],
             }),
+            views: Some(self.views.clone()),
             ..ConnectorConfig::default()
         }
+    }
+
+    /// The materialized views the server's jobs keep.
+    pub fn views(&self) -> &ViewCatalog {
+        &self.views
     }
 
     /// Plans a job's run: compiles its SQL, expands its keyed operators to
@@ -410,9 +427,18 @@ impl JobManager {
             inner: Connectors::new(self.connector_config()).sharing_decode_threads(&graph),
             taps,
         };
+        // A job that keeps a materialized view checkpoints as often as the
+        // view is to be fresh.
+        let interval = if writes_view(&graph) {
+            self.config
+                .checkpoint_interval
+                .min(self.config.view_refresh)
+        } else {
+            self.config.checkpoint_interval
+        };
         let checkpoints = CheckpointConfig {
             state_dir: self.store.checkpoint_dir(&record.id),
-            interval: self.config.checkpoint_interval,
+            interval,
             ignore_state: false,
             incremental: true,
             replica: self.store.replica(&record.id),
@@ -607,6 +633,24 @@ impl JobManager {
         }
         admission.running(|| self.insert(job.clone()));
         Ok(self.view(&job))
+    }
+
+    /// Runs an ended job again from its last checkpoint (a materialized
+    /// view's job after a server restart: its view sink publishes the
+    /// checkpointed result, and a bounded job ends again at once). A job
+    /// that is running, failed or cancelled is left as it is.
+    pub fn reopen(&self, id: &str) -> Result<()> {
+        let job = self.get(id)?;
+        let record = job
+            .record
+            .lock()
+            .map(|r| r.0.clone())
+            .map_err(|_| ServerError::Internal("job record lost".into()))?;
+        if !matches!(record.state, JobStatus::Finished | JobStatus::Stopped) {
+            return Ok(());
+        }
+        let planned = self.plan(&record)?;
+        self.start_run(&job, planned.launch, planned.python)
     }
 
     /// Checks SQL without running anything: the graph, or the error.

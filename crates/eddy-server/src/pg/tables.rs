@@ -1,0 +1,255 @@
+//! The tables DataFusion sees behind the PostgreSQL port: every
+//! materialized view in schema `public`, read as of its latest completed
+//! checkpoint, and eddy's system tables in schema `eddy` (`jobs`, `views`:
+//! what `SHOW JOBS` and `SHOW VIEWS` read).
+//!
+//! In: the server's [`ViewCatalog`] and job manager. Out: DataFusion
+//! [`TableProvider`]s. A scan takes one view's snapshot as it starts, so a
+//! query never sees a half-applied checkpoint; a query over two views
+//! sees each at its own latest epoch.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use eddy_connectors::view::ViewCatalog;
+
+use super::catalog::SessionCatalog;
+use crate::jobs::JobManager;
+
+/// Rows of a scanned view are spread over this many partitions at most.
+const SCAN_PARTITIONS: usize = 4;
+
+/// Schema `public`: the materialized views.
+#[derive(Debug)]
+pub struct ViewSchema {
+    views: ViewCatalog,
+}
+
+impl ViewSchema {
+    /// The views of `views`.
+    pub fn new(views: ViewCatalog) -> Self {
+        Self { views }
+    }
+
+    fn find(&self, name: &str) -> Option<String> {
+        let names = self.views.names();
+        names
+            .iter()
+            .find(|n| n.as_str() == name)
+            .or_else(|| names.iter().find(|n| n.eq_ignore_ascii_case(name)))
+            .cloned()
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for ViewSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.views.names()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let Some(name) = self.find(name) else {
+            return Ok(None);
+        };
+        Ok(self.views.snapshot(&name).map(|snapshot| {
+            Arc::new(ViewTable {
+                name,
+                schema: snapshot.schema.clone(),
+                views: self.views.clone(),
+            }) as Arc<dyn TableProvider>
+        }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+}
+
+/// One materialized view as a table.
+#[derive(Debug)]
+pub struct ViewTable {
+    name: String,
+    schema: SchemaRef,
+    views: ViewCatalog,
+}
+
+#[async_trait]
+impl TableProvider for ViewTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.views.snapshot(&self.name).ok_or_else(|| {
+            DataFusionError::Plan(format!("materialized view \"{}\" was dropped", self.name))
+        })?;
+        if snapshot.schema != self.schema {
+            return Err(DataFusionError::Plan(format!(
+                "materialized view \"{}\" changed its columns while the query was planned; run it again",
+                self.name
+            )));
+        }
+        let mut partitions = vec![Vec::new(); SCAN_PARTITIONS.min(snapshot.batches.len()).max(1)];
+        let count = partitions.len();
+        for (i, batch) in snapshot.batches.iter().enumerate() {
+            partitions[i % count].push(batch.clone());
+        }
+        MemTable::try_new(self.schema.clone(), partitions)?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+}
+
+/// A table computed when it is scanned.
+struct SystemTable {
+    schema: SchemaRef,
+    rows: Box<dyn Fn() -> Result<RecordBatch> + Send + Sync>,
+}
+
+impl std::fmt::Debug for SystemTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SystemTable")
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl TableProvider for SystemTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let rows = (self.rows)()?;
+        MemTable::try_new(self.schema.clone(), vec![vec![rows]])?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+}
+
+fn strings(values: Vec<Option<String>>) -> ArrayRef {
+    Arc::new(StringArray::from(values))
+}
+
+/// Table `eddy.jobs`: every job of the server.
+pub fn jobs_table(manager: Arc<JobManager>) -> Arc<dyn TableProvider> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("created_at", DataType::Utf8, false),
+        Field::new("started_at", DataType::Utf8, true),
+        Field::new("events_per_second", DataType::Int64, false),
+        Field::new("error", DataType::Utf8, true),
+    ]));
+    let rows_schema = schema.clone();
+    Arc::new(SystemTable {
+        schema,
+        rows: Box::new(move || {
+            let jobs = manager.list();
+            let text = |f: &dyn Fn(&crate::views::JobSummary) -> Option<String>| {
+                strings(jobs.iter().map(f).collect())
+            };
+            Ok(RecordBatch::try_new(
+                rows_schema.clone(),
+                vec![
+                    text(&|j| Some(j.id.clone())),
+                    text(&|j| Some(j.name.clone())),
+                    text(&|j| Some(j.state.name().to_string())),
+                    text(&|j| Some(j.created_at.clone())),
+                    text(&|j| j.started_at.clone()),
+                    Arc::new(Int64Array::from_iter_values(
+                        jobs.iter().map(|j| j.events_per_second.round() as i64),
+                    )),
+                    text(&|j| j.error.clone()),
+                ],
+            )?)
+        }),
+    })
+}
+
+/// Table `eddy.views`: every materialized view, its job, and the epoch
+/// and size of what queries read now.
+pub fn views_table(catalog: Arc<SessionCatalog>, views: ViewCatalog) -> Arc<dyn TableProvider> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("job", DataType::Utf8, true),
+        Field::new("epoch", DataType::UInt64, false),
+        Field::new("rows", DataType::UInt64, false),
+        Field::new("published_at", DataType::Utf8, true),
+        Field::new("query", DataType::Utf8, true),
+    ]));
+    let rows_schema = schema.clone();
+    Arc::new(SystemTable {
+        schema,
+        rows: Box::new(move || {
+            let names = views.names();
+            let declared = catalog.views();
+            let of = |name: &str| declared.iter().find(|v| v.name.eq_ignore_ascii_case(name));
+            let snapshots: Vec<_> = names.iter().map(|n| views.snapshot(n)).collect();
+            Ok(RecordBatch::try_new(
+                rows_schema.clone(),
+                vec![
+                    strings(names.iter().map(|n| Some(n.clone())).collect()),
+                    strings(names.iter().map(|n| of(n).map(|v| v.job.clone())).collect()),
+                    Arc::new(UInt64Array::from_iter_values(
+                        snapshots.iter().map(|s| s.as_ref().map_or(0, |s| s.epoch)),
+                    )),
+                    Arc::new(UInt64Array::from_iter_values(
+                        snapshots
+                            .iter()
+                            .map(|s| s.as_ref().map_or(0, |s| s.rows() as u64)),
+                    )),
+                    strings(
+                        snapshots
+                            .iter()
+                            .map(|s| {
+                                s.as_ref()
+                                    .filter(|s| s.epoch > 0)
+                                    .and_then(|s| {
+                                        chrono::DateTime::from_timestamp_millis(s.published_ms)
+                                    })
+                                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                            })
+                            .collect(),
+                    ),
+                    strings(
+                        names
+                            .iter()
+                            .map(|n| of(n).map(|v| v.query.clone()))
+                            .collect(),
+                    ),
+                ],
+            )?)
+        }),
+    })
+}

@@ -1,0 +1,467 @@
+//! `eddy serve --pg-addr` with real PostgreSQL clients: Debian's `psql`
+//! (the simple protocol, `\d`) and the `postgres` driver (the extended
+//! protocol: prepared statements with parameters, binary results).
+//!
+//! - a materialized view over a file equals the same SQL run as a
+//!   DataFusion batch query, read with psql and by key with parameters;
+//! - `SHOW JOBS`, `SHOW VIEWS`, `\d`, `DROP MATERIALIZED VIEW`;
+//! - errors with SQLSTATE codes: a wrong password (28P01), a source table
+//!   queried as if it were a view (42P01), a name taken (42P07), a bad
+//!   column in a view's query (its position in the statement);
+//! - consistency: a view whose rows always sum to zero at any checkpoint,
+//!   queried over and over while it updates at full speed, never sums to
+//!   anything else;
+//! - a server killed with SIGKILL and restarted answers from its views
+//!   again: a finished view's rows the same, a running one's from its
+//!   last checkpoint on.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use postgres::error::SqlState;
+use postgres::{Client, NoTls};
+
+/// A running `eddy serve --pg-addr`.
+struct Server {
+    child: Child,
+    pg: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+use common::{server_dirs as dirs, ServerDirs as Dirs};
+
+impl Server {
+    fn start(dirs: &Dirs, token: Option<&str>) -> Self {
+        let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "10s");
+        command.args(["--pg-addr", "127.0.0.1:0", "--view-refresh", "100ms"]);
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        let mut child = command
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if let Some(rest) = line.strip_prefix("eddy serving PostgreSQL on ") {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+                } else {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
+        let pg = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the server says where PostgreSQL listens");
+        Server { child, pg }
+    }
+
+    fn client(&self, password: Option<&str>) -> Result<Client, postgres::Error> {
+        let mut config = postgres::Config::new();
+        config
+            .host(&self.pg.ip().to_string())
+            .port(self.pg.port())
+            .user("eddy")
+            .dbname("eddy")
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(password) = password {
+            config.password(password);
+        }
+        config.connect(NoTls)
+    }
+
+    /// `psql -c sql`: its output (unaligned, `|` between fields, no
+    /// headers), or its stderr on failure.
+    fn psql(&self, sql: &str) -> Result<String, String> {
+        let out = Command::new("psql")
+            .args(["-X", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-h",
+                &self.pg.ip().to_string(),
+                "-p",
+                &self.pg.port().to_string(),
+            ])
+            .args(["-U", "eddy", "-d", "eddy", "-c", sql])
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .expect("psql runs (scripts/postgres.sh installs Debian's client)");
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+const ORDERS: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR) \
+     WITH (connector = 'file', path = 'orders.ndjson')";
+
+const PER_CUSTOMER: &str = "SELECT customer_id, count(*) AS orders, min(order_amount) AS smallest, max(order_amount) AS largest \
+     FROM orders GROUP BY customer_id";
+
+fn orders_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("order_id", DataType::Utf8, true),
+        Field::new("customer_id", DataType::Utf8, true),
+        Field::new("order_amount", DataType::Float64, true),
+        Field::new("order_ts", DataType::Int64, true),
+        Field::new("country", DataType::Utf8, true),
+    ])
+}
+
+fn write_orders(data: &Path, count: u64) -> PathBuf {
+    let path = data.join("orders.ndjson");
+    std::fs::write(
+        &path,
+        common::generated_ndjson(eddy_connectors::generator::GeneratedStream::Orders, count),
+    )
+    .unwrap();
+    path
+}
+
+/// What the server said of an error.
+fn said(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!(
+            "{}: {} (hint: {:?})",
+            db.code().code(),
+            db.message(),
+            db.hint()
+        ),
+        None => error.to_string(),
+    }
+}
+
+/// One customer's row: id, orders, smallest, largest.
+type Row = (String, i64, f64, f64);
+
+/// The view's query as a DataFusion batch query over the whole file.
+fn batch_rows(path: &Path) -> Vec<Row> {
+    let lines = common::datafusion_json_lines(
+        &[("orders", path.to_str().unwrap(), orders_schema())],
+        &format!("{PER_CUSTOMER} ORDER BY customer_id"),
+    );
+    lines
+        .iter()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                v["customer_id"].as_str().unwrap().to_string(),
+                v["orders"].as_i64().unwrap(),
+                v["smallest"].as_f64().unwrap(),
+                v["largest"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn psql_rows(text: &str) -> Vec<Row> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split('|').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until job `name` (as `SHOW JOBS` lists it) is in `state`.
+fn wait_for_job(server: &Server, name: &str, state: &str) {
+    let started = Instant::now();
+    loop {
+        let jobs = server.psql("SHOW JOBS").unwrap();
+        let found = jobs
+            .lines()
+            .find(|l| l.split('|').nth(1) == Some(name))
+            .map(|l| l.split('|').nth(2).unwrap_or_default().to_string());
+        if found.as_deref() == Some(state) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "job {name} not {state}: {jobs}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn psql_creates_a_view_over_a_file_that_equals_the_batch_query() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 3000);
+    let server = Server::start(&dirs, None);
+    server.psql(ORDERS).unwrap();
+    server
+        .psql(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap();
+    wait_for_job(&server, "view per_customer", "finished");
+
+    let expected = batch_rows(&path);
+    assert!(expected.len() > 10, "{expected:?}");
+    let read = server
+        .psql(
+            "SELECT customer_id, orders, smallest, largest FROM per_customer ORDER BY customer_id",
+        )
+        .unwrap();
+    assert_eq!(psql_rows(&read), expected);
+    // Aggregates and filters over the view run in DataFusion.
+    let total = server
+        .psql("SELECT sum(orders) FROM per_customer WHERE orders > 0")
+        .unwrap();
+    assert_eq!(total.trim(), "3000");
+
+    // The catalog: SHOW VIEWS, and psql's \d reading pg_catalog.
+    let views = server.psql("SHOW VIEWS").unwrap();
+    let row: Vec<&str> = views.lines().next().unwrap().split('|').collect();
+    assert_eq!(row[0], "per_customer", "{views}");
+    assert_eq!(row[3], expected.len().to_string(), "{views}");
+    let described = server.psql("\\d per_customer").unwrap();
+    for column in ["customer_id", "orders", "smallest", "largest"] {
+        assert!(described.contains(column), "{described}");
+    }
+
+    // Errors a client can act on.
+    let source = server.psql("SELECT * FROM orders").unwrap_err();
+    assert!(source.contains("streaming table"), "{source}");
+    assert!(source.contains("CREATE MATERIALIZED VIEW"), "{source}");
+    let taken = server
+        .psql(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap_err();
+    assert!(taken.contains("already exists"), "{taken}");
+    let unknown = server.psql("SELECT * FROM nowhere").unwrap_err();
+    assert!(
+        unknown.contains("relation \"nowhere\" does not exist"),
+        "{unknown}"
+    );
+    // A bad column: psql draws its caret under the column, in the statement.
+    let statement = "CREATE MATERIALIZED VIEW bad AS SELECT customer_id, nope FROM orders";
+    let bad = server.psql(statement).unwrap_err();
+    assert!(bad.contains("nope"), "{bad}");
+    let caret_line = bad
+        .lines()
+        .find(|l| l.trim_start().starts_with('^'))
+        .unwrap_or_else(|| panic!("no caret: {bad}"));
+    let statement_line = bad
+        .lines()
+        .find(|l| l.contains("LINE 1:"))
+        .unwrap_or_else(|| panic!("no statement line: {bad}"));
+    let caret = caret_line.find('^').unwrap();
+    assert_eq!(&statement_line[caret..caret + 4], "nope", "{bad}");
+
+    server.psql("DROP MATERIALIZED VIEW per_customer").unwrap();
+    assert_eq!(server.psql("SHOW VIEWS").unwrap().trim(), "");
+    let gone = server.psql("SELECT * FROM per_customer").unwrap_err();
+    assert!(gone.contains("does not exist"), "{gone}");
+    server
+        .psql("DROP MATERIALIZED VIEW IF EXISTS per_customer")
+        .unwrap();
+}
+
+#[test]
+fn a_driver_prepares_statements_with_parameters_and_needs_the_token() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 2000);
+    let server = Server::start(&dirs, Some("s3cret"));
+
+    let refused = server.client(Some("wrong")).err().expect("refused");
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::INVALID_PASSWORD),
+        "{}",
+        said(&refused)
+    );
+
+    let mut client = server.client(Some("s3cret")).unwrap();
+    client
+        .batch_execute(&format!(
+            "{ORDERS}; CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap();
+    // A statement of eddy's own through the extended protocol.
+    client.execute("SET eddy.min_epoch = 1", &[]).unwrap();
+    let expected = batch_rows(&path);
+    let started = Instant::now();
+    let by_key = client
+        .prepare("SELECT orders, smallest, largest FROM per_customer WHERE customer_id = $1")
+        .unwrap();
+    loop {
+        let count: i64 = client
+            .query_one("SELECT count(*) FROM per_customer", &[])
+            .unwrap()
+            .get(0);
+        let total: Option<i64> = client
+            .query_one("SELECT sum(orders) FROM per_customer", &[])
+            .unwrap()
+            .get(0);
+        if count as usize == expected.len() && total == Some(2000) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{count} rows, {total:?} orders"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (customer, orders, smallest, largest) in &expected {
+        let row = client.query_one(&by_key, &[customer]).unwrap();
+        assert_eq!(
+            (
+                row.get::<_, i64>(0),
+                row.get::<_, f64>(1),
+                row.get::<_, f64>(2)
+            ),
+            (*orders, *smallest, *largest),
+            "{customer}"
+        );
+    }
+    let missing = client.query(&by_key, &[&"nobody"]).unwrap();
+    assert!(missing.is_empty());
+
+    let error = client.query("SELECT * FROM orders", &[]).unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&SqlState::UNDEFINED_TABLE),
+        "{}",
+        said(&error)
+    );
+    let error = client
+        .batch_execute(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&SqlState::DUPLICATE_TABLE),
+        "{}",
+        said(&error)
+    );
+
+    client
+        .execute("DROP MATERIALIZED VIEW per_customer", &[])
+        .unwrap();
+    let error = client.query(&by_key, &[&"x"]).unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&SqlState::UNDEFINED_TABLE),
+        "{}",
+        said(&error)
+    );
+}
+
+/// Rows that sum to zero at every checkpoint: each order counts +1 for its
+/// customer and -1 for `all`.
+const BALANCE: &str = "CREATE TABLE stream (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR) \
+     WITH (connector = 'generator', stream = 'orders', batch_size = '200');
+     CREATE MATERIALIZED VIEW balance AS SELECT k, sum(d) AS s FROM (\
+       SELECT customer_id AS k, CAST(1 AS BIGINT) AS d FROM stream \
+       UNION ALL SELECT 'all' AS k, CAST(-1 AS BIGINT) AS d FROM stream) GROUP BY k";
+
+fn balance(client: &mut Client) -> (i64, i64, i64) {
+    let row = client
+        .query_one(
+            "SELECT coalesce(sum(s), 0), count(*), coalesce(max(CASE WHEN k = 'all' THEN -s END), 0) FROM balance",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+#[test]
+fn queries_see_whole_checkpoints_and_views_answer_again_after_a_kill() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 1500);
+    let mut server = Server::start(&dirs, None);
+    let mut client = server.client(None).unwrap();
+    client
+        .batch_execute(&format!(
+            "{ORDERS}; CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}; {BALANCE}"
+        ))
+        .unwrap();
+    wait_for_job(&server, "view per_customer", "finished");
+    let finished = server
+        .psql("SELECT * FROM per_customer ORDER BY customer_id")
+        .unwrap();
+    assert_eq!(psql_rows(&finished), batch_rows(&path));
+
+    // The view updates at full speed; every read sums to zero, and the
+    // orders seen only grow.
+    let started = Instant::now();
+    let (mut reads, mut last_orders) = (0, 0);
+    while started.elapsed() < Duration::from_secs(3) || last_orders == 0 {
+        let (sum, _, orders) = balance(&mut client);
+        assert_eq!(sum, 0, "a read saw a half-applied checkpoint");
+        assert!(orders >= last_orders, "{orders} after {last_orders}");
+        last_orders = orders;
+        reads += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the view never filled"
+        );
+    }
+    assert!(reads > 20, "only {reads} reads");
+    let duplicates = client
+        .query("SELECT k FROM balance GROUP BY k HAVING count(*) > 1", &[])
+        .unwrap();
+    assert!(duplicates.is_empty());
+    let epoch: i64 = client
+        .query_one(
+            "SELECT CAST(epoch AS BIGINT) FROM eddy.views WHERE name = 'balance'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(epoch > 0);
+
+    // SIGKILL, restart: both views answer again.
+    drop(client);
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    server = Server::start(&dirs, None);
+    let mut client = server.client(None).unwrap();
+    assert_eq!(
+        server
+            .psql("SELECT * FROM per_customer ORDER BY customer_id")
+            .unwrap(),
+        finished,
+        "the finished view's rows after the restart"
+    );
+    let (sum, _, orders) = balance(&mut client);
+    assert_eq!(sum, 0);
+    assert!(
+        orders > 0,
+        "the running view resumed from its last checkpoint"
+    );
+    let resumed: i64 = client
+        .query_one(
+            "SELECT CAST(epoch AS BIGINT) FROM eddy.views WHERE name = 'balance'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(resumed >= epoch, "epoch {resumed} after {epoch}");
+}
