@@ -237,7 +237,8 @@ fn psql_creates_a_view_over_a_file_that_equals_the_batch_query() {
     let views = server.psql("SHOW VIEWS").unwrap();
     let row: Vec<&str> = views.lines().next().unwrap().split('|').collect();
     assert_eq!(row[0], "per_customer", "{views}");
-    assert_eq!(row[3], expected.len().to_string(), "{views}");
+    assert_eq!(row[2], "customer_id", "keyed by its GROUP BY: {views}");
+    assert_eq!(row[4], expected.len().to_string(), "{views}");
     let described = server.psql("\\d per_customer").unwrap();
     for column in ["customer_id", "orders", "smallest", "largest"] {
         assert!(described.contains(column), "{described}");

@@ -134,7 +134,10 @@ pub async fn get_view(
         .with_explicit_nulls(true)
         .build::<_, JsonArray>(Vec::new());
     let mut left = limit;
-    for batch in &snapshot.batches {
+    let batches = snapshot
+        .batches()
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    for batch in &batches {
         if left == 0 {
             break;
         }

@@ -16,13 +16,13 @@
 //! use datafusion::arrow::array::Int64Array;
 //! use datafusion::arrow::datatypes::{DataType, Field, Schema};
 //! use datafusion::arrow::record_batch::RecordBatch;
-//! use eddy_connectors::view::ViewCatalog;
+//! use eddy_connectors::view::{ViewCatalog, ViewSnapshot};
 //!
 //! let catalog = ViewCatalog::default();
 //! let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
 //! let owner = catalog.declare("totals", schema.clone(), None);
-//! let rows = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![7]))]).unwrap();
-//! catalog.stage("totals", owner, 3, vec![rows]);
+//! let rows = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![7]))]).unwrap();
+//! catalog.stage("totals", owner, ViewSnapshot::of_batches(schema, 3, vec![rows]));
 //! assert_eq!(catalog.snapshot("totals").unwrap().epoch, 0); // staged, not yet read
 //! catalog.commit("totals", 3);
 //! assert_eq!(catalog.snapshot("totals").unwrap().rows(), 1);
@@ -32,8 +32,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use std::sync::OnceLock;
+
+use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::record_batch::RecordBatch;
+
+use super::rows::{Held, RowCodec, ViewRows};
 
 /// A view's result as of one completed checkpoint.
 #[derive(Debug, Clone)]
@@ -43,18 +49,104 @@ pub struct ViewSnapshot {
     pub epoch: u64,
     /// The view's columns.
     pub schema: SchemaRef,
-    /// Its rows.
-    pub batches: Vec<RecordBatch>,
     /// When it was published (milliseconds since the epoch of Unix time).
     pub published_ms: i64,
+    content: Content,
+}
+
+#[derive(Debug, Clone)]
+enum Content {
+    /// Rows as batches.
+    Batches(Vec<RecordBatch>),
+    /// Rows as a view sink holds them: by key, turned into batches on the
+    /// first scan.
+    Rows {
+        rows: ViewRows,
+        codec: Arc<RowCodec>,
+        batches: Arc<OnceLock<Vec<RecordBatch>>>,
+    },
 }
 
 impl ViewSnapshot {
+    /// A snapshot of `batches`.
+    pub fn of_batches(schema: SchemaRef, epoch: u64, batches: Vec<RecordBatch>) -> Self {
+        Self {
+            epoch,
+            schema,
+            published_ms: now_ms(),
+            content: Content::Batches(batches),
+        }
+    }
+
+    /// A snapshot of a sink's rows (a clone: O(1)).
+    pub fn of_rows(epoch: u64, rows: ViewRows, codec: Arc<RowCodec>) -> Self {
+        Self {
+            epoch,
+            schema: codec.schema().clone(),
+            published_ms: now_ms(),
+            content: Content::Rows {
+                rows,
+                codec,
+                batches: Arc::new(OnceLock::new()),
+            },
+        }
+    }
+
     /// Rows held.
     pub fn rows(&self) -> usize {
-        self.batches.iter().map(RecordBatch::num_rows).sum()
+        match &self.content {
+            Content::Batches(batches) => batches.iter().map(RecordBatch::num_rows).sum(),
+            Content::Rows { rows, .. } => rows.len(),
+        }
+    }
+
+    /// The rows as batches (made on the first call, then shared).
+    pub fn batches(&self) -> Result<Vec<RecordBatch>, ArrowError> {
+        match &self.content {
+            Content::Batches(batches) => Ok(batches.clone()),
+            Content::Rows {
+                rows,
+                codec,
+                batches,
+            } => {
+                if let Some(made) = batches.get() {
+                    return Ok(made.clone());
+                }
+                let held: Vec<&Held> = rows.iter().map(|(_, h)| h).collect();
+                let made = held
+                    .chunks(BATCH_ROWS)
+                    .map(|chunk| codec.decode(chunk.iter().copied()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(batches.get_or_init(|| made).clone())
+            }
+        }
+    }
+
+    /// The columns the view is keyed by, when it is (its query's upsert
+    /// key): [`ViewSnapshot::lookup`] finds a key's row without a scan.
+    pub fn key_columns(&self) -> Option<&[usize]> {
+        match &self.content {
+            Content::Rows { codec, .. } => codec.key_columns(),
+            Content::Batches(_) => None,
+        }
+    }
+
+    /// The row of one key (its values as one-row arrays, in key column
+    /// order); `None` when the view is not keyed.
+    pub fn lookup(&self, key: &[ArrayRef]) -> Result<Option<RecordBatch>, ArrowError> {
+        let Content::Rows { rows, codec, .. } = &self.content else {
+            return Ok(None);
+        };
+        if codec.key_columns().is_none() {
+            return Ok(None);
+        }
+        let key = codec.key_of(key)?;
+        codec.decode(rows.get(&key).into_iter()).map(Some)
     }
 }
+
+/// Rows per batch of a scanned view.
+const BATCH_ROWS: usize = 8192;
 
 /// One view: who writes it, what readers see, and what waits for a
 /// checkpoint to complete.
@@ -100,24 +192,12 @@ impl ViewCatalog {
     /// (the result of a completed checkpoint, `(epoch, rows)`): readers
     /// see it at once. A view declared again without one keeps what
     /// readers see until the new owner publishes.
-    pub fn declare(
-        &self,
-        name: &str,
-        schema: SchemaRef,
-        restored: Option<(u64, Vec<RecordBatch>)>,
-    ) -> u64 {
+    pub fn declare(&self, name: &str, schema: SchemaRef, restored: Option<ViewSnapshot>) -> u64 {
         let mut views = self.lock();
         views.owners += 1;
         views.dropped.remove(name);
         let owner = views.owners;
-        let empty = |schema: SchemaRef| {
-            Arc::new(ViewSnapshot {
-                epoch: 0,
-                schema,
-                batches: Vec::new(),
-                published_ms: now_ms(),
-            })
-        };
+        let empty = |schema: SchemaRef| Arc::new(ViewSnapshot::of_batches(schema, 0, Vec::new()));
         let view = views.views.entry(name.to_string()).or_insert_with(|| View {
             owner,
             published: empty(schema.clone()),
@@ -128,30 +208,19 @@ impl ViewCatalog {
         if view.published.schema != schema {
             view.published = empty(schema.clone());
         }
-        if let Some((epoch, batches)) = restored {
-            view.published = Arc::new(ViewSnapshot {
-                epoch,
-                schema,
-                batches,
-                published_ms: now_ms(),
-            });
+        if let Some(restored) = restored {
+            view.published = Arc::new(restored);
         }
         drop(views);
         self.inner.1.notify_all();
         owner
     }
 
-    /// The result of checkpoint `epoch`, readable once it completes.
-    pub fn stage(&self, name: &str, owner: u64, epoch: u64, batches: Vec<RecordBatch>) {
+    /// The result of checkpoint `snapshot.epoch`, readable once it completes.
+    pub fn stage(&self, name: &str, owner: u64, snapshot: ViewSnapshot) {
         let mut views = self.lock();
         if let Some(view) = views.views.get_mut(name).filter(|v| v.owner == owner) {
-            let schema = view.published.schema.clone();
-            view.staged.push(ViewSnapshot {
-                epoch,
-                schema,
-                batches,
-                published_ms: 0,
-            });
+            view.staged.push(snapshot);
         }
     }
 
@@ -178,8 +247,9 @@ impl ViewCatalog {
 
     /// Readers see these rows now, as of `epoch` (a job without
     /// checkpoints ended).
-    pub fn publish(&self, name: &str, owner: u64, epoch: u64, batches: Vec<RecordBatch>) {
-        self.stage(name, owner, epoch, batches);
+    pub fn publish(&self, name: &str, owner: u64, snapshot: ViewSnapshot) {
+        let epoch = snapshot.epoch;
+        self.stage(name, owner, snapshot);
         self.commit(name, epoch);
     }
 
@@ -207,13 +277,7 @@ impl ViewCatalog {
     /// holds the view or it was removed: the result in the last
     /// checkpoint of a job that ended, which runs nothing when resumed.
     /// Whether it was taken.
-    pub fn restore(
-        &self,
-        name: &str,
-        schema: SchemaRef,
-        epoch: u64,
-        batches: Vec<RecordBatch>,
-    ) -> bool {
+    pub fn restore(&self, name: &str, snapshot: ViewSnapshot) -> bool {
         let mut views = self.lock();
         if views.views.contains_key(name) || views.dropped.contains(name) {
             return false;
@@ -222,12 +286,7 @@ impl ViewCatalog {
             name.to_string(),
             View {
                 owner: 0,
-                published: Arc::new(ViewSnapshot {
-                    epoch,
-                    schema,
-                    batches,
-                    published_ms: now_ms(),
-                }),
+                published: Arc::new(snapshot),
                 staged: Vec::new(),
             },
         );
@@ -274,6 +333,10 @@ mod tests {
             .expect("a batch")
     }
 
+    fn snap(schema: &SchemaRef, epoch: u64, values: Vec<i64>) -> ViewSnapshot {
+        ViewSnapshot::of_batches(schema.clone(), epoch, vec![batch(schema, values)])
+    }
+
     fn schema() -> SchemaRef {
         Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]))
     }
@@ -283,8 +346,8 @@ mod tests {
         let catalog = ViewCatalog::default();
         let schema = schema();
         let owner = catalog.declare("v", schema.clone(), None);
-        catalog.stage("v", owner, 1, vec![batch(&schema, vec![1])]);
-        catalog.stage("v", owner, 2, vec![batch(&schema, vec![1, 2])]);
+        catalog.stage("v", owner, snap(&schema, 1, vec![1]));
+        catalog.stage("v", owner, snap(&schema, 2, vec![1, 2]));
         assert_eq!(catalog.snapshot("v").expect("declared").rows(), 0);
         catalog.commit("v", 1);
         let one = catalog.snapshot("v").expect("declared");
@@ -301,10 +364,10 @@ mod tests {
         let schema = schema();
         let old = catalog.declare("v", schema.clone(), None);
         let new = catalog.declare("v", schema.clone(), None);
-        catalog.stage("v", old, 5, vec![batch(&schema, vec![9])]);
+        catalog.stage("v", old, snap(&schema, 5, vec![9]));
         catalog.commit("v", 5);
         assert_eq!(catalog.snapshot("v").expect("declared").epoch, 0);
-        catalog.publish("v", new, 4, vec![batch(&schema, vec![4])]);
+        catalog.publish("v", new, snap(&schema, 4, vec![4]));
         assert_eq!(catalog.snapshot("v").expect("declared").epoch, 4);
     }
 
@@ -312,14 +375,11 @@ mod tests {
     fn an_ended_job_s_result_is_restored_only_where_nothing_holds_the_view() {
         let catalog = ViewCatalog::default();
         let schema = schema();
-        assert!(catalog.restore("v", schema.clone(), 7, vec![batch(&schema, vec![1, 2])]));
+        assert!(catalog.restore("v", snap(&schema, 7, vec![1, 2])));
         assert_eq!(catalog.snapshot("v").expect("restored").rows(), 2);
-        assert!(!catalog.restore("v", schema.clone(), 8, Vec::new()), "held");
+        assert!(!catalog.restore("v", snap(&schema, 8, vec![])), "held");
         catalog.remove("v");
-        assert!(
-            !catalog.restore("v", schema.clone(), 8, Vec::new()),
-            "dropped"
-        );
+        assert!(!catalog.restore("v", snap(&schema, 8, vec![])), "dropped");
         catalog.declare("v", schema.clone(), None);
         assert!(catalog.contains("v"), "declared again");
     }
@@ -335,7 +395,7 @@ mod tests {
         let writer = catalog.clone();
         let publisher = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
-            writer.publish("v", owner, 3, vec![batch(&schema, vec![3])]);
+            writer.publish("v", owner, snap(&schema, 3, vec![3]));
         });
         let seen = catalog
             .wait_for("v", 2, Duration::from_secs(10))

@@ -8,6 +8,7 @@
 //! completed checkpoint ([`catalog`]); the rows it holds ([`sink`]).
 
 pub mod catalog;
+pub mod rows;
 pub mod sink;
 
 pub use catalog::{ViewCatalog, ViewSnapshot};
@@ -21,6 +22,26 @@ use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::OptionDecl;
+
+/// Gives each `view` sink of `graph` declared without a primary key its
+/// query's upsert key (the group keys of a GROUP BY, a Top-N's partition
+/// and rank, a change feed's key): the view then holds one row per key and
+/// finds a key's row without a scan.
+pub fn key_by_upsert_key(graph: &mut eddy_engine::graph::JobGraph) {
+    for i in 0..graph.nodes.len() {
+        let node = &graph.nodes[i];
+        let eddy_engine::graph::NodeKind::Sink { spec } = &node.kind else {
+            continue;
+        };
+        if spec.connector != NAME || !spec.primary_key.is_empty() || node.inputs.len() != 1 {
+            continue;
+        }
+        let key = eddy_engine::changelog::upsert_key(&graph.nodes[node.inputs[0].from].schema);
+        if let eddy_engine::graph::NodeKind::Sink { spec } = &mut graph.nodes[i].kind {
+            spec.primary_key = key;
+        }
+    }
+}
 
 /// The connector's name (`connector = 'view'`).
 pub const NAME: &str = "view";
@@ -80,6 +101,7 @@ impl Connector for ViewConnector {
         Ok(Box::new(ViewSink::open(
             &spec.table,
             &spec.schema,
+            &spec.primary_key,
             catalog,
             resume,
         )?))
@@ -102,7 +124,7 @@ impl Connector for ViewConnector {
         let catalog = Self::catalog(config)?;
         // A job that ended is resumed without running: its last checkpoint,
         // committed again, is its view.
-        ViewSink::restore_ended(&meta.view, &spec.schema, catalog, state)?;
+        ViewSink::restore_ended(&meta.view, &spec.schema, &spec.primary_key, catalog, state)?;
         catalog.commit(&meta.view, meta.epoch);
         Ok(())
     }

@@ -1,26 +1,28 @@
 //! The view sink: keeps a query's current result, replaying its changelog
-//! into a multiset of rows, and hands the result to the [`ViewCatalog`] at
+//! into the view's rows, and hands the result to the [`ViewCatalog`] at
 //! each checkpoint.
 //!
 //! In: append-only or updating batches (`+I`/`+U` add a row, `-U`/`-D` take
-//! one out). Out: at each barrier the whole result staged in the catalog
-//! for that epoch, and in the checkpoint the rows changed since the last
-//! one (a [`KeyedRows`] table keyed by the row's own bytes, valued by its
-//! count), so a resumed job's view starts from its checkpointed result.
+//! one out). Out: at each barrier the result staged in the catalog for that
+//! epoch (a persistent map, shared, not copied: [`ViewRows`]), and in the
+//! checkpoint the keys changed since the last one (a [`KeyedRows`] table:
+//! key bytes, then each key's count and row), so a resumed job's view
+//! starts from its checkpointed result.
+//!
+//! A view is keyed by its table's primary key (the server gives a view
+//! its query's upsert key): one row per key, found without a scan. A view
+//! without one holds a multiset of whole rows.
 //!
 //! ```text
-//!  write*: rows ─ RowConverter ─> count[row] ± 1
-//!  precommit(n): stage(n, rows × count) ; checkpoint ← changed (row, count)
-//!  resume(state): count ← checkpoint ; publish(epoch of state)
+//!  write*: rows ─ RowCodec ─> (key, row) ─> ViewRows ± row ; KeyedRows[key] = (count, row)
+//!  precommit(n): stage(n, ViewRows clone) ; checkpoint ← changed keys
+//!  resume(state): ViewRows ← checkpoint ; readers see it at once
 //! ```
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::UInt32Array;
-use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::row::{RowConverter, SortField};
 use eddy_engine::changelog;
 use eddy_engine::error::EngineError;
 use eddy_engine::message::CheckpointId;
@@ -30,10 +32,8 @@ use eddy_engine::state::StateSnapshot;
 use eddy_engine::Result;
 use serde::{Deserialize, Serialize};
 
-use super::catalog::ViewCatalog;
-
-/// Rows per batch of a published result.
-const PUBLISHED_BATCH_ROWS: usize = 8192;
+use super::catalog::{ViewCatalog, ViewSnapshot};
+use super::rows::{Held, RowCodec, ViewRows};
 
 /// The checkpoint table of held rows.
 const ROWS_TABLE: &str = "view_rows";
@@ -55,11 +55,11 @@ pub struct ViewSink {
     name: String,
     catalog: ViewCatalog,
     owner: u64,
-    schema: SchemaRef,
-    converter: RowConverter,
-    /// Each distinct row's bytes, valued by its count (8 bytes, little
-    /// endian).
-    counts: KeyedRows,
+    codec: Arc<RowCodec>,
+    rows: ViewRows,
+    /// The same rows for checkpoints: key bytes to count (8 bytes, little
+    /// endian) and row.
+    checkpointed: KeyedRows,
     /// The epoch last staged or restored.
     epoch: u64,
     unmatched_retractions: u64,
@@ -69,38 +69,51 @@ impl std::fmt::Debug for ViewSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ViewSink")
             .field("name", &self.name)
-            .field("rows", &self.counts.len())
+            .field("rows", &self.rows.len())
             .field("epoch", &self.epoch)
             .finish()
     }
 }
 
-fn count_of(bytes: &[u8]) -> i64 {
-    bytes.try_into().map(i64::from_le_bytes).unwrap_or_default()
+fn checkpoint_value(held: &Held) -> Vec<u8> {
+    let mut value = Vec::with_capacity(8 + held.row.len());
+    value.extend_from_slice(&held.count.to_le_bytes());
+    value.extend_from_slice(&held.row);
+    value
+}
+
+fn held_of(value: &[u8]) -> Option<Held> {
+    let (count, row) = value.split_at_checked(8)?;
+    Some(Held {
+        count: u64::from_le_bytes(count.try_into().ok()?),
+        row: Arc::from(row),
+    })
 }
 
 impl ViewSink {
     /// A sink writing view `name` of these columns (a row-kind column, if
-    /// any, is not one of them), resumed from `resume` when given.
+    /// any, is not one of them), keyed by `key` columns (none: by the whole
+    /// row), resumed from `resume` when given.
     pub fn open(
         name: &str,
         schema: &Schema,
+        key: &[String],
         catalog: ViewCatalog,
         resume: Option<&StateSnapshot>,
     ) -> Result<Self> {
-        let mut sink = Self::unopened(name, schema, catalog)?;
+        let mut sink = Self::unopened(name, schema, key, catalog)?;
         let mut restored = None;
         if let Some(state) = resume.filter(|s| !s.is_empty()) {
             restored = Some(sink.restore(state)?);
         }
         sink.owner = sink
             .catalog
-            .declare(&sink.name, sink.schema.clone(), restored);
+            .declare(&sink.name, sink.codec.schema().clone(), restored);
         Ok(sink)
     }
 
     /// A sink that has not declared its view.
-    fn unopened(name: &str, schema: &Schema, catalog: ViewCatalog) -> Result<Self> {
+    fn unopened(name: &str, schema: &Schema, key: &[String], catalog: ViewCatalog) -> Result<Self> {
         let fields: Vec<_> = schema
             .fields()
             .iter()
@@ -108,35 +121,50 @@ impl ViewSink {
             .cloned()
             .collect();
         let schema = Arc::new(Schema::new(fields));
-        let converter = RowConverter::new(
-            schema
-                .fields()
-                .iter()
-                .map(|f| SortField::new(f.data_type().clone()))
-                .collect(),
-        )?;
+        // A key naming a column the view lacks keys nothing: whole rows.
+        let key: Vec<usize> = key
+            .iter()
+            .map(|k| schema.index_of(k).ok())
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default();
         Ok(Self {
             name: name.to_string(),
             catalog,
             owner: 0,
-            schema,
-            converter,
-            counts: KeyedRows::default(),
+            codec: Arc::new(RowCodec::new(schema, key)?),
+            rows: ViewRows::default(),
+            checkpointed: KeyedRows::default(),
             epoch: 0,
             unmatched_retractions: 0,
         })
     }
 
     /// Holds the rows of a checkpoint (whole, as a resume reads it back);
-    /// its epoch and result.
-    fn restore(&mut self, state: &StateSnapshot) -> Result<(u64, Vec<RecordBatch>)> {
+    /// the snapshot readers see of it.
+    fn restore(&mut self, state: &StateSnapshot) -> Result<ViewSnapshot> {
         let meta: ViewMeta = state.meta()?;
         let mut state = state.clone();
-        let rows = state.take_table(ROWS_TABLE)?;
-        self.counts.restore(&rows, &format!("view {}", self.name))?;
+        let table = state.take_table(ROWS_TABLE)?;
+        self.checkpointed
+            .restore(&table, &format!("view {}", self.name))?;
+        let mut rows = ViewRows::default();
+        for (key, value) in self.checkpointed.iter() {
+            let held = held_of(value).ok_or_else(|| {
+                EngineError::State(format!(
+                    "view {}: a checkpointed row is cut short",
+                    self.name
+                ))
+            })?;
+            rows.put(Arc::from(key), held);
+        }
+        self.rows = rows;
         self.epoch = meta.epoch;
         self.unmatched_retractions = meta.unmatched_retractions;
-        Ok((self.epoch, self.result()?))
+        Ok(self.snapshot())
+    }
+
+    fn snapshot(&self) -> ViewSnapshot {
+        ViewSnapshot::of_rows(self.epoch, self.rows.clone(), self.codec.clone())
     }
 
     /// The result in `state`, a whole checkpoint of a view sink, published
@@ -145,50 +173,21 @@ impl ViewSink {
     pub fn restore_ended(
         name: &str,
         schema: &Schema,
+        key: &[String],
         catalog: &ViewCatalog,
         state: &StateSnapshot,
     ) -> Result<bool> {
         if catalog.contains(name) || state.keyed.iter().any(|k| k.change.is_some()) {
             return Ok(false);
         }
-        let mut reader = Self::unopened(name, schema, catalog.clone())?;
-        let (epoch, batches) = reader.restore(state)?;
-        Ok(catalog.restore(name, reader.schema.clone(), epoch, batches))
+        let mut reader = Self::unopened(name, schema, key, catalog.clone())?;
+        let snapshot = reader.restore(state)?;
+        Ok(catalog.restore(name, snapshot))
     }
 
     /// The view's columns.
     pub fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    /// The result held: each distinct row as many times as it counts.
-    fn result(&self) -> Result<Vec<RecordBatch>> {
-        let parser = self.converter.parser();
-        let mut distinct = self.converter.empty_rows(self.counts.len(), 0);
-        let mut repeats: Vec<u32> = Vec::with_capacity(self.counts.len());
-        for (i, (row, count)) in self.counts.iter().enumerate() {
-            distinct.push(parser.parse(row));
-            let times = count_of(count).max(0) as usize;
-            repeats.extend(std::iter::repeat_n(i as u32, times));
-        }
-        let columns = self.converter.convert_rows(&distinct)?;
-        let distinct = RecordBatch::try_new_with_options(
-            self.schema.clone(),
-            columns,
-            &datafusion::arrow::record_batch::RecordBatchOptions::new()
-                .with_row_count(Some(self.counts.len())),
-        )?;
-        let all_once = repeats.len() == distinct.num_rows();
-        repeats
-            .chunks(PUBLISHED_BATCH_ROWS)
-            .map(|chunk| {
-                if all_once && chunk.len() == distinct.num_rows() {
-                    return Ok(distinct.clone());
-                }
-                let indices = UInt32Array::from(chunk.to_vec());
-                Ok(take_record_batch(&distinct, &indices)?)
-            })
-            .collect()
+        self.codec.schema()
     }
 
     fn apply(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -197,29 +196,33 @@ impl ViewSink {
             changelog::check_kinds(kinds)?;
         }
         let data = changelog::data_columns(batch)?;
-        if data.num_columns() != self.schema.fields().len() {
+        if data.num_columns() != self.schema().fields().len() {
             return Err(EngineError::State(format!(
                 "view {}: a batch of {} columns reached a view of {}",
                 self.name,
                 data.num_columns(),
-                self.schema.fields().len()
+                self.schema().fields().len()
             )));
         }
-        let rows = self.converter.convert_columns(data.columns())?;
-        for (i, row) in rows.iter().enumerate() {
+        for (i, (key, row)) in self.codec.encode(data.columns())?.into_iter().enumerate() {
             let retract = kinds
                 .as_ref()
                 .is_some_and(|k| changelog::is_retraction_byte(k.value(i)));
-            let key = row.as_ref();
-            let held = self.counts.get(key).map(count_of).unwrap_or(0);
-            let count = if retract { held - 1 } else { held + 1 };
-            if count > 0 {
-                self.counts.upsert(key, &count.to_le_bytes());
-            } else {
-                if count < 0 {
+            if retract {
+                if !self.rows.take(&key, &row) {
                     self.unmatched_retractions += 1;
+                    continue;
                 }
-                self.counts.remove(key);
+            } else {
+                self.rows.add(key.clone(), row);
+            }
+            match self.rows.get(&key) {
+                Some(held) => {
+                    self.checkpointed.upsert(&key, &checkpoint_value(held));
+                }
+                None => {
+                    self.checkpointed.remove(&key);
+                }
             }
         }
         Ok(())
@@ -243,15 +246,13 @@ impl SinkWriter for ViewSink {
         } else {
             checkpoint.max(self.epoch + 1)
         };
-        let batches = self.result()?;
-        self.catalog
-            .stage(&self.name, self.owner, self.epoch, batches);
+        self.catalog.stage(&self.name, self.owner, self.snapshot());
         let mut snapshot = StateSnapshot::with_meta(&ViewMeta {
             view: self.name.clone(),
             epoch: self.epoch,
             unmatched_retractions: self.unmatched_retractions,
         })?;
-        let (table, keyed) = self.counts.snapshot_incremental(ROWS_TABLE)?;
+        let (table, keyed) = self.checkpointed.snapshot_incremental(ROWS_TABLE)?;
         snapshot.push_table(ROWS_TABLE, table);
         snapshot.keyed.push(keyed);
         Ok(snapshot)
@@ -260,9 +261,8 @@ impl SinkWriter for ViewSink {
     fn finish(&mut self) -> Result<()> {
         // Without checkpoints the result is readable once the input ends.
         self.epoch += 1;
-        let batches = self.result()?;
         self.catalog
-            .publish(&self.name, self.owner, self.epoch, batches);
+            .publish(&self.name, self.owner, self.snapshot());
         Ok(())
     }
 }
@@ -296,7 +296,7 @@ mod tests {
     fn sorted_rows(catalog: &ViewCatalog) -> Vec<(String, i64)> {
         let snapshot = catalog.snapshot("v").expect("declared");
         let mut rows = Vec::new();
-        for batch in &snapshot.batches {
+        for batch in &snapshot.batches().expect("batches") {
             let keys = batch
                 .column(0)
                 .as_any()
@@ -319,7 +319,7 @@ mod tests {
     fn a_changelog_replays_into_its_result_at_each_completed_checkpoint() {
         let catalog = ViewCatalog::default();
         let mut sink =
-            ViewSink::open("v", &updating_schema(), catalog.clone(), None).expect("opens");
+            ViewSink::open("v", &updating_schema(), &[], catalog.clone(), None).expect("opens");
         assert_eq!(sink.schema().fields().len(), 2, "no row-kind column");
         sink.write(&changes(&[("a", 1, 0), ("b", 1, 0), ("b", 1, 0)]))
             .expect("writes");
@@ -342,7 +342,7 @@ mod tests {
 
         // A resume from the first checkpoint shows its result at once.
         let resumed = ViewCatalog::default();
-        let sink = ViewSink::open("v", &updating_schema(), resumed.clone(), Some(&first))
+        let sink = ViewSink::open("v", &updating_schema(), &[], resumed.clone(), Some(&first))
             .expect("resumes");
         assert_eq!(resumed.snapshot("v").expect("declared").epoch, 1);
         assert_eq!(sorted_rows(&resumed).len(), 3);
@@ -350,10 +350,68 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_view_finds_a_key_s_row_and_upserts_it() {
+        use datafusion::arrow::array::ArrayRef;
+        let catalog = ViewCatalog::default();
+        let mut sink = ViewSink::open(
+            "v",
+            &updating_schema(),
+            &["k".to_string()],
+            catalog.clone(),
+            None,
+        )
+        .expect("opens");
+        sink.write(&changes(&[
+            ("a", 1, 0),
+            ("b", 5, 0),
+            ("a", 1, 1),
+            ("a", 2, 2),
+        ]))
+        .expect("writes");
+        let state = sink.precommit(1, 0).expect("precommits");
+        catalog.commit("v", 1);
+        let snapshot = catalog.snapshot("v").expect("declared");
+        assert_eq!(snapshot.key_columns(), Some(&[0][..]));
+        let key: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec!["a"]))];
+        let found = snapshot.lookup(&key).expect("looks up").expect("keyed");
+        assert_eq!(found.num_rows(), 1);
+        let n = found
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("integers");
+        assert_eq!(n.value(0), 2);
+        let missing: Vec<ArrayRef> = vec![Arc::new(StringArray::from(vec!["z"]))];
+        assert_eq!(
+            snapshot
+                .lookup(&missing)
+                .expect("looks up")
+                .expect("keyed")
+                .num_rows(),
+            0
+        );
+
+        // Read back from its checkpoint, the view is the same.
+        let resumed = ViewCatalog::default();
+        ViewSink::open(
+            "v",
+            &updating_schema(),
+            &["k".to_string()],
+            resumed.clone(),
+            Some(&state),
+        )
+        .expect("resumes");
+        assert_eq!(
+            sorted_rows(&resumed),
+            vec![("a".into(), 2), ("b".into(), 5)]
+        );
+    }
+
+    #[test]
     fn a_retraction_of_a_row_never_held_is_counted_not_applied() {
         let catalog = ViewCatalog::default();
         let mut sink =
-            ViewSink::open("v", &updating_schema(), catalog.clone(), None).expect("opens");
+            ViewSink::open("v", &updating_schema(), &[], catalog.clone(), None).expect("opens");
         sink.write(&changes(&[("a", 1, 3), ("b", 2, 0)]))
             .expect("writes");
         let state = sink.precommit(1, 0).expect("precommits");
@@ -370,7 +428,7 @@ mod tests {
             Field::new("k", DataType::Utf8, false),
             Field::new("n", DataType::Int64, false),
         ]));
-        let mut sink = ViewSink::open("v", &schema, catalog.clone(), None).expect("opens");
+        let mut sink = ViewSink::open("v", &schema, &[], catalog.clone(), None).expect("opens");
         let rows = RecordBatch::try_new(
             schema,
             vec![

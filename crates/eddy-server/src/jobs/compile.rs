@@ -39,6 +39,7 @@ pub fn compile(
     }];
     let mut job = eddy_sql::compile_with(&files, params, &compile_options(config, memory_limit))?;
     eddy_connectors::registry::Registry::standard().drop_unused_filters(&mut job.graph);
+    eddy_connectors::view::key_by_upsert_key(&mut job.graph);
     Ok((job.graph, job.python))
 }
 

@@ -15,9 +15,10 @@ use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use eddy_connectors::view::ViewCatalog;
 
@@ -91,6 +92,22 @@ impl TableProvider for ViewTable {
         TableType::View
     }
 
+    /// An equality on a key column narrows the scan to one key's row; the
+    /// filter is still applied to it (`Inexact`).
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        let keys = self.key_columns();
+        Ok(filters
+            .iter()
+            .map(|filter| match key_equality(filter, &self.schema) {
+                Some((column, _)) if keys.contains(&column) => TableProviderFilterPushDown::Inexact,
+                _ => TableProviderFilterPushDown::Unsupported,
+            })
+            .collect())
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,
@@ -107,15 +124,70 @@ impl TableProvider for ViewTable {
                 self.name
             )));
         }
-        let mut partitions = vec![Vec::new(); SCAN_PARTITIONS.min(snapshot.batches.len()).max(1)];
+        // Every key column equal to a value: that key's row, found, not scanned.
+        if let Some(columns) = snapshot.key_columns() {
+            let equal: Vec<(usize, ScalarValue)> = filters
+                .iter()
+                .filter_map(|f| key_equality(f, &self.schema))
+                .collect();
+            let key: Option<Vec<ArrayRef>> = columns
+                .iter()
+                .map(|c| {
+                    equal
+                        .iter()
+                        .find(|(column, _)| column == c)
+                        .map(|(_, value)| value.to_array())
+                        .transpose()
+                        .ok()
+                        .flatten()
+                })
+                .collect();
+            if let Some(key) = key {
+                if let Some(found) = snapshot.lookup(&key)? {
+                    return MemTable::try_new(self.schema.clone(), vec![vec![found]])?
+                        .scan(state, projection, &[], limit)
+                        .await;
+                }
+            }
+        }
+        let batches = snapshot.batches()?;
+        let mut partitions = vec![Vec::new(); SCAN_PARTITIONS.min(batches.len()).max(1)];
         let count = partitions.len();
-        for (i, batch) in snapshot.batches.iter().enumerate() {
-            partitions[i % count].push(batch.clone());
+        for (i, batch) in batches.into_iter().enumerate() {
+            partitions[i % count].push(batch);
         }
         MemTable::try_new(self.schema.clone(), partitions)?
             .scan(state, projection, filters, limit)
             .await
     }
+}
+
+impl ViewTable {
+    /// The view's key columns now (none for a view keyed by whole rows).
+    fn key_columns(&self) -> Vec<usize> {
+        self.views
+            .snapshot(&self.name)
+            .and_then(|s| s.key_columns().map(<[usize]>::to_vec))
+            .unwrap_or_default()
+    }
+}
+
+/// `column = value` (either way round), as the column's index and the
+/// value cast to the column's type.
+fn key_equality(filter: &Expr, schema: &SchemaRef) -> Option<(usize, ScalarValue)> {
+    let Expr::BinaryExpr(binary) = filter else {
+        return None;
+    };
+    if binary.op != Operator::Eq {
+        return None;
+    }
+    let (column, value) = match (binary.left.as_ref(), binary.right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => (c, v),
+        _ => return None,
+    };
+    let index = schema.index_of(&column.name).ok()?;
+    let value = value.cast_to(schema.field(index).data_type()).ok()?;
+    (!value.is_null()).then_some((index, value))
 }
 
 /// A table computed when it is scanned.
@@ -197,12 +269,14 @@ pub fn jobs_table(manager: Arc<JobManager>) -> Arc<dyn TableProvider> {
     })
 }
 
-/// Table `eddy.views`: every materialized view, its job, and the epoch
-/// and size of what queries read now.
+/// Table `eddy.views`: every materialized view, its job, its key (the
+/// columns a point query finds without a scan), and the epoch and size of
+/// what queries read now.
 pub fn views_table(catalog: Arc<SessionCatalog>, views: ViewCatalog) -> Arc<dyn TableProvider> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("name", DataType::Utf8, false),
         Field::new("job", DataType::Utf8, true),
+        Field::new("key", DataType::Utf8, true),
         Field::new("epoch", DataType::UInt64, false),
         Field::new("rows", DataType::UInt64, false),
         Field::new("published_at", DataType::Utf8, true),
@@ -221,6 +295,20 @@ pub fn views_table(catalog: Arc<SessionCatalog>, views: ViewCatalog) -> Arc<dyn 
                 vec![
                     strings(names.iter().map(|n| Some(n.clone())).collect()),
                     strings(names.iter().map(|n| of(n).map(|v| v.job.clone())).collect()),
+                    strings(
+                        snapshots
+                            .iter()
+                            .map(|s| {
+                                let s = s.as_ref()?;
+                                let names: Vec<&str> = s
+                                    .key_columns()?
+                                    .iter()
+                                    .map(|&c| s.schema.field(c).name().as_str())
+                                    .collect();
+                                Some(names.join(", "))
+                            })
+                            .collect(),
+                    ),
                     Arc::new(UInt64Array::from_iter_values(
                         snapshots.iter().map(|s| s.as_ref().map_or(0, |s| s.epoch)),
                     )),
@@ -252,4 +340,64 @@ pub fn views_table(catalog: Arc<SessionCatalog>, views: ViewCatalog) -> Arc<dyn 
             )?)
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int8Array;
+    use datafusion::prelude::{col, lit, SessionContext};
+    use eddy_connectors::view::ViewSink;
+    use eddy_engine::sink::SinkWriter;
+
+    #[tokio::test]
+    async fn an_equality_on_the_key_reads_one_row_not_the_view() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+            eddy_engine::changelog::row_kind_field(&[]),
+        ]));
+        let views = ViewCatalog::default();
+        let mut sink =
+            ViewSink::open("v", &schema, &["k".to_string()], views.clone(), None).expect("opens");
+        let keys: Vec<String> = (0..1000).map(|i| format!("k{i}")).collect();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(Int64Array::from_iter_values(0..1000)),
+                Arc::new(Int8Array::from(vec![0; 1000])),
+            ],
+        )
+        .expect("a batch");
+        sink.write(&batch).expect("writes");
+        sink.precommit(1, 0).expect("precommits");
+        views.commit("v", 1);
+
+        let table = ViewSchema::new(views)
+            .table("v")
+            .await
+            .expect("looked up")
+            .expect("a view");
+        let filter = col("k").eq(lit("k42"));
+        let pushed = table
+            .supports_filters_pushdown(&[&filter])
+            .expect("answers");
+        assert_eq!(pushed, vec![TableProviderFilterPushDown::Inexact]);
+        let context = SessionContext::new();
+        let plan = table
+            .scan(&context.state(), None, &[filter], None)
+            .await
+            .expect("scans");
+        let batches = datafusion::physical_plan::collect(plan, context.task_ctx())
+            .await
+            .expect("runs");
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 1, "the key's row alone");
+        let other = col("n").eq(lit(42i64));
+        assert_eq!(
+            table.supports_filters_pushdown(&[&other]).expect("answers"),
+            vec![TableProviderFilterPushDown::Unsupported]
+        );
+    }
 }
