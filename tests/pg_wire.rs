@@ -1,6 +1,8 @@
 //! `eddy serve --pg-addr` with real PostgreSQL clients: Debian's `psql`
-//! (the simple protocol, `\d`) and the `postgres` driver (the extended
-//! protocol: prepared statements with parameters, binary results).
+//! (the simple protocol, `\d`), the `postgres` driver (the extended
+//! protocol: prepared statements with parameters, binary results) and
+//! Python's psycopg (server-side parameters, text and binary, its error
+//! classes; scripts/pg-client.py.sh).
 //!
 //! - a materialized view over a file equals the same SQL run as a
 //!   DataFusion batch query, read with psql and by key with parameters;
@@ -371,6 +373,32 @@ fn a_driver_prepares_statements_with_parameters_and_needs_the_token() {
         Some(&SqlState::UNDEFINED_TABLE),
         "{}",
         said(&error)
+    );
+}
+
+#[test]
+fn psycopg_reads_a_view_with_server_side_parameters_in_text_and_binary() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 1000);
+    let expected = batch_rows(&path);
+    let expected_path = dirs.data.join("expected.json");
+    std::fs::write(&expected_path, serde_json::to_vec(&expected).unwrap()).unwrap();
+    let server = Server::start(&dirs, None);
+    let out = Command::new(common::repo_root().join("scripts/pg-client.py.sh"))
+        .arg(server.pg.ip().to_string())
+        .arg(server.pg.port().to_string())
+        .arg(&expected_path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains(&format!("psycopg: ok, {} rows checked", 2 * expected.len())),
+        "{said}"
     );
 }
 

@@ -6,7 +6,8 @@
 // (paused and resumed), see it in the jobs list, stop it; an updating job
 // (GROUP BY without a window) drawn as updating with its rows tailed with
 // their kinds, then edited: a query added, checked (kept and started shown)
-// and redeployed; at 1280 px and at
+// and redeployed; a materialized view listed with its key and its rows
+// shown; at 1280 px and at
 // phone width; keyboard focus; no console error and no request that leaves
 // the server. A screenshot of every screen goes to the output directory.
 import assert from 'node:assert/strict';
@@ -52,6 +53,13 @@ const UPDATING = SOURCE.replace(
   'CREATE TABLE big_orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE)',
   'CREATE TABLE per_customer (customer_id VARCHAR, orders BIGINT)',
 ) + `INSERT INTO per_customer
+SELECT customer_id, count(*) AS orders FROM orders GROUP BY customer_id;
+`;
+// The same GROUP BY kept as a materialized view (the `view` connector).
+const VIEW = SOURCE.replace(
+  'CREATE TABLE big_orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE) WITH (connector = \'stdout\');',
+  'CREATE TABLE customer_orders WITH (connector = \'view\');',
+) + `INSERT INTO customer_orders
 SELECT customer_id, count(*) AS orders FROM orders GROUP BY customer_id;
 `;
 // The updating job with a second query added, for "Edit and redeploy".
@@ -216,6 +224,39 @@ try {
   assert.match(await page.text('#redeploy-plan dd.kept'), /updating_aggregate/);
   await page.waitFor('#job-state.running', 20000);
   step('edit and redeploy: checked, then redeployed keeping the aggregate');
+  await page.click('#job-stop');
+  await page.waitFor('#job-state.stopped', 20000);
+
+  // A materialized view: listed on the home page with its key, rows and
+  // checkpoint; its rows shown on request.
+  await page.goto(`${base}/`);
+  await page.waitFor('#examples option:nth-child(2)');
+  await page.fill('#sql', VIEW);
+  await page.waitFor('#sql-status.ok', 10000);
+  await page.fill('#job-name', 'customer-view');
+  await page.fill('#job-parallelism', '1');
+  await page.click('#submit');
+  await page.waitForFunction(() => /#\/jobs\/[a-z0-9]+/.test(location.hash), null);
+  await page.waitFor('#job-state.running');
+  const viewJob = await page.evaluate(() => location.hash);
+  await page.click('a[href="#/"]');
+  await page.waitForFunction(
+    () => {
+      const row = document.querySelector('#views-body tr[data-view="customer_orders"]');
+      return row && Number(row.children[3].textContent) > 0 && Number(row.children[2].textContent.replace(/\D/g, '')) > 0;
+    },
+    null,
+    30000,
+  );
+  assert.equal(await page.text('#views-body tr[data-view="customer_orders"] td:nth-child(2)'), 'customer_id');
+  await page.click('#views-body tr[data-view="customer_orders"] button');
+  await page.waitFor('#view-rows:not([hidden]) #view-rows-body tr');
+  assert.deepEqual(await page.texts('#view-rows-head th'), ['customer_id', 'orders']);
+  assert.match(await page.text('#view-rows-title'), /^customer_orders: [\d,]+ rows as of checkpoint \d+/);
+  await shot('5e-views');
+  step('a materialized view: listed with its key, rows and checkpoint; its rows shown');
+  await page.goto(`${base}/${viewJob}`);
+  await page.waitFor('#job-state.running');
   await page.click('#job-stop');
   await page.waitFor('#job-state.stopped', 20000);
 

@@ -16,6 +16,7 @@ export const state = {
   tailSink: '',
   tailPaused: false,
   tailEnded: false,
+  viewShown: null,
 };
 
 export const $ = (id) => document.getElementById(id);

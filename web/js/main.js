@@ -7,6 +7,7 @@ import { $, state } from './core.js';
 import { closeTail } from './tail.js';
 import { openJob } from './job.js';
 import { refreshJobs } from './jobs.js';
+import { refreshViews } from './views.js';
 import { loadExamples, renderCode } from './editor.js';
 
 function route() {
@@ -22,8 +23,12 @@ function route() {
     state.jobId = null;
     $('job').hidden = true;
     $('home').hidden = false;
-    refreshJobs();
-    state.timer = setInterval(refreshJobs, 1000);
+    const refresh = () => {
+      refreshJobs();
+      refreshViews();
+    };
+    refresh();
+    state.timer = setInterval(refresh, 1000);
   }
 }
 

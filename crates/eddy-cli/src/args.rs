@@ -360,7 +360,8 @@ pub(crate) struct BenchArgs {
     /// Which benchmark: window, hop, join, over (running statistics per
     /// customer), pipeline (DataFusion's batch
     /// form of the reference pipeline's stages 10-30; eddy's side is
-    /// `eddy run queries/`), api (load on a running server), or compare
+    /// `eddy run queries/`), api (load on a running server), views (point
+    /// queries on a server's materialized view), or compare
     /// (two engines' results of --query, in --output and --against, by
     /// value), or decode (eddy's NDJSON source alone on one thread, over
     /// --input, a file of `eddy generate`).
@@ -426,12 +427,32 @@ pub(crate) struct BenchArgs {
     /// decode: passes over the input; the fastest is reported.
     #[arg(long, default_value_t = 5)]
     pub(crate) rounds: usize,
-    /// api: concurrent clients.
+    /// api, views: concurrent clients.
     #[arg(long, default_value_t = 20)]
     pub(crate) clients: usize,
-    /// api: how long to load the server.
+    /// api, views: how long to load the server.
     #[arg(long, default_value_t = 60)]
     pub(crate) seconds: u64,
+    /// views: ask over `pg` (a prepared statement on --pg) or `http`
+    /// (`GET /api/v1/views/{name}?key=` on --server).
+    #[arg(long, default_value = "pg")]
+    pub(crate) protocol: String,
+    /// views: the server's PostgreSQL port.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) pg: Option<std::net::SocketAddr>,
+    /// views: the materialized view queried.
+    #[arg(long, default_value = "hot")]
+    pub(crate) view: String,
+    /// views: its key column (an integer).
+    #[arg(long, default_value = "k")]
+    pub(crate) key_column: String,
+    /// views: keys are drawn at random from 0 to N.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub(crate) keys: u64,
+    /// views: queries a second in all, each client its share on a
+    /// schedule (0: each client asks again as soon as answered).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) qps: u64,
     /// api: the server.
     #[command(flatten)]
     pub(crate) server: ServerArgs,

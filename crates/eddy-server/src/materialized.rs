@@ -5,13 +5,17 @@
 //! In: the server's [`ViewCatalog`]. Out: JSON ([`ViewSummary`],
 //! [`ViewRows`]), rows encoded by arrow-json.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::Json;
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::json::writer::JsonArray;
 use datafusion::arrow::json::WriterBuilder;
+use datafusion::arrow::record_batch::RecordBatch;
 use eddy_connectors::view::ViewSnapshot;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -31,6 +35,9 @@ pub struct ViewSummary {
     pub epoch: u64,
     /// Rows it holds.
     pub rows: usize,
+    /// The columns it is keyed by (its query's key: one row each, found
+    /// with `?key=`); none for a view of whole rows.
+    pub key: Option<Vec<String>>,
     /// When its rows were published (RFC 3339), once they were.
     pub published_at: Option<String>,
     /// Its columns.
@@ -56,6 +63,10 @@ pub struct ViewQuery {
     pub limit: Option<usize>,
     /// Wait (up to 30 s) until the view has published this checkpoint.
     pub min_epoch: Option<u64>,
+    /// Only the row of this key (a view keyed by one column: its value;
+    /// by several: the values comma-separated, in key order), found
+    /// without a scan.
+    pub key: Option<String>,
     /// The server's token, where a header cannot be set.
     pub token: Option<String>,
 }
@@ -65,6 +76,12 @@ fn summary(name: &str, snapshot: &ViewSnapshot) -> ViewSummary {
         name: name.to_string(),
         epoch: snapshot.epoch,
         rows: snapshot.rows(),
+        key: snapshot.key_columns().map(|columns| {
+            columns
+                .iter()
+                .map(|&c| snapshot.schema.field(c).name().clone())
+                .collect()
+        }),
         published_at: (snapshot.epoch > 0)
             .then(|| chrono::DateTime::from_timestamp_millis(snapshot.published_ms))
             .flatten()
@@ -129,15 +146,71 @@ pub async fn get_view(
             })?
         }
     };
+    if let Some(key) = &query.key {
+        let data = match key_row(&snapshot, key)? {
+            Some(row) => rows_json(&[row], usize::MAX)?,
+            None => serde_json::Value::Array(Vec::new()),
+        };
+        return Ok(Json(ViewRows {
+            view: summary(&name, &snapshot),
+            data,
+        }));
+    }
     let limit = query.limit.unwrap_or(1000);
+    let batches = snapshot
+        .batches()
+        .map_err(|e| ServerError::Internal(e.to_string()))?;
+    Ok(Json(ViewRows {
+        view: summary(&name, &snapshot),
+        data: rows_json(&batches, limit)?,
+    }))
+}
+
+/// The row of `key` (values as text, comma-separated) in a keyed view.
+fn key_row(snapshot: &ViewSnapshot, key: &str) -> Result<Option<RecordBatch>> {
+    let Some(columns) = snapshot.key_columns() else {
+        return Err(ServerError::Rejected(
+            "key: this view has no key (its query is not keyed: a GROUP BY, a Top-N or a change feed is)".into(),
+        ));
+    };
+    let values: Vec<&str> = if columns.len() == 1 {
+        vec![key]
+    } else {
+        key.split(',').collect()
+    };
+    if values.len() != columns.len() {
+        return Err(ServerError::Rejected(format!(
+            "key: the view's key has {} columns, {} values given",
+            columns.len(),
+            values.len()
+        )));
+    }
+    let arrays = columns
+        .iter()
+        .zip(values)
+        .map(|(&c, value)| {
+            let field = snapshot.schema.field(c);
+            let text: ArrayRef = Arc::new(StringArray::from(vec![value]));
+            cast(&text, field.data_type()).map_err(|e| {
+                ServerError::Rejected(format!(
+                    "key: '{value}' is not a {}: {e}",
+                    field.data_type()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    snapshot
+        .lookup(&arrays)
+        .map_err(|e| ServerError::Internal(e.to_string()))
+}
+
+/// At most `limit` rows of `batches` as a JSON array of objects.
+fn rows_json(batches: &[RecordBatch], limit: usize) -> Result<serde_json::Value> {
     let mut writer = WriterBuilder::new()
         .with_explicit_nulls(true)
         .build::<_, JsonArray>(Vec::new());
     let mut left = limit;
-    let batches = snapshot
-        .batches()
-        .map_err(|e| ServerError::Internal(e.to_string()))?;
-    for batch in &batches {
+    for batch in batches {
         if left == 0 {
             break;
         }
@@ -151,13 +224,8 @@ pub async fn get_view(
         .finish()
         .map_err(|e| ServerError::Internal(e.to_string()))?;
     let bytes = writer.into_inner();
-    let data = if bytes.is_empty() {
-        serde_json::Value::Array(Vec::new())
-    } else {
-        serde_json::from_slice(&bytes).map_err(|e| ServerError::Internal(e.to_string()))?
-    };
-    Ok(Json(ViewRows {
-        view: summary(&name, &snapshot),
-        data,
-    }))
+    if bytes.is_empty() {
+        return Ok(serde_json::Value::Array(Vec::new()));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| ServerError::Internal(e.to_string()))
 }

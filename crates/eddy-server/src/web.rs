@@ -13,11 +13,12 @@ use utoipa::ToSchema;
 
 const INDEX: &str = include_str!("../../../web/index.html");
 /// The script modules, by name (`/assets/js/<name>`).
-const MODULES: [(&str, &str); 8] = [
+const MODULES: [(&str, &str); 9] = [
     ("main.js", include_str!("../../../web/js/main.js")),
     ("core.js", include_str!("../../../web/js/core.js")),
     ("format.js", include_str!("../../../web/js/format.js")),
     ("jobs.js", include_str!("../../../web/js/jobs.js")),
+    ("views.js", include_str!("../../../web/js/views.js")),
     ("editor.js", include_str!("../../../web/js/editor.js")),
     ("job.js", include_str!("../../../web/js/job.js")),
     ("tail.js", include_str!("../../../web/js/tail.js")),

@@ -21,6 +21,7 @@ pub mod decode;
 pub mod engines;
 pub mod pipeline;
 pub mod queries;
+pub mod views;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -34,6 +34,12 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         clients,
         seconds,
         server,
+        protocol,
+        pg,
+        view,
+        key_column,
+        keys,
+        qps,
     } = args;
     let job = JobConfig {
         checkpoints: state_dir.map(|dir| CheckpointConfig {
@@ -48,6 +54,22 @@ pub(crate) fn bench(args: BenchArgs) -> Result<()> {
         pool: super::worker_pool(workers)?,
         ..JobConfig::default()
     };
+    if name == "views" {
+        let load = bench::views::ViewLoad {
+            protocol,
+            pg,
+            server: server.url.clone(),
+            token: server.token.clone().filter(|t| !t.is_empty()),
+            view,
+            key_column,
+            keys,
+            qps,
+            clients,
+            seconds,
+        };
+        println!("{}", bench::views::views(&load)?);
+        return Ok(());
+    }
     if name == "api" {
         println!(
             "{}",
