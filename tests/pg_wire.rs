@@ -305,6 +305,15 @@ fn a_driver_prepares_statements_with_parameters_and_needs_the_token() {
             "{ORDERS}; CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
         ))
         .unwrap();
+    // Keyed by its GROUP BY from the start, before any checkpoint.
+    let key: Option<String> = client
+        .query_one(
+            "SELECT key FROM eddy.views WHERE name = 'per_customer'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(key.as_deref(), Some("customer_id"));
     // A statement of eddy's own through the extended protocol.
     client.execute("SET eddy.min_epoch = 1", &[]).unwrap();
     let expected = batch_rows(&path);

@@ -365,7 +365,7 @@ pub(crate) struct BenchArgs {
     /// (two engines' results of --query, in --output and --against, by
     /// value), or decode (eddy's NDJSON source alone on one thread, over
     /// --input, a file of `eddy generate`).
-    #[arg(value_parser = ["window", "hop", "join", "over", "pipeline", "api", "compare", "decode"])]
+    #[arg(value_parser = ["window", "hop", "join", "over", "pipeline", "api", "compare", "decode", "views"])]
     pub(crate) name: String,
     /// eddy or datafusion (window, hop, join, over), or datafusion-slices (hop:
     /// per-second slices added into windows).

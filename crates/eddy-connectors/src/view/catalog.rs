@@ -20,7 +20,7 @@
 //!
 //! let catalog = ViewCatalog::default();
 //! let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
-//! let owner = catalog.declare("totals", schema.clone(), None);
+//! let owner = catalog.declare("totals", ViewSnapshot::of_batches(schema.clone(), 0, vec![]), None);
 //! let rows = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![7]))]).unwrap();
 //! catalog.stage("totals", owner, ViewSnapshot::of_batches(schema, 3, vec![rows]));
 //! assert_eq!(catalog.snapshot("totals").unwrap().epoch, 0); // staged, not yet read
@@ -187,26 +187,28 @@ impl ViewCatalog {
         self.inner.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A sink starts writing view `name` with these columns; the owner
-    /// token its stages carry. `restored` is what a resumed sink holds
-    /// (the result of a completed checkpoint, `(epoch, rows)`): readers
-    /// see it at once. A view declared again without one keeps what
-    /// readers see until the new owner publishes.
-    pub fn declare(&self, name: &str, schema: SchemaRef, restored: Option<ViewSnapshot>) -> u64 {
+    /// A sink starts writing view `name`; the owner token its stages
+    /// carry. `empty` is the view before anything is published (its
+    /// columns and key); `restored` what a resumed sink holds (the result
+    /// of a completed checkpoint): readers see it at once. A view declared
+    /// again without one keeps what readers see until the new owner
+    /// publishes, unless its columns changed.
+    pub fn declare(&self, name: &str, empty: ViewSnapshot, restored: Option<ViewSnapshot>) -> u64 {
         let mut views = self.lock();
         views.owners += 1;
         views.dropped.remove(name);
         let owner = views.owners;
-        let empty = |schema: SchemaRef| Arc::new(ViewSnapshot::of_batches(schema, 0, Vec::new()));
+        let schema = empty.schema.clone();
+        let empty = Arc::new(empty);
         let view = views.views.entry(name.to_string()).or_insert_with(|| View {
             owner,
-            published: empty(schema.clone()),
+            published: empty.clone(),
             staged: Vec::new(),
         });
         view.owner = owner;
         view.staged.clear();
         if view.published.schema != schema {
-            view.published = empty(schema.clone());
+            view.published = empty;
         }
         if let Some(restored) = restored {
             view.published = Arc::new(restored);
@@ -234,15 +236,25 @@ impl ViewCatalog {
         let Some(last) = view.staged.iter().rposition(|s| s.epoch <= epoch) else {
             return;
         };
-        let newest = view.staged.drain(..=last).next_back();
-        if let Some(snapshot) = newest {
-            view.published = Arc::new(ViewSnapshot {
-                published_ms: now_ms(),
-                ..snapshot
-            });
+        let mut superseded: Vec<ViewSnapshot> = view.staged.drain(..=last).collect();
+        let mut replaced = None;
+        if let Some(snapshot) = superseded.pop() {
+            replaced = Some(std::mem::replace(
+                &mut view.published,
+                Arc::new(ViewSnapshot {
+                    published_ms: now_ms(),
+                    ..snapshot
+                }),
+            ));
         }
         drop(views);
         self.inner.1.notify_all();
+        // What only the old snapshots held (the nodes of their maps that
+        // later changes copied) is freed here, outside the lock: freeing a
+        // checkpoint's worth of changes takes milliseconds, which readers
+        // would otherwise wait for.
+        drop(superseded);
+        drop(replaced);
     }
 
     /// Readers see these rows now, as of `epoch` (a job without
@@ -345,7 +357,7 @@ mod tests {
     fn readers_see_only_completed_checkpoints_in_order() {
         let catalog = ViewCatalog::default();
         let schema = schema();
-        let owner = catalog.declare("v", schema.clone(), None);
+        let owner = catalog.declare("v", snap(&schema, 0, vec![]), None);
         catalog.stage("v", owner, snap(&schema, 1, vec![1]));
         catalog.stage("v", owner, snap(&schema, 2, vec![1, 2]));
         assert_eq!(catalog.snapshot("v").expect("declared").rows(), 0);
@@ -362,8 +374,8 @@ mod tests {
     fn a_replaced_owner_stages_nothing() {
         let catalog = ViewCatalog::default();
         let schema = schema();
-        let old = catalog.declare("v", schema.clone(), None);
-        let new = catalog.declare("v", schema.clone(), None);
+        let old = catalog.declare("v", snap(&schema, 0, vec![]), None);
+        let new = catalog.declare("v", snap(&schema, 0, vec![]), None);
         catalog.stage("v", old, snap(&schema, 5, vec![9]));
         catalog.commit("v", 5);
         assert_eq!(catalog.snapshot("v").expect("declared").epoch, 0);
@@ -380,7 +392,7 @@ mod tests {
         assert!(!catalog.restore("v", snap(&schema, 8, vec![])), "held");
         catalog.remove("v");
         assert!(!catalog.restore("v", snap(&schema, 8, vec![])), "dropped");
-        catalog.declare("v", schema.clone(), None);
+        catalog.declare("v", snap(&schema, 0, vec![]), None);
         assert!(catalog.contains("v"), "declared again");
     }
 
@@ -388,7 +400,7 @@ mod tests {
     fn waiting_ends_at_the_epoch_or_the_timeout() {
         let catalog = ViewCatalog::default();
         let schema = schema();
-        let owner = catalog.declare("v", schema.clone(), None);
+        let owner = catalog.declare("v", snap(&schema, 0, vec![]), None);
         assert!(catalog
             .wait_for("v", 1, Duration::from_millis(20))
             .is_none());

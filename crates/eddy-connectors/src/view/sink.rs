@@ -106,9 +106,8 @@ impl ViewSink {
         if let Some(state) = resume.filter(|s| !s.is_empty()) {
             restored = Some(sink.restore(state)?);
         }
-        sink.owner = sink
-            .catalog
-            .declare(&sink.name, sink.codec.schema().clone(), restored);
+        let empty = ViewSnapshot::of_rows(0, ViewRows::default(), sink.codec.clone());
+        sink.owner = sink.catalog.declare(&sink.name, empty, restored);
         Ok(sink)
     }
 
