@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Debian's PostgreSQL client for the tests of `eddy serve --pg-addr`
-# (tests/pg_wire.rs drives psql): installs the `postgresql-client` package
-# with apt when `psql` is missing.
+# (tests/pg_wire.rs drives psql, and makes a TLS certificate with openssl):
+# installs the `postgresql-client` and `openssl` packages with apt when
+# `psql` or `openssl` is missing.
 #
 #   scripts/postgres.sh client
 set -euo pipefail
@@ -9,10 +10,14 @@ sudo_if_needed() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 case "${1:-}" in
   client)
-    if ! command -v psql >/dev/null 2>&1; then
-      echo "postgres.sh: installing Debian's postgresql-client" >&2
+    missing=""
+    command -v psql >/dev/null 2>&1 || missing="$missing postgresql-client"
+    command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+    if [ -n "$missing" ]; then
+      echo "postgres.sh: installing Debian's$missing" >&2
       sudo_if_needed apt-get update -qq
-      sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-client >/dev/null
+      # shellcheck disable=SC2086
+      sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
     fi
     psql --version >&2
     ;;

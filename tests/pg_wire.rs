@@ -6,7 +6,10 @@
 //!
 //! - a materialized view over a file equals the same SQL run as a
 //!   DataFusion batch query, read with psql and by key with parameters;
-//! - `SHOW JOBS`, `SHOW VIEWS`, `\d`, `DROP MATERIALIZED VIEW`;
+//! - `SHOW JOBS`, `SHOW VIEWS`, `\d`, `DROP MATERIALIZED VIEW`, `DROP
+//!   TABLE`; a join between two views; `INSERT INTO` a declared sink runs
+//!   as a job that writes what a batch query selects; TLS with a
+//!   certificate (`sslmode=require`);
 //! - errors with SQLSTATE codes: a wrong password (28P01), a source table
 //!   queried as if it were a view (42P01), a name taken (42P07), a bad
 //!   column in a view's query (its position in the statement);
@@ -47,11 +50,17 @@ use common::{server_dirs as dirs, ServerDirs as Dirs};
 
 impl Server {
     fn start(dirs: &Dirs, token: Option<&str>) -> Self {
+        Self::start_with(dirs, token, &[])
+    }
+
+    /// [`Server::start`] with more arguments to `eddy serve`.
+    fn start_with(dirs: &Dirs, token: Option<&str>, more: &[&str]) -> Self {
         let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "10s");
         command.args(["--pg-addr", "127.0.0.1:0", "--view-refresh", "100ms"]);
         if let Some(token) = token {
             command.args(["--token", token]);
         }
+        command.args(more);
         let mut child = command
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -91,6 +100,11 @@ impl Server {
     /// `psql -c sql`: its output (unaligned, `|` between fields, no
     /// headers), or its stderr on failure.
     fn psql(&self, sql: &str) -> Result<String, String> {
+        self.psql_with(sql, "prefer")
+    }
+
+    /// [`Server::psql`] with a `PGSSLMODE`.
+    fn psql_with(&self, sql: &str, ssl_mode: &str) -> Result<String, String> {
         let out = Command::new("psql")
             .args(["-X", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1"])
             .args([
@@ -101,6 +115,7 @@ impl Server {
             ])
             .args(["-U", "eddy", "-d", "eddy", "-c", sql])
             .env("PGCONNECT_TIMEOUT", "10")
+            .env("PGSSLMODE", ssl_mode)
             .output()
             .expect("psql runs (scripts/postgres.sh installs Debian's client)");
         if out.status.success() {
@@ -383,6 +398,92 @@ fn a_driver_prepares_statements_with_parameters_and_needs_the_token() {
         "{}",
         said(&error)
     );
+}
+
+#[test]
+fn views_join_inserts_start_jobs_and_tls_is_offered_with_a_certificate() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 2000);
+    // A self-signed certificate (openssl, as Debian has it).
+    let (cert, key) = (dirs.data.join("cert.pem"), dirs.data.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs (scripts/postgres.sh installs it)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let server = Server::start_with(&dirs, None, &["--pg-tls-cert", &cert, "--pg-tls-key", &key]);
+    // sslmode=require: psql refuses a server that does not take TLS.
+    let secure = server.psql_with("SELECT 41 + 1", "require");
+    assert_eq!(
+        secure.as_deref().map(str::trim),
+        Ok("42"),
+        "a TLS connection"
+    );
+
+    server.psql(ORDERS).unwrap();
+    server
+        .psql(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap();
+    server
+        .psql("CREATE MATERIALIZED VIEW top AS SELECT customer_id, max(order_amount) AS top FROM orders GROUP BY customer_id")
+        .unwrap();
+    server
+        .psql("CREATE TABLE big (order_id VARCHAR, order_amount DOUBLE) WITH (connector = 'file', path = 'big.ndjson')")
+        .unwrap();
+    server
+        .psql("INSERT INTO big SELECT order_id, order_amount FROM orders WHERE order_amount > 50")
+        .unwrap();
+    wait_for_job(&server, "view per_customer", "finished");
+    wait_for_job(&server, "view top", "finished");
+    let insert = server.psql("SHOW JOBS").unwrap();
+    let insert_job = insert
+        .lines()
+        .find_map(|l| l.split('|').nth(1).filter(|n| n.starts_with("insert ")))
+        .unwrap_or_else(|| panic!("no insert job: {insert}"))
+        .to_string();
+    wait_for_job(&server, &insert_job, "finished");
+
+    // A join between two views, each as of its own epoch.
+    let expected = batch_rows(&path);
+    let joined = server
+        .psql("SELECT count(*) FROM per_customer p JOIN top t ON p.customer_id = t.customer_id WHERE p.largest = t.top")
+        .unwrap();
+    assert_eq!(joined.trim(), expected.len().to_string());
+    // The INSERT's job wrote what a batch query selects.
+    let big = common::datafusion_json_lines(
+        &[("orders", path.to_str().unwrap(), orders_schema())],
+        "SELECT order_id FROM orders WHERE order_amount > 50",
+    );
+    let written = std::fs::read_to_string(dirs.output.join("big.ndjson")).unwrap();
+    assert_eq!(written.lines().count(), big.len());
+    assert!(!big.is_empty());
+    // A table dropped is gone from later statements.
+    server.psql("DROP TABLE big").unwrap();
+    let gone = server
+        .psql("INSERT INTO big SELECT order_id, order_amount FROM orders")
+        .unwrap_err();
+    assert!(gone.contains("big"), "{gone}");
 }
 
 #[test]

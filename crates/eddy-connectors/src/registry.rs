@@ -247,7 +247,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, stdout, parquet, delta, blackhole)"),
+            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, stdout, parquet, delta, blackhole, view)"),
             "{err}"
         );
     }
