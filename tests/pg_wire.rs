@@ -1,8 +1,10 @@
 //! `eddy serve --pg-addr` with real PostgreSQL clients: Debian's `psql`
 //! (the simple protocol, `\d`), the `postgres` driver (the extended
-//! protocol: prepared statements with parameters, binary results) and
+//! protocol: prepared statements with parameters, binary results),
 //! Python's psycopg (server-side parameters, text and binary, its error
-//! classes; scripts/pg-client.py.sh).
+//! classes; scripts/pg-client.py.sh), node-postgres (named prepared
+//! statements, the token as password; scripts/pg-client.node.sh) and
+//! SQLAlchemy, Superset's layer (scripts/pg-sqlalchemy.py.sh).
 //!
 //! - a materialized view over a file equals the same SQL run as a
 //!   DataFusion batch query, read with psql and by key with parameters;
@@ -10,6 +12,10 @@
 //!   TABLE`; a join between two views; `INSERT INTO` a declared sink runs
 //!   as a job that writes what a batch query selects; TLS with a
 //!   certificate (`sslmode=require`);
+//! - what BI tools read: `version()`, `SHOW`/`current_setting` of the
+//!   usual settings, Grafana's table list and `information_schema`'s
+//!   PostgreSQL type names, a cursor; the token in no log line, even at
+//!   debug;
 //! - errors with SQLSTATE codes: a wrong password (28P01), a source table
 //!   queried as if it were a view (42P01), a name taken (42P07), a bad
 //!   column in a view's query (its position in the statement);
@@ -37,6 +43,8 @@ use postgres::{Client, NoTls};
 struct Server {
     child: Child,
     pg: SocketAddr,
+    /// Every line the server wrote to stderr.
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Drop for Server {
@@ -55,7 +63,13 @@ impl Server {
 
     /// [`Server::start`] with more arguments to `eddy serve`.
     fn start_with(dirs: &Dirs, token: Option<&str>, more: &[&str]) -> Self {
+        Self::start_logging(dirs, token, more, "warn")
+    }
+
+    /// [`Server::start_with`], logging at `EDDY_LOG` level `log`.
+    fn start_logging(dirs: &Dirs, token: Option<&str>, more: &[&str], log: &str) -> Self {
         let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "10s");
+        command.env("EDDY_LOG", log);
         command.args(["--pg-addr", "127.0.0.1:0", "--view-refresh", "100ms"]);
         if let Some(token) = token {
             command.args(["--token", token]);
@@ -67,12 +81,18 @@ impl Server {
             .unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let written = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                let mut all = written.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+                drop(all);
                 if let Some(rest) = line.strip_prefix("eddy serving PostgreSQL on ") {
                     let addr = rest.split_whitespace().next().unwrap_or_default();
                     let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
-                } else {
+                } else if line.len() < 2000 {
                     eprintln!("server: {line}");
                 }
             }
@@ -80,7 +100,12 @@ impl Server {
         let pg = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("the server says where PostgreSQL listens");
-        Server { child, pg }
+        Server { child, pg, log }
+    }
+
+    /// What the server has logged so far.
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 
     fn client(&self, password: Option<&str>) -> Result<Client, postgres::Error> {
@@ -491,23 +516,194 @@ fn psycopg_reads_a_view_with_server_side_parameters_in_text_and_binary() {
     let dirs = dirs();
     let path = write_orders(&dirs.data, 1000);
     let expected = batch_rows(&path);
-    let expected_path = dirs.data.join("expected.json");
-    std::fs::write(&expected_path, serde_json::to_vec(&expected).unwrap()).unwrap();
+    let expected_path = expected_json(&dirs, &expected);
     let server = Server::start(&dirs, None);
-    let out = Command::new(common::repo_root().join("scripts/pg-client.py.sh"))
-        .arg(server.pg.ip().to_string())
-        .arg(server.pg.port().to_string())
-        .arg(&expected_path)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let said = client_script(
+        "scripts/pg-client.py.sh",
+        &[
+            &server.pg.ip().to_string(),
+            &server.pg.port().to_string(),
+            expected_path.to_str().unwrap(),
+        ],
     );
     assert!(
         said.contains(&format!("psycopg: ok, {} rows checked", 2 * expected.len())),
+        "{said}"
+    );
+}
+
+/// Writes the batch query's rows where a client script reads them.
+fn expected_json(dirs: &Dirs, expected: &[Row]) -> PathBuf {
+    let path = dirs.data.join("expected.json");
+    std::fs::write(&path, serde_json::to_vec(expected).unwrap()).unwrap();
+    path
+}
+
+/// Runs one of eddy's client scripts; its stdout.
+fn client_script(script: &str, args: &[&str]) -> String {
+    let out = Command::new(common::repo_root().join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script}: {said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said
+}
+
+#[test]
+fn node_postgres_prepares_named_statements_and_the_token_never_reaches_the_log() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 1000);
+    let expected = batch_rows(&path);
+    let expected_path = expected_json(&dirs, &expected);
+    let token = "pg-token-0c4b9e71";
+    // Debug logging of the port, the protocol and the queries, so that a
+    // token printed anywhere on the way shows.
+    let server = Server::start_logging(
+        &dirs,
+        Some(token),
+        &[],
+        "info,eddy_server=debug,pgwire=debug,datafusion_postgres=debug",
+    );
+    let said = client_script(
+        "scripts/pg-client.node.sh",
+        &[
+            &server.pg.ip().to_string(),
+            &server.pg.port().to_string(),
+            token,
+            expected_path.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        said.contains(&format!(
+            "node-postgres: ok, {} rows checked",
+            expected.len()
+        )),
+        "{said}"
+    );
+    let log = server.log();
+    assert!(
+        log.contains("SELECT orders, smallest, largest FROM per_customer"),
+        "the debug log shows the statements: {log}"
+    );
+    assert!(!log.contains(token), "the token is in the server's log");
+}
+
+/// The query Grafana's PostgreSQL data source lists tables with.
+const GRAFANA_TABLES: &str = r#"SELECT
+    CASE WHEN quote_ident(table_schema) IN (
+        SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
+        FROM generate_series(
+            array_lower(string_to_array(current_setting('search_path'),','),1),
+            array_upper(string_to_array(current_setting('search_path'),','),1)
+        ) as i,
+        string_to_array(current_setting('search_path'),',') s
+    )
+    THEN quote_ident(table_name)
+    ELSE quote_ident(table_schema) || '.' || quote_ident(table_name)
+    END AS "table"
+    FROM information_schema.tables
+    WHERE quote_ident(table_schema) NOT IN ('information_schema', 'pg_catalog',
+        '_timescaledb_cache', '_timescaledb_catalog', '_timescaledb_internal',
+        '_timescaledb_config', 'timescaledb_information', 'timescaledb_experimental')
+    ORDER BY CASE WHEN quote_ident(table_schema) IN (
+        SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
+        FROM generate_series(
+            array_lower(string_to_array(current_setting('search_path'),','),1),
+            array_upper(string_to_array(current_setting('search_path'),','),1)
+        ) as i,
+        string_to_array(current_setting('search_path'),',') s
+    ) THEN 0 ELSE 1 END, 1"#;
+
+#[test]
+fn bi_tools_read_postgresql_settings_and_types_and_find_the_views() {
+    let dirs = dirs();
+    let path = write_orders(&dirs.data, 1000);
+    let expected = batch_rows(&path);
+    let expected_path = expected_json(&dirs, &expected);
+    let server = Server::start(&dirs, None);
+    server.psql(ORDERS).unwrap();
+    server
+        .psql(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap();
+    wait_for_job(&server, "view per_customer", "finished");
+
+    // What drivers read at connect.
+    let version = server.psql("SELECT version()").unwrap();
+    assert!(version.starts_with("PostgreSQL 16.6 "), "{version}");
+    assert_eq!(
+        server.psql("SHOW standard_conforming_strings").unwrap(),
+        "on\n"
+    );
+    assert_eq!(
+        server
+            .psql("SELECT current_setting('search_path')")
+            .unwrap(),
+        "\"$user\", public\n"
+    );
+    let unknown = server.psql("SHOW no_such_setting").unwrap();
+    assert!(!unknown.contains("on"), "{unknown}");
+
+    // Grafana: its table list, then a table's columns with PostgreSQL's
+    // type names (it offers the time-like ones as the time column).
+    let tables = server.psql(GRAFANA_TABLES).unwrap();
+    assert!(
+        tables.lines().any(|l| l == "public.per_customer"),
+        "{tables}"
+    );
+    let columns = server
+        .psql(
+            "SELECT quote_ident(column_name) AS \"column\", data_type AS \"type\" \
+             FROM information_schema.columns WHERE quote_ident(table_name) = 'per_customer' \
+             ORDER BY ordinal_position",
+        )
+        .unwrap();
+    assert_eq!(
+        columns,
+        "customer_id|text\norders|bigint\nsmallest|double precision\nlargest|double precision\n"
+    );
+
+    // A cursor, as tools page through a large result.
+    let mut client = server.client(None).unwrap();
+    client
+        .batch_execute(
+            "BEGIN; DECLARE c CURSOR FOR SELECT customer_id FROM per_customer ORDER BY customer_id",
+        )
+        .unwrap();
+    for page in expected.chunks(3).take(2) {
+        let fetched: Vec<String> = client
+            .simple_query("FETCH 3 FROM c")
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => Some(row.get(0).unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        let ids: Vec<String> = page.iter().map(|r| r.0.clone()).collect();
+        assert_eq!(fetched, ids);
+    }
+    client.batch_execute("CLOSE c; COMMIT").unwrap();
+
+    // SQLAlchemy (Superset's layer): connect, list views, bound parameters
+    // inside a savepoint, a rollback after an error.
+    let said = client_script(
+        "scripts/pg-sqlalchemy.py.sh",
+        &[
+            &server.pg.ip().to_string(),
+            &server.pg.port().to_string(),
+            "per_customer",
+            expected_path.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        said.contains(&format!("sqlalchemy: ok, {} rows checked", expected.len())),
         "{said}"
     );
 }

@@ -20,7 +20,11 @@
 pub mod catalog;
 pub mod commands;
 pub mod errors;
+pub mod functions;
+pub mod information_schema;
 pub mod session;
+pub mod session_statements;
+pub mod settings;
 pub mod statements;
 pub mod tables;
 
@@ -61,9 +65,11 @@ fn context(
     let internal = |e: &dyn std::fmt::Display| ServerError::Internal(format!("--pg-addr: {e}"));
     let context = SessionContext::new_with_config(
         SessionConfig::new()
-            .with_information_schema(true)
+            // The port's own information_schema (PostgreSQL's type names).
+            .with_information_schema(false)
             .with_default_catalog_and_schema("eddy", "public"),
     );
+    functions::register(&context);
     let root = context
         .catalog("eddy")
         .ok_or_else(|| internal(&"no default catalog"))?;
@@ -78,6 +84,11 @@ fn context(
         .map_err(|e| internal(&e))?;
     root.register_schema("eddy", Arc::new(system))
         .map_err(|e| internal(&e))?;
+    root.register_schema(
+        information_schema::NAME,
+        Arc::new(information_schema::InformationSchema::new("eddy", &root)),
+    )
+    .map_err(|e| internal(&e))?;
     setup_pg_catalog(&context, "eddy", EmptyContextProvider).map_err(|e| internal(&e))?;
     Ok(Arc::new(context))
 }

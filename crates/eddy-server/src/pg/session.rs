@@ -69,14 +69,8 @@ const VIEW_START_WAIT: Duration = Duration::from_secs(30);
 /// Every client's handlers: see the module docs.
 pub struct PgHandlers {
     session: Arc<PgSession>,
-    startup: Startup,
+    startup: AnyStartup,
     cancel: Arc<DefaultCancelHandler>,
-}
-
-/// The password check: the server's token, or none.
-enum Startup {
-    Token(Arc<CleartextPasswordAuthStartupHandler<TokenAuth, DefaultServerParameterProvider>>),
-    Open(Arc<OpenStartup>),
 }
 
 /// Accepts every client (a server without `--token`).
@@ -91,9 +85,16 @@ impl NoopStartupHandler for OpenStartup {
 }
 
 /// The password of every user is the server's `--token`.
-#[derive(Debug)]
 pub struct TokenAuth {
     token: String,
+}
+
+impl Debug for TokenAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenAuth")
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 #[async_trait]
@@ -114,6 +115,9 @@ impl PgHandlers {
         token: Option<String>,
     ) -> Self {
         let hooks: Vec<Arc<dyn datafusion_postgres::QueryHook>> = vec![
+            Arc::new(super::settings::ShowSettings),
+            Arc::new(super::session_statements::SessionStatements),
+            Arc::new(datafusion_postgres::hooks::cursor::CursorStatementHook),
             Arc::new(datafusion_postgres::hooks::set_show::SetShowHook),
             Arc::new(datafusion_postgres::hooks::transactions::TransactionStatementHook),
         ];
@@ -135,14 +139,14 @@ impl PgHandlers {
         });
         let connections = Arc::new(ConnectionManager::new());
         let startup = match token {
-            Some(token) => Startup::Token(Arc::new(
+            Some(token) => AnyStartup::Token(Arc::new(
                 CleartextPasswordAuthStartupHandler::new(
                     TokenAuth { token },
                     DefaultServerParameterProvider::default(),
                 )
                 .with_connection_manager(connections.clone()),
             )),
-            None => Startup::Open(Arc::new(OpenStartup {
+            None => AnyStartup::Open(Arc::new(OpenStartup {
                 connections: connections.clone(),
             })),
         };
@@ -154,7 +158,9 @@ impl PgHandlers {
     }
 }
 
-/// The startup handler a connection gets.
+/// The startup handler a connection gets: the password check with the
+/// server's token, or none.
+#[derive(Clone)]
 pub enum AnyStartup {
     /// With `--token`.
     Token(Arc<CleartextPasswordAuthStartupHandler<TokenAuth, DefaultServerParameterProvider>>),
@@ -191,10 +197,7 @@ impl PgWireServerHandlers for PgHandlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::new(match &self.startup {
-            Startup::Token(h) => AnyStartup::Token(h.clone()),
-            Startup::Open(h) => AnyStartup::Open(h.clone()),
-        })
+        Arc::new(self.startup.clone())
     }
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
@@ -329,12 +332,16 @@ impl PgSession {
     }
 }
 
-/// Whether an unqualified name is one DataFusion finds without a schema
-/// (`information_schema` tables are qualified; `pg_catalog` ones are found
-/// by the compatibility layer).
+/// Whether an unqualified name is one DataFusion finds without a schema:
+/// a `pg_catalog` table (found by the compatibility layer) or a function
+/// called in FROM (`generate_series(...)`, or `string_to_array(...)`,
+/// which the compatibility layer rewrites). `information_schema` tables
+/// are qualified.
 fn is_catalog_table(state: &datafusion::execution::SessionState, name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower.starts_with("pg_")
+        || state.table_functions().contains_key(&lower)
+        || state.scalar_functions().contains_key(&lower)
         || state
             .catalog_list()
             .catalog(&state.config().options().catalog.default_catalog)
@@ -458,5 +465,20 @@ impl ExtendedQueryHandler for PgSession {
         ExtendedQueryHandler::do_query(self.df.as_ref(), client, portal, max_rows)
             .await
             .map_err(errors::from_query)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_not_in_debug_output() {
+        let auth = TokenAuth {
+            token: "s3cret-value".into(),
+        };
+        let shown = format!("{auth:?}");
+        assert!(!shown.contains("s3cret-value"), "{shown}");
+        assert!(shown.contains("redacted"), "{shown}");
     }
 }
