@@ -98,6 +98,9 @@ pub(super) fn from_query(error: PgWireError) -> PgWireError {
         },
         DataFusionError::NotImplemented(_) => code::NOT_SUPPORTED,
         DataFusionError::Plan(_) => code::REFUSED,
+        DataFusionError::External(e) if e.is::<super::tables::ViewDropped>() => {
+            code::UNDEFINED_TABLE
+        }
         DataFusionError::ArrowError(..) | DataFusionError::Execution(_) => code::DATA_EXCEPTION,
         _ => code::INTERNAL,
     };

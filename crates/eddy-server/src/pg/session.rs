@@ -47,6 +47,7 @@ use futures::Sink;
 use super::catalog::SessionCatalog;
 use super::commands::{Commands, MIN_EPOCH};
 use super::errors::{self, code};
+use super::point_query::PointQuery;
 use super::statements::{self, Statement};
 
 /// What DataFusion keeps of a prepared statement: its text, and its
@@ -299,12 +300,7 @@ impl PgSession {
         client: &C,
         views: &[String],
     ) -> PgWireResult<()> {
-        let Some(epoch) = client
-            .metadata()
-            .get(MIN_EPOCH)
-            .and_then(|e| e.parse::<u64>().ok())
-            .filter(|e| *e > 0)
-        else {
+        let Some(epoch) = min_epoch(client) else {
             return Ok(());
         };
         let timeout = client
@@ -330,6 +326,15 @@ impl PgSession {
         }
         Ok(())
     }
+}
+
+/// The epoch the client waits for (`SET eddy.min_epoch`), if any.
+fn min_epoch<C: ClientInfo>(client: &C) -> Option<u64> {
+    client
+        .metadata()
+        .get(MIN_EPOCH)
+        .and_then(|e| e.parse::<u64>().ok())
+        .filter(|e| *e > 0)
 }
 
 /// Whether an unqualified name is one DataFusion finds without a schema:
@@ -460,8 +465,20 @@ impl ExtendedQueryHandler for PgSession {
                 }
             }
         }
-        let views = self.relations.check(text).await?;
-        self.wait_for_epoch(client, &views).await?;
+        // Parse checked the relations; they are read again only to know
+        // which views to wait for. A view dropped since fails its scan
+        // (42P01).
+        if min_epoch(client).is_some() {
+            let views = self.relations.check(text).await?;
+            self.wait_for_epoch(client, &views).await?;
+        }
+        if let Some((_, plan)) = parsed {
+            if let Some(point) = PointQuery::of(plan) {
+                if let Some(response) = point.answer(portal, client.metadata())? {
+                    return Ok(response);
+                }
+            }
+        }
         ExtendedQueryHandler::do_query(self.df.as_ref(), client, portal, max_rows)
             .await
             .map_err(errors::from_query)

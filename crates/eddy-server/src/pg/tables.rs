@@ -20,13 +20,22 @@ use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use eddy_connectors::view::ViewCatalog;
+use eddy_connectors::view::{ViewCatalog, ViewSnapshot};
 
 use super::catalog::SessionCatalog;
 use crate::jobs::JobManager;
 
 /// Rows of a scanned view are spread over this many partitions at most.
 const SCAN_PARTITIONS: usize = 4;
+
+/// A view dropped between a statement's planning and its execution (a
+/// prepared statement run after `DROP MATERIALIZED VIEW`).
+#[derive(Debug, thiserror::Error)]
+#[error("materialized view \"{name}\" was dropped")]
+pub struct ViewDropped {
+    /// The view's name.
+    pub name: String,
+}
 
 /// Schema `public`: the materialized views.
 #[derive(Debug)]
@@ -115,9 +124,7 @@ impl TableProvider for ViewTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.views.snapshot(&self.name).ok_or_else(|| {
-            DataFusionError::Plan(format!("materialized view \"{}\" was dropped", self.name))
-        })?;
+        let snapshot = self.snapshot()?;
         if snapshot.schema != self.schema {
             return Err(DataFusionError::Plan(format!(
                 "materialized view \"{}\" changed its columns while the query was planned; run it again",
@@ -125,30 +132,14 @@ impl TableProvider for ViewTable {
             )));
         }
         // Every key column equal to a value: that key's row, found, not scanned.
-        if let Some(columns) = snapshot.key_columns() {
-            let equal: Vec<(usize, ScalarValue)> = filters
-                .iter()
-                .filter_map(|f| key_equality(f, &self.schema))
-                .collect();
-            let key: Option<Vec<ArrayRef>> = columns
-                .iter()
-                .map(|c| {
-                    equal
-                        .iter()
-                        .find(|(column, _)| column == c)
-                        .map(|(_, value)| value.to_array())
-                        .transpose()
-                        .ok()
-                        .flatten()
-                })
-                .collect();
-            if let Some(key) = key {
-                if let Some(found) = snapshot.lookup(&key)? {
-                    return MemTable::try_new(self.schema.clone(), vec![vec![found]])?
-                        .scan(state, projection, &[], limit)
-                        .await;
-                }
-            }
+        let equal: Vec<(usize, ScalarValue)> = filters
+            .iter()
+            .filter_map(|f| key_equality(f, &self.schema))
+            .collect();
+        if let Some(found) = key_row(&snapshot, &equal)? {
+            return MemTable::try_new(self.schema.clone(), vec![vec![found]])?
+                .scan(state, projection, &[], limit)
+                .await;
         }
         let batches = snapshot.batches()?;
         let mut partitions = vec![Vec::new(); SCAN_PARTITIONS.min(batches.len()).max(1)];
@@ -163,12 +154,61 @@ impl TableProvider for ViewTable {
 }
 
 impl ViewTable {
+    /// The view's latest published snapshot.
+    fn snapshot(&self) -> Result<Arc<ViewSnapshot>> {
+        self.views.snapshot(&self.name).ok_or_else(|| {
+            DataFusionError::External(Box::new(ViewDropped {
+                name: self.name.clone(),
+            }))
+        })
+    }
+
+    /// The row whose key columns equal `key` (each key column's index and
+    /// value, nothing else): `Some` (no row when the key has none), or
+    /// `None` when `key` is not exactly the view's key or the view's
+    /// columns changed since it was planned.
+    pub fn key_lookup(&self, key: &[(usize, ScalarValue)]) -> Result<Option<RecordBatch>> {
+        let snapshot = self.snapshot()?;
+        let Some(columns) = snapshot.key_columns() else {
+            return Ok(None);
+        };
+        if snapshot.schema != self.schema
+            || key.len() != columns.len()
+            || key.iter().any(|(column, _)| !columns.contains(column))
+        {
+            return Ok(None);
+        }
+        key_row(&snapshot, key)
+    }
+
     /// The view's key columns now (none for a view keyed by whole rows).
     fn key_columns(&self) -> Vec<usize> {
         self.views
             .snapshot(&self.name)
             .and_then(|s| s.key_columns().map(<[usize]>::to_vec))
             .unwrap_or_default()
+    }
+}
+
+/// The row of the key whose every column `equal` gives a value for (other
+/// pairs are ignored); `None` when the view is not keyed or a key column
+/// has no value.
+fn key_row(snapshot: &ViewSnapshot, equal: &[(usize, ScalarValue)]) -> Result<Option<RecordBatch>> {
+    let Some(columns) = snapshot.key_columns() else {
+        return Ok(None);
+    };
+    let key: Option<Vec<ArrayRef>> = columns
+        .iter()
+        .map(|c| {
+            equal
+                .iter()
+                .find(|(column, _)| column == c)
+                .and_then(|(_, value)| value.to_array().ok())
+        })
+        .collect();
+    match key {
+        Some(key) => Ok(snapshot.lookup(&key)?),
+        None => Ok(None),
     }
 }
 
@@ -343,15 +383,16 @@ pub fn views_table(catalog: Arc<SessionCatalog>, views: ViewCatalog) -> Arc<dyn 
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::pg) mod tests {
     use super::*;
     use datafusion::arrow::array::Int8Array;
     use datafusion::prelude::{col, lit, SessionContext};
     use eddy_connectors::view::ViewSink;
     use eddy_engine::sink::SinkWriter;
 
-    #[tokio::test]
-    async fn an_equality_on_the_key_reads_one_row_not_the_view() {
+    /// A view `v` of 1000 rows (`k` text key `k0`..`k999`, `n` its number),
+    /// published at checkpoint 1.
+    pub(in crate::pg) fn keyed_view() -> ViewCatalog {
         let schema = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Utf8, true),
             Field::new("n", DataType::Int64, true),
@@ -373,7 +414,12 @@ mod tests {
         sink.write(&batch).expect("writes");
         sink.precommit(1, 0).expect("precommits");
         views.commit("v", 1);
+        views
+    }
 
+    #[tokio::test]
+    async fn an_equality_on_the_key_reads_one_row_not_the_view() {
+        let views = keyed_view();
         let table = ViewSchema::new(views)
             .table("v")
             .await
