@@ -27,7 +27,8 @@
 //! - A server whose state is in the bucket (`--state-dir s3://...`),
 //!   killed mid-job, is replaced by one sharing nothing else with it,
 //!   which resumes the job exactly; a second live server on that state is
-//!   refused; savepoints go to the bucket.
+//!   refused; savepoints go to the bucket. Tables and materialized views
+//!   declared over its PostgreSQL port move with it.
 //! - The deployment files (docker/compose.s3.yaml, deploy/kubernetes/)
 //!   start servers that write to the bucket with this binary.
 //! - A lease in the bucket (what holds a group job's task there) has one
@@ -1065,6 +1066,106 @@ fn a_server_with_its_state_in_a_bucket_is_replaced_on_another_machine() {
     assert!(objects.iter().any(|n| n == "SAVEPOINT"), "{objects:?}");
     let _ = b.kill();
     let _ = b.wait();
+}
+
+#[test]
+fn views_and_tables_declared_over_the_postgresql_port_move_with_bucket_state() {
+    let s3 = S3Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let orders =
+        common::generated_ndjson(eddy_connectors::generator::GeneratedStream::Orders, 2000);
+    // Two machines: each its own data directory (the same orders file) and
+    // TMPDIR; the state is the bucket's.
+    let server = |name: &str| {
+        let home = dir.path().join(name);
+        std::fs::create_dir_all(home.join("data")).unwrap();
+        std::fs::create_dir_all(home.join("tmp")).unwrap();
+        std::fs::write(home.join("data/orders.ndjson"), &orders).unwrap();
+        let mut command = common::serve_command(
+            &home.join("data"),
+            &home.join("output"),
+            Path::new("s3://lake/pgstate"),
+            "100ms",
+        );
+        command
+            .args(["--pg-addr", "127.0.0.1:0", "--view-refresh", "100ms"])
+            .envs(s3.env())
+            .env("TMPDIR", home.join("tmp"));
+        common::spawn_server_logged(command, true)
+    };
+    let psql = |pg, sql: &str| common::psql(pg, sql, "disable");
+    let per_customer = "SELECT customer_id, count(*) AS orders FROM orders GROUP BY customer_id";
+    let read = |pg| psql(pg, "SELECT * FROM per_customer ORDER BY customer_id");
+    let wait_finished = |pg, job: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let state = psql(
+                pg,
+                &format!("SELECT state FROM eddy.jobs WHERE name = '{job}'"),
+            )
+            .unwrap();
+            if state.trim() == "finished" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{job}: {state}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    let mut a = server("a");
+    let pg_a = a.pg.unwrap();
+    psql(
+        pg_a,
+        "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT, country VARCHAR) \
+         WITH (connector = 'file', path = 'orders.ndjson')",
+    )
+    .unwrap();
+    psql(
+        pg_a,
+        &format!("CREATE MATERIALIZED VIEW per_customer AS {per_customer}"),
+    )
+    .unwrap();
+    wait_finished(pg_a, "view per_customer");
+    let rows = read(pg_a).unwrap();
+    assert!(rows.lines().count() > 10, "{rows}");
+    assert!(
+        s3.names("pgstate/pg").iter().any(|n| n == "catalog.json"),
+        "the session catalog is in the bucket"
+    );
+    a.child.kill().unwrap(); // SIGKILL
+    let _ = a.child.wait();
+
+    // Another machine, sharing only the bucket: the view answers the same
+    // (its job had ended: restored from its last checkpoint), and the
+    // table declared on the first is known.
+    let mut b = server("b");
+    let pg_b = b.pg.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let moved = loop {
+        match read(pg_b) {
+            Ok(moved) if !moved.is_empty() => break moved,
+            other => assert!(Instant::now() < deadline, "{other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(moved, rows, "the view on the second machine");
+    psql(
+        pg_b,
+        "CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n FROM orders",
+    )
+    .unwrap();
+    wait_finished(pg_b, "view total");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while psql(pg_b, "SELECT n FROM total").unwrap().trim() != "2000" {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            psql(pg_b, "SELECT n FROM total")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = b.child.kill();
+    let _ = b.child.wait();
 }
 
 /// Runs a server command that must refuse to start: its output, or a

@@ -29,7 +29,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -75,32 +74,14 @@ impl Server {
             command.args(["--token", token]);
         }
         command.args(more);
-        let mut child = command
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let written = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-                let mut all = written.lock().unwrap();
-                all.push_str(&line);
-                all.push('\n');
-                drop(all);
-                if let Some(rest) = line.strip_prefix("eddy serving PostgreSQL on ") {
-                    let addr = rest.split_whitespace().next().unwrap_or_default();
-                    let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
-                } else if line.len() < 2000 {
-                    eprintln!("server: {line}");
-                }
-            }
-        });
-        let pg = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server says where PostgreSQL listens");
-        Server { child, pg, log }
+        let spawned = common::spawn_server_logged(command, true);
+        Server {
+            child: spawned.child,
+            pg: spawned
+                .pg
+                .expect("the server says where PostgreSQL listens"),
+            log: spawned.log,
+        }
     }
 
     /// What the server has logged so far.
@@ -130,24 +111,7 @@ impl Server {
 
     /// [`Server::psql`] with a `PGSSLMODE`.
     fn psql_with(&self, sql: &str, ssl_mode: &str) -> Result<String, String> {
-        let out = Command::new("psql")
-            .args(["-X", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1"])
-            .args([
-                "-h",
-                &self.pg.ip().to_string(),
-                "-p",
-                &self.pg.port().to_string(),
-            ])
-            .args(["-U", "eddy", "-d", "eddy", "-c", sql])
-            .env("PGCONNECT_TIMEOUT", "10")
-            .env("PGSSLMODE", ssl_mode)
-            .output()
-            .expect("psql runs (scripts/postgres.sh installs Debian's client)");
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).into_owned())
-        }
+        common::psql(self.pg, sql, ssl_mode)
     }
 }
 

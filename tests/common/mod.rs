@@ -365,9 +365,29 @@ pub fn serve_command(
     command
 }
 
-/// Starts an `eddy serve` command (stderr piped) and waits until it says
-/// where it listens; returns the process and its URL.
-pub fn spawn_server(mut command: std::process::Command) -> (std::process::Child, String) {
+/// Spawns `eddy serve` (stdout not read) and waits until it says where it
+/// listens: the HTTP base URL.
+pub fn spawn_server(command: std::process::Command) -> (std::process::Child, String) {
+    let spawned = spawn_server_logged(command, false);
+    (spawned.child, spawned.base)
+}
+
+/// A server started by [`spawn_server_logged`].
+pub struct SpawnedServer {
+    /// Its process.
+    pub child: std::process::Child,
+    /// Its HTTP base URL.
+    pub base: String,
+    /// Its PostgreSQL port, when asked for.
+    pub pg: Option<std::net::SocketAddr>,
+    /// Every line it wrote to stderr so far.
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Spawns `eddy serve`, keeping its stderr, and waits until it says where
+/// it listens: HTTP, and the PostgreSQL port too when `pg` (the command
+/// has `--pg-addr`).
+pub fn spawn_server_logged(mut command: std::process::Command, pg: bool) -> SpawnedServer {
     use std::io::BufRead;
     let mut child = command
         .stderr(std::process::Stdio::piped())
@@ -375,25 +395,67 @@ pub fn spawn_server(mut command: std::process::Command) -> (std::process::Child,
         .expect("spawn eddy serve");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let written = log.clone();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr)
             .lines()
             .map_while(|l| l.ok())
         {
-            if let Some(rest) = line.strip_prefix("eddy serving on ") {
-                let _ = tx.send(
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string(),
-                );
+            {
+                let mut all = written.lock().unwrap_or_else(|e| e.into_inner());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            let address = |rest: &str| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            if let Some(rest) = line.strip_prefix("eddy serving PostgreSQL on ") {
+                let _ = tx.send((true, address(rest)));
+            } else if let Some(rest) = line.strip_prefix("eddy serving on ") {
+                let _ = tx.send((false, address(rest)));
             }
         }
     });
-    let base = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the server says where it listens");
-    (child, base)
+    let (mut base, mut pg_addr) = (None, None);
+    while base.is_none() || (pg && pg_addr.is_none()) {
+        let (is_pg, address) = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the server says where it listens");
+        if is_pg {
+            pg_addr = Some(address.parse().expect("an address"));
+        } else {
+            base = Some(address);
+        }
+    }
+    SpawnedServer {
+        child,
+        base: base.unwrap_or_default(),
+        pg: pg_addr,
+        log,
+    }
+}
+
+/// `psql -c sql` against the PostgreSQL port at `addr` (with
+/// `PGSSLMODE=ssl_mode`): its output (unaligned, `|` between fields, no
+/// headers), or its stderr on failure.
+pub fn psql(addr: std::net::SocketAddr, sql: &str, ssl_mode: &str) -> Result<String, String> {
+    let out = std::process::Command::new("psql")
+        .args(["-X", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1"])
+        .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()])
+        .args(["-U", "eddy", "-d", "eddy", "-c", sql])
+        .env("PGCONNECT_TIMEOUT", "10")
+        .env("PGSSLMODE", ssl_mode)
+        .output()
+        .expect("psql runs (scripts/postgres.sh installs Debian's client)");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }
 
 /// Every Parquet file under `dir` (recursively), with the directory it is

@@ -10,6 +10,7 @@
 //!  PREFIX/jobs/<id>/job.json     put whenever the job's record changes; read at start
 //!  PREFIX/jobs/<id>/state/...    the job's checkpoints: the engine's replica of the job's working copy
 //!  PREFIX/savepoints/<id>/...    uploaded when taken (SAVEPOINT last); read at start
+//!  PREFIX/pg/catalog.json        the PostgreSQL port's session catalog: put whenever it changes; read at start
 //!  PREFIX/server/<epoch>         the lease of the one server that runs these jobs
 //! ```
 //!
@@ -29,6 +30,9 @@ use crate::error::{Result, ServerError};
 /// The time to live of the server's lease: a replaced server waits up to
 /// this long for a dead predecessor's.
 const SERVER_LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// The session catalog's object, and its path below the working copy.
+pub const SESSION_CATALOG: &str = "pg/catalog.json";
 
 /// See the module docs.
 #[derive(Debug)]
@@ -54,6 +58,7 @@ impl StateBucket {
         for object in state.bucket.list().map_err(storage)? {
             let name = object.name;
             let wanted = name.starts_with("savepoints/")
+                || name == SESSION_CATALOG
                 || (name.starts_with("jobs/") && name.ends_with("/job.json"));
             if !wanted {
                 continue;
@@ -87,6 +92,12 @@ impl StateBucket {
         self.bucket
             .put(&format!("jobs/{id}/job.json"), bytes)
             .map_err(storage)
+    }
+
+    /// Writes the PostgreSQL port's session catalog.
+    pub fn put_session_catalog(&self, bytes: Vec<u8>) -> Result<()> {
+        self.fenced()?;
+        self.bucket.put(SESSION_CATALOG, bytes).map_err(storage)
     }
 
     /// Removes job `id`: its record and checkpoints.

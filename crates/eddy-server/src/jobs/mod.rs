@@ -116,6 +116,9 @@ pub struct JobManager {
     shutting_down: Arc<std::sync::atomic::AtomicBool>,
     /// The materialized views jobs' `view` sinks keep for readers.
     views: ViewCatalog,
+    /// Where the server's state is written through to, with
+    /// `--state-dir s3://...`.
+    state_bucket: Option<Arc<StateBucket>>,
 }
 
 /// A place taken among the server's running jobs (`--max-jobs`) by a
@@ -180,7 +183,8 @@ impl JobManager {
             memory: config
                 .memory_limit
                 .map(|limit| Arc::new(MemoryBudget::new("server", limit))),
-            savepoints: Savepoints::new(&config.state_dir, state_bucket),
+            savepoints: Savepoints::new(&config.state_dir, state_bucket.clone()),
+            state_bucket,
             config,
             store,
             jobs: RwLock::new(BTreeMap::new()),
@@ -300,6 +304,11 @@ impl JobManager {
     /// The materialized views the server's jobs keep.
     pub fn views(&self) -> &ViewCatalog {
         &self.views
+    }
+
+    /// The bucket the server's state is written through to, if any.
+    pub fn state_bucket(&self) -> Option<Arc<StateBucket>> {
+        self.state_bucket.clone()
     }
 
     /// Plans a job's run: compiles its SQL, expands its keyed operators to

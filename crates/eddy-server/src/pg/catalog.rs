@@ -2,18 +2,21 @@
 //! functions (eddy's DDL, kept as written and put before every job the
 //! port starts), and which job holds each materialized view. Kept in
 //! `STATE_DIR/pg/catalog.json`, so a restarted server knows them again
-//! (the views' jobs resume with the server's other jobs).
+//! (the views' jobs resume with the server's other jobs), and written
+//! through to the state bucket with `--state-dir s3://...`, so a server
+//! started on another machine does too.
 //!
 //! In: declarations and drops. Out: the DDL text a job starts with, the
 //! job of a view, and errors PostgreSQL clients understand (a name taken,
 //! a name unknown).
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use super::statements::ObjectKind;
+use crate::state_bucket::{StateBucket, SESSION_CATALOG};
 
 /// One declared table, view or function.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,6 +65,9 @@ pub enum CatalogError {
         /// The name.
         name: String,
     },
+    /// The catalog could not be written to the state bucket.
+    #[error("the session catalog was not written to the state bucket: {0}")]
+    Bucket(String),
     /// The catalog could not be saved.
     #[error("{path}: {source}")]
     Io {
@@ -77,6 +83,8 @@ pub enum CatalogError {
 pub struct SessionCatalog {
     path: PathBuf,
     stored: Mutex<Stored>,
+    /// Written through to, after the local file (`--state-dir s3://...`).
+    bucket: Option<Arc<StateBucket>>,
 }
 
 fn same(a: &str, b: &str) -> bool {
@@ -93,9 +101,11 @@ fn kind_name(kind: ObjectKind) -> &'static str {
 }
 
 impl SessionCatalog {
-    /// The catalog kept under `state_dir` (empty when there is none yet).
-    pub fn open(state_dir: &Path) -> Result<Self, CatalogError> {
-        let path = state_dir.join("pg").join("catalog.json");
+    /// The catalog kept under `state_dir` (empty when there is none yet),
+    /// each change also written to `bucket` (whose copy the server put in
+    /// `state_dir` as it started).
+    pub fn open(state_dir: &Path, bucket: Option<Arc<StateBucket>>) -> Result<Self, CatalogError> {
+        let path = state_dir.join(SESSION_CATALOG);
         let stored = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| CatalogError::Io {
                 path: path.display().to_string(),
@@ -112,6 +122,7 @@ impl SessionCatalog {
         Ok(Self {
             path,
             stored: Mutex::new(stored),
+            bucket,
         })
     }
 
@@ -130,8 +141,14 @@ impl SessionCatalog {
         let bytes = serde_json::to_vec_pretty(stored)
             .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         let temporary = self.path.with_extension("json.tmp");
-        std::fs::write(&temporary, bytes).map_err(io)?;
-        std::fs::rename(&temporary, &self.path).map_err(io)
+        std::fs::write(&temporary, &bytes).map_err(io)?;
+        std::fs::rename(&temporary, &self.path).map_err(io)?;
+        match &self.bucket {
+            Some(bucket) => bucket
+                .put_session_catalog(bytes)
+                .map_err(|e| CatalogError::Bucket(e.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// What holds `name` (tables, views and materialized views share
@@ -257,7 +274,7 @@ mod tests {
     #[test]
     fn names_are_shared_by_relations_and_kept_across_opens() {
         let dir = tempfile::tempdir().expect("a directory");
-        let catalog = SessionCatalog::open(dir.path()).expect("opens");
+        let catalog = SessionCatalog::open(dir.path(), None).expect("opens");
         let table = Declared {
             kind: ObjectKind::Table,
             name: "orders".into(),
@@ -287,7 +304,7 @@ mod tests {
             })
             .expect("adds");
 
-        let reopened = SessionCatalog::open(dir.path()).expect("reopens");
+        let reopened = SessionCatalog::open(dir.path(), None).expect("reopens");
         assert!(reopened.ddl().starts_with("CREATE TABLE orders"));
         assert_eq!(reopened.view("Totals").expect("kept").job, "j");
         assert!(reopened

@@ -122,7 +122,8 @@ pub async fn start(
     views: ViewCatalog,
 ) -> Result<SocketAddr> {
     let catalog = Arc::new(
-        SessionCatalog::open(state_dir).map_err(|e| ServerError::Internal(e.to_string()))?,
+        SessionCatalog::open(state_dir, manager.state_bucket())
+            .map_err(|e| ServerError::Internal(e.to_string()))?,
     );
     let tls = match &config.tls {
         Some((cert, key)) => Some(tls_acceptor(cert, key)?),
