@@ -24,6 +24,10 @@ pub enum SqlError {
     /// An internal inconsistency while building the graph.
     #[error("internal planner error: {0}")]
     Internal(String),
+    /// The engine refused what the planner built (a graph it cannot run,
+    /// an operator's options), kept typed.
+    #[error(transparent)]
+    Engine(#[from] eddy_engine::EngineError),
 }
 
 /// Result alias of this crate.
@@ -44,11 +48,5 @@ impl SqlError {
             SqlError::At { message, .. } => message.clone(),
             other => other.to_string(),
         }
-    }
-}
-
-impl From<eddy_engine::EngineError> for SqlError {
-    fn from(e: eddy_engine::EngineError) -> Self {
-        SqlError::Internal(e.to_string())
     }
 }

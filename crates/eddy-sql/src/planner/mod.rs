@@ -243,14 +243,21 @@ struct View {
 
 /// When a column was not found but one of another case was (`datetime`
 /// asked, `dateTime` declared quoted), what to do about it.
-fn case_hint(message: &str, case: IdentifierCase) -> Option<String> {
-    let (_, rest) = message.split_once("column '")?;
-    let (missing, rest) = rest.split_once("' not found")?;
-    let candidate = rest
-        .split("possible column ")
-        .skip(1)
-        .filter_map(|c| c.split([';', ',', ' ']).next())
-        .map(|c| c.rsplit('.').next().unwrap_or(c).trim_matches('"'))
+fn case_hint(error: &DataFusionError, case: IdentifierCase) -> Option<String> {
+    let DataFusionError::SchemaError(schema_error, _) = error.find_root() else {
+        return None;
+    };
+    let datafusion::common::SchemaError::FieldNotFound {
+        field,
+        valid_fields,
+    } = schema_error.as_ref()
+    else {
+        return None;
+    };
+    let missing = field.name.as_str();
+    let candidate = valid_fields
+        .iter()
+        .map(|c| c.name.as_str())
         .find(|c| c.eq_ignore_ascii_case(missing) && *c != missing)?;
     Some(match case {
         IdentifierCase::Fold => format!(
@@ -454,7 +461,7 @@ impl Compiler {
             };
             message = format!("eddy cannot run {construct} yet");
         }
-        if let Some(hint) = case_hint(&message, self.identifier_case()) {
+        if let Some(hint) = case_hint(&error, self.identifier_case()) {
             message.push_str("; ");
             message.push_str(&hint);
         }
@@ -1695,17 +1702,34 @@ mod tests {
 
     #[test]
     fn a_column_of_another_case_is_pointed_at() {
+        use datafusion::common::{Column, SchemaError};
+        let not_found = |missing: &str, valid: &[&str]| {
+            DataFusionError::SchemaError(
+                Box::new(SchemaError::FieldNotFound {
+                    field: Box::new(Column::new(Some("a"), missing)),
+                    valid_fields: valid.iter().map(|c| Column::new(Some("b"), *c)).collect(),
+                }),
+                Box::new(None),
+            )
+            .context("planning")
+        };
         let hint = case_hint(
-            "column 'datetime' not found in 'a'; possible column b.dateTime; possible column a.dateTime",
+            &not_found("datetime", &["dateTime", "y"]),
             IdentifierCase::Fold,
         )
         .unwrap();
         assert!(hint.contains("write \"dateTime\" (quoted)"), "{hint}");
-        assert!(case_hint(
-            "column 'x' not found; possible column t.y",
-            IdentifierCase::Fold
-        )
-        .is_none());
+        assert!(case_hint(&not_found("x", &["y"]), IdentifierCase::Fold).is_none());
+        assert!(
+            case_hint(
+                &DataFusionError::Plan(
+                    "column 'datetime' not found; possible column b.dateTime".into()
+                ),
+                IdentifierCase::Fold
+            )
+            .is_none(),
+            "text is not read"
+        );
     }
 
     fn compiled(text: &str) -> Result<CompiledJob> {
