@@ -17,7 +17,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::process::Child;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -346,6 +346,93 @@ CREATE TABLE copy (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE)
   WITH (connector = 'ndjson', path = 'copy.ndjson');
 INSERT INTO copy SELECT order_id, customer_id, order_amount FROM orders;
 ";
+
+/// `eddy ARGS --server BASE --token TOKEN`: its stdout, or its stderr as
+/// the error.
+fn eddy_client(server: &Api, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_eddy"))
+        .args(args)
+        .args(["--server", &server.base])
+        .args(
+            server
+                .token
+                .as_deref()
+                .map(|t| ["--token", t])
+                .into_iter()
+                .flatten(),
+        )
+        .env_remove("EDDY_TOKEN")
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn the_cli_submits_lists_shows_and_stops_a_servers_jobs() {
+    let dirs = dirs();
+    let server = Server::start(&dirs, Some("cli-token"));
+    let file = dirs.data.join("endless.sql");
+    std::fs::write(&file, ENDLESS).unwrap();
+    let submitted = eddy_client(
+        &server,
+        &["submit", "--name", "from-cli", file.to_str().unwrap()],
+    )
+    .unwrap();
+    // "submitted job ID (from-cli): running"
+    let id = submitted
+        .strip_prefix("submitted job ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_string();
+    assert!(submitted.contains("(from-cli): running"), "{submitted}");
+
+    let jobs = eddy_client(&server, &["jobs"]).unwrap();
+    let row = jobs
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{jobs}"));
+    assert!(
+        row.contains("from-cli") && row.contains("running"),
+        "{jobs}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let shown = loop {
+        let shown = eddy_client(&server, &["job", &id]).unwrap();
+        if !shown.contains("checkpoints: 0 this run") {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint: {shown}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        shown.starts_with(&format!("job {id} (from-cli)\nstate: running")),
+        "{shown}"
+    );
+    let copy = shown
+        .lines()
+        .find(|l| l.contains("copy"))
+        .unwrap_or_else(|| panic!("the sink's node: {shown}"));
+    let rows_in: u64 = copy.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(rows_in > 0, "{shown}");
+
+    let stopped = eddy_client(&server, &["stop", &id, "--savepoint"]).unwrap();
+    assert!(
+        stopped.starts_with(&format!("job {id}: stopped")),
+        "{stopped}"
+    );
+    assert!(
+        stopped.contains("savepoint ") && stopped.contains("--from-savepoint"),
+        "{stopped}"
+    );
+
+    let refused = eddy_client(&server.with_token(Some("wrong")), &["jobs"]).unwrap_err();
+    assert!(refused.contains("401"), "{refused}");
+}
 
 #[test]
 fn a_sink_is_tailed_over_server_sent_events_and_a_stopped_job_has_committed_output() {

@@ -1,10 +1,12 @@
 //! `eddy submit`, `eddy jobs`, `eddy job`, `eddy stop`, `eddy health`: thin
 //! clients of a running `eddy serve` (`--server`, default
 //! `http://127.0.0.1:8080`; `--token` or `EDDY_TOKEN`), printing what the
-//! API returns as tables a person can read.
+//! API returns as tables a person can read. Answers are read as the
+//! server's own view types (`eddy_server::views`), so a field the server
+//! renames fails to compile here, not to print.
 
-use std::collections::BTreeMap;
-
+use eddy_server::views::{JobSummary, JobView, SubmitRequest};
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::error::{CliError, Result};
@@ -83,6 +85,26 @@ impl Client {
         self.answer(path, request.call())
     }
 
+    /// `GET path`, read as the server's type `T`.
+    pub fn get_as<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.read(path, self.get(path)?)
+    }
+
+    /// `POST path` with a JSON body, the answer read as the server's type `T`.
+    pub fn post_as<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T> {
+        self.read(path, self.post(path, body)?)
+    }
+
+    fn read<T: DeserializeOwned>(&self, path: &str, value: Value) -> Result<T> {
+        serde_json::from_value(value).map_err(|e| {
+            CliError::Server(format!(
+                "{}{path}: an answer this eddy ({}) does not read: {e}",
+                self.base,
+                env!("CARGO_PKG_VERSION")
+            ))
+        })
+    }
+
     /// `POST path` with a JSON body.
     pub fn post(&self, path: &str, body: &Value) -> Result<Value> {
         let request = self.authorized(self.agent.post(format!("{}{path}", self.base)));
@@ -115,19 +137,17 @@ impl Client {
     }
 }
 
-fn text(value: &Value, key: &str) -> String {
-    match value.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(other) => other.to_string(),
-    }
+/// An optional value, `-` when absent.
+fn or_dash(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-fn number(value: &Value, key: &str) -> String {
-    match value.get(key).and_then(Value::as_f64) {
-        Some(n) if n.fract() == 0.0 => format!("{n:.0}"),
-        Some(n) => format!("{n:.1}"),
-        None => "-".into(),
+/// A rate, whole when it is.
+fn rate(n: f64) -> String {
+    if n.fract() == 0.0 {
+        format!("{n:.0}")
+    } else {
+        format!("{n:.1}")
     }
 }
 
@@ -152,67 +172,36 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out.join("\n")
 }
 
-/// A job to submit (the fields of the API's submission).
-#[derive(Debug, Clone, Default)]
-pub struct Submission {
-    /// Its name (default: the server picks one).
-    pub name: Option<String>,
-    /// Its SQL.
-    pub sql: String,
-    /// `${NAME}` parameters.
-    pub params: BTreeMap<String, String>,
-    /// Instances of each keyed operator.
-    pub parallelism: Option<usize>,
-    /// The Kafka consumer group of a group job.
-    pub group: Option<String>,
-    /// A savepoint of the server to start from.
-    pub from_savepoint: Option<String>,
-}
-
-/// Submits SQL as a job; returns what to print.
-pub fn submit(client: &Client, job: Submission) -> Result<String> {
-    let Submission {
-        name,
-        sql,
-        params,
-        parallelism,
-        group,
-        from_savepoint,
-    } = job;
-    let job = client.post(
-        "/api/v1/jobs",
-        &json!({ "name": name, "sql": sql, "params": params, "parallelism": parallelism, "group": group, "from_savepoint": from_savepoint }),
-    )?;
+/// Submits SQL as a job (the API's own submission); returns what to print.
+pub fn submit(client: &Client, request: &SubmitRequest) -> Result<String> {
+    let body = serde_json::to_value(request).map_err(|e| CliError::Server(e.to_string()))?;
+    let job: JobView = client.post_as("/api/v1/jobs", &body)?;
     Ok(format!(
         "submitted job {} ({}): {}",
-        text(&job, "id"),
-        text(&job, "name"),
-        text(&job, "state")
+        job.summary.id,
+        job.summary.name,
+        job.summary.state.name()
     ))
 }
 
 /// The job list as a table.
 pub fn jobs(client: &Client) -> Result<String> {
-    let list = client.get("/api/v1/jobs")?;
+    let list: Vec<JobSummary> = client.get_as("/api/v1/jobs")?;
     let rows: Vec<Vec<String>> = list
-        .as_array()
-        .map(|jobs| {
-            jobs.iter()
-                .map(|j| {
-                    vec![
-                        text(j, "id"),
-                        text(j, "name"),
-                        text(j, "state"),
-                        text(j, "started_at"),
-                        number(j, "events_per_second"),
-                        number(j, "watermark_lag_ms"),
-                        number(j, "late_rows"),
-                        number(j, "bad_rows"),
-                    ]
-                })
-                .collect()
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.clone(),
+                j.name.clone(),
+                j.state.name().to_string(),
+                or_dash(j.started_at.as_ref()),
+                rate(j.events_per_second),
+                or_dash(j.watermark_lag_ms),
+                j.late_rows.to_string(),
+                j.bad_rows.to_string(),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     Ok(table(
         &[
             "ID",
@@ -230,51 +219,46 @@ pub fn jobs(client: &Client) -> Result<String> {
 
 /// One job: its summary and a table of its nodes.
 pub fn job(client: &Client, id: &str) -> Result<String> {
-    let job = client.get(&format!("/api/v1/jobs/{id}"))?;
+    let job: JobView = client.get_as(&format!("/api/v1/jobs/{id}"))?;
+    let summary = &job.summary;
     let mut out = vec![
-        format!("job {} ({})", text(&job, "id"), text(&job, "name")),
-        format!("state: {}", text(&job, "state")),
+        format!("job {} ({})", summary.id, summary.name),
+        format!("state: {}", summary.state.name()),
     ];
-    if let Some(error) = job.get("error").and_then(Value::as_str) {
+    if let Some(error) = &summary.error {
         out.push(format!("error: {error}"));
     }
     out.push(format!(
         "created {}, started {}, ended {}",
-        text(&job, "created_at"),
-        text(&job, "started_at"),
-        text(&job, "ended_at")
+        summary.created_at,
+        or_dash(summary.started_at.as_ref()),
+        or_dash(summary.ended_at.as_ref())
     ));
-    if let Some(c) = job.get("checkpoints") {
-        out.push(format!(
-            "checkpoints: {} this run, last #{} ({} bytes)",
-            number(c, "completed"),
-            text(c, "last_id"),
-            number(c, "last_bytes")
-        ));
-    }
+    let checkpoints = &job.checkpoints;
+    out.push(format!(
+        "checkpoints: {} this run, last #{} ({} bytes)",
+        checkpoints.completed,
+        or_dash(checkpoints.last_id),
+        checkpoints.last_bytes
+    ));
     let rows: Vec<Vec<String>> = job
-        .get("metrics")
-        .and_then(Value::as_array)
-        .map(|nodes| {
-            nodes
-                .iter()
-                .map(|n| {
-                    vec![
-                        number(n, "id"),
-                        text(n, "name"),
-                        text(n, "kind"),
-                        number(n, "rows_in"),
-                        number(n, "rows_out"),
-                        number(n, "late_rows"),
-                        number(n, "bad_rows"),
-                        number(n, "state_rows"),
-                        number(n, "state_bytes"),
-                        number(n, "events_per_second"),
-                    ]
-                })
-                .collect()
+        .metrics
+        .iter()
+        .map(|n| {
+            vec![
+                n.id.to_string(),
+                n.name.clone(),
+                n.kind.clone(),
+                n.rows_in.to_string(),
+                n.rows_out.to_string(),
+                n.late_rows.to_string(),
+                n.bad_rows.to_string(),
+                n.state_rows.to_string(),
+                n.state_bytes.to_string(),
+                rate(n.events_per_second),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     out.push(String::new());
     out.push(table(
         &[
@@ -296,20 +280,16 @@ pub fn job(client: &Client, id: &str) -> Result<String> {
 
 /// Stops a job; returns what to print.
 pub fn stop(client: &Client, id: &str, savepoint: bool) -> Result<String> {
-    let job = client.post(
+    let job: JobView = client.post_as(
         &format!("/api/v1/jobs/{id}/stop"),
         &json!({ "savepoint": savepoint }),
     )?;
-    let mut said = format!("job {}: {}", text(&job, "id"), text(&job, "state"));
+    let mut said = format!("job {}: {}", job.summary.id, job.summary.state.name());
     if savepoint {
-        if let Some(taken) = job["savepoints"].as_array().and_then(|s| s.last()) {
+        if let Some(taken) = job.savepoints.last() {
             said.push_str(&format!(
                 "\nsavepoint {} (checkpoint {}, {} instance(s), up to {}): start a job from it with --from-savepoint {}",
-                text(taken, "id"),
-                taken["checkpoint"],
-                taken["parallelism"],
-                taken["key_groups"],
-                text(taken, "id")
+                taken.id, taken.checkpoint, taken.parallelism, taken.key_groups, taken.id
             ));
         }
     }

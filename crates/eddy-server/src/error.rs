@@ -49,15 +49,15 @@ pub enum ServerError {
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;
 
 /// An error as the API returns it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: String,
     /// For SQL errors: the 1-based line in the submitted SQL.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     /// For SQL errors: the 1-based column.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub column: Option<u64>,
 }
 

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use crate::error::ErrorBody;
 
 /// `POST /api/v1/jobs`: a job to run.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// A name for people (default: `job-<id>`).
@@ -72,7 +72,7 @@ pub struct RedeployRequest {
 }
 
 /// A redeployed job and what became of its operators' state.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RedeployView {
     /// The job as it now runs.
     pub job: JobView,
@@ -89,7 +89,7 @@ pub struct RedeployView {
 
 /// What a redeploy would do (`POST /api/v1/jobs/{id}/redeploy/preview`),
 /// checked against the job's newest checkpoint; nothing is stopped.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct RedeployPlan {
     /// The checkpoint the new SQL was checked against; `null` before the
     /// job's first (every stateful node would start afresh) and when
@@ -122,7 +122,7 @@ pub struct StopRequest {
 
 /// A savepoint the server keeps: a stopped job's state, to start a job
 /// from.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SavepointView {
     /// Its id (`from_savepoint` names it).
     pub id: String,
@@ -145,7 +145,7 @@ pub struct SavepointView {
 }
 
 /// A group job's standing on this server.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct GroupView {
     /// The consumer group.
     pub name: String,
@@ -169,7 +169,7 @@ pub struct ValidateRequest {
 }
 
 /// The result of a validation: the operator graph, or the errors.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ValidateResponse {
     /// Whether the SQL compiles (and its paths are allowed).
     pub valid: bool,
@@ -268,7 +268,7 @@ pub fn graph_view(graph: &JobGraph, chaining: bool) -> Vec<GraphNode> {
 }
 
 /// Live counters of one node.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NodeMetrics {
     /// Node id.
     pub id: usize,
@@ -300,7 +300,7 @@ pub struct NodeMetrics {
 }
 
 /// What one of a job's Python functions did in its current run.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PythonFunctionView {
     /// The SQL function.
     pub name: String,
@@ -315,7 +315,7 @@ pub struct PythonFunctionView {
 }
 
 /// Checkpoint figures of a job.
-#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct CheckpointView {
     /// Checkpoints completed by the current run.
     pub completed: u64,
@@ -334,7 +334,7 @@ pub struct CheckpointView {
 }
 
 /// One sample of a source's health.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SourceSample {
     /// The source table.
     pub name: String,
@@ -351,7 +351,7 @@ pub struct SourceSample {
 }
 
 /// A point of a job's history (one per second while it runs, the last 600 kept).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Sample {
     /// Wall-clock time, epoch ms.
     pub at_ms: i64,
@@ -404,7 +404,7 @@ impl From<&eddy_engine::runtime::JobState> for JobStatus {
 }
 
 /// A job in the list.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JobSummary {
     /// Its id.
     pub id: String,
@@ -439,7 +439,7 @@ pub struct JobSummary {
 }
 
 /// A job in full.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JobView {
     /// Summary fields.
     #[serde(flatten)]

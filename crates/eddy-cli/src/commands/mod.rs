@@ -44,13 +44,14 @@ pub(crate) fn execute(command: Command) -> Result<()> {
                 "{}",
                 client::submit(
                     &server.client(),
-                    client::Submission {
+                    &eddy_server::views::SubmitRequest {
                         name,
                         sql,
                         params: job::parse_pairs(&set, "--set")?,
                         parallelism,
                         group,
                         from_savepoint,
+                        ..Default::default()
                     }
                 )?
             );

@@ -14,6 +14,7 @@ use std::sync::mpsc;
 
 use eddy_cli::client::{self, Client};
 use eddy_cli::{CliError, Result};
+use eddy_server::views::JobView;
 use serde_json::json;
 
 use super::live::{draw_until_end, LiveTable};
@@ -43,14 +44,11 @@ impl Remote {
     }
 
     fn submit(&self, name: &str, sql: &str, params: &BTreeMap<String, String>) -> Result<String> {
-        let job = self.client.post(
+        let job: JobView = self.client.post_as(
             "/api/v1/jobs",
             &json!({ "name": name, "sql": sql, "params": params }),
         )?;
-        job["id"]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| CliError::Server(format!("the server answered no job id: {job}")))
+        Ok(job.summary.id)
     }
 
     /// Submits an INSERT's job.
@@ -135,18 +133,19 @@ impl Remote {
     /// The job's error, if it failed.
     fn error(&self, id: &str) -> Option<String> {
         self.client
-            .get(&format!("/api/v1/jobs/{id}"))
+            .get_as::<JobView>(&format!("/api/v1/jobs/{id}"))
             .ok()
-            .and_then(|job| job["error"].as_str().map(str::to_string))
+            .and_then(|job| job.summary.error)
     }
 
     /// The job's state as the server says it.
     fn state(&self, id: &str) -> String {
         self.client
-            .get(&format!("/api/v1/jobs/{id}"))
-            .ok()
-            .and_then(|job| job["state"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "unknown".into())
+            .get_as::<JobView>(&format!("/api/v1/jobs/{id}"))
+            .map_or_else(
+                |_| "unknown".into(),
+                |job| job.summary.state.name().to_string(),
+            )
     }
 
     /// Stops job `id` (if it runs) and deletes it from the server.
