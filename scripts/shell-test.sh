@@ -10,7 +10,7 @@
 # server job, listed and stopped by id. Installs Debian's tmux on first use.
 # Saves the screens under SHELL_TEST_OUT (default
 # $CARGO_TARGET_DIR/shell-test); UPDATE_DOCS=1 also refreshes
-# docs/sql-shell.txt, the capture the README shows.
+# docs/sql-shell.txt, the capture docs/SERVICE.md shows.
 #
 #   scripts/shell-test.sh
 set -euo pipefail

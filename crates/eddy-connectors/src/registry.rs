@@ -145,7 +145,7 @@ impl Registry {
             "# Connectors\n\n`CREATE TABLE t (...) WITH ('connector' = 'NAME', ...)`. \
              Generated from the connectors' declarations (`eddy connectors`).\n\n\
              Every source also takes the engine's table options: {} \
-             (lateness, idleness, bad rows, late rows and skew; see the README).\n",
+             (lateness, idleness, bad rows, late rows and skew; see docs/SQL.md).\n",
             TABLE_OPTIONS
                 .iter()
                 .map(|o| format!("`{o}`"))
