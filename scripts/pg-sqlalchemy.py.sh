@@ -7,7 +7,8 @@
 #
 # Connects (the dialect reads version(), standard_conforming_strings and
 # looks types up with to_regtype inside a savepoint), checks the server
-# version it read, that the inspector lists VIEW among the views, that a
+# version it read, that the inspector lists schema public (its query has
+# LIKE ... ESCAPE '/') and VIEW among the views, that a
 # query with a bound parameter inside a nested transaction (a savepoint)
 # returns each row of EXPECTED (a JSON list of [key, ...], keyed by the
 # view's first column), and that after a failed statement a rollback
@@ -25,7 +26,10 @@ expected = [tuple(row) for row in json.load(open(expected_path))]
 engine = sa.create_engine(f"postgresql+psycopg://eddy@{host}:{port}/eddy")
 with engine.connect() as conn:
     assert conn.dialect.server_version_info[:2] == (16, 6), conn.dialect.server_version_info
-    views = sa.inspect(conn).get_view_names()
+    inspector = sa.inspect(conn)
+    schemas = inspector.get_schema_names()
+    assert "public" in schemas and not any(s.startswith("pg_") for s in schemas), schemas
+    views = inspector.get_view_names()
     assert view in views, views
     columns = [c[0] for c in conn.execute(sa.text(f"SELECT * FROM {view} LIMIT 0")).cursor.description]
     key = columns[0]

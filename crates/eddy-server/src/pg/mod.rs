@@ -22,6 +22,7 @@ pub mod commands;
 pub mod errors;
 pub mod functions;
 pub mod information_schema;
+pub mod like_escape;
 pub mod point_query;
 pub mod session;
 pub mod session_statements;

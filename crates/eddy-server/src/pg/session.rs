@@ -47,6 +47,7 @@ use futures::Sink;
 use super::catalog::SessionCatalog;
 use super::commands::{Commands, MIN_EPOCH};
 use super::errors::{self, code};
+use super::like_escape;
 use super::point_query::PointQuery;
 use super::statements::{self, Statement};
 
@@ -367,6 +368,7 @@ impl SimpleQueryHandler for PgSession {
         for statement in split(query)? {
             match statement {
                 Statement::Query(text) => {
+                    let text = like_escape::rewrite(&text);
                     let views = self.relations.check(&text).await?;
                     self.wait_for_epoch(client, &views).await?;
                     let answered = SimpleQueryHandler::do_query(self.df.as_ref(), client, &text)
@@ -412,6 +414,7 @@ impl QueryParser for EddyParser {
         match statements.pop() {
             None => Ok(None),
             Some(Statement::Query(text)) => {
+                let text = like_escape::rewrite(&text);
                 self.relations.check(&text).await?;
                 self.inner
                     .parse_sql(client, &text, types)
