@@ -192,6 +192,18 @@ fn psql_rows(text: &str) -> Vec<Row> {
         .collect()
 }
 
+/// Declares the orders file and the view `per_customer` over it (psql),
+/// and waits until the view's job has read the whole file.
+fn per_customer_view(server: &Server) {
+    server.psql(ORDERS).unwrap();
+    server
+        .psql(&format!(
+            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
+        ))
+        .unwrap();
+    wait_for_job(server, "view per_customer", "finished");
+}
+
 /// Waits until job `name` (as `SHOW JOBS` lists it) is in `state`.
 fn wait_for_job(server: &Server, name: &str, state: &str) {
     let started = Instant::now();
@@ -217,13 +229,7 @@ fn psql_creates_a_view_over_a_file_that_equals_the_batch_query() {
     let dirs = dirs();
     let path = write_orders(&dirs.data, 3000);
     let server = Server::start(&dirs, None);
-    server.psql(ORDERS).unwrap();
-    server
-        .psql(&format!(
-            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
-        ))
-        .unwrap();
-    wait_for_job(&server, "view per_customer", "finished");
+    per_customer_view(&server);
 
     let expected = batch_rows(&path);
     assert!(expected.len() > 10, "{expected:?}");
@@ -590,13 +596,7 @@ fn bi_tools_read_postgresql_settings_and_types_and_find_the_views() {
     let expected = batch_rows(&path);
     let expected_path = expected_json(&dirs, &expected);
     let server = Server::start(&dirs, None);
-    server.psql(ORDERS).unwrap();
-    server
-        .psql(&format!(
-            "CREATE MATERIALIZED VIEW per_customer AS {PER_CUSTOMER}"
-        ))
-        .unwrap();
-    wait_for_job(&server, "view per_customer", "finished");
+    per_customer_view(&server);
 
     // What drivers read at connect.
     let version = server.psql("SELECT version()").unwrap();

@@ -61,6 +61,14 @@ impl SessionStatements {
         Some(Response::Execution(Tag::new("DEALLOCATE")))
     }
 
+    /// The answer to `statement` if it is one of these, in either protocol.
+    fn respond(statement: &Statement, client: &dyn HookClient) -> Option<PgWireResult<Response>> {
+        if let Some(response) = Self::deallocate(statement, client) {
+            return Some(Ok(response));
+        }
+        Self::answer(statement, client.transaction_status())
+    }
+
     fn answer(statement: &Statement, status: TransactionStatus) -> Option<PgWireResult<Response>> {
         let tag = match statement {
             Statement::Savepoint { .. } => "SAVEPOINT",
@@ -88,10 +96,7 @@ impl QueryHook for SessionStatements {
         _context: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if let Some(response) = Self::deallocate(statement, client) {
-            return Some(Ok(response));
-        }
-        Self::answer(statement, client.transaction_status())
+        Self::respond(statement, client)
     }
 
     async fn handle_extended_parse_query(
@@ -117,10 +122,7 @@ impl QueryHook for SessionStatements {
         _context: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if let Some(response) = Self::deallocate(statement, client) {
-            return Some(Ok(response));
-        }
-        Self::answer(statement, client.transaction_status())
+        Self::respond(statement, client)
     }
 }
 
