@@ -235,6 +235,13 @@ fn lines(out: &mut Collector) -> Vec<String> {
 /// Writes `snapshot` as node `node`'s state through a real state directory
 /// and reads it back.
 fn through_the_store(graph: &JobGraph, node: NodeId, snapshot: StateSnapshot) -> StateSnapshot {
+    // Only declared tables, each of its declared layout, on the way in and
+    // on the way out (what the runtime checks at a checkpoint and a restore).
+    let NodeKind::Operator(plan) = &graph.nodes[node].kind else {
+        panic!("node {node} is not an operator");
+    };
+    let declared = eddy_engine::state::declared::of_plan(plan.as_ref()).unwrap();
+    eddy_engine::state::declared::check_snapshot(&declared, &snapshot).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = StateDir::open(dir.path()).unwrap();
     let mut nodes = vec![NodeCheckpoint::default(); graph.nodes.len()];
@@ -253,7 +260,9 @@ fn through_the_store(graph: &JobGraph, node: NodeId, snapshot: StateSnapshot) ->
         .load_latest(graph)
         .unwrap()
         .expect("the checkpoint just written");
-    std::mem::take(&mut loaded.nodes[node].state)
+    let state = std::mem::take(&mut loaded.nodes[node].state);
+    eddy_engine::state::declared::check_restored(&declared, &state).unwrap();
+    state
 }
 
 /// Runs the checkpoint round trip for the `kind` node of `sql` over seeded

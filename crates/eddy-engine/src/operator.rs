@@ -322,6 +322,18 @@ pub trait OperatorPlan: Send + Sync + Debug {
     }
     /// Creates the per-run operator state.
     fn create(&self) -> Result<Box<dyn Operator>>;
+    /// The tables of state the operator checkpoints, each declared once
+    /// here ([`crate::state::declared`]): its name, schema, how its rows
+    /// are keyed and how long they live. The operator's
+    /// [`Operator::snapshot`] puts its rows through these declarations and
+    /// [`Operator::restore`] takes them back the same way; the runtime
+    /// checks a checkpoint against them before a restore and rescales
+    /// keyed tables by them ([`crate::rescale::kept_tables`]). Empty for
+    /// an operator without tables (small values go in the snapshot's
+    /// meta).
+    fn state_tables(&self) -> Result<Vec<crate::state::declared::TableSpec>> {
+        Ok(Vec::new())
+    }
     /// A keyed operator's state for one instance of a job resumed with
     /// another number of instances ([`crate::rescale`]): `parts` are the
     /// checkpointed states ([`Operator::snapshot`]) of the old instances

@@ -111,6 +111,7 @@ pub fn map_state(
         })
     };
     let mut states: HashMap<Origin, NodeCheckpoint> = HashMap::new();
+    let mut names: HashMap<Origin, &str> = HashMap::new();
     let mut dropped = Vec::new();
     for ((node, origin), (fingerprint, name, _)) in checkpoint
         .nodes
@@ -120,6 +121,7 @@ pub fn map_state(
     {
         match translate(origin) {
             Some(origin) => {
+                names.insert(origin, name.as_deref().unwrap_or("?"));
                 states.insert(origin, node);
             }
             None if !node.state.is_empty() => {
@@ -135,6 +137,38 @@ pub fn map_state(
                 })
             }
             None => {}
+        }
+    }
+    // A node that ran once when the checkpoint was taken and runs keyed
+    // now (its operator's distribution became keyed): its state is spread
+    // over its instances by key.
+    let present: HashSet<Origin> = expansion.origins.iter().copied().collect();
+    let now_keyed: Vec<usize> = states
+        .keys()
+        .filter_map(|origin| match *origin {
+            Origin::Planned(of)
+                if !present.contains(origin)
+                    && present.contains(&Origin::Instance { of, index: 0 }) =>
+            {
+                Some(of)
+            }
+            _ => None,
+        })
+        .collect();
+    for of in now_keyed {
+        if let Some(single) = states.remove(&Origin::Planned(of)) {
+            for (id, node) in crate::rescale::checkpoint::spread_single(of, single, to)? {
+                states.insert(expansion.origins[id], node);
+            }
+        }
+    }
+    // State with no place in the new graph is never lost silently.
+    for (origin, node) in &states {
+        if !present.contains(origin) && !node.state.is_empty() {
+            dropped.push(format!(
+                "'{}' (it no longer runs as it did when the checkpoint was taken)",
+                names.get(origin).copied().unwrap_or("?")
+            ));
         }
     }
     if !dropped.is_empty() && !allow_dropped {
@@ -264,4 +298,163 @@ fn planned_node(origin: Origin) -> usize {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, StringArray, TimestampMillisecondArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_expr::PhysicalExpr;
+
+    use super::*;
+    use crate::checkpoint::manifest::CheckpointLayout;
+    use crate::checkpoint::CheckpointKind;
+    use crate::graph::{ConnectorSpec, Edge, Node, NodeId, Partitioning};
+    use crate::key_groups::KeyGroups;
+    use crate::operator::{Collector, OperatorPlan};
+    use crate::operators::temporal_join::TemporalJoinPlan;
+    use crate::source::{BadRowPolicy, SourceColumn, SourceLayout};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Millisecond, None), true),
+            Field::new("v", DataType::Int64, true),
+        ]))
+    }
+
+    fn rows(keys: &[&str], times: &[i64]) -> RecordBatch {
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(StringArray::from(keys.to_vec())),
+                Arc::new(TimestampMillisecondArray::from(times.to_vec())),
+                Arc::new(Int64Array::from(times.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn source(graph: &mut JobGraph, name: &str) -> NodeId {
+        let layout = SourceLayout {
+            physical_schema: schema(),
+            output_schema: schema(),
+            columns: (0..3).map(SourceColumn::Physical).collect(),
+            event_time: None,
+            idle_timeout: None,
+            bad_rows: BadRowPolicy::Fail,
+            change_feed_key: None,
+        };
+        graph.add(Node {
+            name: name.into(),
+            kind: NodeKind::Source {
+                spec: ConnectorSpec {
+                    table: name.into(),
+                    connector: "memory".into(),
+                    options: Default::default(),
+                    schema: schema(),
+                    declared_at: None,
+                    primary_key: Vec::new(),
+                    filter: None,
+                    unread_columns: Vec::new(),
+                },
+                layout,
+            },
+            inputs: vec![],
+            schema: schema(),
+            uid: None,
+        })
+    }
+
+    /// A temporal join took its checkpoint when it ran once (before it ran
+    /// keyed): resumed where it runs keyed, its probes and versions are
+    /// spread over its instances by key, none lost and none twice, at one
+    /// instance and at two.
+    #[test]
+    fn a_node_that_ran_once_and_runs_keyed_now_spreads_its_state_over_its_instances() {
+        let key: Vec<Arc<dyn PhysicalExpr>> = vec![col("k", &schema()).unwrap()];
+        let plan = TemporalJoinPlan {
+            left_outer: true,
+            left_schema: schema(),
+            right_schema: schema(),
+            output_schema: Arc::new(Schema::new(
+                [schema().fields().to_vec(), schema().fields().to_vec()].concat(),
+            )),
+            left_keys: key.clone(),
+            right_keys: key.clone(),
+            left_time: 1,
+            right_time: 1,
+            residual: None,
+            allowed_lateness_ms: 0,
+        };
+        let mut graph = JobGraph::default();
+        let left = source(&mut graph, "l");
+        let right = source(&mut graph, "r");
+        let hashed = |from| Edge {
+            from,
+            port: 0,
+            partitioning: Partitioning::Hash(key.clone()),
+        };
+        let join = graph.add(Node {
+            name: "join".into(),
+            kind: NodeKind::Operator(Arc::new(plan.clone())),
+            inputs: vec![hashed(left), hashed(right)],
+            schema: plan.output_schema(),
+            uid: None,
+        });
+        // Its state as one instance: versions and waiting probes of 8 keys.
+        let keys: Vec<String> = (0..8).map(|i| format!("k{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(1, rows(&keys, &[10; 8]), &mut out).unwrap();
+        op.on_batch(0, rows(&keys, &[20; 8]), &mut out).unwrap();
+        let single = NodeCheckpoint {
+            state: op.snapshot().unwrap(),
+            ..NodeCheckpoint::default()
+        };
+        let groups = KeyGroups::default();
+        let taken = TakenBy {
+            place: "checkpoint".into(),
+            checkpoint: 1,
+            layout: CheckpointLayout {
+                parallelism: 2,
+                key_groups: groups,
+            },
+            planned: Some(graph.identities()),
+            named: None,
+            nodes: (0..graph.nodes.len())
+                .map(|id| (graph.fingerprint(id), None, Some(Origin::Planned(id))))
+                .collect(),
+        };
+        let mut nodes = vec![NodeCheckpoint::default(); graph.nodes.len()];
+        nodes[join] = single;
+        let checkpoint = Checkpoint {
+            id: 1,
+            kind: CheckpointKind::Running,
+            nodes,
+        };
+        for parallelism in [1, 2] {
+            let to = crate::distribute::instances::expand_with(&graph, parallelism, groups);
+            let mapped = map_state(&taken, checkpoint.clone(), &to, false).unwrap();
+            assert!(mapped.dropped.is_empty(), "{:?}", mapped.dropped);
+            let declared = crate::state::declared::of_plan(&plan).unwrap();
+            let (mut probes, mut versions) = (0, 0);
+            for (id, node) in to.nodes.iter().enumerate() {
+                if !matches!(&node.kind, NodeKind::Operator(p) if p.kind() == "temporal_join") {
+                    continue;
+                }
+                let mut state = mapped.nodes[id].clone().expect("an instance's state").state;
+                crate::state::declared::check_restored(&declared, &state).unwrap();
+                plan.create().unwrap().restore(state.clone()).unwrap();
+                probes += state.take(&declared[0]).unwrap().num_rows();
+                versions += state.take(&declared[1]).unwrap().num_rows();
+            }
+            assert_eq!((probes, versions), (8, 8), "at {parallelism} instance(s)");
+        }
+    }
 }

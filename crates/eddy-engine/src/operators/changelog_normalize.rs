@@ -56,10 +56,13 @@ use datafusion::physical_expr::PhysicalExpr;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::keyed_rows::KeyedRows;
 use crate::state::StateSnapshot;
 
 const KIND: &str = "changelog_normalize";
+/// The state table: each key's current row.
+const CURRENT: &str = "current";
 
 /// Plan of the upsert-to-changelog step.
 #[derive(Debug, Clone)]
@@ -100,6 +103,7 @@ impl OperatorPlan for ChangelogNormalizePlan {
                 .collect(),
         )?;
         Ok(Box::new(ChangelogNormalize {
+            current_table: self.state_tables()?.remove(0),
             keys: super::key_converter(&self.keys, &self.schema)?,
             rows,
             plan: self.clone(),
@@ -108,29 +112,34 @@ impl OperatorPlan for ChangelogNormalizePlan {
         }))
     }
 
-    /// `current` holds each key's row, the key row-encoded first.
+    /// `current` holds each key's row: the key and the row, row-encoded.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![TableSpec::new(
+            CURRENT,
+            crate::state::keyed_rows::table_schema(),
+        )
+        .keyed(super::encoded_key(&self.keys, &self.schema)?)])
+    }
+
+    /// The unmatched deletes are the parts' sum.
     fn rescale_state(
         &self,
         parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let mut parts: Vec<_> = parts.into_iter().filter(|p| !p.state.is_empty()).collect();
-        if parts.is_empty() {
-            return Ok(StateSnapshot::default());
-        }
-        let metas = crate::rescale::metas::<u64>(&parts)?;
-        let converter = super::key_converter(&self.keys, &self.schema)?;
-        let current = crate::rescale::kept_table(&mut parts, "current", keys, |table| {
-            super::decoded_keys(&converter, table.column(0))
-        })?;
-        let mut state = StateSnapshot::with_meta(&crate::rescale::counted_sum(&metas, |m| *m))?;
-        state.push_table("current", current);
-        Ok(state)
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(u64, bool)]| crate::rescale::counted_sum(metas, |m| *m),
+        )
     }
 }
 
 struct ChangelogNormalize {
     plan: ChangelogNormalizePlan,
+    /// The plan's one state table.
+    current_table: TableSpec,
     keys: RowConverter,
     rows: RowConverter,
     /// Each key's current row.
@@ -203,7 +212,7 @@ impl Operator for ChangelogNormalize {
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        snapshot.push_table("current", self.current.table()?);
+        snapshot.put(&self.current_table, self.current.table()?)?;
         Ok(snapshot)
     }
 
@@ -211,8 +220,8 @@ impl Operator for ChangelogNormalize {
     /// checkpoint and those deleted.
     fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        let (table, keyed) = self.current.snapshot_incremental("current")?;
-        snapshot.push_table("current", table);
+        let (table, keyed) = self.current.snapshot_incremental(CURRENT)?;
+        snapshot.put(&self.current_table, table)?;
         snapshot.keyed.push(keyed);
         Ok(snapshot)
     }
@@ -222,7 +231,7 @@ impl Operator for ChangelogNormalize {
             return Ok(());
         }
         self.unmatched_deletes = state.meta()?;
-        let table = state.take_table("current")?;
+        let table = state.take(&self.current_table)?;
         self.current.restore(&table, KIND)
     }
 }
@@ -262,8 +271,7 @@ mod tests {
             ["+I a 1", "+I b 5", "-U a 1", "+U a 2", "-D b 5"]
         );
         assert_eq!(op.late_rows(), 1, "the delete of c");
-        let mut restored = plan().create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan(), op.as_mut());
         restored
             .on_batch(0, keyed(&["a"], &[0], Some(&[3])), &mut out)
             .unwrap();

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use super::event_order::EventOrder;
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MAX};
 
@@ -89,8 +90,15 @@ impl OperatorPlan for EventTimeSortPlan {
         self.schema.clone()
     }
 
+    /// `pending` holds the rows not yet released, as they came: one
+    /// instance sorts the whole stream, so the table is not keyed.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![TableSpec::new("pending", self.schema.clone())])
+    }
+
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(EventTimeSort {
+            pending_table: self.state_tables()?.remove(0),
             plan: self.clone(),
             order: EventOrder::new(self.schema.clone(), self.time_column, self.order_by.clone()),
         }))
@@ -105,6 +113,8 @@ struct Meta {
 
 struct EventTimeSort {
     plan: EventTimeSortPlan,
+    /// The plan's one state table.
+    pending_table: TableSpec,
     order: EventOrder,
 }
 
@@ -155,17 +165,13 @@ impl Operator for EventTimeSort {
             released: self.order.released(),
             late: self.order.late(),
         })?;
-        snapshot.push_batches(
-            "pending",
-            &self.plan.schema,
-            self.order.pending().iter().cloned(),
-        );
+        snapshot.put_batches(&self.pending_table, self.order.pending().iter().cloned())?;
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
         let meta: Meta = state.meta()?;
-        let pending = state.take_table("pending")?;
+        let pending = state.take(&self.pending_table)?;
         self.order.restore(pending, meta.released, meta.late);
         Ok(())
     }

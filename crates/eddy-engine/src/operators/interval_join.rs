@@ -67,6 +67,7 @@ use hashbrown::HashMap;
 use crate::error::{EngineError, Result};
 use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX, WATERMARK_MIN};
 
@@ -377,6 +378,7 @@ impl OperatorPlan for IntervalJoinPlan {
         };
         Ok(Box::new(IntervalJoinOperator {
             pair_schema,
+            tables: self.state_tables()?,
             plan: self.clone(),
             converter: super::key_converter(&self.left_keys, &self.left_schema)?,
             sides: [SideState::default(), SideState::default()],
@@ -386,30 +388,52 @@ impl OperatorPlan for IntervalJoinPlan {
         }))
     }
 
-    /// Each side's table holds its buffered rows (and whether each found a
-    /// match): keyed by that side's join keys.
+    /// Each side's table, `left` and `right`: its buffered rows as they
+    /// came, whether each found a match and the watermark a late row came
+    /// with; keyed by that side's join keys over the rows. (Checkpoints
+    /// written before late rows were kept lack the marks.)
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok([
+            (&self.left_schema, &self.left_keys),
+            (&self.right_schema, &self.right_keys),
+        ]
+        .into_iter()
+        .zip(SIDE_TABLES)
+        .map(|((schema, keys), name)| {
+            let mut fields: Vec<Field> =
+                schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new(MATCHED, DataType::Boolean, false));
+            let unmarked = Arc::new(Schema::new(fields.clone()));
+            fields.push(Field::new(MARK, DataType::Int64, true));
+            TableSpec::new(name, Arc::new(Schema::new(fields)))
+                .keyed(TableKey::Exprs(keys.clone()))
+                .or_earlier(unmarked)
+        })
+        .collect())
+    }
+
+    /// The watermark is the least of the parts', the late rows their sum.
     fn rescale_state(
         &self,
-        mut parts: Vec<crate::rescale::InstanceState>,
+        parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let metas = crate::rescale::metas::<JoinMeta>(&parts)?;
-        let mut state = StateSnapshot::with_meta(&JoinMeta::Counted {
-            watermark: crate::rescale::least(&metas, JoinMeta::watermark),
-            late_rows: crate::rescale::counted_sum(&metas, JoinMeta::late_rows),
-        })?;
-        for (name, side_keys) in SIDE_TABLES.iter().zip([&self.left_keys, &self.right_keys]) {
-            state.push_table(
-                *name,
-                crate::rescale::kept_rows(&mut parts, name, keys, side_keys)?,
-            );
-        }
-        Ok(state)
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(JoinMeta, bool)]| JoinMeta::Counted {
+                watermark: crate::rescale::least(metas, JoinMeta::watermark),
+                late_rows: crate::rescale::counted_sum(metas, JoinMeta::late_rows),
+            },
+        )
     }
 }
 
 struct IntervalJoinOperator {
     plan: IntervalJoinPlan,
+    /// The plan's state tables: the left side's, the right side's.
+    tables: Vec<TableSpec>,
     /// The schema of joined pairs (both sides' columns): the output's,
     /// except for semi and anti joins.
     pair_schema: SchemaRef,
@@ -625,10 +649,6 @@ impl IntervalJoinOperator {
     /// One side's buffered rows with a `__matched` column, for a checkpoint.
     fn side_table(&self, side: usize) -> Result<RecordBatch> {
         let schema = self.side_schema(side);
-        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.push(Field::new(MATCHED, DataType::Boolean, false));
-        fields.push(Field::new(MARK, DataType::Int64, true));
-        let table_schema = Arc::new(Schema::new(fields));
         let parts = self.sides[side].live_rows()?;
         let rows: Vec<RecordBatch> = parts.iter().map(|p| p.rows.clone()).collect();
         let data = concat_batches(schema, &rows)?;
@@ -647,7 +667,10 @@ impl IntervalJoinOperator {
         let mut columns = data.columns().to_vec();
         columns.push(Arc::new(matched));
         columns.push(Arc::new(marks));
-        Ok(RecordBatch::try_new(table_schema, columns)?)
+        Ok(RecordBatch::try_new(
+            self.tables[side].schema().clone(),
+            columns,
+        )?)
     }
 
     /// Buffers a side's checkpointed rows again.
@@ -1139,8 +1162,8 @@ impl Operator for IntervalJoinOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        for (side, name) in SIDE_TABLES.iter().enumerate() {
-            snapshot.push_table(*name, self.side_table(side)?);
+        for side in 0..2 {
+            snapshot.put(&self.tables[side], self.side_table(side)?)?;
         }
         Ok(snapshot)
     }
@@ -1149,8 +1172,8 @@ impl Operator for IntervalJoinOperator {
         let meta: JoinMeta = state.meta()?;
         self.watermark = meta.watermark();
         self.late_rows = meta.late_rows();
-        for (side, name) in SIDE_TABLES.iter().enumerate() {
-            let table = state.take_table(name)?;
+        for side in 0..2 {
+            let table = state.take(&self.tables[side])?;
             self.load_side(side, table)?;
         }
         Ok(())
@@ -1289,8 +1312,8 @@ mod tests {
         op.on_watermark(4_000, &mut out).unwrap();
         assert!(left_rows(&mut out).is_empty());
         // A snapshot keeps b waiting.
-        let mut restored = left_only(JoinKind::Anti).create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored =
+            crate::operators::testing::restored(&left_only(JoinKind::Anti), op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_watermark(5_000, &mut out).unwrap();
             assert_eq!(left_rows(&mut out), ["b@1000"]);
@@ -1395,8 +1418,7 @@ mod tests {
         assert!(emitted(&mut out).is_empty());
         assert_eq!(op.late_rows(), 1);
         // Marks and the count survive a checkpoint.
-        let mut restored = plan(JoinKind::Inner).create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan(JoinKind::Inner), op.as_mut());
         assert_eq!(restored.late_rows(), 1);
         restored
             .on_batch(1, side(&["a"], &[11_000]), &mut out)

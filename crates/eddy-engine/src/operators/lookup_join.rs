@@ -66,7 +66,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BinaryArray, UInt32Array};
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
@@ -75,10 +75,14 @@ use hashbrown::HashMap;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "lookup_join";
+/// The state tables: probe rows waiting, the table's rows.
+const PROBES: &str = "probes";
+const TABLE: &str = "table";
 
 /// Plan of a processing-time lookup join.
 #[derive(Debug, Clone)]
@@ -124,8 +128,48 @@ impl OperatorPlan for LookupJoinPlan {
         self.output_schema.clone()
     }
 
+    /// The probe side's join keys: each key's table rows and probe rows
+    /// meet in one instance, so the join runs as several (the table side
+    /// is hashed by its own keys, of the same types).
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.left_keys.clone()
+    }
+
+    /// The table was read whole where every part had read it (they all saw
+    /// the same end); the watermark is the least of the parts', and held
+    /// at the earliest any part held it.
+    fn rescale_state(
+        &self,
+        parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(Meta, bool)]| Meta {
+                loaded: metas.iter().all(|(m, _)| m.loaded),
+                held: metas.iter().filter_map(|(m, _)| m.held).min(),
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+            },
+        )
+    }
+
+    /// `probes` holds the probe rows waiting for the table to be read
+    /// whole, keyed by the probe side's join keys; `table` the table's
+    /// rows: the join key row-encoded, the row (row-encoded).
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![
+            TableSpec::new(PROBES, self.left_schema.clone())
+                .keyed(TableKey::Exprs(self.left_keys.clone())),
+            TableSpec::new(TABLE, crate::state::keyed_rows::table_schema())
+                .keyed(super::encoded_key(&self.left_keys, &self.left_schema)?),
+        ])
+    }
+
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(LookupJoin {
+            tables: self.state_tables()?,
             keys: super::key_converter(&self.left_keys, &self.left_schema)?,
             rows: super::row_converter(&self.right_schema)?,
             plan: self.clone(),
@@ -141,6 +185,8 @@ impl OperatorPlan for LookupJoinPlan {
 
 struct LookupJoin {
     plan: LookupJoinPlan,
+    /// The plan's state tables: [`PROBES`], then [`TABLE`].
+    tables: Vec<TableSpec>,
     keys: RowConverter,
     rows: RowConverter,
     /// The table's rows by key, encoded.
@@ -353,11 +399,7 @@ impl Operator for LookupJoin {
             held: self.held,
             watermark: self.watermark,
         })?;
-        snapshot.push_batches(
-            "probes",
-            &self.plan.left_schema,
-            self.pending.iter().cloned(),
-        );
+        snapshot.put_batches(&self.tables[0], self.pending.iter().cloned())?;
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut rows: Vec<&[u8]> = Vec::new();
         for (key, held) in &self.table {
@@ -366,19 +408,16 @@ impl Operator for LookupJoin {
                 rows.push(row);
             }
         }
-        snapshot.push_table(
-            "table",
+        snapshot.put(
+            &self.tables[1],
             RecordBatch::try_new(
-                Arc::new(Schema::new(vec![
-                    Field::new("key", DataType::Binary, false),
-                    Field::new("row", DataType::Binary, false),
-                ])),
+                self.tables[1].schema().clone(),
                 vec![
                     Arc::new(BinaryArray::from(keys)),
                     Arc::new(BinaryArray::from(rows)),
                 ],
             )?,
-        );
+        )?;
         Ok(snapshot)
     }
 
@@ -390,13 +429,13 @@ impl Operator for LookupJoin {
         self.loaded = meta.loaded;
         self.held = meta.held;
         self.watermark = meta.watermark;
-        let probes = state.take_table("probes")?;
+        let probes = state.take(&self.tables[0])?;
         self.pending = if probes.num_rows() > 0 {
             vec![probes]
         } else {
             Vec::new()
         };
-        let table = state.take_table("table")?;
+        let table = state.take(&self.tables[1])?;
         let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
         let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
             return Err(EngineError::State(format!("{KIND}: bad table")));
@@ -419,6 +458,7 @@ mod tests {
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     fn plan(left_outer: bool, wait_for_table: bool) -> LookupJoinPlan {
         let probe = Arc::new(Schema::new(vec![

@@ -11,6 +11,7 @@ pub mod join_state;
 pub mod key_split;
 pub mod lookup_join;
 pub mod match_recognize;
+pub(crate) mod ordered_rows;
 pub mod over;
 pub mod processing_time;
 pub mod session_aggregate;
@@ -157,6 +158,22 @@ pub(crate) fn key_converter(
             .collect::<Result<Vec<_>>>()?
     };
     Ok(RowConverter::new(fields)?)
+}
+
+/// How a state table whose first column holds keys row-encoded by
+/// [`key_converter`]`(keys, schema)` is keyed.
+pub(crate) fn encoded_key(
+    keys: &[Arc<dyn PhysicalExpr>],
+    schema: &Schema,
+) -> Result<crate::state::declared::TableKey> {
+    let types = if keys.is_empty() {
+        vec![DataType::Boolean]
+    } else {
+        keys.iter()
+            .map(|k| Ok(k.data_type(schema)?))
+            .collect::<Result<Vec<_>>>()?
+    };
+    Ok(crate::state::declared::TableKey::Encoded(types))
 }
 
 /// The key columns of a state table's column of row-encoded keys

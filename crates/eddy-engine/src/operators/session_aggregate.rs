@@ -82,6 +82,7 @@ use super::{key_converter, key_rows};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::rescale::{self, InstanceState, KeyRange};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::window_struct_column;
@@ -138,22 +139,13 @@ impl OperatorPlan for SessionAggregatePlan {
     fn create(&self) -> Result<Box<dyn Operator>> {
         let keys: Vec<Arc<dyn PhysicalExpr>> = self.partition_keys();
         let converter = key_converter(&keys, &self.input_schema)?;
-        let mut state_fields = vec![
-            Field::new("key", DataType::Binary, false),
-            Field::new("start", DataType::Int64, false),
-            Field::new("last", DataType::Int64, false),
-        ];
-        for aggregate in &self.aggregates {
-            for field in aggregate.expr.state_fields()? {
-                let name = format!("{}_{}", state_fields.len(), field.name());
-                state_fields.push(Field::new(name, field.data_type().clone(), true));
-            }
-        }
+        let tables = self.state_tables()?;
         Ok(Box::new(SessionAggregateOperator {
             plan: self.clone(),
             keys,
             converter,
-            state_schema: Arc::new(Schema::new(state_fields)),
+            state_schema: tables[SESSIONS].schema().clone(),
+            tables,
             pending: Vec::new(),
             sessions: HashMap::new(),
             ends: BTreeSet::new(),
@@ -162,27 +154,41 @@ impl OperatorPlan for SessionAggregatePlan {
         }))
     }
 
-    /// `pending` holds input rows, `sessions` a row per open session with
-    /// its key row-encoded in the first column.
-    fn rescale_state(
-        &self,
-        mut parts: Vec<InstanceState>,
-        keys: &KeyRange,
-    ) -> Result<StateSnapshot> {
-        let metas = rescale::metas::<SessionMeta>(&parts)?;
-        let partition_keys = self.partition_keys();
-        let converter = key_converter(&partition_keys, &self.input_schema)?;
-        let pending = rescale::kept_rows(&mut parts, "pending", keys, &partition_keys)?;
-        let sessions = rescale::kept_table(&mut parts, "sessions", keys, |table| {
-            super::decoded_keys(&converter, table.column(0))
-        })?;
-        let mut state = StateSnapshot::with_meta(&SessionMeta {
-            watermark: crate::rescale::least(&metas, |m| m.watermark),
-            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
-        })?;
-        state.push_table("pending", pending);
-        state.push_table("sessions", sessions);
-        Ok(state)
+    /// `pending` holds input rows not yet in order, keyed by the partition
+    /// keys over them; `sessions` a row per open session: its key
+    /// row-encoded, its start, its last row's time, each aggregate's state.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        let keys = self.partition_keys();
+        let mut fields = vec![
+            Field::new("key", DataType::Binary, false),
+            Field::new("start", DataType::Int64, false),
+            Field::new("last", DataType::Int64, false),
+        ];
+        for aggregate in &self.aggregates {
+            for field in aggregate.expr.state_fields()? {
+                let name = format!("{}_{}", fields.len(), field.name());
+                fields.push(Field::new(name, field.data_type().clone(), true));
+            }
+        }
+        Ok(vec![
+            TableSpec::new("pending", self.input_schema.clone())
+                .keyed(TableKey::Exprs(keys.clone())),
+            TableSpec::new("sessions", Arc::new(Schema::new(fields)))
+                .keyed(super::encoded_key(&keys, &self.input_schema)?),
+        ])
+    }
+
+    /// The watermark is the least of the parts', the late rows their sum.
+    fn rescale_state(&self, parts: Vec<InstanceState>, keys: &KeyRange) -> Result<StateSnapshot> {
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(SessionMeta, bool)]| SessionMeta {
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+                late_rows: rescale::counted_sum(metas, |m| m.late_rows),
+            },
+        )
     }
 }
 
@@ -193,11 +199,17 @@ struct Session {
     accumulators: Vec<Box<dyn Accumulator>>,
 }
 
+/// The state tables' places in [`OperatorPlan::state_tables`].
+const PENDING: usize = 0;
+const SESSIONS: usize = 1;
+
 struct SessionAggregateOperator {
     plan: SessionAggregatePlan,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     converter: RowConverter,
     state_schema: SchemaRef,
+    /// The plan's state tables: [`PENDING`], [`SESSIONS`].
+    tables: Vec<TableSpec>,
     /// Rows not yet folded (t >= W - lateness when they came).
     pending: Vec<RecordBatch>,
     /// Open sessions by key bytes (Arrow row format).
@@ -480,11 +492,6 @@ impl SessionAggregateOperator {
     }
 
     fn load_sessions(&mut self, table: &RecordBatch) -> Result<()> {
-        if table.schema().fields() != self.state_schema.fields() {
-            return Err(EngineError::State(
-                "session_aggregate: checkpoint table has the wrong columns".into(),
-            ));
-        }
         let state_error = || EngineError::State("session_aggregate: bad sessions table".into());
         let keys = table
             .column(0)
@@ -620,12 +627,9 @@ impl Operator for SessionAggregateOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.push_batches(
-            "pending",
-            &self.plan.input_schema,
-            self.pending.iter().cloned(),
-        );
-        snapshot.push_table("sessions", self.session_table()?);
+        snapshot.put_batches(&self.tables[PENDING], self.pending.iter().cloned())?;
+        let sessions = self.session_table()?;
+        snapshot.put(&self.tables[SESSIONS], sessions)?;
         Ok(snapshot)
     }
 
@@ -633,11 +637,11 @@ impl Operator for SessionAggregateOperator {
         let meta: SessionMeta = state.meta()?;
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
-        let pending = state.take_table("pending")?;
+        let pending = state.take(&self.tables[PENDING])?;
         if pending.num_rows() > 0 {
             self.pending.push(pending);
         }
-        let sessions = state.take_table("sessions")?;
+        let sessions = state.take(&self.tables[SESSIONS])?;
         self.load_sessions(&sessions)
     }
 
@@ -682,8 +686,7 @@ mod tests {
         op.on_batch(0, rows(&["a", "b"], &[4, 5], &[9, 40]), &mut out)
             .unwrap();
         // A checkpoint while rows wait for the watermark loses none.
-        let mut restored = plan().create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan(), op.as_mut());
         restored.on_watermark(25, &mut out).unwrap();
         assert_eq!(
             fired(&mut out),

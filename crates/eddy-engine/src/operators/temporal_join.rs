@@ -79,10 +79,14 @@ use hashbrown::HashMap;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "temporal_join";
+/// The state tables: probe rows waiting, versions held.
+const PROBES: &str = "probes";
+const VERSIONS: &str = "versions";
 
 /// Plan of an event-time temporal join.
 #[derive(Debug, Clone)]
@@ -130,8 +134,53 @@ impl OperatorPlan for TemporalJoinPlan {
         self.output_schema.clone()
     }
 
+    /// The probe side's join keys: each key's versions and probe rows meet
+    /// in one instance, so the join runs as several (the table side is
+    /// hashed by its own keys, of the same types).
+    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.left_keys.clone()
+    }
+
+    /// The watermark is the least of the parts', the late rows their sum.
+    fn rescale_state(
+        &self,
+        parts: Vec<crate::rescale::InstanceState>,
+        keys: &crate::rescale::KeyRange,
+    ) -> Result<StateSnapshot> {
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(Meta, bool)]| Meta {
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+                late_rows: crate::rescale::counted_sum(metas, |m| m.late_rows),
+            },
+        )
+    }
+
+    /// `probes` holds the probe rows waiting for the watermark, keyed by
+    /// the probe side's join keys; `versions` every version held: the
+    /// join key row-encoded, its time, the row (row-encoded; NULL where
+    /// the version is a deletion).
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![
+            TableSpec::new(PROBES, self.left_schema.clone())
+                .keyed(TableKey::Exprs(self.left_keys.clone())),
+            TableSpec::new(
+                VERSIONS,
+                Arc::new(Schema::new(vec![
+                    Field::new("key", DataType::Binary, false),
+                    Field::new("time", DataType::Int64, false),
+                    Field::new("row", DataType::Binary, true),
+                ])),
+            )
+            .keyed(super::encoded_key(&self.left_keys, &self.left_schema)?),
+        ])
+    }
+
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(TemporalJoin {
+            tables: self.state_tables()?,
             keys: super::key_converter(&self.left_keys, &self.left_schema)?,
             rows: super::row_converter(&self.right_schema)?,
             plan: self.clone(),
@@ -150,6 +199,8 @@ type Versions = BTreeMap<i64, Option<Box<[u8]>>>;
 
 struct TemporalJoin {
     plan: TemporalJoinPlan,
+    /// The plan's state tables: [`PROBES`], then [`VERSIONS`].
+    tables: Vec<TableSpec>,
     keys: RowConverter,
     rows: RowConverter,
     /// Probe rows waiting for the watermark, as they arrived.
@@ -390,11 +441,7 @@ impl Operator for TemporalJoin {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.push_batches(
-            "probes",
-            &self.plan.left_schema,
-            self.pending.iter().cloned(),
-        );
+        snapshot.put_batches(&self.tables[0], self.pending.iter().cloned())?;
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times = Vec::new();
         let mut rows: Vec<Option<&[u8]>> = Vec::new();
@@ -405,21 +452,17 @@ impl Operator for TemporalJoin {
                 rows.push(row.as_deref());
             }
         }
-        snapshot.push_table(
-            "versions",
+        snapshot.put(
+            &self.tables[1],
             RecordBatch::try_new(
-                Arc::new(Schema::new(vec![
-                    Field::new("key", DataType::Binary, false),
-                    Field::new("time", DataType::Int64, false),
-                    Field::new("row", DataType::Binary, true),
-                ])),
+                self.tables[1].schema().clone(),
                 vec![
                     Arc::new(BinaryArray::from(keys)),
                     Arc::new(Int64Array::from(times)),
                     Arc::new(BinaryArray::from(rows)),
                 ],
             )?,
-        );
+        )?;
         Ok(snapshot)
     }
 
@@ -430,13 +473,13 @@ impl Operator for TemporalJoin {
         let meta: Meta = state.meta()?;
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
-        let probes = state.take_table("probes")?;
+        let probes = state.take(&self.tables[0])?;
         self.pending = if probes.num_rows() > 0 {
             vec![probes]
         } else {
             Vec::new()
         };
-        let table = state.take_table("versions")?;
+        let table = state.take(&self.tables[1])?;
         let bad = || EngineError::State(format!("{KIND}: bad version table"));
         let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
         let (Some(keys), Some(rows)) = (binary(0), binary(2)) else {
@@ -587,8 +630,7 @@ mod tests {
         );
         op.on_batch(1, kv_rows(&[Some("a")], &[35], Some(&[d])), &mut out)
             .unwrap();
-        let mut restored = plan(true).create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan(true), op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(0, kv_rows(&[Some("a")], &[36], None), &mut out)
                 .unwrap();

@@ -220,9 +220,28 @@ pub fn rescaled_instance(
         .collect();
     let range = crate::rescale::KeyRange::of_instance(groups, instance, to);
     let mut op = plan.create().expect("an operator");
-    op.restore(plan.rescale_state(handed, &range).expect("rescaled state"))
-        .expect("restored");
+    let state = plan.rescale_state(handed, &range).expect("rescaled state");
+    let declared = crate::state::declared::of_plan(plan).expect("declared tables");
+    crate::state::declared::check_restored(&declared, &state).expect("rescaled state fits");
+    op.restore(state).expect("restored");
     op
+}
+
+/// A fresh operator of `plan` restored from a snapshot of `op`, as a
+/// resumed job makes it: the snapshot is checked against the plan's
+/// declared state tables as the runtime checks it when it is taken and
+/// before it is restored.
+pub fn restored(
+    plan: &dyn crate::operator::OperatorPlan,
+    op: &mut dyn crate::operator::Operator,
+) -> Box<dyn crate::operator::Operator> {
+    let state = op.snapshot().expect("a snapshot");
+    let declared = crate::state::declared::of_plan(plan).expect("declared tables");
+    crate::state::declared::check_snapshot(&declared, &state).expect("only declared tables");
+    crate::state::declared::check_restored(&declared, &state).expect("the snapshot fits");
+    let mut fresh = plan.create().expect("an operator");
+    fresh.restore(state).expect("restored");
+    fresh
 }
 
 /// A (key, row) bytes state table's pairs, sorted: what

@@ -101,21 +101,22 @@
 //! assert_eq!(kinds, vec![0, 0, 1, 2, 0]);
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{Array, ArrayRef, Int8Array};
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use hashbrown::HashMap;
 
+use super::ordered_rows::{self, entry_bytes, Ordered, Partition, Partitions};
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -193,6 +194,7 @@ impl OperatorPlan for UpdatingOverPlan {
             ));
         }
         Ok(Box::new(UpdatingOver {
+            rows_table: self.state_tables()?.remove(0),
             keys: super::key_converter(&self.partition_by, &self.input_schema)?,
             sort: RowConverter::new(sort_fields)?,
             rows: super::row_converter(&self.input_schema)?,
@@ -207,39 +209,35 @@ impl OperatorPlan for UpdatingOverPlan {
         }))
     }
 
-    /// `rows` holds each partition's rows, the partition key row-encoded
-    /// first.
+    /// `rows` holds each partition's rows in order, keyed by the
+    /// partition key ([`ordered_rows::table_spec`]).
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![ordered_rows::table_spec(
+            &self.partition_by,
+            &self.input_schema,
+            self.state_ttl_ms,
+        )?])
+    }
+
+    /// The watermark is the least of the parts', the unmatched
+    /// retractions their sum.
     fn rescale_state(
         &self,
-        mut parts: Vec<crate::rescale::InstanceState>,
+        parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let metas = crate::rescale::metas::<Meta>(&parts)?;
-        let converter = super::key_converter(&self.partition_by, &self.input_schema)?;
-        let rows = crate::rescale::kept_table(&mut parts, "rows", keys, |table| {
-            super::decoded_keys(&converter, table.column(0))
-        })?;
-        let mut state = StateSnapshot::with_meta(&Meta {
-            unmatched_retractions: crate::rescale::counted_sum(&metas, |m| m.unmatched_retractions),
-            watermark: crate::rescale::least(&metas, |m| m.watermark),
-        })?;
-        state.push_table("rows", rows);
-        Ok(state)
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(Meta, bool)]| Meta {
+                unmatched_retractions: crate::rescale::counted_sum(metas, |m| {
+                    m.unmatched_retractions
+                }),
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+            },
+        )
     }
-}
-
-/// A partition's rows in order: (sort key, row) -> copies.
-type Ordered = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
-
-/// Bytes a row costs: its sort key, its row, the map's node.
-fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
-    sort.len() + row.len() + 48
-}
-
-/// A partition: its rows and the watermark when a row last touched it.
-struct Partition {
-    rows: Ordered,
-    touched_at: Timestamp,
 }
 
 /// One output row: the input row and its functions' values, encoded.
@@ -247,11 +245,13 @@ type OutputRow = (Box<[u8]>, Box<[u8]>);
 
 struct UpdatingOver {
     plan: UpdatingOverPlan,
+    /// The plan's one state table.
+    rows_table: TableSpec,
     keys: RowConverter,
     sort: RowConverter,
     rows: RowConverter,
     values: RowConverter,
-    partitions: HashMap<Box<[u8]>, Partition>,
+    partitions: Partitions,
     /// Rows held over all partitions.
     held: usize,
     /// Bytes held (keys, rows and their overheads).
@@ -506,41 +506,12 @@ impl Operator for UpdatingOver {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let mut partition: Vec<&[u8]> = Vec::new();
-        let mut sort: Vec<&[u8]> = Vec::new();
-        let mut row: Vec<&[u8]> = Vec::new();
-        let mut copies = Vec::new();
-        let mut touched_at = Vec::new();
-        for (key, p) in &self.partitions {
-            for ((s, r), &c) in &p.rows {
-                partition.push(key);
-                sort.push(s);
-                row.push(r);
-                copies.push(c);
-                touched_at.push(p.touched_at);
-            }
-        }
-        let table = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("partition", DataType::Binary, false),
-                Field::new("sort", DataType::Binary, false),
-                Field::new("row", DataType::Binary, false),
-                Field::new("copies", DataType::UInt32, false),
-                Field::new("touched_at", DataType::Int64, false),
-            ])),
-            vec![
-                Arc::new(BinaryArray::from(partition)),
-                Arc::new(BinaryArray::from(sort)),
-                Arc::new(BinaryArray::from(row)),
-                Arc::new(UInt32Array::from(copies)),
-                Arc::new(Int64Array::from(touched_at)),
-            ],
-        )?;
+        let table = ordered_rows::table(&self.rows_table, &self.partitions)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: self.unmatched_retractions,
             watermark: self.watermark,
         })?;
-        snapshot.push_table("rows", table);
+        snapshot.put(&self.rows_table, table)?;
         Ok(snapshot)
     }
 
@@ -552,40 +523,8 @@ impl Operator for UpdatingOver {
         self.unmatched_retractions = meta.unmatched_retractions;
         self.watermark = meta.watermark;
         self.sweeps.resume(meta.watermark);
-        let table = state.take_table("rows")?;
-        let bad = || EngineError::State(format!("{KIND}: bad row table"));
-        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-        let (Some(partition), Some(sort), Some(row)) = (binary(0), binary(1), binary(2)) else {
-            return Err(bad());
-        };
-        let copies = table
-            .column(3)
-            .as_any()
-            .downcast_ref::<UInt32Array>()
-            .ok_or_else(bad)?;
-        let touched_at = table
-            .column(4)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(bad)?;
-        self.partitions.clear();
-        self.held = 0;
-        for r in 0..table.num_rows() {
-            self.partitions
-                .entry(partition.value(r).into())
-                .or_insert_with(|| Partition {
-                    rows: Ordered::new(),
-                    touched_at: touched_at.value(r),
-                })
-                .rows
-                .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
-            self.held += copies.value(r) as usize;
-        }
-        self.bytes = self
-            .partitions
-            .iter()
-            .map(|(k, p)| k.len() + p.rows.keys().map(entry_bytes).sum::<usize>())
-            .sum();
+        let table = state.take(&self.rows_table)?;
+        (self.partitions, self.held, self.bytes) = ordered_rows::load(&self.rows_table, &table)?;
         Ok(())
     }
 }
@@ -601,6 +540,7 @@ mod tests {
 
     use super::*;
     use crate::operators::testing::{changes, keyed as rows};
+    use datafusion::arrow::datatypes::DataType;
 
     /// `sum(v)` (running, by value) and `lead(v)` per `k` ordered by `v`.
     fn plan(input_updating: bool, state_ttl_ms: Option<i64>) -> UpdatingOverPlan {
@@ -692,8 +632,7 @@ mod tests {
         )
         .unwrap();
         changes(&mut out);
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(0, rows(&["a"], &[2], Some(&[delete])), &mut out)
                 .unwrap();

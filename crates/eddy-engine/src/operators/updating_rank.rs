@@ -85,23 +85,22 @@
 //! assert_eq!(kinds, vec![0, 1, 2]);
 //! ```
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array, UInt64Array,
-};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, Int8Array, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use hashbrown::HashMap;
 
+use super::ordered_rows::{self, entry_bytes, Ordered, Partition, Partitions};
 use super::ttl::TtlSweeps;
 use super::window_rank::RankFunction;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -129,7 +128,7 @@ pub struct UpdatingRankPlan {
     /// `SET 'table.exec.state.ttl'`: forget a partition the watermark has
     /// passed by this much since a row last touched it.
     pub state_ttl_ms: Option<i64>,
-    /// Ranked by arrival (ORDER BY a `PROCTIME()` column) rather than by
+    /// Ordered by arrival (ORDER BY a `PROCTIME()` column) rather than by
     /// `order_by`'s values; an append-only input only.
     pub arrival: Option<Arrival>,
 }
@@ -208,6 +207,7 @@ impl OperatorPlan for UpdatingRankPlan {
             ));
         }
         Ok(Box::new(UpdatingRank {
+            rows_table: self.state_tables()?.remove(0),
             keys: super::key_converter(&self.partition_by, &self.input_schema)?,
             sort: RowConverter::new(sort_fields)?,
             rows: RowConverter::new(row_fields)?,
@@ -222,43 +222,40 @@ impl OperatorPlan for UpdatingRankPlan {
         }))
     }
 
-    /// `rows` holds each partition's ranked rows, the partition key
-    /// row-encoded first.
+    /// `rows` holds each partition's ranked rows: the partition key, the
+    /// sort key and the row (row-encoded), the row's copies and when its
+    /// partition was last touched (for the TTL). Keyed by the partition
+    /// key.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![ordered_rows::table_spec(
+            &self.partition_by,
+            &self.input_schema,
+            self.state_ttl_ms,
+        )?])
+    }
+
+    /// The watermark is the least of the parts', the unmatched
+    /// retractions their sum.
     fn rescale_state(
         &self,
-        mut parts: Vec<crate::rescale::InstanceState>,
+        parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let metas = crate::rescale::metas::<Meta>(&parts)?;
-        let converter = super::key_converter(&self.partition_by, &self.input_schema)?;
-        let rows = crate::rescale::kept_table(&mut parts, "rows", keys, |table| {
-            super::decoded_keys(&converter, table.column(0))
-        })?;
-        let mut state = StateSnapshot::with_meta(&Meta {
-            unmatched_retractions: crate::rescale::counted_sum(&metas, |m| m.unmatched_retractions),
-            watermark: crate::rescale::least(&metas, |m| m.watermark),
-            // Arrival numbers order rows within a partition, whose rows
-            // all come from one part: go on after the largest.
-            arrivals: metas.iter().map(|(m, _)| m.arrivals).max().unwrap_or(0),
-        })?;
-        state.push_table("rows", rows);
-        Ok(state)
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(Meta, bool)]| Meta {
+                unmatched_retractions: crate::rescale::counted_sum(metas, |m| {
+                    m.unmatched_retractions
+                }),
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+                // Arrival numbers order rows within a partition, whose rows
+                // all come from one part: go on after the largest.
+                arrivals: metas.iter().map(|(m, _)| m.arrivals).max().unwrap_or(0),
+            },
+        )
     }
-}
-
-/// A partition's rows in rank order: (sort key, row) -> copies.
-type Ranked = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
-
-/// Bytes a ranked row costs: its sort key, its row, the map's node.
-fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
-    sort.len() + row.len() + 48
-}
-
-/// A partition: its ranked rows and the watermark when a row last touched
-/// it.
-struct Partition {
-    ranked: Ranked,
-    touched_at: Timestamp,
 }
 
 /// One ranked row of a partition's top: its encoded row and its values of
@@ -267,10 +264,12 @@ type TopRow = (Box<[u8]>, Vec<u64>);
 
 struct UpdatingRank {
     plan: UpdatingRankPlan,
+    /// The plan's one state table.
+    rows_table: TableSpec,
     keys: RowConverter,
     sort: RowConverter,
     rows: RowConverter,
-    partitions: HashMap<Box<[u8]>, Partition>,
+    partitions: Partitions,
     /// Rows held over all partitions.
     held: usize,
     /// Bytes held (keys, rows and their overheads), kept as rows come and
@@ -294,7 +293,7 @@ struct Meta {
 
 impl UpdatingRank {
     /// A partition's rows that pass the limit, in rank order.
-    fn top(&self, ranked: &Ranked) -> Vec<TopRow> {
+    fn top(&self, ranked: &Ordered) -> Vec<TopRow> {
         let mut top = Vec::new();
         let (mut row_number, mut rank, mut dense) = (0u64, 0u64, 0u64);
         let mut previous: Option<&[u8]> = None;
@@ -329,7 +328,7 @@ impl UpdatingRank {
     /// rank in it again).
     /// Keeps the first `keep` rows (copies counted); the rows and bytes
     /// dropped.
-    fn trim(ranked: &mut Ranked, keep: usize) -> (usize, usize) {
+    fn trim(ranked: &mut Ordered, keep: usize) -> (usize, usize) {
         let mut seen = 0usize;
         let mut dropped = 0usize;
         let mut bytes = 0usize;
@@ -459,9 +458,9 @@ impl Operator for UpdatingRank {
             let mut ranked = match self.partitions.remove(&key) {
                 Some(partition) => {
                     self.bytes -= key.len();
-                    partition.ranked
+                    partition.rows
                 }
-                None => Ranked::new(),
+                None => Ordered::new(),
             };
             let before = self.top(&ranked);
             for &r in &members[slot] {
@@ -507,7 +506,7 @@ impl Operator for UpdatingRank {
                 self.partitions.insert(
                     key,
                     Partition {
-                        ranked,
+                        rows: ranked,
                         touched_at: self.watermark,
                     },
                 );
@@ -528,8 +527,8 @@ impl Operator for UpdatingRank {
         self.partitions.retain(|key, p| {
             let keep = p.touched_at >= cutoff;
             if !keep {
-                dropped += p.ranked.values().map(|&c| c as usize).sum::<usize>();
-                bytes += key.len() + p.ranked.keys().map(entry_bytes).sum::<usize>();
+                dropped += p.rows.values().map(|&c| c as usize).sum::<usize>();
+                bytes += key.len() + p.rows.keys().map(entry_bytes).sum::<usize>();
             }
             keep
         });
@@ -551,42 +550,13 @@ impl Operator for UpdatingRank {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let mut partition: Vec<&[u8]> = Vec::new();
-        let mut sort: Vec<&[u8]> = Vec::new();
-        let mut row: Vec<&[u8]> = Vec::new();
-        let mut copies = Vec::new();
-        let mut touched_at = Vec::new();
-        for (key, p) in &self.partitions {
-            for ((s, r), &c) in &p.ranked {
-                partition.push(key);
-                sort.push(s);
-                row.push(r);
-                copies.push(c);
-                touched_at.push(p.touched_at);
-            }
-        }
-        let table = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("partition", DataType::Binary, false),
-                Field::new("sort", DataType::Binary, false),
-                Field::new("row", DataType::Binary, false),
-                Field::new("copies", DataType::UInt32, false),
-                Field::new("touched_at", DataType::Int64, false),
-            ])),
-            vec![
-                Arc::new(BinaryArray::from(partition)),
-                Arc::new(BinaryArray::from(sort)),
-                Arc::new(BinaryArray::from(row)),
-                Arc::new(UInt32Array::from(copies)),
-                Arc::new(Int64Array::from(touched_at)),
-            ],
-        )?;
+        let table = ordered_rows::table(&self.rows_table, &self.partitions)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: self.unmatched_retractions,
             watermark: self.watermark,
             arrivals: self.arrivals,
         })?;
-        snapshot.push_table("rows", table);
+        snapshot.put(&self.rows_table, table)?;
         Ok(snapshot)
     }
 
@@ -599,40 +569,8 @@ impl Operator for UpdatingRank {
         self.watermark = meta.watermark;
         self.arrivals = meta.arrivals;
         self.sweeps.resume(meta.watermark);
-        let table = state.take_table("rows")?;
-        let bad = || EngineError::State(format!("{KIND}: bad row table"));
-        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-        let (Some(partition), Some(sort), Some(row)) = (binary(0), binary(1), binary(2)) else {
-            return Err(bad());
-        };
-        let copies = table
-            .column(3)
-            .as_any()
-            .downcast_ref::<UInt32Array>()
-            .ok_or_else(bad)?;
-        let touched_at = table
-            .column(4)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(bad)?;
-        self.partitions.clear();
-        self.held = 0;
-        for r in 0..table.num_rows() {
-            self.partitions
-                .entry(partition.value(r).into())
-                .or_insert_with(|| Partition {
-                    ranked: Ranked::new(),
-                    touched_at: touched_at.value(r),
-                })
-                .ranked
-                .insert((sort.value(r).into(), row.value(r).into()), copies.value(r));
-            self.held += copies.value(r) as usize;
-        }
-        self.bytes = self
-            .partitions
-            .iter()
-            .map(|(k, p)| k.len() + p.ranked.keys().map(entry_bytes).sum::<usize>())
-            .sum();
+        let table = state.take(&self.rows_table)?;
+        (self.partitions, self.held, self.bytes) = ordered_rows::load(&self.rows_table, &table)?;
         Ok(())
     }
 }
@@ -644,6 +582,7 @@ mod tests {
 
     use super::*;
     use crate::operators::testing::{changes, keyed as rows};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     fn input() -> SchemaRef {
         crate::operators::testing::kv_schema()
@@ -719,8 +658,7 @@ mod tests {
         op.on_batch(0, rows(&["a", "a", "a"], &[5, 5, 3], None), &mut out)
             .unwrap();
         assert_eq!(changes(&mut out), ["+I a 5 1 1", "+I a 5 1 1"]);
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(0, rows(&["a"], &[7], None), &mut out).unwrap();
             assert_eq!(
@@ -753,8 +691,7 @@ mod tests {
         );
         op.on_watermark(15, &mut out).unwrap();
         assert_eq!(op.state_rows(), 1, "b, untouched since 0, is gone");
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(0, rows(&["b", "a"], &[1, 2], None), &mut out)
                 .unwrap();
@@ -784,8 +721,7 @@ mod tests {
             .unwrap();
         op.on_batch(0, rows(&["a"], &[1], None), &mut out).unwrap();
         assert_eq!(changes(&mut out), ["+I a 9 1", "-U a 9 1", "+U a 1 1"]);
-        let mut restored = last.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&last, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(0, rows(&["a"], &[3], None), &mut out).unwrap();
             assert_eq!(

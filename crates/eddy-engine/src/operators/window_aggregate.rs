@@ -83,6 +83,7 @@ use crate::error::{EngineError, Result};
 use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::rescale::{self, InstanceState, KeyRange};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::{window_struct_array, WindowSpec};
@@ -94,6 +95,12 @@ const WINDOW_END: &str = "window_end";
 const LATE_PARTS: &str = "late_parts";
 /// That table's last column.
 const FROM_END: &str = "from_window_end";
+
+/// The state tables' places in [`OperatorPlan::state_tables`]: open
+/// windows; a sliced window's closed slices and late parts.
+const WINDOWS: usize = 0;
+const FROZEN: usize = 1;
+const LATE: usize = 2;
 
 /// Where a group-by output column comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,20 +173,16 @@ impl OperatorPlan for WindowAggregatePlan {
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
-        let mut state_fields = vec![Field::new(WINDOW_END, DataType::Int64, false)];
-        state_fields.extend(key_fields.iter().cloned());
-        let mut state_widths = Vec::with_capacity(self.aggregates.len());
-        for aggregate in &self.aggregates {
-            let fields = aggregate.expr.state_fields()?;
-            state_widths.push(fields.len());
-            for field in fields {
-                let name = format!("{}_{}", state_fields.len(), field.name());
-                state_fields.push(Field::new(name, field.data_type().clone(), true));
-            }
-        }
+        let state_widths = self
+            .aggregates
+            .iter()
+            .map(|a| Ok(a.expr.state_fields()?.len()))
+            .collect::<Result<Vec<_>>>()?;
+        let tables = crate::state::declared::of_plan(self)?;
         Ok(Box::new(WindowAggregateOperator {
             plan: self.clone(),
-            state_schema: Arc::new(Schema::new(state_fields)),
+            state_schema: tables[WINDOWS].schema().clone(),
+            tables,
             state_widths,
             key_schema: Arc::new(Schema::new(key_fields)),
             windows: BTreeMap::new(),
@@ -194,50 +197,51 @@ impl OperatorPlan for WindowAggregatePlan {
         }))
     }
 
-    /// `windows` and `frozen` hold a row per window (or slice) and key,
-    /// the keys right after the window end.
-    fn rescale_state(
-        &self,
-        mut parts: Vec<InstanceState>,
-        keys: &KeyRange,
-    ) -> Result<StateSnapshot> {
-        let metas = rescale::metas::<WindowMeta>(&parts)?;
-        let key_columns = 1..1 + self.keys.len();
-        let by_key = |table: &RecordBatch| rescale::columns(table, key_columns.clone());
-        let windows = rescale::kept_table(&mut parts, "windows", keys, by_key)?;
-        let mut state = StateSnapshot::with_meta(&WindowMeta {
-            watermark: crate::rescale::least(&metas, |m| m.watermark),
-            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
-            // Every window before an instance's next end has fired
-            // wherever it had rows: the furthest is where all stand.
-            next_end: metas.iter().filter_map(|(m, _)| m.next_end).max(),
-            appended: metas
-                .iter()
-                .fold(None, |all, (m, _)| Appended::merge(all, m.appended)),
-        })?;
-        state.push_table("windows", windows);
-        if self.window.slice_ms().is_some() {
-            state.push_table(
-                "frozen",
-                rescale::kept_table(&mut parts, "frozen", keys, by_key)?,
-            );
-            // Checkpoints written before late rows were kept have none.
-            let mut late = Vec::new();
-            for part in &mut parts {
-                if let Some(table) = part.state.take_table_if_present(LATE_PARTS)? {
-                    let kept = keys.keep(&table, &by_key(&table)?)?;
-                    late.push(kept);
-                }
-            }
-            if let Some(first) = late.first() {
-                let schema = first.schema();
-                state.push_table(
-                    LATE_PARTS,
-                    datafusion::arrow::compute::concat_batches(&schema, &late)?,
-                );
+    /// `windows` holds a row per open window and key: the window's end,
+    /// the keys, each aggregate's state; a sliced window's `frozen` holds
+    /// closed slices in the same layout, and its `late_parts` the parts of
+    /// late rows kept for windows still open (their first open window's
+    /// end last). Each keyed by the keys right after the window end.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        let mut fields = vec![Field::new(WINDOW_END, DataType::Int64, false)];
+        fields.extend(super::key_fields(&self.keys, &self.input_schema)?);
+        for aggregate in &self.aggregates {
+            for field in aggregate.expr.state_fields()? {
+                let name = format!("{}_{}", fields.len(), field.name());
+                fields.push(Field::new(name, field.data_type().clone(), true));
             }
         }
-        Ok(state)
+        let key = TableKey::Columns(1..1 + self.keys.len());
+        let windows = Arc::new(Schema::new(fields.clone()));
+        let mut tables = vec![TableSpec::new("windows", windows.clone()).keyed(key.clone())];
+        if self.window.slice_ms().is_some() {
+            fields.push(Field::new(FROM_END, DataType::Int64, false));
+            tables.push(TableSpec::new("frozen", windows).keyed(key.clone()));
+            tables.push(
+                TableSpec::new(LATE_PARTS, Arc::new(Schema::new(fields)))
+                    .keyed(key)
+                    // Checkpoints written before late rows were kept.
+                    .optional(),
+            );
+        }
+        Ok(tables)
+    }
+
+    /// The watermark is the least of the parts', the late rows their sum.
+    fn rescale_state(&self, parts: Vec<InstanceState>, keys: &KeyRange) -> Result<StateSnapshot> {
+        let tables = crate::state::declared::of_plan(self)?;
+        rescale::rescaled(parts, &tables, keys, |metas: &[(WindowMeta, bool)]| {
+            WindowMeta {
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+                late_rows: rescale::counted_sum(metas, |m| m.late_rows),
+                // Every window before an instance's next end has fired
+                // wherever it had rows: the furthest is where all stand.
+                next_end: metas.iter().filter_map(|(m, _)| m.next_end).max(),
+                appended: metas
+                    .iter()
+                    .fold(None, |all, (m, _)| Appended::merge(all, m.appended)),
+            }
+        })
     }
 
     /// The plan with its first k aggregates, for each k whose appended
@@ -278,6 +282,9 @@ struct WindowAggregateOperator {
     key_schema: SchemaRef,
     /// Layout of the checkpoint table: window end, keys, accumulator states.
     state_schema: SchemaRef,
+    /// The plan's state tables ([`WINDOWS`], then a sliced window's
+    /// [`FROZEN`] and [`LATE`]).
+    tables: Vec<TableSpec>,
     /// Number of state columns of each aggregate.
     state_widths: Vec<usize>,
     /// Open windows by their end (open slices, when sliced).
@@ -846,14 +853,7 @@ impl WindowAggregateOperator {
     /// The late parts as one checkpoint table: the state table's columns,
     /// then the first window end each row counts in.
     fn late_parts_table(&self) -> Result<RecordBatch> {
-        let mut fields: Vec<Field> = self
-            .state_schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new(FROM_END, DataType::Int64, false));
-        let schema = Arc::new(Schema::new(fields));
+        let schema = self.tables[LATE].schema().clone();
         let mut batches = Vec::new();
         for (from, table) in self.late_parts.values().flatten() {
             let mut columns = table.columns().to_vec();
@@ -1093,14 +1093,14 @@ impl Operator for WindowAggregateOperator {
             next_end: self.next_end,
             appended: self.appended,
         })?;
-        snapshot.push_table("windows", table);
+        snapshot.put(&self.tables[WINDOWS], table)?;
         if self.slice_ms.is_some() {
             let frozen = datafusion::arrow::compute::concat_batches(
                 &self.state_schema,
                 self.frozen.values().flatten(),
             )?;
-            snapshot.push_table("frozen", frozen);
-            snapshot.push_table(LATE_PARTS, self.late_parts_table()?);
+            snapshot.put(&self.tables[FROZEN], frozen)?;
+            snapshot.put(&self.tables[LATE], self.late_parts_table()?)?;
         }
         Ok(snapshot)
     }
@@ -1111,10 +1111,10 @@ impl Operator for WindowAggregateOperator {
         self.late_rows = meta.late_rows;
         self.next_end = meta.next_end;
         self.appended = meta.appended;
-        let table = self.widened(state.take_table("windows")?)?;
+        let table = self.widened(state.take(&self.tables[WINDOWS])?)?;
         self.load_windows(&table)?;
         if self.slice_ms.is_some() {
-            let frozen = self.widened(state.take_table("frozen")?)?;
+            let frozen = self.widened(state.take(&self.tables[FROZEN])?)?;
             let ends = frozen
                 .column(0)
                 .as_any()
@@ -1137,7 +1137,7 @@ impl Operator for WindowAggregateOperator {
                 row = end;
             }
             // Checkpoints written before late rows were kept have none.
-            if let Some(table) = state.take_table_if_present(LATE_PARTS)? {
+            if let Some(table) = state.take_if_present(&self.tables[LATE])? {
                 self.load_late_parts(table)?;
             }
         }
@@ -1194,8 +1194,7 @@ mod tests {
             .unwrap();
         assert_eq!(op.late_rows(), 1);
         // [10, 20) survives a checkpoint and fires from the restored state.
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         restored
             .on_batch(0, rows(&["b"], &[5], &[19]), &mut out)
             .unwrap();
@@ -1243,8 +1242,7 @@ mod tests {
             .unwrap();
         assert_eq!(op.late_rows(), 0, "the row still counts in [10, 20)");
         // Its part of the slice waits in the checkpoint like a frozen slice.
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         restored.on_watermark(30, &mut out).unwrap();
         assert_eq!(
             fired(&mut out),
@@ -1258,8 +1256,7 @@ mod tests {
             .unwrap();
         restored.on_watermark(40, &mut out).unwrap();
         assert!(fired(&mut out).is_empty());
-        let mut again = plan.create().unwrap();
-        again.restore(restored.snapshot().unwrap()).unwrap();
+        let again = crate::operators::testing::restored(&plan, restored.as_mut());
         assert_eq!(again.late_rows(), 1);
     }
     #[test]
@@ -1275,8 +1272,7 @@ mod tests {
         .unwrap();
         // A snapshot in the middle (frozen slices included) changes nothing.
         op.on_watermark(6, &mut out).unwrap();
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         restored.on_watermark(i64::MAX, &mut out).unwrap();
         assert_eq!(
             fired(&mut out),
@@ -1307,14 +1303,12 @@ mod tests {
         assert_eq!(out.drain().len(), 1, "[-5, 5) fired before the change");
         // ... and resumes with the sum appended: every window holding a
         // slice of the old state has no sum, the counts go on.
-        let mut evolved = plan.create().unwrap();
-        evolved.restore(op.snapshot().unwrap()).unwrap();
+        let mut evolved = crate::operators::testing::restored(&plan, op.as_mut());
         evolved
             .on_batch(0, rows(&["a"], &[100], &[12]), &mut out)
             .unwrap();
         // Which windows missed rows is checkpointed with the state.
-        let mut again = plan.create().unwrap();
-        again.restore(evolved.snapshot().unwrap()).unwrap();
+        let mut again = crate::operators::testing::restored(&plan, evolved.as_mut());
         again.on_watermark(i64::MAX, &mut out).unwrap();
         assert_eq!(
             fired(&mut out),

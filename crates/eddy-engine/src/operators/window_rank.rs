@@ -67,6 +67,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::rescale::{self, InstanceState, KeyRange};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 
@@ -153,6 +154,7 @@ impl OperatorPlan for WindowRankPlan {
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(WindowRankOperator {
+            pending_table: self.state_tables()?.remove(0),
             plan: self.clone(),
             pending: BTreeMap::new(),
             watermark: WATERMARK_MIN,
@@ -160,25 +162,31 @@ impl OperatorPlan for WindowRankPlan {
         }))
     }
 
-    /// `pending` holds input rows: keyed by the partition columns.
-    fn rescale_state(
-        &self,
-        mut parts: Vec<InstanceState>,
-        keys: &KeyRange,
-    ) -> Result<StateSnapshot> {
-        let metas = rescale::metas::<RankMeta>(&parts)?;
-        let pending = rescale::kept_rows(&mut parts, "pending", keys, &self.partition_by)?;
-        let mut state = StateSnapshot::with_meta(&RankMeta {
-            watermark: crate::rescale::least(&metas, |m| m.watermark),
-            late_rows: rescale::counted_sum(&metas, |m| m.late_rows),
-        })?;
-        state.push_table("pending", pending);
-        Ok(state)
+    /// `pending` holds input rows waiting for their window to fire: keyed
+    /// by the partition columns.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        Ok(vec![TableSpec::new("pending", self.input_schema.clone())
+            .keyed(TableKey::Exprs(self.partition_by.clone()))])
+    }
+
+    /// The watermark is the least of the parts', the late rows their sum.
+    fn rescale_state(&self, parts: Vec<InstanceState>, keys: &KeyRange) -> Result<StateSnapshot> {
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(RankMeta, bool)]| RankMeta {
+                watermark: crate::rescale::least(metas, |m| m.watermark),
+                late_rows: rescale::counted_sum(metas, |m| m.late_rows),
+            },
+        )
     }
 }
 
 struct WindowRankOperator {
     plan: WindowRankPlan,
+    /// The plan's one state table.
+    pending_table: TableSpec,
     /// Waiting rows by event time (one entry per window).
     pending: BTreeMap<Timestamp, Vec<RecordBatch>>,
     watermark: Timestamp,
@@ -480,11 +488,10 @@ impl Operator for WindowRankOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.push_batches(
-            "pending",
-            &self.plan.input_schema,
+        snapshot.put_batches(
+            &self.pending_table,
             self.pending.values().flatten().cloned(),
-        );
+        )?;
         Ok(snapshot)
     }
 
@@ -492,7 +499,7 @@ impl Operator for WindowRankOperator {
         let meta: RankMeta = state.meta()?;
         self.late_rows = meta.late_rows;
         self.watermark = WATERMARK_MIN;
-        let pending = state.take_table("pending")?;
+        let pending = state.take(&self.pending_table)?;
         self.add(pending)?;
         self.watermark = meta.watermark;
         Ok(())
@@ -597,8 +604,7 @@ mod tests {
             ["b 7 1 1 1", "a 5 2 2 2", "c 5 3 2 2", "d 1 4 4 3"]
         );
         // The next window's rows survive a checkpoint.
-        let mut restored = plan(None).create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan(None), op.as_mut());
         restored.on_watermark(i64::MAX, &mut out).unwrap();
         assert_eq!(ranked(&mut out), ["e 3 1 1 1"]);
         // A row of a window already emitted is late.

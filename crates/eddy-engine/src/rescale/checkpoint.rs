@@ -62,6 +62,30 @@ pub fn rescale(
         .collect();
     let mut nodes = Vec::with_capacity(new.origins.len());
     for (id, origin) in new.origins.iter().enumerate() {
+        nodes.push(rescaled_node(
+            to,
+            id,
+            origin,
+            &mut by_origin,
+            (n, m),
+            groups,
+        )?);
+    }
+    Ok(nodes)
+}
+
+/// Node `id` of `to` (its origin `origin`) laid out from the old nodes'
+/// states `by_origin` (taken at `n` instances, run at `m` now); see the
+/// module docs. `None`: it starts afresh.
+fn rescaled_node(
+    to: &JobGraph,
+    id: usize,
+    origin: &Origin,
+    by_origin: &mut HashMap<Origin, NodeCheckpoint>,
+    (n, m): (u32, u32),
+    groups: crate::key_groups::KeyGroups,
+) -> Result<Option<NodeCheckpoint>> {
+    {
         let node = match *origin {
             Origin::Instance { of, index } => {
                 let range = KeyRange::of_instance(groups, index, m);
@@ -86,8 +110,7 @@ pub fn rescale(
                 }
                 if runtimes.is_empty() {
                     // A keyed operator new to the job.
-                    nodes.push(None);
-                    continue;
+                    return Ok(None);
                 }
                 let NodeKind::Operator(plan) = &to.nodes[id].kind else {
                     return Err(missing(to, id));
@@ -111,8 +134,7 @@ pub fn rescale(
             // follow from the instance's clock.
             Origin::Split { of, input } if !by_origin.contains_key(origin) => {
                 let Some(instance) = by_origin.get(&Origin::Instance { of, index: 0 }) else {
-                    nodes.push(None);
-                    continue;
+                    return Ok(None);
                 };
                 let mut runtime = instance.runtime.clone();
                 runtime.metrics = MetricsSnapshot::default();
@@ -133,8 +155,7 @@ pub fn rescale(
             }
             Origin::Union { of } if !by_origin.contains_key(origin) => {
                 let Some(instance) = by_origin.get(&Origin::Instance { of, index: 0 }) else {
-                    nodes.push(None);
-                    continue;
+                    return Ok(None);
                 };
                 let (forwarded, finished) = (instance.runtime.forwarded, instance.runtime.finished);
                 let inputs = to.nodes[id].inputs.len();
@@ -157,8 +178,7 @@ pub fn rescale(
                 // Its inputs are the instances: each new one starts where
                 // the least advanced old one stood.
                 let Some(mut node) = by_origin.remove(origin) else {
-                    nodes.push(None);
-                    continue;
+                    return Ok(None);
                 };
                 if let Some(clock) = node.runtime.clock.as_mut() {
                     let least = clock.watermarks.iter().copied().min();
@@ -170,14 +190,50 @@ pub fn rescale(
                 node.runtime = merged_runtime(&[(node.runtime.clone(), true)], inputs);
                 node
             }
-            _ => {
-                nodes.push(by_origin.remove(origin));
-                continue;
-            }
+            _ => return Ok(by_origin.remove(origin)),
         };
-        nodes.push(Some(node));
+        Ok(Some(node))
     }
-    Ok(nodes)
+}
+
+/// The states of planned node `of`, which ran once when the checkpoint
+/// was taken (`single`) and runs keyed in `to` now (its operator's
+/// distribution became keyed): spread over its instances by key as a
+/// resume from one instance to `to`'s number, its splits and union
+/// following from it. By node of `to`.
+pub fn spread_single(
+    of: usize,
+    single: NodeCheckpoint,
+    to: &JobGraph,
+) -> Result<Vec<(usize, NodeCheckpoint)>> {
+    let new = expansion(to)?;
+    let m = new.parallelism as u32;
+    let by_origin = HashMap::from([(Origin::Instance { of, index: 0 }, single)]);
+    let mut spread = Vec::new();
+    for (id, origin) in new.origins.iter().enumerate() {
+        let mine = match *origin {
+            Origin::Instance { of: o, .. }
+            | Origin::Split { of: o, .. }
+            | Origin::Union { of: o } => o == of,
+            Origin::Planned(_) => false,
+        };
+        if !mine {
+            continue;
+        }
+        // Instances first (their keys from the one), then the splits and
+        // union (from instance 0's clock, left in place).
+        if let Some(node) = rescaled_node(
+            to,
+            id,
+            origin,
+            &mut by_origin.clone(),
+            (1, m),
+            new.key_groups,
+        )? {
+            spread.push((id, node));
+        }
+    }
+    Ok(spread)
 }
 
 fn missing(graph: &JobGraph, id: usize) -> EngineError {

@@ -48,10 +48,12 @@ use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::error::{EngineError, Result};
 use crate::key_groups::KeyGroups;
 use crate::partition::key_group_rows;
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 
 /// The key groups one new instance owns.
@@ -276,4 +278,102 @@ pub fn kept_by_key_table(
             Ok((name, concat_batches(&schema, &batches)?))
         })
         .collect()
+}
+
+/// A keyed operator's state for one new instance from the old instances'
+/// `parts` ([`crate::operator::OperatorPlan::rescale_state`]): its small
+/// values merged by `merge` (each part's decoded, with whether its
+/// counters are carried: take the least watermark, sum the counted
+/// counters), every declared table (`specs`) kept by key
+/// ([`kept_tables`]). Parts without state (an instance that had finished)
+/// hand over nothing; without any, the instance starts empty.
+pub fn rescaled<M: Serialize + DeserializeOwned>(
+    parts: Vec<InstanceState>,
+    specs: &[TableSpec],
+    range: &KeyRange,
+    merge: impl FnOnce(&[(M, bool)]) -> M,
+) -> Result<StateSnapshot> {
+    let mut parts: Vec<InstanceState> = parts.into_iter().filter(|p| !p.state.is_empty()).collect();
+    if parts.is_empty() {
+        return Ok(StateSnapshot::default());
+    }
+    let metas = metas::<M>(&parts)?;
+    let mut state = StateSnapshot::with_meta(&merge(&metas))?;
+    kept_tables(&mut parts, specs, range, &mut state)?;
+    Ok(state)
+}
+
+/// A table's key columns, worked out from its rows.
+type KeysOf<'a> = dyn Fn(&RecordBatch) -> Result<Vec<ArrayRef>> + 'a;
+
+/// The owned rows of every declared table (`specs`) of every part, put
+/// into `state`: each table kept as its declaration says its rows are
+/// keyed ([`TableKey`]), tables that hang off another kept with it. A
+/// table added after the parts were written ([`TableSpec::optional`])
+/// and absent from them is left out. An operator's
+/// [`crate::operator::OperatorPlan::rescale_state`] merges its meta and
+/// calls this for its tables.
+pub fn kept_tables(
+    parts: &mut [InstanceState],
+    specs: &[TableSpec],
+    range: &KeyRange,
+    state: &mut StateSnapshot,
+) -> Result<()> {
+    for spec in specs {
+        let name = spec.name();
+        if spec.is_optional()
+            && parts
+                .iter()
+                .all(|p| !p.state.tables.iter().any(|t| t.name == name))
+        {
+            continue;
+        }
+        let keys_of: Box<KeysOf<'_>> = match spec.key() {
+            TableKey::Whole => {
+                return Err(EngineError::Checkpoint(format!(
+                    "state table '{name}' is not keyed and cannot be spread over another number of instances"
+                )))
+            }
+            // Kept with the table they hang off.
+            TableKey::Dependent { .. } => continue,
+            TableKey::Columns(key) => {
+                let key = key.clone();
+                Box::new(move |t| columns(t, key.clone()))
+            }
+            TableKey::Encoded(types) => {
+                let converter = datafusion::arrow::row::RowConverter::new(
+                    types
+                        .iter()
+                        .map(|t| datafusion::arrow::row::SortField::new(t.clone()))
+                        .collect(),
+                )?;
+                Box::new(move |t| crate::operators::decoded_keys(&converter, t.column(0)))
+            }
+            TableKey::Exprs(exprs) => Box::new(|t| evaluated(exprs, t)),
+        };
+        let dependents: Vec<(&str, KeyedBy)> = specs
+            .iter()
+            .filter_map(|d| match d.key() {
+                TableKey::Dependent { on, by } if on == name => Some((d.name(), *by)),
+                _ => None,
+            })
+            .collect();
+        let tables = if dependents.is_empty() {
+            vec![(name.to_string(), kept_table(parts, name, range, keys_of)?)]
+        } else {
+            kept_by_key_table(parts, name, range, keys_of, |table| {
+                dependents
+                    .iter()
+                    .find(|(d, _)| *d == table)
+                    .map(|(_, by)| *by)
+            })?
+        };
+        for (table, rows) in tables {
+            let spec = crate::state::declared::find(specs, &table).ok_or_else(|| {
+                EngineError::State(format!("state table '{table}' is not declared"))
+            })?;
+            state.put(spec, rows)?;
+        }
+    }
+    Ok(())
 }

@@ -195,7 +195,13 @@ mod tests {
             let ctx = self.ctx(id, &format!("pass_on#{id}"));
             let metrics = ctx.metrics.clone();
             let outputs = self.outputs(&ctx, to);
-            let stage = OperatorStage::new(ctx, Box::new(PassOn { strict }), i64::MIN, outputs);
+            let stage = OperatorStage::new(
+                ctx,
+                Box::new(PassOn { strict }),
+                Vec::new(),
+                i64::MIN,
+                outputs,
+            );
             (Link::new(Box::new(stage), InputClock::new(1)), metrics)
         }
     }

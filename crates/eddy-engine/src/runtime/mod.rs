@@ -503,15 +503,17 @@ pub fn start_job(
                     restored_clock(&node.name, node.inputs.len(), saved.as_ref())?,
                 );
                 let mut operator = plan.create()?;
+                let tables = crate::state::declared::of_plan(plan.as_ref())?;
                 let mut forwarded = crate::time::WATERMARK_MIN;
                 if let Some(saved) = saved {
                     forwarded = saved.runtime.forwarded;
-                    operator
-                        .restore(saved.state)
+                    crate::state::declared::check_restored(&tables, &saved.state)
+                        .and_then(|()| operator.restore(saved.state))
                         .map_err(|e| EngineError::State(format!("{}: {e}", node.name)))?;
                 }
                 Work::Operator(OperatorWork {
                     operator,
+                    tables,
                     inputs: Inputs::new(inputs, clock),
                     forwarded,
                 })
@@ -609,7 +611,13 @@ pub fn start_job(
         if chains.is_chained(id) {
             links[id] = Some(match item {
                 Work::Operator(w) => Link::new(
-                    Box::new(OperatorStage::new(ctx, w.operator, w.forwarded, outputs)),
+                    Box::new(OperatorStage::new(
+                        ctx,
+                        w.operator,
+                        w.tables,
+                        w.forwarded,
+                        outputs,
+                    )),
                     w.inputs.clock,
                 ),
                 Work::Sink(writer, inputs) => {
@@ -639,7 +647,8 @@ pub fn start_job(
                         source_task::run_source(&ctx, source, &mut outputs).await
                     }
                     Work::Operator(w) => {
-                        let mut stage = OperatorStage::new(ctx, w.operator, w.forwarded, outputs);
+                        let mut stage =
+                            OperatorStage::new(ctx, w.operator, w.tables, w.forwarded, outputs);
                         stage::run_task(&mut stage, w.inputs).await
                     }
                     Work::Sink(writer, inputs) => {

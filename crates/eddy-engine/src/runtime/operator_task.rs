@@ -27,6 +27,7 @@ use crate::checkpoint::NodeCheckpoint;
 use crate::error::{EngineError, Result};
 use crate::message::{Barrier, Message};
 use crate::operator::{Collector, Operator};
+use crate::state::declared::{check_snapshot, TableSpec};
 use crate::time::Timestamp;
 
 /// How often the state-memory gauge is refreshed.
@@ -35,6 +36,8 @@ const STATE_SIZE_EVERY: Duration = Duration::from_millis(200);
 /// An operator node ready to run.
 pub(crate) struct OperatorWork {
     pub operator: Box<dyn Operator>,
+    /// The state tables its plan declares.
+    pub tables: Vec<TableSpec>,
     pub inputs: Inputs,
     /// The watermark last forwarded (restored from a checkpoint).
     pub forwarded: Timestamp,
@@ -45,6 +48,8 @@ pub(crate) struct OperatorWork {
 pub(crate) struct OperatorStage {
     ctx: NodeContext,
     op: Box<dyn Operator>,
+    /// The state tables its plan declares: each snapshot holds only these.
+    tables: Vec<TableSpec>,
     outputs: Outputs,
     /// The watermark last forwarded.
     forwarded: Timestamp,
@@ -63,6 +68,7 @@ impl OperatorStage {
     pub fn new(
         ctx: NodeContext,
         operator: Box<dyn Operator>,
+        tables: Vec<TableSpec>,
         forwarded: Timestamp,
         outputs: Outputs,
     ) -> Self {
@@ -70,6 +76,7 @@ impl OperatorStage {
         Self {
             ctx,
             op: operator,
+            tables,
             outputs,
             forwarded,
             input_watermark: forwarded,
@@ -184,6 +191,7 @@ impl Stage for OperatorStage {
             } else {
                 self.op.snapshot()?
             };
+            check_snapshot(&self.tables, &state)?;
             self.ctx.set_state_bytes(self.op.state_bytes())?;
             let data = NodeCheckpoint {
                 runtime: self.ctx.runtime_state(clock, self.forwarded, false),

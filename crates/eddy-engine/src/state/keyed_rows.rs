@@ -202,8 +202,9 @@ impl KeyedRows {
     }
 }
 
-/// The schema of the checkpoint table: (key, row) bytes.
-fn table_schema() -> SchemaRef {
+/// The schema of the checkpoint table: (key, row) bytes, both
+/// row-encoded; a state table of this layout is declared with it.
+pub fn table_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("key", DataType::Binary, false),
         Field::new("row", DataType::Binary, false),

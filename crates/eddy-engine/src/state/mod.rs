@@ -32,6 +32,7 @@
 //! ```
 
 pub mod changed_keys;
+pub mod declared;
 pub mod keyed_rows;
 
 use datafusion::arrow::array::{new_empty_array, ArrayRef};

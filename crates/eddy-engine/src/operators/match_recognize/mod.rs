@@ -276,6 +276,20 @@ impl OperatorPlan for MatchRecognizePlan {
         )?))
     }
 
+    /// `pending` holds input rows not yet in event-time order (keyed by
+    /// the partition columns), `rows` each partition's rows: the partition
+    /// key row-encoded, the time, whether the row's match was decided, and
+    /// the pattern's arguments over it.
+    fn state_tables(&self) -> Result<Vec<crate::state::declared::TableSpec>> {
+        use crate::state::declared::{TableKey, TableSpec};
+        Ok(vec![
+            TableSpec::new("pending", self.input_schema.clone())
+                .keyed(TableKey::Exprs(self.partition_by.clone())),
+            TableSpec::new("rows", self.rows_schema()?)
+                .keyed(super::encoded_key(&self.partition_by, &self.input_schema)?),
+        ])
+    }
+
     fn rescale_state(
         &self,
         parts: Vec<crate::rescale::InstanceState>,

@@ -21,8 +21,9 @@ use super::navigation::{MatchRows, Navigation};
 use super::pattern::{Outcome, Program};
 use super::{AfterMatch, Condition, MatchRecognizePlan};
 use crate::error::{EngineError, Result};
-use crate::operator::{Collector, Operator};
+use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::operators::event_order::EventOrder;
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MAX};
 
@@ -71,6 +72,8 @@ struct Meta {
 
 pub(super) struct MatchRecognizeOperator {
     plan: MatchRecognizePlan,
+    /// The plan's state tables: `pending`, then `rows`.
+    tables: Vec<TableSpec>,
     program: Program,
     /// How many decided rows each partition keeps for `PREV`.
     prev_reach: usize,
@@ -86,6 +89,7 @@ pub(super) struct MatchRecognizeOperator {
 impl MatchRecognizeOperator {
     pub(super) fn new(plan: MatchRecognizePlan) -> Result<Self> {
         Ok(Self {
+            tables: plan.state_tables()?,
             program: plan.program()?,
             prev_reach: plan.prev_reach(),
             converter: super::super::key_converter(&plan.partition_by, &plan.input_schema)?,
@@ -228,7 +232,7 @@ impl MatchRecognizeOperator {
     }
 
     fn rows_table(&self) -> Result<RecordBatch> {
-        let schema = self.plan.rows_schema()?;
+        let schema = self.tables[1].schema().clone();
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times: Vec<Timestamp> = Vec::new();
         let mut decided: Vec<bool> = Vec::new();
@@ -496,20 +500,16 @@ impl Operator for MatchRecognizeOperator {
             released: self.order.released(),
             late: self.order.late(),
         })?;
-        snapshot.push_batches(
-            "pending",
-            &self.plan.input_schema,
-            self.order.pending().iter().cloned(),
-        );
-        snapshot.push_table("rows", self.rows_table()?);
+        snapshot.put_batches(&self.tables[0], self.order.pending().iter().cloned())?;
+        snapshot.put(&self.tables[1], self.rows_table()?)?;
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
         let meta: Meta = state.meta()?;
-        let pending = state.take_table("pending")?;
+        let pending = state.take(&self.tables[0])?;
         self.order.restore(pending, meta.released, meta.late);
-        let rows = state.take_table("rows")?;
+        let rows = state.take(&self.tables[1])?;
         self.load_rows(rows)?;
         self.hold = self.earliest_undecided();
         Ok(())
@@ -532,30 +532,25 @@ impl Operator for MatchRecognizeOperator {
 }
 
 /// The state of one instance of a MATCH_RECOGNIZE node resumed at another
-/// parallelism ([`crate::rescale`]): `pending` holds input rows (keyed by
-/// the partition columns), `rows` each partition's rows with the partition
-/// key row-encoded in its first column.
+/// parallelism ([`crate::rescale`]): its tables kept by their declared keys,
+/// the horizon every instance reached, the late rows summed.
 pub(super) fn rescale_state(
     plan: &MatchRecognizePlan,
-    mut parts: Vec<crate::rescale::InstanceState>,
+    parts: Vec<crate::rescale::InstanceState>,
     range: &crate::rescale::KeyRange,
 ) -> Result<StateSnapshot> {
-    let metas = crate::rescale::metas::<Meta>(&parts)?;
-    let converter = super::super::key_converter(&plan.partition_by, &plan.input_schema)?;
-    let pending = crate::rescale::kept_rows(&mut parts, "pending", range, &plan.partition_by)?;
-    let rows = crate::rescale::kept_table(&mut parts, "rows", range, |table| {
-        super::super::decoded_keys(&converter, table.column(0))
-    })?;
-    let mut state = StateSnapshot::with_meta(&Meta {
-        // The horizon every instance's watermark reached.
-        released: metas
-            .iter()
-            .map(|(m, _)| m.released)
-            .max()
-            .unwrap_or(crate::time::WATERMARK_MIN),
-        late: crate::rescale::counted_sum(&metas, |m| m.late),
-    })?;
-    state.push_table("pending", pending);
-    state.push_table("rows", rows);
-    Ok(state)
+    crate::rescale::rescaled(
+        parts,
+        &plan.state_tables()?,
+        range,
+        |metas: &[(Meta, bool)]| Meta {
+            // The horizon every instance's watermark reached.
+            released: metas
+                .iter()
+                .map(|(m, _)| m.released)
+                .max()
+                .unwrap_or(crate::time::WATERMARK_MIN),
+            late: crate::rescale::counted_sum(metas, |m| m.late),
+        },
+    )
 }

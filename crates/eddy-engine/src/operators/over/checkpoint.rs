@@ -19,9 +19,13 @@ use super::operator::{LagValue, OverOperator};
 use super::running::Aggregator;
 use super::OverFunction;
 use crate::error::{EngineError, Result};
-use crate::rescale::{self, InstanceState, KeyRange, KeyedBy};
+use crate::rescale::{InstanceState, KeyRange, KeyedBy};
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::Timestamp;
+
+/// The state table with a row per key.
+const KEYS: &str = "keys";
 
 /// Whether a sliding aggregate's state is restored as saved (its state is
 /// all retraction needs: sums, counts, averages, variances), rather than
@@ -84,6 +88,7 @@ impl OverOperator {
     /// whether the aggregate took the row, its argument values.
     pub(super) fn frame_table(
         &self,
+        f: usize,
         expr: &AggregateFunctionExpr,
         rows: Vec<FrameRow>,
     ) -> Result<RecordBatch> {
@@ -92,14 +97,6 @@ impl OverOperator {
             .iter()
             .map(|e| e.data_type(&self.plan.input_schema))
             .collect::<datafusion::error::Result<Vec<_>>>()?;
-        let mut fields = vec![
-            Field::new("key_index", DataType::UInt64, false),
-            Field::new("time", DataType::Int64, false),
-            Field::new("included", DataType::Boolean, false),
-        ];
-        for (i, data_type) in arg_types.iter().enumerate() {
-            fields.push(Field::new(format!("arg_{i}"), data_type.clone(), true));
-        }
         let mut owners = Vec::with_capacity(rows.len());
         let mut times = Vec::with_capacity(rows.len());
         let mut included = Vec::with_capacity(rows.len());
@@ -130,37 +127,22 @@ impl OverOperator {
             columns.push(scalars_to_array(values, data_type)?);
         }
         Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
+            self.table(&format!("frame{f}"))?.schema().clone(),
             columns,
         )?)
     }
 
-    pub(super) fn keys_schema(&self) -> Result<Schema> {
-        let mut fields = vec![
-            Field::new("key", DataType::Binary, false),
-            Field::new("last_time", DataType::Int64, false),
-            Field::new("rows", DataType::Int64, false),
-        ];
-        for (f, function) in self.plan.functions.iter().enumerate() {
-            fields.push(Field::new(format!("seen_{f}"), DataType::UInt64, false));
-            if let OverFunction::Aggregate { expr, .. } = function {
-                for (i, field) in expr.state_fields()?.iter().enumerate() {
-                    fields.push(Field::new(
-                        format!("state_{f}_{i}"),
-                        field.data_type().clone(),
-                        true,
-                    ));
-                }
-            }
-        }
-        Ok(Schema::new(fields))
+    /// The declared state table `name`.
+    pub(super) fn table(&self, name: &str) -> Result<&TableSpec> {
+        crate::state::declared::find(&self.tables, name)
+            .ok_or_else(|| EngineError::State(format!("over: no state table '{name}' declared")))
     }
 
     /// The per-key state as checkpoint tables. Accumulators hand their state
     /// over by draining it, so each is replaced by a fresh one holding the
     /// same state.
     pub(super) fn key_tables(&mut self) -> Result<Vec<(String, RecordBatch)>> {
-        let schema = Arc::new(self.keys_schema()?);
+        let schema = self.table(KEYS)?.schema().clone();
         let functions = self.plan.functions.clone();
         let count = self.keys.len();
         let mut key_bytes: Vec<&[u8]> = Vec::with_capacity(count);
@@ -260,24 +242,21 @@ impl OverOperator {
                 columns.push(scalars_to_array(column, field.data_type())?);
             }
         }
-        let mut tables = vec![("keys".to_string(), RecordBatch::try_new(schema, columns)?)];
+        let mut tables = vec![(KEYS.to_string(), RecordBatch::try_new(schema, columns)?)];
         for (f, function) in functions.iter().enumerate() {
             if let OverFunction::Aggregate { expr, frame, .. } = function {
                 if frame.slides() {
                     let rows = std::mem::take(&mut frame_rows[f]);
-                    tables.push((format!("frame{f}"), self.frame_table(expr, rows)?));
+                    tables.push((format!("frame{f}"), self.frame_table(f, expr, rows)?));
                     let kept = std::mem::take(&mut slide_states[f]);
                     if !kept.is_empty() {
                         tables.push((format!("slide{f}"), sliding_state_table(kept)?));
                     }
                 }
             }
-            if let OverFunction::Lag { value, .. } = function {
-                let data_type = value.data_type(&self.plan.input_schema)?;
-                let schema = Arc::new(Schema::new(vec![
-                    Field::new("key_index", DataType::UInt64, false),
-                    Field::new("value", data_type.clone(), true),
-                ]));
+            if let OverFunction::Lag { .. } = function {
+                let schema = self.table(&format!("lag{f}"))?.schema().clone();
+                let data_type = schema.field(1).data_type().clone();
                 let keys: ArrayRef = Arc::new(UInt64Array::from(std::mem::take(&mut lag_keys[f])));
                 let values = scalars_to_array(std::mem::take(&mut lag_values[f]), &data_type)?;
                 tables.push((
@@ -290,7 +269,7 @@ impl OverOperator {
     }
 
     pub(super) fn load_keys(&mut self, state: &mut StateSnapshot) -> Result<()> {
-        let table = state.take_table("keys")?;
+        let table = state.take(self.table(KEYS)?)?;
         let bad = |what: &str| {
             EngineError::State(format!("over: checkpoint column {what} has the wrong type"))
         };
@@ -331,7 +310,7 @@ impl OverOperator {
                 OverFunction::Aggregate { expr, frame, .. } if frame.slides() => {
                     let kept = state_restores_sliding(expr);
                     if kept && !states.is_empty() {
-                        let saved = state.take_table(&format!("slide{f}"))?;
+                        let saved = state.take(self.table(&format!("slide{f}"))?)?;
                         for (i, key_state) in states.iter_mut().enumerate() {
                             if let Some(acc) = key_state.accumulators[f].as_mut() {
                                 let slice: Vec<ArrayRef> =
@@ -341,7 +320,7 @@ impl OverOperator {
                         }
                     }
                     column += expr.state_fields()?.len();
-                    let rows = state.take_table(&format!("frame{f}"))?;
+                    let rows = state.take(self.table(&format!("frame{f}"))?)?;
                     let owners = rows
                         .column(0)
                         .as_any()
@@ -394,7 +373,7 @@ impl OverOperator {
                     }
                 }
                 OverFunction::Lag { .. } => {
-                    let lags = state.take_table(&format!("lag{f}"))?;
+                    let lags = state.take(self.table(&format!("lag{f}"))?)?;
                     let owners = lags
                         .column(0)
                         .as_any()
@@ -421,58 +400,108 @@ impl OverOperator {
     }
 }
 
+/// The state tables of an OVER node: `pending` holds input rows and
+/// `waiting` (with `lead`) rows waiting for their leads, output columns
+/// (both keyed by the partition columns); `keys` a row per key, its key
+/// row-encoded, its last time, its row count, per function the rows it
+/// saw and an aggregate's state; `slide{f}` a sliding aggregate's own state
+/// aligned to `keys`; `frame{f}` a sliding frame's rows and `lag{f}` the
+/// values `lag` holds, pointing into `keys` by `key_index`.
+pub(super) fn state_tables(plan: &super::OverPlan) -> Result<Vec<TableSpec>> {
+    let partition = TableKey::Exprs(plan.partition_by.clone());
+    let mut tables =
+        vec![TableSpec::new("pending", plan.input_schema.clone()).keyed(partition.clone())];
+    if plan.has_leads() {
+        // Checkpoints written before LEAD waited for its rows lack it.
+        tables.push(
+            TableSpec::new("waiting", plan.output_schema.clone())
+                .keyed(partition)
+                .optional(),
+        );
+    }
+    let mut fields = vec![
+        Field::new("key", DataType::Binary, false),
+        Field::new("last_time", DataType::Int64, false),
+        Field::new("rows", DataType::Int64, false),
+    ];
+    let mut per_function = Vec::new();
+    let under = |by| TableKey::Dependent {
+        on: KEYS.to_string(),
+        by,
+    };
+    for (f, function) in plan.functions.iter().enumerate() {
+        fields.push(Field::new(format!("seen_{f}"), DataType::UInt64, false));
+        match function {
+            OverFunction::Aggregate { expr, frame, .. } => {
+                for (i, field) in expr.state_fields()?.iter().enumerate() {
+                    fields.push(Field::new(
+                        format!("state_{f}_{i}"),
+                        field.data_type().clone(),
+                        true,
+                    ));
+                }
+                if frame.slides() {
+                    let mut frame_fields = vec![
+                        Field::new("key_index", DataType::UInt64, false),
+                        Field::new("time", DataType::Int64, false),
+                        Field::new("included", DataType::Boolean, false),
+                    ];
+                    for (i, arg) in expr.expressions().iter().enumerate() {
+                        frame_fields.push(Field::new(
+                            format!("arg_{i}"),
+                            arg.data_type(&plan.input_schema)?,
+                            true,
+                        ));
+                    }
+                    per_function.push(
+                        TableSpec::new(format!("frame{f}"), Arc::new(Schema::new(frame_fields)))
+                            .keyed(under(KeyedBy::Index)),
+                    );
+                    // Written for keys that have a sliding state of their own.
+                    per_function.push(
+                        TableSpec::new(format!("slide{f}"), Arc::new(Schema::empty()))
+                            .keyed(under(KeyedBy::Aligned))
+                            .run_time_columns()
+                            .optional(),
+                    );
+                }
+            }
+            OverFunction::Lag { value, .. } => per_function.push(
+                TableSpec::new(
+                    format!("lag{f}"),
+                    Arc::new(Schema::new(vec![
+                        Field::new("key_index", DataType::UInt64, false),
+                        Field::new("value", value.data_type(&plan.input_schema)?, true),
+                    ])),
+                )
+                .keyed(under(KeyedBy::Index)),
+            ),
+            OverFunction::RowNumber | OverFunction::Lead { .. } => {}
+        }
+    }
+    tables.push(TableSpec::new(KEYS, Arc::new(Schema::new(fields))).keyed(
+        super::super::encoded_key(&plan.partition_by, &plan.input_schema)?,
+    ));
+    tables.extend(per_function);
+    Ok(tables)
+}
+
 /// The state of one instance of an OVER node resumed at another
-/// parallelism ([`crate::rescale`]): `pending` holds input rows and
-/// `waiting` rows waiting for their leads (both keyed by the partition
-/// columns); `keys` a row per key, its key row-encoded, with
-/// `slide{f}` aligned to it; `frame{f}` and `lag{f}` rows point into it by
-/// `key_index`, renumbered here to the kept keys.
+/// parallelism ([`crate::rescale`]): its tables kept by their declared keys
+/// (`frame{f}` and `lag{f}` renumbered to the kept keys), the sweeps at
+/// the least, the late rows summed.
 pub(super) fn rescale_over(
     plan: &super::OverPlan,
-    mut parts: Vec<InstanceState>,
+    parts: Vec<InstanceState>,
     range: &KeyRange,
 ) -> Result<StateSnapshot> {
-    let metas = rescale::metas::<OverMeta>(&parts)?;
-    let converter = super::super::key_converter(&plan.partition_by, &plan.input_schema)?;
-    let pending = rescale::kept_rows(&mut parts, "pending", range, &plan.partition_by)?;
-    // Rows waiting for their leads (output columns, the input's first).
-    let waiting = plan
-        .functions
-        .iter()
-        .any(|f| matches!(f, super::OverFunction::Lead { .. }))
-        .then(|| rescale::kept_rows(&mut parts, "waiting", range, &plan.partition_by))
-        .transpose()?;
-    let kept = rescale::kept_by_key_table(
-        &mut parts,
-        "keys",
+    crate::rescale::rescaled(
+        parts,
+        &state_tables(plan)?,
         range,
-        |keys| super::super::decoded_keys(&converter, keys.column(0)),
-        |name| {
-            if name.starts_with("slide") {
-                Some(KeyedBy::Aligned)
-            } else if name.starts_with("frame") || name.starts_with("lag") {
-                Some(KeyedBy::Index)
-            } else {
-                None
-            }
+        |metas: &[(OverMeta, bool)]| OverMeta {
+            last_sweep: crate::rescale::least(metas, |m| m.last_sweep),
+            late_rows: crate::rescale::counted_sum(metas, |m| m.late_rows),
         },
-    )?;
-    if let Some(table) = parts.iter().flat_map(|p| &p.state.tables).next() {
-        return Err(EngineError::State(format!(
-            "over: a checkpoint table '{}' it does not know",
-            table.name
-        )));
-    }
-    let mut state = StateSnapshot::with_meta(&OverMeta {
-        last_sweep: crate::rescale::least(&metas, |m| m.last_sweep),
-        late_rows: crate::rescale::counted_sum(&metas, |m| m.late_rows),
-    })?;
-    state.push_table("pending", pending);
-    if let Some(waiting) = waiting {
-        state.push_table("waiting", waiting);
-    }
-    for (name, table) in kept {
-        state.push_table(name, table);
-    }
-    Ok(state)
+    )
 }

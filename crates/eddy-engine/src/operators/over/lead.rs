@@ -87,10 +87,7 @@ fn leads(plan: &OverPlan) -> Vec<Lead<'_>> {
 impl OverOperator {
     /// Whether the node has a `lead` (rows then wait here).
     pub(super) fn has_leads(&self) -> bool {
-        self.plan
-            .functions
-            .iter()
-            .any(|f| matches!(f, OverFunction::Lead { .. }))
+        self.plan.has_leads()
     }
 
     /// Adds `processed` (rows just run through the node, output columns) to

@@ -180,6 +180,15 @@ pub struct OverPlan {
     pub state_ttl_ms: Option<i64>,
 }
 
+impl OverPlan {
+    /// Whether the node has a `lead` (rows then wait for their leads).
+    fn has_leads(&self) -> bool {
+        self.functions
+            .iter()
+            .any(|f| matches!(f, OverFunction::Lead { .. }))
+    }
+}
+
 impl OperatorPlan for OverPlan {
     fn kind(&self) -> &'static str {
         "over"
@@ -228,8 +237,13 @@ impl OperatorPlan for OverPlan {
         self.partition_by.clone()
     }
 
+    fn state_tables(&self) -> Result<Vec<crate::state::declared::TableSpec>> {
+        checkpoint::state_tables(self)
+    }
+
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(OverOperator {
+            tables: self.state_tables()?,
             plan: self.clone(),
             converter: super::key_converter(&self.partition_by, &self.input_schema)?,
             pending: Vec::new(),

@@ -74,6 +74,8 @@ pub(super) struct KeyState {
 
 pub(super) struct OverOperator {
     pub(super) plan: OverPlan,
+    /// The plan's state tables ([`super::checkpoint::state_tables`]).
+    pub(super) tables: Vec<crate::state::declared::TableSpec>,
     pub(super) converter: RowConverter,
     pub(super) pending: Vec<Pending>,
     pub(super) pending_rows: usize,
@@ -530,20 +532,15 @@ impl Operator for OverOperator {
             last_sweep: self.last_sweep,
             late_rows: self.late_rows,
         })?;
-        snapshot.push_batches(
-            "pending",
-            &self.plan.input_schema,
+        snapshot.put_batches(
+            self.table("pending")?,
             self.pending.iter().map(|p| p.batch.clone()),
-        );
+        )?;
         for (name, table) in self.key_tables()? {
-            snapshot.push_table(name, table);
+            snapshot.put(self.table(&name)?, table)?;
         }
         if self.has_leads() {
-            snapshot.push_batches(
-                "waiting",
-                &self.plan.output_schema,
-                self.waiting.rows.iter().cloned(),
-            );
+            snapshot.put_batches(self.table("waiting")?, self.waiting.rows.iter().cloned())?;
         }
         Ok(snapshot)
     }
@@ -552,13 +549,17 @@ impl Operator for OverOperator {
         let meta: OverMeta = state.meta()?;
         self.last_sweep = meta.last_sweep;
         self.late_rows = meta.late_rows;
-        let pending = state.take_table("pending")?;
+        let pending = state.take(self.table("pending")?)?;
         self.pending_rows = pending.num_rows();
         if pending.num_rows() > 0 {
             self.pending = vec![Pending::new(pending, self.plan.time_column)?];
         }
         self.waiting = super::lead::Waiting::default();
-        if let Some(waiting) = state.take_table_if_present("waiting")? {
+        let waiting = match crate::state::declared::find(&self.tables, "waiting") {
+            Some(spec) => state.take_if_present(spec)?,
+            None => None,
+        };
+        if let Some(waiting) = waiting {
             if waiting.num_rows() > 0 {
                 let times = to_epoch_millis(waiting.column(self.plan.time_column))?;
                 self.waiting = super::lead::Waiting {

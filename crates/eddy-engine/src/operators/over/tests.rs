@@ -132,8 +132,7 @@ fn a_late_row_whose_place_in_time_order_had_passed_at_its_mark_is_dropped() {
     assert_eq!(op.late_rows(), 1);
     op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
     assert_eq!(rows(&mut out), ["a 10 1 NULL 10", "a 30 2 10 40"]);
-    let mut restored = plan.create().unwrap();
-    restored.restore(op.snapshot().unwrap()).unwrap();
+    let restored = crate::operators::testing::restored(&plan, op.as_mut());
     assert_eq!(restored.late_rows(), 1, "the count is checkpointed");
 }
 
@@ -146,8 +145,7 @@ fn a_restored_operator_goes_on_where_the_snapshot_was() {
         .unwrap();
     op.on_watermark(5, &mut out).unwrap();
     rows(&mut out);
-    let mut restored = plan.create().unwrap();
-    restored.restore(op.snapshot().unwrap()).unwrap();
+    let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
     for op in [&mut op, &mut restored] {
         op.on_batch(0, keyed(&["a"], &[7], None), &mut out).unwrap();
         op.on_watermark(10, &mut out).unwrap();
@@ -315,8 +313,7 @@ fn native_and_datafusion_checkpoints_restore_into_each_other() {
     for (from, into) in [(true, false), (false, true), (true, true)] {
         let mut op = numbers_plan(from).create().unwrap();
         let head = run_numbers(op.as_mut(), &batches[..2], &[2, 5]);
-        let mut restored = numbers_plan(into).create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&numbers_plan(into), op.as_mut());
         let tail = run_numbers(restored.as_mut(), &batches[2..], &[WATERMARK_MAX]);
         let whole = run_numbers(
             numbers_plan(false).create().unwrap().as_mut(),
@@ -351,8 +348,7 @@ fn lag_reaches_back_across_batches_and_snapshots() {
         .unwrap();
     op.on_watermark(20, &mut out).unwrap();
     assert_eq!(rows(&mut out), ["a 11 1", "b 12 -1"]);
-    let mut restored = plan.create().unwrap();
-    restored.restore(op.snapshot().unwrap()).unwrap();
+    let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
     for op in [&mut op, &mut restored] {
         op.on_batch(0, keyed(&["a", "b", "a"], &[21, 22, 23], None), &mut out)
             .unwrap();
@@ -394,8 +390,7 @@ fn lead_rows_wait_for_their_successors_and_hold_the_watermark() {
         "held at the earliest waiting row"
     );
     // A snapshot keeps the waiting rows.
-    let mut restored = plan.create().unwrap();
-    restored.restore(op.snapshot().unwrap()).unwrap();
+    let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
     assert_eq!(restored.output_watermark(10), 2);
     for op in [&mut op, &mut restored] {
         op.on_batch(0, keyed(&["b", "a"], &[12, 15], None), &mut out)

@@ -109,10 +109,13 @@ use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::changed_keys::ChangedKeys;
+use crate::state::declared::{TableKey, TableSpec};
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
 const KIND: &str = "updating_aggregate";
+/// The state table with a row per group.
+const GROUPS: &str = "groups";
 
 pub use super::AggregateCall;
 
@@ -173,20 +176,9 @@ impl OperatorPlan for UpdatingAggregatePlan {
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
-        let mut columns: Vec<Box<dyn AggregateColumn>> = Vec::with_capacity(self.aggregates.len());
-        for call in &self.aggregates {
-            columns.push(
-                match columnar::columnar(&call.expr, &self.input_schema, self.input_updating)? {
-                    Some(column) => column,
-                    None => Box::new(rows::RowAccumulators::new(
-                        call,
-                        &self.input_schema,
-                        self.input_updating,
-                    )?),
-                },
-            );
-        }
+        let columns = self.columns()?;
         Ok(Box::new(UpdatingAggregate {
+            tables: self.state_tables()?,
             plan: self.clone(),
             key_schema: Arc::new(Schema::new(key_fields)),
             groups: None,
@@ -204,37 +196,87 @@ impl OperatorPlan for UpdatingAggregatePlan {
         }))
     }
 
-    /// `groups` holds a row per group, its keys first; a multiset
-    /// aggregate's `values{i}` rows name their group by its row.
+    /// `groups` holds a row per group: its keys, its row count, when it
+    /// was last touched (for the TTL), each aggregate's state columns; an
+    /// aggregate that keeps a table of its own (a multiset: DISTINCT, or
+    /// min/max over an updating input) has `values{i}`, whose rows name
+    /// their group by its row in `groups`.
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        let mut fields = super::key_fields(&self.keys, &self.input_schema)?;
+        fields.push(Field::new("rows", DataType::Int64, false));
+        fields.push(Field::new("touched_at", DataType::Int64, false));
+        let mut own = Vec::new();
+        for (i, column) in self.columns()?.iter().enumerate() {
+            let state_fields = column.state_fields()?;
+            if state_fields.is_empty() {
+                own.push(
+                    TableSpec::new(format!("values{i}"), rows::multiset_table_schema()).keyed(
+                        TableKey::Dependent {
+                            on: GROUPS.into(),
+                            by: crate::rescale::KeyedBy::Index,
+                        },
+                    ),
+                );
+            }
+            for (c, field) in state_fields.into_iter().enumerate() {
+                fields.push(field.with_name(format!("a{i}_{c}")));
+            }
+        }
+        let mut tables = vec![TableSpec::new(GROUPS, Arc::new(Schema::new(fields)))
+            .keyed(TableKey::Columns(0..self.keys.len()))
+            .with_ttl(self.state_ttl_ms)];
+        tables.extend(own);
+        Ok(tables)
+    }
+
+    /// The watermark is the least of the parts', the unmatched
+    /// retractions their sum.
     fn rescale_state(
         &self,
-        mut parts: Vec<crate::rescale::InstanceState>,
+        parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        use crate::rescale::{self, KeyedBy};
-        let metas = rescale::metas::<Meta>(&parts)?;
-        let key_count = self.keys.len();
-        let tables = rescale::kept_by_key_table(
-            &mut parts,
-            "groups",
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
             keys,
-            |groups| rescale::columns(groups, 0..key_count),
-            |name| name.starts_with("values").then_some(KeyedBy::Index),
-        )?;
-        let mut state = StateSnapshot::with_meta(&Meta {
-            input_updating: self.input_updating,
-            unmatched_retractions: rescale::counted_sum(&metas, |m| m.unmatched_retractions),
-            watermark: metas.iter().filter_map(|(m, _)| m.watermark).min(),
-        })?;
-        for (name, table) in tables {
-            state.push_table(name, table);
-        }
-        Ok(state)
+            |metas: &[(Meta, bool)]| Meta {
+                input_updating: self.input_updating,
+                unmatched_retractions: crate::rescale::counted_sum(metas, |m| {
+                    m.unmatched_retractions
+                }),
+                watermark: metas.iter().filter_map(|(m, _)| m.watermark).min(),
+            },
+        )
+    }
+}
+
+impl UpdatingAggregatePlan {
+    /// The aggregates' state holders: columnar where eddy has a native
+    /// form, DataFusion's accumulators per group otherwise.
+    fn columns(&self) -> Result<Vec<Box<dyn AggregateColumn>>> {
+        self.aggregates
+            .iter()
+            .map(|call| {
+                Ok(
+                    match columnar::columnar(&call.expr, &self.input_schema, self.input_updating)? {
+                        Some(column) => column,
+                        None => Box::new(rows::RowAccumulators::new(
+                            call,
+                            &self.input_schema,
+                            self.input_updating,
+                        )?),
+                    },
+                )
+            })
+            .collect()
     }
 }
 
 struct UpdatingAggregate {
     plan: UpdatingAggregatePlan,
+    /// The plan's state tables: [`GROUPS`], then each own `values{i}`.
+    tables: Vec<TableSpec>,
     key_schema: SchemaRef,
     /// Interns key rows to group indices; `None` until the first batch and
     /// for a global aggregate.
@@ -605,38 +647,18 @@ impl Operator for UpdatingAggregate {
                 .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
                 .collect(),
         };
-        let mut fields: Vec<Field> = self
-            .key_schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        fields.push(Field::new("rows", DataType::Int64, false));
-        fields.push(Field::new("touched_at", DataType::Int64, false));
         let mut columns: Vec<ArrayRef> = keys;
         columns.push(Arc::new(Int64Array::from(self.rows.clone())));
         columns.push(Arc::new(Int64Array::from(self.touched_at.clone())));
-        let mut tables = Vec::new();
+        let mut tables = StateSnapshot::default();
         for (i, column) in self.columns.iter_mut().enumerate() {
-            let state_fields = column.state_fields()?;
-            for (c, (state, field)) in column
-                .state_columns()?
-                .into_iter()
-                .zip(state_fields)
-                .enumerate()
-            {
-                columns.push(state);
-                fields.push(field.with_name(format!("a{i}_{c}")));
-            }
+            columns.extend(column.state_columns()?);
             if let Some(table) = column.state_table()? {
-                tables.push(crate::state::StateTable {
-                    name: format!("values{i}"),
-                    batch: table,
-                });
+                tables.put(table_of(&self.tables, &format!("values{i}"))?, table)?;
             }
         }
         let groups_table = RecordBatch::try_new_with_options(
-            Arc::new(Schema::new(fields)),
+            self.tables[0].schema().clone(),
             columns,
             &datafusion::arrow::record_batch::RecordBatchOptions::new()
                 .with_row_count(Some(self.rows.len())),
@@ -644,20 +666,9 @@ impl Operator for UpdatingAggregate {
         // Go on from the snapshot, exactly as a restore would (the groups
         // keep their numbers, so what changed since the last checkpoint
         // stays marked).
-        self.load(StateSnapshot {
-            meta: snapshot.meta.clone(),
-            tables: std::iter::once(crate::state::StateTable {
-                name: "groups".into(),
-                batch: groups_table.clone(),
-            })
-            .chain(tables.iter().cloned())
-            .collect(),
-            keyed: Vec::new(),
-        })?;
-        snapshot.push_table("groups", groups_table);
-        for table in tables {
-            snapshot.push_table(table.name, table.batch);
-        }
+        snapshot.put(&self.tables[0], groups_table)?;
+        snapshot.tables.extend(tables.tables);
+        self.load(snapshot.clone())?;
         Ok(snapshot)
     }
 
@@ -669,11 +680,11 @@ impl Operator for UpdatingAggregate {
         if self.plan.keys.is_empty() || snapshot.tables.len() > 1 {
             return Ok(snapshot);
         }
-        let groups = snapshot.take_table("groups")?;
+        let groups = snapshot.take(&self.tables[0])?;
         let (table, keyed) = self
             .changed
-            .snapshot("groups", self.plan.keys.len(), groups)?;
-        snapshot.push_table("groups", table);
+            .snapshot(GROUPS, self.plan.keys.len(), groups)?;
+        snapshot.put(&self.tables[0], table)?;
         snapshot.keyed.push(keyed);
         Ok(snapshot)
     }
@@ -682,6 +693,12 @@ impl Operator for UpdatingAggregate {
         self.changed.restart();
         self.load(state)
     }
+}
+
+/// The declared state table `name` of `tables`.
+fn table_of<'a>(tables: &'a [TableSpec], name: &str) -> Result<&'a TableSpec> {
+    crate::state::declared::find(tables, name)
+        .ok_or_else(|| EngineError::State(format!("{KIND}: no state table '{name}' declared")))
 }
 
 impl UpdatingAggregate {
@@ -702,7 +719,7 @@ impl UpdatingAggregate {
         }
         self.watermark = meta.watermark.unwrap_or(WATERMARK_MIN);
         self.sweeps.resume(self.watermark);
-        let table = state.take_table("groups")?;
+        let table = state.take(&self.tables[0])?;
         let key_count = self.plan.keys.len();
         let rows = table.num_rows();
         self.groups = None;
@@ -736,7 +753,7 @@ impl UpdatingAggregate {
                 .ok_or_else(|| EngineError::State(format!("{KIND}: groups table too narrow")))?;
             at += width;
             let own = if width == 0 {
-                Some(state.take_table(&format!("values{i}"))?)
+                Some(state.take(table_of(&self.tables, &format!("values{i}"))?)?)
             } else {
                 None
             };

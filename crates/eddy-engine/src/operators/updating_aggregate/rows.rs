@@ -20,7 +20,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, RecordBatch, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::take;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Accumulator;
@@ -294,7 +294,7 @@ impl AggregateColumn for RowAccumulators {
             .collect()
     }
 
-    /// A multiset's table: group index, encoded arguments, count.
+    /// A multiset's table ([`multiset_table_schema`]).
     fn state_table(&self) -> Result<Option<RecordBatch>> {
         if self.keeping != Keeping::Multiset {
             return Ok(None);
@@ -312,11 +312,7 @@ impl AggregateColumn for RowAccumulators {
             }
         }
         Ok(Some(RecordBatch::try_new(
-            Arc::new(Schema::new(vec![
-                Field::new("group", DataType::UInt64, false),
-                Field::new("row", DataType::Binary, false),
-                Field::new("count", DataType::Int64, false),
-            ])),
+            multiset_table_schema(),
             vec![
                 Arc::new(UInt64Array::from(group_column)),
                 Arc::new(BinaryArray::from(bytes)),
@@ -380,4 +376,14 @@ impl AggregateColumn for RowAccumulators {
             })
             .sum()
     }
+}
+
+/// A multiset's own state table: the group's row in the groups table, the
+/// arguments row-encoded, how many times they are held.
+pub(super) fn multiset_table_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("group", DataType::UInt64, false),
+        Field::new("row", DataType::Binary, false),
+        Field::new("count", DataType::Int64, false),
+    ]))
 }

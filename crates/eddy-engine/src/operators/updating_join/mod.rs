@@ -84,8 +84,9 @@ use self::side::{Held, Side};
 use super::interval_join::JoinKind;
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -187,29 +188,48 @@ impl OperatorPlan for UpdatingJoinPlan {
         }
     }
 
-    /// Each side's table holds its rows under their encoded keys; a row's
-    /// key group comes from its key decoded. The watermark is the least
-    /// of the parts', the count of unmatched retractions their sum.
+    /// Each side's table, `left` and `right`, holds its rows: the join
+    /// key and the row (row-encoded), the row's copies, how many partners
+    /// it has, and when its key was last touched (for the TTL). Keyed by
+    /// the encoded key (both sides' keys have the left keys' types).
+    fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Binary, false),
+            Field::new("row", DataType::Binary, false),
+            Field::new("copies", DataType::UInt32, false),
+            Field::new("partners", DataType::UInt64, false),
+            Field::new("touched_at", DataType::Int64, false),
+        ]));
+        let key = super::encoded_key(&self.left_keys, &self.left_schema)?;
+        Ok(SIDE_TABLES
+            .iter()
+            .map(|name| {
+                TableSpec::new(*name, schema.clone())
+                    .keyed(key.clone())
+                    .with_ttl(self.state_ttl_ms)
+            })
+            .collect())
+    }
+
+    /// The watermark is the least of the parts', the counts their sums.
     fn rescale_state(
         &self,
-        mut parts: Vec<crate::rescale::InstanceState>,
+        parts: Vec<crate::rescale::InstanceState>,
         keys: &crate::rescale::KeyRange,
     ) -> Result<StateSnapshot> {
-        let metas = crate::rescale::metas::<Meta>(&parts)?;
-        let converter = super::key_converter(&self.left_keys, &self.left_schema)?;
-        let mut state = StateSnapshot::with_meta(&(
-            crate::rescale::counted_sum(&metas, |m| m.0),
-            crate::rescale::counted_sum(&metas, |m| m.1),
-            crate::rescale::counted_sum(&metas, |m| m.2),
-            crate::rescale::least(&metas, |m| m.3),
-        ))?;
-        for name in SIDE_TABLES {
-            let rows = crate::rescale::kept_table(&mut parts, name, keys, |table| {
-                super::decoded_keys(&converter, table.column(0))
-            })?;
-            state.push_table(name, rows);
-        }
-        Ok(state)
+        crate::rescale::rescaled(
+            parts,
+            &self.state_tables()?,
+            keys,
+            |metas: &[(Meta, bool)]| {
+                (
+                    crate::rescale::counted_sum(metas, |m| m.0),
+                    crate::rescale::counted_sum(metas, |m| m.1),
+                    crate::rescale::counted_sum(metas, |m| m.2),
+                    crate::rescale::least(metas, |m| m.3),
+                )
+            },
+        )
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
@@ -226,6 +246,7 @@ impl OperatorPlan for UpdatingJoinPlan {
                 .collect()
         };
         Ok(Box::new(UpdatingJoin {
+            tables: self.state_tables()?,
             keys: RowConverter::new(key_fields)?,
             rows: [
                 RowConverter::new(row_fields(&self.left_schema))?,
@@ -263,6 +284,8 @@ type PartnerRef = (Box<[u8]>, Box<[u8]>);
 
 struct UpdatingJoin {
     plan: UpdatingJoinPlan,
+    /// The plan's state tables: the left side's, the right side's.
+    tables: Vec<TableSpec>,
     keys: RowConverter,
     /// Row encoders of the left and right side.
     rows: [RowConverter; 2],
@@ -782,7 +805,7 @@ impl Operator for UpdatingJoin {
             self.right_null_rows,
             self.watermark,
         ))?;
-        for (side, name) in SIDE_TABLES.into_iter().enumerate() {
+        for side in 0..2 {
             let mut keys: Vec<&[u8]> = Vec::new();
             let mut rows: Vec<&[u8]> = Vec::new();
             let mut copies = Vec::new();
@@ -798,13 +821,7 @@ impl Operator for UpdatingJoin {
                 }
             }
             let table = RecordBatch::try_new(
-                Arc::new(Schema::new(vec![
-                    Field::new("key", DataType::Binary, false),
-                    Field::new("row", DataType::Binary, false),
-                    Field::new("copies", DataType::UInt32, false),
-                    Field::new("partners", DataType::UInt64, false),
-                    Field::new("touched_at", DataType::Int64, false),
-                ])),
+                self.tables[side].schema().clone(),
                 vec![
                     Arc::new(BinaryArray::from(keys)),
                     Arc::new(BinaryArray::from(rows)),
@@ -813,7 +830,7 @@ impl Operator for UpdatingJoin {
                     Arc::new(Int64Array::from(touched_at)),
                 ],
             )?;
-            snapshot.push_table(name, table);
+            snapshot.put(&self.tables[side], table)?;
         }
         Ok(snapshot)
     }
@@ -830,28 +847,14 @@ impl Operator for UpdatingJoin {
         ) = state.meta::<Meta>()?;
         self.sweeps.resume(self.watermark);
         self.held = 0;
-        for (side, name) in SIDE_TABLES.into_iter().enumerate() {
-            let table = state.take_table(name)?;
-            let bad = || EngineError::State(format!("{KIND}: bad {name} table"));
-            let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-            let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
-                return Err(bad());
-            };
-            let copies = table
-                .column(2)
-                .as_any()
-                .downcast_ref::<UInt32Array>()
-                .ok_or_else(bad)?;
-            let partners = table
-                .column(3)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .ok_or_else(bad)?;
-            let touched_at = table
-                .column(4)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .ok_or_else(bad)?;
+        for side in 0..2 {
+            let spec = &self.tables[side];
+            let table = state.take(spec)?;
+            let keys = spec.column::<BinaryArray>(&table, 0)?;
+            let rows = spec.column::<BinaryArray>(&table, 1)?;
+            let copies = spec.column::<UInt32Array>(&table, 2)?;
+            let partners = spec.column::<UInt64Array>(&table, 3)?;
+            let touched_at = spec.column::<Int64Array>(&table, 4)?;
             self.sides[side].clear();
             for r in 0..table.num_rows() {
                 let key = keys.value(r);
@@ -1007,8 +1010,7 @@ mod tests {
         op.on_batch(0, rows(&[Some("a"), Some("a")], &[1, 1], None), &mut out)
             .unwrap();
         assert!(changes(&mut out).is_empty());
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(1, rows(&[Some("a")], &[5], None), &mut out)
                 .unwrap();
@@ -1115,8 +1117,7 @@ mod tests {
         assert_eq!(changes(&mut out), ["+I a 1 a 7"]);
         op.on_watermark(15, &mut out).unwrap();
         assert_eq!(op.state_rows(), 2, "b (last seen at 0) is gone");
-        let mut restored = plan.create().unwrap();
-        restored.restore(op.snapshot().unwrap()).unwrap();
+        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
         for op in [&mut op, &mut restored] {
             op.on_batch(
                 1,
