@@ -19,6 +19,7 @@
 //! use datafusion::arrow::datatypes::{DataType, Field, Schema};
 //! use datafusion::arrow::record_batch::RecordBatch;
 //! use eddy_engine::state::changed_keys::ChangedKeys;
+//! use eddy_engine::state::declared::{TableKey, TableSpec};
 //!
 //! let schema = Arc::new(Schema::new(vec![
 //!     Field::new("k", DataType::Utf8, false),
@@ -34,12 +35,13 @@
 //!     )
 //!     .unwrap()
 //! };
+//! let groups = TableSpec::new("groups", schema.clone()).keyed(TableKey::Columns(0..1));
 //! let mut changed = ChangedKeys::default();
 //! changed.resize(3);
-//! let (whole, first) = changed.snapshot("groups", 1, table(vec![1, 1, 1])).unwrap();
+//! let (whole, first) = changed.snapshot(&groups, table(vec![1, 1, 1])).unwrap();
 //! assert!(first.change.is_none() && whole.num_rows() == 3);
 //! changed.touch(1);
-//! let (rows, second) = changed.snapshot("groups", 1, table(vec![1, 2, 1])).unwrap();
+//! let (rows, second) = changed.snapshot(&groups, table(vec![1, 2, 1])).unwrap();
 //! assert_eq!(second.change.unwrap().base, first.serial);
 //! assert_eq!(rows.num_rows(), 1); // only b
 //! ```
@@ -48,7 +50,8 @@ use datafusion::arrow::array::BooleanArray;
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::record_batch::RecordBatch;
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
+use crate::state::declared::TableSpec;
 use crate::state::{KeyedChange, KeyedTable, FULL_SNAPSHOT_EVERY};
 
 /// Numbers an operator's snapshots of one keyed table and decides which
@@ -163,15 +166,21 @@ impl ChangedKeys {
         self.removed.clear();
     }
 
-    /// The table to hand over at a checkpoint for `whole` (a row per group
-    /// in group order, its first `key_columns` columns the key), named
-    /// `name`, and its description; starts counting changes afresh.
+    /// The table to hand over at a checkpoint for `whole`, the rows of the
+    /// declared table `spec` (a row per group in group order, keyed by its
+    /// first columns), and its description; starts counting changes
+    /// afresh.
     pub fn snapshot(
         &mut self,
-        name: &str,
-        key_columns: usize,
+        spec: &TableSpec,
         whole: RecordBatch,
     ) -> Result<(RecordBatch, KeyedTable)> {
+        let name = spec.name();
+        let key_columns = spec.leading_key_columns().ok_or_else(|| {
+            EngineError::State(format!(
+                "state table '{name}' is not keyed by its first columns: it cannot be written as its changes"
+            ))
+        })?;
         let groups = whole.num_rows();
         let (serial, base) = self.chain.next(self.changed_count, groups);
         let (table, change) = match base {
@@ -231,6 +240,10 @@ mod tests {
         .unwrap()
     }
 
+    fn spec() -> TableSpec {
+        TableSpec::new("t", schema()).keyed(crate::state::declared::TableKey::Columns(0..1))
+    }
+
     fn keys(batch: &RecordBatch) -> Vec<i64> {
         batch
             .column(0)
@@ -246,7 +259,7 @@ mod tests {
         let mut changed = ChangedKeys::default();
         changed.resize(5);
         changed
-            .snapshot("t", 1, table(vec![10, 11, 12, 13, 14]))
+            .snapshot(&spec(), table(vec![10, 11, 12, 13, 14]))
             .unwrap();
         changed.touch(2);
         changed.touch(3);
@@ -254,12 +267,12 @@ mod tests {
         let gone = table(vec![11]).project(&[0]).unwrap();
         changed.retain(&[true, false, true, true, true], gone);
         let now = table(vec![10, 12, 13, 14]);
-        let (rows, keyed) = changed.snapshot("t", 1, now.clone()).unwrap();
+        let (rows, keyed) = changed.snapshot(&spec(), now.clone()).unwrap();
         assert_eq!(keys(&rows), vec![12, 13]);
         let change = keyed.change.unwrap();
         assert_eq!(keys(&change.removed), vec![11]);
         // Nothing since: an empty change.
-        let (rows, keyed) = changed.snapshot("t", 1, now).unwrap();
+        let (rows, keyed) = changed.snapshot(&spec(), now).unwrap();
         assert_eq!(rows.num_rows(), 0);
         assert_eq!(keyed.change.unwrap().removed.num_rows(), 0);
     }
@@ -270,7 +283,7 @@ mod tests {
         changed.resize(4);
         let whole = |changed: &mut ChangedKeys| {
             changed
-                .snapshot("t", 1, table(vec![1, 2, 3, 4]))
+                .snapshot(&spec(), table(vec![1, 2, 3, 4]))
                 .unwrap()
                 .1
                 .change

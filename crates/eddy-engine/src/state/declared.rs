@@ -168,6 +168,17 @@ impl TableSpec {
         &self.key
     }
 
+    /// How many leading columns are its key, when it is keyed by its first
+    /// columns (a table a checkpoint may write as its changes).
+    pub fn leading_key_columns(&self) -> Option<usize> {
+        match &self.key {
+            TableKey::Columns(columns) if columns.start == 0 && !columns.is_empty() => {
+                Some(columns.end)
+            }
+            _ => None,
+        }
+    }
+
     /// How long a key is kept after its last change, if it expires.
     pub fn ttl_ms(&self) -> Option<i64> {
         self.ttl_ms

@@ -681,9 +681,7 @@ impl Operator for UpdatingAggregate {
             return Ok(snapshot);
         }
         let groups = snapshot.take(&self.tables[0])?;
-        let (table, keyed) = self
-            .changed
-            .snapshot(GROUPS, self.plan.keys.len(), groups)?;
+        let (table, keyed) = self.changed.snapshot(&self.tables[0], groups)?;
         snapshot.put(&self.tables[0], table)?;
         snapshot.keyed.push(keyed);
         Ok(snapshot)
