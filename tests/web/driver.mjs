@@ -63,7 +63,7 @@ export async function open(browserName, { executablePath, nodeModules, problems,
       },
     });
     const page = await browser.newPage();
-    await page.setViewport({ width: 1280, height: 900 });
+    await firefoxViewport(page, { width: 1280, height: 900 });
     watch(page);
     return {
       goto: (url) => page.goto(url),
@@ -83,10 +83,34 @@ export async function open(browserName, { executablePath, nodeModules, problems,
       press: (key) => page.keyboard.press(key),
       evaluate: (fn) => page.evaluate(fn),
       waitForFunction: (fn, arg, timeout = 30000) => page.waitForFunction(fn, { timeout }, arg),
-      setViewport: (width, height) => page.setViewport({ width, height }),
+      setViewport: (width, height) => firefoxViewport(page, { width, height }),
       screenshot: (path) => page.screenshot({ path, fullPage: true }),
       close: () => browser.close(),
     };
   }
   throw new Error(`unknown browser ${browserName}`);
+}
+
+// Puppeteer sends the viewport and a screen orientation override together;
+// Firefox ESR 140's WebDriver BiDi has no emulation.setScreenOrientationOverride
+// and refuses that one command (the viewport itself is set). Only that
+// refusal is let through; the viewport is checked as the page sees it.
+async function firefoxViewport(page, viewport) {
+  try {
+    await page.setViewport(viewport);
+  } catch (error) {
+    if (!String(error?.message).includes('emulation.setScreenOrientationOverride')) {
+      throw error;
+    }
+  }
+  // The viewport command was sent beside the refused one: wait for it.
+  let width = 0;
+  for (let tries = 0; tries < 50; tries++) {
+    width = await page.evaluate(() => window.innerWidth);
+    if (width === viewport.width) {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`firefox: viewport ${viewport.width} wide asked, the page is ${width}`);
 }
