@@ -260,25 +260,6 @@ impl TableSpec {
         }
         Ok(())
     }
-
-    /// The layout as one line (name, column types, key): what a
-    /// checkpoint's state depends on.
-    pub fn layout(&self) -> String {
-        let types: Vec<String> = self
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.data_type().to_string())
-            .collect();
-        let key = match &self.key {
-            TableKey::Whole => "whole".to_string(),
-            TableKey::Columns(n) => format!("key columns {n:?}"),
-            TableKey::Encoded(types) => format!("encoded key of {}", types.len()),
-            TableKey::Exprs(exprs) => format!("key of {} expressions", exprs.len()),
-            TableKey::Dependent { on, by } => format!("under {on} ({by:?})"),
-        };
-        format!("{}({}) {key}", self.name, types.join(", "))
-    }
 }
 
 fn column_list(schema: &Schema) -> String {
