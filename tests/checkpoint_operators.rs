@@ -27,9 +27,9 @@ use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::{Checkpoint, CheckpointKind, NodeCheckpoint};
 use eddy_engine::distribute::instances::{expand_with, Origin};
-use eddy_engine::graph::{ConnectorFactory, JobGraph, NodeId, NodeKind, Partitioning};
+use eddy_engine::graph::{ConnectorFactory, JobGraph, NodeId, NodeKind};
 use eddy_engine::key_groups::KeyGroups;
-use eddy_engine::operator::{Collector, Operator};
+use eddy_engine::operator::{Collector, Distribution, Operator};
 use eddy_engine::partition::instance_rows;
 use eddy_engine::rescale::checkpoint::rescale;
 use eddy_engine::source::{SourceContext, SourceRunner};
@@ -397,8 +397,7 @@ fn routed(
     for (input, step) in steps {
         match step {
             Step::Batch(batch) => {
-                let Partitioning::Hash(exprs) = &graph.nodes[node].inputs[*input].partitioning
-                else {
+                let Distribution::Hash(exprs) = graph.input_distribution(node, *input) else {
                     panic!("input {input} of a keyed node is not hashed");
                 };
                 let keys: Vec<ArrayRef> = exprs

@@ -152,6 +152,18 @@ fn explain_prints_the_operator_graph() {
         text.contains("sink device_metrics [connector=stdout]"),
         "{text}"
     );
+    // Window columns DataFusion names after their interval arguments read
+    // as the SQL that wrote them, not as Rust debug text.
+    assert!(
+        text.contains("hop(INTERVAL '1' SECOND,INTERVAL '5' SECOND)"),
+        "{text}"
+    );
+    assert!(!text.contains("IntervalMonthDayNano"), "{text}");
+    // A join's inputs are hashed by its keys, each side by its own.
+    assert!(
+        text.contains("hash(order_id@1), #3 hash(order_id@0)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -34,7 +34,7 @@ use crate::graph::{JobGraph, NodeId, NodeKind};
 /// use std::sync::Arc;
 /// use datafusion::arrow::datatypes::{DataType, Field, Schema};
 /// use eddy_engine::chains::Chains;
-/// use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeKind, Partitioning};
+/// use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeKind};
 /// use eddy_engine::source::{BadRowPolicy, SourceColumn, SourceLayout};
 ///
 /// let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
@@ -69,7 +69,7 @@ use crate::graph::{JobGraph, NodeId, NodeKind};
 ///     graph.add(Node {
 ///         name: sink.into(),
 ///         kind: NodeKind::Sink { spec: spec(sink) },
-///         inputs: vec![Edge { from: source, port: 0, partitioning: Partitioning::Forward }],
+///         inputs: vec![Edge::new(source, 0)],
 ///         schema: schema.clone(),
 ///         uid: None,
 ///     });
@@ -202,7 +202,7 @@ mod tests {
     use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
     use super::*;
-    use crate::graph::{ConnectorSpec, Edge, Node, Partitioning};
+    use crate::graph::{ConnectorSpec, Edge, Node};
     use crate::operators::union::UnionPlan;
     use crate::source::{BadRowPolicy, SourceColumn, SourceLayout};
 
@@ -224,11 +224,7 @@ mod tests {
     }
 
     fn edge(from: NodeId, port: usize) -> Edge {
-        Edge {
-            from,
-            port,
-            partitioning: Partitioning::Forward,
-        }
+        Edge::new(from, port)
     }
 
     fn source(graph: &mut JobGraph, name: &str) -> NodeId {

@@ -4,8 +4,10 @@
 //! Nodes are stored in topological order (every edge points from a lower to
 //! a higher index). An [`Edge`] names the producing node, the producer's
 //! output port (0 = main, [`crate::operator::LATE_PORT`] = a source's late
-//! rows, [`crate::operator::BAD_PORT`] = its bad rows) and how rows are routed when the consumer runs with several parallel
-//! instances ([`Partitioning`]). Nothing in a graph holds per-run state:
+//! rows, [`crate::operator::BAD_PORT`] = its bad rows). How rows are
+//! routed when the consumer runs as several parallel instances is the
+//! consumer's own declaration ([`JobGraph::input_distribution`]), so the
+//! edges carry none. Nothing in a graph holds per-run state:
 //! sources and sinks are opened through a [`ConnectorFactory`] and operators
 //! are created from their [`OperatorPlan`] when a job starts, so the same
 //! graph can be explained, run, and run again.
@@ -123,15 +125,15 @@ pub trait ConnectorFactory: Send + Sync {
     fn source_checkpointed(&self, _spec: &ConnectorSpec, _position: &serde_json::Value) {}
 }
 
-/// How an edge routes rows to the parallel instances of its consumer.
-#[derive(Debug, Clone)]
-pub enum Partitioning {
-    /// Each producer instance feeds the consumer instance of the same index.
-    Forward,
-    /// Rows are routed by a hash of these expressions over the edge's rows, so
-    /// all rows of a key meet in one instance of a keyed operator. With one
-    /// instance per operator (today's runtime) this routes like `Forward`.
-    Hash(Vec<Arc<dyn PhysicalExpr>>),
+impl NodeKind {
+    /// Where a node of this kind needs the rows of its input `input`; see
+    /// [`JobGraph::input_distribution`].
+    pub fn input_distribution(&self, input: usize) -> crate::operator::Distribution {
+        match self {
+            NodeKind::Operator(plan) => plan.required_input_distribution(input),
+            NodeKind::Source { .. } | NodeKind::Sink { .. } => crate::operator::Distribution::Any,
+        }
+    }
 }
 
 /// One input of a node.
@@ -141,8 +143,15 @@ pub struct Edge {
     pub from: NodeId,
     /// The producer's output port.
     pub port: usize,
-    /// Routing to parallel consumer instances.
-    pub partitioning: Partitioning,
+}
+
+impl Edge {
+    /// The edge from `from`'s output port `port`. How its rows are routed
+    /// to parallel instances of the node reading it is that node's
+    /// declaration ([`JobGraph::input_distribution`]), not the edge's.
+    pub fn new(from: NodeId, port: usize) -> Self {
+        Self { from, port }
+    }
 }
 
 /// What a node does.
@@ -227,6 +236,15 @@ impl JobGraph {
         self.nodes.len() - 1
     }
 
+    /// Where `node` needs the rows of its input `input`
+    /// ([`OperatorPlan::required_input_distribution`]); a sink takes them
+    /// as they come ([`Distribution::Any`]).
+    ///
+    /// [`Distribution::Any`]: crate::operator::Distribution::Any
+    pub fn input_distribution(&self, node: NodeId, input: usize) -> crate::operator::Distribution {
+        self.nodes[node].kind.input_distribution(input)
+    }
+
     /// The schema of what `node` emits on `port` (a source's late port
     /// adds `watermark_ms` and `lag_ms`; its bad port is the bad-row table).
     pub fn port_schema(&self, node: NodeId, port: usize) -> SchemaRef {
@@ -299,8 +317,14 @@ impl JobGraph {
     }
 
     /// One node as `eddy explain` prints it: what it does, where its inputs
-    /// come from, and its schema.
+    /// come from, and its schema, interval literals written as SQL writes
+    /// them ([`crate::interval_text`]).
     pub fn describe_node(&self, id: NodeId) -> String {
+        crate::interval_text::readable_intervals(&self.numbered_text(id))
+    }
+
+    /// [`JobGraph::describe_node`] with names as DataFusion gives them.
+    fn numbered_text(&self, id: NodeId) -> String {
         format!("#{id} {}", self.node_text(id, &|from| format!("#{from}")))
     }
 
@@ -356,7 +380,8 @@ impl JobGraph {
         let inputs: Vec<String> = node
             .inputs
             .iter()
-            .map(|e| {
+            .enumerate()
+            .map(|(index, e)| {
                 let port = match (&self.nodes[e.from].kind, e.port) {
                     (_, 0) => String::new(),
                     (NodeKind::Source { .. }, crate::operator::LATE_PORT) => ".late".into(),
@@ -364,12 +389,16 @@ impl JobGraph {
                     // An operator's other ports (a key split's instances).
                     (_, port) => format!(".{port}"),
                 };
-                let part = match &e.partitioning {
-                    Partitioning::Forward => String::new(),
-                    Partitioning::Hash(keys) => {
-                        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-                        format!(" hash({})", keys.join(", "))
-                    }
+                let keys: Vec<String> = node
+                    .kind
+                    .input_distribution(index)
+                    .keys()
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect();
+                let part = match keys.is_empty() {
+                    true => String::new(),
+                    false => format!(" hash({})", keys.join(", ")),
                 };
                 format!("{}{}{}", input(e.from), port, part)
             })
@@ -408,7 +437,7 @@ impl JobGraph {
     /// inputs and schema and, for connectors, every option. A resumed job
     /// refuses state whose fingerprint differs from the node's.
     pub fn fingerprint(&self, id: NodeId) -> String {
-        format!("{}{}", self.describe_node(id), self.options_text(id))
+        format!("{}{}", self.numbered_text(id), self.options_text(id))
     }
 
     /// A connector's options as a fingerprint lists them (nothing for an

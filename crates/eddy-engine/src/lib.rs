@@ -21,6 +21,7 @@ pub mod distribute;
 pub mod error;
 pub mod graph;
 pub mod identity;
+pub mod interval_text;
 pub mod key_groups;
 pub mod memory;
 pub mod message;

@@ -273,20 +273,56 @@ pub fn wall_clock_ms() -> Timestamp {
         .unwrap_or_default()
 }
 
-/// Where an operator needs its input rows when the job runs spread over
-/// parallel instances or scaled-out tasks ([`crate::distribute`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an operator needs the rows of one of its inputs when the job runs
+/// spread over parallel instances or scaled-out tasks
+/// ([`crate::distribute`]): DataFusion's `Distribution` for a stream. Each
+/// operator declares it once per input
+/// ([`OperatorPlan::required_input_distribution`]); the distribution pass
+/// derives every edge's routing from it, so what an operator's state is
+/// keyed by and how its rows reach it cannot disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Distribution {
     /// Any instance may take any row: the operator keeps no state across
     /// rows (a calc, a union, a key split). It runs where its input is.
     Any,
-    /// The rows of one key (the operator's
-    /// [`OperatorPlan::partition_keys`]) must meet in one instance; keys
-    /// may be spread over many.
-    Keyed,
+    /// The rows whose expressions (over this input's rows) are equal must
+    /// meet in one instance; keys may be spread over many. Never empty
+    /// ([`Distribution::hash`] says [`Distribution::Single`] for no keys).
+    Hash(Vec<Arc<dyn PhysicalExpr>>),
     /// Every row must meet in one instance (a global aggregate, anything
     /// whose state is not keyed).
     Single,
+}
+
+impl Distribution {
+    /// Rows hashed by `keys`, or [`Distribution::Single`] without keys (a
+    /// keyed operator with nothing to key by keeps one state).
+    pub fn hash(keys: Vec<Arc<dyn PhysicalExpr>>) -> Self {
+        if keys.is_empty() {
+            Self::Single
+        } else {
+            Self::Hash(keys)
+        }
+    }
+
+    /// Whether any instance may take any row (a stateless operator).
+    pub fn is_any(&self) -> bool {
+        matches!(self, Self::Any)
+    }
+
+    /// Whether rows are spread by a key (the operator may run as many
+    /// instances).
+    pub fn is_hash(&self) -> bool {
+        matches!(self, Self::Hash(_))
+    }
+
+    /// The expressions rows are hashed by (none unless hashed).
+    pub fn keys(&self) -> &[Arc<dyn PhysicalExpr>] {
+        match self {
+            Self::Hash(keys) => keys,
+            Self::Any | Self::Single => &[],
+        }
+    }
 }
 
 /// The immutable description of an operator node; creates its per-run state.
@@ -297,22 +333,22 @@ pub trait OperatorPlan: Send + Sync + Debug {
     fn describe(&self) -> String;
     /// The schema of the rows this operator emits on port 0.
     fn output_schema(&self) -> SchemaRef;
-    /// Expressions over the input rows that the operator's state is keyed
-    /// by. The planner hash-partitions a keyed operator's input edges on them,
-    /// so that several parallel instances can each own a share of the keys;
-    /// an empty list means the operator is not keyed.
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        Vec::new()
+    /// Where the operator needs the rows of input `input` (0 for an
+    /// operator with one): hashed by expressions over that input's rows
+    /// when its state is keyed (a join says each side's own keys), one
+    /// instance when its state is not keyed (the default), any when it
+    /// keeps no state. The only declaration of an operator's distribution:
+    /// the pass that runs keyed operators as N instances or cuts a job over
+    /// tasks ([`crate::distribute`]) hashes each edge by it, and every input
+    /// of an operator is spread alike (all hashed, all single or all any).
+    fn required_input_distribution(&self, _input: usize) -> Distribution {
+        Distribution::Single
     }
-    /// Where the operator needs its rows: by default keyed when it has
-    /// partition keys and single when not; stateless operators say
-    /// [`Distribution::Any`].
+    /// How the operator as a whole runs spread out: its first input's
+    /// [`OperatorPlan::required_input_distribution`] (every input is
+    /// spread alike).
     fn distribution(&self) -> Distribution {
-        if self.partition_keys().is_empty() {
-            Distribution::Single
-        } else {
-            Distribution::Keyed
-        }
+        self.required_input_distribution(0)
     }
     /// Output ports the operator emits on ([`Collector::emit_to`]); all
     /// carry [`OperatorPlan::output_schema`]'s rows, and watermarks and

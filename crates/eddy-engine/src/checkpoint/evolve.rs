@@ -33,7 +33,6 @@ use crate::distribute::instances::Origin;
 use crate::error::{EngineError, Result};
 use crate::graph::{JobGraph, NodeKind};
 use crate::identity::NamedIdentity;
-use crate::operator::Distribution;
 
 /// A checkpoint mapped onto a changed query.
 #[derive(Debug, Default)]
@@ -58,7 +57,7 @@ pub struct Mapped {
 /// Whether a node keeps state worth naming when it starts afresh.
 pub fn stateful(graph: &JobGraph, id: usize) -> bool {
     match &graph.nodes[id].kind {
-        NodeKind::Operator(plan) => plan.distribution() != Distribution::Any,
+        NodeKind::Operator(plan) => !plan.distribution().is_any(),
         NodeKind::Source { .. } | NodeKind::Sink { .. } => true,
     }
 }
@@ -313,7 +312,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::manifest::CheckpointLayout;
     use crate::checkpoint::CheckpointKind;
-    use crate::graph::{ConnectorSpec, Edge, Node, NodeId, Partitioning};
+    use crate::graph::{ConnectorSpec, Edge, Node, NodeId};
     use crate::key_groups::KeyGroups;
     use crate::operator::{Collector, OperatorPlan};
     use crate::operators::temporal_join::TemporalJoinPlan;
@@ -394,11 +393,7 @@ mod tests {
         let mut graph = JobGraph::default();
         let left = source(&mut graph, "l");
         let right = source(&mut graph, "r");
-        let hashed = |from| Edge {
-            from,
-            port: 0,
-            partitioning: Partitioning::Hash(key.clone()),
-        };
+        let hashed = |from| Edge::new(from, 0);
         let join = graph.add(Node {
             name: "join".into(),
             kind: NodeKind::Operator(Arc::new(plan.clone())),

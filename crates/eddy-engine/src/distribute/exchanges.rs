@@ -30,8 +30,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::error::{EngineError, Result};
-use crate::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
-use crate::operator::Distribution;
+use crate::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind};
 use crate::operators::calc::{CalcPlan, CalcStep};
 use crate::source::{BadRowPolicy, SourceColumn, SourceLayout};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
@@ -109,11 +108,10 @@ struct Cut {
     exprs: Vec<Arc<dyn PhysicalExpr>>,
 }
 
-fn hashed_exprs(edge: &Edge) -> Vec<Arc<dyn PhysicalExpr>> {
-    match &edge.partitioning {
-        Partitioning::Hash(exprs) => exprs.clone(),
-        Partitioning::Forward => Vec::new(),
-    }
+/// What input `input` of `node` needs its rows hashed by (none: one
+/// task, or any).
+fn hashed_exprs(node: &Node, input: usize) -> Vec<Arc<dyn PhysicalExpr>> {
+    node.kind.input_distribution(input).keys().to_vec()
 }
 
 fn column_names(exprs: &[Arc<dyn PhysicalExpr>]) -> BTreeSet<String> {
@@ -157,7 +155,7 @@ pub fn plan(
                 },
                 |s| (*s).clone(),
             ),
-            NodeKind::Operator(plan) if plan.distribution() == Distribution::Any => {
+            NodeKind::Operator(plan) if plan.distribution().is_any() => {
                 if !same_domain {
                     return Err(EngineError::Config(format!(
                         "--group: {} joins streams that are spread over the tasks by different keys; key the operators before it alike",
@@ -174,18 +172,18 @@ pub fn plan(
                 }
             }
             NodeKind::Operator(_) => {
-                let names: Vec<BTreeSet<String>> = node
-                    .inputs
-                    .iter()
-                    .map(|e| column_names(&hashed_exprs(e)))
+                let names: Vec<BTreeSet<String>> = (0..node.inputs.len())
+                    .map(|input| column_names(&hashed_exprs(node, input)))
                     .collect();
                 let keyed_alike = same_domain
-                    && node.inputs.iter().zip(&names).zip(&inputs).all(
-                        |((edge, names), spread)| {
-                            !hashed_exprs(edge).is_empty()
+                    && names
+                        .iter()
+                        .zip(&inputs)
+                        .enumerate()
+                        .all(|(input, (names, spread))| {
+                            !hashed_exprs(node, input).is_empty()
                                 && names.iter().any(|n| spread.keys.contains(n))
-                        },
-                    );
+                        });
                 let own: BTreeSet<String> = names.iter().flatten().cloned().collect();
                 if keyed_alike {
                     Spread {
@@ -193,11 +191,11 @@ pub fn plan(
                         keys: own,
                     }
                 } else {
-                    for (input, edge) in node.inputs.iter().enumerate() {
+                    for input in 0..node.inputs.len() {
                         cuts.push(Cut {
                             consumer: id,
                             input,
-                            exprs: hashed_exprs(edge),
+                            exprs: hashed_exprs(node, input),
                         });
                     }
                     domains += 1;
@@ -270,11 +268,7 @@ fn cut_in(
             let id = out.add(Node {
                 name: format!("calc#{}", out.nodes.len()),
                 kind: NodeKind::Operator(Arc::new(calc)),
-                inputs: vec![Edge {
-                    from: edge.from,
-                    port: edge.port,
-                    partitioning: Partitioning::Forward,
-                }],
+                inputs: vec![Edge::new(edge.from, edge.port)],
                 schema: with_keys.clone(),
                 uid: None,
             });
@@ -289,11 +283,7 @@ fn cut_in(
                     ..topics.sink(&topic, &keys, tasks)
                 },
             },
-            inputs: vec![Edge {
-                from: sink_from,
-                port: sink_port,
-                partitioning: Partitioning::Forward,
-            }],
+            inputs: vec![Edge::new(sink_from, sink_port)],
             schema: sink_schema,
             uid: None,
         });

@@ -2,9 +2,8 @@
 //! as N instances, each owning the keys that hash to it.
 //!
 //! In: a job graph and N. Out: the graph to run, in which each operator
-//! that declares [`Distribution::Keyed`] and whose inputs are all hash
-//! edges (`Partitioning::Hash`, from `OperatorPlan::partition_keys`) is
-//! replaced by
+//! that declares its inputs hashed ([`Distribution::Hash`], from
+//! `OperatorPlan::required_input_distribution`) is replaced by
 //!
 //! ```text
 //!  producer ─> key_split ─ port 0 ────> operator/0 ───┐
@@ -38,24 +37,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind};
 use crate::key_groups::KeyGroups;
 use crate::operator::{Distribution, OperatorPlan};
 use crate::operators::key_split::KeySplitPlan;
 use crate::operators::union::UnionPlan;
 
-/// Whether `node` runs as N instances: a stateful operator whose every
-/// input is hashed by a non-empty key.
+/// Whether `node` runs as N instances: an operator that needs every
+/// input hashed by a key.
 fn runs_in_parallel(node: &Node) -> bool {
-    match &node.kind {
-        NodeKind::Operator(plan) if plan.distribution() == Distribution::Keyed => {
-            !node.inputs.is_empty()
-                && node.inputs.iter().all(
-                    |e| matches!(&e.partitioning, Partitioning::Hash(keys) if !keys.is_empty()),
-                )
-        }
-        _ => false,
-    }
+    matches!(node.kind, NodeKind::Operator(_))
+        && !node.inputs.is_empty()
+        && (0..node.inputs.len()).all(|input| node.kind.input_distribution(input).is_hash())
 }
 
 /// Where a node of an expanded graph comes from, by the node of the graph
@@ -149,11 +142,7 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
     let mut made: HashMap<(NodeId, usize, String), NodeId> = HashMap::new();
     let remap = |moved: &[(NodeId, bool)], edge: &Edge| {
         let (from, parallel) = moved[edge.from];
-        Edge {
-            from,
-            port: if parallel { 0 } else { edge.port },
-            partitioning: edge.partitioning.clone(),
-        }
+        Edge::new(from, if parallel { 0 } else { edge.port })
     };
     for (id, node) in planned.nodes.iter().enumerate() {
         if !runs_in_parallel(node) {
@@ -166,13 +155,12 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
         // One split per input, each instance reading its port of each.
         let mut splits = Vec::with_capacity(node.inputs.len());
         for (input, edge) in node.inputs.iter().enumerate() {
-            let Partitioning::Hash(keys) = &edge.partitioning else {
+            let Distribution::Hash(keys) = node.kind.input_distribution(input) else {
                 continue;
             };
             let schema = planned.port_schema(edge.from, edge.port);
-            let mut feed = remap(&moved, edge);
-            feed.partitioning = Partitioning::Forward;
-            let plan = KeySplitPlan::new(schema.clone(), keys.clone(), instances, key_groups);
+            let feed = remap(&moved, edge);
+            let plan = KeySplitPlan::new(schema.clone(), keys, instances, key_groups);
             let split = *made
                 .entry((feed.from, feed.port, plan.describe()))
                 .or_insert_with(|| {
@@ -185,17 +173,13 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
                         uid: None,
                     })
                 });
-            splits.push((split, edge.partitioning.clone()));
+            splits.push(split);
         }
         let mut copies = Vec::with_capacity(parallelism);
         for index in 0..instances {
             let inputs = splits
                 .iter()
-                .map(|(split, partitioning)| Edge {
-                    from: *split,
-                    port: index as usize,
-                    partitioning: partitioning.clone(),
-                })
+                .map(|&split| Edge::new(split, index as usize))
                 .collect();
             copies.push(out.add(Node {
                 name: format!("{}/{index}", node.name),
@@ -209,14 +193,7 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
         let union = out.add(Node {
             name: format!("{}/union", node.name),
             kind: NodeKind::Operator(Arc::new(UnionPlan::new(node.schema.clone(), copies.len()))),
-            inputs: copies
-                .iter()
-                .map(|&from| Edge {
-                    from,
-                    port: 0,
-                    partitioning: Partitioning::Forward,
-                })
-                .collect(),
+            inputs: copies.iter().map(|&from| Edge::new(from, 0)).collect(),
             schema: node.schema.clone(),
             uid: None,
         });

@@ -61,7 +61,7 @@ impl CalcPlan {
 }
 
 impl OperatorPlan for CalcPlan {
-    fn distribution(&self) -> crate::operator::Distribution {
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
         crate::operator::Distribution::Any
     }
 

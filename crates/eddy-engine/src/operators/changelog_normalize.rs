@@ -90,8 +90,8 @@ impl OperatorPlan for ChangelogNormalizePlan {
         self.schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.keys.clone()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(self.keys.clone())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {

@@ -181,6 +181,31 @@ pub struct JoinInput {
 }
 
 impl JoinInput {
+    /// `expr`, over the kept columns, as the same expression over the
+    /// input's own columns.
+    pub fn over_input(&self, expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        let Some(columns) = &self.columns else {
+            return Arc::clone(expr);
+        };
+        Arc::clone(expr)
+            .transform(|e| {
+                Ok(
+                    match e.downcast_ref::<datafusion::physical_expr::expressions::Column>() {
+                        Some(c) => Transformed::yes(Arc::new(
+                            datafusion::physical_expr::expressions::Column::new(
+                                c.name(),
+                                columns.get(c.index()).copied().unwrap_or(c.index()),
+                            ),
+                        )
+                            as Arc<dyn PhysicalExpr>),
+                        None => Transformed::no(e),
+                    },
+                )
+            })
+            .map_or_else(|_| Arc::clone(expr), |t| t.data)
+    }
+
     /// `batch` filtered and projected.
     pub fn prepare(&self, batch: RecordBatch) -> Result<RecordBatch> {
         let batch = match &self.filter {
@@ -357,8 +382,14 @@ impl OperatorPlan for IntervalJoinPlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.left_keys.clone()
+    /// Each side by its own keys, as expressions over the side's input
+    /// rows (the keys the join keeps refer to the columns it keeps).
+    fn required_input_distribution(&self, input: usize) -> crate::operator::Distribution {
+        let (keys, side) = match input {
+            0 => (&self.left_keys, &self.inputs[0]),
+            _ => (&self.right_keys, &self.inputs[1]),
+        };
+        crate::operator::Distribution::hash(keys.iter().map(|key| side.over_input(key)).collect())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {

@@ -62,7 +62,7 @@ impl KeySplitPlan {
 }
 
 impl OperatorPlan for KeySplitPlan {
-    fn distribution(&self) -> crate::operator::Distribution {
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
         crate::operator::Distribution::Any
     }
 

@@ -73,7 +73,7 @@ pub struct ProcessingTimeClockPlan {
 impl OperatorPlan for ProcessingTimeClockPlan {
     /// Stateless: each instance stamps the rows it is given; the window
     /// after it takes the least of their watermarks.
-    fn distribution(&self) -> crate::operator::Distribution {
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
         crate::operator::Distribution::Any
     }
 

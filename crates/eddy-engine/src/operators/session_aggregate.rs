@@ -108,6 +108,13 @@ pub struct SessionAggregatePlan {
     pub aggregates: Vec<WindowAggregate>,
 }
 
+impl SessionAggregatePlan {
+    /// The grouping keys, as expressions over the input rows.
+    fn key_exprs(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    }
+}
+
 impl OperatorPlan for SessionAggregatePlan {
     fn kind(&self) -> &'static str {
         "session_aggregate"
@@ -132,12 +139,12 @@ impl OperatorPlan for SessionAggregatePlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(self.key_exprs())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let keys: Vec<Arc<dyn PhysicalExpr>> = self.partition_keys();
+        let keys: Vec<Arc<dyn PhysicalExpr>> = self.key_exprs();
         let converter = key_converter(&keys, &self.input_schema)?;
         let tables = self.state_tables()?;
         Ok(Box::new(SessionAggregateOperator {
@@ -158,7 +165,7 @@ impl OperatorPlan for SessionAggregatePlan {
     /// keys over them; `sessions` a row per open session: its key
     /// row-encoded, its start, its last row's time, each aggregate's state.
     fn state_tables(&self) -> Result<Vec<TableSpec>> {
-        let keys = self.partition_keys();
+        let keys = self.key_exprs();
         let mut fields = vec![
             Field::new("key", DataType::Binary, false),
             Field::new("start", DataType::Int64, false),
@@ -653,7 +660,7 @@ impl Operator for SessionAggregateOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::{Collector, Distribution};
+    use crate::operator::Collector;
     use crate::operators::testing::{
         count_and_sum_by_k, fired_windows as fired, timed_rows as rows, timed_schema,
         windowed_output,
@@ -676,7 +683,7 @@ mod tests {
 
     #[test]
     fn a_row_bridging_two_sessions_merges_them_and_a_gap_closes_one() {
-        assert_eq!(plan().distribution(), Distribution::Keyed);
+        assert!(plan().distribution().is_hash());
         let mut op = plan().create().unwrap();
         let mut out = Collector::default();
         // a: 0 and 18 would be two sessions; 9 (out of order) bridges them.

@@ -137,8 +137,12 @@ impl OperatorPlan for TemporalJoinPlan {
     /// The probe side's join keys: each key's versions and probe rows meet
     /// in one instance, so the join runs as several (the table side is
     /// hashed by its own keys, of the same types).
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.left_keys.clone()
+    /// The probe (input 0) and the table (input 1), each by its own keys.
+    fn required_input_distribution(&self, input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(match input {
+            0 => self.left_keys.clone(),
+            _ => self.right_keys.clone(),
+        })
     }
 
     /// The watermark is the least of the parts', the late rows their sum.

@@ -25,7 +25,7 @@ impl UnionPlan {
 }
 
 impl OperatorPlan for UnionPlan {
-    fn distribution(&self) -> crate::operator::Distribution {
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
         crate::operator::Distribution::Any
     }
 

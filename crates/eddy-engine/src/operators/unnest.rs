@@ -84,7 +84,7 @@ impl OperatorPlan for UnnestPlan {
         self.output_schema.clone()
     }
 
-    fn distribution(&self) -> Distribution {
+    fn required_input_distribution(&self, _input: usize) -> Distribution {
         Distribution::Any
     }
 

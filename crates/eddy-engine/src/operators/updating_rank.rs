@@ -179,8 +179,8 @@ impl OperatorPlan for UpdatingRankPlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.partition_by.clone()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(self.partition_by.clone())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {

@@ -167,8 +167,10 @@ impl OperatorPlan for WindowAggregatePlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(
+            self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect(),
+        )
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
@@ -1152,7 +1154,6 @@ impl Operator for WindowAggregateOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::Distribution;
     use crate::operators::testing::{
         count_and_sum_by_k, fired_windows as fired, timed_rows as rows, timed_schema,
         windowed_output,
@@ -1176,7 +1177,7 @@ mod tests {
     #[test]
     fn a_tumbling_window_fires_at_its_end_and_counts_what_comes_after_as_late() {
         let plan = plan(WindowSpec::tumble(10));
-        assert_eq!(plan.distribution(), Distribution::Keyed);
+        assert!(plan.distribution().is_hash());
         let mut op = plan.create().unwrap();
         let mut out = Collector::default();
         op.on_batch(

@@ -148,8 +148,8 @@ impl OperatorPlan for WindowRankPlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.partition_by.clone()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(self.partition_by.clone())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
@@ -518,7 +518,6 @@ mod tests {
     use datafusion::physical_expr::expressions::col;
 
     use super::*;
-    use crate::operator::Distribution;
     use crate::operators::testing::{timed_rows as rows, timed_schema};
 
     /// Rows ranked by `v` descending within the window `ts` names (its
@@ -588,7 +587,7 @@ mod tests {
 
     #[test]
     fn a_complete_window_is_ranked_with_ties_in_row_order() {
-        assert_eq!(plan(None).distribution(), Distribution::Keyed);
+        assert!(plan(None).distribution().is_hash());
         let mut op = plan(None).create().unwrap();
         let mut out = Collector::default();
         // c and a tie: a ranks first, whichever came first.

@@ -177,7 +177,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 /// use datafusion::arrow::array::Int64Array;
 /// use datafusion::arrow::datatypes::{DataType, Field, Schema};
 /// use datafusion::arrow::record_batch::RecordBatch;
-/// use eddy_engine::graph::{ConnectorFactory, ConnectorSpec, Edge, JobGraph, Node, NodeKind, Partitioning};
+/// use eddy_engine::graph::{ConnectorFactory, ConnectorSpec, Edge, JobGraph, Node, NodeKind};
 /// use eddy_engine::runtime::{start_job, JobConfig, JobState};
 /// use eddy_engine::sink::{SinkMode, SinkWriter};
 /// use eddy_engine::source::{BadRowPolicy, SourceColumn, SourceContext, SourceLayout, SourceReader};
@@ -239,7 +239,7 @@ fn restored_clock(node: &str, inputs: usize, saved: Option<&NodeCheckpoint>) -> 
 /// graph.add(Node {
 ///     name: "out".into(),
 ///     kind: NodeKind::Sink { spec: spec("out") },
-///     inputs: vec![Edge { from: source, port: 0, partitioning: Partitioning::Forward }],
+///     inputs: vec![Edge::new(source, 0)],
 ///     schema: schema.clone(),
 ///     uid: None,
 /// });

@@ -20,7 +20,7 @@ use eddy_engine::operators::AggregateCall;
 use eddy_engine::window::window_struct_type;
 use eddy_engine::window::WindowSpec;
 
-use super::stream::{add_operator, keyed, Stream, TimeAttr};
+use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 use crate::udf::{session_gap, window_spec, window_time_argument};
@@ -221,8 +221,7 @@ impl Compiler {
             .iter()
             .position(|c| matches!(c, GroupColumn::Window | GroupColumn::WindowStart));
         let from = input.materialize(&mut self.graph);
-        let partitioning = keyed(plan.partition_keys());
-        let node = add_operator(&mut self.graph, plan, vec![(from, partitioning)]);
+        let node = add_operator(&mut self.graph, plan, vec![from]);
         let time = window_column.map(|column| TimeAttr {
             column,
             allowed_lateness_ms: time.allowed_lateness_ms,

@@ -74,7 +74,7 @@ use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{
     Expr as SqlExpr, ObjectName, Set, Statement, Value as SqlValue,
 };
-use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use eddy_engine::graph::{ConnectorSpec, Edge, JobGraph, Node, NodeId, NodeKind};
 use eddy_engine::operators::calc::CalcStep;
 use eddy_engine::operators::union::UnionPlan;
 
@@ -984,11 +984,7 @@ impl Compiler {
                 },
                 inputs: endpoints
                     .into_iter()
-                    .map(|e| Edge {
-                        from: e.node,
-                        port: e.port,
-                        partitioning: Partitioning::Forward,
-                    })
+                    .map(|e| Edge::new(e.node, e.port))
                     .collect(),
                 schema: def.schema(),
                 uid: None,
@@ -1141,7 +1137,7 @@ impl Compiler {
                 let normalized = stream::add_operator(
                     &mut self.graph,
                     Arc::new(plan),
-                    vec![(Endpoint { node, port: 0 }, stream::keyed(keys))],
+                    vec![Endpoint { node, port: 0 }],
                 );
                 self.normalized.insert(name.to_string(), normalized);
                 normalized
@@ -1604,14 +1600,10 @@ impl Compiler {
             ),
             None => Arc::new(schema.as_arrow().clone()),
         };
-        let inputs = endpoints
-            .iter()
-            .map(|&e| (e, Partitioning::Forward))
-            .collect();
         let node = stream::add_operator(
             &mut self.graph,
             Arc::new(UnionPlan::new(arrow, endpoints.len())),
-            inputs,
+            endpoints.clone(),
         );
         let lost = (timed && time.is_none()).then(|| {
             "the inputs of the union do not all pass on their event time in the same column"

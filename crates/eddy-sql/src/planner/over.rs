@@ -22,7 +22,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::operators::over::{Frame, OverFunction, OverPlan, RunningAggregate};
 
-use super::stream::{add_operator, keyed, Stream};
+use super::stream::{add_operator, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -255,11 +255,7 @@ impl Compiler {
             state_ttl_ms: self.state_ttl_ms,
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, keyed(partition_by))],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         // The input's columns come first and unchanged.
         let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), Some(time));
         stream.windows = input.windows;

@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::Expr;
-use eddy_engine::graph::Partitioning;
 use eddy_engine::operators::processing_time::ProcessingTimeClockPlan;
 
 use super::stream::{add_operator, Stream, TimeAttr};
@@ -109,11 +108,7 @@ impl Compiler {
             column,
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, Partitioning::Forward)],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         Stream::of_node(
             node,
             &self.graph,

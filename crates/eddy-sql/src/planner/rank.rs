@@ -31,7 +31,7 @@ use eddy_engine::operators::updating_rank::{Arrival, UpdatingRankPlan};
 use eddy_engine::operators::window_rank::{RankFunction, WindowRankPlan};
 
 use super::stream::{
-    add_operator, keyed, updating_output, Changelog, Endpoint, Stream, TimeAttr, WindowColumn,
+    add_operator, updating_output, Changelog, Endpoint, Stream, TimeAttr, WindowColumn,
 };
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
@@ -303,11 +303,7 @@ impl Compiler {
             limit,
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, keyed(partition_by))],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         // The input's columns come first and unchanged.
         let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), Some(time));
         stream.windows = input.windows;
@@ -421,11 +417,7 @@ impl Compiler {
             arrival,
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, keyed(partition_by))],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         if append_only {
             let rows = super::stream::without_row_kind(&mut self.graph, Endpoint { node, port: 0 });
             let mut stream = Stream::of_node(rows.node, &self.graph, window.schema.clone(), None);

@@ -14,7 +14,6 @@ use eddy_engine::operators::event_time_sort::EventTimeSortPlan;
 use super::stream::{add_operator, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use eddy_engine::graph::Partitioning;
 
 impl Compiler {
     pub(super) fn plan_sort(&mut self, sort: &Sort, position: &Position) -> Result<Stream> {
@@ -79,11 +78,7 @@ impl Compiler {
         };
         let windows = input.windows.clone();
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, Partitioning::Forward)],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         let mut stream =
             Stream::of_node(node, &self.graph, sort.input.schema().clone(), Some(time));
         stream.windows = windows;

@@ -11,7 +11,7 @@ use datafusion::common::{DFSchema, DFSchemaRef, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::expressions::Column;
 use eddy_engine::changelog;
-use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind, Partitioning};
+use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
 use crate::udf::{interval_expr_ms, strip_casts};
@@ -213,11 +213,7 @@ impl Stream {
         let node = graph.add(Node {
             name: format!("calc#{id}"),
             kind: NodeKind::Operator(Arc::new(plan)),
-            inputs: vec![Edge {
-                from: self.endpoint.node,
-                port: self.endpoint.port,
-                partitioning: Partitioning::Forward,
-            }],
+            inputs: vec![Edge::new(self.endpoint.node, self.endpoint.port)],
             schema: schema.clone(),
             uid: None,
         });
@@ -466,11 +462,7 @@ fn add_projection(
     let node = graph.add(Node {
         name: format!("calc#{id}"),
         kind: NodeKind::Operator(Arc::new(plan)),
-        inputs: vec![Edge {
-            from: from.node,
-            port: from.port,
-            partitioning: Partitioning::Forward,
-        }],
+        inputs: vec![Edge::new(from.node, from.port)],
         schema: output,
         uid: None,
     });
@@ -505,23 +497,14 @@ pub fn as_inserts(graph: &mut JobGraph, from: Endpoint, schema: &SchemaRef) -> E
     add_projection(graph, from, schema.clone(), exprs, output)
 }
 
-/// How rows go to an operator keyed by `keys`: by their hash, or, without
-/// keys, as they come.
-pub fn keyed(
-    keys: Vec<std::sync::Arc<dyn datafusion::physical_expr::PhysicalExpr>>,
-) -> Partitioning {
-    if keys.is_empty() {
-        Partitioning::Forward
-    } else {
-        Partitioning::Hash(keys)
-    }
-}
-
 /// Adds an operator node, named after its kind and id, reading `inputs`.
+/// How their rows reach the operator's instances is the operator's own
+/// declaration (`OperatorPlan::required_input_distribution`): the planner
+/// does not key edges.
 pub fn add_operator(
     graph: &mut JobGraph,
     plan: std::sync::Arc<dyn eddy_engine::operator::OperatorPlan>,
-    inputs: Vec<(Endpoint, Partitioning)>,
+    inputs: Vec<Endpoint>,
 ) -> NodeId {
     let id = graph.nodes.len();
     let schema = plan.output_schema();
@@ -530,11 +513,7 @@ pub fn add_operator(
         kind: NodeKind::Operator(plan),
         inputs: inputs
             .into_iter()
-            .map(|(from, partitioning)| Edge {
-                from: from.node,
-                port: from.port,
-                partitioning,
-            })
+            .map(|from| Edge::new(from.node, from.port))
             .collect(),
         schema,
         uid: None,

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use datafusion::common::NullHandling;
 use datafusion::logical_expr::Unnest;
-use eddy_engine::graph::Partitioning;
 use eddy_engine::operators::unnest::{UnnestNulls, UnnestPlan};
 
 use super::stream::{add_operator, Stream, TimeAttr};
@@ -66,11 +65,7 @@ impl Compiler {
             },
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, Partitioning::Forward)],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         let mut stream = Stream::of_node(node, &self.graph, unnest.schema.clone(), time);
         stream.windows = windows;
         if time.is_none() {

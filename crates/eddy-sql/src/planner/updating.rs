@@ -16,7 +16,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use eddy_engine::operators::updating_aggregate::UpdatingAggregatePlan;
 use eddy_engine::operators::AggregateCall;
 
-use super::stream::{add_operator, keyed, updating_output, Changelog, Stream};
+use super::stream::{add_operator, updating_output, Changelog, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -132,10 +132,7 @@ impl Compiler {
             state_ttl_ms: self.state_ttl_ms,
         });
         let from = input.materialize(&mut self.graph);
-        let partitioning = keyed(eddy_engine::operator::OperatorPlan::partition_keys(
-            plan.as_ref(),
-        ));
-        let node = add_operator(&mut self.graph, plan, vec![(from, partitioning)]);
+        let node = add_operator(&mut self.graph, plan, vec![from]);
         let mut stream = Stream::of_node(node, &self.graph, output, None);
         stream.time_lost = Some(format!(
             "{origin} emits revisions of its results, which have no event time"

@@ -18,7 +18,7 @@ use datafusion::logical_expr::physical_planning_context::PhysicalPlanningContext
 use datafusion::logical_expr::{Expr, Window};
 use eddy_engine::operators::updating_over::UpdatingOverPlan;
 
-use super::stream::{add_operator, keyed, updating_output, Changelog, Stream};
+use super::stream::{add_operator, updating_output, Changelog, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
 
@@ -94,11 +94,7 @@ impl Compiler {
             state_ttl_ms: self.state_ttl_ms,
         };
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![(from, keyed(partition_by))],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         let mut stream = Stream::of_node(node, &self.graph, window.schema.clone(), None);
         stream.time_lost = Some(format!(
             "{origin} revises its rows, which have no event time"

@@ -266,8 +266,8 @@ impl OperatorPlan for MatchRecognizePlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.partition_by.clone()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(self.partition_by.clone())
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {

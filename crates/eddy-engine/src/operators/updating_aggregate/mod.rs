@@ -170,8 +170,10 @@ impl OperatorPlan for UpdatingAggregatePlan {
         self.output_schema.clone()
     }
 
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
+        crate::operator::Distribution::hash(
+            self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect(),
+        )
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {

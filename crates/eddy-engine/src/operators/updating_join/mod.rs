@@ -180,12 +180,16 @@ impl OperatorPlan for UpdatingJoinPlan {
     /// instance (the planner hashes the right side by its keys, which
     /// have the left keys' types). Not a null-aware anti join (`NOT IN`),
     /// whose rule reads the whole right side, nor a join without keys.
-    fn partition_keys(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+    /// Each side by its own keys; a null-aware anti join (`NOT IN`) runs
+    /// as one, since a NULL on the right answers for every key.
+    fn required_input_distribution(&self, input: usize) -> crate::operator::Distribution {
         if self.null_aware {
-            Vec::new()
-        } else {
-            self.left_keys.clone()
+            return crate::operator::Distribution::Single;
         }
+        crate::operator::Distribution::hash(match input {
+            0 => self.left_keys.clone(),
+            _ => self.right_keys.clone(),
+        })
     }
 
     /// Each side's table, `left` and `right`, holds its rows: the join
@@ -928,12 +932,23 @@ mod tests {
     #[test]
     fn runs_keyed_except_a_null_aware_anti_join() {
         use crate::operator::Distribution;
-        assert_eq!(plan(JoinKind::Left).distribution(), Distribution::Keyed);
+        let keyed = plan(JoinKind::Left);
+        for (input, keys) in [(0, &keyed.left_keys), (1, &keyed.right_keys)] {
+            assert_eq!(
+                keyed.required_input_distribution(input),
+                Distribution::Hash(keys.clone())
+            );
+        }
         let not_in = UpdatingJoinPlan {
             null_aware: true,
             ..plan_of(JoinOutput::LeftAnti)
         };
-        assert_eq!(not_in.distribution(), Distribution::Single);
+        for input in 0..2 {
+            assert_eq!(
+                not_in.required_input_distribution(input),
+                Distribution::Single
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use eddy_engine::operators::lookup_join::LookupJoinPlan;
 
 use super::temporal::ProbeJoinParts;
 use crate::error::{Position, Result, SqlError};
-use crate::planner::stream::{add_operator, keyed, Stream};
+use crate::planner::stream::{add_operator, Stream};
 use crate::planner::Compiler;
 
 /// Connectors whose sources end: a table read from one of them is whole
@@ -74,14 +74,7 @@ impl Compiler {
             residual,
             wait_for_table: self.reads_bounded_sources(from_right.node),
         };
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![
-                (from_left, keyed(left_key_exprs)),
-                (from_right, keyed(right_key_exprs)),
-            ],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         Ok(Stream::of_node(
             node,
             &self.graph,

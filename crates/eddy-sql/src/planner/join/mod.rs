@@ -35,7 +35,7 @@ use eddy_engine::operators::interval_join::{
 };
 use eddy_engine::operators::updating_join::JoinOutput;
 
-use super::stream::{add_operator, keyed, Stream, TimeAttr, WindowColumn};
+use super::stream::{add_operator, Stream, TimeAttr, WindowColumn};
 
 /// A join key as a physical expression over one side's rows.
 type PhysicalKey = Arc<dyn datafusion::physical_expr::PhysicalExpr>;
@@ -333,17 +333,6 @@ impl Compiler {
         {
             input.columns = (kept.len() < width).then(|| kept.clone());
         }
-        // The exchange in front of the join hashes whole input rows.
-        let physical = |exprs: &[Expr], schema: &DFSchema| {
-            exprs
-                .iter()
-                .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
-                .collect::<datafusion::error::Result<Vec<_>>>()
-        };
-        let left_edge_keys =
-            physical(&left_keys, left_schema).map_err(|e| self.df_error(position, e))?;
-        let right_edge_keys =
-            physical(&right_keys, right_schema).map_err(|e| self.df_error(position, e))?;
         let (left_schema, right_schema) = (pruned_left.as_ref(), pruned_right.as_ref());
         // The rows a side misses are padded with NULLs, as in `join.schema`.
         let side_fields = |schema: &DFSchema, padded: bool| {
@@ -407,14 +396,7 @@ impl Compiler {
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![
-                (from_left, keyed(left_edge_keys)),
-                (from_right, keyed(right_edge_keys)),
-            ],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         // Output rows carry the left row's event time; right-only rows of
         // RIGHT/FULL joins have none, so those outputs have no event time,
         // and neither have a regular join's (a row can pair with one that

@@ -18,7 +18,7 @@ use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 use super::updating::equi_keys;
 use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
-use crate::planner::stream::{add_operator, keyed, Stream, TimeAttr};
+use crate::planner::stream::{add_operator, Stream, TimeAttr};
 use crate::planner::Compiler;
 
 impl Compiler {
@@ -109,14 +109,7 @@ impl Compiler {
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![
-                (from_left, keyed(left_key_exprs)),
-                (from_right, keyed(right_key_exprs)),
-            ],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         // Rows are emitted once the watermark passes their time plus the
         // lateness, so they keep the probe's event time without being late.
         Ok(Stream::of_node(

@@ -17,7 +17,7 @@ use eddy_engine::operators::updating_join::{JoinOutput, UpdatingJoinPlan};
 use super::condition::{side_of, Side};
 use super::inputs::{pruned, UsedColumns};
 use crate::error::{Position, Result, SqlError};
-use crate::planner::stream::{add_operator, keyed, updating_output, Changelog, Stream};
+use crate::planner::stream::{add_operator, updating_output, Changelog, Stream};
 use crate::planner::Compiler;
 use datafusion::common::DFSchemaRef;
 use eddy_engine::operators::calc::CalcStep;
@@ -108,14 +108,7 @@ impl Compiler {
         };
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
-        let node = add_operator(
-            &mut self.graph,
-            Arc::new(plan),
-            vec![
-                (from_left, keyed(left_key_exprs)),
-                (from_right, keyed(right_key_exprs)),
-            ],
-        );
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         let mut stream = Stream::of_node(node, &self.graph, join_schema, None);
         stream.time_lost = Some(format!(
             "{origin} revises its rows, which have no event time"

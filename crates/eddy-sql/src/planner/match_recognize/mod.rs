@@ -41,7 +41,7 @@ use eddy_engine::operators::match_recognize::{AfterMatch, Condition, MatchRecogn
 
 use self::navigations::{nav_column, NavigationCutter, NavigationSpec};
 use self::pattern::to_pattern;
-use super::stream::{add_operator, keyed, Stream, TimeAttr};
+use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
 use crate::context::DdlContext;
 use crate::dialect::identifiers::normalize;
@@ -543,10 +543,9 @@ impl Compiler {
         if let Some(ttl) = self.state_ttl_ms {
             plan.within_ms = Some(plan.within_ms.map_or(ttl, |w| w.min(ttl)));
         }
-        let keys = plan.partition_by.clone();
         let output = plan.output_schema.clone();
         let from = input.materialize(&mut self.graph);
-        let node = add_operator(&mut self.graph, Arc::new(plan), vec![(from, keyed(keys))]);
+        let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         let schema = DFSchema::try_from_qualified_schema(name, &output)
             .map_err(|e| self.df_error(&view.position, e))?;
         let mut stream = Stream::of_node(
