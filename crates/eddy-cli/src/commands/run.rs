@@ -122,16 +122,18 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 },
                 state_bucket: state.as_ref().and_then(|s| s.bucket.clone()),
                 session_timeout,
-                parallelism: chosen_parallelism(parallelism, 1),
-                key_groups: max_parallelism
-                    .map(|n| KeyGroups::new(u32::from(n)))
-                    .transpose()?,
-                allow_dropped_state,
                 task_memory_limit: memory_limit,
-                memory: Vec::new(),
-                label: String::new(),
-                disable_chaining: no_chaining,
-                pool: pool.clone(),
+                task: JobConfig {
+                    parallelism: chosen_parallelism(parallelism, 1),
+                    key_groups: max_parallelism
+                        .map(|n| KeyGroups::new(u32::from(n)))
+                        .transpose()?,
+                    allow_dropped_state,
+                    batch_rows: batch_size,
+                    disable_chaining: no_chaining,
+                    pool: pool.clone(),
+                    ..JobConfig::default()
+                },
             },
         )?;
         let stopper = group_job.clone();

@@ -446,11 +446,9 @@ impl JobManager {
             self.config.checkpoint_interval
         };
         let checkpoints = CheckpointConfig {
-            state_dir: self.store.checkpoint_dir(&record.id),
             interval,
-            ignore_state: false,
-            incremental: true,
             replica: self.store.replica(&record.id),
+            ..CheckpointConfig::new(self.store.checkpoint_dir(&record.id))
         };
         let handle = start_job(
             Arc::new(graph),
@@ -499,11 +497,8 @@ impl JobManager {
             task_connectors,
             GroupJobConfig {
                 checkpoints: CheckpointConfig {
-                    state_dir: self.config.group_state_dir.join(&group),
                     interval: self.config.checkpoint_interval,
-                    ignore_state: false,
-                    incremental: true,
-                    replica: None,
+                    ..CheckpointConfig::new(self.config.group_state_dir.join(&group))
                 },
                 state_bucket: self
                     .config
@@ -514,14 +509,16 @@ impl JobManager {
                 session_timeout: record
                     .session_timeout_ms
                     .map_or(DEFAULT_SESSION_TIMEOUT, Duration::from_millis),
-                parallelism: Parallelism::Fixed(record.parallelism),
-                key_groups: None,
-                allow_dropped_state: record.allow_dropped_state,
                 task_memory_limit: record.memory_limit,
-                memory: self.memory.clone().into_iter().collect(),
-                label: record.name.clone(),
-                disable_chaining: self.config.disable_chaining,
-                pool: Some(self.pool.clone()),
+                task: JobConfig {
+                    parallelism: Parallelism::Fixed(record.parallelism),
+                    allow_dropped_state: record.allow_dropped_state,
+                    memory: self.memory.clone().into_iter().collect(),
+                    label: record.name.clone(),
+                    disable_chaining: self.config.disable_chaining,
+                    pool: Some(self.pool.clone()),
+                    ..JobConfig::default()
+                },
             },
         )
         .map_err(group_error)?;

@@ -51,10 +51,7 @@ use std::time::Duration;
 use eddy_engine::checkpoint::{CheckpointConfig, CheckpointStats};
 use eddy_engine::distribute::exchanges::Exchange;
 use eddy_engine::graph::ConnectorFactory;
-use eddy_engine::key_groups::KeyGroups;
-use eddy_engine::memory::MemoryBudget;
-use eddy_engine::parallel::Parallelism;
-use eddy_engine::runtime::{JobHandle, JobReport, JobState, NodeReport};
+use eddy_engine::runtime::{JobConfig, JobHandle, JobReport, JobState, NodeReport};
 
 use super::group::{ensure_topic, GroupMember};
 use crate::error::{ConnectorError, Result};
@@ -85,28 +82,17 @@ pub struct GroupJobConfig {
     /// How long the group waits for a silent process before handing its
     /// partitions to the others.
     pub session_timeout: Duration,
-    /// Instances of each keyed operator in each task: a task resumes its
-    /// checkpoint at this N whatever N took it (its state rescaled by key
-    /// groups, as any job's).
-    pub parallelism: Parallelism,
-    /// The key groups of each task's keyed state (`None`: the default, or
-    /// what the task's checkpoint says).
-    pub key_groups: Option<KeyGroups>,
-    /// Let a task whose query changed drop the state the new query has no
-    /// place for (`--allow-dropped-state`).
-    pub allow_dropped_state: bool,
     /// Each task's own budget for its operator state, bytes.
     pub task_memory_limit: Option<u64>,
-    /// Budgets every task is charged to as well (a server's).
-    pub memory: Vec<Arc<MemoryBudget>>,
-    /// Prefix of the tasks' names in a shared budget (`<label>/task-<p>`).
-    pub label: String,
-    /// Run each node of a task's graph on a thread of its own
-    /// ([`eddy_engine::runtime::JobConfig::disable_chaining`]).
-    pub disable_chaining: bool,
-    /// The worker threads the tasks run on
-    /// ([`eddy_engine::runtime::JobConfig::pool`]).
-    pub pool: Option<Arc<eddy_engine::runtime::WorkerPool>>,
+    /// How every task runs, as any job does: its instances of each keyed
+    /// operator (a task resumes its checkpoint at this N whatever N took
+    /// it), key groups, dropped state allowed, the budgets every task is
+    /// charged to besides its own (a server's), the prefix of the tasks'
+    /// names in them (`<label>/task-<p>`), batch rows, chaining, and the
+    /// worker pool. Its checkpoints and share are the group's: each task
+    /// gets `checkpoints` under `task-<p>`, and the tasks together are one
+    /// job to the pool.
+    pub task: JobConfig,
 }
 
 /// Makes the connector factory of one task from its connector settings
@@ -269,7 +255,7 @@ impl GroupJob {
         }
         // The tasks run here share one share of the pool: together they
         // are one job to the pool's other jobs.
-        let pool = match &config.pool {
+        let pool = match &config.task.pool {
             Some(pool) => pool.clone(),
             None => {
                 eddy_engine::runtime::WorkerPool::shared().map_err(|e| ConnectorError::Group {

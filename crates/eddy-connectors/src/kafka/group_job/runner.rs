@@ -71,32 +71,29 @@ impl Runner {
             .states
             .checkpoints(task, lock, &self.config.checkpoints);
         let name = format!("task-{task}");
+        let job = &self.config.task;
         let memory = self
             .config
             .task_memory_limit
             .map(|limit| Arc::new(MemoryBudget::new(name.clone(), limit)))
             .into_iter()
-            .chain(self.config.memory.iter().cloned())
+            .chain(job.memory.iter().cloned())
             .collect();
-        let label = if self.config.label.is_empty() {
+        let label = if job.label.is_empty() {
             name
         } else {
-            format!("{}/{name}", self.config.label)
+            format!("{}/{name}", job.label)
         };
         start_job(
             self.graph.clone(),
             (self.task_connectors)(connectors),
             &JobConfig {
                 checkpoints: Some(checkpoints),
-                parallelism: self.config.parallelism,
-                key_groups: self.config.key_groups,
-                allow_dropped_state: self.config.allow_dropped_state,
                 memory,
                 label,
-                disable_chaining: self.config.disable_chaining,
                 pool: Some(self.shared.pool.clone()),
                 share: Some(self.shared.share.clone()),
-                ..JobConfig::default()
+                ..job.clone()
             },
         )
         .map_err(|e| task_error(task, e))
