@@ -1518,7 +1518,8 @@ fn a_named_query_keeps_its_state_when_its_filter_changes_and_its_sink_gains_a_co
         .unwrap(),
     );
     assert!(
-        stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0, it was `window_aggregate tumble(10000ms)"),
+        stderr.contains("its state no longer fits: uid big_windows: window_aggregate 0, it was `shape/1 operator window_aggregate {window=tumble(10000ms);")
+            && stderr.contains("it is now `shape/1 operator window_aggregate {window=tumble(20000ms);"),
         "{stderr}"
     );
 

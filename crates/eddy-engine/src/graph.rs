@@ -134,6 +134,16 @@ impl NodeKind {
             NodeKind::Source { .. } | NodeKind::Sink { .. } => crate::operator::Distribution::Any,
         }
     }
+
+    /// The keys input `input` is hashed by, as DataFusion writes them
+    /// (none unless hashed).
+    pub fn input_keys(&self, input: usize) -> Vec<String> {
+        self.input_distribution(input)
+            .keys()
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    }
 }
 
 /// One input of a node.
@@ -389,13 +399,7 @@ impl JobGraph {
                     // An operator's other ports (a key split's instances).
                     (_, port) => format!(".{port}"),
                 };
-                let keys: Vec<String> = node
-                    .kind
-                    .input_distribution(index)
-                    .keys()
-                    .iter()
-                    .map(|k| k.to_string())
-                    .collect();
+                let keys = node.kind.input_keys(index);
                 let part = match keys.is_empty() {
                     true => String::new(),
                     false => format!(" hash({})", keys.join(", ")),
@@ -437,7 +441,83 @@ impl JobGraph {
     /// inputs and schema and, for connectors, every option. A resumed job
     /// refuses state whose fingerprint differs from the node's.
     pub fn fingerprint(&self, id: NodeId) -> String {
+        format!(
+            "{}{}",
+            self.shape_of(&self.nodes[id], &|from| format!("#{from}")),
+            self.options_text(id)
+        )
+    }
+
+    /// [`JobGraph::fingerprint`] as checkpoints written before shapes
+    /// recorded it: `eddy explain`'s text of the node. Only compared with
+    /// such checkpoints, so that they still restore.
+    pub fn legacy_fingerprint(&self, id: NodeId) -> String {
         format!("{}{}", self.numbered_text(id), self.options_text(id))
+    }
+
+    /// `node`'s shape ([`crate::shape`]): what its state depends on, as
+    /// data, each input named by `input`.
+    pub(crate) fn shape_of(&self, node: &Node, input: &dyn Fn(NodeId) -> String) -> String {
+        let what = match &node.kind {
+            NodeKind::Source { spec, layout } => {
+                let time = match layout.event_time {
+                    Some(et) => format!(
+                        "event_time={} bound_ms={} allowed_lateness_ms={}",
+                        layout.output_schema.field(et.column).name(),
+                        et.bound_ms,
+                        et.allowed_lateness_ms
+                    ),
+                    None => "event_time=-".to_string(),
+                };
+                let filter = spec.filter.as_ref().map_or("-", |f| f.text.as_str());
+                format!(
+                    "source {} connector={}; {time}; filter={filter}",
+                    spec.table, spec.connector
+                )
+            }
+            NodeKind::Operator(plan) => {
+                let tables: Vec<String> = match plan.state_tables() {
+                    Ok(specs) => specs.iter().map(crate::shape::table_shape).collect(),
+                    Err(e) => vec![format!("error: {e}")],
+                };
+                format!(
+                    "operator {} {{{}}}; state [{}]",
+                    plan.kind(),
+                    plan.parameters().text(),
+                    tables.join(", ")
+                )
+            }
+            NodeKind::Sink { spec } => format!("sink {} connector={}", spec.table, spec.connector),
+        };
+        let inputs: Vec<String> = node
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(index, e)| {
+                let keys = node.kind.input_keys(index);
+                format!("{}.{} hash({})", input(e.from), e.port, keys.join(", "))
+            })
+            .collect();
+        let columns: Vec<String> = node
+            .schema
+            .fields()
+            .iter()
+            .map(|f| format!("{} {}", f.name(), f.data_type()))
+            .collect();
+        let key = if crate::changelog::is_updating(&node.schema) {
+            format!(
+                "; upsert key ({})",
+                crate::changelog::upsert_key(&node.schema).join(", ")
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{}{what}; inputs [{}]; columns [{}]{key}",
+            crate::shape::SHAPE_MARK,
+            inputs.join(", "),
+            columns.join(", ")
+        )
     }
 
     /// A connector's options as a fingerprint lists them (nothing for an

@@ -37,6 +37,16 @@ impl JobGraph {
     /// upstream of it changes. A resumed job whose query changed maps
     /// state by identity ([`crate::checkpoint::evolve`]).
     pub fn identities(&self) -> Vec<String> {
+        self.identities_as(Form::Shape)
+    }
+
+    /// [`JobGraph::identities`] as checkpoints written before shapes
+    /// recorded them (`eddy explain`'s text), to map their state.
+    pub fn legacy_identities(&self) -> Vec<String> {
+        self.identities_as(Form::Legacy)
+    }
+
+    fn identities_as(&self, form: Form) -> Vec<String> {
         let mut identities: Vec<String> = Vec::with_capacity(self.nodes.len());
         for id in 0..self.nodes.len() {
             let text = {
@@ -45,11 +55,23 @@ impl JobGraph {
                     let of = known.get(from).map(String::as_bytes).unwrap_or_default();
                     format!("<{:08x}>", crc32fast::hash(of))
                 };
-                format!("{}{}", self.node_text(id, &input), self.options_text(id))
+                format!(
+                    "{}{}",
+                    self.form_text(form, &self.nodes[id], &input),
+                    self.options_text(id)
+                )
             };
             identities.push(text);
         }
         identities
+    }
+
+    /// A node's text in `form`.
+    fn form_text(&self, form: Form, node: &Node, input: &dyn Fn(NodeId) -> String) -> String {
+        match form {
+            Form::Shape => self.shape_of(node, input),
+            Form::Legacy => self.text_of(node, input),
+        }
     }
 
     /// Each node's named identity, where it has one (see the module docs):
@@ -62,6 +84,16 @@ impl JobGraph {
     /// assert!(JobGraph::default().named_identities().is_empty());
     /// ```
     pub fn named_identities(&self) -> Vec<Option<NamedIdentity>> {
+        self.named_identities_as(Form::Shape)
+    }
+
+    /// [`JobGraph::named_identities`] as checkpoints written before shapes
+    /// recorded them, to map their state.
+    pub fn legacy_named_identities(&self) -> Vec<Option<NamedIdentity>> {
+        self.named_identities_as(Form::Legacy)
+    }
+
+    fn named_identities_as(&self, form: Form) -> Vec<Option<NamedIdentity>> {
         let mut seen: HashMap<(String, &str), usize> = HashMap::new();
         (0..self.nodes.len())
             .map(|id| {
@@ -96,12 +128,12 @@ impl JobGraph {
                                     kind: NodeKind::Operator(earlier),
                                     ..node.clone()
                                 };
-                                self.text_of(&was, &blank)
+                                self.form_text(form, &was, &blank)
                             })
                             .collect();
                         Some(NamedIdentity {
                             name,
-                            shape: self.node_text(id, &blank),
+                            shape: self.form_text(form, node, &blank),
                             columns: Vec::new(),
                             earlier,
                         })
@@ -110,6 +142,23 @@ impl JobGraph {
             })
             .collect()
     }
+}
+
+/// How identities are written: as shapes ([`crate::shape`]), or as
+/// `eddy explain`'s text (checkpoints written before shapes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Shape,
+    Legacy,
+}
+
+/// Whether identities (or fingerprints) were written as shapes; those of
+/// checkpoints written before are `eddy explain`'s text.
+pub(crate) fn written_as_shapes<'a>(texts: impl IntoIterator<Item = &'a str>) -> bool {
+    texts
+        .into_iter()
+        .next()
+        .is_none_or(|t| t.starts_with(crate::shape::SHAPE_MARK))
 }
 
 /// A node's identity as the user named it, and what its state is shaped

@@ -34,6 +34,7 @@ pub mod position;
 pub mod rescale;
 pub mod running_stats;
 pub mod runtime;
+pub mod shape;
 pub mod sink;
 pub mod source;
 pub mod state;

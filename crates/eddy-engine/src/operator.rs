@@ -329,8 +329,15 @@ impl Distribution {
 pub trait OperatorPlan: Send + Sync + Debug {
     /// Short kind name, e.g. `calc`, `window_aggregate`.
     fn kind(&self) -> &'static str;
-    /// One-line description for `eddy explain`.
+    /// One-line description for `eddy explain`: free text, reworded at
+    /// will (checkpoints do not record it).
     fn describe(&self) -> String;
+    /// What, besides its declared tables and its schemas, makes the
+    /// operator's state mean what it does: its keys, window, bounds,
+    /// functions, each by name. A checkpoint records it in the node's
+    /// shape ([`crate::shape`]); a resumed job whose operator's parameters
+    /// differ does not restore that state into it.
+    fn parameters(&self) -> crate::shape::Parameters;
     /// The schema of the rows this operator emits on port 0.
     fn output_schema(&self) -> SchemaRef;
     /// Where the operator needs the rows of input `input` (0 for an

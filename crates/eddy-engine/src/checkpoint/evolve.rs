@@ -83,7 +83,14 @@ pub fn map_state(
     };
     // Old planned node -> new planned node, by identity (the k-th of
     // several alike to the k-th), then by name where it still fits.
-    let new_planned = expansion.planned.identities();
+    // A checkpoint written before shapes named its nodes by explain's
+    // text: the new graph's are compared in the same form.
+    let shapes = crate::identity::written_as_shapes(old_planned.iter().map(String::as_str));
+    let new_planned = if shapes {
+        expansion.planned.identities()
+    } else {
+        expansion.planned.legacy_identities()
+    };
     let mut by_identity: HashMap<&str, VecDeque<usize>> = HashMap::new();
     for (id, identity) in new_planned.iter().enumerate() {
         by_identity.entry(identity).or_default().push_back(id);
@@ -97,7 +104,7 @@ pub fn map_state(
         })
         .collect();
     let (misfits, named_moves) = match &taken.named {
-        Some(old_named) => move_by_name(old_named, &expansion.planned, &mut moved),
+        Some(old_named) => move_by_name(old_named, &expansion.planned, shapes, &mut moved),
         None => Default::default(),
     };
     let translate = |origin: Origin| -> Option<Origin> {
@@ -247,9 +254,14 @@ pub fn preview(
 fn move_by_name(
     old_named: &[Option<NamedIdentity>],
     planned: &JobGraph,
+    shapes: bool,
     moved: &mut [Option<usize>],
 ) -> (HashMap<usize, String>, HashSet<usize>) {
-    let new_named = planned.named_identities();
+    let new_named = if shapes {
+        planned.named_identities()
+    } else {
+        planned.legacy_named_identities()
+    };
     let taken: HashSet<usize> = moved.iter().flatten().copied().collect();
     let mut by_name: HashMap<&str, VecDeque<usize>> = HashMap::new();
     for (id, named) in new_named.iter().enumerate() {

@@ -665,6 +665,8 @@ fn check_fingerprint_list(
             root.display(),
         )))
     };
+    // Checkpoints written before shapes recorded explain's text.
+    let shapes = crate::identity::written_as_shapes(fingerprints.iter().copied());
     for (id, fingerprint) in fingerprints.iter().enumerate() {
         if id >= graph.nodes.len() {
             return refuse(format!(
@@ -672,7 +674,11 @@ fn check_fingerprint_list(
                 first_line(fingerprint)
             ));
         }
-        let now = graph.fingerprint(id);
+        let now = if shapes {
+            graph.fingerprint(id)
+        } else {
+            graph.legacy_fingerprint(id)
+        };
         if now != *fingerprint {
             return refuse(format!(
                 "the state of '{}' no longer fits: it was taken for\n  {}\nand the query now has\n  {}",

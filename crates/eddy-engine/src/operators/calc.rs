@@ -69,6 +69,26 @@ impl OperatorPlan for CalcPlan {
         "calc"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|s| match s {
+                CalcStep::Filter(e) => format!("filter({e})"),
+                CalcStep::Project { exprs, schema } => {
+                    let columns: Vec<String> = exprs
+                        .iter()
+                        .zip(schema.fields())
+                        .map(|(e, f)| format!("{e} AS {}", f.name()))
+                        .collect();
+                    format!("project({})", columns.join(", "))
+                }
+            })
+            .collect();
+        P::new().list("steps", steps)
+    }
+
     fn describe(&self) -> String {
         let steps: Vec<String> = self
             .steps

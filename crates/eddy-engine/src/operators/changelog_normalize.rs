@@ -78,6 +78,11 @@ impl OperatorPlan for ChangelogNormalizePlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new().exprs("keys", &self.keys)
+    }
+
     fn describe(&self) -> String {
         let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
         format!(

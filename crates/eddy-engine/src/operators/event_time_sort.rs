@@ -72,6 +72,14 @@ impl OperatorPlan for EventTimeSortPlan {
         "event_time_sort"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .column("time", &self.schema, self.time_column)
+            .sort_keys("order_by", &self.order_by)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+    }
+
     fn describe(&self) -> String {
         let mut keys = vec![self.schema.field(self.time_column).name().clone()];
         keys.extend(

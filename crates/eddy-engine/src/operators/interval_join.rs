@@ -352,6 +352,30 @@ impl OperatorPlan for IntervalJoinPlan {
         }
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let side = |input: &JoinInput| {
+            format!(
+                "filter {} columns {:?}",
+                input
+                    .filter
+                    .as_ref()
+                    .map_or("-".to_string(), |f| f.to_string()),
+                input.columns
+            )
+        };
+        P::new()
+            .debug("kind", self.kind)
+            .exprs("left_keys", &self.left_keys)
+            .exprs("right_keys", &self.right_keys)
+            .debug("time", self.time)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .expr("residual", self.residual.as_ref())
+            .value("left_input", side(&self.inputs[0]))
+            .value("right_input", side(&self.inputs[1]))
+            .debug("windows", self.windows)
+    }
+
     fn describe(&self) -> String {
         let keys = |k: &[Arc<dyn PhysicalExpr>]| {
             k.iter()

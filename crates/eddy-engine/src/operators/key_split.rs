@@ -70,6 +70,14 @@ impl OperatorPlan for KeySplitPlan {
         "key_split"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .exprs("keys", &self.keys)
+            .value("ports", self.ports)
+            .value("key_groups", self.groups)
+    }
+
     fn describe(&self) -> String {
         let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
         format!(

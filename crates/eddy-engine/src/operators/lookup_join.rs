@@ -110,6 +110,16 @@ impl OperatorPlan for LookupJoinPlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .flag("left_outer", self.left_outer)
+            .exprs("left_keys", &self.left_keys)
+            .exprs("right_keys", &self.right_keys)
+            .expr("residual", self.residual.as_ref())
+            .flag("wait_for_table", self.wait_for_table)
+    }
+
     fn describe(&self) -> String {
         let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(

@@ -49,6 +49,17 @@ pub struct AggregateCall {
     pub filter: Option<Arc<dyn PhysicalExpr>>,
 }
 
+impl AggregateCall {
+    /// The call as its shape names it (`crate::shape`): the function with
+    /// its arguments, and its `FILTER`.
+    pub fn shape(&self) -> String {
+        match &self.filter {
+            Some(filter) => format!("{} filter {filter}", self.expr.name()),
+            None => self.expr.name().to_string(),
+        }
+    }
+}
+
 /// The fields of named key expressions over `schema` (nullable).
 pub(crate) fn key_fields(
     keys: &[(Arc<dyn PhysicalExpr>, String)],

@@ -81,6 +81,11 @@ impl OperatorPlan for ProcessingTimeClockPlan {
         "processing_time"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new().column("column", &self.schema, self.column)
+    }
+
     fn describe(&self) -> String {
         format!(
             "{} := the wall clock; watermark follows it",

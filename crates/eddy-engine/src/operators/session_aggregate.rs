@@ -120,6 +120,20 @@ impl OperatorPlan for SessionAggregatePlan {
         "session_aggregate"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .value("gap_ms", self.gap_ms)
+            .column("time", &self.input_schema, self.time_column)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .debug("group_columns", &self.group_columns)
+            .exprs("keys", &self.key_exprs())
+            .list(
+                "aggregates",
+                self.aggregates.iter().map(super::AggregateCall::shape),
+            )
+    }
+
     fn describe(&self) -> String {
         let aggs: Vec<String> = self
             .aggregates

@@ -119,6 +119,18 @@ impl OperatorPlan for TemporalJoinPlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .flag("left_outer", self.left_outer)
+            .exprs("left_keys", &self.left_keys)
+            .exprs("right_keys", &self.right_keys)
+            .column("left_time", &self.left_schema, self.left_time)
+            .column("right_time", &self.right_schema, self.right_time)
+            .expr("residual", self.residual.as_ref())
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+    }
+
     fn describe(&self) -> String {
         let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(

@@ -32,6 +32,11 @@ impl OperatorPlan for UnionPlan {
     fn kind(&self) -> &'static str {
         "union"
     }
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new().value("inputs", self.inputs)
+    }
+
     fn describe(&self) -> String {
         format!("{} inputs", self.inputs)
     }

@@ -71,6 +71,14 @@ impl OperatorPlan for UnnestPlan {
         "unnest"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .list("lists", &self.lists)
+            .list("sources", &self.sources)
+            .debug("nulls", self.nulls)
+    }
+
     fn describe(&self) -> String {
         let lists: Vec<&str> = self
             .lists

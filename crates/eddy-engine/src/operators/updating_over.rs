@@ -148,6 +148,18 @@ impl OperatorPlan for UpdatingOverPlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
+        let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
+        P::new()
+            .exprs("partition_by", &self.partition_by)
+            .list("order_by", order)
+            .list("functions", functions)
+            .flag("input_updating", self.input_updating)
+            .debug("state_ttl_ms", self.state_ttl_ms)
+    }
+
     fn describe(&self) -> String {
         let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
         let partition: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();

@@ -147,6 +147,20 @@ impl OperatorPlan for UpdatingRankPlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
+        P::new()
+            .exprs("partition_by", &self.partition_by)
+            .list("order_by", order)
+            .debug("functions", &self.functions)
+            .value("limited", self.limited)
+            .value("limit", self.limit)
+            .flag("input_updating", self.input_updating)
+            .debug("arrival", self.arrival)
+            .debug("state_ttl_ms", self.state_ttl_ms)
+    }
+
     fn describe(&self) -> String {
         let order: Vec<String> = self.order_by.iter().map(|s| s.to_string()).collect();
         let partition: Vec<String> = self.partition_by.iter().map(|e| e.to_string()).collect();

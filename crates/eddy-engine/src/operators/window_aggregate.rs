@@ -143,6 +143,22 @@ impl OperatorPlan for WindowAggregatePlan {
         "window_aggregate"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let keys: Vec<Arc<dyn PhysicalExpr>> =
+            self.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
+        P::new()
+            .value("window", self.window)
+            .column("time", &self.input_schema, self.time_column)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .debug("group_columns", &self.group_columns)
+            .exprs("keys", &keys)
+            .list(
+                "aggregates",
+                self.aggregates.iter().map(super::AggregateCall::shape),
+            )
+    }
+
     fn describe(&self) -> String {
         let aggs: Vec<String> = self
             .aggregates

@@ -126,6 +126,19 @@ impl OperatorPlan for WindowRankPlan {
         "window_rank"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let order: Vec<String> = self.order_by.iter().map(|o| o.to_string()).collect();
+        P::new()
+            .column("time", &self.input_schema, self.time_column)
+            .value("to_end_ms", self.to_end_ms)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .exprs("partition_by", &self.partition_by)
+            .list("order_by", order)
+            .debug("functions", &self.functions)
+            .debug("limit", self.limit)
+    }
+
     fn describe(&self) -> String {
         let functions: Vec<&str> = self.functions.iter().map(|f| f.name()).collect();
         let order: Vec<String> = self.order_by.iter().map(|o| o.to_string()).collect();

@@ -214,6 +214,34 @@ impl OperatorPlan for MatchRecognizePlan {
         "match_recognize"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let conditions: Vec<String> = self
+            .conditions
+            .iter()
+            .map(|c| match c {
+                Condition::Always => "always".to_string(),
+                Condition::Row(i) => format!("row({i})"),
+                Condition::Navigating {
+                    navigations, expr, ..
+                } => format!("{expr} over {navigations:?}"),
+            })
+            .collect();
+        P::new()
+            .exprs("partition_by", &self.partition_by)
+            .column("time", &self.input_schema, self.time_column)
+            .sort_keys("order_by", &self.order_by)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .list("variables", &self.variables)
+            .value("pattern", self.pattern.display(&self.variables))
+            .list("conditions", conditions)
+            .exprs("args", &self.args)
+            .debug("measures", &self.measures)
+            .exprs("outputs", &self.outputs)
+            .debug("after_match", self.after_match)
+            .debug("within_ms", self.within_ms)
+    }
+
     fn describe(&self) -> String {
         let within = self
             .within_ms

@@ -194,6 +194,45 @@ impl OperatorPlan for OverPlan {
         "over"
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        let functions: Vec<String> = self
+            .functions
+            .iter()
+            .map(|f| match f {
+                OverFunction::Aggregate {
+                    expr,
+                    filter,
+                    frame,
+                    ..
+                } => {
+                    let filter = filter
+                        .as_ref()
+                        .map(|f| format!(" filter {f}"))
+                        .unwrap_or_default();
+                    format!("{} {frame:?}{filter}", expr.name())
+                }
+                OverFunction::RowNumber => "row_number()".to_string(),
+                OverFunction::Lag {
+                    value,
+                    offset,
+                    default,
+                } => format!("lag({value}, {offset}, {default:?})"),
+                OverFunction::Lead {
+                    value,
+                    offset,
+                    default,
+                } => format!("lead({value}, {offset}, {default:?})"),
+            })
+            .collect();
+        P::new()
+            .exprs("partition_by", &self.partition_by)
+            .column("time", &self.input_schema, self.time_column)
+            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+            .list("functions", functions)
+            .debug("state_ttl_ms", self.state_ttl_ms)
+    }
+
     fn describe(&self) -> String {
         let functions: Vec<String> = self
             .functions

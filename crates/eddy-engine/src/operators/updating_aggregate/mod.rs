@@ -138,9 +138,28 @@ pub struct UpdatingAggregatePlan {
     pub state_ttl_ms: Option<i64>,
 }
 
+impl UpdatingAggregatePlan {
+    /// The grouping keys, as expressions over the input rows.
+    fn key_exprs(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
+    }
+}
+
 impl OperatorPlan for UpdatingAggregatePlan {
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .exprs("keys", &self.key_exprs())
+            .list(
+                "aggregates",
+                self.aggregates.iter().map(super::AggregateCall::shape),
+            )
+            .flag("input_updating", self.input_updating)
+            .debug("state_ttl_ms", self.state_ttl_ms)
     }
 
     fn describe(&self) -> String {

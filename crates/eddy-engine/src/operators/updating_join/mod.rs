@@ -153,6 +153,18 @@ impl OperatorPlan for UpdatingJoinPlan {
         KIND
     }
 
+    fn parameters(&self) -> crate::shape::Parameters {
+        use crate::shape::Parameters as P;
+        P::new()
+            .debug("kind", self.kind)
+            .flag("nulls_equal", self.nulls_equal)
+            .flag("null_aware", self.null_aware)
+            .exprs("left_keys", &self.left_keys)
+            .exprs("right_keys", &self.right_keys)
+            .expr("residual", self.residual.as_ref())
+            .debug("state_ttl_ms", self.state_ttl_ms)
+    }
+
     fn describe(&self) -> String {
         let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         let residual = self
