@@ -430,3 +430,72 @@ fn run_join(
         parallelism,
     )
 }
+
+/// A lookup table read from Parquet files ends: whether a table ends is
+/// asked of its source when the job starts (not of a list of connector
+/// names in the planner), so probe rows wait until the files are read
+/// whole and the result is the regular join's, at every batch size and
+/// parallelism — not the rows of a table still being read.
+#[test]
+fn a_lookup_table_read_from_parquet_is_read_whole_before_rows_join() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = 400usize;
+    let left = dir.path().join("l.ndjson");
+    let right = dir.path().join("r.ndjson");
+    std::fs::write(&left, random_side(41, rows, 30, "a")).expect("write");
+    std::fs::write(&right, random_side(141, rows, 30, "b")).expect("write");
+    // eddy writes the table side as Parquet files.
+    let parquet = dir.path().join("r_parquet");
+    let copy = format!(
+        "{}\nCREATE TABLE rp (k VARCHAR, b BIGINT, ts BIGINT) WITH (connector = 'parquet', path = '{}');
+         INSERT INTO rp SELECT k, b, ts FROM r;",
+        table("r", "b"),
+        parquet.display()
+    );
+    common::run_captured_in_parallel(
+        &[SqlFile {
+            name: "<copy>".into(),
+            text: copy,
+        }],
+        &BTreeMap::new(),
+        BTreeMap::from([("r".to_string(), right.display().to_string())]),
+        8192,
+        1,
+    )
+    .expect("writing the table as Parquet");
+    let lookup = format!(
+        "{}\nCREATE TABLE r (k VARCHAR, b BIGINT, ts BIGINT,
+           et TIMESTAMP GENERATED ALWAYS AS (to_timestamp_millis(ts)) STORED)
+           WITH (connector = 'parquet', path = '{}');
+         SELECT l.k AS lk, l.a, r.k AS rk, r.b FROM (SELECT *, PROCTIME() AS p FROM l) l
+           LEFT JOIN r FOR SYSTEM_TIME AS OF l.p ON l.k = r.k;",
+        table("l", "a"),
+        parquet.display()
+    );
+    let expected = batch_rows(
+        &left.display().to_string(),
+        &right.display().to_string(),
+        "SELECT l.k AS lk, l.a, r.k AS rk, r.b FROM l LEFT JOIN r ON l.k = r.k",
+    );
+    assert!(expected.len() > rows);
+    for (batch_size, parallelism) in common::SWEEP {
+        let captured = common::run_captured_in_parallel(
+            &[SqlFile {
+                name: "<lookup>".into(),
+                text: lookup.clone(),
+            }],
+            &BTreeMap::new(),
+            BTreeMap::from([("l".to_string(), left.display().to_string())]),
+            batch_size,
+            parallelism,
+        )
+        .expect("the lookup join");
+        let actual = canonical(captured.lines.iter().map(String::as_str));
+        assert!(
+            actual == expected,
+            "batch {batch_size}, parallelism {parallelism}: {} rows, expected {}",
+            actual.len(),
+            expected.len()
+        );
+    }
+}

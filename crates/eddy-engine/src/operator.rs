@@ -191,6 +191,15 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Which of the operator's inputs end: `bounded[i]` when every source
+    /// input `i` reads from is stored data that ends (a file, a Parquet
+    /// table, a generator that is not paced; not Kafka, stdin or a paced
+    /// generator: [`crate::source::SourceReader::bounded`]). The runtime
+    /// says it once, after a restore and before the first message; an
+    /// operator that would wait for an input to end (a lookup join's
+    /// table) waits only for one that does.
+    fn inputs_bounded(&mut self, _bounded: &[bool]) {}
+
     /// All inputs ended (after a final `on_watermark(+inf)`).
     fn on_end(&mut self, _out: &mut Collector) -> Result<()> {
         Ok(())

@@ -159,7 +159,10 @@ pub fn vacuum(
             continue;
         }
         let expired = match tombstones.get(&path) {
-            Some(&removed_at) => removed_at < cutoff,
+            // Its retention has passed once it is as old as the retention
+            // (at once with none: a round's compaction and vacuum share a
+            // millisecond often enough).
+            Some(&removed_at) => removed_at <= cutoff,
             None => modified < orphan_cutoff,
         };
         if expired {

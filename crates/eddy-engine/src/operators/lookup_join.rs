@@ -45,9 +45,9 @@
 //!     left_keys: vec![col("k", &probe).unwrap()],
 //!     right_keys: vec![col("k", &table).unwrap()],
 //!     residual: None,
-//!     wait_for_table: true,
 //! };
 //! let mut op = plan.create().unwrap();
+//! op.inputs_bounded(&[true, true]); // the table is a file: it ends
 //! let mut out = Collector::default();
 //! let probes = RecordBatch::try_new(probe, vec![Arc::new(Int64Array::from(vec![1, 2]))]).unwrap();
 //! op.on_batch(0, probes, &mut out).unwrap(); // waits for the table
@@ -101,8 +101,6 @@ pub struct LookupJoinPlan {
     pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
     /// Condition on the joined columns beyond the keys.
     pub residual: Option<Arc<dyn PhysicalExpr>>,
-    /// Probe rows wait until the table's input ended (a bounded table).
-    pub wait_for_table: bool,
 }
 
 impl OperatorPlan for LookupJoinPlan {
@@ -117,20 +115,14 @@ impl OperatorPlan for LookupJoinPlan {
             .exprs("left_keys", &self.left_keys)
             .exprs("right_keys", &self.right_keys)
             .expr("residual", self.residual.as_ref())
-            .flag("wait_for_table", self.wait_for_table)
     }
 
     fn describe(&self) -> String {
         let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(
-            "{} on {}, the table as it stands when each row is joined{}",
+            "{} on {}, the table as it stands when each row is joined (a table that ends is read whole first)",
             if self.left_outer { "LEFT" } else { "INNER" },
             keys,
-            if self.wait_for_table {
-                " (rows wait until the table is read whole)"
-            } else {
-                ""
-            }
         )
     }
 
@@ -189,7 +181,9 @@ impl OperatorPlan for LookupJoinPlan {
             plan: self.clone(),
             table: HashMap::new(),
             table_rows: 0,
-            loaded: !self.wait_for_table,
+            // Until the runtime says whether the table ends, it is waited
+            // for ([`Operator::inputs_bounded`]).
+            loaded: false,
             pending: Vec::new(),
             held: None,
             watermark: WATERMARK_MIN,
@@ -207,7 +201,7 @@ struct LookupJoin {
     table: HashMap<Box<[u8]>, Vec<Box<[u8]>>>,
     table_rows: usize,
     /// Whether probe rows are joined as they come (the table was read
-    /// whole, or is not waited for).
+    /// whole, or never ends and is not waited for).
     loaded: bool,
     /// Probe rows waiting for the table.
     pending: Vec<RecordBatch>,
@@ -354,6 +348,8 @@ impl Operator for LookupJoin {
             return self.update_table(&batch);
         }
         if self.loaded {
+            // Rows that waited for a table found not to end (restored).
+            self.release(out)?;
             return self.join(&batch, out);
         }
         if self.pending.is_empty() {
@@ -370,9 +366,20 @@ impl Operator for LookupJoin {
         Ok(())
     }
 
-    fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
+    fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
+        if self.loaded && !self.pending.is_empty() {
+            self.release(out)?;
+        }
         Ok(())
+    }
+
+    /// A table that never ends (Kafka, a paced generator) is joined as it
+    /// stands; one that ends is read whole before probe rows are joined.
+    fn inputs_bounded(&mut self, bounded: &[bool]) {
+        if bounded.get(1) == Some(&false) {
+            self.loaded = true;
+        }
     }
 
     fn on_end(&mut self, out: &mut Collector) -> Result<()> {
@@ -474,7 +481,7 @@ mod tests {
     use super::*;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
-    fn plan(left_outer: bool, wait_for_table: bool) -> LookupJoinPlan {
+    fn plan(left_outer: bool) -> LookupJoinPlan {
         let probe = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int64, true),
             Field::new("k", DataType::Int64, true),
@@ -497,8 +504,14 @@ mod tests {
             left_schema: probe,
             right_schema: table,
             residual: None,
-            wait_for_table,
         }
+    }
+
+    /// The operator, told whether its table ends.
+    fn created(plan: &LookupJoinPlan, table_ends: bool) -> Box<dyn Operator> {
+        let mut op = plan.create().unwrap();
+        op.inputs_bounded(&[true, table_ends]);
+        op
     }
 
     fn probes(plan: &LookupJoinPlan, rows: &[(i64, Option<i64>)]) -> RecordBatch {
@@ -564,8 +577,8 @@ mod tests {
 
     #[test]
     fn probe_rows_wait_for_a_bounded_table_and_meet_every_matching_row() {
-        let plan = plan(false, true);
-        let mut op = plan.create().unwrap();
+        let plan = plan(false);
+        let mut op = created(&plan, true);
         let mut out = Collector::default();
         op.on_watermark(7, &mut out).unwrap();
         op.on_batch(
@@ -596,8 +609,8 @@ mod tests {
 
     #[test]
     fn an_unbounded_changelog_table_is_met_as_it_stands_and_left_rows_are_padded() {
-        let plan = plan(true, false);
-        let mut op = plan.create().unwrap();
+        let plan = plan(true);
+        let mut op = created(&plan, false);
         let mut out = Collector::default();
         op.on_batch(
             1,
@@ -629,8 +642,8 @@ mod tests {
 
     #[test]
     fn the_table_and_waiting_rows_survive_a_checkpoint() {
-        let plan = plan(false, true);
-        let mut op = plan.create().unwrap();
+        let plan = plan(false);
+        let mut op = created(&plan, true);
         let mut out = Collector::default();
         op.on_batch(1, table_rows(&plan, &[(10, "a")], None), &mut out)
             .unwrap();
@@ -638,9 +651,32 @@ mod tests {
             .unwrap();
         let snapshot = op.snapshot().unwrap();
         let mut resumed = plan.create().unwrap();
-        resumed.restore(snapshot).unwrap();
+        resumed.restore(snapshot.clone()).unwrap();
+        resumed.inputs_bounded(&[true, true]);
         assert_eq!(resumed.state_rows(), 2);
         resumed.on_input_end(1, &mut out).unwrap();
+        assert_eq!(joined(&mut out), vec![(1, Some("a".into()))]);
+        // Resumed where the table no longer ends (read from Kafka now): the
+        // rows that waited are joined at the next watermark, not held.
+        let mut live = plan.create().unwrap();
+        live.restore(snapshot).unwrap();
+        live.inputs_bounded(&[true, false]);
+        live.on_watermark(5, &mut out).unwrap();
+        assert_eq!(joined(&mut out), vec![(1, Some("a".into()))]);
+        assert_eq!(live.output_watermark(9), 9);
+    }
+
+    #[test]
+    fn until_told_whether_the_table_ends_probe_rows_wait() {
+        let plan = plan(false);
+        let mut op = plan.create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(1, table_rows(&plan, &[(10, "a")], None), &mut out)
+            .unwrap();
+        op.on_batch(0, probes(&plan, &[(1, Some(10))]), &mut out)
+            .unwrap();
+        assert!(joined(&mut out).is_empty());
+        op.on_end(&mut out).unwrap();
         assert_eq!(joined(&mut out), vec![(1, Some("a".into()))]);
     }
 }

@@ -251,16 +251,16 @@ pub fn start_job(
     let chains = chains(&graph, config.disable_chaining, &done);
     let (mut receivers, ports) = channels(&graph, &chains)?;
     let mut work = Vec::with_capacity(graph.nodes.len());
+    let mut opening = Opening {
+        connectors: connectors.as_ref(),
+        transactional: store.is_some(),
+        restored_id,
+        done: &done,
+        ends: Vec::with_capacity(graph.nodes.len()),
+    };
     for (id, node) in graph.nodes.iter().enumerate() {
         let inputs = std::mem::take(&mut receivers[id]);
-        let opened = Opening {
-            connectors: connectors.as_ref(),
-            transactional: store.is_some(),
-            restored_id,
-            done: &done,
-        }
-        .open(node, saved[id].take(), inputs)?;
-        work.push(opened);
+        work.push(opening.open(node, saved[id].take(), inputs)?);
     }
     align_bounded_sources(&graph, &mut work);
 
@@ -437,6 +437,10 @@ struct Opening<'a> {
     restored_id: crate::message::CheckpointId,
     /// Nodes that finished in the run resumed from.
     done: &'a [bool],
+    /// Whether each node opened so far ends: a source that reads stored
+    /// data ([`crate::source::SourceReader::bounded`]), a node whose
+    /// inputs all end, a node that finished before.
+    ends: Vec<bool>,
 }
 
 impl Opening<'_> {
@@ -444,15 +448,21 @@ impl Opening<'_> {
     /// checkpointed state `saved` restored, reading `inputs`; all before
     /// any task starts.
     fn open(
-        &self,
+        &mut self,
         node: &Node,
         saved: Option<NodeCheckpoint>,
         inputs: Vec<Receiver<Message>>,
     ) -> Result<Work> {
+        let inputs_end: Vec<bool> = node
+            .inputs
+            .iter()
+            .map(|e| self.ends.get(e.from).copied().unwrap_or(false))
+            .collect();
         if saved.as_ref().is_some_and(|s| s.runtime.finished) {
+            self.ends.push(true);
             return Ok(Work::Done);
         }
-        Ok(match &node.kind {
+        let work = match &node.kind {
             NodeKind::Source { spec, layout } => {
                 let meta: Option<SourceMeta> =
                     saved.as_ref().map(|s| s.state.meta()).transpose()?;
@@ -471,6 +481,7 @@ impl Opening<'_> {
                 }) {
                     runner.restore_feed(&feed.batch)?;
                 }
+                self.ends.push(reader.bounded());
                 Work::Source(SourceWork {
                     position: reader.position(),
                     reader,
@@ -492,6 +503,8 @@ impl Opening<'_> {
                         .and_then(|()| operator.restore(saved.state))
                         .map_err(|e| EngineError::State(format!("{}: {e}", node.name)))?;
                 }
+                operator.inputs_bounded(&inputs_end);
+                self.ends.push(inputs_end.iter().all(|&end| end));
                 Work::Operator(OperatorWork {
                     operator,
                     tables,
@@ -508,12 +521,14 @@ impl Opening<'_> {
                 } else {
                     SinkMode::Direct
                 };
+                self.ends.push(inputs_end.iter().all(|&end| end));
                 Work::Sink(
                     self.connectors.open_sink(spec, mode)?,
                     Inputs::new(inputs, clock),
                 )
             }
-        })
+        };
+        Ok(work)
     }
 
     /// A node's input clock as checkpointed, with the inputs from nodes

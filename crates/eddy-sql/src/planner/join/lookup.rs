@@ -11,25 +11,12 @@
 use std::sync::Arc;
 
 use datafusion::logical_expr::{Join, JoinType};
-use eddy_engine::graph::{NodeId, NodeKind};
 use eddy_engine::operators::lookup_join::LookupJoinPlan;
 
 use super::temporal::ProbeJoinParts;
 use crate::error::{Position, Result, SqlError};
 use crate::planner::stream::{add_operator, Stream};
 use crate::planner::Compiler;
-
-/// Connectors whose sources end: a table read from one of them is whole
-/// once its input ends. Others (Kafka, stdin) may go on for ever, and
-/// probe rows never wait for them.
-const BOUNDED_CONNECTORS: &[&str] = &[
-    "file",
-    "ndjson",
-    "filesystem",
-    "generator",
-    "nexmark",
-    "values",
-];
 
 impl Compiler {
     pub(super) fn plan_lookup_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
@@ -72,7 +59,6 @@ impl Compiler {
             left_keys: left_key_exprs.clone(),
             right_keys: right_key_exprs.clone(),
             residual,
-            wait_for_table: self.reads_bounded_sources(from_right.node),
         };
         let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         Ok(Stream::of_node(
@@ -81,26 +67,5 @@ impl Compiler {
             join.schema.clone(),
             time,
         ))
-    }
-
-    /// Whether every source upstream of `node` reads a bounded connector.
-    fn reads_bounded_sources(&self, node: NodeId) -> bool {
-        let mut stack = vec![node];
-        let mut seen = std::collections::HashSet::new();
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let Some(node) = self.graph.nodes.get(id) else {
-                return false;
-            };
-            if let NodeKind::Source { spec, .. } = &node.kind {
-                if !BOUNDED_CONNECTORS.contains(&spec.connector.as_str()) {
-                    return false;
-                }
-            }
-            stack.extend(node.inputs.iter().map(|e| e.from));
-        }
-        true
     }
 }
