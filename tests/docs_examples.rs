@@ -164,24 +164,9 @@ fn declared_tables(sql: &str) -> Vec<String> {
         .collect()
 }
 
-/// The test environment's Python (with pyarrow), for the examples that
-/// declare Python functions.
-fn python() -> PathBuf {
-    let out = Command::new("bash")
-        .current_dir(common::repo_root())
-        .args([
-            "-c",
-            "source scripts/python-env.sh && python_env pyarrow==26.0.1 >&2 && echo \"$VENV\"",
-        ])
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the test environment's Python");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("bin/python")
-}
-
 #[test]
 fn every_sql_example_in_the_docs_plans() {
-    let python = python();
+    let python = common::python_with_pyarrow();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("fraud")).unwrap();
     std::fs::write(dir.path().join("fraud/__init__.py"), "").unwrap();

@@ -16,19 +16,7 @@ use std::time::{Duration, Instant};
 
 /// A Python with pyarrow: the test environment's (scripts/python-env.sh).
 fn python_with_pyarrow() -> &'static Path {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let out = Command::new("bash")
-            .current_dir(common::repo_root())
-            .args([
-                "-c",
-                "source scripts/python-env.sh && python_env pyarrow==26.0.1 >&2 && echo \"$VENV\"",
-            ])
-            .output()
-            .unwrap();
-        common::assert_success(&out, "the test environment's Python");
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("bin/python")
-    })
+    common::python_with_pyarrow()
 }
 
 fn eddy(python: &Path) -> Command {

@@ -15,6 +15,24 @@ use eddy_engine::runtime::JobReport;
 use eddy_sql::SqlFile;
 
 /// The repository root.
+/// A Python with pyarrow: the test environment's, made (once per test
+/// binary) by `scripts/python-env.sh`.
+pub fn python_with_pyarrow() -> &'static std::path::Path {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .current_dir(repo_root())
+            .args([
+                "-c",
+                "source scripts/python-env.sh && python_env pyarrow==26.0.1 >&2 && echo \"$VENV\"",
+            ])
+            .output()
+            .unwrap();
+        assert_success(&out, "the test environment's Python");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("bin/python")
+    })
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
