@@ -11,7 +11,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// A Python with pyarrow: the test environment's (scripts/python-env.sh).
