@@ -195,12 +195,12 @@ fn every_sql_example_in_the_docs_plans() {
             }
         }
         sql.push_str(&example.sql);
-        let mut out = explain(dir.path(), &python, &sql);
+        let mut out = explain(dir.path(), python, &sql);
         if String::from_utf8_lossy(&out.stderr).contains("nothing to run") {
             for table in declared_tables(&example.sql) {
                 sql.push_str(&format!("\nSELECT * FROM {table};"));
             }
-            out = explain(dir.path(), &python, &sql);
+            out = explain(dir.path(), python, &sql);
         }
         checked += 1;
         if !out.status.success() {
