@@ -102,6 +102,14 @@ pub enum ConnectorError {
         /// The client's error.
         source: rdkafka::error::KafkaError,
     },
+    /// PostgreSQL refused, failed, or holds something eddy cannot read.
+    #[error("postgresql: {context}: {message}")]
+    Postgres {
+        /// What eddy was doing (`creating slot 'orders_slot'`).
+        context: String,
+        /// What went wrong (the server's message, or eddy's).
+        message: String,
+    },
 }
 
 /// Result alias of this crate.
@@ -133,6 +141,15 @@ impl ConnectorError {
         Self::Kafka {
             context: context.into(),
             source,
+        }
+    }
+
+    /// Shorthand for [`ConnectorError::Postgres`]; a driver's error shows
+    /// the server's own message (and its detail and hint when it has them).
+    pub fn postgres(context: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self::Postgres {
+            context: context.into(),
+            message: message.to_string(),
         }
     }
 

@@ -41,6 +41,7 @@ pub mod ndjson;
 pub mod nexmark;
 pub mod options;
 pub mod parquet;
+pub mod postgres;
 pub mod registry;
 pub mod roots;
 pub mod sinks;

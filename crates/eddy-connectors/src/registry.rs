@@ -25,7 +25,8 @@ use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::{hint, validate};
 use crate::{
-    blackhole, delta, file, generator, kafka, nexmark, parquet, stdin, stdout, values, view,
+    blackhole, delta, file, generator, kafka, nexmark, parquet, postgres, stdin, stdout, values,
+    view,
 };
 
 /// See the module docs.
@@ -50,6 +51,7 @@ impl Registry {
             Box::new(nexmark::NexmarkConnector),
             Box::new(values::ValuesConnector),
             Box::new(kafka::KafkaConnector::default()),
+            Box::new(postgres::PostgresCdcConnector::default()),
             Box::new(stdout::StdoutConnector),
             Box::new(parquet::ParquetConnector),
             Box::new(delta::DeltaConnector::default()),

@@ -523,15 +523,16 @@ impl JobGraph {
     /// A connector's options as a fingerprint lists them (nothing for an
     /// operator). A table's `storage.` options (endpoints, credentials)
     /// say how its data is reached, not what the state holds: they are
-    /// left out, so rotating a credential keeps the state, and no secret
-    /// is written into a checkpoint.
+    /// left out, and so is a `password` (a database connector's), so
+    /// rotating a credential keeps the state, and no secret is written
+    /// into a checkpoint.
     pub(crate) fn options_text(&self, id: NodeId) -> String {
         match &self.nodes[id].kind {
             NodeKind::Source { spec, .. } | NodeKind::Sink { spec } => {
                 let options: Vec<String> = spec
                     .options
                     .iter()
-                    .filter(|(k, _)| !k.starts_with("storage."))
+                    .filter(|(k, _)| !k.starts_with("storage.") && k.as_str() != "password")
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 format!("\n     options: {}", options.join(", "))

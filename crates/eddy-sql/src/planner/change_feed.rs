@@ -1,5 +1,7 @@
-//! Source tables that are change feeds: `format = 'debezium-json'`, and
-//! upsert Kafka topics, `format = 'upsert-json'`.
+//! Source tables that are change feeds: `format = 'debezium-json'`,
+//! upsert Kafka topics, `format = 'upsert-json'`, and PostgreSQL tables
+//! read by `connector = 'postgres-cdc'` (whose reader sends upserts and
+//! deletes by the primary key, as an upsert topic's records are).
 //!
 //! In: a declared table. Out, for a change feed: the layout its source node
 //! runs (the row-kind column appended to its physical and output columns,
@@ -32,6 +34,9 @@ const DEBEZIUM_JSON: &str = "debezium-json";
 /// primary key, each the key's new value, a tombstone a delete).
 const UPSERT_JSON: &str = "upsert-json";
 
+/// The connector that reads a PostgreSQL table's changes by key.
+const POSTGRES_CDC: &str = "postgres-cdc";
+
 /// A change feed's source layout and stream facts.
 pub(super) struct ChangeFeed {
     pub layout: SourceLayout,
@@ -47,11 +52,30 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
         .options
         .get("format")
         .map(|f| f.trim().to_ascii_lowercase());
-    let upsert = format.as_deref() == Some(UPSERT_JSON);
+    let postgres = def.connector == POSTGRES_CDC;
+    if postgres && def.primary_key.is_empty() {
+        return Err(SqlError::at(
+            &def.position,
+            format!(
+                "table '{}' reads PostgreSQL changes (connector '{POSTGRES_CDC}'), which are keyed by the table's primary key: declare it, PRIMARY KEY (...) NOT ENFORCED",
+                def.name
+            ),
+        ));
+    }
+    if postgres && def.layout.event_time.is_some() {
+        return Err(SqlError::at(
+            &def.position,
+            format!(
+                "table '{}' (connector '{POSTGRES_CDC}'): a WATERMARK on a PostgreSQL change feed is not supported yet; leave it out",
+                def.name
+            ),
+        ));
+    }
+    let upsert = format.as_deref() == Some(UPSERT_JSON) || postgres;
     if format.as_deref() != Some(DEBEZIUM_JSON) && !upsert {
         return Ok(None);
     }
-    if upsert {
+    if upsert && !postgres {
         if def.connector != "kafka" {
             return Err(SqlError::at(
                 &def.position,
@@ -80,11 +104,16 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ),
         ));
     }
+    let read_as = if postgres {
+        format!("connector '{POSTGRES_CDC}'")
+    } else if upsert {
+        format!("format '{UPSERT_JSON}'")
+    } else {
+        format!("format '{DEBEZIUM_JSON}'")
+    };
     let origin = format!(
-        "the change feed '{}' (format '{}', declared at {})",
-        def.name,
-        if upsert { UPSERT_JSON } else { DEBEZIUM_JSON },
-        def.position
+        "the change feed '{}' ({read_as}, declared at {})",
+        def.name, def.position
     );
     let output = &def.layout.output_schema;
     let upsert_key: Option<Vec<usize>> = (!def.primary_key.is_empty())

@@ -1,0 +1,581 @@
+//! A `postgres-cdc` table's reader: the table's rows in chunks, then its
+//! changes from the replication slot, as upserts and deletes by key.
+//!
+//! In: the [`CdcConfig`], the eddy table's physical columns (then the row
+//! kind) and primary key, a checkpointed [`CdcPosition`] when resuming.
+//! Out: batches of rows with their kind — `+I` for a snapshot row or an
+//! insert, `+U` for an update's new row, `-D` for a delete (only its key
+//! counts) — which the planner's `changelog_normalize` step behind the
+//! source turns into a changelog with the old rows. A batch ends only at a
+//! chunk's or a transaction's end, and its position (the end of the last
+//! transaction, or the last chunk) is what a checkpoint records.
+//!
+//! State machine:
+//!
+//! ```text
+//!  Connecting ── table, publication, slot checked or made
+//!      │
+//!      ▼
+//!  Snapshot ── chunk after chunk (see [`super::snapshot`]) ──┐
+//!      │ last chunk read: catch_up_until = WAL position now  │ resumed mid-way
+//!      ▼                                                     │ from `snapshot_after`
+//!  Streaming from `lsn`: each transaction's changes; while its
+//!  commit is before `catch_up_until`, a change its key's chunk
+//!  already holds is skipped
+//! ```
+//!
+//! The slot's confirmed position moves only when a checkpoint holding a
+//! later position completes ([`Confirmations`]), so after a kill the job
+//! resumes at its checkpoint and PostgreSQL still has every change after.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::changelog::RowKind;
+use eddy_engine::source::{BadRow, SourceContext, SourceReader};
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
+use serde::{Deserialize, Serialize};
+
+use super::config::CdcConfig;
+use super::pgoutput::{self, Change, Relation, Value};
+use super::snapshot::{read_chunk, ChunkIndex, ChunkRecord};
+use super::table::{self, lsn_text, message, parse_lsn, PgTable};
+use super::text_columns::TextRows;
+use crate::error::{ConnectorError, Result};
+
+/// What a checkpoint records of a `postgres-cdc` reader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdcPosition {
+    /// The slot read.
+    pub slot: String,
+    /// The stream resumes after this position (the end of the last
+    /// transaction read, or the slot's position before the snapshot).
+    pub lsn: String,
+    /// Whether the snapshot is read whole.
+    pub snapshot_done: bool,
+    /// The key the last snapshot chunk read ended at (none read: `None`).
+    #[serde(default)]
+    pub snapshot_after: Option<Vec<Option<String>>>,
+    /// The chunks read, while changes made during the snapshot may still
+    /// come (see `super::snapshot`).
+    #[serde(default)]
+    pub chunks: Vec<ChunkRecord>,
+    /// The WAL position read after the last chunk.
+    #[serde(default)]
+    pub catch_up_until: Option<String>,
+}
+
+/// The slot positions whose checkpoints completed, by slot, shared by the
+/// connector (which learns of completed checkpoints) and the readers
+/// (which tell PostgreSQL).
+#[derive(Debug, Default)]
+pub struct Confirmations {
+    slots: Mutex<HashMap<String, Arc<AtomicU64>>>,
+}
+
+impl Confirmations {
+    /// The confirmed position of a slot (`host:port/database/slot`).
+    pub fn of(&self, key: &str) -> Arc<AtomicU64> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.entry(key.to_string()).or_default().clone()
+    }
+
+    /// A checkpoint holding `lsn` completed.
+    pub fn confirm(&self, key: &str, lsn: u64) {
+        self.of(key).fetch_max(lsn, Ordering::SeqCst);
+    }
+}
+
+/// Which slot a config reads, as [`Confirmations`] names it.
+pub fn slot_key(config: &CdcConfig) -> String {
+    format!(
+        "{}:{}/{}/{}",
+        config.host, config.port, config.database, config.slot
+    )
+}
+
+/// See the module docs.
+pub struct CdcReader {
+    config: CdcConfig,
+    schema: SchemaRef,
+    primary_key: Vec<String>,
+    batch_rows: usize,
+    rows: TextRows,
+    resume: Option<CdcPosition>,
+    opened: Option<Opened>,
+    confirmed: Arc<AtomicU64>,
+    /// Rows taken in (snapshot and changes), to number bad rows.
+    sequence: u64,
+}
+
+/// A reader's state once connected.
+struct Opened {
+    table: PgTable,
+    position: CdcPosition,
+    index: Option<ChunkIndex>,
+    catch_up_until: Option<u64>,
+    lsn: u64,
+    query: Option<postgres::Client>,
+    stream: Option<Stream>,
+}
+
+/// The replication stream and what it has told.
+struct Stream {
+    runtime: tokio::runtime::Runtime,
+    client: ReplicationClient,
+    acked: u64,
+    relation: Option<(u32, Vec<usize>, Relation)>,
+    transaction: Option<Transaction>,
+}
+
+/// The transaction being read.
+#[derive(Clone, Copy)]
+struct Transaction {
+    xid: u32,
+    /// Whether its changes are checked against the snapshot's chunks.
+    check: bool,
+}
+
+impl CdcReader {
+    /// A reader of `schema`'s columns (then the row kind), resuming at
+    /// `resume` when given. Nothing connects until the first read.
+    pub fn new(
+        config: CdcConfig,
+        schema: SchemaRef,
+        primary_key: Vec<String>,
+        batch_rows: usize,
+        resume: Option<CdcPosition>,
+        confirmed: Arc<AtomicU64>,
+    ) -> Self {
+        Self {
+            rows: TextRows::new(schema.clone()),
+            config,
+            schema,
+            primary_key,
+            batch_rows: batch_rows.max(1),
+            resume,
+            opened: None,
+            confirmed,
+            sequence: 0,
+        }
+    }
+
+    fn open(&mut self) -> Result<Opened> {
+        let mut client = self
+            .config
+            .query_config()
+            .connect(postgres::NoTls)
+            .map_err(|e| {
+                ConnectorError::postgres(
+                    format!(
+                        "connecting to {}:{} database '{}' as '{}'",
+                        self.config.host, self.config.port, self.config.database, self.config.user
+                    ),
+                    message(&e),
+                )
+            })?;
+        let table = table::describe(&mut client, &self.config, &self.schema, &self.primary_key)?;
+        if let Some(resume) = &self.resume {
+            if resume.slot != self.config.slot {
+                return Err(ConnectorError::postgres(
+                    format!("replication slot '{}'", self.config.slot),
+                    format!(
+                        "the job's checkpoint read slot '{}': a table's slot.name cannot change under its state",
+                        resume.slot
+                    ),
+                ));
+            }
+        }
+        table::ensure_publication(&mut client, &self.config)?;
+        let slot = table::ensure_slot(&mut client, &self.config, self.resume.is_some())?;
+        let position = match self.resume.take() {
+            Some(position) => {
+                let lsn = parse_lsn(&position.lsn)?;
+                if slot.confirmed > lsn {
+                    return Err(ConnectorError::postgres(
+                        format!("replication slot '{}'", self.config.slot),
+                        format!(
+                            "it was confirmed to {} by another reader, past the job's checkpoint at {}: the changes in between are lost to this job",
+                            lsn_text(slot.confirmed),
+                            position.lsn
+                        ),
+                    ));
+                }
+                position
+            }
+            None => CdcPosition {
+                slot: self.config.slot.clone(),
+                lsn: lsn_text(slot.confirmed),
+                snapshot_done: !self.config.snapshot,
+                snapshot_after: None,
+                chunks: Vec::new(),
+                catch_up_until: None,
+            },
+        };
+        if !table.replica_identity_full {
+            tracing::debug!(
+                table = %self.config.qualified(),
+                "REPLICA IDENTITY DEFAULT: an update leaving a TOASTed value unchanged fails the job; set REPLICA IDENTITY FULL for wide text or bytea columns"
+            );
+        }
+        let catch_up_until = position
+            .catch_up_until
+            .as_deref()
+            .map(parse_lsn)
+            .transpose()?;
+        let index = if position.snapshot_done && !position.chunks.is_empty() {
+            Some(ChunkIndex::new(
+                position.chunks.clone(),
+                &self.schema,
+                &table.key,
+            )?)
+        } else {
+            None
+        };
+        Ok(Opened {
+            lsn: parse_lsn(&position.lsn)?,
+            table,
+            position,
+            index,
+            catch_up_until,
+            query: Some(client),
+            stream: None,
+        })
+    }
+
+    /// Reads snapshot chunks until a batch is full or the table is read.
+    fn snapshot_batch(&mut self) -> Result<()> {
+        let Some(opened) = self.opened.as_mut() else {
+            return Ok(());
+        };
+        while !opened.position.snapshot_done && self.rows.len() < self.batch_rows {
+            let client = match opened.query.as_mut() {
+                Some(c) => c,
+                None => return Err(ConnectorError::postgres("snapshot", "no connection")),
+            };
+            let (record, finished) = read_chunk(
+                client,
+                &self.config,
+                &opened.table,
+                opened.position.snapshot_after.as_deref(),
+                &mut self.rows,
+            )?;
+            opened.position.snapshot_after = record.last.clone();
+            opened.position.chunks.push(record);
+            if finished {
+                let now: String = client
+                    .query_one("SELECT pg_current_wal_lsn()::text", &[])
+                    .map_err(|e| ConnectorError::postgres("reading the WAL position", message(&e)))?
+                    .get(0);
+                opened.position.snapshot_done = true;
+                opened.position.catch_up_until = Some(now.clone());
+                opened.catch_up_until = Some(parse_lsn(&now)?);
+                opened.index = Some(ChunkIndex::new(
+                    opened.position.chunks.clone(),
+                    &self.schema,
+                    &opened.table.key,
+                )?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads changes until a batch is full, or the stream is quiet with
+    /// rows in hand.
+    fn stream_batch(&mut self) -> Result<()> {
+        let Some(opened) = self.opened.as_mut() else {
+            return Ok(());
+        };
+        opened.query = None;
+        if opened.stream.is_none() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| ConnectorError::postgres("starting the replication client", e))?;
+            let config = self.config.replication_config(opened.lsn, opened.lsn);
+            let client = runtime
+                .block_on(ReplicationClient::connect(config))
+                .map_err(|e| {
+                    ConnectorError::postgres(
+                        format!("starting replication from slot '{}'", self.config.slot),
+                        e,
+                    )
+                })?;
+            opened.stream = Some(Stream {
+                runtime,
+                client,
+                acked: opened.lsn,
+                relation: None,
+                transaction: None,
+            });
+        }
+        loop {
+            let Some(stream) = opened.stream.as_mut() else {
+                return Ok(());
+            };
+            let confirmed = self.confirmed.load(Ordering::SeqCst);
+            if confirmed > stream.acked {
+                stream.client.update_applied_lsn(Lsn(confirmed));
+                stream.acked = confirmed;
+            }
+            let event = stream.runtime.block_on(async {
+                tokio::time::timeout(self.config.poll, stream.client.recv()).await
+            });
+            let event = match event {
+                Err(_quiet) => {
+                    if stream.transaction.is_none() && !self.rows.is_empty() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(Err(e)) => {
+                    return Err(ConnectorError::postgres(
+                        format!("reading slot '{}'", self.config.slot),
+                        e,
+                    ))
+                }
+                Ok(Ok(None)) => {
+                    return Err(ConnectorError::postgres(
+                        format!("reading slot '{}'", self.config.slot),
+                        "the server ended the replication stream",
+                    ))
+                }
+                Ok(Ok(Some(event))) => event,
+            };
+            match event {
+                ReplicationEvent::Begin { final_lsn, xid, .. } => {
+                    let check = match opened.catch_up_until {
+                        Some(until) if final_lsn.0 < until => true,
+                        Some(_) => {
+                            // Past every chunk's snapshot: forget them.
+                            opened.catch_up_until = None;
+                            opened.index = None;
+                            opened.position.chunks.clear();
+                            opened.position.catch_up_until = None;
+                            false
+                        }
+                        None => false,
+                    };
+                    stream.transaction = Some(Transaction { xid, check });
+                }
+                ReplicationEvent::XLogData {
+                    data, wal_start, ..
+                } => {
+                    let change = pgoutput::decode(&data).map_err(|e| {
+                        ConnectorError::postgres(
+                            format!("reading slot '{}' at {wal_start}", self.config.slot),
+                            e,
+                        )
+                    })?;
+                    let transaction = stream.transaction;
+                    apply(
+                        &self.config,
+                        &opened.table,
+                        opened.index.as_ref(),
+                        &mut stream.relation,
+                        transaction,
+                        change,
+                        &mut self.rows,
+                        wal_start.0,
+                    )?;
+                }
+                ReplicationEvent::Commit { end_lsn, .. } => {
+                    stream.transaction = None;
+                    opened.lsn = end_lsn.0;
+                    opened.position.lsn = lsn_text(end_lsn.0);
+                    if self.rows.len() >= self.batch_rows {
+                        return Ok(());
+                    }
+                }
+                ReplicationEvent::StoppedAt { .. } => {
+                    return Err(ConnectorError::postgres(
+                        format!("reading slot '{}'", self.config.slot),
+                        "the replication stream stopped",
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn take_batch(&mut self, ctx: &mut SourceContext) -> Result<RecordBatch> {
+        let taken = self.rows.len() as u64;
+        let (batch, bad) = self.rows.finish()?;
+        for b in bad {
+            ctx.bad_row(BadRow {
+                path: format!("postgres-cdc {}", self.config.qualified()),
+                line: None,
+                offset: Some(self.sequence + b.row as u64),
+                column: Some(b.column.clone()),
+                reason: format!("'{}' does not fit column '{}'", b.text, b.column),
+                raw: b.text,
+            });
+        }
+        self.sequence += taken;
+        Ok(batch)
+    }
+}
+
+/// Takes one decoded change into `rows`.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    config: &CdcConfig,
+    table: &PgTable,
+    index: Option<&ChunkIndex>,
+    relation: &mut Option<(u32, Vec<usize>, Relation)>,
+    transaction: Option<Transaction>,
+    change: Change<'_>,
+    rows: &mut TextRows,
+    at: u64,
+) -> Result<()> {
+    let context = || format!("table {} at {}", config.qualified(), lsn_text(at));
+    let ours = |id: u32| relation.as_ref().is_some_and(|(r, _, _)| *r == id);
+    let row_of = |values: &[Value<'_>], positions: &[usize]| -> Vec<Option<Vec<u8>>> {
+        positions
+            .iter()
+            .map(|&p| match values.get(p) {
+                Some(Value::Text(t)) => Some(t.to_vec()),
+                _ => None,
+            })
+            .collect()
+    };
+    let held = |key_row: &[Option<Vec<u8>>]| -> Result<bool> {
+        let (Some(index), Some(t)) = (index, transaction) else {
+            return Ok(false);
+        };
+        if !t.check {
+            return Ok(false);
+        }
+        let key: Vec<Option<String>> = table
+            .key
+            .iter()
+            .map(|&k| {
+                key_row[k]
+                    .as_ref()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+            })
+            .collect();
+        let rows = index.rows(&[key])?;
+        Ok(rows.first().is_some_and(|r| index.holds(r, t.xid)))
+    };
+    let mut push = |kind: RowKind, row: &[Option<Vec<u8>>]| -> Result<()> {
+        if !held(row)? {
+            rows.push(kind, row.iter().map(|v| v.as_deref()));
+        }
+        Ok(())
+    };
+    match change {
+        Change::Relation(r) => {
+            if r.namespace != config.schema || r.name != config.pg_table {
+                return Ok(());
+            }
+            let positions = table
+                .columns
+                .iter()
+                .map(|c| {
+                    r.columns.iter().position(|rc| rc.name == c.name).ok_or_else(|| {
+                        ConnectorError::postgres(
+                            context(),
+                            format!(
+                                "column '{}' is no longer in the table (dropped or renamed): the eddy table reads it; declare the table again and start the job without its state",
+                                c.name
+                            ),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            *relation = Some((r.id, positions, r));
+        }
+        Change::Insert { relation: id, new } if ours(id) => {
+            let positions = relation
+                .as_ref()
+                .map(|(_, p, _)| p.clone())
+                .unwrap_or_default();
+            push(RowKind::Insert, &row_of(&new, &positions))?;
+        }
+        Change::Update {
+            relation: id,
+            old,
+            key_only,
+            new,
+        } if ours(id) => {
+            let positions = relation
+                .as_ref()
+                .map(|(_, p, _)| p.clone())
+                .unwrap_or_default();
+            let mut after = row_of(&new, &positions);
+            for (c, &p) in positions.iter().enumerate() {
+                if new.get(p) == Some(&Value::Unchanged) {
+                    match old.as_ref().and_then(|o| o.get(p)).filter(|_| !key_only) {
+                        Some(Value::Text(t)) => after[c] = Some(t.to_vec()),
+                        _ => {
+                            return Err(ConnectorError::postgres(
+                                context(),
+                                format!(
+                                    "an update left column '{}' (a large, TOASTed value) unchanged, and PostgreSQL sends such a value only under REPLICA IDENTITY FULL: run ALTER TABLE {} REPLICA IDENTITY FULL, then start the job without its state",
+                                    table.columns[c].name,
+                                    config.qualified()
+                                ),
+                            ))
+                        }
+                    }
+                }
+            }
+            if let Some(old) = old {
+                let before = row_of(&old, &positions);
+                if table.key.iter().any(|&k| before[k] != after[k]) {
+                    push(RowKind::Delete, &before)?;
+                }
+            }
+            push(RowKind::UpdateAfter, &after)?;
+        }
+        Change::Delete {
+            relation: id, old, ..
+        } if ours(id) => {
+            let positions = relation
+                .as_ref()
+                .map(|(_, p, _)| p.clone())
+                .unwrap_or_default();
+            push(RowKind::Delete, &row_of(&old, &positions))?;
+        }
+        Change::Truncate { relations } if relations.iter().any(|&id| ours(id)) => {
+            return Err(ConnectorError::postgres(
+                context(),
+                "the table was truncated: eddy cannot tell which keys that deleted; start the job without its state to read the table again",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+impl SourceReader for CdcReader {
+    fn next_batch(&mut self, ctx: &mut SourceContext) -> eddy_engine::Result<Option<RecordBatch>> {
+        let table = self.config.table.clone();
+        let fail = |e: ConnectorError| e.for_table(&table);
+        if self.opened.is_none() {
+            self.opened = Some(self.open().map_err(fail)?);
+        }
+        let snapshot_done = self
+            .opened
+            .as_ref()
+            .is_some_and(|o| o.position.snapshot_done);
+        if snapshot_done {
+            self.stream_batch().map_err(fail)?;
+        } else {
+            self.snapshot_batch().map_err(fail)?;
+        }
+        self.take_batch(ctx).map(Some).map_err(fail)
+    }
+
+    fn position(&self) -> serde_json::Value {
+        match (&self.opened, &self.resume) {
+            (Some(opened), _) => serde_json::to_value(&opened.position).unwrap_or_default(),
+            (None, Some(resume)) => serde_json::to_value(resume).unwrap_or_default(),
+            (None, None) => serde_json::Value::Null,
+        }
+    }
+}
