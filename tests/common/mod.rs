@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 pub mod azurite;
+pub mod pg_server;
 pub mod s3;
 
 use std::collections::BTreeMap;

@@ -124,7 +124,10 @@ pub fn read_chunk(
     let select: Vec<String> = table
         .columns
         .iter()
-        .map(|c| format!("{}::text", quote_ident(&c.name)))
+        .enumerate()
+        // Named apart from the columns: ORDER BY a column's own name
+        // would sort by this text.
+        .map(|(i, c)| format!("{}::text AS c{i}", quote_ident(&c.name)))
         .collect();
     let keys: Vec<String> = table
         .key

@@ -153,12 +153,14 @@ pub fn describe(
     for k in &pg_key {
         match columns.iter().position(|c| &c.name == k) {
             Some(i) => key.push(i),
-            None => return Err(ConnectorError::postgres(
-                context(),
-                format!(
+            None => {
+                return Err(ConnectorError::postgres(
+                    context(),
+                    format!(
                     "its primary key column '{k}' is not a column of the eddy table: declare it"
                 ),
-            )),
+                ))
+            }
         }
     }
     let declared: Vec<String> = primary_key.iter().map(|k| k.to_lowercase()).collect();

@@ -1,0 +1,453 @@
+//! PostgreSQL change capture end to end, against a real PostgreSQL
+//! (Debian's, started by `scripts/postgres.sh server`) with logical
+//! replication on:
+//!
+//! - a changelog test: a table's rows and a stream of inserts, updates
+//!   (keys moving too) and deletes written while the snapshot is read,
+//!   through `postgres-cdc` into a Debezium JSON file; replaying the file
+//!   gives the PostgreSQL table, row for row, no change is applied twice
+//!   or out of order (balances only grow, and no update lowers one), and
+//!   the slot is confirmed;
+//! - a kill test: the same stream aggregated by a column the updates
+//!   change (rows moving between groups), the job SIGKILLed at random
+//!   moments and resumed from its checkpoints; the replayed result equals
+//!   the aggregate PostgreSQL computes over the table (a change read twice
+//!   or lost would show);
+//! - a table without a primary key is refused, naming the fix.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::pg_server::{PgServer, PASSWORD, PASSWORD_VARIABLE};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const OWNERS: [&str; 6] = ["ann", "bob", "cy", "di", "ed", "flo"];
+
+/// How long a job may take to catch up with PostgreSQL.
+const CATCH_UP: Duration = Duration::from_secs(90);
+
+fn eddy() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.env_remove("EDDY_PARALLELISM");
+    command.env(PASSWORD_VARIABLE, PASSWORD);
+    command.current_dir(common::repo_root());
+    command
+}
+
+/// `accounts` with `rows` rows.
+fn make_accounts(pg: &PgServer, rows: i64) {
+    pg.client()
+        .batch_execute(&format!(
+            "CREATE TABLE accounts (id bigint PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL, \
+               amount numeric(12,2), note text);
+             INSERT INTO accounts SELECT g, (ARRAY['ann','bob','cy','di','ed','flo'])[1 + g % 6], g * 10, g / 4.0,
+               'note ' || g FROM generate_series(1, {rows}) g;"
+        ))
+        .unwrap();
+}
+
+const ACCOUNTS_COLUMNS: &str =
+    "id BIGINT, owner STRING NOT NULL, balance BIGINT NOT NULL, amount DOUBLE, note STRING, PRIMARY KEY (id) NOT ENFORCED";
+
+/// Writes `ops` seeded random transactions to `accounts` (ids 1..=rows to
+/// start with): balance and owner updates, keys moved, deletes, inserts,
+/// NULLs, a few transactions of several statements. Returns once done.
+fn write_changes(port: u16, rows: i64, seed: u64, ops: usize, pace: Duration) {
+    let mut client = postgres::Config::new()
+        .host("127.0.0.1")
+        .port(port)
+        .user("postgres")
+        .password(PASSWORD)
+        .dbname("postgres")
+        .connect(postgres::NoTls)
+        .unwrap();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for i in 0..ops as i64 {
+        let mut tx = client.transaction().unwrap();
+        let statements = if rng.random_ratio(1, 10) { 3 } else { 1 };
+        for s in 0..statements {
+            let id = rng.random_range(1..=rows);
+            let choice = rng.random_range(0..100);
+            let owner = OWNERS[rng.random_range(0..OWNERS.len())];
+            match choice {
+                0..35 => tx
+                    .execute(
+                        "UPDATE accounts SET balance = balance + $1 WHERE id = $2",
+                        // Balances only grow, so a change applied twice or
+                        // out of order shows as one going down.
+                        &[&rng.random_range(1i64..50), &id],
+                    )
+                    .unwrap(),
+                35..50 => tx
+                    .execute(
+                        "UPDATE accounts SET owner = $1 WHERE id = $2",
+                        &[&owner, &id],
+                    )
+                    .unwrap(),
+                50..60 => tx
+                    .execute(
+                        "UPDATE accounts SET id = $1, balance = balance + 1 WHERE id = $2",
+                        &[&(2_000_000 + i * 4 + s), &id],
+                    )
+                    .unwrap(),
+                60..75 => tx
+                    .execute("DELETE FROM accounts WHERE id = $1", &[&id])
+                    .unwrap(),
+                75..95 => tx
+                    .execute(
+                        "INSERT INTO accounts VALUES ($1, $2, $3, NULL, 'new')",
+                        &[
+                            &(3_000_000 + i * 4 + s),
+                            &owner,
+                            &rng.random_range(0i64..1000),
+                        ],
+                    )
+                    .unwrap(),
+                _ => tx
+                    .execute(
+                        "UPDATE accounts SET amount = NULL, note = note || '!' WHERE id = $1",
+                        &[&id],
+                    )
+                    .unwrap(),
+            };
+        }
+        tx.commit().unwrap();
+        std::thread::sleep(pace);
+    }
+}
+
+/// A row as text to compare by: its fields by name, NULLs left out,
+/// numbers as floats.
+fn canonical(row: &serde_json::Map<String, serde_json::Value>) -> String {
+    let fields: BTreeMap<&String, String> = row
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| {
+            let text = match v.as_f64() {
+                Some(n) => format!("{n}"),
+                None => v.to_string(),
+            };
+            (k, text)
+        })
+        .collect();
+    format!("{fields:?}")
+}
+
+/// The table a Debezium JSON file describes (`before` taken out, `after`
+/// put in), as canonical rows with counts; a change to a row the file
+/// never created is an error.
+fn replay_debezium(path: &Path) -> Result<BTreeMap<String, usize>, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut table: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let event: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("line {}: {e}", n + 1))?;
+        if let Some(before) = event["before"].as_object() {
+            let row = canonical(before);
+            let held = table
+                .get_mut(&row)
+                .ok_or_else(|| format!("line {}: a change of a row never created: {row}", n + 1))?;
+            *held -= 1;
+            if *held == 0 {
+                table.remove(&row);
+            }
+        }
+        if let Some(after) = event["after"].as_object() {
+            *table.entry(canonical(after)).or_default() += 1;
+        }
+    }
+    Ok(table)
+}
+
+/// The updates of a Debezium JSON file (of `accounts` rows) whose
+/// balance went down: none, as balances only grow.
+fn balances_going_down(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            let (before, after) = (&event["before"], &event["after"]);
+            before["id"] == after["id"]
+                && before["balance"].as_i64().unwrap_or(0)
+                    > after["balance"].as_i64().unwrap_or(i64::MAX)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Rows of a query, as canonical rows with counts (columns named as the
+/// query names them; `numeric` columns cast to float8 by the query).
+fn postgres_rows(pg: &PgServer, sql: &str) -> BTreeMap<String, usize> {
+    let mut table = BTreeMap::new();
+    let rows = pg
+        .client()
+        .query(&format!("SELECT row_to_json(q)::text FROM ({sql}) q"), &[])
+        .unwrap();
+    for row in rows {
+        let text: String = row.get(0);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        *table
+            .entry(canonical(value.as_object().unwrap()))
+            .or_default() += 1;
+    }
+    table
+}
+
+/// Waits until the replayed file equals `expected()`; fails showing the
+/// difference.
+fn wait_for_equal(
+    path: &Path,
+    expected: impl Fn() -> BTreeMap<String, usize>,
+    what: &str,
+    stderr: impl Fn() -> String,
+) {
+    let started = Instant::now();
+    loop {
+        let want = expected();
+        let got = replay_debezium(path);
+        match &got {
+            Ok(got) if *got == want => return,
+            Err(e) => panic!("{what}: the changelog does not replay: {e}\n{}", stderr()),
+            Ok(got) if started.elapsed() > CATCH_UP => {
+                let missing: Vec<&String> = want
+                    .keys()
+                    .filter(|k| !got.contains_key(*k))
+                    .take(5)
+                    .collect();
+                let extra: Vec<&String> = got
+                    .keys()
+                    .filter(|k| !want.contains_key(*k))
+                    .take(5)
+                    .collect();
+                panic!(
+                    "{what}: {} rows replayed, PostgreSQL has {}; missing {missing:?}; extra {extra:?}\n{}",
+                    got.len(),
+                    want.len(),
+                    stderr()
+                );
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+fn spawn_job(job: &Path, state: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    eddy()
+        .arg("run")
+        .arg(job)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["--checkpoint-interval", "200ms"])
+        // Debug logging of eddy's connectors and the replication client,
+        // so the test sees that no line carries the password.
+        .env(
+            "EDDY_LOG",
+            "info,eddy_connectors=debug,pgwire_replication=debug",
+        )
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+fn slot_confirmed(pg: &PgServer, slot: &str) -> String {
+    pg.client()
+        .query_one(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn a_snapshot_and_the_changes_made_while_it_is_read_replay_to_the_source_table() {
+    let pg = PgServer::start();
+    // Big enough, in chunks small enough, that the snapshot is still being
+    // read when the changes come.
+    let rows = 20_000;
+    make_accounts(&pg, rows);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("changes.ndjson");
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
+             CREATE TABLE changes (id BIGINT, owner STRING, balance BIGINT, amount DOUBLE, note STRING) \
+               WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');\n\
+             INSERT INTO changes SELECT * FROM accounts;",
+            pg.cdc_options("accounts", "eddy_changes", ", 'scan.incremental.snapshot.chunk.size' = '53'"),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("eddy.log");
+    let mut child = spawn_job(&job, &dir.path().join("state"), &log);
+    // Changes start while the snapshot's chunks are being read.
+    write_changes(pg.port, rows, 7, 1_500, Duration::from_micros(300));
+    let stderr = || std::fs::read_to_string(&log).unwrap_or_default() + &pg.log();
+    wait_for_equal(
+        &out,
+        || {
+            postgres_rows(
+                &pg,
+                "SELECT id, owner, balance, amount::float8 AS amount, note FROM accounts",
+            )
+        },
+        "changelog",
+        stderr,
+    );
+    // Every change read once and in order: the changes made while the
+    // snapshot was read are applied to the rows that did not hold them yet.
+    let down = balances_going_down(&out);
+    assert!(
+        down.is_empty(),
+        "balances went down: {:?}",
+        &down[..down.len().min(5)]
+    );
+    // The slot is confirmed as checkpoints holding its changes complete.
+    let first = slot_confirmed(&pg, "eddy_changes");
+    pg.client()
+        .execute(
+            "UPDATE accounts SET note = 'last' WHERE id = (SELECT min(id) FROM accounts)",
+            &[],
+        )
+        .unwrap();
+    let started = Instant::now();
+    while slot_confirmed(&pg, "eddy_changes") == first {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the slot stayed confirmed at {first}\n{}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains(PASSWORD),
+        "the password is in eddy's output:\n{text}"
+    );
+}
+
+#[test]
+fn an_aggregate_over_changes_survives_kills_and_equals_postgresql() {
+    let pg = PgServer::start();
+    // Kills come while the snapshot is read, too.
+    let rows = 20_000;
+    make_accounts(&pg, rows);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("totals.ndjson");
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
+             CREATE TABLE totals (owner STRING, n BIGINT, total BIGINT) \
+               WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');\n\
+             INSERT INTO totals SELECT owner, COUNT(*) AS n, SUM(balance) AS total FROM accounts GROUP BY owner;",
+            pg.cdc_options("accounts", "eddy_totals", ", 'scan.incremental.snapshot.chunk.size' = '53'"),
+            out.display()
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let log = dir.path().join("eddy.log");
+    let port = pg.port;
+    let writer =
+        std::thread::spawn(move || write_changes(port, rows, 11, 3_000, Duration::from_millis(2)));
+    let mut rng = SmallRng::seed_from_u64(5);
+    let mut kills = 0;
+    let mut child = spawn_job(&job, &state, &log);
+    while kills < 5 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(200..1_500)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        child = spawn_job(&job, &state, &log);
+    }
+    writer.join().unwrap();
+    let stderr = || std::fs::read_to_string(&log).unwrap_or_default() + &pg.log();
+    wait_for_equal(
+        &out,
+        || {
+            postgres_rows(
+                &pg,
+                "SELECT owner, count(*) AS n, sum(balance)::bigint AS total FROM accounts GROUP BY owner",
+            )
+        },
+        &format!("totals after {kills} kills"),
+        stderr,
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains(PASSWORD), "the password is in eddy's output");
+    assert!(
+        text.contains("resuming from checkpoint"),
+        "the job never resumed from a checkpoint:\n{}",
+        stderr()
+    );
+}
+
+#[test]
+fn a_table_without_a_primary_key_is_refused_naming_the_fix() {
+    let pg = PgServer::start();
+    pg.client()
+        .batch_execute(
+            "CREATE TABLE plain (id bigint, note text); INSERT INTO plain VALUES (1, 'a');",
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE plain (id BIGINT, note STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ({});\n\
+             CREATE TABLE out (id BIGINT, note STRING) WITH (connector = 'blackhole');\n\
+             INSERT INTO out SELECT * FROM plain;",
+            pg.cdc_options("plain", "eddy_plain", "")
+        ),
+    )
+    .unwrap();
+    let output = eddy().arg("run").arg(&job).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("\"public\".\"plain\"")
+            && stderr.contains("no primary key")
+            && stderr.contains("ADD PRIMARY KEY"),
+        "{stderr}"
+    );
+    // Declaring no key is refused before anything connects.
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE plain (id BIGINT, note STRING) WITH ({});\n\
+             CREATE TABLE out (id BIGINT, note STRING) WITH (connector = 'blackhole');\n\
+             INSERT INTO out SELECT * FROM plain;",
+            pg.cdc_options("plain", "eddy_plain", "")
+        ),
+    )
+    .unwrap();
+    let output = eddy().arg("run").arg(&job).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("PRIMARY KEY (...) NOT ENFORCED"),
+        "{stderr}"
+    );
+}
