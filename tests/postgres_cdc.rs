@@ -12,7 +12,11 @@
 //!   change (rows moving between groups), the job SIGKILLed at random
 //!   moments and resumed from its checkpoints; the replayed result equals
 //!   the aggregate PostgreSQL computes over the table (a change read twice
-//!   or lost would show);
+//!   or lost would show), in the Debezium file and in PostgreSQL itself:
+//!   and so does the `jdbc` sink's table the job upserts into;
+//! - an append-only job into a `jdbc` sink, SIGKILLed until it finishes,
+//!   leaves the table holding each row once: what a run without
+//!   checkpoints writes;
 //! - a table without a primary key is refused, naming the fix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -352,15 +356,23 @@ fn an_aggregate_over_changes_survives_kills_and_equals_postgresql() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("totals.ndjson");
     let job = dir.path().join("job.sql");
+    pg.client()
+        .batch_execute("CREATE TABLE owner_totals (owner text PRIMARY KEY, n bigint, total bigint)")
+        .unwrap();
     std::fs::write(
         &job,
         format!(
             "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
              CREATE TABLE totals (owner STRING, n BIGINT, total BIGINT) \
                WITH (connector = 'ndjson', path = '{}', format = 'debezium-json');\n\
-             INSERT INTO totals SELECT owner, COUNT(*) AS n, SUM(balance) AS total FROM accounts GROUP BY owner;",
+             CREATE TABLE pg_totals (owner STRING, n BIGINT, total BIGINT, PRIMARY KEY (owner) NOT ENFORCED) \
+               WITH ({});\n\
+             CREATE VIEW sums AS SELECT owner, COUNT(*) AS n, SUM(balance) AS total FROM accounts GROUP BY owner;\n\
+             INSERT INTO totals SELECT * FROM sums;\n\
+             INSERT INTO pg_totals SELECT * FROM sums;",
             pg.cdc_options("accounts", "eddy_totals", ", 'scan.incremental.snapshot.chunk.size' = '53'"),
-            out.display()
+            out.display(),
+            pg.jdbc_options("owner_totals")
         ),
     )
     .unwrap();
@@ -392,6 +404,22 @@ fn an_aggregate_over_changes_survives_kills_and_equals_postgresql() {
         &format!("totals after {kills} kills"),
         stderr,
     );
+    // The jdbc sink's table holds the same aggregate, in PostgreSQL.
+    let aggregate =
+        "SELECT owner, count(*) AS n, sum(balance)::bigint AS total FROM accounts GROUP BY owner";
+    let started = Instant::now();
+    while postgres_rows(&pg, "SELECT owner, n, total FROM owner_totals")
+        != postgres_rows(&pg, aggregate)
+    {
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "owner_totals differs from PostgreSQL's aggregate: {:?} vs {:?}\n{}",
+            postgres_rows(&pg, "SELECT owner, n, total FROM owner_totals"),
+            postgres_rows(&pg, aggregate),
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
@@ -450,4 +478,100 @@ fn a_table_without_a_primary_key_is_refused_naming_the_fix() {
         stderr.contains("PRIMARY KEY (...) NOT ENFORCED"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_append_only_jdbc_sink_holds_each_row_once_after_kills() {
+    let pg = PgServer::start();
+    pg.client()
+        .batch_execute(
+            "CREATE TABLE orders_once (order_id text, customer_id text, order_amount float8, order_ts bigint);
+             CREATE TABLE orders_killed (LIKE orders_once);",
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = |sink: &str| {
+        format!(
+            "CREATE TABLE orders (order_id VARCHAR NOT NULL, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT NOT NULL, \
+               country VARCHAR) WITH (connector = 'generator', stream = 'orders', count = '1000000', batch_size = '2000');\n\
+             CREATE TABLE out (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT) WITH ({});\n\
+             INSERT INTO out SELECT order_id, customer_id, order_amount, order_ts FROM orders;",
+            pg.jdbc_options(sink)
+        )
+    };
+    let once = dir.path().join("once.sql");
+    std::fs::write(&once, job("orders_once")).unwrap();
+    let output = eddy().arg("run").arg(&once).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let killed = dir.path().join("killed.sql");
+    std::fs::write(&killed, job("orders_killed")).unwrap();
+    let state = dir.path().join("state");
+    let log = dir.path().join("eddy.log");
+    let mut rng = SmallRng::seed_from_u64(3);
+    let mut kills = 0;
+    loop {
+        let mut child = spawn_job(&killed, &state, &log);
+        let deadline = Instant::now() + Duration::from_millis(rng.random_range(700..1_500));
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        match status {
+            Some(status) => {
+                assert!(
+                    status.success(),
+                    "{}",
+                    std::fs::read_to_string(&log).unwrap()
+                );
+                break;
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                assert!(kills < 60, "the job never finished");
+            }
+        }
+    }
+    let count = |table: &str| -> i64 {
+        pg.client()
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .unwrap()
+            .get(0)
+    };
+    let expected = count("orders_once");
+    assert!(expected > 1_000, "the generator wrote {expected} orders");
+    let differ: i64 = pg
+        .client()
+        .query_one(
+            "SELECT count(*) FROM ((SELECT * FROM orders_once EXCEPT ALL SELECT * FROM orders_killed) \
+               UNION ALL (SELECT * FROM orders_killed EXCEPT ALL SELECT * FROM orders_once)) d",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        (count("orders_killed"), differ),
+        (expected, 0),
+        "after {kills} kills the killed job's table differs from the uninterrupted run's"
+    );
+    assert!(kills > 0, "the job finished before any kill");
+    // A resumed job publishes its checkpoint again; the progress table
+    // makes that a no-op.
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("resuming from checkpoint"),
+        "no kill came after a checkpoint"
+    );
+    eprintln!("append-only jdbc sink: {expected} rows, exact after {kills} kills");
 }

@@ -60,6 +60,15 @@ impl PgServer {
         )
     }
 
+    /// The `WITH (...)` options of a `jdbc` sink writing `table`.
+    pub fn jdbc_options(&self, table: &str) -> String {
+        format!(
+            "connector = 'jdbc', url = 'jdbc:postgresql://127.0.0.1:{}/postgres', 'table-name' = '{table}', \
+             username = 'postgres', password = 'env:{PASSWORD_VARIABLE}'",
+            self.port
+        )
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pg/server.log")).unwrap_or_default()

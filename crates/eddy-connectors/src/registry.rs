@@ -52,6 +52,7 @@ impl Registry {
             Box::new(values::ValuesConnector),
             Box::new(kafka::KafkaConnector::default()),
             Box::new(postgres::PostgresCdcConnector::default()),
+            Box::new(postgres::JdbcConnector::default()),
             Box::new(stdout::StdoutConnector),
             Box::new(parquet::ParquetConnector),
             Box::new(delta::DeltaConnector::default()),

@@ -193,7 +193,7 @@ impl CdcConfig {
 }
 
 /// A secret option's value: `env:NAME` reads the variable.
-fn resolve_secret(value: &str) -> Result<String> {
+pub(super) fn resolve_secret(value: &str) -> Result<String> {
     match value.strip_prefix("env:") {
         Some(name) => std::env::var(name).map_err(|_| {
             ConnectorError::bad_option(

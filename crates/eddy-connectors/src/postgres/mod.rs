@@ -1,5 +1,5 @@
-//! PostgreSQL change capture: `connector = 'postgres-cdc'`, without
-//! Debezium or Kafka between.
+//! PostgreSQL in and out: change capture, `connector = 'postgres-cdc'`
+//! (without Debezium or Kafka between), and the `jdbc` sink.
 //!
 //! In: a table declared with Flink CDC's options ([`config`]) and a
 //! `PRIMARY KEY` equal to the PostgreSQL table's. Out: the table's rows,
@@ -13,7 +13,11 @@
 //! - [`text_columns`]: PostgreSQL's text values into Arrow columns;
 //! - [`snapshot`]: the table read in chunks, and how chunks and changes
 //!   agree exactly;
-//! - [`reader`]: the source's state machine and checkpointed position.
+//! - [`reader`]: the source's state machine and checkpointed position;
+//! - [`sink_config`], [`sink`]: the `jdbc` sink (Flink JDBC's options):
+//!   appends, or upserts and deletes by the sink's `PRIMARY KEY`, exactly
+//!   once through a progress table written in each checkpoint's
+//!   transaction.
 //!
 //! Exactly once: a checkpoint records the end of the last transaction
 //! read; the slot is confirmed to a position only once a checkpoint
@@ -34,14 +38,19 @@
 pub mod config;
 pub mod pgoutput;
 pub mod reader;
+pub mod sink;
+pub mod sink_config;
 pub mod snapshot;
 pub mod table;
 pub mod text_columns;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::sink::{SinkMode, SinkWriter};
 use eddy_engine::source::SourceReader;
+use eddy_engine::state::StateSnapshot;
 
 use crate::config::ConnectorConfig;
 use crate::connector::{Connector, Role};
@@ -49,6 +58,18 @@ use crate::error::{ConnectorError, Result};
 use crate::options::OptionDecl;
 use config::CdcConfig;
 use reader::{slot_key, CdcPosition, CdcReader, Confirmations};
+
+/// Runs `work` where a blocking PostgreSQL client may: off any Tokio
+/// runtime's threads (the client runs one of its own).
+pub fn outside_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return work();
+    }
+    std::thread::scope(|s| match s.spawn(work).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
 
 /// The connector's name.
 pub const NAME: &str = "postgres-cdc";
@@ -125,5 +146,116 @@ impl Connector for PostgresCdcConnector {
         self.confirmations
             .confirm(&slot_key(&cdc), table::parse_lsn(&position.lsn)?);
         Ok(())
+    }
+}
+
+/// `connector = 'jdbc'` (PostgreSQL). Holds a connection and the checked
+/// target per sink, for publishing completed checkpoints.
+#[derive(Default)]
+pub struct JdbcConnector {
+    committers: Mutex<HashMap<String, (Option<postgres::Client>, sink_config::Target)>>,
+}
+
+impl std::fmt::Debug for JdbcConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JdbcConnector").finish_non_exhaustive()
+    }
+}
+
+impl Drop for JdbcConnector {
+    fn drop(&mut self) {
+        // Closing a blocking client blocks on its own runtime.
+        let committers =
+            std::mem::take(self.committers.get_mut().unwrap_or_else(|e| e.into_inner()));
+        outside_runtime(move || drop(committers));
+    }
+}
+
+impl JdbcConnector {
+    /// Connects and checks the target table of `spec`.
+    fn connect(
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+    ) -> Result<(
+        sink_config::JdbcConfig,
+        postgres::Client,
+        sink_config::Target,
+    )> {
+        let jdbc = sink_config::JdbcConfig::of(spec, config.task)?;
+        outside_runtime(|| {
+            let mut client = jdbc.connect()?;
+            let target =
+                sink_config::check_target(&mut client, &jdbc, &spec.schema, &spec.primary_key)?;
+            Ok((jdbc.clone(), client, target))
+        })
+    }
+}
+
+impl Connector for JdbcConnector {
+    fn name(&self) -> &'static str {
+        "jdbc"
+    }
+
+    fn summary(&self) -> &'static str {
+        "writes a PostgreSQL table: appends, or upserts and deletes by the sink's PRIMARY KEY, exactly once with checkpoints"
+    }
+
+    fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
+        (role == Role::Sink).then_some(sink_config::OPTIONS)
+    }
+
+    fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, _role: Role) -> Result<()> {
+        sink_config::JdbcConfig::of(spec, config.task).map(|_| ())
+    }
+
+    fn open_sink(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        mode: SinkMode<'_>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let (jdbc, client, target) = Self::connect(config, spec)?;
+        let (transactional, fresh, resumed) = match mode {
+            SinkMode::Direct => (false, false, 0),
+            SinkMode::Transactional { resume } => (
+                true,
+                resume.is_none(),
+                resume.and_then(sink::snapshot_epoch).unwrap_or(0),
+            ),
+        };
+        Ok(Box::new(sink::JdbcSink::open(
+            jdbc,
+            target,
+            spec.schema.clone(),
+            transactional,
+            fresh,
+            resumed,
+            client,
+        )?))
+    }
+
+    fn takes_changelog(&self, spec: &ConnectorSpec) -> bool {
+        !spec.primary_key.is_empty()
+    }
+
+    fn commit_sink(
+        &self,
+        config: &ConnectorConfig,
+        spec: &ConnectorSpec,
+        state: &StateSnapshot,
+    ) -> Result<()> {
+        if sink::snapshot_epoch(state).is_none() {
+            return Ok(());
+        }
+        let jdbc = sink_config::JdbcConfig::of(spec, config.task)?;
+        let mut committers = self.committers.lock().unwrap_or_else(|e| e.into_inner());
+        if !committers.contains_key(&jdbc.progress_id) {
+            let (_, client, target) = Self::connect(config, spec)?;
+            committers.insert(jdbc.progress_id.clone(), (Some(client), target));
+        }
+        let Some((client, target)) = committers.get_mut(&jdbc.progress_id) else {
+            return Ok(());
+        };
+        sink::commit(client, &jdbc, target, state)
     }
 }

@@ -122,6 +122,14 @@ struct Opened {
     stream: Option<Stream>,
 }
 
+impl Drop for Opened {
+    fn drop(&mut self) {
+        // Closing a blocking client blocks on its own runtime.
+        let query = self.query.take();
+        super::outside_runtime(move || drop(query));
+    }
+}
+
 /// The replication stream and what it has told.
 struct Stream {
     runtime: tokio::runtime::Runtime,
