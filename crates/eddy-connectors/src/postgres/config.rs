@@ -91,14 +91,30 @@ impl std::fmt::Debug for CdcConfig {
 }
 
 impl CdcConfig {
-    /// Reads a table's options (already checked by kind).
+    /// Reads a table's options (already checked by kind), the password
+    /// resolved.
     pub fn of(spec: &ConnectorSpec) -> Result<Self> {
+        Self::read(spec, true)
+    }
+
+    /// Checks a table's options without resolving the password (`eddy
+    /// explain` needs no secret; `eddy run` reads it when it connects).
+    pub fn check(spec: &ConnectorSpec) -> Result<()> {
+        Self::read(spec, false).map(|_| ())
+    }
+
+    pub(super) fn read(spec: &ConnectorSpec, resolve: bool) -> Result<Self> {
         let o = OptionValues::new(&spec.options);
         let need = |name: &str| {
             o.required(name, "a postgres-cdc table names it")
                 .map(str::to_string)
         };
-        let password = resolve_secret(&need("password")?)?;
+        let password = need("password")?;
+        let password = if resolve {
+            resolve_secret(&password)?
+        } else {
+            password
+        };
         let incremental = o.flag("scan.incremental.snapshot.enabled", true)?;
         let chunk_rows = o
             .count::<u64>("scan.incremental.snapshot.chunk.size")?

@@ -104,7 +104,7 @@ impl Connector for PostgresCdcConnector {
                 ),
             ));
         }
-        CdcConfig::of(spec).map(|_| ())
+        CdcConfig::check(spec)
     }
 
     fn open_source(
@@ -142,7 +142,7 @@ impl Connector for PostgresCdcConnector {
         let Ok(position) = serde_json::from_value::<CdcPosition>(position.clone()) else {
             return Ok(());
         };
-        let cdc = CdcConfig::of(spec)?;
+        let cdc = CdcConfig::read(spec, false)?;
         self.confirmations
             .confirm(&slot_key(&cdc), table::parse_lsn(&position.lsn)?);
         Ok(())
@@ -204,8 +204,8 @@ impl Connector for JdbcConnector {
         (role == Role::Sink).then_some(sink_config::OPTIONS)
     }
 
-    fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, _role: Role) -> Result<()> {
-        sink_config::JdbcConfig::of(spec, config.task).map(|_| ())
+    fn check(&self, _config: &ConnectorConfig, spec: &ConnectorSpec, _role: Role) -> Result<()> {
+        sink_config::JdbcConfig::check(spec)
     }
 
     fn open_sink(

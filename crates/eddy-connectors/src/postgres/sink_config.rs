@@ -79,6 +79,16 @@ impl JdbcConfig {
     /// Reads a sink's options; `task` (a group job's task) names its
     /// progress apart.
     pub fn of(spec: &ConnectorSpec, task: Option<u32>) -> Result<Self> {
+        Self::read(spec, task, true)
+    }
+
+    /// Checks a sink's options without resolving the password (`eddy
+    /// explain` needs no secret; `eddy run` reads it when it connects).
+    pub fn check(spec: &ConnectorSpec) -> Result<()> {
+        Self::read(spec, None, false).map(|_| ())
+    }
+
+    fn read(spec: &ConnectorSpec, task: Option<u32>, resolve: bool) -> Result<Self> {
         let o = OptionValues::new(&spec.options);
         let need = |name: &str| o.required(name, "a jdbc sink names it").map(str::to_string);
         let url = need("url")?;
@@ -103,7 +113,12 @@ impl JdbcConfig {
             Some((s, t)) => (s.to_string(), t.to_string()),
             None => ("public".to_string(), target.clone()),
         };
-        let password = super::config::resolve_secret(&need("password")?)?;
+        let password = need("password")?;
+        let password = if resolve {
+            super::config::resolve_secret(&password)?
+        } else {
+            password
+        };
         Ok(Self {
             table: spec.table.clone(),
             host,
