@@ -17,6 +17,8 @@
 //! - an append-only job into a `jdbc` sink, SIGKILLed until it finishes,
 //!   leaves the table holding each row once: what a run without
 //!   checkpoints writes;
+//! - a lookup join enriches a stream from a PostgreSQL table as it stands
+//!   when each row is joined (updates and deletes seen);
 //! - a table without a primary key is refused, naming the fix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -574,4 +576,93 @@ fn an_append_only_jdbc_sink_holds_each_row_once_after_kills() {
         "no kill came after a checkpoint"
     );
     eprintln!("append-only jdbc sink: {expected} rows, exact after {kills} kills");
+}
+
+/// Enriching a stream from a PostgreSQL table: the table read by
+/// `postgres-cdc` as a lookup join's table (`FOR SYSTEM_TIME AS OF` a
+/// processing-time column) meets each row as the table stands when the row
+/// is joined: an update made in PostgreSQL is what later rows meet, and a
+/// deleted key meets no row.
+#[test]
+fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
+    use std::io::{BufRead, Write};
+    let pg = PgServer::start();
+    pg.client()
+        .batch_execute(
+            "CREATE TABLE owners (name text PRIMARY KEY, tier text NOT NULL);
+             INSERT INTO owners VALUES ('ann', 'gold'), ('bob', 'silver');",
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE owners (name STRING, tier STRING, PRIMARY KEY (name) NOT ENFORCED) WITH ({});\n\
+             CREATE TABLE probes (name STRING) WITH (connector = 'stdin');\n\
+             CREATE TABLE out (name STRING, tier STRING) WITH (connector = 'stdout', tag = 'J');\n\
+             INSERT INTO out SELECT p.name, o.tier FROM (SELECT *, PROCTIME() AS pt FROM probes) p \
+               LEFT JOIN owners FOR SYSTEM_TIME AS OF p.pt AS o ON p.name = o.name;",
+            pg.cdc_options("owners", "eddy_owners", "")
+        ),
+    )
+    .unwrap();
+    let mut child = eddy()
+        .arg("run")
+        .arg(&job)
+        .args(["--batch-size", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Probes `name` until one meets `tier`; the lines seen on the way.
+    let mut probe_until = |name: &str, tier: serde_json::Value| -> Vec<String> {
+        let started = Instant::now();
+        let mut seen = Vec::new();
+        loop {
+            assert!(
+                started.elapsed() < CATCH_UP,
+                "{name} never met {tier}: {seen:?}"
+            );
+            writeln!(input, "{{\"name\":\"{name}\"}}").unwrap();
+            input.flush().unwrap();
+            let Ok(line) = received.recv_timeout(Duration::from_secs(5)) else {
+                continue;
+            };
+            let row: serde_json::Value =
+                serde_json::from_str(line.trim_start_matches("J> ")).unwrap();
+            seen.push(line);
+            if row["tier"] == tier {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    probe_until("ann", "gold".into());
+    pg.client()
+        .batch_execute("BEGIN; UPDATE owners SET tier = 'platinum' WHERE name = 'ann'; DELETE FROM owners WHERE name = 'bob'; COMMIT;")
+        .unwrap();
+    let seen = probe_until("ann", "platinum".into());
+    assert!(
+        seen.iter()
+            .all(|l| l.contains("gold") || l.contains("platinum")),
+        "a probe of ann met something else: {seen:?}"
+    );
+    // The delete came in the update's transaction: bob is gone.
+    let seen = probe_until("bob", serde_json::Value::Null);
+    assert_eq!(seen.len(), 1, "bob met a deleted row: {seen:?}");
+    drop(input);
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
