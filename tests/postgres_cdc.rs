@@ -19,6 +19,8 @@
 //!   checkpoints writes;
 //! - a lookup join enriches a stream from a PostgreSQL table as it stands
 //!   when each row is joined (updates and deletes seen);
+//! - the API and `/metrics` show the slot's position and lag, and the slot
+//!   is confirmed past every change once the job has caught up;
 //! - a table without a primary key is refused, naming the fix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -265,6 +267,12 @@ fn spawn_job(job: &Path, state: &Path, log: &Path) -> Child {
         .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// An LSN's text (`16/B374D848`) as a number.
+fn lsn(text: &str) -> i64 {
+    let (hi, lo) = text.split_once('/').unwrap();
+    (i64::from_str_radix(hi, 16).unwrap() << 32) + i64::from_str_radix(lo, 16).unwrap()
 }
 
 fn slot_confirmed(pg: &PgServer, slot: &str) -> String {
@@ -665,4 +673,95 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
     drop(input);
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A CDC source's slot figures in the API and `/metrics`: where the job
+/// has read to and what it confirmed, and a lag that drops to zero once it
+/// has caught up (a quiet table included: the slot moves on with the
+/// server's position).
+#[test]
+fn the_api_and_metrics_show_the_slots_position_and_lag() {
+    let pg = PgServer::start();
+    make_accounts(&pg, 500);
+    let dirs = common::server_dirs();
+    let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "200ms");
+    command.env(PASSWORD_VARIABLE, PASSWORD);
+    let (mut server, base) = common::spawn_server(command);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let sql = format!(
+        "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
+         CREATE TABLE sink (owner STRING, n BIGINT) WITH (connector = 'blackhole');\n\
+         INSERT INTO sink SELECT owner, COUNT(*) AS n FROM accounts GROUP BY owner;",
+        pg.cdc_options("accounts", "eddy_api", "")
+    );
+    let mut response = agent
+        .post(&format!("{base}/api/v1/jobs"))
+        .send_json(serde_json::json!({ "name": "cdc", "sql": sql }))
+        .unwrap();
+    let job: serde_json::Value = response.body_mut().read_json().unwrap();
+    let id = job["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}"))
+        .to_string();
+    write_changes(pg.port, 500, 3, 200, Duration::ZERO);
+    let written: String = pg
+        .client()
+        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+        .unwrap()
+        .get(0);
+    let written = lsn(&written);
+    let started = Instant::now();
+    let figures = loop {
+        let mut response = agent
+            .get(&format!("{base}/api/v1/jobs/{id}"))
+            .call()
+            .unwrap();
+        let job: serde_json::Value = response.body_mut().read_json().unwrap();
+        let source = job["metrics"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|n| n["name"] == "accounts"))
+            .cloned()
+            .unwrap_or_default();
+        let figures = source["connector"].clone();
+        let caught_up = figures["snapshot_done"] == 1
+            && figures["lag_bytes"] == 0
+            && figures["slot_confirmed_lsn"].as_i64().unwrap_or(0) >= written;
+        if caught_up {
+            break figures;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the source never showed a caught-up slot: {job}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        figures["read_lsn"].as_i64().unwrap() >= written,
+        "{figures}"
+    );
+    assert_eq!(figures["lag_ms"], 0, "{figures}");
+    // PostgreSQL agrees: the slot is confirmed past every change written.
+    let started = Instant::now();
+    let mut confirmed = lsn(&slot_confirmed(&pg, "eddy_api"));
+    while confirmed < written && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+        confirmed = lsn(&slot_confirmed(&pg, "eddy_api"));
+    }
+    assert!(
+        confirmed >= written,
+        "PostgreSQL's slot stayed at {confirmed} < {written}"
+    );
+    let mut response = agent.get(&format!("{base}/metrics")).call().unwrap();
+    let text = response.body_mut().read_to_string().unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("eddy_connector_value{")
+            && l.contains("node=\"accounts\"")
+            && l.contains("metric=\"lag_bytes\"")),
+        "{text}"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

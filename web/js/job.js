@@ -150,6 +150,10 @@ function renderGraph(job) {
       // Rows the operator dropped because its state for them was final.
       if (m.late_rows > 0) lines[1][0] += ` · ${fmtNumber(m.late_rows)} late`;
     }
+    // A PostgreSQL source (no watermark, so no late rows) shows its lag.
+    else if (node.kind === 'source' && m.connector && 'lag_bytes' in m.connector) {
+      lines.push([`bad ${fmtNumber(m.bad_rows)} · lag ${fmtBytes(m.connector.lag_bytes)}, ${fmtNumber(m.connector.lag_ms)} ms`, 'kind']);
+    }
     else if (node.kind === 'source') lines.push([`late ${fmtNumber(m.late_rows)} · bad ${fmtNumber(m.bad_rows)}`, 'kind']);
     lines.forEach(([text, cls], i) => {
       const t = document.createElementNS(ns, 'text');

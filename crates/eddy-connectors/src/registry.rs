@@ -242,7 +242,7 @@ mod tests {
         assert!(err.contains("did you mean 'generator'?"), "{err}");
         assert!(
             err.contains(
-                "(sources: file, stdin, generator, nexmark, values, kafka, parquet, delta)"
+                "(sources: file, stdin, generator, nexmark, values, kafka, postgres-cdc, parquet, delta)"
             ),
             "{err}"
         );
@@ -250,7 +250,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, stdout, parquet, delta, blackhole, view)"),
+            err.contains("connector 'generator': it cannot be a sink (sinks: file, kafka, jdbc, stdout, parquet, delta, blackhole, view)"),
             "{err}"
         );
     }

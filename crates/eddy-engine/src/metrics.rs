@@ -4,9 +4,13 @@
 //! Counters are monotonic atomics; `state_rows` and `state_bytes` are
 //! gauges, `peak_state_rows` the gauge's high-water mark. Reading them never blocks the running node. Counters are part of
 //! every checkpoint, so a resumed job's counts continue where they were.
+//! A connector adds figures of its own by name (`connector`: a
+//! PostgreSQL source's confirmed slot position and lag), set by its reader
+//! ([`crate::source::SourceContext::metric`]).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +28,7 @@ pub struct NodeMetrics {
     state_bytes: AtomicU64,
     watermark: AtomicI64,
     rows_in_by_input: Vec<AtomicU64>,
+    connector: Mutex<BTreeMap<String, i64>>,
 }
 
 impl Default for NodeMetrics {
@@ -38,6 +43,7 @@ impl Default for NodeMetrics {
             peak_state_rows: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
             watermark: AtomicI64::new(WATERMARK_MIN),
+            connector: Mutex::default(),
         }
     }
 }
@@ -65,6 +71,10 @@ pub struct MetricsSnapshot {
     pub state_bytes: u64,
     /// The node's current input watermark, epoch ms (`i64::MIN` before any).
     pub watermark: Timestamp,
+    /// A connector's own figures by name (a PostgreSQL source's
+    /// `slot_confirmed_lsn`, `lag_bytes`, `lag_ms`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connector: BTreeMap<String, i64>,
 }
 
 impl NodeMetrics {
@@ -111,6 +121,11 @@ impl NodeMetrics {
     pub fn set_state_bytes(&self, n: usize) {
         self.state_bytes.store(n as u64, Ordering::Relaxed);
     }
+    /// Sets a connector's own figure.
+    pub fn set_connector_metric(&self, name: &str, value: i64) {
+        let mut figures = self.connector.lock().unwrap_or_else(|e| e.into_inner());
+        figures.insert(name.to_string(), value);
+    }
     /// Sets every counter to a checkpointed value (a resumed job).
     pub fn restore(&self, from: &MetricsSnapshot) {
         self.rows_in.store(from.rows_in, Ordering::Relaxed);
@@ -124,6 +139,9 @@ impl NodeMetrics {
         self.watermark.store(from.watermark, Ordering::Relaxed);
         for (counter, value) in self.rows_in_by_input.iter().zip(&from.rows_in_by_input) {
             counter.store(*value, Ordering::Relaxed);
+        }
+        if let Ok(mut figures) = self.connector.lock() {
+            figures.clone_from(&from.connector);
         }
     }
     /// Records the node's current watermark.
@@ -146,14 +164,16 @@ impl NodeMetrics {
             peak_state_rows: self.peak_state_rows.load(Ordering::Relaxed),
             state_bytes: self.state_bytes.load(Ordering::Relaxed),
             watermark: self.watermark.load(Ordering::Relaxed),
+            connector: self.connector.lock().map(|f| f.clone()).unwrap_or_default(),
         }
     }
 }
 
 impl MetricsSnapshot {
     /// Adds the counters of another instance of the same node (a task of
-    /// a group job): counts and gauges add up, the peak is the sum of the
-    /// peaks (a bound), the watermark is the least of the two.
+    /// a group job): counts and gauges add up (a connector's figures too),
+    /// the peak is the sum of the peaks (a bound), the watermark is the
+    /// least of the two.
     pub fn absorb(&mut self, other: &MetricsSnapshot) {
         self.rows_in += other.rows_in;
         if self.rows_in_by_input.len() < other.rows_in_by_input.len() {
@@ -174,6 +194,9 @@ impl MetricsSnapshot {
         self.peak_state_rows += other.peak_state_rows;
         self.state_bytes += other.state_bytes;
         self.watermark = self.watermark.min(other.watermark);
+        for (name, value) in &other.connector {
+            *self.connector.entry(name.clone()).or_default() += value;
+        }
     }
 }
 
@@ -190,13 +213,16 @@ mod tests {
             watermark: 1_000,
             ..MetricsSnapshot::default()
         };
+        a.connector.insert("lag_bytes".into(), 10);
         a.absorb(&MetricsSnapshot {
             rows_in: 5,
             rows_in_by_input: vec![5, 0],
             state_rows: 1,
             watermark: 400,
+            connector: [("lag_bytes".to_string(), 5)].into(),
             ..MetricsSnapshot::default()
         });
+        assert_eq!(a.connector["lag_bytes"], 15);
         assert_eq!(a.rows_in, 8);
         assert_eq!(a.rows_in_by_input, vec![6, 2]);
         assert_eq!(a.state_rows, 5);

@@ -1,7 +1,8 @@
 //! `GET /metrics`: every job's per-node counters in the Prometheus text
 //! exposition format (version 0.0.4), labelled `job` (the id), `job_name`,
-//! `node` and `kind`; and its Python functions' counters, labelled `job`,
-//! `job_name` and `function`.
+//! `node` and `kind` (a connector's own figures as `eddy_connector_value`,
+//! labelled `metric` too); and its Python functions' counters, labelled
+//! `job`, `job_name` and `function`.
 
 use std::fmt::Write as _;
 
@@ -166,6 +167,26 @@ pub fn render(jobs: &[JobMetrics]) -> String {
                         escape(&node.kind)
                     );
                 }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP eddy_connector_value A connector's own figure, named by `metric` (a PostgreSQL source's lag_bytes, lag_ms, slot_confirmed_lsn)."
+    );
+    let _ = writeln!(out, "# TYPE eddy_connector_value gauge");
+    for JobMetrics { job, nodes, .. } in jobs {
+        for node in nodes {
+            for (metric, value) in &node.connector {
+                let _ = writeln!(
+                    out,
+                    "eddy_connector_value{{job=\"{}\",job_name=\"{}\",node=\"{}\",kind=\"{}\",metric=\"{}\"}} {value}",
+                    escape(&job.id),
+                    escape(&job.name),
+                    escape(&node.name),
+                    escape(&node.kind),
+                    escape(metric)
+                );
             }
         }
     }

@@ -297,6 +297,12 @@ pub struct NodeMetrics {
     pub watermark_lag_ms: Option<i64>,
     /// Rows received per second over the last sampling interval.
     pub events_per_second: f64,
+    /// The connector's own figures, by name: a `postgres-cdc` source's
+    /// `read_lsn` and `slot_confirmed_lsn` (LSNs as numbers), `lag_bytes`
+    /// (WAL not yet read), `lag_ms` (how old the last change read is while
+    /// more waits), `snapshot_done` and `snapshot_chunks`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub connector: std::collections::BTreeMap<String, i64>,
 }
 
 /// What one of a job's Python functions did in its current run.

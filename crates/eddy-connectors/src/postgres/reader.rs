@@ -46,6 +46,12 @@ use super::table::{self, lsn_text, message, parse_lsn, PgTable};
 use super::text_columns::TextRows;
 use crate::error::{ConnectorError, Result};
 
+/// PostgreSQL's epoch (2000-01-01) in Unix milliseconds.
+const POSTGRES_EPOCH_MS: i64 = 946_684_800_000;
+
+/// How long a quiet stream goes before an empty batch reports its figures.
+const QUIET_REPORT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What a checkpoint records of a `postgres-cdc` reader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CdcPosition {
@@ -135,6 +141,12 @@ struct Stream {
     runtime: tokio::runtime::Runtime,
     client: ReplicationClient,
     acked: u64,
+    /// The server's WAL end, as it last said.
+    server_end: u64,
+    /// The commit time of the last transaction read, µs since 2000-01-01.
+    last_commit_micros: i64,
+    /// When a batch was last returned.
+    returned: std::time::Instant,
     relation: Option<(u32, Vec<usize>, Relation)>,
     transaction: Option<Transaction>,
 }
@@ -316,6 +328,9 @@ impl CdcReader {
                 runtime,
                 client,
                 acked: opened.lsn,
+                server_end: opened.lsn,
+                last_commit_micros: 0,
+                returned: std::time::Instant::now(),
                 relation: None,
                 transaction: None,
             });
@@ -334,7 +349,11 @@ impl CdcReader {
             });
             let event = match event {
                 Err(_quiet) => {
-                    if stream.transaction.is_none() && !self.rows.is_empty() {
+                    // Rows in hand go on; with none, an empty batch now and
+                    // then carries the slot's figures.
+                    if stream.transaction.is_none()
+                        && (!self.rows.is_empty() || stream.returned.elapsed() >= QUIET_REPORT)
+                    {
                         return Ok(());
                     }
                     continue;
@@ -390,8 +409,25 @@ impl CdcReader {
                         wal_start.0,
                     )?;
                 }
-                ReplicationEvent::Commit { end_lsn, .. } => {
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    stream.server_end = stream.server_end.max(wal_end.0);
+                    // Between transactions the stream has passed every
+                    // commit before the server's position (one committing
+                    // later is sent later): the slot may move on with it,
+                    // so a quiet table does not hold back the server's WAL.
+                    if stream.transaction.is_none() && wal_end.0 > opened.lsn {
+                        opened.lsn = wal_end.0;
+                        opened.position.lsn = lsn_text(wal_end.0);
+                    }
+                }
+                ReplicationEvent::Commit {
+                    end_lsn,
+                    commit_time_micros,
+                    ..
+                } => {
                     stream.transaction = None;
+                    stream.server_end = stream.server_end.max(end_lsn.0);
+                    stream.last_commit_micros = commit_time_micros;
                     opened.lsn = end_lsn.0;
                     opened.position.lsn = lsn_text(end_lsn.0);
                     if self.rows.len() >= self.batch_rows {
@@ -407,6 +443,39 @@ impl CdcReader {
                 _ => {}
             }
         }
+    }
+
+    /// The slot's figures, for the source's metrics.
+    fn report(&mut self, ctx: &mut SourceContext) {
+        let Some(opened) = self.opened.as_mut() else {
+            return;
+        };
+        ctx.metric("read_lsn", opened.lsn as i64);
+        ctx.metric(
+            "slot_confirmed_lsn",
+            i64::try_from(self.confirmed.load(Ordering::SeqCst)).unwrap_or(i64::MAX),
+        );
+        ctx.metric("snapshot_chunks", opened.position.chunks.len() as i64);
+        let Some(stream) = opened.stream.as_mut() else {
+            ctx.metric("snapshot_done", 0);
+            return;
+        };
+        ctx.metric("snapshot_done", 1);
+        stream.returned = std::time::Instant::now();
+        let behind = stream.server_end.saturating_sub(opened.lsn);
+        ctx.metric("lag_bytes", behind as i64);
+        // How old the last change read is, while there is more to read.
+        let lag_ms = if behind == 0 || stream.last_commit_micros == 0 {
+            0
+        } else {
+            let committed_ms = POSTGRES_EPOCH_MS + stream.last_commit_micros / 1000;
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(committed_ms);
+            (now_ms - committed_ms).max(0)
+        };
+        ctx.metric("lag_ms", lag_ms);
     }
 
     fn take_batch(&mut self, ctx: &mut SourceContext) -> Result<RecordBatch> {
@@ -576,6 +645,7 @@ impl SourceReader for CdcReader {
         } else {
             self.snapshot_batch().map_err(fail)?;
         }
+        self.report(ctx);
         self.take_batch(ctx).map(Some).map_err(fail)
     }
 

@@ -89,6 +89,8 @@ enum Read {
         carried: Option<Timestamp>,
         /// Rows passed over before the batch's (see `SourceContext::skipped`).
         skipped: Vec<RecordBatch>,
+        /// The connector's own figures (see `SourceContext::metric`).
+        figures: Vec<(String, i64)>,
     },
     End {
         position: serde_json::Value,
@@ -115,6 +117,7 @@ fn spawn_reader(
                     splits: ctx.take_split_events(),
                     carried: ctx.take_watermark(),
                     skipped: ctx.take_skipped(),
+                    figures: ctx.take_metrics(),
                 },
                 Ok(None) => Read::End {
                     position: reader.position(),
@@ -274,7 +277,11 @@ pub(crate) async fn run_source(
                 splits,
                 carried,
                 skipped,
+                figures,
             })) => {
+                for (name, value) in &figures {
+                    metrics.set_connector_metric(name, *value);
+                }
                 for rows in &skipped {
                     // Bad rows among them count as read, as they would
                     // had they been read in full.

@@ -115,6 +115,7 @@ pub struct SourceContext {
     splits: SplitEvents,
     watermark: Option<crate::time::Timestamp>,
     skipped: Vec<RecordBatch>,
+    metrics: Vec<(String, i64)>,
 }
 
 /// What a reader of a partitioned input (Kafka partitions) says about its
@@ -157,6 +158,7 @@ impl SourceContext {
             splits: SplitEvents::default(),
             watermark: None,
             skipped: Vec::new(),
+            metrics: Vec::new(),
         }
     }
 
@@ -238,6 +240,18 @@ impl SourceContext {
     /// Takes what [`SourceContext::set_origins`] left.
     pub fn take_origins(&mut self) -> Option<Box<dyn RowOrigins>> {
         self.origins.take()
+    }
+
+    /// Sets a figure of the connector's own (a replication slot's lag),
+    /// shown with the source's counters in the API, `/metrics` and the
+    /// console.
+    pub fn metric(&mut self, name: &str, value: i64) {
+        self.metrics.push((name.to_string(), value));
+    }
+
+    /// The figures set since the last call.
+    pub fn take_metrics(&mut self) -> Vec<(String, i64)> {
+        std::mem::take(&mut self.metrics)
     }
 
     /// The table this source feeds.

@@ -176,6 +176,7 @@ impl JobManager {
                     } else {
                         0.0
                     },
+                    connector: m.connector,
                 }
             })
             .collect()
