@@ -13,6 +13,7 @@
 //! - [`text_columns`]: PostgreSQL's text values into Arrow columns;
 //! - [`snapshot`]: the table read in chunks, and how chunks and changes
 //!   agree exactly;
+//! - [`changes`]: a decoded change taken into rows;
 //! - [`reader`]: the source's state machine and checkpointed position;
 //! - [`sink_config`], [`sink`]: the `jdbc` sink (Flink JDBC's options):
 //!   appends, or upserts and deletes by the sink's `PRIMARY KEY`, exactly
@@ -35,6 +36,7 @@
 //! );
 //! ```
 
+pub mod changes;
 pub mod config;
 pub mod pgoutput;
 pub mod reader;

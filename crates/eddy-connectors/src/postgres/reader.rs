@@ -34,13 +34,13 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use eddy_engine::changelog::RowKind;
 use eddy_engine::source::{BadRow, SourceContext, SourceReader};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use serde::{Deserialize, Serialize};
 
+use super::changes::{apply, Transaction};
 use super::config::CdcConfig;
-use super::pgoutput::{self, Change, Relation, Value};
+use super::pgoutput::{self, Relation};
 use super::snapshot::{read_chunk, ChunkIndex, ChunkRecord};
 use super::table::{self, lsn_text, message, parse_lsn, PgTable};
 use super::text_columns::TextRows;
@@ -149,14 +149,6 @@ struct Stream {
     returned: std::time::Instant,
     relation: Option<(u32, Vec<usize>, Relation)>,
     transaction: Option<Transaction>,
-}
-
-/// The transaction being read.
-#[derive(Clone, Copy)]
-struct Transaction {
-    xid: u32,
-    /// Whether its changes are checked against the snapshot's chunks.
-    check: bool,
 }
 
 impl CdcReader {
@@ -494,139 +486,6 @@ impl CdcReader {
         self.sequence += taken;
         Ok(batch)
     }
-}
-
-/// Takes one decoded change into `rows`.
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    config: &CdcConfig,
-    table: &PgTable,
-    index: Option<&ChunkIndex>,
-    relation: &mut Option<(u32, Vec<usize>, Relation)>,
-    transaction: Option<Transaction>,
-    change: Change<'_>,
-    rows: &mut TextRows,
-    at: u64,
-) -> Result<()> {
-    let context = || format!("table {} at {}", config.qualified(), lsn_text(at));
-    let ours = |id: u32| relation.as_ref().is_some_and(|(r, _, _)| *r == id);
-    let row_of = |values: &[Value<'_>], positions: &[usize]| -> Vec<Option<Vec<u8>>> {
-        positions
-            .iter()
-            .map(|&p| match values.get(p) {
-                Some(Value::Text(t)) => Some(t.to_vec()),
-                _ => None,
-            })
-            .collect()
-    };
-    let held = |key_row: &[Option<Vec<u8>>]| -> Result<bool> {
-        let (Some(index), Some(t)) = (index, transaction) else {
-            return Ok(false);
-        };
-        if !t.check {
-            return Ok(false);
-        }
-        let key: Vec<Option<String>> = table
-            .key
-            .iter()
-            .map(|&k| {
-                key_row[k]
-                    .as_ref()
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            })
-            .collect();
-        let rows = index.rows(&[key])?;
-        Ok(rows.first().is_some_and(|r| index.holds(r, t.xid)))
-    };
-    let mut push = |kind: RowKind, row: &[Option<Vec<u8>>]| -> Result<()> {
-        if !held(row)? {
-            rows.push(kind, row.iter().map(|v| v.as_deref()));
-        }
-        Ok(())
-    };
-    match change {
-        Change::Relation(r) => {
-            if r.namespace != config.schema || r.name != config.pg_table {
-                return Ok(());
-            }
-            let positions = table
-                .columns
-                .iter()
-                .map(|c| {
-                    r.columns.iter().position(|rc| rc.name == c.name).ok_or_else(|| {
-                        ConnectorError::postgres(
-                            context(),
-                            format!(
-                                "column '{}' is no longer in the table (dropped or renamed): the eddy table reads it; declare the table again and start the job without its state",
-                                c.name
-                            ),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            *relation = Some((r.id, positions, r));
-        }
-        Change::Insert { relation: id, new } if ours(id) => {
-            let positions = relation
-                .as_ref()
-                .map(|(_, p, _)| p.clone())
-                .unwrap_or_default();
-            push(RowKind::Insert, &row_of(&new, &positions))?;
-        }
-        Change::Update {
-            relation: id,
-            old,
-            key_only,
-            new,
-        } if ours(id) => {
-            let positions = relation
-                .as_ref()
-                .map(|(_, p, _)| p.clone())
-                .unwrap_or_default();
-            let mut after = row_of(&new, &positions);
-            for (c, &p) in positions.iter().enumerate() {
-                if new.get(p) == Some(&Value::Unchanged) {
-                    match old.as_ref().and_then(|o| o.get(p)).filter(|_| !key_only) {
-                        Some(Value::Text(t)) => after[c] = Some(t.to_vec()),
-                        _ => {
-                            return Err(ConnectorError::postgres(
-                                context(),
-                                format!(
-                                    "an update left column '{}' (a large, TOASTed value) unchanged, and PostgreSQL sends such a value only under REPLICA IDENTITY FULL: run ALTER TABLE {} REPLICA IDENTITY FULL, then start the job without its state",
-                                    table.columns[c].name,
-                                    config.qualified()
-                                ),
-                            ))
-                        }
-                    }
-                }
-            }
-            if let Some(old) = old {
-                let before = row_of(&old, &positions);
-                if table.key.iter().any(|&k| before[k] != after[k]) {
-                    push(RowKind::Delete, &before)?;
-                }
-            }
-            push(RowKind::UpdateAfter, &after)?;
-        }
-        Change::Delete {
-            relation: id, old, ..
-        } if ours(id) => {
-            let positions = relation
-                .as_ref()
-                .map(|(_, p, _)| p.clone())
-                .unwrap_or_default();
-            push(RowKind::Delete, &row_of(&old, &positions))?;
-        }
-        Change::Truncate { relations } if relations.iter().any(|&id| ours(id)) => {
-            return Err(ConnectorError::postgres(
-                context(),
-                "the table was truncated: eddy cannot tell which keys that deleted; start the job without its state to read the table again",
-            ));
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 impl SourceReader for CdcReader {
