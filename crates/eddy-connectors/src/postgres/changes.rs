@@ -20,6 +20,10 @@ use super::table::{lsn_text, PgTable};
 use super::text_columns::TextRows;
 use crate::error::{ConnectorError, Result};
 
+/// The table's relation as the stream described it: its OID, where each
+/// declared column is among its columns, and the description.
+pub type MappedRelation = (u32, Vec<usize>, Relation);
+
 /// The transaction being read.
 #[derive(Debug, Clone, Copy)]
 pub struct Transaction {
@@ -35,7 +39,7 @@ pub fn apply(
     config: &CdcConfig,
     table: &PgTable,
     index: Option<&ChunkIndex>,
-    relation: &mut Option<(u32, Vec<usize>, Relation)>,
+    relation: &mut Option<MappedRelation>,
     transaction: Option<Transaction>,
     change: Change<'_>,
     rows: &mut TextRows,
@@ -201,12 +205,7 @@ mod tests {
     }
 
     /// The eddy table (note, id) over a PostgreSQL table (id, extra, note).
-    fn setup() -> (
-        CdcConfig,
-        PgTable,
-        Option<(u32, Vec<usize>, Relation)>,
-        TextRows,
-    ) {
+    fn setup() -> (CdcConfig, PgTable, Option<MappedRelation>, TextRows) {
         let config = config();
         let table = PgTable {
             columns: vec![

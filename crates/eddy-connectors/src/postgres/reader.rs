@@ -38,9 +38,9 @@ use eddy_engine::source::{BadRow, SourceContext, SourceReader};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use serde::{Deserialize, Serialize};
 
-use super::changes::{apply, Transaction};
+use super::changes::{apply, MappedRelation, Transaction};
 use super::config::CdcConfig;
-use super::pgoutput::{self, Relation};
+use super::pgoutput;
 use super::snapshot::{read_chunk, ChunkIndex, ChunkRecord};
 use super::table::{self, lsn_text, message, parse_lsn, PgTable};
 use super::text_columns::TextRows;
@@ -147,7 +147,7 @@ struct Stream {
     last_commit_micros: i64,
     /// When a batch was last returned.
     returned: std::time::Instant,
-    relation: Option<(u32, Vec<usize>, Relation)>,
+    relation: Option<MappedRelation>,
     transaction: Option<Transaction>,
 }
 
