@@ -512,11 +512,8 @@ fn an_append_only_jdbc_sink_holds_each_row_once_after_kills() {
     let once = dir.path().join("once.sql");
     std::fs::write(&once, job("orders_once")).unwrap();
     let output = eddy().arg("run").arg(&once).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let summary = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "{summary}");
     let killed = dir.path().join("killed.sql");
     std::fs::write(&killed, job("orders_killed")).unwrap();
     let state = dir.path().join("state");
@@ -560,6 +557,13 @@ fn an_append_only_jdbc_sink_holds_each_row_once_after_kills() {
     };
     let expected = count("orders_once");
     assert!(expected > 1_000, "the generator wrote {expected} orders");
+    // The run summary says what the sink wrote.
+    assert!(
+        summary.contains(&format!(
+            "jdbc sink out -> \"public\".\"orders_once\": {expected} rows in "
+        )),
+        "{summary}"
+    );
     let differ: i64 = pg
         .client()
         .query_one(

@@ -156,6 +156,8 @@ impl Connector for PostgresCdcConnector {
 #[derive(Default)]
 pub struct JdbcConnector {
     committers: Mutex<HashMap<String, (Option<postgres::Client>, sink_config::Target)>>,
+    /// What each sink (by progress id) wrote, and where.
+    written: Mutex<std::collections::BTreeMap<String, (String, Arc<sink::Written>)>>,
 }
 
 impl std::fmt::Debug for JdbcConnector {
@@ -174,6 +176,21 @@ impl Drop for JdbcConnector {
 }
 
 impl JdbcConnector {
+    /// The counts of the sink `jdbc` configures.
+    fn written(&self, jdbc: &sink_config::JdbcConfig) -> Arc<sink::Written> {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written
+            .entry(jdbc.progress_id.clone())
+            .or_insert_with(|| {
+                (
+                    format!("jdbc sink {} -> {}", jdbc.table, jdbc.qualified()),
+                    Arc::default(),
+                )
+            })
+            .1
+            .clone()
+    }
+
     /// Connects and checks the target table of `spec`.
     fn connect(
         config: &ConnectorConfig,
@@ -217,22 +234,21 @@ impl Connector for JdbcConnector {
         mode: SinkMode<'_>,
     ) -> Result<Box<dyn SinkWriter>> {
         let (jdbc, client, target) = Self::connect(config, spec)?;
-        let (transactional, fresh, resumed) = match mode {
-            SinkMode::Direct => (false, false, 0),
-            SinkMode::Transactional { resume } => (
-                true,
-                resume.is_none(),
-                resume.and_then(sink::snapshot_epoch).unwrap_or(0),
-            ),
+        let delivery = match mode {
+            SinkMode::Direct => sink::Delivery::Direct,
+            SinkMode::Transactional { resume } => sink::Delivery::Checkpointed {
+                fresh: resume.is_none(),
+                resumed: resume.and_then(sink::snapshot_epoch).unwrap_or(0),
+            },
         };
+        let written = self.written(&jdbc);
         Ok(Box::new(sink::JdbcSink::open(
             jdbc,
             target,
             spec.schema.clone(),
-            transactional,
-            fresh,
-            resumed,
+            delivery,
             client,
+            written,
         )?))
     }
 
@@ -258,6 +274,27 @@ impl Connector for JdbcConnector {
         let Some((client, target)) = committers.get_mut(&jdbc.progress_id) else {
             return Ok(());
         };
-        sink::commit(client, &jdbc, target, state)
+        sink::commit(client, &jdbc, target, state, &self.written(&jdbc))
+    }
+
+    fn report(&self) -> Vec<String> {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written
+            .values()
+            .map(|(what, w)| {
+                let mut line = format!(
+                    "{what}: {} rows in {} transactions",
+                    w.rows.load(std::sync::atomic::Ordering::Relaxed),
+                    w.transactions.load(std::sync::atomic::Ordering::Relaxed)
+                );
+                let skipped = w.skipped.load(std::sync::atomic::Ordering::Relaxed);
+                if skipped > 0 {
+                    line.push_str(&format!(
+                        "; {skipped} checkpoint(s) published before, not written again"
+                    ));
+                }
+                line
+            })
+            .collect()
     }
 }

@@ -18,6 +18,7 @@
 //! checkpoints, each batch is written as it comes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, StringArray};
@@ -40,6 +41,28 @@ use crate::error::{ConnectorError, Result};
 /// The state table a checkpoint's rows travel in.
 const ROWS_TABLE: &str = "jdbc_rows";
 
+/// What a jdbc sink wrote in this run (the run summary's line).
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Rows taken in by the transactions that wrote.
+    pub rows: AtomicU64,
+    /// Transactions committed.
+    pub transactions: AtomicU64,
+    /// Checkpoints found published before (a resumed job's), not written.
+    pub skipped: AtomicU64,
+}
+
+impl Written {
+    fn count(&self, rows: usize, written: bool) {
+        if written {
+            self.rows.fetch_add(rows as u64, Ordering::Relaxed);
+            self.transactions.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// See the module docs.
 pub struct JdbcSink {
     config: JdbcConfig,
@@ -50,6 +73,7 @@ pub struct JdbcSink {
     /// The number the last precommit gave its rows.
     last_epoch: u64,
     client: Option<Client>,
+    written: Arc<Written>,
 }
 
 /// The number a checkpoint's rows carry in a snapshot's meta.
@@ -57,21 +81,32 @@ pub fn snapshot_epoch(state: &StateSnapshot) -> Option<u64> {
     state.meta.get("jdbc_checkpoint").and_then(|c| c.as_u64())
 }
 
+/// How a sink's rows reach PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Each batch as it comes (no checkpoints).
+    Direct,
+    /// Each checkpoint's rows once it completes.
+    Checkpointed {
+        /// A start without state: the sink's progress is forgotten
+        /// (checkpoint numbers start again).
+        fresh: bool,
+        /// The number of the checkpoint resumed from (0: none).
+        resumed: u64,
+    },
+}
+
 impl JdbcSink {
-    /// A sink writing `target`; `transactional` holds rows for
-    /// checkpoints. `fresh`: a start without state, which forgets the
-    /// sink's progress (checkpoint numbers start again); `resumed`: the
-    /// number of the checkpoint resumed from.
+    /// A sink writing `target` over `client`, counting into `written`.
     pub fn open(
         config: JdbcConfig,
         target: Target,
         schema: SchemaRef,
-        transactional: bool,
-        fresh: bool,
-        resumed: u64,
+        delivery: Delivery,
         mut client: Client,
+        written: Arc<Written>,
     ) -> Result<Self> {
-        if transactional && fresh {
+        if let Delivery::Checkpointed { fresh: true, .. } = delivery {
             outside_runtime(|| {
                 client.execute(
                     &format!("DELETE FROM {} WHERE sink = $1", config.progress_table()),
@@ -80,13 +115,18 @@ impl JdbcSink {
             })
             .map_err(|e| ConnectorError::postgres("resetting the sink's progress", message(&e)))?;
         }
+        let (pending, last_epoch) = match delivery {
+            Delivery::Direct => (None, 0),
+            Delivery::Checkpointed { resumed, .. } => (Some(Vec::new()), resumed),
+        };
         Ok(Self {
             config,
             target,
             schema,
-            pending: transactional.then(Vec::new),
-            last_epoch: resumed,
+            pending,
+            last_epoch,
             client: Some(client),
+            written,
         })
     }
 }
@@ -111,13 +151,14 @@ impl SinkWriter for JdbcSink {
         let table = self.config.table.clone();
         let (config, target) = (&self.config, &self.target);
         let client = &mut self.client;
-        outside_runtime(|| {
+        let written = outside_runtime(|| {
             with_retries(config, client, |c| {
                 write_rows(c, config, target, batch, None)
             })
         })
-        .map(|_| ())
-        .map_err(|e| e.for_table(&table))
+        .map_err(|e| e.for_table(&table))?;
+        self.written.count(batch.num_rows(), written);
+        Ok(())
     }
 
     fn precommit(
@@ -164,6 +205,7 @@ pub fn commit(
     config: &JdbcConfig,
     target: &Target,
     state: &StateSnapshot,
+    counts: &Written,
 ) -> Result<()> {
     let Some(checkpoint) = snapshot_epoch(state).and_then(|c| i64::try_from(c).ok()) else {
         return Ok(());
@@ -176,6 +218,7 @@ pub fn commit(
             write_rows(c, config, target, &rows.batch, Some(checkpoint))
         })
     })?;
+    counts.count(rows.batch.num_rows(), written);
     tracing::debug!(
         table = %config.table,
         checkpoint,
