@@ -25,12 +25,19 @@ pub const DEFAULT_CHUNK_ROWS: u64 = 8096;
 pub const SESSION_OPTIONS: &str = "-c TimeZone=UTC -c DateStyle=ISO -c extra_float_digits=3 \
      -c bytea_output=hex -c IntervalStyle=iso_8601";
 
+/// The `password` option of the PostgreSQL connectors.
+pub const PASSWORD_OPTION: OptionDecl = OptionDecl::new(
+    "password",
+    OptionKind::Text,
+    "its password; env:NAME reads variable NAME (never shown)",
+);
+
 /// The options a `postgres-cdc` source takes.
 pub const OPTIONS: &[OptionDecl] = &[
     OptionDecl::new("hostname", OptionKind::Text, "the PostgreSQL server's host name or address"),
     OptionDecl::new("port", OptionKind::Count, "its port (5432)"),
     OptionDecl::new("username", OptionKind::Text, "a role with REPLICATION (or superuser) and SELECT on the table"),
-    OptionDecl::new("password", OptionKind::Text, "its password; env:NAME reads variable NAME (never shown)"),
+    PASSWORD_OPTION,
     OptionDecl::new("database-name", OptionKind::Text, "the database"),
     OptionDecl::new("schema-name", OptionKind::Text, "the table's schema (public)"),
     OptionDecl::new("table-name", OptionKind::Text, "the table, which must have a primary key"),

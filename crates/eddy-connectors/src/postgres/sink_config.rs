@@ -15,7 +15,7 @@ use eddy_engine::graph::ConnectorSpec;
 use postgres::Client;
 
 use super::config::{quote_ident, SESSION_OPTIONS};
-use super::table::message;
+use super::table::{attributes, column, message, table_oid};
 use crate::error::{ConnectorError, Result};
 use crate::options::{OptionDecl, OptionKind, OptionValues};
 
@@ -24,7 +24,7 @@ pub const OPTIONS: &[OptionDecl] = &[
     OptionDecl::new("url", OptionKind::Text, "jdbc:postgresql://host:port/database"),
     OptionDecl::new("table-name", OptionKind::Text, "the PostgreSQL table written (schema.table, or table in public); it must exist"),
     OptionDecl::new("username", OptionKind::Text, "a role that may write the table (and create eddy_sink_progress in its schema)"),
-    OptionDecl::new("password", OptionKind::Text, "its password; env:NAME reads variable NAME (never shown)"),
+    super::config::PASSWORD_OPTION,
     OptionDecl::new("driver", OptionKind::Text, "taken for Flink compatibility (org.postgresql.Driver); eddy speaks PostgreSQL's protocol itself"),
     OptionDecl::new("sink.buffer-flush.max-rows", OptionKind::Count, "rows a statement writes at most (5000)"),
     OptionDecl::new("sink.max-retries", OptionKind::Count, "times a failed write is tried again after a new connection (3)"),
@@ -204,14 +204,7 @@ pub fn check_target(
 ) -> Result<Target> {
     let context = || format!("sink table {}", config.qualified());
     let fail = |e: postgres::Error| ConnectorError::postgres(context(), message(&e));
-    let oid: Option<u32> = client
-        .query_opt(
-            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
-            &[&config.schema, &config.pg_table],
-        )
-        .map_err(fail)?
-        .map(|r| r.get(0));
+    let oid = table_oid(client, &config.schema, &config.pg_table).map_err(fail)?;
     let Some(oid) = oid else {
         return Err(ConnectorError::postgres(
             context(),
@@ -221,14 +214,7 @@ pub fn check_target(
             ),
         ));
     };
-    let attributes = client
-        .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text, t.typcategory::text \
-             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
-             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            &[&oid],
-        )
-        .map_err(fail)?;
+    let attributes = attributes(client, oid).map_err(fail)?;
     let mut columns = Vec::new();
     let mut types = Vec::new();
     for field in schema
@@ -236,25 +222,10 @@ pub fn check_target(
         .iter()
         .filter(|f| !eddy_engine::changelog::is_row_kind_field(f))
     {
-        let Some(a) = attributes.iter().find(|a| {
-            let name: String = a.get(0);
-            name == *field.name() || name.to_lowercase() == field.name().to_lowercase()
-        }) else {
-            let names: Vec<String> = attributes.iter().map(|a| a.get::<_, String>(0)).collect();
-            return Err(ConnectorError::postgres(
-                context(),
-                format!(
-                    "it has no column '{}' (its columns: {})",
-                    field.name(),
-                    names.join(", ")
-                ),
-            ));
-        };
-        let name: String = a.get(0);
-        let type_name: String = a.get(1);
-        let base: String = a.get(2);
-        let category: String = a.get(3);
-        if let Err(why) = writable(field.data_type(), &base, &category) {
+        let a = column(&attributes, field.name())
+            .map_err(|e| ConnectorError::postgres(context(), e))?;
+        let (name, type_name) = (a.name.clone(), a.type_name.clone());
+        if let Err(why) = writable(field.data_type(), &a.base, &a.category) {
             return Err(ConnectorError::postgres(
                 context(),
                 format!(

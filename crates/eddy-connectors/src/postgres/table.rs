@@ -82,16 +82,8 @@ pub fn describe(
         };
         matches!(name, "C" | "POSIX" | "C.UTF-8" | "C.utf8" | "ucs_basic")
     };
-    let attributes = client
-        .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text, \
-                    t.typcategory::text, coalesce(co.collname::text, '') \
-             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
-             LEFT JOIN pg_collation co ON co.oid = a.attcollation \
-             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-            &[&oid],
-        )
-        .map_err(|e| ConnectorError::postgres(context(), message(&e)))?;
+    let attributes =
+        attributes(client, oid).map_err(|e| ConnectorError::postgres(context(), message(&e)))?;
     let pg_key: Vec<String> = client
         .query(
             "SELECT a.attname::text FROM pg_index i \
@@ -114,26 +106,10 @@ pub fn describe(
     let mut columns = Vec::with_capacity(width);
     let mut comparable = Vec::with_capacity(width);
     for field in schema.fields().iter().take(width) {
-        let Some(attribute) = attributes.iter().find(|a| {
-            let name: String = a.get(0);
-            name == *field.name() || name.to_lowercase() == field.name().to_lowercase()
-        }) else {
-            let names: Vec<String> = attributes.iter().map(|a| a.get::<_, String>(0)).collect();
-            return Err(ConnectorError::postgres(
-                context(),
-                format!(
-                    "it has no column '{}' (its columns: {})",
-                    field.name(),
-                    names.join(", ")
-                ),
-            ));
-        };
-        let name: String = attribute.get(0);
-        let type_name: String = attribute.get(1);
-        let base: String = attribute.get(2);
-        let category: String = attribute.get(3);
-        let collation_name: String = attribute.get(4);
-        if let Err(why) = type_fits(field.data_type(), &base, &category) {
+        let attribute = column(&attributes, field.name())
+            .map_err(|e| ConnectorError::postgres(context(), e))?;
+        let (name, type_name) = (attribute.name.clone(), attribute.type_name.clone());
+        if let Err(why) = type_fits(field.data_type(), &attribute.base, &attribute.category) {
             return Err(ConnectorError::postgres(
                 context(),
                 format!(
@@ -144,8 +120,8 @@ pub fn describe(
         }
         comparable.push(key_order_matches(
             field.data_type(),
-            &base,
-            c_order(&collation_name),
+            &attribute.base,
+            c_order(&attribute.collation),
         ));
         columns.push(PgColumn { name, type_name });
     }
@@ -184,6 +160,79 @@ pub fn describe(
         key,
         replica_identity_full: replica_identity == "f",
     })
+}
+
+/// A table's column as the catalog has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribute {
+    /// Its name.
+    pub name: String,
+    /// Its type, as `format_type` prints it.
+    pub type_name: String,
+    /// The type's `typname` (`int8`, `text`).
+    pub base: String,
+    /// The type's `typcategory` (`N` numeric, `S` string, ...).
+    pub category: String,
+    /// Its collation's name (`default`, `C`), empty when it has none.
+    pub collation: String,
+}
+
+/// The OID of table `schema.name` (a table or a partitioned one).
+pub fn table_oid(
+    client: &mut Client,
+    schema: &str,
+    name: &str,
+) -> std::result::Result<Option<u32>, postgres::Error> {
+    Ok(client
+        .query_opt(
+            "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')",
+            &[&schema, &name],
+        )?
+        .map(|r| r.get(0)))
+}
+
+/// A table's columns, in order.
+pub fn attributes(
+    client: &mut Client,
+    oid: u32,
+) -> std::result::Result<Vec<Attribute>, postgres::Error> {
+    Ok(client
+        .query(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text, \
+                    t.typcategory::text, coalesce(co.collname::text, '') \
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
+             LEFT JOIN pg_collation co ON co.oid = a.attcollation \
+             WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            &[&oid],
+        )?
+        .iter()
+        .map(|r| Attribute {
+            name: r.get(0),
+            type_name: r.get(1),
+            base: r.get(2),
+            category: r.get(3),
+            collation: r.get(4),
+        })
+        .collect())
+}
+
+/// The column an eddy column `name` is (same name, or same but for case);
+/// the reason, naming the table's columns, when there is none.
+pub fn column<'a>(
+    attributes: &'a [Attribute],
+    name: &str,
+) -> std::result::Result<&'a Attribute, String> {
+    attributes
+        .iter()
+        .find(|a| a.name == name || a.name.to_lowercase() == name.to_lowercase())
+        .ok_or_else(|| {
+            let names: Vec<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
+            format!(
+                "it has no column '{name}' (its columns: {})",
+                names.join(", ")
+            )
+        })
 }
 
 /// Whether a PostgreSQL type (its `typname` and `typcategory`) reads into
