@@ -597,7 +597,6 @@ fn an_append_only_jdbc_sink_holds_each_row_once_after_kills() {
 /// deleted key meets no row.
 #[test]
 fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
-    use std::io::{BufRead, Write};
     let pg = PgServer::start();
     pg.client()
         .batch_execute(
@@ -619,25 +618,9 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
         ),
     )
     .unwrap();
-    let mut child = eddy()
-        .arg("run")
-        .arg(&job)
-        .args(["--batch-size", "1"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let (lines, received) = std::sync::mpsc::channel::<String>();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            if lines.send(line.unwrap()).is_err() {
-                break;
-            }
-        }
-    });
+    let mut command = eddy();
+    command.arg("run").arg(&job).args(["--batch-size", "1"]);
+    let mut job = common::stdin_job::StdinJob::spawn(command);
     // Probes `name` until one meets `tier`; the lines seen on the way.
     let mut probe_until = |name: &str, tier: serde_json::Value| -> Vec<String> {
         let started = Instant::now();
@@ -647,9 +630,8 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
                 started.elapsed() < CATCH_UP,
                 "{name} never met {tier}: {seen:?}"
             );
-            writeln!(input, "{{\"name\":\"{name}\"}}").unwrap();
-            input.flush().unwrap();
-            let Ok(line) = received.recv_timeout(Duration::from_secs(5)) else {
+            job.send(&format!("{{\"name\":\"{name}\"}}"));
+            let Some(line) = job.next_line(Duration::from_secs(5)) else {
                 continue;
             };
             let row: serde_json::Value =
@@ -674,9 +656,6 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
     // The delete came in the update's transaction: bob is gone.
     let seen = probe_until("bob", serde_json::Value::Null);
     assert_eq!(seen.len(), 1, "bob met a deleted row: {seen:?}");
-    drop(input);
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// A CDC source's slot figures in the API and `/metrics`: where the job

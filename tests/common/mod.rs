@@ -4,6 +4,7 @@
 pub mod azurite;
 pub mod pg_server;
 pub mod s3;
+pub mod stdin_job;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

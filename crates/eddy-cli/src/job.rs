@@ -94,8 +94,14 @@ pub fn compile_files_with(
     params: &BTreeMap<String, String>,
     options: &CompileOptions,
 ) -> Result<CompiledJob> {
-    let mut job = compile_with(files, params, options)?;
-    eddy_connectors::registry::Registry::standard().drop_unused_filters(&mut job.graph);
+    let registry = eddy_connectors::registry::Registry::standard();
+    let mut options = options.clone();
+    // The connectors answer the planner's questions of them.
+    options
+        .connectors
+        .get_or_insert_with(|| std::sync::Arc::new(registry.clone()));
+    let mut job = compile_with(files, params, &options)?;
+    registry.drop_unused_filters(&mut job.graph);
     Ok(job)
 }
 

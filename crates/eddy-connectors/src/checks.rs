@@ -2,6 +2,7 @@
 //! connector and options (as this run binds it: `--input` rebinds a
 //! source, `--output` replaces every sink's connector), the connectors'
 //! own checks (paths inside a server's roots, options that go together),
+//! the tables lookup joins read by key,
 //! `--input` naming a source, and every sink of an updating query taking
 //! a changelog.
 //!
@@ -24,7 +25,13 @@ impl Connectors {
             let (spec, checked) = match &node.kind {
                 NodeKind::Source { spec, .. } => (spec, self.check_source(spec)),
                 NodeKind::Sink { spec } => (spec, self.check_sink(spec)),
-                NodeKind::Operator(_) => continue,
+                NodeKind::Operator(plan) => match plan.lookup_table() {
+                    Some(table) => (
+                        &table.spec,
+                        self.registry.check(&self.config, &table.spec, Role::Lookup),
+                    ),
+                    None => continue,
+                },
             };
             if let Err(e) = checked {
                 return Err(config_error(spec, e));

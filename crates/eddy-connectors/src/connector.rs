@@ -39,6 +39,7 @@
 //! ```
 
 use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::lookup::{LookupSource, LookupTable};
 use eddy_engine::sink::{SinkMode, SinkWriter};
 use eddy_engine::source::SourceReader;
 use eddy_engine::state::StateSnapshot;
@@ -54,14 +55,21 @@ pub enum Role {
     Source,
     /// Written by an INSERT (or a query's result).
     Sink,
+    /// Read by key as a lookup join's probe rows come (`JOIN t FOR
+    /// SYSTEM_TIME AS OF s.proc_time`): a database table.
+    Lookup,
 }
 
 impl Role {
-    /// `source` or `sink`.
+    /// Every role, in the reference's order.
+    pub const ALL: [Role; 3] = [Role::Source, Role::Sink, Role::Lookup];
+
+    /// `source`, `sink` or `lookup table`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Source => "source",
             Self::Sink => "sink",
+            Self::Lookup => "lookup table",
         }
     }
 }
@@ -98,6 +106,16 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
         _resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
         Err(not_a(self.name(), spec, Role::Source))
+    }
+
+    /// Opens a table read by key (a connector with options for
+    /// [`Role::Lookup`]).
+    fn open_lookup(
+        &self,
+        _config: &ConnectorConfig,
+        table: &LookupTable,
+    ) -> Result<Box<dyn LookupSource>> {
+        Err(not_a(self.name(), &table.spec, Role::Lookup))
     }
 
     /// Opens a writer.
@@ -155,7 +173,7 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
     }
 }
 
-fn not_a(name: &str, spec: &ConnectorSpec, role: Role) -> ConnectorError {
+pub(crate) fn not_a(name: &str, spec: &ConnectorSpec, role: Role) -> ConnectorError {
     ConnectorError::bad_option(
         "connector",
         format!(

@@ -212,6 +212,17 @@ impl ConnectorFactory for Connectors {
             .map_err(|e| e.declared_at(spec).for_table(&spec.table))
     }
 
+    fn open_lookup(
+        &self,
+        table: &eddy_engine::lookup::LookupTable,
+    ) -> EngineResult<Box<dyn eddy_engine::lookup::LookupSource>> {
+        let spec = &table.spec;
+        self.registry
+            .connector(spec, Role::Lookup)
+            .and_then(|c| c.open_lookup(&self.config, table))
+            .map_err(|e| e.declared_at(spec).for_table(&spec.table))
+    }
+
     fn source_checkpointed(&self, spec: &ConnectorSpec, position: &serde_json::Value) {
         let done = self.bound_source(spec).and_then(|bound| {
             let connector = self.registry.connector(&bound, Role::Source)?;

@@ -145,7 +145,7 @@ pub fn validate(
 ) -> Result<()> {
     let engine: &[&str] = match role {
         Role::Source => &TABLE_OPTIONS,
-        Role::Sink => &[],
+        Role::Sink | Role::Lookup => &[],
     };
     for (option, value) in given {
         if let Some(decl) = declared.iter().find(|d| d.matches(option)) {

@@ -160,7 +160,7 @@ impl Registry {
             if !c.aliases().is_empty() {
                 out.push_str(&format!("\nAlso named: {}.\n", c.aliases().join(", ")));
             }
-            for role in [Role::Source, Role::Sink] {
+            for role in Role::ALL {
                 let Some(options) = c.options(role) else {
                     continue;
                 };
@@ -181,6 +181,15 @@ impl Registry {
             }
         }
         out
+    }
+}
+
+/// The planner asks which connectors' tables a lookup join reads by key:
+/// those that play [`Role::Lookup`].
+impl eddy_engine::graph::ConnectorFacts for Registry {
+    fn looked_up_by_key(&self, connector: &str) -> bool {
+        self.get(connector)
+            .is_some_and(|c| c.options(Role::Lookup).is_some())
     }
 }
 

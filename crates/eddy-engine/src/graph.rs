@@ -20,7 +20,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
 use crate::distribute::instances::Expansion;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::key_groups::KeyGroups;
 use crate::operator::OperatorPlan;
 use crate::sink::{SinkMode, SinkWriter};
@@ -104,6 +104,16 @@ pub trait ConnectorFactory: Send + Sync {
     ) -> Result<Box<dyn SourceReader>>;
     /// Opens a sink writer for `spec`.
     fn open_sink(&self, spec: &ConnectorSpec, mode: SinkMode<'_>) -> Result<Box<dyn SinkWriter>>;
+    /// Opens a table a lookup join reads by key ([`crate::lookup`]).
+    fn open_lookup(
+        &self,
+        table: &crate::lookup::LookupTable,
+    ) -> Result<Box<dyn crate::lookup::LookupSource>> {
+        Err(EngineError::Config(format!(
+            "table '{}' (connector '{}') cannot be read by key",
+            table.spec.table, table.spec.connector
+        )))
+    }
     /// Publishes what a transactional sink pre-committed (its
     /// [`SinkWriter::precommit`] state) once the checkpoint holding it is
     /// complete. Must be idempotent: a resumed job commits its checkpoint
@@ -123,6 +133,15 @@ pub trait ConnectorFactory: Send + Sync {
     /// consumer group, for monitoring; the checkpoint stays the record of
     /// progress). A failure here is logged, not fatal.
     fn source_checkpointed(&self, _spec: &ConnectorSpec, _position: &serde_json::Value) {}
+}
+
+/// What a front end asks of the connectors while it plans, before any
+/// connector opens (the connectors' registry answers).
+pub trait ConnectorFacts: Send + Sync + std::fmt::Debug {
+    /// Whether a table of `connector` joined `FOR SYSTEM_TIME AS OF` a
+    /// processing-time column is read by key as probe rows come (a
+    /// database table: [`crate::lookup`]) rather than streamed in whole.
+    fn looked_up_by_key(&self, connector: &str) -> bool;
 }
 
 impl NodeKind {

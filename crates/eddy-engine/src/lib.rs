@@ -23,6 +23,7 @@ pub mod graph;
 pub mod identity;
 pub mod interval_text;
 pub mod key_groups;
+pub mod lookup;
 pub mod memory;
 pub mod message;
 pub mod metrics;

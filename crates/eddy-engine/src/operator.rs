@@ -200,6 +200,11 @@ pub trait Operator: Send {
     /// table) waits only for one that does.
     fn inputs_bounded(&mut self, _bounded: &[bool]) {}
 
+    /// The table the operator reads by key, opened
+    /// ([`OperatorPlan::lookup_table`]); the runtime gives it once, after
+    /// a restore and before the first message.
+    fn lookup_opened(&mut self, _source: Box<dyn crate::lookup::LookupSource>) {}
+
     /// All inputs ended (after a final `on_watermark(+inf)`).
     fn on_end(&mut self, _out: &mut Collector) -> Result<()> {
         Ok(())
@@ -374,6 +379,13 @@ pub trait OperatorPlan: Send + Sync + Debug {
     }
     /// Creates the per-run operator state.
     fn create(&self) -> Result<Box<dyn Operator>>;
+    /// A table the operator reads by key ([`crate::lookup`]): the runtime
+    /// opens it through the job's connectors and hands it over
+    /// ([`Operator::lookup_opened`]); the connectors check its options
+    /// with the job's tables. None by default.
+    fn lookup_table(&self) -> Option<&crate::lookup::LookupTable> {
+        None
+    }
     /// The tables of state the operator checkpoints, each declared once
     /// here ([`crate::state::declared`]): its name, schema, how its rows
     /// are keyed and how long they live. The operator's

@@ -52,6 +52,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             ..eddy_python::PythonConfig::from_env()
         }),
         check_python_functions: true,
+        connectors: None,
     };
     let memory = || -> Vec<Arc<MemoryBudget>> {
         memory_limit

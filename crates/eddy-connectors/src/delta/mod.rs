@@ -209,6 +209,7 @@ impl DeltaConnector {
         let location = match role {
             Role::Source => config.source_location(spec)?,
             Role::Sink => config.sink_location(spec)?,
+            Role::Lookup => return Err(crate::connector::not_a("delta", spec, role)),
         };
         Ok(match location {
             crate::storage::Location::Local(dir) => dir,
@@ -376,6 +377,7 @@ impl Connector for DeltaConnector {
         Some(match role {
             Role::Source => SOURCE_OPTIONS,
             Role::Sink => SINK_OPTIONS,
+            Role::Lookup => return None,
         })
     }
 
@@ -402,6 +404,7 @@ impl Connector for DeltaConnector {
                 let (table, _) = Self::files_at(&dir, spec, None)?;
                 Self::check_columns(&table, &dir, spec)
             }
+            Role::Lookup => Ok(()),
         }
     }
 

@@ -73,6 +73,7 @@ impl Connector for FileConnector {
         Some(match role {
             Role::Source => SOURCE_OPTIONS,
             Role::Sink => SINK_OPTIONS,
+            Role::Lookup => return None,
         })
     }
 
@@ -86,6 +87,7 @@ impl Connector for FileConnector {
                 files::check(spec, false)?;
                 config.sink_location(spec).map(|_| ())
             }
+            Role::Lookup => Ok(()),
         }
     }
 

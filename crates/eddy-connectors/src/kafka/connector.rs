@@ -166,6 +166,7 @@ impl Connector for KafkaConnector {
         Some(match role {
             Role::Source => SOURCE_OPTIONS,
             Role::Sink => SINK_OPTIONS,
+            Role::Lookup => return None,
         })
     }
 
@@ -185,6 +186,7 @@ impl Connector for KafkaConnector {
         match role {
             Role::Source => KafkaSourceConfig::from_spec(spec, config.batch_size).map(|_| ()),
             Role::Sink => Self::sink_config(config, spec).map(|_| ()),
+            Role::Lookup => Ok(()),
         }
     }
 

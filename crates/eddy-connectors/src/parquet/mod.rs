@@ -75,6 +75,7 @@ impl Connector for ParquetConnector {
         Some(match role {
             Role::Source => SOURCE_OPTIONS,
             Role::Sink => OPTIONS,
+            Role::Lookup => return None,
         })
     }
 
@@ -85,6 +86,7 @@ impl Connector for ParquetConnector {
                 files::check(spec, true)?;
                 config.sink_location(spec).map(|_| ())
             }
+            Role::Lookup => Ok(()),
         }
     }
 

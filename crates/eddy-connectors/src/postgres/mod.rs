@@ -18,7 +18,8 @@
 //! - [`sink_config`], [`sink`]: the `jdbc` sink (Flink JDBC's options):
 //!   appends, or upserts and deletes by the sink's `PRIMARY KEY`, exactly
 //!   once through a progress table written in each checkpoint's
-//!   transaction.
+//!   transaction;
+//! - [`lookup`]: a `jdbc` table read by key for a lookup join.
 //!
 //! Exactly once: a checkpoint records the end of the last transaction
 //! read; the slot is confirmed to a position only once a checkpoint
@@ -38,6 +39,7 @@
 
 pub mod changes;
 pub mod config;
+pub mod lookup;
 pub mod pgoutput;
 pub mod reader;
 pub mod sink;
@@ -50,6 +52,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use eddy_engine::graph::ConnectorSpec;
+use eddy_engine::lookup::{LookupSource, LookupTable};
 use eddy_engine::sink::{SinkMode, SinkWriter};
 use eddy_engine::source::SourceReader;
 use eddy_engine::state::StateSnapshot;
@@ -216,15 +219,32 @@ impl Connector for JdbcConnector {
     }
 
     fn summary(&self) -> &'static str {
-        "writes a PostgreSQL table: appends, or upserts and deletes by the sink's PRIMARY KEY, exactly once with checkpoints"
+        "writes a PostgreSQL table (appends, or upserts and deletes by the sink's PRIMARY KEY, exactly once with checkpoints), or reads one by key for a lookup join, with a cache"
     }
 
     fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
-        (role == Role::Sink).then_some(sink_config::OPTIONS)
+        match role {
+            Role::Sink => Some(sink_config::OPTIONS),
+            Role::Lookup => Some(lookup::OPTIONS),
+            Role::Source => None,
+        }
     }
 
-    fn check(&self, _config: &ConnectorConfig, spec: &ConnectorSpec, _role: Role) -> Result<()> {
+    fn check(&self, _config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
+        if role == Role::Lookup {
+            lookup::LookupOptions::of(&spec.options)?;
+        }
         sink_config::JdbcConfig::check(spec)
+    }
+
+    fn open_lookup(
+        &self,
+        _config: &ConnectorConfig,
+        table: &LookupTable,
+    ) -> Result<Box<dyn LookupSource>> {
+        Ok(Box::new(outside_runtime(|| {
+            lookup::JdbcLookup::open(table)
+        })?))
     }
 
     fn open_sink(

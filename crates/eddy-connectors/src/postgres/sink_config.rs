@@ -90,7 +90,10 @@ impl JdbcConfig {
 
     fn read(spec: &ConnectorSpec, task: Option<u32>, resolve: bool) -> Result<Self> {
         let o = OptionValues::new(&spec.options);
-        let need = |name: &str| o.required(name, "a jdbc sink names it").map(str::to_string);
+        let need = |name: &str| {
+            o.required(name, "a jdbc table names it")
+                .map(str::to_string)
+        };
         let url = need("url")?;
         let bad_url = || {
             ConnectorError::bad_option(

@@ -8,7 +8,7 @@
 //! outside PostgreSQL) and the slot's confirmed position; or an error that
 //! names what does not match and how to fix it.
 
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use postgres::Client;
 
 use super::config::{quote_ident, CdcConfig};
@@ -106,18 +106,9 @@ pub fn describe(
     let mut columns = Vec::with_capacity(width);
     let mut comparable = Vec::with_capacity(width);
     for field in schema.fields().iter().take(width) {
-        let attribute = column(&attributes, field.name())
-            .map_err(|e| ConnectorError::postgres(context(), e))?;
+        let attribute =
+            read_as(&attributes, field).map_err(|e| ConnectorError::postgres(context(), e))?;
         let (name, type_name) = (attribute.name.clone(), attribute.type_name.clone());
-        if let Err(why) = type_fits(field.data_type(), &attribute.base, &attribute.category) {
-            return Err(ConnectorError::postgres(
-                context(),
-                format!(
-                    "column '{name}' is {type_name} in PostgreSQL and {} in the eddy table: {why}",
-                    field.data_type()
-                ),
-            ));
-        }
         comparable.push(key_order_matches(
             field.data_type(),
             &attribute.base,
@@ -233,6 +224,24 @@ pub fn column<'a>(
                 names.join(", ")
             )
         })
+}
+
+/// The column an eddy column `field` reads, checked to read into its type;
+/// the reason, naming both types or the table's columns, when it does not.
+pub fn read_as<'a>(
+    attributes: &'a [Attribute],
+    field: &Field,
+) -> std::result::Result<&'a Attribute, String> {
+    let attribute = column(attributes, field.name())?;
+    type_fits(field.data_type(), &attribute.base, &attribute.category).map_err(|why| {
+        format!(
+            "column '{}' is {} in PostgreSQL and {} in the eddy table: {why}",
+            attribute.name,
+            attribute.type_name,
+            field.data_type()
+        )
+    })?;
+    Ok(attribute)
 }
 
 /// Whether a PostgreSQL type (its `typname` and `typcategory`) reads into

@@ -64,8 +64,8 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, BinaryArray, UInt32Array};
-use datafusion::arrow::compute::{concat_batches, filter_record_batch};
+use datafusion::arrow::array::{Array, BinaryArray};
+use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::RowConverter;
@@ -256,67 +256,24 @@ impl LookupJoin {
     /// Joins `probes` with the table as it stands.
     fn join(&self, probes: &RecordBatch, out: &mut Collector) -> Result<()> {
         let keys = self.key_rows(&self.plan.left_keys, probes)?;
-        let mut matched_rows: Vec<u32> = Vec::new();
-        let mut matches: Vec<&[u8]> = Vec::new();
-        let mut unmatched: Vec<u32> = Vec::new();
-        for (r, key) in keys.iter().enumerate() {
-            let rows = key.as_ref().and_then(|k| self.table.get(k));
-            match rows {
-                Some(rows) if !rows.is_empty() => {
-                    for row in rows {
-                        matched_rows.push(r as u32);
-                        matches.push(row);
-                    }
-                }
-                _ => unmatched.push(r as u32),
-            }
-        }
-        let parser = self.rows.parser();
-        let table_columns = self
-            .rows
-            .convert_rows(matches.iter().map(|row| parser.parse(row)))?;
-        let indices = UInt32Array::from(matched_rows.clone());
-        let mut joined = super::probe_join_rows(
-            &self.plan.output_schema,
+        let shape = super::probe_matches::ProbeJoinShape {
+            kind: KIND,
+            left_outer: self.plan.left_outer,
+            right_schema: &self.plan.right_schema,
+            output_schema: &self.plan.output_schema,
+            residual: self.plan.residual.as_ref(),
+        };
+        shape.emit(
             probes,
-            &indices,
-            Some(table_columns),
-            &self.plan.right_schema,
-        )?;
-        if let Some(residual) = &self.plan.residual {
-            if joined.num_rows() > 0 {
-                let mask = super::predicate_mask(residual, &joined, KIND)?;
-                if self.plan.left_outer {
-                    // A probe row none of whose matches pass is padded.
-                    let mut passed = vec![false; probes.num_rows()];
-                    for (i, &r) in matched_rows.iter().enumerate() {
-                        passed[r as usize] |= mask.value(i);
-                    }
-                    let mut seen = vec![false; probes.num_rows()];
-                    for &r in &matched_rows {
-                        if !passed[r as usize] && !seen[r as usize] {
-                            seen[r as usize] = true;
-                            unmatched.push(r);
-                        }
-                    }
-                }
-                joined = filter_record_batch(&joined, &mask)?;
-            }
-        }
-        if joined.num_rows() > 0 {
-            out.emit(joined);
-        }
-        if self.plan.left_outer && !unmatched.is_empty() {
-            unmatched.sort_unstable();
-            out.emit(super::probe_join_rows(
-                &self.plan.output_schema,
-                probes,
-                &UInt32Array::from(unmatched),
-                None,
-                &self.plan.right_schema,
-            )?);
-        }
-        Ok(())
+            |r| {
+                keys[r]
+                    .as_ref()
+                    .and_then(|k| self.table.get(k))
+                    .map(Vec::as_slice)
+            },
+            &self.rows,
+            out,
+        )
     }
 
     /// The table is whole: the waiting probe rows are joined.

@@ -504,6 +504,9 @@ impl Opening<'_> {
                         .map_err(|e| EngineError::State(format!("{}: {e}", node.name)))?;
                 }
                 operator.inputs_bounded(&inputs_end);
+                if let Some(table) = plan.lookup_table() {
+                    operator.lookup_opened(self.connectors.open_lookup(table)?);
+                }
                 self.ends.push(inputs_end.iter().all(|&end| end));
                 Work::Operator(OperatorWork {
                     operator,

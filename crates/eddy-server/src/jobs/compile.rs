@@ -61,6 +61,7 @@ pub(super) fn compile_record(
 pub fn compile_options(config: &ServerConfig, memory_limit: Option<u64>) -> CompileOptions {
     CompileOptions {
         check_python_functions: true,
+        connectors: Some(Arc::new(eddy_connectors::Registry::standard())),
         python: config.allow_python_udfs.then(|| {
             let root = std::fs::canonicalize(&config.data_root)
                 .unwrap_or_else(|_| config.data_root.clone());

@@ -48,6 +48,21 @@ impl TableDef {
     pub fn schema(&self) -> SchemaRef {
         self.layout.output_schema.clone()
     }
+
+    /// The table as its connector sees it when written or read by key:
+    /// every column, no filter.
+    pub fn connector_spec(&self) -> eddy_engine::graph::ConnectorSpec {
+        eddy_engine::graph::ConnectorSpec {
+            table: self.name.clone(),
+            connector: self.connector.clone(),
+            options: self.options.clone(),
+            schema: self.schema(),
+            declared_at: Some(self.position.clone()),
+            primary_key: self.primary_key.clone(),
+            filter: None,
+            unread_columns: Vec::new(),
+        }
+    }
 }
 
 pub use columns::INFERRED_TYPE;

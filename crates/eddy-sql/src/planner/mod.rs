@@ -121,6 +121,9 @@ pub struct CompileOptions {
     /// Load each Python function as it is declared (a worker starts while
     /// planning), so that one that does not load is an error at its line.
     pub check_python_functions: bool,
+    /// What the connectors say of their tables (which are read by key in
+    /// a lookup join); `None`: every table is streamed.
+    pub connectors: Option<Arc<dyn eddy_engine::graph::ConnectorFacts>>,
 }
 
 impl Default for CompileOptions {
@@ -129,6 +132,7 @@ impl Default for CompileOptions {
         Self {
             python: Some(PythonConfig::from_env()),
             check_python_functions: true,
+            connectors: None,
         }
     }
 }
@@ -193,6 +197,7 @@ fn compile_here(
 ) -> Result<CompiledJob> {
     let mut compiler = Compiler::new(options.python.clone());
     compiler.check_python_functions = options.check_python_functions;
+    compiler.connector_facts = options.connectors.clone();
     let mut used = BTreeSet::new();
     for file in files {
         let (text, map) = substitute(&file.name, &file.text, params, &mut used)?;
@@ -319,6 +324,8 @@ pub(crate) struct Compiler {
     python: Option<Arc<PythonRuntime>>,
     /// See [`CompileOptions::check_python_functions`].
     check_python_functions: bool,
+    /// See [`CompileOptions::connectors`].
+    connector_facts: Option<Arc<dyn eddy_engine::graph::ConnectorFacts>>,
 }
 
 impl Compiler {
@@ -363,6 +370,7 @@ impl Compiler {
             python_config,
             python: None,
             check_python_functions: false,
+            connector_facts: None,
         }
     }
 
@@ -971,16 +979,7 @@ impl Compiler {
             self.graph.add(Node {
                 name: sink.clone(),
                 kind: NodeKind::Sink {
-                    spec: ConnectorSpec {
-                        table: sink.clone(),
-                        connector: def.connector.clone(),
-                        options: def.options.clone(),
-                        schema: def.schema(),
-                        declared_at: Some(def.position.clone()),
-                        primary_key: def.primary_key.clone(),
-                        filter: None,
-                        unread_columns: Vec::new(),
-                    },
+                    spec: def.connector_spec(),
                 },
                 inputs: endpoints
                     .into_iter()
