@@ -20,7 +20,8 @@
 //! - a lookup join enriches a stream from a PostgreSQL table as it stands
 //!   when each row is joined (updates and deletes seen);
 //! - the API and `/metrics` show the slot's position and lag, and the slot
-//!   is confirmed past every change once the job has caught up;
+//!   is confirmed past every change once the job has caught up; and a
+//!   jdbc sink's rows written and transactions;
 //! - a table without a primary key is refused, naming the fix.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -666,6 +667,9 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
 fn the_api_and_metrics_show_the_slots_position_and_lag() {
     let pg = PgServer::start();
     make_accounts(&pg, 500);
+    pg.client()
+        .batch_execute("CREATE TABLE owner_counts (owner text PRIMARY KEY, n bigint NOT NULL)")
+        .unwrap();
     let dirs = common::server_dirs();
     let mut command = common::serve_command(&dirs.data, &dirs.output, &dirs.state, "200ms");
     command.env(PASSWORD_VARIABLE, PASSWORD);
@@ -676,9 +680,10 @@ fn the_api_and_metrics_show_the_slots_position_and_lag() {
         .into();
     let sql = format!(
         "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
-         CREATE TABLE sink (owner STRING, n BIGINT) WITH (connector = 'blackhole');\n\
+         CREATE TABLE sink (owner STRING, n BIGINT, PRIMARY KEY (owner) NOT ENFORCED) WITH ({});\n\
          INSERT INTO sink SELECT owner, COUNT(*) AS n FROM accounts GROUP BY owner;",
-        pg.cdc_options("accounts", "eddy_api", "")
+        pg.cdc_options("accounts", "eddy_api", ""),
+        pg.jdbc_options("owner_counts"),
     );
     let mut response = agent
         .post(&format!("{base}/api/v1/jobs"))
@@ -745,6 +750,46 @@ fn the_api_and_metrics_show_the_slots_position_and_lag() {
             && l.contains("metric=\"lag_bytes\"")),
         "{text}"
     );
+    // The jdbc sink's figures: what it committed, as PostgreSQL has it.
+    let started = Instant::now();
+    loop {
+        let mut response = agent
+            .get(&format!("{base}/api/v1/jobs/{id}"))
+            .call()
+            .unwrap();
+        let job: serde_json::Value = response.body_mut().read_json().unwrap();
+        let sink = job["metrics"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|n| n["name"] == "sink"))
+            .cloned()
+            .unwrap_or_default();
+        let figures = &sink["connector"];
+        let owners = pg
+            .client()
+            .query_one("SELECT count(*) FROM owner_counts", &[])
+            .unwrap()
+            .get::<_, i64>(0);
+        if figures["transactions"].as_i64().unwrap_or(0) >= 1
+            && figures["rows_written"].as_i64().unwrap_or(0) >= owners
+            && owners == OWNERS.len() as i64
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < CATCH_UP,
+            "the sink never showed its writes ({owners} owners in PostgreSQL): {job}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut response = agent.get(&format!("{base}/metrics")).call().unwrap();
+    let text = response.body_mut().read_to_string().unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("eddy_connector_value{")
+            && l.contains("node=\"sink\"")
+            && l.contains("metric=\"transactions\"")),
+        "{text}"
+    );
+    assert!(!text.contains(PASSWORD));
     server.kill().unwrap();
     server.wait().unwrap();
 }

@@ -155,6 +155,10 @@ function renderGraph(job) {
       lines.push([`bad ${fmtNumber(m.bad_rows)} · lag ${fmtBytes(m.connector.lag_bytes)}, ${fmtNumber(m.connector.lag_ms)} ms`, 'kind']);
     }
     else if (node.kind === 'source') lines.push([`late ${fmtNumber(m.late_rows)} · bad ${fmtNumber(m.bad_rows)}`, 'kind']);
+    // A database sink (jdbc) shows what it committed.
+    else if (node.kind === 'sink' && m.connector && 'transactions' in m.connector) {
+      lines.push([`written ${fmtNumber(m.connector.rows_written)} in ${fmtNumber(m.connector.transactions)} tx`, 'kind']);
+    }
     lines.forEach(([text, cls], i) => {
       const t = document.createElementNS(ns, 'text');
       t.setAttribute('x', x + 8);

@@ -104,4 +104,13 @@ pub trait SinkWriter: Send {
     fn watermark(&mut self, _watermark: Timestamp) -> Result<()> {
         Ok(())
     }
+
+    /// The sink's own figures in this run (a database sink's rows and
+    /// transactions written), shown with its node's metrics as a source's
+    /// ([`crate::source::SourceContext::metric`]); none by default. Asked
+    /// after each message and checkpoint, so figures that move when a
+    /// checkpoint is published show at the sink's next message.
+    fn figures(&self) -> Vec<(&'static str, i64)> {
+        Vec::new()
+    }
 }

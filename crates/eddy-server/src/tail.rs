@@ -102,9 +102,9 @@ impl TeeSink {
     }
 }
 
-impl SinkWriter for TeeSink {
-    fn write(&mut self, batch: &RecordBatch) -> eddy_engine::Result<()> {
-        self.inner.write(batch)?;
+impl TeeSink {
+    /// Sends `batch`, just written, to the tail's readers.
+    fn send_to_readers(&self, batch: &RecordBatch) {
         let first_row = self.tap.written.load(Ordering::SeqCst);
         if self.tap.sender.receiver_count() > 0 {
             // A send fails only when every reader left; that is fine.
@@ -116,7 +116,28 @@ impl SinkWriter for TeeSink {
         self.tap
             .written
             .store(first_row + batch.num_rows() as u64, Ordering::SeqCst);
+    }
+}
+
+impl SinkWriter for TeeSink {
+    fn write(&mut self, batch: &RecordBatch) -> eddy_engine::Result<()> {
+        self.inner.write(batch)?;
+        self.send_to_readers(batch);
         Ok(())
+    }
+
+    fn write_late(&mut self, late: &eddy_engine::message::LateBatch) -> eddy_engine::Result<()> {
+        self.inner.write_late(late)?;
+        self.send_to_readers(late.rows());
+        Ok(())
+    }
+
+    fn watermark(&mut self, watermark: eddy_engine::time::Timestamp) -> eddy_engine::Result<()> {
+        self.inner.watermark(watermark)
+    }
+
+    fn figures(&self) -> Vec<(&'static str, i64)> {
+        self.inner.figures()
     }
 
     fn precommit(

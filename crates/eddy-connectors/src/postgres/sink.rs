@@ -140,6 +140,17 @@ impl Drop for JdbcSink {
 }
 
 impl SinkWriter for JdbcSink {
+    /// `rows_written`, `transactions` (committed in this run) and
+    /// `checkpoints_skipped` (found published before, not written again).
+    fn figures(&self) -> Vec<(&'static str, i64)> {
+        let figure = |n: &AtomicU64| i64::try_from(n.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        vec![
+            ("rows_written", figure(&self.written.rows)),
+            ("transactions", figure(&self.written.transactions)),
+            ("checkpoints_skipped", figure(&self.written.skipped)),
+        ]
+    }
+
     fn write(&mut self, batch: &RecordBatch) -> eddy_engine::Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -213,6 +224,12 @@ pub fn commit(
     let Some(rows) = state.tables.iter().find(|t| t.name == ROWS_TABLE) else {
         return Ok(());
     };
+    if rows.batch.num_rows() == 0 {
+        // Nothing to write, and nothing a replay could write twice: no
+        // transaction (a quiet job checkpointing every second would
+        // otherwise commit one a second).
+        return Ok(());
+    }
     let written = outside_runtime(|| {
         with_retries(config, client, |c| {
             write_rows(c, config, target, &rows.batch, Some(checkpoint))

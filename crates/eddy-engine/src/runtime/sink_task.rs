@@ -36,6 +36,13 @@ impl SinkStage {
     pub fn new(ctx: NodeContext, writer: Box<dyn SinkWriter>) -> Self {
         Self { ctx, writer }
     }
+
+    /// The writer's own figures into the node's metrics.
+    fn show_figures(&self) {
+        for (name, value) in self.writer.figures() {
+            self.ctx.metrics.set_connector_metric(name, value);
+        }
+    }
 }
 
 impl Stage for SinkStage {
@@ -79,6 +86,7 @@ impl Stage for SinkStage {
                 clock.end(input);
             }
         }
+        self.show_figures();
         Ok(())
     }
 
@@ -103,6 +111,7 @@ impl Stage for SinkStage {
         } else {
             self.writer.flush()?;
         }
+        self.show_figures();
         if barrier.stop {
             self.ctx.report(NodeEvent::Stopped)?;
         }
@@ -125,6 +134,7 @@ impl Stage for SinkStage {
             self.writer.finish()?;
             NodeCheckpoint::default()
         };
+        self.show_figures();
         self.ctx.report(NodeEvent::Finished {
             node: self.ctx.id,
             data,
