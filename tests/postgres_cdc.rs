@@ -659,6 +659,159 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
     assert_eq!(seen.len(), 1, "bob met a deleted row: {seen:?}");
 }
 
+/// Flink CDC's metadata columns: a snapshot row's `op_ts` is 0 (the
+/// epoch), a change's the commit time of its transaction; the names are
+/// the table's.
+#[test]
+fn metadata_columns_carry_the_commit_time_and_the_tables_names() {
+    let pg = PgServer::start();
+    make_accounts(&pg, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE accounts (id BIGINT, owner STRING NOT NULL, \
+               op_ts TIMESTAMP_LTZ(3) METADATA FROM 'op_ts' VIRTUAL, table_name STRING METADATA VIRTUAL, \
+               db STRING METADATA FROM 'database_name' VIRTUAL, at_ms BIGINT METADATA FROM 'op_ts', \
+               balance BIGINT NOT NULL, PRIMARY KEY (id) NOT ENFORCED) WITH ({});\n\
+             CREATE TABLE out (id BIGINT, owner STRING, op_ts TIMESTAMP(3), table_name STRING, db STRING, at_ms BIGINT, balance BIGINT) \
+               WITH (connector = 'stdout', tag = 'M');\n\
+             INSERT INTO out SELECT id, owner, op_ts, table_name, db, at_ms, balance FROM accounts;",
+            pg.cdc_options("accounts", "eddy_metadata", "")
+        ),
+    )
+    .unwrap();
+    let mut command = eddy();
+    command.arg("run").arg(&job).args(["--batch-size", "1"]);
+    let job = common::stdin_job::StdinJob::spawn(command);
+    let next_row = || -> serde_json::Value {
+        let line = job.next_line(CATCH_UP).expect("a row from the CDC source");
+        let json = line
+            .split_once('{')
+            .map(|(_, rest)| format!("{{{rest}"))
+            .unwrap();
+        serde_json::from_str(&json).unwrap()
+    };
+    for _ in 0..3 {
+        let row = next_row();
+        assert_eq!(row["at_ms"], 0, "a snapshot row: {row}");
+        assert!(
+            row["op_ts"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("1970-01-01T00:00:00")),
+            "{row}"
+        );
+        assert_eq!(
+            (&row["table_name"], &row["db"]),
+            (&"accounts".into(), &"postgres".into())
+        );
+    }
+    let mut client = pg.client();
+    let committed_before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    client
+        .batch_execute("UPDATE accounts SET balance = 99 WHERE id = 2")
+        .unwrap();
+    let committed_after = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // The update: -U, the row as it was (read by the snapshot: time 0,
+    // as Flink's upsert changelog gives the old row as it stood), and +U
+    // with the update's commit time.
+    let old = next_row();
+    assert_eq!(
+        (&old["balance"], &old["at_ms"]),
+        (&20.into(), &0.into()),
+        "{old}"
+    );
+    let new = next_row();
+    let at = new["at_ms"].as_i64().unwrap();
+    assert!(
+        (committed_before - 1..=committed_after + 1).contains(&at),
+        "committed between {committed_before} and {committed_after}: {new}"
+    );
+    assert_eq!(
+        (&new["balance"], &new["table_name"]),
+        (&99.into(), &"accounts".into())
+    );
+}
+
+/// A `postgres-cdc` table with a WATERMARK on its `op_ts` is a versioned
+/// table: an event-time temporal join meets each order with the rate that
+/// stood at the order's time (a change's version starts when it
+/// committed; the snapshot's rows stand from the epoch).
+#[test]
+fn a_watermarked_cdc_table_is_a_versioned_table_for_temporal_joins() {
+    let pg = PgServer::start();
+    pg.client()
+        .batch_execute(
+            "CREATE TABLE rates (currency text PRIMARY KEY, rate bigint NOT NULL);
+             INSERT INTO rates VALUES ('EUR', 1), ('USD', 5);",
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE rates (currency STRING, rate BIGINT NOT NULL, \
+               op_ts TIMESTAMP_LTZ(3) METADATA FROM 'op_ts' VIRTUAL, \
+               PRIMARY KEY (currency) NOT ENFORCED, WATERMARK FOR op_ts AS op_ts) WITH ({});\n\
+             CREATE TABLE orders (id BIGINT, currency STRING, ts_ms BIGINT, ts AS TO_TIMESTAMP_LTZ(ts_ms, 3), \
+               WATERMARK FOR ts AS ts) WITH (connector = 'stdin');\n\
+             CREATE TABLE out (id BIGINT, rate BIGINT) WITH (connector = 'stdout', tag = 'R');\n\
+             INSERT INTO out SELECT o.id, r.rate FROM orders o \
+               JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency;",
+            pg.cdc_options("rates", "eddy_rates", "")
+        ),
+    )
+    .unwrap();
+    let mut command = eddy();
+    command.arg("run").arg(&job).args(["--batch-size", "1"]);
+    let mut job = common::stdin_job::StdinJob::spawn(command);
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    // Let the snapshot be read first.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = now_ms();
+    pg.client()
+        .batch_execute("UPDATE rates SET rate = 2 WHERE currency = 'EUR'")
+        .unwrap();
+    let after = now_ms();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Another change moves the table's watermark past the orders' times.
+    pg.client()
+        .batch_execute("UPDATE rates SET rate = 6 WHERE currency = 'USD'")
+        .unwrap();
+    for (id, currency, ts) in [
+        (1, "EUR", before - 500),
+        (2, "EUR", after + 500),
+        (3, "USD", after + 500),
+        (4, "GBP", after + 1000),
+    ] {
+        job.send(&format!(
+            "{{\"id\":{id},\"currency\":\"{currency}\",\"ts_ms\":{ts}}}"
+        ));
+    }
+    let mut rates = BTreeMap::new();
+    while rates.len() < 3 {
+        let line = job
+            .next_line(CATCH_UP)
+            .unwrap_or_else(|| panic!("3 joined orders, got {rates:?}"));
+        let row: serde_json::Value = serde_json::from_str(line.trim_start_matches("R> ")).unwrap();
+        rates.insert(row["id"].as_i64().unwrap(), row["rate"].as_i64().unwrap());
+    }
+    assert_eq!(rates, BTreeMap::from([(1, 1), (2, 2), (3, 5)]));
+}
+
 /// A CDC source's slot figures in the API and `/metrics`: where the job
 /// has read to and what it confirmed, and a lag that drops to zero once it
 /// has caught up (a quiet table included: the slot moves on with the

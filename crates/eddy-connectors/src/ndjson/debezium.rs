@@ -67,7 +67,8 @@ impl DebeziumEnvelope {
             sources.push(match metadata {
                 Some(ChangeMetadata::IngestionTime) => Source::IngestionTime,
                 Some(ChangeMetadata::DatabaseTime) => Source::DatabaseTime,
-                None => {
+                // Not a Debezium key: the planner lets none through.
+                Some(_) | None => {
                     image.push(field.as_ref().clone().with_nullable(true));
                     Source::Image(image.len() - 1)
                 }

@@ -14,6 +14,7 @@
 //! - [`snapshot`]: the table read in chunks, and how chunks and changes
 //!   agree exactly;
 //! - [`changes`]: a decoded change taken into rows;
+//! - [`metadata`]: the metadata columns (`op_ts`, `table_name`, ...);
 //! - [`reader`]: the source's state machine and checkpointed position;
 //! - [`sink_config`], [`sink`]: the `jdbc` sink (Flink JDBC's options):
 //!   appends, or upserts and deletes by the sink's `PRIMARY KEY`, exactly
@@ -40,6 +41,7 @@
 pub mod changes;
 pub mod config;
 pub mod lookup;
+pub mod metadata;
 pub mod pgoutput;
 pub mod reader;
 pub mod sink;

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use super::changes::{apply, MappedRelation, Transaction};
 use super::config::CdcConfig;
+use super::metadata::MetadataColumns;
 use super::pgoutput;
 use super::snapshot::{read_chunk, ChunkIndex, ChunkRecord};
 use super::table::{self, lsn_text, message, parse_lsn, PgTable};
@@ -110,6 +111,8 @@ pub struct CdcReader {
     primary_key: Vec<String>,
     batch_rows: usize,
     rows: TextRows,
+    /// The declared metadata columns, filled in as batches finish.
+    metadata: MetadataColumns,
     resume: Option<CdcPosition>,
     opened: Option<Opened>,
     confirmed: Arc<AtomicU64>,
@@ -145,6 +148,8 @@ struct Stream {
     server_end: u64,
     /// The commit time of the last transaction read, µs since 2000-01-01.
     last_commit_micros: i64,
+    /// The commit time of the transaction being read, epoch milliseconds.
+    reading_commit_ms: i64,
     /// When a batch was last returned.
     returned: std::time::Instant,
     relation: Option<MappedRelation>,
@@ -152,8 +157,9 @@ struct Stream {
 }
 
 impl CdcReader {
-    /// A reader of `schema`'s columns (then the row kind), resuming at
-    /// `resume` when given. Nothing connects until the first read.
+    /// A reader of `schema`'s columns (then the row kind; metadata
+    /// columns among them), resuming at `resume` when given. Nothing
+    /// connects until the first read.
     pub fn new(
         config: CdcConfig,
         schema: SchemaRef,
@@ -162,8 +168,14 @@ impl CdcReader {
         resume: Option<CdcPosition>,
         confirmed: Arc<AtomicU64>,
     ) -> Self {
+        let metadata = MetadataColumns::new(
+            &schema,
+            [&config.database, &config.schema, &config.pg_table],
+        );
+        let schema = metadata.table_schema().clone();
         Self {
             rows: TextRows::new(schema.clone()),
+            metadata,
             config,
             schema,
             primary_key,
@@ -268,6 +280,7 @@ impl CdcReader {
                 Some(c) => c,
                 None => return Err(ConnectorError::postgres("snapshot", "no connection")),
             };
+            let before = self.rows.len();
             let (record, finished) = read_chunk(
                 client,
                 &self.config,
@@ -275,6 +288,8 @@ impl CdcReader {
                 opened.position.snapshot_after.as_deref(),
                 &mut self.rows,
             )?;
+            // Flink CDC's op_ts of a snapshot row: 0.
+            self.metadata.rows_added(self.rows.len() - before, 0);
             opened.position.snapshot_after = record.last.clone();
             opened.position.chunks.push(record);
             if finished {
@@ -322,6 +337,7 @@ impl CdcReader {
                 acked: opened.lsn,
                 server_end: opened.lsn,
                 last_commit_micros: 0,
+                reading_commit_ms: 0,
                 returned: std::time::Instant::now(),
                 relation: None,
                 transaction: None,
@@ -365,7 +381,12 @@ impl CdcReader {
                 Ok(Ok(Some(event))) => event,
             };
             match event {
-                ReplicationEvent::Begin { final_lsn, xid, .. } => {
+                ReplicationEvent::Begin {
+                    final_lsn,
+                    xid,
+                    commit_time_micros,
+                } => {
+                    stream.reading_commit_ms = POSTGRES_EPOCH_MS + commit_time_micros / 1000;
                     let check = match opened.catch_up_until {
                         Some(until) if final_lsn.0 < until => true,
                         Some(_) => {
@@ -390,6 +411,7 @@ impl CdcReader {
                         )
                     })?;
                     let transaction = stream.transaction;
+                    let before = self.rows.len();
                     apply(
                         &self.config,
                         &opened.table,
@@ -400,6 +422,8 @@ impl CdcReader {
                         &mut self.rows,
                         wal_start.0,
                     )?;
+                    self.metadata
+                        .rows_added(self.rows.len() - before, stream.reading_commit_ms);
                 }
                 ReplicationEvent::KeepAlive { wal_end, .. } => {
                     stream.server_end = stream.server_end.max(wal_end.0);
@@ -473,6 +497,9 @@ impl CdcReader {
     fn take_batch(&mut self, ctx: &mut SourceContext) -> Result<RecordBatch> {
         let taken = self.rows.len() as u64;
         let (batch, bad) = self.rows.finish()?;
+        let mut dropped: Vec<usize> = bad.iter().map(|b| b.row).collect();
+        dropped.dedup();
+        let batch = self.metadata.complete(batch, &dropped)?;
         for b in bad {
             ctx.bad_row(BadRow {
                 path: format!("postgres-cdc {}", self.config.qualified()),

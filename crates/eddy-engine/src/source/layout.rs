@@ -163,10 +163,17 @@ pub enum ChangeMetadata {
     DatabaseTime,
     /// When the change was read from the database (the envelope's `ts_ms`).
     IngestionTime,
+    /// The database's name.
+    DatabaseName,
+    /// The table's schema's name.
+    SchemaName,
+    /// The table's name in the database.
+    TableName,
 }
 
 impl ChangeMetadata {
-    /// The keys a metadata column may name (Flink's), what each holds.
+    /// The keys a Debezium feed's metadata column may name (Flink's), what
+    /// each holds.
     pub const KEYS: [(&'static str, ChangeMetadata); 4] = [
         ("value.source.timestamp", ChangeMetadata::DatabaseTime),
         ("source.timestamp", ChangeMetadata::DatabaseTime),
@@ -174,19 +181,40 @@ impl ChangeMetadata {
         ("ingestion-timestamp", ChangeMetadata::IngestionTime),
     ];
 
-    /// The metadata `key` names (any case), if it is one.
+    /// The keys a `postgres-cdc` table's metadata column may name (Flink
+    /// CDC's), what each holds.
+    pub const POSTGRES_CDC_KEYS: [(&'static str, ChangeMetadata); 4] = [
+        ("op_ts", ChangeMetadata::DatabaseTime),
+        ("database_name", ChangeMetadata::DatabaseName),
+        ("schema_name", ChangeMetadata::SchemaName),
+        ("table_name", ChangeMetadata::TableName),
+    ];
+
+    /// The Debezium metadata `key` names (any case), if it is one.
     pub fn of_key(key: &str) -> Option<Self> {
-        Self::KEYS
-            .iter()
+        Self::in_keys(&Self::KEYS, key)
+    }
+
+    /// What `key` names among `keys` (any case), if it is one.
+    pub fn in_keys(keys: &[(&'static str, ChangeMetadata)], key: &str) -> Option<Self> {
+        keys.iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|&(_, m)| m)
+    }
+
+    /// Whether it is a time (else a name).
+    pub fn is_time(self) -> bool {
+        matches!(self, Self::DatabaseTime | Self::IngestionTime)
     }
 
     /// What it holds, for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            ChangeMetadata::DatabaseTime => "when the database made the change: source.ts_ms",
-            ChangeMetadata::IngestionTime => "when the change was read: ts_ms",
+            ChangeMetadata::DatabaseTime => "when the database made the change",
+            ChangeMetadata::IngestionTime => "when the change was read",
+            ChangeMetadata::DatabaseName => "the database's name",
+            ChangeMetadata::SchemaName => "the schema's name",
+            ChangeMetadata::TableName => "the table's name",
         }
     }
 }

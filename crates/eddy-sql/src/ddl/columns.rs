@@ -18,6 +18,7 @@ use eddy_engine::source::{ComputedColumn, SourceColumn};
 use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::MetadataColumn;
 use crate::error::{Position, Result, SqlError};
+use eddy_engine::source::ChangeMetadata;
 
 /// The type the statement reader gives Flink's `col AS expr` columns: the
 /// column takes its expression's type.
@@ -118,6 +119,7 @@ impl ColumnDefs {
         planner: &SqlToRel<'_, S>,
         state: &SessionState,
         metadata_columns: &[MetadataColumn],
+        metadata_keys: Option<&[(&'static str, ChangeMetadata)]>,
         debezium: bool,
         unstructured_json: bool,
         table: &str,
@@ -186,19 +188,33 @@ impl ColumnDefs {
         } else {
             physical
         });
-        // A change's time is a TIMESTAMP or epoch milliseconds.
+        // A change's time is a TIMESTAMP or epoch milliseconds; a name a
+        // STRING.
         for metadata in metadata_columns {
             let typed = physical
                 .field_with_name(&metadata.column)
                 .ok()
                 .map(|f| f.data_type().clone());
-            if let Some(other) =
-                typed.filter(|t| !matches!(t, DataType::Int64 | DataType::Timestamp(_, _)))
-            {
+            let time = metadata_keys
+                .and_then(|keys| ChangeMetadata::in_keys(keys, &metadata.key))
+                .is_none_or(ChangeMetadata::is_time);
+            let fits = |t: &DataType| {
+                if time {
+                    matches!(t, DataType::Int64 | DataType::Timestamp(_, _))
+                } else {
+                    matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+                }
+            };
+            if let Some(other) = typed.filter(|t| !fits(t)) {
+                let want = if time {
+                    "a time: declare it TIMESTAMP(3) (or BIGINT for epoch milliseconds)"
+                } else {
+                    "a name: declare it STRING"
+                };
                 return Err(SqlError::at(
                     &metadata.position,
                     format!(
-                        "column '{}' reads '{}', a time: declare it TIMESTAMP(3) (or BIGINT for epoch milliseconds), not {other}",
+                        "column '{}' reads '{}', {want}, not {other}",
                         metadata.column, metadata.key
                     ),
                 ));
@@ -263,11 +279,27 @@ impl ColumnDefs {
     }
 }
 
-/// Metadata columns are read from a Debezium envelope (only it has them,
-/// so far), each from a key it knows.
+/// The metadata keys a table's records carry, and whose they are: a
+/// Debezium envelope's, or a PostgreSQL change's (`postgres-cdc`); none
+/// for other tables.
+pub(super) fn metadata_keys(
+    debezium: bool,
+    connector: &str,
+) -> Option<(&'static [(&'static str, ChangeMetadata)], &'static str)> {
+    if debezium {
+        Some((&ChangeMetadata::KEYS, "a Debezium"))
+    } else if connector == "postgres-cdc" {
+        Some((&ChangeMetadata::POSTGRES_CDC_KEYS, "a postgres-cdc"))
+    } else {
+        None
+    }
+}
+
+/// Metadata columns are read from a Debezium envelope or a PostgreSQL
+/// change ([`metadata_keys`]), each from a key it knows.
 pub(super) fn check_metadata_columns(
     metadata_columns: &[MetadataColumn],
-    debezium: bool,
+    keys: Option<(&[(&'static str, ChangeMetadata)], &str)>,
 ) -> Result<()> {
     for MetadataColumn {
         column,
@@ -275,19 +307,18 @@ pub(super) fn check_metadata_columns(
         position,
     } in metadata_columns
     {
-        if !debezium {
+        let Some((keys, whose)) = keys else {
             return Err(SqlError::at(
                 position,
-                format!("column '{column}' is read from the record's metadata ('{key}'), which only a Debezium change feed (format = 'debezium-json') has"),
+                format!("column '{column}' is read from the record's metadata ('{key}'), which only a Debezium change feed (format = 'debezium-json') and a postgres-cdc table have"),
             ));
-        }
-        if eddy_engine::source::ChangeMetadata::of_key(key).is_none() {
+        };
+        if ChangeMetadata::in_keys(keys, key).is_none() {
             return Err(SqlError::at(
                 position,
                 format!(
-                    "column '{column}': '{key}' is not a Debezium metadata key; known: {}",
-                    eddy_engine::source::ChangeMetadata::KEYS
-                        .iter()
+                    "column '{column}': '{key}' is not {whose} metadata key; known: {}",
+                    keys.iter()
                         .map(|(k, what)| format!("'{k}' ({})", what.describe()))
                         .collect::<Vec<_>>()
                         .join(", ")

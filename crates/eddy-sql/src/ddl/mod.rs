@@ -101,11 +101,13 @@ pub fn table_def(
     let watermark = options::watermark(watermark, &arroyo, position)?;
     let connector = options::connector(&mut options, &name, watermark.is_some(), position)?;
     let debezium = options::is_debezium(&options);
-    columns::check_metadata_columns(metadata_columns, debezium)?;
+    let metadata_keys = columns::metadata_keys(debezium, &connector);
+    columns::check_metadata_columns(metadata_columns, metadata_keys)?;
     let columns = columns::ColumnDefs::of(create, case).plan(
         &planner,
         state,
         metadata_columns,
+        metadata_keys.map(|(keys, _)| keys),
         debezium,
         arroyo.unstructured,
         &name,

@@ -341,6 +341,17 @@ fn cut_emit_on_window_close(
     (tokens, Some(map.position(start.line, start.column)))
 }
 
+/// Whether a metadata column's clause ends where a column ends (`,` or
+/// `)` after it, or `VIRTUAL`).
+fn from_key_is_complete(
+    tokens: &[TokenWithSpan],
+    after: Option<usize>,
+    end: usize,
+    last: usize,
+) -> bool {
+    end != last || after.is_none_or(|a| matches!(tokens[a].token, Token::Comma | Token::RParen))
+}
+
 /// Flink's metadata columns, `CREATE TABLE t (..., ts TIMESTAMP(3) METADATA
 /// FROM 'value.source.timestamp' VIRTUAL, ...)`: `METADATA FROM '<key>'`
 /// (and `VIRTUAL`) are cut out, leaving an ordinary column, and the column
@@ -385,21 +396,28 @@ fn cut_metadata_columns(
         if depth != 1 || !word(i, "metadata") {
             continue;
         }
-        let (Some(&from), Some(&key)) = (significant.get(k + 1), significant.get(k + 2)) else {
+        let Some(name) = &item_name else {
             continue;
         };
-        let Token::SingleQuotedString(text) = &tokens[key].token else {
-            continue;
+        // `METADATA FROM 'key' [VIRTUAL]`, or `METADATA [VIRTUAL]`: the
+        // column's own name is the key.
+        let from_key = match (significant.get(k + 1), significant.get(k + 2)) {
+            (Some(&from), Some(&key)) if word(from, "from") => match &tokens[key].token {
+                Token::SingleQuotedString(text) => Some((key, text.clone())),
+                _ => continue,
+            },
+            _ => None,
         };
-        if !word(from, "from") {
-            continue;
-        }
-        let end = match significant.get(k + 3) {
+        let (last, key, after) = match from_key {
+            Some((key, text)) => (key, text, k + 3),
+            None => (i, name.clone(), k + 1),
+        };
+        let end = match significant.get(after) {
             Some(&v) if word(v, "virtual") => v,
-            _ => key,
+            _ => last,
         };
-        if let Some(name) = &item_name {
-            found.push((i, end, name.clone(), text.clone()));
+        if from_key_is_complete(&tokens, significant.get(after).copied(), end, last) {
+            found.push((i, end, name.clone(), key));
         }
     }
     if found.is_empty() {
@@ -865,6 +883,24 @@ mod tests {
             .map(|c| c.name.value.clone())
             .collect();
         assert_eq!(names, ["k", "changed", "rate"]);
+    }
+
+    #[test]
+    fn a_metadata_column_without_from_reads_its_own_name() {
+        let s = parse(
+            "CREATE TABLE r (k VARCHAR, table_name STRING METADATA VIRTUAL, op_ts TIMESTAMP_LTZ(3) METADATA, v INT) WITH (connector = 'file');",
+        )
+        .unwrap();
+        let m: Vec<(&str, &str)> = s[0]
+            .metadata_columns
+            .iter()
+            .map(|m| (m.column.as_str(), m.key.as_str()))
+            .collect();
+        assert_eq!(m, [("table_name", "table_name"), ("op_ts", "op_ts")]);
+        let Statement::CreateTable(create) = &s[0].statement else {
+            panic!("a CREATE TABLE");
+        };
+        assert_eq!(create.columns.len(), 4);
     }
 
     #[test]

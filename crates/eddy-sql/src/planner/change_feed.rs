@@ -62,15 +62,6 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ),
         ));
     }
-    if postgres && def.layout.event_time.is_some() {
-        return Err(SqlError::at(
-            &def.position,
-            format!(
-                "table '{}' (connector '{POSTGRES_CDC}'): a WATERMARK on a PostgreSQL change feed is not supported yet; leave it out",
-                def.name
-            ),
-        ));
-    }
     let upsert = format.as_deref() == Some(UPSERT_JSON) || postgres;
     if format.as_deref() != Some(DEBEZIUM_JSON) && !upsert {
         return Ok(None);
@@ -95,7 +86,7 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ));
         }
     }
-    if upsert && def.layout.event_time.is_some() {
+    if upsert && !postgres && def.layout.event_time.is_some() {
         return Err(SqlError::at(
             &def.position,
             format!(
