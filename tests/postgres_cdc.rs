@@ -812,6 +812,54 @@ fn a_watermarked_cdc_table_is_a_versioned_table_for_temporal_joins() {
     assert_eq!(rates, BTreeMap::from([(1, 1), (2, 2), (3, 5)]));
 }
 
+/// `scan.startup.mode = 'snapshot'`: the table's rows, then the job
+/// ends; no slot is made.
+#[test]
+fn a_snapshot_only_source_reads_the_table_and_ends() {
+    let pg = PgServer::start();
+    make_accounts(&pg, 2500);
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE accounts ({ACCOUNTS_COLUMNS}) WITH ({});\n\
+             CREATE TABLE out (owner STRING, n BIGINT, total BIGINT) WITH (connector = 'stdout', tag = 'S');\n\
+             INSERT INTO out SELECT owner, COUNT(*), SUM(balance) FROM accounts GROUP BY owner;",
+            pg.cdc_options(
+                "accounts",
+                "eddy_unused",
+                ", 'scan.startup.mode' = 'snapshot', 'scan.incremental.snapshot.chunk.size' = '300'"
+            )
+        ),
+    )
+    .unwrap();
+    let out = eddy().arg("run").arg(&job).output().unwrap();
+    common::assert_success(&out, "a snapshot-only job");
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("S> "))
+        .map(str::to_string)
+        .collect();
+    let replayed = common::replay_changelog(&lines).unwrap();
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    for line in &replayed {
+        let row: serde_json::Value = serde_json::from_str(line.trim_start_matches("S> ")).unwrap();
+        *got.entry(canonical(row.as_object().unwrap())).or_default() += 1;
+    }
+    let expected = postgres_rows(
+        &pg,
+        "SELECT owner, count(*) AS n, sum(balance)::bigint AS total FROM accounts GROUP BY owner",
+    );
+    assert_eq!(got, expected);
+    let slots: i64 = pg
+        .client()
+        .query_one("SELECT count(*) FROM pg_replication_slots", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0, "a snapshot-only source makes no slot");
+}
+
 /// A CDC source's slot figures in the API and `/metrics`: where the job
 /// has read to and what it confirmed, and a lag that drops to zero once it
 /// has caught up (a quiet table included: the slot moves on with the

@@ -44,7 +44,7 @@ pub const OPTIONS: &[OptionDecl] = &[
     OptionDecl::new("slot.name", OptionKind::Text, "the logical replication slot (pgoutput), created if missing; one per job and table"),
     OptionDecl::new("decoding.plugin.name", OptionKind::OneOf(&["pgoutput"]), "the logical decoding plugin: pgoutput"),
     OptionDecl::new("debezium.publication.name", OptionKind::Text, "the publication the slot reads (dbz_publication), created for the table if missing"),
-    OptionDecl::new("scan.startup.mode", OptionKind::OneOf(&["initial", "latest-offset"]), "initial: the table's rows, then its changes (default); latest-offset: changes from the slot's position only"),
+    OptionDecl::new("scan.startup.mode", OptionKind::OneOf(&["initial", "latest-offset", "snapshot"]), "initial: the table's rows, then its changes (default); latest-offset: changes from the slot's position only; snapshot: the table's rows, then the source ends (no slot)"),
     OptionDecl::new("scan.incremental.snapshot.enabled", OptionKind::Flag, "read the snapshot in chunks by primary key, each in a short transaction (true); false: in one transaction"),
     OptionDecl::new("scan.incremental.snapshot.chunk.size", OptionKind::Count, "rows a snapshot chunk reads (8096)"),
     OptionDecl::new("changelog-mode", OptionKind::OneOf(&["all", "upsert"]), "taken for Flink compatibility: eddy keeps each key's row and emits the full changelog either way"),
@@ -75,6 +75,9 @@ pub struct CdcConfig {
     pub publication: String,
     /// Whether the table's rows are read before its changes.
     pub snapshot: bool,
+    /// `scan.startup.mode = 'snapshot'`: the rows, then the end; no slot
+    /// or publication is made.
+    pub snapshot_only: bool,
     /// Rows a snapshot chunk reads (`u64::MAX`: the whole table at once).
     pub chunk_rows: u64,
     /// How long a read waits for a change before it checks in.
@@ -159,6 +162,7 @@ impl CdcConfig {
                 .unwrap_or(DEFAULT_PUBLICATION)
                 .to_string(),
             snapshot: o.word("scan.startup.mode").as_deref() != Some("latest-offset"),
+            snapshot_only: o.word("scan.startup.mode").as_deref() == Some("snapshot"),
             chunk_rows: if incremental { chunk_rows } else { u64::MAX },
             poll: Duration::from_millis(200),
         })

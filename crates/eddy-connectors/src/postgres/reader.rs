@@ -213,8 +213,15 @@ impl CdcReader {
                 ));
             }
         }
-        table::ensure_publication(&mut client, &self.config)?;
-        let slot = table::ensure_slot(&mut client, &self.config, self.resume.is_some())?;
+        let slot = if self.config.snapshot_only {
+            table::Slot {
+                confirmed: 0,
+                created: false,
+            }
+        } else {
+            table::ensure_publication(&mut client, &self.config)?;
+            table::ensure_slot(&mut client, &self.config, self.resume.is_some())?
+        };
         let position = match self.resume.take() {
             Some(position) => {
                 let lsn = parse_lsn(&position.lsn)?;
@@ -526,13 +533,22 @@ impl SourceReader for CdcReader {
             .opened
             .as_ref()
             .is_some_and(|o| o.position.snapshot_done);
-        if snapshot_done {
+        if snapshot_done && self.config.snapshot_only {
+            if self.rows.is_empty() {
+                return Ok(None);
+            }
+        } else if snapshot_done {
             self.stream_batch().map_err(fail)?;
         } else {
             self.snapshot_batch().map_err(fail)?;
         }
         self.report(ctx);
         self.take_batch(ctx).map(Some).map_err(fail)
+    }
+
+    /// `scan.startup.mode = 'snapshot'` reads the table and ends.
+    fn bounded(&self) -> bool {
+        self.config.snapshot_only
     }
 
     fn position(&self) -> serde_json::Value {
