@@ -164,7 +164,7 @@ impl CdcConfig {
             snapshot: o.word("scan.startup.mode").as_deref() != Some("latest-offset"),
             snapshot_only: o.word("scan.startup.mode").as_deref() == Some("snapshot"),
             chunk_rows: if incremental { chunk_rows } else { u64::MAX },
-            poll: Duration::from_millis(200),
+            poll: Duration::from_millis(50),
         })
     }
 

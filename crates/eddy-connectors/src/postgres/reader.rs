@@ -52,6 +52,9 @@ const POSTGRES_EPOCH_MS: i64 = 946_684_800_000;
 
 /// How long a quiet stream goes before an empty batch reports its figures.
 const QUIET_REPORT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long rows read under a steady stream of changes wait for more to
+/// fill a batch before they go on.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a checkpoint records of a `postgres-cdc` reader.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,7 +456,11 @@ impl CdcReader {
                     stream.last_commit_micros = commit_time_micros;
                     opened.lsn = end_lsn.0;
                     opened.position.lsn = lsn_text(end_lsn.0);
-                    if self.rows.len() >= self.batch_rows {
+                    // A full batch goes; so do rows held for a while under
+                    // a steady stream that never goes quiet.
+                    if self.rows.len() >= self.batch_rows
+                        || (!self.rows.is_empty() && stream.returned.elapsed() >= LINGER)
+                    {
                         return Ok(());
                     }
                 }
