@@ -174,15 +174,21 @@ pub fn read_chunk(
     tx.commit().map_err(fail)?;
     let width = table.columns.len();
     let mut last_key: Option<Vec<Option<String>>> = None;
-    for (i, row) in found.iter().enumerate() {
-        let values: Vec<Option<String>> = (0..width).map(|c| row.get(c)).collect();
+    for row in &found {
+        // Borrowed from the row: no value is copied but into the columns.
         rows.push(
             RowKind::Insert,
-            values.iter().map(|v| v.as_deref().map(str::as_bytes)),
+            (0..width).map(|c| row.get::<_, Option<&str>>(c).map(str::as_bytes)),
         );
-        if i + 1 == found.len() {
-            last_key = Some(table.key.iter().map(|&k| values[k].clone()).collect());
-        }
+    }
+    if let Some(row) = found.last() {
+        last_key = Some(
+            table
+                .key
+                .iter()
+                .map(|&k| row.get::<_, Option<String>>(k))
+                .collect(),
+        );
     }
     let finished = !chunked || (found.len() as u64) < config.chunk_rows;
     Ok((
