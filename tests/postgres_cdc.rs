@@ -860,6 +860,26 @@ fn a_snapshot_only_source_reads_the_table_and_ends() {
     assert_eq!(slots, 0, "a snapshot-only source makes no slot");
 }
 
+/// Job `id` as the API shows it, and its node `name`'s metrics.
+fn node_metrics(
+    agent: &ureq::Agent,
+    base: &str,
+    id: &str,
+    name: &str,
+) -> (serde_json::Value, serde_json::Value) {
+    let mut response = agent
+        .get(&format!("{base}/api/v1/jobs/{id}"))
+        .call()
+        .unwrap();
+    let job: serde_json::Value = response.body_mut().read_json().unwrap();
+    let node = job["metrics"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["name"] == name))
+        .cloned()
+        .unwrap_or_default();
+    (job, node)
+}
+
 /// A CDC source's slot figures in the API and `/metrics`: where the job
 /// has read to and what it confirmed, and a lag that drops to zero once it
 /// has caught up (a quiet table included: the slot moves on with the
@@ -904,16 +924,7 @@ fn the_api_and_metrics_show_the_slots_position_and_lag() {
     let written = lsn(&written);
     let started = Instant::now();
     let figures = loop {
-        let mut response = agent
-            .get(&format!("{base}/api/v1/jobs/{id}"))
-            .call()
-            .unwrap();
-        let job: serde_json::Value = response.body_mut().read_json().unwrap();
-        let source = job["metrics"]
-            .as_array()
-            .and_then(|nodes| nodes.iter().find(|n| n["name"] == "accounts"))
-            .cloned()
-            .unwrap_or_default();
+        let (job, source) = node_metrics(&agent, &base, &id, "accounts");
         let figures = source["connector"].clone();
         let caught_up = figures["snapshot_done"] == 1
             && figures["lag_bytes"] == 0
@@ -954,16 +965,7 @@ fn the_api_and_metrics_show_the_slots_position_and_lag() {
     // The jdbc sink's figures: what it committed, as PostgreSQL has it.
     let started = Instant::now();
     loop {
-        let mut response = agent
-            .get(&format!("{base}/api/v1/jobs/{id}"))
-            .call()
-            .unwrap();
-        let job: serde_json::Value = response.body_mut().read_json().unwrap();
-        let sink = job["metrics"]
-            .as_array()
-            .and_then(|nodes| nodes.iter().find(|n| n["name"] == "sink"))
-            .cloned()
-            .unwrap_or_default();
+        let (job, sink) = node_metrics(&agent, &base, &id, "sink");
         let figures = &sink["connector"];
         let owners = pg
             .client()
