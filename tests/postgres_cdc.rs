@@ -813,7 +813,8 @@ fn a_watermarked_cdc_table_is_a_versioned_table_for_temporal_joins() {
 }
 
 /// `scan.startup.mode = 'snapshot'`: the table's rows, then the job
-/// ends; no slot is made.
+/// ends; no slot is made, and the table reads as a plain one (inserts
+/// only: no changelog step behind it).
 #[test]
 fn a_snapshot_only_source_reads_the_table_and_ends() {
     let pg = PgServer::start();
@@ -834,6 +835,10 @@ fn a_snapshot_only_source_reads_the_table_and_ends() {
         ),
     )
     .unwrap();
+    let explained = eddy().arg("explain").arg(&job).output().unwrap();
+    common::assert_success(&explained, "explaining a snapshot-only job");
+    let plan = String::from_utf8_lossy(&explained.stdout);
+    assert!(!plan.contains("changelog_normalize"), "{plan}");
     let out = eddy().arg("run").arg(&job).output().unwrap();
     common::assert_success(&out, "a snapshot-only job");
     let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)

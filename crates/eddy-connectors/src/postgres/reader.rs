@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
+use eddy_engine::changelog;
 use eddy_engine::source::{BadRow, SourceContext, SourceReader};
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,9 @@ pub struct CdcReader {
     rows: TextRows,
     /// The declared metadata columns, filled in as batches finish.
     metadata: MetadataColumns,
+    /// Whether batches go out without the row kind (a snapshot-only
+    /// table is read as a plain, append-only one).
+    inserts_only: bool,
     resume: Option<CdcPosition>,
     opened: Option<Opened>,
     confirmed: Arc<AtomicU64>,
@@ -171,6 +175,19 @@ impl CdcReader {
         resume: Option<CdcPosition>,
         confirmed: Arc<AtomicU64>,
     ) -> Self {
+        // Rows are collected with their kind; a table read as a plain one
+        // (no row kind declared: snapshot mode) has it dropped at the end.
+        let inserts_only = !schema
+            .fields()
+            .last()
+            .is_some_and(|f| changelog::is_row_kind_field(f));
+        let schema = if inserts_only {
+            let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+            fields.push(Arc::new(changelog::row_kind_field(&[])));
+            Arc::new(datafusion::arrow::datatypes::Schema::new(fields))
+        } else {
+            schema
+        };
         let metadata = MetadataColumns::new(
             &schema,
             [&config.database, &config.schema, &config.pg_table],
@@ -179,6 +196,7 @@ impl CdcReader {
         Self {
             rows: TextRows::new(schema.clone()),
             metadata,
+            inserts_only,
             config,
             schema,
             primary_key,
@@ -513,7 +531,10 @@ impl CdcReader {
         let (batch, bad) = self.rows.finish()?;
         let mut dropped: Vec<usize> = bad.iter().map(|b| b.row).collect();
         dropped.dedup();
-        let batch = self.metadata.complete(batch, &dropped)?;
+        let mut batch = self.metadata.complete(batch, &dropped)?;
+        if self.inserts_only {
+            batch = batch.project(&(0..batch.num_columns().saturating_sub(1)).collect::<Vec<_>>())?;
+        }
         for b in bad {
             ctx.bad_row(BadRow {
                 path: format!("postgres-cdc {}", self.config.qualified()),

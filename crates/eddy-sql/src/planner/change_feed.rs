@@ -52,6 +52,15 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
         .options
         .get("format")
         .map(|f| f.trim().to_ascii_lowercase());
+    // A snapshot-only table is read once, each row an insert: a plain
+    // (append-only, bounded) table.
+    let snapshot_only = def
+        .options
+        .get("scan.startup.mode")
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("snapshot"));
+    if def.connector == POSTGRES_CDC && snapshot_only {
+        return Ok(None);
+    }
     let postgres = def.connector == POSTGRES_CDC;
     if postgres && def.primary_key.is_empty() {
         return Err(SqlError::at(
