@@ -340,6 +340,39 @@ mod tests {
     }
 
     #[test]
+    fn an_unchanged_toasted_value_is_taken_from_the_full_old_row() {
+        // REPLICA IDENTITY FULL: the old row comes whole, the new one
+        // leaves the large value out as unchanged.
+        let (config, table, mut relation, mut rows) = setup();
+        let t = |s: &'static str| Value::Text(s.as_bytes());
+        let update = Change::Update {
+            relation: 7,
+            old: Some(vec![t("1"), t("x"), t("a long note")]),
+            key_only: false,
+            new: vec![t("1"), t("y"), Value::Unchanged],
+        };
+        apply(
+            &config,
+            &table,
+            None,
+            &mut relation,
+            None,
+            update,
+            &mut rows,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            taken(&mut rows),
+            vec![(
+                "1".into(),
+                Some("a long note".into()),
+                RowKind::UpdateAfter.byte()
+            )]
+        );
+    }
+
+    #[test]
     fn unsent_toast_values_truncates_and_dropped_columns_are_errors_naming_the_fix() {
         let (config, table, mut relation, mut rows) = setup();
         let toast = Change::Update {

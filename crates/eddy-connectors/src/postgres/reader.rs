@@ -533,7 +533,8 @@ impl CdcReader {
         dropped.dedup();
         let mut batch = self.metadata.complete(batch, &dropped)?;
         if self.inserts_only {
-            batch = batch.project(&(0..batch.num_columns().saturating_sub(1)).collect::<Vec<_>>())?;
+            batch =
+                batch.project(&(0..batch.num_columns().saturating_sub(1)).collect::<Vec<_>>())?;
         }
         for b in bad {
             ctx.bad_row(BadRow {
