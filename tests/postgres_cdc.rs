@@ -659,6 +659,15 @@ fn a_lookup_join_meets_each_row_with_the_postgresql_table_as_it_stands() {
     assert_eq!(seen.len(), 1, "bob met a deleted row: {seen:?}");
 }
 
+/// The wall clock, epoch milliseconds (PostgreSQL's commit times are on
+/// the same clock).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 /// Flink CDC's metadata columns: a snapshot row's `op_ts` is 0 (the
 /// epoch), a change's the commit time of its transaction; the names are
 /// the table's.
@@ -708,17 +717,11 @@ fn metadata_columns_carry_the_commit_time_and_the_tables_names() {
         );
     }
     let mut client = pg.client();
-    let committed_before = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let committed_before = now_ms();
     client
         .batch_execute("UPDATE accounts SET balance = 99 WHERE id = 2")
         .unwrap();
-    let committed_after = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let committed_after = now_ms();
     // The update: -U, the row as it was (read by the snapshot: time 0,
     // as Flink's upsert changelog gives the old row as it stood), and +U
     // with the update's commit time.
@@ -773,12 +776,6 @@ fn a_watermarked_cdc_table_is_a_versioned_table_for_temporal_joins() {
     let mut command = eddy();
     command.arg("run").arg(&job).args(["--batch-size", "1"]);
     let mut job = common::stdin_job::StdinJob::spawn(command);
-    let now_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as i64
-    };
     // Let the snapshot be read first.
     std::thread::sleep(Duration::from_millis(500));
     let before = now_ms();

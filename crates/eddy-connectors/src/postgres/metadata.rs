@@ -110,7 +110,7 @@ impl MetadataColumns {
 
     /// The declared columns of a finished batch of the table's columns
     /// (`read`), whose collected rows `dropped` (bad ones, by index among
-    /// those collected) were left out of it.
+    /// those collected, ascending) were left out of it.
     pub fn complete(&mut self, read: RecordBatch, dropped: &[usize]) -> Result<RecordBatch> {
         let times = std::mem::take(&mut self.times);
         if self.kinds.iter().all(Option::is_none) {
@@ -120,7 +120,7 @@ impl MetadataColumns {
             Int64Array::from(times)
         } else {
             let keep: BooleanArray = (0..times.len())
-                .map(|r| Some(!dropped.contains(&r)))
+                .map(|r| Some(dropped.binary_search(&r).is_err()))
                 .collect();
             let kept = filter(&Int64Array::from(times), &keep)?;
             kept.as_any()
