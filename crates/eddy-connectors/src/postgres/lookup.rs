@@ -75,29 +75,34 @@ impl LookupOptions {
     /// names; `lookup.cache = 'NONE'` turns the cache off).
     pub fn of(options: &std::collections::BTreeMap<String, String>) -> Result<Self> {
         let o = OptionValues::new(options);
-        fn either<'n>(o: &OptionValues<'_>, old: &'n str, new: &'n str) -> &'n str {
-            if o.text(old).is_some() {
-                old
-            } else {
-                new
+        // One setting, two names: taking one while the other is given
+        // too would leave a setting silently unused.
+        fn either<'n>(o: &OptionValues<'_>, old: &'n str, new: &'n str) -> Result<&'n str> {
+            match (o.text(old), o.text(new)) {
+                (Some(_), Some(_)) => Err(ConnectorError::bad_option(
+                    new,
+                    format!("'{old}' says the same: give one of the two"),
+                )),
+                (Some(_), None) => Ok(old),
+                _ => Ok(new),
             }
         }
         let max_rows = o.count::<usize>(either(
             &o,
             "lookup.cache.max-rows",
             "lookup.partial-cache.max-rows",
-        ))?;
+        )?)?;
         let ttl = o.duration(either(
             &o,
             "lookup.cache.ttl",
             "lookup.partial-cache.expire-after-write",
-        ))?;
+        )?)?;
         let cache_missing = o.flag(
             either(
                 &o,
                 "lookup.cache.caching-missing-key",
                 "lookup.partial-cache.cache-missing-key",
-            ),
+            )?,
             true,
         )?;
         let off = o.word("lookup.cache").as_deref() == Some("none");
