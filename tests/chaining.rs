@@ -98,7 +98,10 @@ fn chained_and_unchained_runs_write_the_same_rows() {
 #[test]
 fn explain_lists_the_tasks_and_the_graph_chains_what_it_can() {
     let compiled = job::compile_files(&sql(QUERIES), &BTreeMap::new()).unwrap();
-    let graph = eddy_engine::distribute::instances::expand(&compiled.graph, 1);
+    let graph = eddy_engine::distribute::physical::PhysicalGraph::for_parallelism(
+        std::sync::Arc::new(compiled.graph.clone()),
+        1,
+    );
     let chains = Chains::of(&graph);
     // Each source feeds the window's calc and the join: two consumers, so
     // the sources head tasks of their own; the window's chain runs to its
@@ -145,7 +148,10 @@ CREATE TABLE out (q BIGINT) WITH (connector = 'stdout');
 INSERT INTO out SELECT CAST(order_ts AS BIGINT) / CAST(order_amount * 0 AS BIGINT) FROM orders;
 ");
     let compiled = job::compile_files(&files, &BTreeMap::new()).unwrap();
-    let graph = eddy_engine::distribute::instances::expand(&compiled.graph, 1);
+    let graph = eddy_engine::distribute::physical::PhysicalGraph::for_parallelism(
+        std::sync::Arc::new(compiled.graph.clone()),
+        1,
+    );
     let chains = Chains::of(&graph);
     assert_eq!(chains.tasks().len(), 1, "{}", graph.explain());
     let calc = graph
@@ -212,7 +218,10 @@ fn a_live_job_holds_its_workers_and_a_reader_per_source_not_a_thread_per_task() 
     live_queries(dir.path());
     let files = job::load_sql(&[dir.path().to_path_buf()]).unwrap();
     let compiled = job::compile_files(&files, &BTreeMap::new()).unwrap();
-    let graph = eddy_engine::distribute::instances::expand(&compiled.graph, 1);
+    let graph = eddy_engine::distribute::physical::PhysicalGraph::for_parallelism(
+        std::sync::Arc::new(compiled.graph.clone()),
+        1,
+    );
     let tasks = Chains::of(&graph).tasks().len();
     let sources = graph
         .nodes

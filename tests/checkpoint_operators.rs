@@ -26,7 +26,8 @@ use eddy_connectors::json_lines::encode_json_lines;
 use eddy_connectors::{ConnectorConfig, Connectors};
 use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::{Checkpoint, CheckpointKind, NodeCheckpoint};
-use eddy_engine::distribute::instances::{expand_with, Origin};
+use eddy_engine::distribute::instances::Origin;
+use eddy_engine::distribute::physical::PhysicalGraph;
 use eddy_engine::graph::{ConnectorFactory, JobGraph, NodeId, NodeKind};
 use eddy_engine::key_groups::KeyGroups;
 use eddy_engine::operator::{Collector, Distribution, Operator};
@@ -246,9 +247,11 @@ fn through_the_store(graph: &JobGraph, node: NodeId, snapshot: StateSnapshot) ->
     let store = StateDir::open(dir.path()).unwrap();
     let mut nodes = vec![NodeCheckpoint::default(); graph.nodes.len()];
     nodes[node].state = snapshot;
+    // At one instance the nodes run are the planned ones.
+    let physical = PhysicalGraph::for_parallelism(std::sync::Arc::new(graph.clone()), 1);
     store
         .write(
-            graph,
+            &physical,
             &Checkpoint {
                 id: 1,
                 kind: CheckpointKind::Running,
@@ -375,11 +378,8 @@ fn rounded(line: &str) -> String {
 
 /// Whether `node` runs as parallel instances (keyed, every input hashed).
 fn keyed(graph: &JobGraph, node: NodeId) -> bool {
-    let expanded = expand_with(graph, 2, KeyGroups::default());
-    expanded
-        .expansion()
-        .unwrap()
-        .origins
+    PhysicalGraph::new(std::sync::Arc::new(graph.clone()), 2, KeyGroups::default())
+        .origins()
         .iter()
         .any(|o| matches!(o, Origin::Instance { of, .. } if *of == node))
 }
@@ -441,14 +441,13 @@ fn rescaled_run(
 ) -> (Vec<String>, u64) {
     let groups = KeyGroups::default();
     let inputs = graph.nodes[node].inputs.len();
+    let planned = std::sync::Arc::new(graph.clone());
     let (old, new) = (
-        expand_with(graph, before as usize, groups),
-        expand_with(graph, after as usize, groups),
+        PhysicalGraph::new(planned.clone(), before as usize, groups),
+        PhysicalGraph::new(planned, after as usize, groups),
     );
-    let instance = |g: &JobGraph, index: u32| {
-        g.expansion()
-            .unwrap()
-            .origins
+    let instance = |g: &PhysicalGraph, index: u32| {
+        g.origins()
             .iter()
             .position(|o| *o == Origin::Instance { of: node, index })
             .or_else(|| (g.parallelism() == 1).then_some(node))

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use eddy_connectors::kafka::exchange::KafkaExchanges;
 use eddy_engine::distribute::exchanges::{plan, PartitionedSource};
-use eddy_engine::distribute::instances::expand;
+use eddy_engine::distribute::physical::PhysicalGraph;
 use eddy_engine::graph::{JobGraph, NodeKind};
 use eddy_engine::operator::Distribution;
 use eddy_sql::SqlFile;
@@ -136,7 +136,7 @@ fn a_global_aggregate_runs_as_one_instance_and_reads_one_exchange_partition() {
         panic!("not an operator")
     };
     assert_eq!(op.distribution(), Distribution::Single);
-    let expanded = expand(&g, 4);
+    let expanded = PhysicalGraph::for_parallelism(std::sync::Arc::new(g.clone()), 4);
     assert_eq!(
         expanded
             .nodes
@@ -155,7 +155,7 @@ fn a_global_aggregate_runs_as_one_instance_and_reads_one_exchange_partition() {
 #[test]
 fn keyed_operators_become_instances_and_stateless_ones_stay_whole() {
     let g = graph(BY_METHOD);
-    let expanded = expand(&g, 3);
+    let expanded = PhysicalGraph::for_parallelism(std::sync::Arc::new(g.clone()), 3);
     let names: Vec<&str> = expanded.nodes.iter().map(|n| n.name.as_str()).collect();
     for instance in 0..3 {
         assert!(
@@ -278,7 +278,7 @@ fn a_not_in_join_runs_as_one_and_its_inputs_go_to_one_task() {
         assert_eq!(g.input_distribution(join, input), Distribution::Single);
     }
     assert!(!g.explain().contains("hash("), "{}", g.explain());
-    let expanded = expand(&g, 4);
+    let expanded = PhysicalGraph::for_parallelism(std::sync::Arc::new(g.clone()), 4);
     assert_eq!(
         expanded
             .nodes

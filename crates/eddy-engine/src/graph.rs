@@ -19,9 +19,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 
-use crate::distribute::instances::Expansion;
 use crate::error::{EngineError, Result};
-use crate::key_groups::KeyGroups;
 use crate::operator::OperatorPlan;
 use crate::sink::{SinkMode, SinkWriter};
 use crate::source::{SourceLayout, SourceReader};
@@ -222,43 +220,15 @@ pub struct Node {
     pub uid: Option<String>,
 }
 
-/// An immutable dataflow graph in topological order.
+/// A dataflow graph in topological order, as planned (what runs is a
+/// [`crate::distribute::physical::PhysicalGraph`] made from it).
 #[derive(Debug, Clone, Default)]
 pub struct JobGraph {
     /// The nodes; edges point from lower to higher indices.
     pub nodes: Vec<Node>,
-    /// Set by [`crate::distribute::instances::expand`]: the graph as
-    /// planned, the instances, key groups and each node's origin. `None`
-    /// for a graph as planned, which runs each operator once.
-    expansion: Option<Arc<Expansion>>,
 }
 
 impl JobGraph {
-    /// Instances each keyed operator of this graph runs as (1 for a graph
-    /// as planned; N after [`crate::distribute::instances::expand`] to N).
-    pub fn parallelism(&self) -> usize {
-        self.expansion.as_ref().map_or(1, |e| e.parallelism.max(1))
-    }
-
-    /// The key groups this graph's keyed state is spread in
-    /// ([`crate::key_groups`]; the default for a graph as planned).
-    pub fn key_groups(&self) -> KeyGroups {
-        self.expansion
-            .as_ref()
-            .map_or_else(KeyGroups::default, |e| e.key_groups)
-    }
-
-    /// How this graph was made from the graph as planned (`None`: it is
-    /// the graph as planned).
-    pub fn expansion(&self) -> Option<&Arc<Expansion>> {
-        self.expansion.as_ref()
-    }
-
-    /// Records how this graph was expanded from a planned one.
-    pub(crate) fn set_expansion(&mut self, expansion: Expansion) {
-        self.expansion = Some(Arc::new(expansion));
-    }
-
     /// Appends a node and returns its id. Inputs must already exist.
     pub fn add(&mut self, node: Node) -> NodeId {
         self.nodes.push(node);

@@ -151,8 +151,8 @@ pub(crate) fn execute(command: Command) -> Result<()> {
                 &eddy_connectors::Connectors::new(eddy_connectors::ConnectorConfig::default()),
                 &compiled.graph,
             )?;
-            let graph = eddy_engine::distribute::instances::expand(
-                &compiled.graph,
+            let graph = eddy_engine::distribute::physical::PhysicalGraph::for_parallelism(
+                std::sync::Arc::new(compiled.graph),
                 parallelism.map_or_else(machine_cores, usize::from),
             );
             print!("{}", graph.explain());

@@ -27,6 +27,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::store::StateDir;
 use super::{Checkpoint, CheckpointKind, CheckpointStats, NodeCheckpoint};
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
 use crate::graph::{ConnectorFactory, JobGraph, NodeKind};
 use crate::message::CheckpointId;
@@ -51,7 +52,7 @@ struct Pending {
 
 /// See the module docs.
 pub(crate) struct Coordinator {
-    pub graph: Arc<JobGraph>,
+    pub graph: Arc<PhysicalGraph>,
     pub connectors: Arc<dyn ConnectorFactory>,
     pub store: Option<StateDir>,
     pub interval: Duration,

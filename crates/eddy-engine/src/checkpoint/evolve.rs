@@ -26,10 +26,12 @@
 //! very same query.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use super::store::{StateDir, TakenBy};
 use super::{Checkpoint, NodeCheckpoint};
 use crate::distribute::instances::Origin;
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
 use crate::graph::{JobGraph, NodeKind};
 use crate::identity::NamedIdentity;
@@ -68,13 +70,11 @@ pub fn stateful(graph: &JobGraph, id: usize) -> bool {
 pub fn map_state(
     taken: &TakenBy,
     checkpoint: Checkpoint,
-    to: &JobGraph,
+    to: &PhysicalGraph,
     allow_dropped: bool,
 ) -> Result<Mapped> {
     let origins: Option<Vec<Origin>> = taken.nodes.iter().map(|(_, _, o)| *o).collect();
-    let (Some(old_planned), Some(old_origins), Some(expansion)) =
-        (&taken.planned, origins, to.expansion())
-    else {
+    let (Some(old_planned), Some(old_origins)) = (&taken.planned, origins) else {
         taken.check(to)?;
         return Ok(Mapped {
             nodes: checkpoint.nodes.into_iter().map(Some).collect(),
@@ -87,9 +87,9 @@ pub fn map_state(
     // text: the new graph's are compared in the same form.
     let shapes = crate::identity::written_as_shapes(old_planned.iter().map(String::as_str));
     let new_planned = if shapes {
-        expansion.planned.identities()
+        to.planned().identities()
     } else {
-        expansion.planned.legacy_identities()
+        to.planned().legacy_identities()
     };
     let mut by_identity: HashMap<&str, VecDeque<usize>> = HashMap::new();
     for (id, identity) in new_planned.iter().enumerate() {
@@ -104,7 +104,7 @@ pub fn map_state(
         })
         .collect();
     let (misfits, named_moves) = match &taken.named {
-        Some(old_named) => move_by_name(old_named, &expansion.planned, shapes, &mut moved),
+        Some(old_named) => move_by_name(old_named, to.planned(), shapes, &mut moved),
         None => Default::default(),
     };
     let translate = |origin: Origin| -> Option<Origin> {
@@ -148,7 +148,7 @@ pub fn map_state(
     // A node that ran once when the checkpoint was taken and runs keyed
     // now (its operator's distribution became keyed): its state is spread
     // over its instances by key.
-    let present: HashSet<Origin> = expansion.origins.iter().copied().collect();
+    let present: HashSet<Origin> = to.origins().iter().copied().collect();
     let now_keyed: Vec<usize> = states
         .keys()
         .filter_map(|origin| match *origin {
@@ -164,7 +164,7 @@ pub fn map_state(
     for of in now_keyed {
         if let Some(single) = states.remove(&Origin::Planned(of)) {
             for (id, node) in crate::rescale::checkpoint::spread_single(of, single, to)? {
-                states.insert(expansion.origins[id], node);
+                states.insert(to.origins()[id], node);
             }
         }
     }
@@ -191,8 +191,8 @@ pub fn map_state(
         )));
     }
     let (mut kept, mut fresh, mut kept_by_name) = (Vec::new(), Vec::new(), Vec::new());
-    let nodes = expansion
-        .origins
+    let nodes = to
+        .origins()
         .iter()
         .enumerate()
         .map(|(id, origin)| {
@@ -231,17 +231,13 @@ pub fn map_state(
 /// checkpoint; the error a resume would fail with.
 pub fn preview(
     store: &StateDir,
-    planned: &JobGraph,
+    planned: Arc<JobGraph>,
     allow_dropped: bool,
 ) -> Result<Option<Mapped>> {
     let Some((checkpoint, taken)) = store.peek_latest_taken()? else {
         return Ok(None);
     };
-    let taken_with = crate::distribute::instances::expand_with(
-        planned,
-        taken.layout.parallelism,
-        taken.layout.key_groups,
-    );
+    let taken_with = PhysicalGraph::new(planned, taken.layout.parallelism, taken.layout.key_groups);
     let mut mapped = map_state(&taken, checkpoint, &taken_with, allow_dropped)?;
     mapped.nodes.clear();
     Ok(Some(mapped))
@@ -445,8 +441,9 @@ mod tests {
             kind: CheckpointKind::Running,
             nodes,
         };
+        let graph = Arc::new(graph);
         for parallelism in [1, 2] {
-            let to = crate::distribute::instances::expand_with(&graph, parallelism, groups);
+            let to = PhysicalGraph::new(graph.clone(), parallelism, groups);
             let mapped = map_state(&taken, checkpoint.clone(), &to, false).unwrap();
             assert!(mapped.dropped.is_empty(), "{:?}", mapped.dropped);
             let declared = crate::state::declared::of_plan(&plan).unwrap();

@@ -44,6 +44,7 @@ use super::replica::StateReplica;
 use super::tables::{read_checkpoint, write_table};
 use super::{Checkpoint, CheckpointKind};
 use crate::distribute::instances::Origin;
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
 use crate::identity::NamedIdentity;
@@ -324,7 +325,7 @@ impl StateDir {
     /// ([`crate::state::KeyedTable`]) is written as a file of the changed
     /// rows and one of the removed keys; the manifest lists them after
     /// the files (in earlier checkpoints' directories) they apply to.
-    pub fn write(&self, graph: &JobGraph, checkpoint: &Checkpoint) -> Result<u64> {
+    pub fn write(&self, graph: &PhysicalGraph, checkpoint: &Checkpoint) -> Result<u64> {
         let dir = self.checkpoint_dir(checkpoint.id);
         if dir.exists() {
             // Left by an earlier run that did not get past this checkpoint.
@@ -425,7 +426,7 @@ impl StateDir {
             nodes.push(ManifestNode {
                 fingerprint: graph.fingerprint(id),
                 name: Some(graph.nodes[id].name.clone()),
-                origin: graph.expansion().and_then(|e| e.origins.get(id).copied()),
+                origin: graph.origin(id),
                 runtime: node.runtime.clone(),
                 meta: node.state.meta.clone(),
                 tables,
@@ -442,8 +443,8 @@ impl StateDir {
             created_ms,
             parallelism: Some(graph.parallelism()),
             key_groups: Some(graph.key_groups()),
-            planned: graph.expansion().map(|e| e.planned.identities()),
-            named: graph.expansion().map(|e| e.planned.named_identities()),
+            planned: Some(graph.planned().identities()),
+            named: Some(graph.planned().named_identities()),
             nodes,
         };
         total += write_manifest(&dir, &mut manifest)?;
@@ -743,7 +744,7 @@ mod tests {
         pairs
     }
 
-    fn graph() -> JobGraph {
+    fn graph() -> PhysicalGraph {
         let mut graph = JobGraph::default();
         graph.add(Node {
             name: "t".into(),
@@ -763,7 +764,7 @@ mod tests {
             schema: schema(),
             uid: None,
         });
-        graph
+        PhysicalGraph::for_parallelism(Arc::new(graph), 1)
     }
 
     /// Checkpoint `id` of the one node: table `t` with `rows`, whole

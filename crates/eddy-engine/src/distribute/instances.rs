@@ -25,18 +25,25 @@
 //! join) gets a split per input, hashing each side by its own keys, and
 //! operators keyed alike on the same stream share one split.
 //!
-//! ```
-//! use eddy_engine::graph::JobGraph;
-//! use eddy_engine::distribute::instances::expand;
+//! The pass's result is a [`PhysicalGraph`], a type of its own: the graph
+//! as planned goes in, and a physical graph cannot be expanded again
+//! (another N is planned from its plan, [`PhysicalGraph::replanned`]).
 //!
-//! let graph = JobGraph::default();
-//! assert_eq!(expand(&graph, 4).nodes.len(), 0); // nothing keyed, nothing added
-//! assert_eq!(expand(&graph, 4).parallelism(), 4);
+//! ```
+//! use std::sync::Arc;
+//! use eddy_engine::graph::JobGraph;
+//! use eddy_engine::distribute::physical::PhysicalGraph;
+//!
+//! let physical = PhysicalGraph::for_parallelism(Arc::new(JobGraph::default()), 4);
+//! assert_eq!(physical.nodes.len(), 0); // nothing keyed, nothing added
+//! assert_eq!(physical.parallelism(), 4);
 //! ```
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+#[cfg(doc)]
+use crate::distribute::physical::PhysicalGraph;
 use crate::graph::{Edge, JobGraph, Node, NodeId, NodeKind};
 use crate::key_groups::KeyGroups;
 use crate::operator::{Distribution, OperatorPlan};
@@ -82,55 +89,29 @@ pub enum Origin {
     },
 }
 
-/// How an expanded graph was made ([`JobGraph::expansion`]).
-#[derive(Debug)]
-pub struct Expansion {
-    /// The graph as planned.
-    pub planned: JobGraph,
-    /// Instances of each keyed operator.
-    pub parallelism: usize,
-    /// Key groups the instances own ranges of.
-    pub key_groups: KeyGroups,
-    /// Each node's origin, in node order.
-    pub origins: Vec<Origin>,
-}
-
-/// `graph` with every keyed operator run as `parallelism` instances, over
-/// the default key groups for that N ([`KeyGroups::for_parallelism`]);
-/// see [`expand_with`].
-pub fn expand(graph: &JobGraph, parallelism: usize) -> JobGraph {
-    expand_with(graph, parallelism, KeyGroups::for_parallelism(parallelism))
-}
-
-/// `graph` (as planned; an expanded graph is expanded from its plan) with
-/// every keyed operator run as `parallelism` instances owning ranges of
-/// `key_groups`; see the module docs. With `parallelism` 0 or 1 the nodes
-/// are the planned ones.
-pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) -> JobGraph {
-    let planned = match graph.expansion() {
-        Some(expansion) => &expansion.planned,
-        None => graph,
-    };
+/// The nodes of `planned` with every keyed operator run as `parallelism`
+/// instances owning ranges of `key_groups` (see the module docs), and
+/// each node's origin; with `parallelism` 0 or 1 the nodes are the
+/// planned ones. [`PhysicalGraph::new`] is the way in.
+pub(crate) fn expand(
+    planned: &JobGraph,
+    parallelism: usize,
+    key_groups: KeyGroups,
+) -> (JobGraph, Vec<Origin>) {
     let parallelism = parallelism.max(1);
     if parallelism == 1 {
-        let mut out = planned.clone();
-        out.set_expansion(Expansion {
-            planned: planned.clone(),
-            parallelism,
-            key_groups,
-            // A keyed node is its own one instance: its state moves as
-            // such to a job run wider.
-            origins: planned
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(id, node)| match runs_in_parallel(node) {
-                    true => Origin::Instance { of: id, index: 0 },
-                    false => Origin::Planned(id),
-                })
-                .collect(),
-        });
-        return out;
+        // A keyed node is its own one instance: its state moves as such
+        // to a job run wider.
+        let origins = planned
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(id, node)| match runs_in_parallel(node) {
+                true => Origin::Instance { of: id, index: 0 },
+                false => Origin::Planned(id),
+            })
+            .collect();
+        return (planned.clone(), origins);
     }
     let instances = u32::try_from(parallelism).unwrap_or(u32::MAX);
     let mut out = JobGraph::default();
@@ -200,11 +181,5 @@ pub fn expand_with(graph: &JobGraph, parallelism: usize, key_groups: KeyGroups) 
         origins.push(Origin::Union { of: id });
         moved.push((union, true));
     }
-    out.set_expansion(Expansion {
-        planned: planned.clone(),
-        parallelism,
-        key_groups,
-        origins,
-    });
-    out
+    (out, origins)
 }

@@ -24,3 +24,4 @@
 
 pub mod exchanges;
 pub mod instances;
+pub mod physical;

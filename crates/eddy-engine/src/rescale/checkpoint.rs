@@ -17,51 +17,46 @@ use std::collections::HashMap;
 
 use super::{InstanceState, KeyRange};
 use crate::checkpoint::{ClockState, NodeCheckpoint, NodeRuntimeState};
-use crate::distribute::instances::{Expansion, Origin};
+use crate::distribute::instances::Origin;
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
 use crate::graph::{JobGraph, NodeKind};
 use crate::metrics::MetricsSnapshot;
 
-fn expansion(graph: &JobGraph) -> Result<&Expansion> {
-    graph
-        .expansion()
-        .map(|e| e.as_ref())
-        .ok_or_else(|| EngineError::Checkpoint("rescaling needs an expanded graph".into()))
-}
-
 /// `nodes` (a checkpoint's, taken with `from`; `None` for a node that
 /// starts afresh) laid out for `to`; see the module docs.
 pub fn rescale(
-    from: &JobGraph,
-    to: &JobGraph,
+    from: &PhysicalGraph,
+    to: &PhysicalGraph,
     nodes: Vec<Option<NodeCheckpoint>>,
 ) -> Result<Vec<Option<NodeCheckpoint>>> {
-    let (old, new) = (expansion(from)?, expansion(to)?);
-    if old.key_groups != new.key_groups {
+    let (old, new) = (from, to);
+    if old.key_groups() != new.key_groups() {
         return Err(EngineError::Checkpoint(format!(
             "the checkpoint spreads keys over {} key groups, the job {}",
-            old.key_groups, new.key_groups
+            old.key_groups(),
+            new.key_groups()
         )));
     }
-    if nodes.len() != old.origins.len() {
+    if nodes.len() != old.origins().len() {
         return Err(EngineError::Checkpoint(format!(
             "the checkpoint has {} nodes, its graph {}",
             nodes.len(),
-            old.origins.len()
+            old.origins().len()
         )));
     }
-    let groups = new.key_groups;
-    let (n, m) = (old.parallelism as u32, new.parallelism as u32);
+    let groups = new.key_groups();
+    let (n, m) = (old.parallelism() as u32, new.parallelism() as u32);
     // Nodes that start afresh (new in a changed query) have no entry.
     let mut by_origin: HashMap<Origin, NodeCheckpoint> = old
-        .origins
+        .origins()
         .iter()
         .copied()
         .zip(nodes)
         .filter_map(|(origin, node)| Some((origin, node?)))
         .collect();
-    let mut nodes = Vec::with_capacity(new.origins.len());
-    for (id, origin) in new.origins.iter().enumerate() {
+    let mut nodes = Vec::with_capacity(new.origins().len());
+    for (id, origin) in new.origins().iter().enumerate() {
         nodes.push(rescaled_node(
             to,
             id,
@@ -204,13 +199,13 @@ fn rescaled_node(
 pub fn spread_single(
     of: usize,
     single: NodeCheckpoint,
-    to: &JobGraph,
+    to: &PhysicalGraph,
 ) -> Result<Vec<(usize, NodeCheckpoint)>> {
-    let new = expansion(to)?;
-    let m = new.parallelism as u32;
+    let new = to;
+    let m = new.parallelism() as u32;
     let by_origin = HashMap::from([(Origin::Instance { of, index: 0 }, single)]);
     let mut spread = Vec::new();
-    for (id, origin) in new.origins.iter().enumerate() {
+    for (id, origin) in new.origins().iter().enumerate() {
         let mine = match *origin {
             Origin::Instance { of: o, .. }
             | Origin::Split { of: o, .. }
@@ -228,7 +223,7 @@ pub fn spread_single(
             origin,
             &mut by_origin.clone(),
             (1, m),
-            new.key_groups,
+            new.key_groups(),
         )? {
             spread.push((id, node));
         }

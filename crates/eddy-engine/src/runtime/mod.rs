@@ -77,7 +77,8 @@ pub struct JobConfig {
     pub checkpoints: Option<CheckpointConfig>,
     /// Instances of each keyed operator (`--parallelism`; by default one
     /// per core, or the N of the checkpoint the job resumes from). The
-    /// graph run is [`crate::distribute::instances::expand`]ed to it.
+    /// graph run is the plan laid out for it
+    /// ([`crate::distribute::physical::PhysicalGraph`]).
     pub parallelism: Parallelism,
     /// The key groups keyed state is spread in for a job that starts
     /// afresh (`--max-parallelism`); `None`: the default for its N

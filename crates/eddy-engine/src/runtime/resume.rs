@@ -19,8 +19,8 @@ use crate::checkpoint::evolve;
 use crate::checkpoint::savepoint::Savepoint;
 use crate::checkpoint::store::{CheckpointLayout, StateDir};
 use crate::checkpoint::{CheckpointKind, NodeCheckpoint};
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
-use crate::graph::JobGraph;
 use crate::key_groups::KeyGroups;
 use crate::message::CheckpointId;
 
@@ -96,7 +96,7 @@ pub(super) fn source(from_savepoint: Option<&Path>, store: Option<&StateDir>) ->
 pub(super) fn restore(
     source: &Source,
     store: Option<&StateDir>,
-    graph: &Arc<JobGraph>,
+    graph: &Arc<PhysicalGraph>,
     key_groups: KeyGroups,
     rescaled_from: Option<usize>,
     allow_dropped_state: bool,
@@ -118,9 +118,7 @@ pub(super) fn restore(
         return Ok(None);
     };
     let taken_with = match rescaled_from {
-        Some(taken) => Arc::new(crate::distribute::instances::expand_with(
-            graph, taken, key_groups,
-        )),
+        Some(taken) => Arc::new(graph.replanned(taken, key_groups)),
         None => graph.clone(),
     };
     let (id, kind) = (checkpoint.id, checkpoint.kind);

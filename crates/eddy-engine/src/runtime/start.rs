@@ -33,6 +33,7 @@ use crate::chains::Chains;
 use crate::checkpoint::coordinator::{commit_sinks, Coordinator, Outcome};
 use crate::checkpoint::store::StateDir;
 use crate::checkpoint::{CheckpointKind, CheckpointStats, NodeCheckpoint, DEFAULT_INTERVAL};
+use crate::distribute::physical::PhysicalGraph;
 use crate::error::{EngineError, Result};
 use crate::graph::{check_topological, ConnectorFactory, JobGraph, Node, NodeKind};
 use crate::key_groups::KeyGroups;
@@ -150,7 +151,8 @@ pub fn start_job(
     let source = resume::source(config.from_savepoint.as_deref(), store.as_ref())?;
     let checkpointed = source.layout;
     let (parallelism, key_groups) = layout(config, checkpointed.as_ref())?;
-    let graph = graph_to_run(graph, parallelism, key_groups);
+    // The distribution pass, once: the plan laid out as the job runs.
+    let graph = Arc::new(PhysicalGraph::new(graph, parallelism, key_groups));
     check_topological(&graph)?;
     connectors.check(&graph)?;
     let pool = match &config.pool {
@@ -333,24 +335,6 @@ fn layout(
     };
     key_groups.check_parallelism(parallelism)?;
     Ok((parallelism, key_groups))
-}
-
-/// The graph to run: a graph as planned is expanded here; one expanded
-/// already (to show its instances before it runs) is expanded again from
-/// its plan when the N or key groups it was shown with are not the job's.
-fn graph_to_run(graph: Arc<JobGraph>, parallelism: usize, key_groups: KeyGroups) -> Arc<JobGraph> {
-    if graph.expansion().is_some()
-        && graph.parallelism() == parallelism
-        && graph.key_groups() == key_groups
-    {
-        graph
-    } else {
-        Arc::new(crate::distribute::instances::expand_with(
-            &graph,
-            parallelism,
-            key_groups,
-        ))
-    }
 }
 
 /// What a resumed job finishes first: its sinks commit what the

@@ -42,7 +42,7 @@ use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::view::ViewCatalog;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
 use eddy_engine::checkpoint::CheckpointConfig;
-use eddy_engine::distribute::instances;
+use eddy_engine::distribute::physical::PhysicalGraph;
 use eddy_engine::graph::{ConnectorFactory, JobGraph};
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
@@ -72,8 +72,8 @@ struct Run {
     python: Option<Arc<PythonRuntime>>,
 }
 
-/// What a job's run starts from: its graph with the instances of its
-/// keyed operators, or a group job's plan.
+/// What a job's run starts from: its graph as planned (the run lays it
+/// out at its parallelism), or a group job's plan.
 enum Launch {
     Single(JobGraph),
     Group(GroupPlan),
@@ -83,7 +83,7 @@ enum Launch {
 /// shows (as run: instances, exchanges) and its sinks.
 struct Planned {
     launch: Launch,
-    view: JobGraph,
+    view: PhysicalGraph,
     sinks: Vec<String>,
     python: Option<Arc<PythonRuntime>>,
 }
@@ -200,7 +200,8 @@ impl JobManager {
                 manager.plan(&record)
             } else {
                 compile_record(&manager.config, &record).map(|(graph, python)| {
-                    let view = instances::expand(&graph, record.parallelism);
+                    let view =
+                        PhysicalGraph::for_parallelism(Arc::new(graph.clone()), record.parallelism);
                     Planned {
                         sinks: sink_names(&view),
                         launch: Launch::Single(graph),
@@ -319,9 +320,10 @@ impl JobManager {
         let sinks = sink_names(&graph);
         match &record.group {
             None => {
-                let view = instances::expand(&graph, record.parallelism);
+                let view =
+                    PhysicalGraph::for_parallelism(Arc::new(graph.clone()), record.parallelism);
                 Ok(Planned {
-                    launch: Launch::Single(view.clone()),
+                    launch: Launch::Single(graph),
                     view,
                     sinks,
                     python,
@@ -332,7 +334,10 @@ impl JobManager {
                 let plan =
                     GroupPlan::new(&graph, &self.connector_config(), group).map_err(group_error)?;
                 Ok(Planned {
-                    view: instances::expand(plan.task_graph(), record.parallelism),
+                    view: PhysicalGraph::for_parallelism(
+                        Arc::new(plan.task_graph().clone()),
+                        record.parallelism,
+                    ),
                     launch: Launch::Group(plan),
                     sinks,
                     python,

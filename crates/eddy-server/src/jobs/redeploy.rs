@@ -34,7 +34,7 @@ impl JobManager {
         }
         let store = StateDir::open(self.store.checkpoints_here(id)?)
             .map_err(|e| ServerError::Internal(e.to_string()))?;
-        let checked = evolve::preview(&store, &graph, allow_dropped_state);
+        let checked = evolve::preview(&store, Arc::new(graph.clone()), allow_dropped_state);
         let mapped = match checked {
             Ok(mapped) => mapped.unwrap_or_default(),
             Err(refusal) => {
@@ -93,24 +93,26 @@ impl JobManager {
         let (_, _, graph) = self.revised(id, request)?;
         let store = StateDir::open(self.store.checkpoints_here(id)?)
             .map_err(|e| ServerError::Internal(e.to_string()))?;
-        Ok(match evolve::preview(&store, &graph, allow_dropped_state) {
-            Ok(Some(mapped)) => RedeployPlan {
-                checkpoint: mapped.checkpoint,
-                kept: mapped.kept,
-                kept_by_name: mapped.kept_by_name,
-                started: mapped.fresh,
-                dropped: mapped.dropped,
-                refused: None,
+        Ok(
+            match evolve::preview(&store, Arc::new(graph.clone()), allow_dropped_state) {
+                Ok(Some(mapped)) => RedeployPlan {
+                    checkpoint: mapped.checkpoint,
+                    kept: mapped.kept,
+                    kept_by_name: mapped.kept_by_name,
+                    started: mapped.fresh,
+                    dropped: mapped.dropped,
+                    refused: None,
+                },
+                Ok(None) => RedeployPlan {
+                    started: stateful_names(&graph),
+                    ..RedeployPlan::default()
+                },
+                Err(refusal) => RedeployPlan {
+                    refused: Some(refusal.to_string()),
+                    ..RedeployPlan::default()
+                },
             },
-            Ok(None) => RedeployPlan {
-                started: stateful_names(&graph),
-                ..RedeployPlan::default()
-            },
-            Err(refusal) => RedeployPlan {
-                refused: Some(refusal.to_string()),
-                ..RedeployPlan::default()
-            },
-        })
+        )
     }
 
     /// The job `id`, its record as `request` changes it, and the new SQL's
