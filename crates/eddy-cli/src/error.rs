@@ -10,6 +10,10 @@ pub enum CliError {
     /// The job failed while running.
     #[error("{0}")]
     Engine(#[from] eddy_engine::EngineError),
+    /// The job could not be launched, or its group failed (an engine
+    /// error of a job run whole is [`CliError::Engine`]).
+    #[error("{0}")]
+    Launch(eddy_launch::LaunchError),
     /// A connector failed outside a job (e.g. `eddy generate`).
     #[error("{0}")]
     Connector(#[from] eddy_connectors::ConnectorError),
@@ -36,6 +40,15 @@ pub enum CliError {
     /// DataFusion failed (batch queries of `eddy bench`).
     #[error("{0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
+}
+
+impl From<eddy_launch::LaunchError> for CliError {
+    fn from(error: eddy_launch::LaunchError) -> Self {
+        match error {
+            eddy_launch::LaunchError::Engine(e) => Self::Engine(e),
+            other => Self::Launch(other),
+        }
+    }
 }
 
 /// Result alias of the CLI.

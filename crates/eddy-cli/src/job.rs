@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use eddy_connectors::{ConnectorConfig, Connectors};
-use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobReport, JobState};
+use eddy_connectors::ConnectorConfig;
+use eddy_engine::runtime::{JobConfig, JobHandle, JobReport, JobState};
 use eddy_python::FunctionReport;
 use eddy_sql::{compile_with, CompileOptions, CompiledJob, SqlFile};
 
@@ -122,10 +122,10 @@ pub fn start_compiled(
     connectors: ConnectorConfig,
     config: &JobConfig,
 ) -> Result<JobHandle> {
-    let connectors = Connectors::new(connectors).sharing_decode_threads(&job.graph);
-    Ok(start_job(
+    Ok(eddy_launch::start_single(
         Arc::new(job.graph),
-        Arc::new(connectors),
+        connectors,
+        &eddy_launch::plain_connectors(),
         config,
     )?)
 }
@@ -251,7 +251,7 @@ mod tests {
                 .collect(),
             ..ConnectorConfig::default()
         };
-        Connectors::new(config)
+        eddy_connectors::Connectors::new(config)
             .sharing_decode_threads(&job.graph)
             .config()
             .decode_threads

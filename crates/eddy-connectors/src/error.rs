@@ -86,14 +86,6 @@ pub enum ConnectorError {
         /// Why.
         message: String,
     },
-    /// A task of a group job failed.
-    #[error("task-{task}: {source}")]
-    Task {
-        /// The task's number (its partition number).
-        task: i32,
-        /// What failed.
-        source: Box<EngineError>,
-    },
     /// A Kafka client call failed.
     #[error("kafka: {context}: {source}")]
     Kafka {

@@ -158,6 +158,17 @@ pub struct GroupView {
     pub exchanges: Vec<String>,
 }
 
+impl From<eddy_launch::GroupStanding> for GroupView {
+    fn from(standing: eddy_launch::GroupStanding) -> Self {
+        Self {
+            name: standing.name,
+            tasks: standing.tasks,
+            tasks_here: standing.tasks_here,
+            exchanges: standing.exchanges,
+        }
+    }
+}
+
 /// `POST /api/v1/validate`: SQL to check without running it.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ValidateRequest {

@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use eddy_cli::{job, CliError, Result};
-use eddy_connectors::kafka::group_job::{plain_connectors, GroupJob, GroupJobConfig, GroupPlan};
 use eddy_connectors::{ConnectorConfig, OutputFormat};
 use eddy_engine::checkpoint::{CheckpointConfig, DEFAULT_INTERVAL};
 use eddy_engine::key_groups::KeyGroups;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
-use eddy_engine::runtime::{JobConfig, JobHandle};
+use eddy_engine::runtime::JobConfig;
+use eddy_launch::{
+    launch, plain_connectors, GroupSettings, LaunchConfig, LaunchPlan, RunReport, RunningJob,
+};
 
 use super::state_location::{local_savepoint, StateLocation};
 use crate::args::{Format, RunArgs};
@@ -80,16 +82,23 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         }
         (None, None) => None,
         (Some(state), interval) => Some(CheckpointConfig {
-            state_dir: state.dir.clone(),
             interval: interval.unwrap_or(DEFAULT_INTERVAL),
             ignore_state,
             incremental: !full_checkpoints,
-            replica: state.replica.clone(),
+            // A group's tasks keep their state in its bucket themselves
+            // (each run in a working copy under this process's directory).
+            replica: state.replica.clone().filter(|_| group.is_none()),
+            ..CheckpointConfig::new(state.dir.clone())
         }),
     };
+    if group.is_some() && from_savepoint.is_some() {
+        return Err(CliError::Usage(
+            "--from-savepoint cannot start a group job: its state is its tasks' (task-<p> under --state-dir); run it without --group, or resume the group from its state directory".into(),
+        ));
+    }
     let files = job::load_sql(&paths)?;
     let params = job::parse_pairs(&set, "--set")?;
-    let config = ConnectorConfig {
+    let connectors = ConnectorConfig {
         inputs: job::parse_pairs(&input, "--input")?,
         output_dir: output,
         output_format: match format {
@@ -99,92 +108,65 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         batch_size,
         ..ConnectorConfig::default()
     };
-    if let (Some(group), Some(checkpoints)) = (group, checkpoints.clone()) {
-        if from_savepoint.is_some() {
-            return Err(CliError::Usage(
-                "--from-savepoint cannot start a group job: its state is its tasks' (task-<p> under --state-dir); run it without --group, or resume the group from its state directory".into(),
-            ));
-        }
-        let compiled = job::compile_files_with(&files, &params, &options)?;
-        let plan = GroupPlan::new(&compiled.graph, &config, &group)?;
-        let group_name = group.clone();
-        let group_job = GroupJob::start(
-            plan,
-            config,
-            plain_connectors(),
-            GroupJobConfig {
-                group,
-                // A bucket --state-dir: the tasks' state is kept there,
-                // each task run in a working copy under this process's
-                // own directory.
-                checkpoints: CheckpointConfig {
-                    replica: None,
-                    ..checkpoints
-                },
+    let compiled = job::compile_files_with(&files, &params, &options)?;
+    let python = compiled.python.clone();
+    let plan = LaunchPlan::new(compiled.graph, &connectors, group.as_deref())?;
+    let grouped = matches!(plan, LaunchPlan::Group(_));
+    let running = launch(
+        plan,
+        LaunchConfig {
+            job: JobConfig {
+                checkpoints,
+                // A group's tasks are its parallel units: one instance
+                // each unless asked.
+                parallelism: chosen_parallelism(
+                    parallelism,
+                    if grouped { 1 } else { machine_cores() },
+                ),
+                key_groups: max_parallelism
+                    .map(|n| KeyGroups::new(u32::from(n)))
+                    .transpose()?,
+                from_savepoint,
+                allow_dropped_state,
+                // A group job's tasks each get their own budget.
+                memory: if grouped { Vec::new() } else { memory() },
+                batch_rows: batch_size,
+                disable_chaining: no_chaining,
+                pool,
+                ..JobConfig::default()
+            },
+            group: GroupSettings {
                 state_bucket: state.as_ref().and_then(|s| s.bucket.clone()),
                 session_timeout,
                 task_memory_limit: memory_limit,
-                task: JobConfig {
-                    parallelism: chosen_parallelism(parallelism, 1),
-                    key_groups: max_parallelism
-                        .map(|n| KeyGroups::new(u32::from(n)))
-                        .transpose()?,
-                    allow_dropped_state,
-                    batch_rows: batch_size,
-                    disable_chaining: no_chaining,
-                    pool: pool.clone(),
-                    ..JobConfig::default()
-                },
             },
-        )?;
-        let stopper = group_job.clone();
-        if let Err(e) = ctrlc::set_handler(move || {
-            eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on");
-            stopper.stop();
-        }) {
-            tracing::warn!("cannot handle Ctrl-C: {e}");
-        }
-        let report = group_job.wait()?;
-        if report.tasks.is_empty() && report.finished {
-            // Said even when quiet, as a finished job resumed alone is.
-            eprintln!(
-                "group {group_name}: every task of the job is already done (their checkpoints under --state-dir say so); nothing ran here"
-            );
-        }
-        if !quiet {
-            for (task, report) in &report.tasks {
-                eprintln!("task-{task}:\n{}", job::summary(report));
-            }
-        }
-        return Ok(());
-    }
-    let compiled = job::compile_files_with(&files, &params, &options)?;
-    let python = compiled.python.clone();
-    let handle = job::start_compiled(
-        compiled,
-        config,
-        &JobConfig {
-            checkpoints,
-            parallelism: chosen_parallelism(parallelism, machine_cores()),
-            key_groups: max_parallelism
-                .map(|n| KeyGroups::new(u32::from(n)))
-                .transpose()?,
-            from_savepoint,
-            allow_dropped_state,
-            memory: memory(),
-            batch_rows: batch_size,
-            disable_chaining: no_chaining,
-            pool,
-            ..JobConfig::default()
+            ..LaunchConfig::new(connectors, plain_connectors())
         },
     )?;
-    stop_on_signals(&handle);
-    let report = handle.wait()?;
-    if !quiet || report.already_finished.is_some() {
-        eprintln!("{}", job::summary(&report));
-        if let Some(python) = python {
-            for line in job::python_summary(&python.reports()) {
-                eprintln!("{line}");
+    stop_on_signals(&running);
+    match running.wait()? {
+        RunReport::Single(report) => {
+            if !quiet || report.already_finished.is_some() {
+                eprintln!("{}", job::summary(&report));
+                if let Some(python) = python {
+                    for line in job::python_summary(&python.reports()) {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        }
+        RunReport::Group(report) => {
+            if report.tasks.is_empty() && report.finished {
+                // Said even when quiet, as a finished job resumed alone is.
+                eprintln!(
+                    "group {}: every task of the job is already done (their checkpoints under --state-dir say so); nothing ran here",
+                    group.as_deref().unwrap_or_default()
+                );
+            }
+            if !quiet {
+                for (task, report) in &report.tasks {
+                    eprintln!("task-{task}:\n{}", job::summary(report));
+                }
             }
         }
     }
@@ -192,13 +174,17 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
 }
 
 /// Ctrl-C (or SIGTERM) once stops the job gracefully: a final checkpoint,
-/// sinks committed. A second Ctrl-C cancels it.
-pub(crate) fn stop_on_signals(handle: &JobHandle) {
+/// sinks committed (a group job's tasks here: the group hands their
+/// partitions on). A second Ctrl-C cancels it.
+pub(crate) fn stop_on_signals(handle: &RunningJob) {
     static SIGNALS: AtomicU32 = AtomicU32::new(0);
     let handle = handle.clone();
     let installed = ctrlc::set_handler(move || {
         if SIGNALS.fetch_add(1, Ordering::SeqCst) == 0 {
-            eprintln!("stopping: committing output (and taking a final checkpoint with --state-dir); interrupt again to cancel");
+            match handle {
+                RunningJob::Single(_) => eprintln!("stopping: committing output (and taking a final checkpoint with --state-dir); interrupt again to cancel"),
+                RunningJob::Group(_) => eprintln!("stopping: the tasks take a final checkpoint and the group hands their partitions on"),
+            }
             handle.stop();
         } else {
             eprintln!("cancelling");

@@ -9,16 +9,14 @@
 //! - [`exchange`]: the topics a job scaled out over a consumer group moves
 //!   rows through to the task owning their key (Arrow rows, watermark
 //!   markers per writing task);
-//! - [`group_job`]: a job scaled out over a consumer group (`eddy run
-//!   --group`, group jobs of `eddy serve`), one task per partition number;
-//! - [`group`], [`offsets`]: group membership for scale-out, and
-//!   committing checkpointed offsets for monitoring.
+//! - [`group`], [`offsets`]: group membership for scale-out (the group
+//!   jobs `eddy_launch::group` runs over it), and committing checkpointed
+//!   offsets for monitoring.
 
 pub mod config;
 mod connector;
 pub mod exchange;
 pub mod group;
-pub mod group_job;
 pub mod offsets;
 pub mod sink;
 pub mod source;

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use eddy_connectors::ConnectorError;
 use eddy_engine::graph::{JobGraph, NodeKind};
 use eddy_engine::EngineError;
+use eddy_launch::LaunchError;
 use std::sync::Arc;
 
 use eddy_python::{PythonConfig, PythonRuntime};
@@ -107,12 +107,14 @@ pub(super) fn engine_error(error: EngineError) -> ServerError {
     }
 }
 
-/// A group job's refusal (no Kafka source, topics not co-partitioned, an
-/// exchange topic with another partition count, a broker not reachable)
-/// as the API's error.
-pub(super) fn group_error(error: ConnectorError) -> ServerError {
+/// A launch's refusal as the API's error: the engine's as
+/// [`engine_error`] says, a group job's (no Kafka source, topics not
+/// co-partitioned, an exchange topic with another partition count, a
+/// broker not reachable) the submission's.
+pub(super) fn launch_error(error: LaunchError) -> ServerError {
     match error {
-        ConnectorError::Task { source, .. } => engine_error(*source),
+        LaunchError::Engine(e) => engine_error(e),
+        LaunchError::Task { source, .. } => engine_error(*source),
         other => ServerError::Rejected(other.to_string()),
     }
 }

@@ -23,21 +23,18 @@
 mod compile;
 mod redeploy;
 mod report;
-mod run_handle;
 mod savepoints;
 
 pub use compile::compile;
 use compile::{
-    check_group_name, compile_record, engine_error, group_error, sink_names, MAX_PARALLELISM,
+    check_group_name, compile_record, engine_error, launch_error, sink_names, MAX_PARALLELISM,
 };
-use run_handle::RunHandle;
 use savepoints::Savepoints;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use eddy_connectors::kafka::group_job::{GroupJob, GroupJobConfig, GroupPlan, TaskConnectors};
 use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::view::ViewCatalog;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
@@ -46,7 +43,8 @@ use eddy_engine::distribute::physical::PhysicalGraph;
 use eddy_engine::graph::{ConnectorFactory, JobGraph};
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
-use eddy_engine::runtime::{start_job, JobConfig, JobState, NodeReport};
+use eddy_engine::runtime::{JobConfig, JobState, NodeReport};
+use eddy_launch::{ConnectorsFor, GroupSettings, LaunchConfig, LaunchPlan, RunningJob};
 
 use eddy_python::PythonRuntime;
 
@@ -61,28 +59,18 @@ use crate::views::{graph_view, GraphNode, JobStatus, JobView, SavepointView, Sub
 /// How long stop and delete wait for a job to end.
 const STOP_WAIT: Duration = Duration::from_secs(10);
 
-/// A group job's session timeout unless the submission names one.
-const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
-
 /// The current run of a job.
 struct Run {
-    handle: RunHandle,
+    handle: RunningJob,
     taps: Arc<Taps>,
     /// Its Python functions, if it declares any.
     python: Option<Arc<PythonRuntime>>,
 }
 
-/// What a job's run starts from: its graph as planned (the run lays it
-/// out at its parallelism), or a group job's plan.
-enum Launch {
-    Single(JobGraph),
-    Group(GroupPlan),
-}
-
 /// A job's SQL planned to run: how to start it, the graph the console
 /// shows (as run: instances, exchanges) and its sinks.
 struct Planned {
-    launch: Launch,
+    launch: LaunchPlan,
     view: PhysicalGraph,
     sinks: Vec<String>,
     python: Option<Arc<PythonRuntime>>,
@@ -200,11 +188,11 @@ impl JobManager {
                 manager.plan(&record)
             } else {
                 compile_record(&manager.config, &record).map(|(graph, python)| {
-                    let view =
-                        PhysicalGraph::for_parallelism(Arc::new(graph.clone()), record.parallelism);
+                    let launch = LaunchPlan::Single(Arc::new(graph));
+                    let view = launch.physical(record.parallelism);
                     Planned {
                         sinks: sink_names(&view),
-                        launch: Launch::Single(graph),
+                        launch,
                         view,
                         python,
                     }
@@ -312,45 +300,31 @@ impl JobManager {
         self.state_bucket.clone()
     }
 
-    /// Plans a job's run: compiles its SQL, expands its keyed operators to
-    /// its parallelism and, for a group job, plans its tasks and
-    /// exchanges (which asks the brokers for the topics' partitions).
+    /// Plans a job's run: compiles its SQL, lays its keyed operators out
+    /// at its parallelism for the console (the run does its own) and, for
+    /// a group job, plans its tasks and exchanges (which asks the brokers
+    /// for the topics' partitions).
     fn plan(&self, record: &JobRecord) -> Result<Planned> {
         let (graph, python) = compile_record(&self.config, record)?;
         let sinks = sink_names(&graph);
-        match &record.group {
-            None => {
-                let view =
-                    PhysicalGraph::for_parallelism(Arc::new(graph.clone()), record.parallelism);
-                Ok(Planned {
-                    launch: Launch::Single(graph),
-                    view,
-                    sinks,
-                    python,
-                })
-            }
-            Some(group) => {
-                check_group_name(group)?;
-                let plan =
-                    GroupPlan::new(&graph, &self.connector_config(), group).map_err(group_error)?;
-                Ok(Planned {
-                    view: PhysicalGraph::for_parallelism(
-                        Arc::new(plan.task_graph().clone()),
-                        record.parallelism,
-                    ),
-                    launch: Launch::Group(plan),
-                    sinks,
-                    python,
-                })
-            }
+        if let Some(group) = &record.group {
+            check_group_name(group)?;
         }
+        let launch = LaunchPlan::new(graph, &self.connector_config(), record.group.as_deref())
+            .map_err(launch_error)?;
+        Ok(Planned {
+            view: launch.physical(record.parallelism),
+            launch,
+            sinks,
+            python,
+        })
     }
 
     /// Starts (or resumes) a run of `job`.
     fn start_run(
         &self,
         job: &Arc<ManagedJob>,
-        launch: Launch,
+        launch: LaunchPlan,
         python: Option<Arc<PythonRuntime>>,
     ) -> Result<()> {
         let taps = Arc::new(Taps::new(job.sinks.iter().map(String::as_str)));
@@ -359,10 +333,8 @@ impl JobManager {
             .lock()
             .map(|r| r.0.clone())
             .map_err(|_| ServerError::Internal("job record lost".into()))?;
-        let handle = match launch {
-            Launch::Single(graph) => self.start_single(&record, graph, taps.clone())?,
-            Launch::Group(plan) => self.start_group(&record, plan, taps.clone())?,
-        };
+        let config = self.launch_config(&record, &launch, taps.clone())?;
+        let handle = eddy_launch::launch(launch, config).map_err(launch_error)?;
         if let Ok(mut record) = job.record.lock() {
             record.0.state = JobStatus::Running;
             record.0.started_ms = Some(now_ms());
@@ -379,8 +351,8 @@ impl JobManager {
         }
         let (store, watched, shutting_down) =
             (self.store.clone(), job.clone(), self.shutting_down.clone());
-        let ended = move |handle: RunHandle| {
-            let ended = handle.wait();
+        let ended = move |handle: RunningJob| {
+            let ended = handle.wait().map_err(|e| e.to_string());
             // The job's Python workers go with its run.
             if let Some(python) = &python {
                 python.release_workers();
@@ -406,11 +378,11 @@ impl JobManager {
         match &handle {
             // Recorded by the job's own last thread as it ends: no thread
             // of the server's waits on it.
-            RunHandle::Single(single) => {
+            RunningJob::Single(single) => {
                 let run = handle.clone();
                 single.on_end(move || ended(run));
             }
-            RunHandle::Group(_) => {
+            RunningJob::Group(_) => {
                 std::thread::Builder::new()
                     .name(format!("eddy-watch-{}", job.id))
                     .spawn(move || ended(handle))
@@ -431,103 +403,88 @@ impl JobManager {
             .collect()
     }
 
-    fn start_single(
+    /// How a run of `record` is launched: the server's connectors (with
+    /// the job's taps), its checkpoints (a group job's: the group's, in
+    /// `GROUP_STATE_DIR/<group>`, a bucket prefix or a directory every
+    /// server of the group reaches), budgets and worker pool.
+    fn launch_config(
         &self,
         record: &JobRecord,
-        graph: JobGraph,
+        plan: &LaunchPlan,
         taps: Arc<Taps>,
-    ) -> Result<RunHandle> {
-        let connectors = ServerConnectors {
-            inner: Connectors::new(self.connector_config()).sharing_decode_threads(&graph),
-            taps,
-        };
-        // A job that keeps a materialized view checkpoints as often as the
-        // view is to be fresh.
-        let interval = if writes_view(&graph) {
-            self.config
-                .checkpoint_interval
-                .min(self.config.view_refresh)
-        } else {
-            self.config.checkpoint_interval
-        };
-        let checkpoints = CheckpointConfig {
-            interval,
-            replica: self.store.replica(&record.id),
-            ..CheckpointConfig::new(self.store.checkpoint_dir(&record.id))
-        };
-        let handle = start_job(
-            Arc::new(graph),
-            Arc::new(connectors),
-            &JobConfig {
-                checkpoints: Some(checkpoints),
-                parallelism: Parallelism::Fixed(record.parallelism),
-                from_savepoint: record
-                    .from_savepoint
-                    .as_deref()
-                    .map(|id| self.savepoints.path(id))
-                    .transpose()?,
-                allow_dropped_state: record.allow_dropped_state,
-                memory: self.budgets(record.memory_limit),
-                label: record.name.clone(),
-                disable_chaining: self.config.disable_chaining,
-                pool: Some(self.pool.clone()),
-                ..JobConfig::default()
-            },
-        )
-        .map_err(engine_error)?;
-        Ok(RunHandle::Single(handle))
-    }
-
-    /// Joins the job's group; the tasks it gives this server run with
-    /// their state in `GROUP_STATE_DIR/<group>` (a bucket prefix, or a
-    /// directory every server of the group reaches).
-    fn start_group(
-        &self,
-        record: &JobRecord,
-        plan: GroupPlan,
-        taps: Arc<Taps>,
-    ) -> Result<RunHandle> {
-        let group = record.group.clone().ok_or_else(|| {
-            ServerError::Internal("a group plan for a job without a group".into())
-        })?;
-        let task_connectors: TaskConnectors = Arc::new(move |config| {
+    ) -> Result<LaunchConfig> {
+        let connectors_for: ConnectorsFor = Arc::new(move |config, graph| {
             Arc::new(ServerConnectors {
-                inner: Connectors::new(config),
+                inner: Connectors::new(config).sharing_decode_threads(graph),
                 taps: taps.clone(),
             }) as Arc<dyn ConnectorFactory>
         });
-        let job = GroupJob::start(
-            plan,
-            self.connector_config(),
-            task_connectors,
-            GroupJobConfig {
-                checkpoints: CheckpointConfig {
-                    interval: self.config.checkpoint_interval,
-                    ..CheckpointConfig::new(self.config.group_state_dir.join(&group))
-                },
-                state_bucket: self
-                    .config
-                    .group_state_bucket
-                    .as_ref()
-                    .map(|bucket| bucket.join(&group)),
-                group,
-                session_timeout: record
-                    .session_timeout_ms
-                    .map_or(DEFAULT_SESSION_TIMEOUT, Duration::from_millis),
-                task_memory_limit: record.memory_limit,
-                task: JobConfig {
-                    parallelism: Parallelism::Fixed(record.parallelism),
-                    allow_dropped_state: record.allow_dropped_state,
+        let job = JobConfig {
+            parallelism: Parallelism::Fixed(record.parallelism),
+            allow_dropped_state: record.allow_dropped_state,
+            label: record.name.clone(),
+            disable_chaining: self.config.disable_chaining,
+            pool: Some(self.pool.clone()),
+            ..JobConfig::default()
+        };
+        let (job, group) = match plan {
+            LaunchPlan::Single(graph) => {
+                // A job that keeps a materialized view checkpoints as
+                // often as the view is to be fresh.
+                let interval = if writes_view(graph) {
+                    self.config
+                        .checkpoint_interval
+                        .min(self.config.view_refresh)
+                } else {
+                    self.config.checkpoint_interval
+                };
+                let checkpoints = CheckpointConfig {
+                    interval,
+                    replica: self.store.replica(&record.id),
+                    ..CheckpointConfig::new(self.store.checkpoint_dir(&record.id))
+                };
+                let job = JobConfig {
+                    checkpoints: Some(checkpoints),
+                    from_savepoint: record
+                        .from_savepoint
+                        .as_deref()
+                        .map(|id| self.savepoints.path(id))
+                        .transpose()?,
+                    memory: self.budgets(record.memory_limit),
+                    ..job
+                };
+                (job, GroupSettings::default())
+            }
+            LaunchPlan::Group(plan) => {
+                let group = plan.group();
+                let job = JobConfig {
+                    checkpoints: Some(CheckpointConfig {
+                        interval: self.config.checkpoint_interval,
+                        ..CheckpointConfig::new(self.config.group_state_dir.join(group))
+                    }),
+                    // Each task gets the job's own budget (below).
                     memory: self.memory.clone().into_iter().collect(),
-                    label: record.name.clone(),
-                    disable_chaining: self.config.disable_chaining,
-                    pool: Some(self.pool.clone()),
-                    ..JobConfig::default()
-                },
-            },
-        )
-        .map_err(group_error)?;
-        Ok(RunHandle::Group(job))
+                    ..job
+                };
+                let settings = GroupSettings {
+                    state_bucket: self
+                        .config
+                        .group_state_bucket
+                        .as_ref()
+                        .map(|bucket| bucket.join(group)),
+                    session_timeout: record
+                        .session_timeout_ms
+                        .map_or(eddy_launch::DEFAULT_SESSION_TIMEOUT, Duration::from_millis),
+                    task_memory_limit: record.memory_limit,
+                };
+                (job, settings)
+            }
+        };
+        Ok(LaunchConfig {
+            job,
+            group,
+            ..LaunchConfig::new(self.connector_config(), connectors_for)
+        })
     }
 
     fn save_end(
@@ -684,7 +641,7 @@ impl JobManager {
             .read()
             .map(|j| j.values().cloned().collect())
             .unwrap_or_default();
-        let running: Vec<RunHandle> = jobs
+        let running: Vec<RunningJob> = jobs
             .iter()
             .filter_map(|j| j.handle())
             .filter(|h| !h.state().is_terminal())
@@ -787,7 +744,7 @@ impl JobManager {
 }
 
 impl ManagedJob {
-    fn handle(&self) -> Option<RunHandle> {
+    fn handle(&self) -> Option<RunningJob> {
         self.run
             .lock()
             .ok()

@@ -253,17 +253,21 @@ impl JobManager {
             summary: self.summary(job),
             sql: record.as_ref().map(|r| r.sql.clone()).unwrap_or_default(),
             parallelism: record.as_ref().map_or(1, |r| r.parallelism),
-            group: job.handle().and_then(|h| h.group()).or_else(|| {
-                record
-                    .as_ref()
-                    .and_then(|r| r.group.clone())
-                    .map(|name| GroupView {
-                        name,
-                        tasks: 0,
-                        tasks_here: Vec::new(),
-                        exchanges: Vec::new(),
-                    })
-            }),
+            group: job
+                .handle()
+                .and_then(|h| h.group())
+                .map(GroupView::from)
+                .or_else(|| {
+                    record
+                        .as_ref()
+                        .and_then(|r| r.group.clone())
+                        .map(|name| GroupView {
+                            name,
+                            tasks: 0,
+                            tasks_here: Vec::new(),
+                            exchanges: Vec::new(),
+                        })
+                }),
             params: record
                 .as_ref()
                 .map(|r| r.params.clone())

@@ -10,10 +10,10 @@ use std::collections::BTreeSet;
 use eddy_engine::distribute::exchanges::{self, Exchange, PartitionedSource};
 use eddy_engine::graph::JobGraph;
 
-use crate::error::{ConnectorError, Result};
-use crate::kafka::exchange::KafkaExchanges;
-use crate::kafka::group::partition_counts;
-use crate::{ConnectorConfig, Connectors};
+use crate::{LaunchError, Result};
+use eddy_connectors::kafka::exchange::KafkaExchanges;
+use eddy_connectors::kafka::group::partition_counts;
+use eddy_connectors::{ConnectorConfig, Connectors};
 
 /// What a group job runs, planned before the group is joined: the
 /// topics, the task count, and each task's graph with its exchanges cut
@@ -32,7 +32,7 @@ impl GroupPlan {
     /// Kafka topic, its topics are on several clusters or are not
     /// co-partitioned, the exchanges cannot be planned.
     pub fn new(graph: &JobGraph, connectors: &ConnectorConfig, group: &str) -> Result<Self> {
-        let refused = |message: String| ConnectorError::Group {
+        let refused = |message: String| LaunchError::Group {
             group: group.to_string(),
             message,
         };
@@ -87,6 +87,11 @@ impl GroupPlan {
             partitions,
             task_graph,
         })
+    }
+
+    /// The consumer group it was planned for.
+    pub fn group(&self) -> &str {
+        &self.group
     }
 
     /// The graph each task runs (the job's, with the exchanges cut in).

@@ -2,7 +2,7 @@
 //! and a group job of `eddy serve` run.
 //!
 //! In: the job's compiled graph, its connector settings, how each task's
-//! connector factory is made, and a [`GroupJobConfig`] (the group's name,
+//! connector factory is made ([`ConnectorsFor`]), and a [`GroupJobConfig`] (the group's name,
 //! a state directory shared by every process of the group, or a bucket
 //! prefix where they share no disk). Out: a
 //! [`GroupJob`] handle, running the tasks the group gives this process:
@@ -50,12 +50,11 @@ use std::time::Duration;
 
 use eddy_engine::checkpoint::{CheckpointConfig, CheckpointStats};
 use eddy_engine::distribute::exchanges::Exchange;
-use eddy_engine::graph::ConnectorFactory;
 use eddy_engine::runtime::{JobConfig, JobHandle, JobReport, JobState, NodeReport};
 
-use super::group::{ensure_topic, GroupMember};
-use crate::error::{ConnectorError, Result};
-use crate::{ConnectorConfig, Connectors};
+use crate::{ConnectorsFor, LaunchError, Result};
+use eddy_connectors::kafka::group::{ensure_topic, GroupMember};
+use eddy_connectors::ConnectorConfig;
 
 mod plan;
 mod runner;
@@ -78,7 +77,7 @@ pub struct GroupJobConfig {
     /// under it, and each task's lease under `leases/task-<p>`), for
     /// processes that share no disk: each task runs in a working copy
     /// under `checkpoints.state_dir`, held by a lease in the bucket.
-    pub state_bucket: Option<crate::storage::Bucket>,
+    pub state_bucket: Option<eddy_connectors::storage::Bucket>,
     /// How long the group waits for a silent process before handing its
     /// partitions to the others.
     pub session_timeout: Duration,
@@ -93,15 +92,6 @@ pub struct GroupJobConfig {
     /// gets `checkpoints` under `task-<p>`, and the tasks together are one
     /// job to the pool.
     pub task: JobConfig,
-}
-
-/// Makes the connector factory of one task from its connector settings
-/// (the job's, with the task's partition and number filled in).
-pub type TaskConnectors = Arc<dyn Fn(ConnectorConfig) -> Arc<dyn ConnectorFactory> + Send + Sync>;
-
-/// The plain factory: eddy's connectors as configured.
-pub fn plain_connectors() -> TaskConnectors {
-    Arc::new(|config| Arc::new(Connectors::new(config)) as Arc<dyn ConnectorFactory>)
 }
 
 /// What a group job did in this process.
@@ -185,8 +175,8 @@ impl Shared {
     }
 }
 
-fn task_error(task: i32, error: eddy_engine::EngineError) -> ConnectorError {
-    ConnectorError::Task {
+fn task_error(task: i32, error: eddy_engine::EngineError) -> LaunchError {
+    LaunchError::Task {
         task,
         source: Box::new(error),
     }
@@ -218,17 +208,17 @@ impl GroupJob {
     pub fn start(
         plan: GroupPlan,
         connectors: ConnectorConfig,
-        task_connectors: TaskConnectors,
+        task_connectors: ConnectorsFor,
         config: GroupJobConfig,
     ) -> Result<Self> {
         if plan.group != config.group {
-            return Err(ConnectorError::Group {
+            return Err(LaunchError::Group {
                 group: config.group.clone(),
                 message: format!("it was planned for group '{}'", plan.group),
             });
         }
         if config.checkpoints.ignore_state {
-            return Err(ConnectorError::Group {
+            return Err(LaunchError::Group {
                 group: config.group.clone(),
                 message: "the state cannot be ignored in a group (other processes share the state directory); remove the directory instead".into(),
             });
@@ -257,12 +247,10 @@ impl GroupJob {
         // are one job to the pool's other jobs.
         let pool = match &config.task.pool {
             Some(pool) => pool.clone(),
-            None => {
-                eddy_engine::runtime::WorkerPool::shared().map_err(|e| ConnectorError::Group {
-                    group: config.group.clone(),
-                    message: e.to_string(),
-                })?
-            }
+            None => eddy_engine::runtime::WorkerPool::shared().map_err(|e| LaunchError::Group {
+                group: config.group.clone(),
+                message: e.to_string(),
+            })?,
         };
         let shared = Arc::new(Shared {
             share: pool.job_share(),
@@ -323,7 +311,7 @@ impl GroupJob {
                 member.leave();
                 thread_shared.finish(end);
             })
-            .map_err(|e| ConnectorError::Group {
+            .map_err(|e| LaunchError::Group {
                 group: shared.group.clone(),
                 message: format!("cannot start its thread: {e}"),
             })?;
@@ -433,7 +421,7 @@ impl GroupJob {
         let end = guard.clone();
         drop(guard);
         if let Some(JobState::Failed(message)) = end {
-            return Err(ConnectorError::Group {
+            return Err(LaunchError::Group {
                 group: self.shared.group.clone(),
                 message,
             });
@@ -458,8 +446,8 @@ impl GroupJob {
         ended.then(|| self.wait())
     }
 
-    fn lost(&self) -> ConnectorError {
-        ConnectorError::Group {
+    fn lost(&self) -> LaunchError {
+        LaunchError::Group {
             group: self.shared.group.clone(),
             message: "its state was lost (a thread panicked)".into(),
         }

@@ -27,8 +27,8 @@ use eddy_engine::checkpoint::store::StateDir;
 use eddy_engine::checkpoint::CheckpointConfig;
 use eddy_engine::EngineError;
 
-use crate::error::{ConnectorError, Result};
-use crate::storage::{Bucket, BucketReplica, Lease, LeaseWatch};
+use crate::{LaunchError, Result};
+use eddy_connectors::storage::{Bucket, BucketReplica, Lease, LeaseWatch};
 
 /// How often a task's done-ness is asked of a bucket (a listing each).
 const BUCKET_DONE_EVERY: Duration = Duration::from_secs(1);
@@ -100,7 +100,7 @@ impl TaskStates {
         Self::Bucket {
             bucket,
             work,
-            holder: crate::storage::this_process(),
+            holder: eddy_connectors::storage::this_process(),
             ttl: ttl.max(MIN_LEASE_TTL),
             watches: RefCell::default(),
             asked: RefCell::default(),
@@ -194,7 +194,7 @@ impl TaskStates {
 /// finished job's, its sinks committed: its `MANIFEST` and `COMMITTED`
 /// read into `scratch` and judged as a local state directory would be.
 fn done_in_bucket(task: &Bucket, scratch: &Path) -> eddy_engine::Result<bool> {
-    let failed = |e: ConnectorError| EngineError::Checkpoint(e.to_string());
+    let failed = |e: eddy_connectors::ConnectorError| EngineError::Checkpoint(e.to_string());
     let objects = task.list().map_err(failed)?;
     let Some(newest) = objects
         .iter()
@@ -230,7 +230,7 @@ fn done_in_bucket(task: &Bucket, scratch: &Path) -> eddy_engine::Result<bool> {
 /// process (or another open of the file) holds it.
 fn lock_file(root: &Path, task: i32) -> Result<Option<std::fs::File>> {
     let path = root.join(format!("{}.lock", task_name(task)));
-    let io = |source| ConnectorError::Io {
+    let io = |source| LaunchError::Io {
         path: path.display().to_string(),
         source,
     };

@@ -1,30 +1,62 @@
-//! The current run of a server job, whichever way it runs: one job on
-//! this server ([`JobHandle`]), or this server's share of a group job
-//! scaled out over a Kafka consumer group ([`GroupJob`]).
+//! A launched job, whichever way it runs: whole on this machine
+//! ([`JobHandle`]), or this process's share of a group job scaled out
+//! over a Kafka consumer group ([`GroupJob`]).
 //!
-//! In: a started run. Out: what the job manager asks of any run — its
-//! state, counters and checkpoint figures, stop, cancel and wait.
+//! In: a started run ([`crate::launch`]). Out: what a caller asks of any
+//! run — its state, counters and checkpoint figures, stop, cancel and
+//! wait, and how it ended ([`RunReport`]).
 
 use std::time::Duration;
 
-use eddy_connectors::kafka::group_job::GroupJob;
 use eddy_engine::checkpoint::CheckpointStats;
-use eddy_engine::runtime::{JobHandle, JobState, NodeReport};
+use eddy_engine::runtime::{JobHandle, JobReport, JobState, NodeReport};
 
-use crate::views::GroupView;
+use crate::group::{GroupJob, GroupReport};
+use crate::Result;
 
 /// See the module docs.
 #[derive(Clone)]
-pub(super) enum RunHandle {
-    /// A job run whole by this server.
+pub enum RunningJob {
+    /// A job run whole here.
     Single(JobHandle),
-    /// The tasks of a group job the group gives this server.
+    /// The tasks of a group job the group gives this process.
     Group(GroupJob),
 }
 
-impl RunHandle {
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub enum RunReport {
+    /// A job run whole: its run summary.
+    Single(JobReport),
+    /// A group job: what its tasks did here.
+    Group(GroupReport),
+}
+
+/// Where a group job stands, seen from this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStanding {
+    /// The consumer group.
+    pub name: String,
+    /// The job's task count (its topics' partitions).
+    pub tasks: usize,
+    /// The tasks running here now.
+    pub tasks_here: Vec<i32>,
+    /// The exchange topics cut into each task's graph.
+    pub exchanges: Vec<String>,
+}
+
+impl std::fmt::Debug for RunningJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Single(h) => f.debug_tuple("Single").field(&h.state()).finish(),
+            Self::Group(g) => f.debug_tuple("Group").field(g).finish(),
+        }
+    }
+}
+
+impl RunningJob {
     /// Where the run stands.
-    pub(super) fn state(&self) -> JobState {
+    pub fn state(&self) -> JobState {
         match self {
             Self::Single(h) => h.state(),
             Self::Group(g) => g.state(),
@@ -33,15 +65,15 @@ impl RunHandle {
 
     /// What its connectors did beyond rows (a Delta sink's commits,
     /// files and bytes); a group job's tasks report theirs in their logs.
-    pub(super) fn connectors(&self) -> Vec<String> {
+    pub fn connectors(&self) -> Vec<String> {
         match self {
             Self::Single(h) => h.connectors(),
             Self::Group(_) => Vec::new(),
         }
     }
 
-    /// Time its tasks have spent on the server's worker pool.
-    pub(super) fn pool_time(&self) -> Duration {
+    /// Time its tasks have spent on the worker pool.
+    pub fn pool_time(&self) -> Duration {
         match self {
             Self::Single(h) => h.pool_time(),
             Self::Group(g) => g.pool_time(),
@@ -49,7 +81,7 @@ impl RunHandle {
     }
 
     /// Counters per node (a group job's added up over its tasks here).
-    pub(super) fn metrics(&self) -> Vec<NodeReport> {
+    pub fn metrics(&self) -> Vec<NodeReport> {
         match self {
             Self::Single(h) => h.metrics(),
             Self::Group(g) => g.metrics(),
@@ -58,7 +90,7 @@ impl RunHandle {
 
     /// Checkpoint figures (a group job's: checkpoints of its tasks here
     /// added up, the latest and longest over them).
-    pub(super) fn checkpoints(&self) -> CheckpointStats {
+    pub fn checkpoints(&self) -> CheckpointStats {
         match self {
             Self::Single(h) => h.checkpoints(),
             Self::Group(g) => {
@@ -80,10 +112,10 @@ impl RunHandle {
     }
 
     /// The group job's standing, for a group job.
-    pub(super) fn group(&self) -> Option<GroupView> {
+    pub fn group(&self) -> Option<GroupStanding> {
         match self {
             Self::Single(_) => None,
-            Self::Group(g) => Some(GroupView {
+            Self::Group(g) => Some(GroupStanding {
                 name: g.group().to_string(),
                 tasks: g.partitions(),
                 tasks_here: g.tasks_here(),
@@ -94,7 +126,7 @@ impl RunHandle {
 
     /// Asks the run to stop gracefully (a group job's tasks here take a
     /// final checkpoint and the group hands them on); returns at once.
-    pub(super) fn stop(&self) {
+    pub fn stop(&self) {
         match self {
             Self::Single(h) => h.stop(),
             Self::Group(g) => g.stop(),
@@ -103,23 +135,23 @@ impl RunHandle {
 
     /// Ends the run at once (a group job's: stopped, as its tasks must
     /// leave a checkpoint for the processes that take them over).
-    pub(super) fn cancel(&self) {
+    pub fn cancel(&self) {
         match self {
             Self::Single(h) => h.cancel(),
             Self::Group(g) => g.stop(),
         }
     }
 
-    /// Waits for the run to end; why it failed, if it did.
-    pub(super) fn wait(&self) -> Result<(), String> {
-        match self {
-            Self::Single(h) => h.wait().map(|_| ()).map_err(|e| e.to_string()),
-            Self::Group(g) => g.wait().map(|_| ()).map_err(|e| e.to_string()),
-        }
+    /// Waits for the run to end: how it did, or why it failed.
+    pub fn wait(&self) -> Result<RunReport> {
+        Ok(match self {
+            Self::Single(h) => RunReport::Single(h.wait()?),
+            Self::Group(g) => RunReport::Group(g.wait()?),
+        })
     }
 
     /// Whether the run ended within `timeout`.
-    pub(super) fn wait_timeout(&self, timeout: Duration) -> bool {
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
         match self {
             Self::Single(h) => h.wait_timeout(timeout).is_some(),
             Self::Group(g) => g.wait_timeout(timeout).is_some(),

@@ -15,17 +15,17 @@ use eddy_engine::memory::MemoryBudget;
 use eddy_engine::runtime::{start_job, JobConfig, JobHandle, JobState};
 
 use super::task_state::{TaskLock, TaskStates};
-use super::{task_error, GroupJobConfig, RunningTask, Shared, TaskConnectors};
-use crate::error::{ConnectorError, Result};
-use crate::kafka::group::GroupMember;
-use crate::ConnectorConfig;
+use super::{task_error, GroupJobConfig, RunningTask, Shared};
+use crate::{ConnectorsFor, LaunchError, Result};
+use eddy_connectors::kafka::group::GroupMember;
+use eddy_connectors::ConnectorConfig;
 
 /// The thread that serves the group and starts and reaps tasks.
 pub(super) struct Runner {
     pub(super) shared: Arc<Shared>,
     pub(super) graph: Arc<JobGraph>,
     pub(super) connectors: ConnectorConfig,
-    pub(super) task_connectors: TaskConnectors,
+    pub(super) task_connectors: ConnectorsFor,
     pub(super) config: GroupJobConfig,
     /// Where the tasks' state lives and how a task is held.
     pub(super) states: TaskStates,
@@ -86,7 +86,7 @@ impl Runner {
         };
         start_job(
             self.graph.clone(),
-            (self.task_connectors)(connectors),
+            (self.task_connectors)(connectors, &self.graph),
             &JobConfig {
                 checkpoints: Some(checkpoints),
                 memory,
@@ -101,7 +101,7 @@ impl Runner {
 
     /// Serves the group until the job ends; how it ended.
     pub(super) fn run(&self, member: &GroupMember) -> Result<JobState> {
-        let poisoned = || ConnectorError::Group {
+        let poisoned = || LaunchError::Group {
             group: self.shared.group.clone(),
             message: "its task table was poisoned (a thread panicked)".into(),
         };
