@@ -272,4 +272,108 @@ INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
         // Or stdin.
         assert_eq!(decode_threads(TWO_SOURCES, &[("b", "-")]), 2);
     }
+
+    fn sql(text: &str) -> [SqlFile; 1] {
+        [SqlFile {
+            name: "<test>".into(),
+            text: text.into(),
+        }]
+    }
+
+    fn kinds(job: &CompiledJob) -> Vec<String> {
+        job.graph
+            .nodes
+            .iter()
+            .map(|n| match &n.kind {
+                eddy_engine::graph::NodeKind::Operator(plan) => plan.kind().to_string(),
+                _ => n.name.clone(),
+            })
+            .collect()
+    }
+
+    const ORDERS_CDC: &str =
+        "CREATE TABLE orders (id BIGINT, amount BIGINT, PRIMARY KEY (id) NOT ENFORCED) \
+         WITH ('connector' = 'postgres-cdc', 'hostname' = 'h', 'username' = 'u', 'password' = 'p', \
+         'database-name' = 'd', 'table-name' = 'orders', 'slot.name' = 's'{MODE}); \
+         CREATE TABLE out (n BIGINT) WITH ('connector' = 'blackhole'); \
+         INSERT INTO out SELECT count(*) FROM orders;";
+
+    #[test]
+    fn the_connectors_say_which_tables_are_changes_by_key() {
+        let changes = compile_files(&sql(&ORDERS_CDC.replace("{MODE}", "")), &BTreeMap::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            kinds(&changes).contains(&"changelog_normalize".to_string()),
+            "{:?}",
+            kinds(&changes)
+        );
+        // Read once: a plain table, no changelog step.
+        let once = ORDERS_CDC.replace("{MODE}", ", 'scan.startup.mode' = 'snapshot'");
+        let snapshot =
+            compile_files(&sql(&once), &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!kinds(&snapshot).contains(&"changelog_normalize".to_string()));
+        // Without the connectors' answers (eddy_sql alone) the planner
+        // knows nothing of them: the table reads as its format says.
+        let alone = eddy_sql::compile(&sql(&ORDERS_CDC.replace("{MODE}", "")), &BTreeMap::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!kinds(&alone).contains(&"changelog_normalize".to_string()));
+        // Changes by key need the key.
+        let keyless = ORDERS_CDC
+            .replace("{MODE}", "")
+            .replace(", PRIMARY KEY (id) NOT ENFORCED", "");
+        let refused = compile_files(&sql(&keyless), &BTreeMap::new())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            refused.contains("reads a table's changes (connector 'postgres-cdc')")
+                && refused.contains("PRIMARY KEY"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn an_upsert_format_needs_a_connector_whose_records_have_keys() {
+        let on = |connector: &str| {
+            compile_files(
+                &sql(&format!(
+                    "CREATE TABLE t (k BIGINT, v BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH \
+                     ('connector' = '{connector}', 'topic' = 't', 'path' = 't.ndjson', \
+                     'properties.bootstrap.servers' = 'localhost:9092', \
+                     'format' = 'upsert-json', 'key_column' = 'k'); \
+                     CREATE TABLE out (n BIGINT) WITH ('connector' = 'blackhole'); \
+                     INSERT INTO out SELECT count(*) FROM t;"
+                )),
+                &BTreeMap::new(),
+            )
+        };
+        let kafka = on("kafka").unwrap_or_else(|e| panic!("{e}"));
+        assert!(kinds(&kafka).contains(&"changelog_normalize".to_string()));
+        let file = on("file").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            file.contains("format 'upsert-json' reads an upsert topic"),
+            "{file}"
+        );
+    }
+
+    #[test]
+    fn metadata_columns_are_those_the_connector_knows() {
+        let table = |column: &str| {
+            ORDERS_CDC
+                .replace("{MODE}", "")
+                .replace("amount BIGINT,", &format!("amount BIGINT, {column},"))
+        };
+        let known = table("tbl STRING METADATA FROM 'table_name' VIRTUAL");
+        compile_files(&sql(&known), &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
+        let unknown = table("tbl STRING METADATA FROM 'partition' VIRTUAL");
+        let refused = compile_files(&sql(&unknown), &BTreeMap::new())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            refused.contains("'partition' is not a postgres-cdc metadata key")
+                && refused.contains("'table_name'"),
+            "{refused}"
+        );
+    }
 }

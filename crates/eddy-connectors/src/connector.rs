@@ -38,10 +38,12 @@
 //! assert!(Void.options(Role::Source).is_none());
 //! ```
 
+use std::collections::BTreeMap;
+
 use eddy_engine::graph::ConnectorSpec;
 use eddy_engine::lookup::{LookupSource, LookupTable};
 use eddy_engine::sink::{SinkMode, SinkWriter};
-use eddy_engine::source::SourceReader;
+use eddy_engine::source::{ChangeMetadata, SourceReader};
 use eddy_engine::state::StateSnapshot;
 
 use crate::config::ConnectorConfig;
@@ -134,6 +136,25 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
     /// only where it acts.
     fn uses_filter(&self) -> bool {
         false
+    }
+
+    /// Whether a source table with `options` reads a table's changes
+    /// keyed by its primary key (upserts and deletes by key); see
+    /// [`eddy_engine::graph::ConnectorFacts::reads_changes_by_key`].
+    fn reads_changes_by_key(&self, _options: &BTreeMap<String, String>) -> bool {
+        false
+    }
+
+    /// Whether its records carry a key beside the value (an upsert
+    /// format reads it as the row's primary key).
+    fn records_have_keys(&self) -> bool {
+        false
+    }
+
+    /// The metadata its tables can declare as columns, by key, beyond
+    /// their format's.
+    fn metadata_keys(&self) -> &'static [(&'static str, ChangeMetadata)] {
+        &[]
     }
 
     /// Whether the sink writes an updating query's changes (row kinds,

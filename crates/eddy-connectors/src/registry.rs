@@ -15,6 +15,7 @@
 //! assert!(registry.reference().contains("## generator"));
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use eddy_engine::graph::ConnectorSpec;
@@ -184,12 +185,29 @@ impl Registry {
     }
 }
 
-/// The planner asks which connectors' tables a lookup join reads by key:
-/// those that play [`Role::Lookup`].
+/// The planner's questions, answered by the connector a table names: a
+/// lookup join reads by key the tables of connectors that play
+/// [`Role::Lookup`]; the rest each connector says of itself.
 impl eddy_engine::graph::ConnectorFacts for Registry {
     fn looked_up_by_key(&self, connector: &str) -> bool {
         self.get(connector)
             .is_some_and(|c| c.options(Role::Lookup).is_some())
+    }
+
+    fn reads_changes_by_key(&self, connector: &str, options: &BTreeMap<String, String>) -> bool {
+        self.get(connector)
+            .is_some_and(|c| c.reads_changes_by_key(options))
+    }
+
+    fn records_have_keys(&self, connector: &str) -> bool {
+        self.get(connector).is_some_and(|c| c.records_have_keys())
+    }
+
+    fn metadata_keys(
+        &self,
+        connector: &str,
+    ) -> &'static [(&'static str, eddy_engine::source::ChangeMetadata)] {
+        self.get(connector).map_or(&[], |c| c.metadata_keys())
     }
 }
 

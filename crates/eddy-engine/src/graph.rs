@@ -22,7 +22,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use crate::error::{EngineError, Result};
 use crate::operator::OperatorPlan;
 use crate::sink::{SinkMode, SinkWriter};
-use crate::source::{SourceLayout, SourceReader};
+use crate::source::{ChangeMetadata, SourceLayout, SourceReader};
 use crate::state::StateSnapshot;
 
 /// Index of a node in [`JobGraph::nodes`].
@@ -140,6 +140,29 @@ pub trait ConnectorFacts: Send + Sync + std::fmt::Debug {
     /// processing-time column is read by key as probe rows come (a
     /// database table: [`crate::lookup`]) rather than streamed in whole.
     fn looked_up_by_key(&self, connector: &str) -> bool;
+
+    /// Whether a source table of `connector` with `options` reads a
+    /// table's changes keyed by its primary key — upserts and deletes by
+    /// key, as a database's change stream gives them — which the planner
+    /// turns into a changelog (a `changelog_normalize` step behind the
+    /// source); `false`: rows as its format reads them.
+    fn reads_changes_by_key(&self, _connector: &str, _options: &BTreeMap<String, String>) -> bool {
+        false
+    }
+
+    /// Whether a record of `connector` carries a key beside its value (a
+    /// Kafka record), which an upsert format (`upsert-json`) reads as the
+    /// row's primary key.
+    fn records_have_keys(&self, _connector: &str) -> bool {
+        false
+    }
+
+    /// The metadata a table of `connector` can declare as columns
+    /// (`METADATA FROM 'key'`), by key, beyond its format's (a Debezium
+    /// envelope's); none by default.
+    fn metadata_keys(&self, _connector: &str) -> &'static [(&'static str, ChangeMetadata)] {
+        &[]
+    }
 }
 
 impl NodeKind {

@@ -170,6 +170,10 @@ impl Connector for KafkaConnector {
         })
     }
 
+    fn records_have_keys(&self) -> bool {
+        true
+    }
+
     fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
         let values = OptionValues::new(&spec.options);
         if values.text("format") != Some(exchange::FORMAT) {

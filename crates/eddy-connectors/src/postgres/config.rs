@@ -7,6 +7,7 @@
 //! environment variable `NAME`, so no secret need be written into the SQL;
 //! the password is never shown (`eddy explain` and the API print `***`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use eddy_engine::graph::ConnectorSpec;
@@ -101,6 +102,15 @@ impl std::fmt::Debug for CdcConfig {
 }
 
 impl CdcConfig {
+    /// Whether a table's options read its rows and then end (`scan.startup.mode
+    /// = 'snapshot'`): each row an insert, no changes.
+    pub fn snapshot_only(options: &BTreeMap<String, String>) -> bool {
+        OptionValues::new(options)
+            .word("scan.startup.mode")
+            .as_deref()
+            == Some("snapshot")
+    }
+
     /// Reads a table's options (already checked by kind), the password
     /// resolved.
     pub fn of(spec: &ConnectorSpec) -> Result<Self> {
@@ -162,7 +172,7 @@ impl CdcConfig {
                 .unwrap_or(DEFAULT_PUBLICATION)
                 .to_string(),
             snapshot: o.word("scan.startup.mode").as_deref() != Some("latest-offset"),
-            snapshot_only: o.word("scan.startup.mode").as_deref() == Some("snapshot"),
+            snapshot_only: Self::snapshot_only(&spec.options),
             chunk_rows: if incremental { chunk_rows } else { u64::MAX },
             poll: Duration::from_millis(50),
         })

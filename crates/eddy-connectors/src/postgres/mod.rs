@@ -50,13 +50,13 @@ pub mod snapshot;
 pub mod table;
 pub mod text_columns;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use eddy_engine::graph::ConnectorSpec;
 use eddy_engine::lookup::{LookupSource, LookupTable};
 use eddy_engine::sink::{SinkMode, SinkWriter};
-use eddy_engine::source::SourceReader;
+use eddy_engine::source::{ChangeMetadata, SourceReader};
 use eddy_engine::state::StateSnapshot;
 
 use crate::config::ConnectorConfig;
@@ -99,6 +99,15 @@ impl Connector for PostgresCdcConnector {
 
     fn options(&self, role: Role) -> Option<&'static [OptionDecl]> {
         (role == Role::Source).then_some(config::OPTIONS)
+    }
+
+    /// Changes by primary key, unless the table is only read once.
+    fn reads_changes_by_key(&self, options: &BTreeMap<String, String>) -> bool {
+        !CdcConfig::snapshot_only(options)
+    }
+
+    fn metadata_keys(&self) -> &'static [(&'static str, ChangeMetadata)] {
+        &ChangeMetadata::POSTGRES_CDC_KEYS
     }
 
     fn check(&self, _config: &ConnectorConfig, spec: &ConnectorSpec, _role: Role) -> Result<()> {

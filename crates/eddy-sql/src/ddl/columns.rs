@@ -18,6 +18,7 @@ use eddy_engine::source::{ComputedColumn, SourceColumn};
 use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::MetadataColumn;
 use crate::error::{Position, Result, SqlError};
+use eddy_engine::graph::ConnectorFacts;
 use eddy_engine::source::ChangeMetadata;
 
 /// The type the statement reader gives Flink's `col AS expr` columns: the
@@ -280,19 +281,18 @@ impl ColumnDefs {
 }
 
 /// The metadata keys a table's records carry, and whose they are: a
-/// Debezium envelope's, or a PostgreSQL change's (`postgres-cdc`); none
-/// for other tables.
+/// Debezium envelope's, or those its connector knows (`facts`: a
+/// PostgreSQL change's for `postgres-cdc`); none for other tables.
 pub(super) fn metadata_keys(
     debezium: bool,
     connector: &str,
-) -> Option<(&'static [(&'static str, ChangeMetadata)], &'static str)> {
+    facts: Option<&dyn ConnectorFacts>,
+) -> Option<(&'static [(&'static str, ChangeMetadata)], String)> {
     if debezium {
-        Some((&ChangeMetadata::KEYS, "a Debezium"))
-    } else if connector == "postgres-cdc" {
-        Some((&ChangeMetadata::POSTGRES_CDC_KEYS, "a postgres-cdc"))
-    } else {
-        None
+        return Some((&ChangeMetadata::KEYS, "a Debezium".to_string()));
     }
+    let keys = facts.map_or(&[][..], |f| f.metadata_keys(connector));
+    (!keys.is_empty()).then(|| (keys, format!("a {connector}")))
 }
 
 /// Metadata columns are read from a Debezium envelope or a PostgreSQL

@@ -72,7 +72,8 @@ mod event_time;
 mod options;
 
 /// Builds a [`TableDef`] from a parsed `CREATE TABLE`: its options and
-/// connector ([`options`]), its columns ([`columns`]), its event time and
+/// connector ([`options`]), its columns ([`columns`], metadata ones as
+/// its format or connector (`facts`) knows them), its event time and
 /// source policies ([`event_time`]), its primary key.
 pub fn table_def(
     ctx: &SessionContext,
@@ -80,6 +81,7 @@ pub fn table_def(
     create: &CreateTable,
     watermark: Option<&WatermarkClause>,
     metadata_columns: &[crate::dialect::statements::MetadataColumn],
+    facts: Option<&dyn eddy_engine::graph::ConnectorFacts>,
     position: &Position,
 ) -> Result<TableDef> {
     let case = IdentifierCase::of(state.config_options());
@@ -101,13 +103,18 @@ pub fn table_def(
     let watermark = options::watermark(watermark, &arroyo, position)?;
     let connector = options::connector(&mut options, &name, watermark.is_some(), position)?;
     let debezium = options::is_debezium(&options);
-    let metadata_keys = columns::metadata_keys(debezium, &connector);
-    columns::check_metadata_columns(metadata_columns, metadata_keys)?;
+    let metadata_keys = columns::metadata_keys(debezium, &connector, facts);
+    columns::check_metadata_columns(
+        metadata_columns,
+        metadata_keys
+            .as_ref()
+            .map(|(keys, whose)| (*keys, whose.as_str())),
+    )?;
     let columns = columns::ColumnDefs::of(create, case).plan(
         &planner,
         state,
         metadata_columns,
-        metadata_keys.map(|(keys, _)| keys),
+        metadata_keys.as_ref().map(|(keys, _)| *keys),
         debezium,
         arroyo.unstructured,
         &name,

@@ -1,7 +1,10 @@
 //! Source tables that are change feeds: `format = 'debezium-json'`,
-//! upsert Kafka topics, `format = 'upsert-json'`, and PostgreSQL tables
-//! read by `connector = 'postgres-cdc'` (whose reader sends upserts and
-//! deletes by the primary key, as an upsert topic's records are).
+//! upsert topics (`format = 'upsert-json'` on a connector whose records
+//! have keys), and tables of a connector that reads a table's changes by
+//! key (`postgres-cdc`, whose reader sends upserts and deletes by the
+//! primary key, as an upsert topic's records are). The connectors say
+//! which they are ([`ConnectorFacts`]); without them every table is read
+//! as its format says.
 //!
 //! In: a declared table. Out, for a change feed: the layout its source node
 //! runs (the row-kind column appended to its physical and output columns,
@@ -21,6 +24,7 @@
 //! late `-U` dropped would leave its old row behind).
 
 use eddy_engine::changelog;
+use eddy_engine::graph::ConnectorFacts;
 use eddy_engine::source::{SourceColumn, SourceLayout};
 
 use super::stream::Changelog;
@@ -34,9 +38,6 @@ const DEBEZIUM_JSON: &str = "debezium-json";
 /// primary key, each the key's new value, a tombstone a delete).
 const UPSERT_JSON: &str = "upsert-json";
 
-/// The connector that reads a PostgreSQL table's changes by key.
-const POSTGRES_CDC: &str = "postgres-cdc";
-
 /// A change feed's source layout and stream facts.
 pub(super) struct ChangeFeed {
     pub layout: SourceLayout,
@@ -46,40 +47,35 @@ pub(super) struct ChangeFeed {
     pub upsert: bool,
 }
 
-/// The change feed `def` declares, if it is one.
-pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
+/// The change feed `def` declares, if it is one; `facts`: what its
+/// connector says of itself (`None`: nothing, every table read as its
+/// format says).
+pub(super) fn of(def: &TableDef, facts: Option<&dyn ConnectorFacts>) -> Result<Option<ChangeFeed>> {
     let format = def
         .options
         .get("format")
         .map(|f| f.trim().to_ascii_lowercase());
-    // A snapshot-only table is read once, each row an insert: a plain
-    // (append-only, bounded) table.
-    let snapshot_only = def
-        .options
-        .get("scan.startup.mode")
-        .is_some_and(|m| m.trim().eq_ignore_ascii_case("snapshot"));
-    if def.connector == POSTGRES_CDC && snapshot_only {
-        return Ok(None);
-    }
-    let postgres = def.connector == POSTGRES_CDC;
-    if postgres && def.primary_key.is_empty() {
+    // A table read once (a snapshot-only database table) is not one: each
+    // row an insert, a plain (append-only, bounded) table.
+    let by_key = facts.is_some_and(|f| f.reads_changes_by_key(&def.connector, &def.options));
+    if by_key && def.primary_key.is_empty() {
         return Err(SqlError::at(
             &def.position,
             format!(
-                "table '{}' reads PostgreSQL changes (connector '{POSTGRES_CDC}'), which are keyed by the table's primary key: declare it, PRIMARY KEY (...) NOT ENFORCED",
-                def.name
+                "table '{}' reads a table's changes (connector '{}'), which are keyed by the table's primary key: declare it, PRIMARY KEY (...) NOT ENFORCED",
+                def.name, def.connector
             ),
         ));
     }
-    let upsert = format.as_deref() == Some(UPSERT_JSON) || postgres;
+    let upsert = format.as_deref() == Some(UPSERT_JSON) || by_key;
     if format.as_deref() != Some(DEBEZIUM_JSON) && !upsert {
         return Ok(None);
     }
-    if upsert && !postgres {
-        if def.connector != "kafka" {
+    if upsert && !by_key {
+        if !facts.is_some_and(|f| f.records_have_keys(&def.connector)) {
             return Err(SqlError::at(
                 &def.position,
-                format!("format '{UPSERT_JSON}' reads an upsert Kafka topic: use it with connector = 'kafka'"),
+                format!("format '{UPSERT_JSON}' reads an upsert topic, whose records have keys: use it with connector = 'kafka'"),
             ));
         }
         let key = def.options.get("key_column").map(|k| k.to_lowercase());
@@ -95,7 +91,7 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ));
         }
     }
-    if upsert && !postgres && def.layout.event_time.is_some() {
+    if upsert && !by_key && def.layout.event_time.is_some() {
         return Err(SqlError::at(
             &def.position,
             format!(
@@ -104,8 +100,8 @@ pub(super) fn of(def: &TableDef) -> Result<Option<ChangeFeed>> {
             ),
         ));
     }
-    let read_as = if postgres {
-        format!("connector '{POSTGRES_CDC}'")
+    let read_as = if by_key {
+        format!("connector '{}'", def.connector)
     } else if upsert {
         format!("format '{UPSERT_JSON}'")
     } else {

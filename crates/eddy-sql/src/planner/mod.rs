@@ -555,6 +555,7 @@ impl Compiler {
                     &create,
                     parsed.watermark.as_ref(),
                     &parsed.metadata_columns,
+                    self.connector_facts.as_deref(),
                     &position,
                 )?;
                 self.register(&def.name, def.schema(), &position)?;
@@ -1086,7 +1087,7 @@ impl Compiler {
                 ),
             ));
         }
-        let feed = change_feed::of(&def)?;
+        let feed = change_feed::of(&def, self.connector_facts.as_deref())?;
         self.source_scans.scanned(name, feed.is_some());
         let layout = match &feed {
             Some(feed) => feed.layout.clone(),
