@@ -177,7 +177,7 @@ impl Compiler {
                             .map_or((span.start.line, span.start.column), |(offset, column)| {
                                 (span.start.line + offset, column)
                             });
-                        self.current_map.position(line, column)
+                        self.statement.map.position(line, column)
                     })
                     .unwrap_or_else(|| position.clone());
                 return Err(SqlError::at(&at, e.to_string()));

@@ -11,12 +11,10 @@
 
 use datafusion::logical_expr::LogicalPlan;
 
+use super::statement_text::StatementText;
 use super::stream::Stream;
 use super::Compiler;
-use crate::dialect::statements::Words;
-use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
-use crate::params::SourceMap;
 
 /// A table without a connector and the queries inserting into it.
 #[derive(Clone)]
@@ -33,9 +31,7 @@ pub(super) struct MemoryTable {
 pub(super) struct MemoryInsert {
     pub plan: LogicalPlan,
     pub position: Position,
-    pub map: SourceMap,
-    pub words: Words,
-    pub temporal: Vec<TemporalJoin>,
+    pub text: StatementText,
 }
 
 impl Compiler {
@@ -72,15 +68,10 @@ impl Compiler {
         let mut failed = None;
         for insert in &table.inserts {
             // Errors inside an insert point into it.
-            let outer_map = std::mem::replace(&mut self.current_map, insert.map.clone());
-            let outer_words = std::mem::replace(&mut self.current_words, insert.words.clone());
-            let outer_temporal =
-                std::mem::replace(&mut self.current_temporal, insert.temporal.clone());
-            self.note_columns_read(&insert.plan);
-            let planned = self.plan_stream(&insert.plan, &insert.position);
-            self.current_map = outer_map;
-            self.current_words = outer_words;
-            self.current_temporal = outer_temporal;
+            let planned = self.within(insert.text.clone(), |c| {
+                c.note_columns_read(&insert.plan);
+                c.plan_stream(&insert.plan, &insert.position)
+            });
             match planned {
                 Ok(stream) => streams.push(stream),
                 Err(e) => {

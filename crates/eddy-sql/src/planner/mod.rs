@@ -56,6 +56,7 @@ mod processing_time;
 mod pushdown;
 mod rank;
 mod sort;
+mod statement_text;
 mod stream;
 mod unnest;
 mod updating;
@@ -82,13 +83,13 @@ use crate::context::new_session;
 use crate::ddl::{table_def, TableDef};
 use crate::dialect::hints::QueryUid;
 use crate::dialect::identifiers::IdentifierCase;
-use crate::dialect::statements::{parse_file, ParsedStatement, Words};
-use crate::dialect::temporal_joins::TemporalJoin;
+use crate::dialect::statements::{parse_file, ParsedStatement};
 use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
 use eddy_engine::source::bad_rows::bad_row_schema;
 use eddy_python::{PythonConfig, PythonRuntime};
+use statement_text::StatementText;
 use stream::{Endpoint, Stream, TimeAttr};
 
 /// A SQL file to compile.
@@ -220,12 +221,8 @@ struct Output {
     sink: String,
     plan: LogicalPlan,
     position: Position,
-    /// Maps positions in the statement's (substituted) text back to its file.
-    map: SourceMap,
-    /// The statement's words, to point errors at their construct.
-    words: Words,
-    /// Its `FOR SYSTEM_TIME AS OF` clauses.
-    temporal: Vec<TemporalJoin>,
+    /// Where the statement was written.
+    text: StatementText,
     /// Where `EMIT ON WINDOW CLOSE` is written, if it is.
     emit_on_window_close: Option<Position>,
     /// Its `/*+ uid('...') */` name.
@@ -237,9 +234,7 @@ struct Output {
 struct View {
     plan: LogicalPlan,
     position: Position,
-    map: SourceMap,
-    words: Words,
-    temporal: Vec<TemporalJoin>,
+    text: StatementText,
     emit_on_window_close: Option<Position>,
     /// What its operators are named by (`view <name>`, or `uid <name>`
     /// from a hint).
@@ -274,6 +269,19 @@ fn case_hint(error: &DataFusionError, case: IdentifierCase) -> Option<String> {
     })
 }
 
+/// What the step above a plan asks of it while it is planned: passed
+/// down as an argument, one step at a time.
+#[derive(Debug, Default)]
+struct Wanted {
+    /// Above a join (a projection, through aliases): the join's output
+    /// columns the projection reads (see `plan_join`).
+    join_columns: Option<Vec<bool>>,
+    /// Above a ranking (a `WHERE rn <= N`, through projections and
+    /// aliases): the ranking the filter limits and N (see
+    /// `rank::rank_limit`).
+    rank_limit: Option<rank::RankLimit>,
+}
+
 /// Holds declarations while statements are read, then builds the graph.
 pub(crate) struct Compiler {
     ctx: SessionContext,
@@ -302,22 +310,14 @@ pub(crate) struct Compiler {
     /// `uid` hints given so far, with where.
     uids: HashMap<String, Position>,
     sinks: BTreeSet<String>,
-    current_map: SourceMap,
-    /// The words of the statement being planned (see [`Compiler::anchor`]).
-    current_words: Words,
-    /// The `FOR SYSTEM_TIME AS OF` clauses of the statement being planned.
-    current_temporal: Vec<TemporalJoin>,
+    /// Where the statement being planned was written (a view's, an
+    /// insert's, a lifted `MATCH_RECOGNIZE`'s while it is planned within).
+    statement: StatementText,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this
     /// long, bound joins of append-only streams to rows at most this far
     /// apart in event time, and let updating operators (GROUP BY, Top-N,
     /// regular joins) forget keys the watermark passed by this much.
     state_ttl_ms: Option<i64>,
-    /// While the input of a `WHERE rn <= N` is planned: the ranking the
-    /// filter limits and N (see `rank::rank_limit`).
-    rank_limit: Option<rank::RankLimit>,
-    /// While the input of a projection is planned, when it is a join: the
-    /// join's output columns the projection reads (see `plan_join`).
-    join_output_needed: Option<Vec<bool>>,
     /// How Python functions run (`None`: refused).
     python_config: Option<PythonConfig>,
     /// The job's Python functions, from the first `CREATE FUNCTION`.
@@ -361,12 +361,8 @@ impl Compiler {
             memory_planning: BTreeSet::new(),
             uids: HashMap::new(),
             sinks: BTreeSet::new(),
-            current_map: SourceMap::default(),
-            current_words: Words::default(),
-            current_temporal: Vec::new(),
+            statement: StatementText::default(),
             state_ttl_ms: None,
-            rank_limit: None,
-            join_output_needed: None,
             python_config,
             python: None,
             check_python_functions: false,
@@ -378,10 +374,21 @@ impl Compiler {
     /// being planned: an error about a construct points at it (`GROUP`,
     /// `OVER`, `JOIN`, ...), else at `fallback`.
     fn anchor(&self, fallback: &Position, words: &[&str]) -> Position {
-        self.current_words
+        self.statement
+            .words
             .find(words)
             .cloned()
             .unwrap_or_else(|| fallback.clone())
+    }
+
+    /// Runs `plan` within `text` (a view's, an insert's, a lifted
+    /// `MATCH_RECOGNIZE`'s), the statement being planned's text put back
+    /// after.
+    fn within<T>(&mut self, text: StatementText, plan: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = std::mem::replace(&mut self.statement, text);
+        let out = plan(self);
+        self.statement = outer;
+        out
     }
 
     /// `CREATE VIEW v (a, b) AS ...`: the query's columns renamed, in
@@ -431,7 +438,8 @@ impl Compiler {
             .diagnostic()
             .and_then(|d| d.span)
             .map(|span| {
-                self.current_map
+                self.statement
+                    .map
                     .position(span.start.line, span.start.column)
             })
             .unwrap_or_else(|| fallback.clone());
@@ -530,8 +538,8 @@ impl Compiler {
     }
 
     fn add_statement(&mut self, mut parsed: ParsedStatement, map: &SourceMap) -> Result<()> {
-        self.current_map = map.clone();
-        self.current_words = parsed.words.clone();
+        let text = StatementText::of(&parsed, map);
+        self.statement = text.clone();
         let position = parsed.position.clone();
         self.lift_match_recognize(&mut parsed.statement, &position)?;
         if let (Some(uid), false) = (
@@ -596,9 +604,7 @@ impl Compiler {
                     View {
                         plan,
                         position: position.clone(),
-                        map: map.clone(),
-                        words: parsed.words.clone(),
-                        temporal: parsed.temporal_joins.clone(),
+                        text: text.clone(),
                         emit_on_window_close: parsed.emit_on_window_close.clone(),
                         named,
                     },
@@ -647,9 +653,7 @@ impl Compiler {
                     memory.inserts.push(memory_table::MemoryInsert {
                         plan: input.as_ref().clone(),
                         position,
-                        map: map.clone(),
-                        words: parsed.words.clone(),
-                        temporal: parsed.temporal_joins.clone(),
+                        text: text.clone(),
                     });
                     return Ok(());
                 }
@@ -658,9 +662,7 @@ impl Compiler {
                     sink,
                     plan: input.as_ref().clone(),
                     position,
-                    map: map.clone(),
-                    words: parsed.words.clone(),
-                    temporal: parsed.temporal_joins.clone(),
+                    text: text.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
                     uid,
                 });
@@ -699,9 +701,7 @@ impl Compiler {
                     sink,
                     plan,
                     position,
-                    map: map.clone(),
-                    words: parsed.words.clone(),
-                    temporal: parsed.temporal_joins.clone(),
+                    text: text.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
                     uid,
                 });
@@ -945,9 +945,7 @@ impl Compiler {
         let outputs = std::mem::take(&mut self.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
         for output in &outputs {
-            self.current_map = output.map.clone();
-            self.current_words = output.words.clone();
-            self.current_temporal = output.temporal.clone();
+            self.statement = output.text.clone();
             let first = self.graph.nodes.len();
             self.note_columns_read(&output.plan);
             let mut stream = self.plan_stream(&output.plan, &output.position)?;
@@ -1308,9 +1306,22 @@ impl Compiler {
 
     /// Translates a logical plan into a stream.
     fn plan_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
+        self.plan_input(plan, position, Wanted::default())
+    }
+
+    /// Translates a logical plan into a stream for the step above it,
+    /// which asks `wanted` of it.
+    fn plan_input(
+        &mut self,
+        plan: &LogicalPlan,
+        position: &Position,
+        wanted: Wanted,
+    ) -> Result<Stream> {
         let state = self.ctx.state();
-        // Only a join right below the projection that set it reads this.
-        let join_needed = self.join_output_needed.take();
+        let Wanted {
+            join_columns: join_needed,
+            rank_limit,
+        } = wanted;
         match plan {
             LogicalPlan::TableScan(scan) => {
                 let name = scan.table_name.table().to_string();
@@ -1326,16 +1337,11 @@ impl Compiler {
                     matched
                 } else if let Some(view) = self.views.get(&name).cloned() {
                     // Errors inside the view point into the view.
-                    let outer_map = std::mem::replace(&mut self.current_map, view.map);
-                    let outer_words = std::mem::replace(&mut self.current_words, view.words);
-                    let outer_temporal = std::mem::replace(&mut self.current_temporal, view.temporal);
                     let first = self.graph.nodes.len();
-                    self.note_columns_read(&view.plan);
-                    let planned = self.plan_stream(&view.plan, &view.position);
-                    self.current_map = outer_map;
-                    self.current_words = outer_words;
-                    self.current_temporal = outer_temporal;
-                    let mut stream = planned?;
+                    let mut stream = self.within(view.text, |c| {
+                        c.note_columns_read(&view.plan);
+                        c.plan_stream(&view.plan, &view.position)
+                    })?;
                     check_emit_on_window_close(&stream, view.emit_on_window_close.as_ref())?;
                     stream.materialize(&mut self.graph);
                     self.name_operators(first, &view.named);
@@ -1376,10 +1382,12 @@ impl Compiler {
                 Ok(stream)
             }
             LogicalPlan::Projection(projection) => {
-                self.join_output_needed = columns_read_of_a_join(&projection.expr, &projection.input);
-                let planned = self.plan_stream(&projection.input, position);
-                self.join_output_needed = None;
-                let mut stream = planned?;
+                // A `WHERE rn <= N` above reaches through to its ranking.
+                let wanted = Wanted {
+                    join_columns: columns_read_of_a_join(&projection.expr, &projection.input),
+                    rank_limit,
+                };
+                let mut stream = self.plan_input(&projection.input, position, wanted)?;
                 // Window bounds over a PROCTIME() column (a window table
                 // function read row by row, as window deduplication does):
                 // that column becomes the time attribute, on the wall clock.
@@ -1422,7 +1430,7 @@ impl Compiler {
                         return self.plan_join(&merged, position, join_needed);
                     }
                 }
-                self.rank_limit = rank::rank_limit(filter);
+                let rank_limit = rank::rank_limit(filter);
                 let subquery = datafusion::common::tree_node::TreeNode::exists(&filter.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(false);
                 if subquery {
                     // A correlated NOT IN's NULL rule holds per outer row
@@ -1454,7 +1462,6 @@ impl Compiler {
                             "this subquery in WHERE is not supported on streams: IN, EXISTS and NOT EXISTS work at the top of the condition (ANDed), correlated by equalities; a scalar subquery does not",
                         ));
                     }
-                    self.rank_limit = None;
                     return self.plan_stream(&rewritten.data, position);
                 }
                 if let Some((table, condition)) = pushdown::usable_condition(filter, &self.tables) {
@@ -1462,8 +1469,11 @@ impl Compiler {
                         self.source_scans.filtered(&table, condition);
                     }
                 }
-                let mut stream = self.plan_stream(&filter.input, position)?;
-                self.rank_limit = None;
+                let wanted = Wanted {
+                    join_columns: None,
+                    rank_limit,
+                };
+                let mut stream = self.plan_input(&filter.input, position, wanted)?;
                 let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
                     .map_err(|e| self.df_error(position, e))?;
                 // A filter over a changelog must pass a retraction as it
@@ -1475,8 +1485,11 @@ impl Compiler {
                 Ok(stream)
             }
             LogicalPlan::SubqueryAlias(alias) => {
-                self.join_output_needed = join_needed;
-                let mut stream = self.plan_stream(&alias.input, position)?;
+                let wanted = Wanted {
+                    join_columns: join_needed,
+                    rank_limit,
+                };
+                let mut stream = self.plan_input(&alias.input, position, wanted)?;
                 stream.schema = alias.schema.clone();
                 if let Some(lost) = stream.time_lost.as_mut().filter(|l| l.ends_with("SELECT list")) {
                     lost.push_str(&format!(" of '{}'", alias.alias));
@@ -1492,7 +1505,7 @@ impl Compiler {
                 Ok(self.union_streams(streams, union.schema.clone()))
             }
             LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
-            LogicalPlan::Window(window) => self.plan_over(window, position),
+            LogicalPlan::Window(window) => self.plan_over(window, position, rank_limit),
             LogicalPlan::Sort(sort) => self.plan_sort(sort, position),
             LogicalPlan::Unnest(unnest) => self.plan_unnest(unnest, position),
             LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),

@@ -22,6 +22,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::operators::over::{Frame, OverFunction, OverPlan, RunningAggregate};
 
+use super::rank::RankLimit;
 use super::stream::{add_operator, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
@@ -36,20 +37,23 @@ fn constant(expr: &Expr) -> Option<&ScalarValue> {
 }
 
 impl Compiler {
-    pub(super) fn plan_over(&mut self, window: &Window, position: &Position) -> Result<Stream> {
-        // The bound of a `WHERE rn <= N` above is this window's: keep it
-        // from filters planned below.
-        let limit = self.rank_limit.take();
+    /// `window` (an OVER), bounded by `limit` when a `WHERE rn <= N` above
+    /// limits one of its rankings.
+    pub(super) fn plan_over(
+        &mut self,
+        window: &Window,
+        position: &Position,
+        limit: Option<RankLimit>,
+    ) -> Result<Stream> {
         let mut input = self.plan_stream(&window.input, position)?;
-        self.rank_limit = limit;
-        if let Some(ranking) = super::rank::stream_ranking(self, window, &input) {
+        if let Some(ranking) = super::rank::stream_ranking(window, &input, limit.as_ref()) {
             return self.plan_stream_rank(window, input, ranking, position);
         }
         if let (None, Some(time)) = (&input.changelog, input.time) {
             if let Some(ranking) =
                 super::rank::rank_functions(window, &input.schema, time.column, &input.windows)
             {
-                return self.plan_window_rank(window, input, time, ranking, position);
+                return self.plan_window_rank(window, input, time, ranking, limit, position);
             }
         }
         // In event-time order over an append-only stream, rows go out final

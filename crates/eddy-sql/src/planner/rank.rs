@@ -221,11 +221,11 @@ pub(super) struct StreamRanking {
 /// the input's event time, bounded by the `WHERE` above it; and not the
 /// keep-first deduplication on event time that OVER runs append-only.
 pub(super) fn stream_ranking(
-    compiler: &Compiler,
     window: &Window,
     input: &Stream,
+    bound: Option<&RankLimit>,
 ) -> Option<StreamRanking> {
-    let bound = compiler.rank_limit.clone()?;
+    let bound = bound?;
     let (functions, first) = rankings(window)?;
     if let Some(time) = input.time {
         if input.changelog.is_none()
@@ -261,6 +261,7 @@ impl Compiler {
         mut input: Stream,
         time: TimeAttr,
         ranking: RankWindow,
+        limit: Option<RankLimit>,
         position: &Position,
     ) -> Result<Stream> {
         let RankWindow {
@@ -274,7 +275,7 @@ impl Compiler {
         // prefix of each partition in rank order, so every function's values
         // on the kept rows are what they would be over all rows.
         let first_output = input_schema.fields().len();
-        let limit = self.rank_limit.take().and_then(|bound| {
+        let limit = limit.and_then(|bound| {
             let index = (first_output..window.schema.fields().len())
                 .find(|&i| *window.schema.field(i).name() == bound.column)?;
             matches!(
@@ -318,7 +319,6 @@ impl Compiler {
         ranking: StreamRanking,
         position: &Position,
     ) -> Result<Stream> {
-        self.rank_limit = None;
         let input_schema = input.schema.clone();
         let params = window
             .window_expr

@@ -136,7 +136,8 @@ impl Compiler {
             }
             _ => return None,
         };
-        self.current_temporal
+        self.statement
+            .temporal
             .iter()
             .find(|c| c.table == name)
             .cloned()

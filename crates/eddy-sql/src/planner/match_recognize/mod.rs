@@ -41,6 +41,7 @@ use eddy_engine::operators::match_recognize::{AfterMatch, Condition, MatchRecogn
 
 use self::navigations::{nav_column, NavigationCutter, NavigationSpec};
 use self::pattern::to_pattern;
+use super::statement_text::StatementText;
 use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
 use crate::context::DdlContext;
@@ -48,7 +49,6 @@ use crate::dialect::identifiers::normalize;
 use crate::dialect::match_within::WITHIN_SYMBOL;
 use crate::dialect::rewrite::{parse_query, parse_table_factor};
 use crate::error::{Position, Result, SqlError};
-use crate::params::SourceMap;
 
 /// A `MATCH_RECOGNIZE` lifted out of its statement, planned into a stream
 /// where the hidden table that took its place is first read.
@@ -60,7 +60,8 @@ pub(super) struct MatchView {
     /// The output column `MATCH_ROWTIME()` fills, if any.
     rowtime_output: Option<usize>,
     position: Position,
-    map: SourceMap,
+    /// The text of the statement it was lifted from.
+    text: StatementText,
 }
 
 /// Pattern variables by their normalized names.
@@ -497,7 +498,7 @@ impl Compiler {
                 plan,
                 rowtime_output,
                 position: at.clone(),
-                map: self.current_map.clone(),
+                text: self.statement.clone(),
             },
         );
         hidden_table(&name, alias)
@@ -508,11 +509,10 @@ impl Compiler {
         let Some(view) = self.match_views.get(name).cloned() else {
             return Ok(None);
         };
-        let outer_map = std::mem::replace(&mut self.current_map, view.map.clone());
-        self.note_columns_read(&view.input);
-        let planned = self.plan_stream(&view.input, &view.position);
-        self.current_map = outer_map;
-        let mut input = planned?;
+        let mut input = self.within(view.text.clone(), |c| {
+            c.note_columns_read(&view.input);
+            c.plan_stream(&view.input, &view.position)
+        })?;
         let fail =
             |message: String| SqlError::at(&view.position, format!("MATCH_RECOGNIZE: {message}"));
         input.append_only("MATCH_RECOGNIZE").map_err(fail)?;
