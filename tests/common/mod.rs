@@ -239,7 +239,7 @@ pub fn datafusion_json_lines(
         .expect("runtime");
     runtime.block_on(async {
         let ctx = SessionContext::new();
-        eddy_sql::udaf::register_all(&ctx);
+        eddy_sql::functions::register_all(&ctx);
         for (name, path, schema) in tables {
             let options = JsonReadOptions::default().schema(schema).file_extension("");
             ctx.register_json(*name, *path, options)

@@ -26,7 +26,7 @@ pub fn new_session() -> SessionContext {
     config.options_mut().sql_parser.collect_spans = true;
     config.options_mut().sql_parser.enable_ident_normalization = true;
     let ctx = SessionContext::new_with_config(config);
-    crate::udaf::register_all(&ctx);
+    crate::functions::register_all(&ctx);
     ctx
 }
 

@@ -8,7 +8,8 @@
 //!   Flink's and Arroyo's SQL (`WATERMARK FOR`, `FOR SYSTEM_TIME AS OF`, group
 //!   windows, ...) in DataFusion's terms;
 //! - [`ddl`]: `CREATE TABLE` into table definitions (computed columns, event time);
-//! - [`udf`]: the `tumble` and `hop` window functions;
+//! - [`functions`]: eddy's SQL functions, one home, by dialect (windows,
+//!   running statistics, Flink's, Arroyo's);
 //! - [`planner`]: DataFusion logical plans into streaming operators.
 //!
 //! Every user error is a [`SqlError`] naming file, line and column.
@@ -17,11 +18,10 @@ pub mod context;
 pub mod ddl;
 pub mod dialect;
 pub mod error;
+pub mod functions;
 pub mod params;
 pub mod planner;
 pub mod side_streams;
-pub mod udaf;
-pub mod udf;
 
 pub use error::{Position, Result, SqlError};
 pub use planner::{compile, compile_with, CompileOptions, CompiledJob, SqlFile};

@@ -136,7 +136,7 @@ pub fn run(
         for (table, path, stream) in files {
             register_stream(&ctx, table, &show(path), stream).await?;
         }
-        for udaf in eddy_sql::udaf::aggregate_functions() {
+        for udaf in eddy_sql::functions::running_stats::aggregate_functions() {
             ctx.register_udaf(udaf);
         }
         ctx.sql(batch_sql).await

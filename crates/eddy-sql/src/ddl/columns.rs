@@ -261,8 +261,8 @@ impl ColumnDefs {
                         .clone()
                         .with_data_type(data_type)
                         .with_nullable(true);
-                    if crate::dialect::flink_functions::is_proctime_call(&logical) {
-                        out = crate::dialect::flink_functions::mark_proctime(out);
+                    if crate::functions::flink::is_proctime_call(&logical) {
+                        out = crate::functions::flink::mark_proctime(out);
                     }
                     output_fields.push(out.clone());
                     columns.push(SourceColumn::Computed(ComputedColumn {

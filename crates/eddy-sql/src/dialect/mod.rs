@@ -12,10 +12,8 @@
 //! - [`flink_windows`]: Flink's legacy group windows (`TUMBLE(ts, ...)` in
 //!   GROUP BY, `TUMBLE_START`, ...) and `TABLE t` window arguments
 //!   rewritten to eddy's window functions;
-//! - [`functions`]: `CREATE [AGGREGATE] FUNCTION ... LANGUAGE PYTHON`'s
+//! - [`create_function`]: `CREATE [AGGREGATE] FUNCTION ... LANGUAGE PYTHON`'s
 //!   `AGGREGATE` and `WITH (...)` cut out for sqlparser;
-//! - [`flink_functions`]: functions Flink users reach for, with Flink's
-//!   meaning (`MOD`, `TO_TIMESTAMP_LTZ`, `PROCTIME()`, ...);
 //! - [`output_names`]: Flink's short names for unaliased function columns;
 //! - [`unnest_joins`]: Flink's `CROSS JOIN UNNEST(t.arr) AS u(x)` rewritten
 //!   into the projection DataFusion plans as an `Unnest`;
@@ -28,16 +26,13 @@
 //! In: substituted SQL text. Out: sqlparser statements in DataFusion's
 //! dialect, with positions, and the clauses cut from them.
 
-pub mod arroyo_json;
 pub mod arroyo_tables;
-pub mod flink_functions;
+pub mod create_function;
 pub mod flink_types;
 pub mod flink_windows;
-pub mod functions;
 pub mod hints;
 pub mod identifiers;
 pub mod match_within;
-pub mod median;
 pub mod output_names;
 pub mod rewrite;
 pub mod row_types;

@@ -60,7 +60,7 @@ pub struct ParsedStatement {
     /// Its `/*+ uid('name') */` hint.
     pub uid: Option<crate::dialect::hints::QueryUid>,
     /// A `CREATE FUNCTION`'s clauses beyond PostgreSQL's form.
-    pub function: Option<crate::dialect::functions::FunctionClauses>,
+    pub function: Option<crate::dialect::create_function::FunctionClauses>,
 }
 
 /// A column read from its record's metadata: `col TYPE METADATA FROM 'key'`.
@@ -227,7 +227,8 @@ fn parse_one(
         ));
     }
     let uid = crate::dialect::hints::query_uid(&tokens, map)?;
-    if let Some((tokens, clauses)) = crate::dialect::functions::cut_function_clauses(&tokens, map)?
+    if let Some((tokens, clauses)) =
+        crate::dialect::create_function::cut_function_clauses(&tokens, map)?
     {
         let statement = parse_whole(tokens, map, &position, dialect)?;
         return Ok(Some(ParsedStatement {
@@ -256,9 +257,9 @@ fn parse_one(
     let (tokens, temporal_joins) = crate::dialect::temporal_joins::cut_temporal_joins(tokens)
         .map_err(|(line, column, message)| SqlError::at(&map.position(line, column), message))?;
     let tokens = crate::dialect::match_within::move_within(tokens);
-    let tokens = crate::dialect::flink_functions::renames::map_literals(tokens);
-    let tokens = crate::dialect::flink_functions::json_build::drop_json_object_keys(
-        crate::dialect::flink_functions::json_build::cut_is_json(tokens),
+    let tokens = crate::functions::flink::renames::map_literals(tokens);
+    let tokens = crate::functions::flink::json_build::drop_json_object_keys(
+        crate::functions::flink::json_build::cut_is_json(tokens),
     );
     let mut statement = parse_whole(tokens, map, &position, dialect)?;
     window_tvfs.extend(crate::dialect::flink_windows::cut_function_tvfs(
@@ -275,9 +276,9 @@ fn parse_one(
         SqlError::at(&at, e)
     })?;
     crate::dialect::output_names::name_function_columns(&mut statement);
-    crate::dialect::flink_functions::renames::rename_functions(&mut statement);
-    crate::dialect::flink_functions::json_build::rewrite_json_functions(&mut statement);
-    crate::dialect::arroyo_json::bind_json_operators(&mut statement);
+    crate::functions::flink::renames::rename_functions(&mut statement);
+    crate::functions::flink::json_build::rewrite_json_functions(&mut statement);
+    crate::functions::arroyo_json::bind_json_operators(&mut statement);
     Ok(Some(ParsedStatement {
         statement,
         position,

@@ -23,7 +23,7 @@ use eddy_engine::window::WindowSpec;
 use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use crate::udf::{session_gap, window_spec, window_time_argument};
+use crate::functions::windows::{session_gap, window_spec, window_time_argument};
 
 /// The window of a GROUP BY.
 enum Window {

@@ -52,7 +52,8 @@ impl Compiler {
             }
             LogicalPlan::Aggregate(aggregate) => {
                 let window = aggregate.group_expr.iter().position(|e| {
-                    crate::udf::window_spec(e).is_some() || crate::udf::session_gap(e).is_some()
+                    crate::functions::windows::window_spec(e).is_some()
+                        || crate::functions::windows::session_gap(e).is_some()
                 })?;
                 let (qualifier, field) = aggregate.schema.qualified_field(window);
                 Some((plan.clone(), Column::from((qualifier, field))))

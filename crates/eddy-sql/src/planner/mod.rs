@@ -44,7 +44,6 @@
 mod aggregate;
 mod carry_time;
 mod change_feed;
-mod functions;
 mod grouping_sets;
 mod insert_names;
 mod join;
@@ -54,6 +53,7 @@ mod not_in;
 mod over;
 mod processing_time;
 mod pushdown;
+mod python_functions;
 mod rank;
 mod sort;
 mod statement_text;
@@ -793,7 +793,7 @@ impl Compiler {
             .fields()
             .iter()
             .enumerate()
-            .filter(|(_, f)| crate::dialect::arroyo_json::is_json_union(f.data_type()))
+            .filter(|(_, f)| crate::functions::arroyo_json::is_json_union(f.data_type()))
             .map(|(i, _)| i)
             .collect();
         let fields: Vec<datafusion::arrow::datatypes::Field> = plan
@@ -815,7 +815,7 @@ impl Compiler {
             })
             .collect();
         if let Some(query) = insert.source.as_mut() {
-            crate::dialect::arroyo_json::json_values_as_text(query, &unions);
+            crate::functions::arroyo_json::json_values_as_text(query, &unions);
         }
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
         if let Some(def) = self.tables.get_mut(&name) {
@@ -1635,7 +1635,7 @@ impl Compiler {
 /// A query's output columns holding JSON unions (what `->` and `json_get`
 /// return) as their JSON text: sinks write text, not unions.
 fn json_unions_as_text(plan: LogicalPlan) -> datafusion::error::Result<LogicalPlan> {
-    use crate::dialect::arroyo_json::{is_json_union, union_to_text};
+    use crate::functions::arroyo_json::{is_json_union, union_to_text};
     if !plan
         .schema()
         .fields()

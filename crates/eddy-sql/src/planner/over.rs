@@ -136,7 +136,7 @@ impl Compiler {
                         }
                         (WindowFrameUnits::Range, true, WindowFrameBound::CurrentRow) => Frame::UpToPeers,
                         (WindowFrameUnits::Range, false, WindowFrameBound::CurrentRow) => match &frame.start_bound {
-                            WindowFrameBound::Preceding(v) => match crate::udf::interval_value_ms(v) {
+                            WindowFrameBound::Preceding(v) => match crate::functions::windows::interval_value_ms(v) {
                                 Some(range_ms) => Frame::RangePreceding { range_ms },
                                 None => {
                                     return Err(SqlError::at(
@@ -194,7 +194,7 @@ impl Compiler {
                         }
                     }
                     let running = RunningAggregate::builtin(&lowered.aggregate, &input_arrow)
-                        .or_else(|| crate::udaf::running_form(&lowered.aggregate));
+                        .or_else(|| crate::functions::running_stats::running_form(&lowered.aggregate));
                     OverFunction::Aggregate { expr: lowered.aggregate, filter: lowered.filter, frame, running }
                 }
                 WindowFunctionDefinition::WindowUDF(udwf) => match udwf.name() {

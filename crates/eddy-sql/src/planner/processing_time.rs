@@ -31,7 +31,7 @@ pub(super) fn proctime_column(input: &Stream, named: &Expr) -> Option<usize> {
         return None;
     };
     let index = input.schema.index_of_column(column).ok()?;
-    crate::dialect::flink_functions::is_proctime(input.schema.field(index)).then_some(index)
+    crate::functions::flink::is_proctime(input.schema.field(index)).then_some(index)
 }
 
 /// The processing-time column a projection bins into windows
@@ -68,7 +68,7 @@ impl Compiler {
         use datafusion::physical_expr::expressions::{Column, Literal};
         use eddy_engine::operators::calc::CalcStep;
         input.materialize(&mut self.graph);
-        let field = crate::dialect::flink_functions::mark_proctime(Field::new(
+        let field = crate::functions::flink::mark_proctime(Field::new(
             ARRIVAL_TIME,
             DataType::Timestamp(TimeUnit::Millisecond, None),
             true,

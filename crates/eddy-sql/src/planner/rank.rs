@@ -339,9 +339,7 @@ impl Compiler {
                 Expr::Column(c) => input_schema
                     .index_of_column(c)
                     .ok()
-                    .filter(|&i| {
-                        crate::dialect::flink_functions::is_proctime(input_schema.field(i))
-                    })
+                    .filter(|&i| crate::functions::flink::is_proctime(input_schema.field(i)))
                     .map(|_| {
                         if only.asc {
                             Arrival::Earliest

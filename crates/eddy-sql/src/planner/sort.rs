@@ -39,7 +39,7 @@ impl Compiler {
         // sort emits them so).
         if let [only] = sort.expr.as_slice() {
             let by_arrival = only.asc
-                && matches!(&only.expr, Expr::Column(c) if input.schema.index_of_column(c).is_ok_and(|i| crate::dialect::flink_functions::is_proctime(input.schema.field(i))));
+                && matches!(&only.expr, Expr::Column(c) if input.schema.index_of_column(c).is_ok_and(|i| crate::functions::flink::is_proctime(input.schema.field(i))));
             if by_arrival {
                 return Ok(input);
             }

@@ -14,7 +14,7 @@ use eddy_engine::changelog;
 use eddy_engine::graph::{Edge, JobGraph, Node, NodeId, NodeKind};
 use eddy_engine::operators::calc::{CalcPlan, CalcStep};
 
-use crate::udf::{interval_expr_ms, strip_casts};
+use crate::functions::windows::{interval_expr_ms, strip_casts};
 
 /// The event-time attribute of a stream: which column, and the lateness its
 /// source tolerates.

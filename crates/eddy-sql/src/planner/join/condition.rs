@@ -8,7 +8,7 @@ use datafusion::common::DFSchema;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator as BinaryOp};
 use eddy_engine::operators::interval_join::{JoinBound, TimeBound};
 
-use crate::udf::{interval_expr_ms, strip_casts};
+use crate::functions::windows::{interval_expr_ms, strip_casts};
 
 /// Which input an expression reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

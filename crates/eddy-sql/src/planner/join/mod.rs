@@ -41,7 +41,7 @@ use super::stream::{add_operator, Stream, TimeAttr, WindowColumn};
 type PhysicalKey = Arc<dyn datafusion::physical_expr::PhysicalExpr>;
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
-use crate::udf::strip_casts;
+use crate::functions::windows::strip_casts;
 use condition::{side_of, time_term, Bounds, JoinTime, Side, TimeColumns};
 use inputs::{pruned, UsedColumns};
 

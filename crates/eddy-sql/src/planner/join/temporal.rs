@@ -32,7 +32,7 @@ impl Compiler {
         let left_schema = join.left.schema();
         let proctime = left_schema.fields().iter().any(|f| {
             f.name().eq_ignore_ascii_case(&clause.time_column)
-                && crate::dialect::flink_functions::is_proctime(f)
+                && crate::functions::flink::is_proctime(f)
         });
         if proctime {
             return self.plan_lookup_join(join, position);

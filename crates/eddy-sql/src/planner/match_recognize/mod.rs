@@ -216,7 +216,7 @@ impl Compiler {
             if symbol.symbol.value == WITHIN_SYMBOL {
                 let interval = to_logical(&symbol.definition, &input_schema)?;
                 within_ms = Some(
-                    crate::udf::interval_expr_ms(&interval)
+                    crate::functions::windows::interval_expr_ms(&interval)
                         .filter(|ms| *ms > 0)
                         .ok_or_else(|| fail(format!("WITHIN takes a positive interval of fixed length (INTERVAL '10' MINUTE), not {}", symbol.definition)))?,
                 );
@@ -520,7 +520,7 @@ impl Compiler {
         // ORDER BY a PROCTIME() column: rows are matched in the order they
         // are read, on the wall clock (a `processing_time` node stamps them).
         let ordered_by_proctime =
-            crate::dialect::flink_functions::is_proctime(input.schema.field(plan.time_column));
+            crate::functions::flink::is_proctime(input.schema.field(plan.time_column));
         if ordered_by_proctime && input.time.map(|t| t.column) != Some(plan.time_column) {
             input = self.processing_time_clock(input, plan.time_column);
         }

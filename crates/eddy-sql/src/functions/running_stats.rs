@@ -229,19 +229,10 @@ pub fn aggregate_functions() -> Vec<AggregateUDF> {
     ]
 }
 
-/// Registers eddy's functions (windows, aggregates, Flink's functions) with a DataFusion
-/// session, e.g. to run eddy's SQL as a batch query.
-pub fn register_all(ctx: &datafusion::prelude::SessionContext) {
-    for udf in crate::udf::window_functions() {
-        ctx.register_udf(udf.as_ref().clone());
-    }
+/// Registers the running statistics with a session.
+pub fn register(ctx: &datafusion::prelude::SessionContext) {
     for udaf in aggregate_functions() {
         ctx.register_udaf(udaf);
-    }
-    crate::dialect::flink_functions::register(ctx);
-    ctx.register_udaf(AggregateUDF::from(crate::dialect::median::Median::new()));
-    if let Err(e) = crate::dialect::arroyo_json::register(ctx) {
-        tracing::error!("the JSON functions could not be registered: {e}");
     }
 }
 

@@ -22,7 +22,7 @@ use eddy_python::{
 
 use super::Compiler;
 use crate::context::DdlContext;
-use crate::dialect::functions::FunctionClauses;
+use crate::dialect::create_function::FunctionClauses;
 use crate::error::{Position, Result, SqlError};
 
 impl Compiler {

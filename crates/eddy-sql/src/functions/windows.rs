@@ -52,6 +52,13 @@ impl ScalarUDFImpl for WindowFunction {
     }
 }
 
+/// Registers the window functions with a session.
+pub fn register(ctx: &datafusion::prelude::SessionContext) {
+    for udf in window_functions() {
+        ctx.register_udf(udf.as_ref().clone());
+    }
+}
+
 /// The `tumble` and `hop` functions, ready to register.
 pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
     vec![

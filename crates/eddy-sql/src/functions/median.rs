@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
 /// ```
 /// use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl};
 /// use datafusion::arrow::datatypes::DataType;
-/// use eddy_sql::dialect::median::Median;
+/// use eddy_sql::functions::median::Median;
 ///
 /// let median = Median::new();
 /// assert_eq!(median.return_type(&[DataType::Int64]).unwrap(), DataType::Int64);
