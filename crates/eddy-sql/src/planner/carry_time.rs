@@ -34,7 +34,7 @@ impl Compiler {
         match plan {
             LogicalPlan::TableScan(scan) if scan.projection.is_none() => {
                 let name = scan.table_name.table().to_string();
-                if let Some(view) = self.views.get(&name) {
+                if let Some(view) = self.catalog.views.get(&name) {
                     let (inner, column) = self.carry_event_time(&view.plan)?;
                     let aliased = SubqueryAlias::try_new(Arc::new(inner), name.as_str()).ok()?;
                     return Some((
@@ -42,7 +42,7 @@ impl Compiler {
                         Column::new(Some(name.as_str()), column.name),
                     ));
                 }
-                let table = self.tables.get(&name)?;
+                let table = self.catalog.tables.get(&name)?;
                 let time = table.layout.event_time?;
                 let field = table.schema().field(time.column).name().clone();
                 Some((

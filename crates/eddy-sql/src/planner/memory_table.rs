@@ -43,7 +43,7 @@ impl Compiler {
         name: &str,
         position: &Position,
     ) -> Result<Option<Stream>> {
-        let Some(table) = self.memory_tables.get(name).cloned() else {
+        let Some(table) = self.catalog.memory_tables.get(name).cloned() else {
             return Ok(None);
         };
         if let Some(stream) = self.view_streams.get(name) {

@@ -43,6 +43,7 @@
 
 mod aggregate;
 mod carry_time;
+mod catalog;
 mod change_feed;
 mod grouping_sets;
 mod insert_names;
@@ -87,6 +88,7 @@ use crate::dialect::statements::{parse_file, ParsedStatement};
 use crate::error::{Position, Result, SqlError};
 use crate::params::{substitute, SourceMap};
 use crate::side_streams::{SideSchemas, SideStream, SideStreamFunction, BAD_ROWS_OF, LATE_ROWS_OF};
+use catalog::Catalog;
 use eddy_engine::source::bad_rows::bad_row_schema;
 use eddy_python::{PythonConfig, PythonRuntime};
 use statement_text::StatementText;
@@ -287,29 +289,20 @@ pub(crate) struct Compiler {
     ctx: SessionContext,
     late_schemas: SideSchemas,
     bad_schemas: SideSchemas,
-    tables: BTreeMap<String, TableDef>,
-    views: BTreeMap<String, View>,
-    outputs: Vec<Output>,
+    /// What the statements declared.
+    catalog: Catalog,
     graph: JobGraph,
     source_nodes: HashMap<String, NodeId>,
     /// What each scan of a source asks of its rows (filter pushdown).
     source_scans: pushdown::SourceScans,
     /// `VALUES` lists planned so far (each is a source of its own).
     values_count: usize,
-    /// `MATCH_RECOGNIZE`s lifted so far, by the hidden table that took
-    /// each one's place (see `match_recognize`).
-    match_views: HashMap<String, match_recognize::MatchView>,
     match_count: usize,
     /// Upsert feeds: the changelog step behind each one's source.
     normalized: HashMap<String, NodeId>,
     view_streams: HashMap<String, Stream>,
-    /// Tables without a connector, and what is inserted into each.
-    memory_tables: BTreeMap<String, memory_table::MemoryTable>,
     /// Memory tables whose inserts are being planned (a cycle check).
     memory_planning: BTreeSet<String>,
-    /// `uid` hints given so far, with where.
-    uids: HashMap<String, Position>,
-    sinks: BTreeSet<String>,
     /// Where the statement being planned was written (a view's, an
     /// insert's, a lifted `MATCH_RECOGNIZE`'s while it is planned within).
     statement: StatementText,
@@ -346,21 +339,15 @@ impl Compiler {
             ctx,
             late_schemas,
             bad_schemas,
-            tables: BTreeMap::new(),
-            views: BTreeMap::new(),
-            outputs: Vec::new(),
+            catalog: Catalog::default(),
             graph: JobGraph::default(),
             source_nodes: HashMap::new(),
             source_scans: Default::default(),
             values_count: 0,
-            match_views: HashMap::new(),
             match_count: 0,
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
-            memory_tables: BTreeMap::new(),
             memory_planning: BTreeSet::new(),
-            uids: HashMap::new(),
-            sinks: BTreeSet::new(),
             statement: StatementText::default(),
             state_ttl_ms: None,
             python_config,
@@ -568,7 +555,7 @@ impl Compiler {
                 )?;
                 self.register(&def.name, def.schema(), &position)?;
                 if def.connector == crate::ddl::MEMORY_CONNECTOR {
-                    self.memory_tables.insert(
+                    self.catalog.memory_tables.insert(
                         def.name.clone(),
                         memory_table::MemoryTable {
                             position: position.clone(),
@@ -585,7 +572,7 @@ impl Compiler {
                 if let Ok(mut bad) = self.bad_schemas.write() {
                     bad.insert(def.name.clone(), bad_row_schema());
                 }
-                self.tables.insert(def.name.clone(), def);
+                self.catalog.tables.insert(def.name.clone(), def);
             }
             Statement::CreateView(view) => {
                 let name = self.identifier_case().object_name(&view.name);
@@ -599,7 +586,7 @@ impl Compiler {
                 schema.metadata.remove(LATE_ROWS_OF);
                 schema.metadata.remove(BAD_ROWS_OF);
                 self.register(&name, Arc::new(schema), &position)?;
-                self.views.insert(
+                self.catalog.views.insert(
                     name,
                     View {
                         plan,
@@ -643,7 +630,7 @@ impl Compiler {
                     return Err(SqlError::at(&position, "only INSERT INTO is supported"));
                 };
                 let sink = table_name.table().to_string();
-                if let Some(memory) = self.memory_tables.get_mut(&sink) {
+                if let Some(memory) = self.catalog.memory_tables.get_mut(&sink) {
                     if uid.is_some() {
                         return Err(SqlError::at(
                             &position,
@@ -657,8 +644,8 @@ impl Compiler {
                     });
                     return Ok(());
                 }
-                self.sinks.insert(sink.clone());
-                self.outputs.push(Output {
+                self.catalog.sinks.insert(sink.clone());
+                self.catalog.outputs.push(Output {
                     sink,
                     plan: input.as_ref().clone(),
                     position,
@@ -672,6 +659,7 @@ impl Compiler {
                 let plan = self.plan_statement(statement, &position)?;
                 let plan = json_unions_as_text(plan).map_err(|e| self.df_error(&position, e))?;
                 let n = self
+                    .catalog
                     .outputs
                     .iter()
                     .filter(|o| o.sink.starts_with("query"))
@@ -695,9 +683,9 @@ impl Compiler {
                     position: position.clone(),
                     declared_role: None,
                 };
-                self.tables.insert(sink.clone(), def);
-                self.sinks.insert(sink.clone());
-                self.outputs.push(Output {
+                self.catalog.tables.insert(sink.clone(), def);
+                self.catalog.sinks.insert(sink.clone());
+                self.catalog.outputs.push(Output {
                     sink,
                     plan,
                     position,
@@ -751,7 +739,8 @@ impl Compiler {
             return Vec::new();
         };
         let name = self.identifier_case().object_name(table);
-        self.tables
+        self.catalog
+            .tables
             .get(&name)
             .map(|def| {
                 def.schema()
@@ -774,6 +763,7 @@ impl Compiler {
         };
         let name = self.identifier_case().object_name(table);
         let shapeless = self
+            .catalog
             .tables
             .get(&name)
             .is_some_and(|def| def.schema().fields().is_empty());
@@ -818,7 +808,7 @@ impl Compiler {
             crate::functions::arroyo_json::json_values_as_text(query, &unions);
         }
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
-        if let Some(def) = self.tables.get_mut(&name) {
+        if let Some(def) = self.catalog.tables.get_mut(&name) {
             def.layout.physical_schema = schema.clone();
             def.layout.output_schema = schema.clone();
         }
@@ -915,7 +905,7 @@ impl Compiler {
     /// refused when another statement has it.
     fn check_uid(&mut self, uid: Option<&QueryUid>) -> Result<Option<String>> {
         let Some(uid) = uid else { return Ok(None) };
-        if let Some(first) = self.uids.get(&uid.name) {
+        if let Some(first) = self.catalog.uids.get(&uid.name) {
             return Err(SqlError::at(
                 &uid.position,
                 format!(
@@ -924,7 +914,9 @@ impl Compiler {
                 ),
             ));
         }
-        self.uids.insert(uid.name.clone(), uid.position.clone());
+        self.catalog
+            .uids
+            .insert(uid.name.clone(), uid.position.clone());
         Ok(Some(format!("uid {}", uid.name)))
     }
 
@@ -939,10 +931,10 @@ impl Compiler {
     }
 
     fn finish(mut self) -> Result<CompiledJob> {
-        if self.outputs.is_empty() {
+        if self.catalog.outputs.is_empty() {
             return Err(SqlError::NothingToRun);
         }
-        let outputs = std::mem::take(&mut self.outputs);
+        let outputs = std::mem::take(&mut self.catalog.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
         for output in &outputs {
             self.statement = output.text.clone();
@@ -961,6 +953,7 @@ impl Compiler {
         }
         for (sink, endpoints) in sink_inputs {
             let def = self
+                .catalog
                 .tables
                 .get(&sink)
                 .ok_or_else(|| SqlError::Internal(format!("sink '{sink}' is not declared")))?;
@@ -992,7 +985,7 @@ impl Compiler {
         self.graph.prune_dead_operators();
         Ok(CompiledJob {
             graph: self.graph,
-            tables: self.tables,
+            tables: self.catalog.tables,
             python: self.python,
         })
     }
@@ -1019,7 +1012,10 @@ impl Compiler {
                 let name = scan.table_name.table().to_string();
                 let side =
                     metadata.contains_key(LATE_ROWS_OF) || metadata.contains_key(BAD_ROWS_OF);
-                if !side && self.tables.contains_key(&name) && !self.views.contains_key(&name) {
+                if !side
+                    && self.catalog.tables.contains_key(&name)
+                    && !self.catalog.views.contains_key(&name)
+                {
                     let columns: Vec<usize> = match &scan.projection {
                         Some(projection) => projection.clone(),
                         None => (0..scan.source.schema().fields().len()).collect(),
@@ -1037,7 +1033,9 @@ impl Compiler {
     /// Hands each source the condition every query reading it asks, and
     /// the columns none of them reads (see [`pushdown`]).
     fn push_source_filters(&mut self) {
-        let unread = self.source_scans.unread(|table| self.tables.get(table));
+        let unread = self
+            .source_scans
+            .unread(|table| self.catalog.tables.get(table));
         for (table, columns) in unread {
             let Some(&node) = self.source_nodes.get(&table) else {
                 continue;
@@ -1048,8 +1046,10 @@ impl Compiler {
         }
         let state = self.ctx.state();
         for (table, condition) in std::mem::take(&mut self.source_scans).pushed() {
-            let (Some(&node), Some(def)) = (self.source_nodes.get(&table), self.tables.get(&table))
-            else {
+            let (Some(&node), Some(def)) = (
+                self.source_nodes.get(&table),
+                self.catalog.tables.get(&table),
+            ) else {
                 continue;
             };
             match pushdown::source_filter(&state, def, condition) {
@@ -1065,13 +1065,14 @@ impl Compiler {
     }
 
     fn source_stream(&mut self, name: &str, position: &Position) -> Result<Stream> {
-        if self.sinks.contains(name) {
+        if self.catalog.sinks.contains(name) {
             return Err(SqlError::at(
                 position,
                 format!("table '{name}' is written by an INSERT and read by a query; to reuse a query's result, declare it as a VIEW"),
             ));
         }
         let def = self
+            .catalog
             .tables
             .get(name)
             .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
@@ -1244,6 +1245,7 @@ impl Compiler {
         let main = self.source_stream(table, position)?;
         self.source_scans.scanned(table, true);
         let def = self
+            .catalog
             .tables
             .get(table)
             .ok_or_else(|| SqlError::at(position, format!("table '{table}' not found")))?;
@@ -1335,7 +1337,7 @@ impl Compiler {
                     matched.materialize(&mut self.graph);
                     self.view_streams.insert(name.clone(), matched.clone());
                     matched
-                } else if let Some(view) = self.views.get(&name).cloned() {
+                } else if let Some(view) = self.catalog.views.get(&name).cloned() {
                     // Errors inside the view point into the view.
                     let first = self.graph.nodes.len();
                     let mut stream = self.within(view.text, |c| {
@@ -1464,8 +1466,8 @@ impl Compiler {
                     }
                     return self.plan_stream(&rewritten.data, position);
                 }
-                if let Some((table, condition)) = pushdown::usable_condition(filter, &self.tables) {
-                    if !self.match_views.contains_key(&table) {
+                if let Some((table, condition)) = pushdown::usable_condition(filter, &self.catalog.tables) {
+                    if !self.catalog.match_views.contains_key(&table) {
                         self.source_scans.filtered(&table, condition);
                     }
                 }

@@ -89,7 +89,7 @@ impl Compiler {
             LogicalPlan::SubqueryAlias(alias) => self.table_read_by_key(&alias.input),
             LogicalPlan::TableScan(scan) if scan.filters.is_empty() => {
                 let name = scan.table_name.table().to_lowercase();
-                let def = self.tables.get(&name)?;
+                let def = self.catalog.tables.get(&name)?;
                 if !facts.looked_up_by_key(&def.connector) {
                     return None;
                 }
@@ -113,6 +113,7 @@ impl Compiler {
         (name, read): (String, Vec<usize>),
     ) -> Result<Stream> {
         let def = self
+            .catalog
             .tables
             .get(&name)
             .ok_or_else(|| SqlError::Internal(format!("table '{name}' is not declared")))?

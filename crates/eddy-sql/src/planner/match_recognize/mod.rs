@@ -491,7 +491,7 @@ impl Compiler {
         self.match_count += 1;
         let name = format!("match_recognize#{}", self.match_count);
         self.register(&name, output_schema, position)?;
-        self.match_views.insert(
+        self.catalog.match_views.insert(
             name.clone(),
             MatchView {
                 input,
@@ -506,7 +506,7 @@ impl Compiler {
 
     /// The stream of a lifted `MATCH_RECOGNIZE` (its hidden table `name`).
     pub(super) fn match_stream(&mut self, name: &str) -> Result<Option<Stream>> {
-        let Some(view) = self.match_views.get(name).cloned() else {
+        let Some(view) = self.catalog.match_views.get(name).cloned() else {
             return Ok(None);
         };
         let mut input = self.within(view.text.clone(), |c| {
