@@ -35,7 +35,8 @@ fn run(
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let config = ConnectorConfig {
         batch_size,
-        stdout: StdoutTarget::Buffer(buffer.clone()),
+        settings: eddy_connectors::settings::ConnectorSettings::default()
+            .with(StdoutTarget::Buffer(buffer.clone())),
         ..ConnectorConfig::default()
     };
     job::run(

@@ -136,7 +136,8 @@ fn start_at(
 ) -> (Arc<Mutex<Vec<u8>>>, eddy_engine::runtime::JobHandle) {
     let buffer = Arc::new(Mutex::new(Vec::new()));
     let config = ConnectorConfig {
-        stdout: StdoutTarget::Buffer(buffer.clone()),
+        settings: eddy_connectors::settings::ConnectorSettings::default()
+            .with(StdoutTarget::Buffer(buffer.clone())),
         ..ConnectorConfig::default()
     };
     let compiled = job::compile_files(files, &BTreeMap::new()).unwrap();

@@ -76,7 +76,8 @@ pub fn run_captured_in_parallel(
     let config = ConnectorConfig {
         inputs,
         batch_size,
-        stdout: StdoutTarget::Buffer(buffer.clone()),
+        settings: eddy_connectors::settings::ConnectorSettings::default()
+            .with(StdoutTarget::Buffer(buffer.clone())),
         ..ConnectorConfig::default()
     };
     let report = job::run(

@@ -376,4 +376,59 @@ INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
             "{refused}"
         );
     }
+
+    #[test]
+    fn a_sink_connector_says_what_explain_shows_of_it() {
+        let job = |delivery: &str| {
+            let job = compile_files(
+                &sql(&format!(
+                    "CREATE TABLE t (k BIGINT) WITH ('connector' = 'generator', 'rows' = '1'); \
+                     CREATE TABLE out (k BIGINT) WITH ('connector' = 'kafka', 'topic' = 'totals', \
+                     'properties.bootstrap.servers' = 'localhost:9092', 'format' = 'json'{delivery}); \
+                     CREATE TABLE quiet (k BIGINT) WITH ('connector' = 'blackhole'); \
+                     INSERT INTO out SELECT k FROM t; INSERT INTO quiet SELECT k FROM t;"
+                )),
+                &BTreeMap::new(),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let line = |name: &str| {
+                let id = job.graph.nodes.iter().position(|n| n.name == name);
+                job.graph.describe_node(id.expect("the sink is planned"))
+            };
+            (line("out"), line("quiet"))
+        };
+        let (kafka, blackhole) = job(", 'delivery' = 'at_least_once'");
+        assert!(
+            kafka.contains("sink out [connector=kafka, topic=totals, delivery: at least once]"),
+            "{kafka}"
+        );
+        assert!(
+            blackhole.contains("sink quiet [connector=blackhole]"),
+            "{blackhole}"
+        );
+        let (exactly_once, _) = job("");
+        assert!(
+            exactly_once.contains("delivery: exactly once with checkpoints"),
+            "{exactly_once}"
+        );
+        // eddy_sql alone knows no connector: the line names it only.
+        let alone = eddy_sql::compile(
+            &sql(
+                "CREATE TABLE t (k BIGINT) WITH ('connector' = 'generator', 'rows' = '1'); \
+                  CREATE TABLE out (k BIGINT) WITH ('connector' = 'kafka', 'topic' = 'totals'); \
+                  INSERT INTO out SELECT k FROM t;",
+            ),
+            &BTreeMap::new(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let sink = alone.graph.nodes.len() - 1;
+        assert!(
+            alone
+                .graph
+                .describe_node(sink)
+                .contains("sink out [connector=kafka] "),
+            "{}",
+            alone.graph.describe_node(sink)
+        );
+    }
 }

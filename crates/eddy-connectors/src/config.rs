@@ -13,7 +13,7 @@ use eddy_engine::graph::ConnectorSpec;
 use crate::error::{ConnectorError, Result};
 use crate::options::OptionValues;
 use crate::roots::PathRoots;
-use crate::stdout::StdoutTarget;
+use crate::settings::ConnectorSettings;
 use crate::storage::Location;
 
 /// File format of `--output`.
@@ -47,14 +47,9 @@ pub struct ConnectorConfig {
     pub batch_size: usize,
     /// Threads decoding each NDJSON source (1 = decode on the source's own thread).
     pub decode_threads: usize,
-    /// Where stdout sinks print.
-    pub stdout: StdoutTarget,
     /// Keeps file paths inside these directories (jobs submitted to a
     /// server); `None` lets a job use any path.
     pub roots: Option<PathRoots>,
-    /// Scale-out: every Kafka source reads only these partitions (the job
-    /// is one task of a consumer group); `None` reads every partition.
-    pub kafka_partitions: Option<Vec<i32>>,
     /// Scale-out: the number of the task this job is (`3` for `task-3`).
     /// Kafka sinks' transactional ids and file sinks' names carry it, so
     /// tasks never write over one another; exchange markers name it.
@@ -62,6 +57,10 @@ pub struct ConnectorConfig {
     /// Where `view` sinks keep their results for readers (a server's
     /// views); `None` refuses `view` sinks.
     pub views: Option<crate::view::ViewCatalog>,
+    /// What one connector alone reads, by type: where stdout sinks print
+    /// ([`crate::stdout::StdoutTarget`], the process's output unless set),
+    /// the partitions a group's task reads ([`crate::kafka::TaskPartitions`]).
+    pub settings: ConnectorSettings,
 }
 
 impl Default for ConnectorConfig {
@@ -74,11 +73,10 @@ impl Default for ConnectorConfig {
             decode_threads: std::thread::available_parallelism()
                 .map(|n| n.get().min(4))
                 .unwrap_or(1),
-            stdout: StdoutTarget::Process,
             roots: None,
-            kafka_partitions: None,
             task: None,
             views: None,
+            settings: ConnectorSettings::default(),
         }
     }
 }

@@ -157,6 +157,12 @@ pub trait Connector: Send + Sync + std::fmt::Debug {
         &[]
     }
 
+    /// What it adds about a sink table to `eddy explain`'s line (a Kafka
+    /// sink's topic and delivery guarantee); none by default.
+    fn explain_sink(&self, _spec: &ConnectorSpec) -> Option<String> {
+        None
+    }
+
     /// Whether the sink writes an updating query's changes (row kinds,
     /// Debezium events, upserts) rather than only appends.
     fn takes_changelog(&self, _spec: &ConnectorSpec) -> bool {

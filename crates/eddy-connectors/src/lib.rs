@@ -44,6 +44,7 @@ pub mod parquet;
 pub mod postgres;
 pub mod registry;
 pub mod roots;
+pub mod settings;
 pub mod sinks;
 pub mod stdin;
 pub mod stdout;

@@ -209,6 +209,10 @@ impl eddy_engine::graph::ConnectorFacts for Registry {
     ) -> &'static [(&'static str, eddy_engine::source::ChangeMetadata)] {
         self.get(connector).map_or(&[], |c| c.metadata_keys())
     }
+
+    fn explain_sink(&self, spec: &ConnectorSpec) -> Option<String> {
+        self.get(&spec.connector)?.explain_sink(spec)
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +237,7 @@ mod tests {
             primary_key: Vec::new(),
             filter: None,
             unread_columns: Vec::new(),
+            explain: None,
         }
     }
 

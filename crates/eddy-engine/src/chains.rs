@@ -47,6 +47,7 @@ use crate::graph::{JobGraph, NodeId, NodeKind};
 ///     primary_key: Vec::new(),
 ///     filter: None,
 ///     unread_columns: Vec::new(),
+///     explain: None,
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),
@@ -220,6 +221,7 @@ mod tests {
             primary_key: Vec::new(),
             filter: None,
             unread_columns: Vec::new(),
+            explain: None,
         }
     }
 

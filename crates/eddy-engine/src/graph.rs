@@ -60,6 +60,10 @@ pub struct ConnectorSpec {
     /// bad does not change. The rows then go straight to the queries'
     /// projections, which drop these columns.
     pub unread_columns: Vec<usize>,
+    /// Sinks: what the connector adds to the sink's `eddy explain` line (a
+    /// Kafka sink's topic and delivery guarantee), asked of it when the
+    /// plan is compiled ([`ConnectorFacts::explain_sink`]); `None`: nothing.
+    pub explain: Option<String>,
 }
 
 /// A source's pushed-down condition (see [`ConnectorSpec::filter`]).
@@ -162,6 +166,12 @@ pub trait ConnectorFacts: Send + Sync + std::fmt::Debug {
     /// envelope's); none by default.
     fn metadata_keys(&self, _connector: &str) -> &'static [(&'static str, ChangeMetadata)] {
         &[]
+    }
+
+    /// What a sink's connector adds about it to `eddy explain`'s line
+    /// (a Kafka sink's topic and delivery guarantee); none by default.
+    fn explain_sink(&self, _spec: &ConnectorSpec) -> Option<String> {
+        None
     }
 }
 
@@ -382,22 +392,15 @@ impl JobGraph {
             NodeKind::Operator(plan) => {
                 format!("{} {}", plan.kind(), plan.describe())
             }
-            NodeKind::Sink { spec } if spec.connector == "kafka" => {
-                // A Kafka sink's guarantee depends on the option and on
-                // whether the job checkpoints: the plan says which.
-                let delivery = match spec.options.get("delivery").map(String::as_str) {
-                    Some("at_least_once") => "at least once".to_string(),
-                    _ => "exactly once with checkpoints (--state-dir: a transaction per checkpoint; readers use read_committed), at least once without".to_string(),
-                };
-                format!(
-                    "sink {} [connector=kafka, topic={}, delivery: {delivery}]",
-                    spec.table,
-                    spec.options.get("topic").map(String::as_str).unwrap_or("?")
-                )
-            }
-            NodeKind::Sink { spec } => {
-                format!("sink {} [connector={}]", spec.table, spec.connector)
-            }
+            NodeKind::Sink { spec } => match &spec.explain {
+                Some(detail) => {
+                    format!(
+                        "sink {} [connector={}, {detail}]",
+                        spec.table, spec.connector
+                    )
+                }
+                None => format!("sink {} [connector={}]", spec.table, spec.connector),
+            },
         };
         let inputs: Vec<String> = node
             .inputs

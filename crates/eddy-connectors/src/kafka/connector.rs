@@ -174,6 +174,10 @@ impl Connector for KafkaConnector {
         true
     }
 
+    fn explain_sink(&self, spec: &ConnectorSpec) -> Option<String> {
+        Some(explain_sink(spec))
+    }
+
     fn check(&self, config: &ConnectorConfig, spec: &ConnectorSpec, role: Role) -> Result<()> {
         let values = OptionValues::new(&spec.options);
         if values.text("format") != Some(exchange::FORMAT) {
@@ -201,7 +205,7 @@ impl Connector for KafkaConnector {
         resume: Option<&serde_json::Value>,
     ) -> Result<Box<dyn SourceReader>> {
         let mut source = KafkaSourceConfig::from_spec(spec, config.batch_size(spec)?)?;
-        source.partitions = config.kafka_partitions.clone();
+        source.partitions = config.settings.get::<TaskPartitions>().map(|p| p.0.clone());
         source.decode_threads = config.decode_threads;
         if let Some(producers) = source.exchange_producers {
             let resume: Option<exchange::ExchangePosition> = position(resume)?;
@@ -346,4 +350,24 @@ pub fn address_options(address: &str) -> Result<BTreeMap<String, String>> {
         options.insert(name.to_ascii_lowercase(), value.to_string());
     }
     Ok(options)
+}
+
+/// Scale-out: the partitions every Kafka source of the run reads (the job
+/// is one task of a consumer group), set in the run's
+/// [`crate::ConnectorConfig::settings`]; unset, sources read every partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskPartitions(pub Vec<i32>);
+
+/// A Kafka sink's topic and delivery guarantee for `eddy explain`: the
+/// guarantee depends on the option and on whether the job checkpoints, so
+/// the line says which.
+pub(crate) fn explain_sink(spec: &ConnectorSpec) -> String {
+    let delivery = match spec.options.get("delivery").map(String::as_str) {
+        Some("at_least_once") => "at least once",
+        _ => "exactly once with checkpoints (--state-dir: a transaction per checkpoint; readers use read_committed), at least once without",
+    };
+    format!(
+        "topic={}, delivery: {delivery}",
+        spec.options.get("topic").map(String::as_str).unwrap_or("?")
+    )
 }

@@ -253,7 +253,7 @@ impl KafkaExchanges {
         .chain(extra.iter().cloned())
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        ConnectorSpec {
+        let mut spec = ConnectorSpec {
             table: String::new(),
             connector: "kafka".into(),
             options,
@@ -262,7 +262,10 @@ impl KafkaExchanges {
             primary_key: Vec::new(),
             filter: None,
             unread_columns: Vec::new(),
-        }
+            explain: None,
+        };
+        spec.explain = Some(super::connector::explain_sink(&spec));
+        spec
     }
 }
 

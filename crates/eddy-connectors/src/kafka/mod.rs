@@ -50,6 +50,6 @@ pub(crate) fn is_end_of_partition(error: &KafkaError) -> bool {
 }
 
 pub use config::{Delivery, KafkaSinkConfig, KafkaSourceConfig, StartAt, StopAt};
-pub use connector::{address_options, KafkaConnector, KafkaTopicRef, SCHEME};
+pub use connector::{address_options, KafkaConnector, KafkaTopicRef, TaskPartitions, SCHEME};
 pub use sink::{KafkaCommits, KafkaSink, KafkaSinkState};
 pub use source::{KafkaPosition, KafkaSource, PartitionOffset};

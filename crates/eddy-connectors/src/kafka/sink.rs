@@ -55,6 +55,7 @@
 //!     primary_key: Vec::new(),
 //!     filter: None,
 //!     unread_columns: Vec::new(),
+//!     explain: None,
 //! };
 //! let config = KafkaSinkConfig::from_spec(&spec).unwrap();
 //! let mut sink = KafkaSink::open(config, SinkMode::Direct, Arc::new(KafkaCommits::default())).unwrap();

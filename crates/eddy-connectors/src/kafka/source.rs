@@ -39,6 +39,7 @@
 //!     primary_key: Vec::new(),
 //!     filter: None,
 //!     unread_columns: Vec::new(),
+//!     explain: None,
 //! };
 //! let config = KafkaSourceConfig::from_spec(&spec, 8192).unwrap();
 //! let mut source = KafkaSource::open(config, spec.schema.clone(), None).unwrap();

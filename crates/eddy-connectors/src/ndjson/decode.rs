@@ -38,6 +38,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use eddy_engine::source::bad_rows::raw_text;
 use eddy_engine::source::{BadRow, RowOrigins};
 
+use super::bad_line::why_bad;
 use super::flat::FlatDecoder;
 use crate::error::ConnectorError;
 
@@ -547,7 +548,7 @@ fn decode_keeping(
                     }
                     Ok(Some(_)) => (None, "more than one JSON value on the line".to_string()),
                     Ok(None) => (None, "no JSON object on the line".to_string()),
-                    Err(e) => explain(schema, &e),
+                    Err(e) => why_bad(schema, line, &e),
                 };
                 let mut row = line_origin(location, &bytes, span);
                 (row.column, row.reason) = reason;
@@ -820,47 +821,6 @@ fn decode_all(decoder: &mut Decoder, mut bytes: &[u8]) -> Result<(), ArrowError>
         return Err(ArrowError::JsonError("incomplete JSON object".into()));
     }
     Ok(())
-}
-
-/// The column at fault (when the decoder names one) and a reason a user
-/// can act on.
-fn explain(schema: &SchemaRef, error: &ArrowError) -> (Option<String>, String) {
-    let text = error.to_string();
-    let text = text
-        .trim_start_matches("Json error: ")
-        .trim_start_matches("Parser error: ")
-        .to_string();
-    if let Some(rest) = text.strip_prefix("whilst decoding field '") {
-        if let Some((column, reason)) = rest.split_once("': ") {
-            return (
-                Some(column.to_string()),
-                format!("column '{column}': {reason}"),
-            );
-        }
-    }
-    if text.contains("non-nullable") {
-        if let Some(field) = schema
-            .fields()
-            .iter()
-            .find(|f| !f.is_nullable() && text.contains(&format!("\"{}\"", f.name())))
-        {
-            return (
-                Some(field.name().clone()),
-                format!(
-                    "column '{}' is NOT NULL but the row has no value for it",
-                    field.name()
-                ),
-            );
-        }
-        return (None, "a NOT NULL column has no value".to_string());
-    }
-    if text.starts_with("Encountered") || text.starts_with("incomplete JSON") {
-        return (None, format!("not valid JSON: {text}"));
-    }
-    if text.starts_with("expected { got") {
-        return (None, "not a JSON object".to_string());
-    }
-    (None, text)
 }
 
 #[cfg(test)]

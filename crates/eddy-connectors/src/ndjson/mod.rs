@@ -5,9 +5,11 @@
 //!   offsets and line numbers for checkpoints and bad-row reports;
 //! - [`decode`]: chunks of lines into batches, on worker threads, bad
 //!   lines found and reported one by one;
+//! - [`bad_line`]: why a line the decoder refused is bad;
 //! - [`flat`]: the fast path for chunks of flat objects of scalars;
 //! - [`debezium`]: Debezium change events into changelog rows.
 
+mod bad_line;
 pub mod debezium;
 pub mod decode;
 pub mod flat;

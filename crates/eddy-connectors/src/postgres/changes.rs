@@ -200,6 +200,7 @@ mod tests {
             primary_key: vec!["id".into()],
             filter: None,
             unread_columns: vec![],
+            explain: None,
         })
         .unwrap()
     }

@@ -355,6 +355,7 @@ mod tests {
             primary_key: vec![],
             filter: None,
             unread_columns: vec![],
+            explain: None,
         }
     }
 

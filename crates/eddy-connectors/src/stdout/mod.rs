@@ -69,7 +69,11 @@ impl Connector for StdoutConnector {
             &spec.table,
             tag,
             json_lines(spec)?,
-            config.stdout.clone(),
+            config
+                .settings
+                .get::<StdoutTarget>()
+                .cloned()
+                .unwrap_or_default(),
         )))
     }
 

@@ -54,6 +54,8 @@ use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 
+use super::damage::ChangesMismatch;
+
 /// One change of a keyed table.
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -69,41 +71,37 @@ pub fn apply(
     base: RecordBatch,
     changes: Vec<Change>,
     key_columns: usize,
-) -> std::result::Result<RecordBatch, String> {
+) -> std::result::Result<RecordBatch, ChangesMismatch> {
     if changes.is_empty() {
         return Ok(base);
     }
     let schema = base.schema();
     if key_columns == 0 || key_columns > schema.fields().len() {
-        return Err(format!(
-            "a keyed table of {} columns cannot have {key_columns} key columns",
-            schema.fields().len()
-        ));
+        return Err(ChangesMismatch::KeyWidth {
+            columns: schema.fields().len(),
+            key_columns,
+        });
     }
     let key_types: Vec<_> = schema.fields()[..key_columns]
         .iter()
         .map(|f| f.data_type().clone())
         .collect();
-    let converter = RowConverter::new(key_types.iter().cloned().map(SortField::new).collect())
-        .map_err(|e| e.to_string())?;
-    let keys_of = |batch: &RecordBatch, what: &str| -> std::result::Result<Rows, String> {
+    let converter = RowConverter::new(key_types.iter().cloned().map(SortField::new).collect())?;
+    let keys_of = |batch: &RecordBatch, what: &str| -> std::result::Result<Rows, ChangesMismatch> {
         let columns = &batch.columns()[..key_columns.min(batch.num_columns())];
         let types: Vec<_> = columns.iter().map(|c| c.data_type().clone()).collect();
         if types != key_types {
-            return Err(format!(
-                "{what} has key columns of types {types:?}, the table {key_types:?}"
-            ));
+            return Err(ChangesMismatch::KeyTypes {
+                what: what.to_string(),
+                found: types,
+                table: key_types.clone(),
+            });
         }
-        converter
-            .convert_columns(columns)
-            .map_err(|e| format!("{what}: {e}"))
+        Ok(converter.convert_columns(columns)?)
     };
     for (i, change) in changes.iter().enumerate() {
         if change.changed.schema().fields() != schema.fields() {
-            return Err(format!(
-                "change {} of the table has other columns than the table",
-                i + 1
-            ));
+            return Err(ChangesMismatch::Columns { change: i + 1 });
         }
     }
     let base_keys = keys_of(&base, "the table")?;
@@ -128,17 +126,16 @@ pub fn apply(
     let mut kept_changes = Vec::with_capacity(changes.len());
     for i in (0..changes.len()).rev() {
         let keep = unsettled(&changed_keys[i], &settled);
-        kept_changes
-            .push(filter_record_batch(&changes[i].changed, &keep).map_err(|e| e.to_string())?);
+        kept_changes.push(filter_record_batch(&changes[i].changed, &keep)?);
         settled.extend(changed_keys[i].iter().map(|row| row.data()));
         if let Some(removed) = &removed_keys[i] {
             settled.extend(removed.iter().map(|row| row.data()));
         }
     }
     let keep = unsettled(&base_keys, &settled);
-    let mut parts = vec![filter_record_batch(&base, &keep).map_err(|e| e.to_string())?];
+    let mut parts = vec![filter_record_batch(&base, &keep)?];
     parts.extend(kept_changes.into_iter().rev());
-    concat_batches(&schema, &parts).map_err(|e| e.to_string())
+    Ok(concat_batches(&schema, &parts)?)
 }
 
 /// Per row, whether its key is not yet settled.
@@ -224,6 +221,10 @@ mod tests {
             1,
         )
         .unwrap_err();
-        assert!(err.contains("other columns"), "{err}");
+        assert!(
+            matches!(err, ChangesMismatch::Columns { change: 1 }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("other columns"), "{err}");
     }
 }

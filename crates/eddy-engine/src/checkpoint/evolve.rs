@@ -368,6 +368,7 @@ mod tests {
                     primary_key: Vec::new(),
                     filter: None,
                     unread_columns: Vec::new(),
+                    explain: None,
                 },
                 layout,
             },

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::damage::Damage;
 use super::io_error;
 use super::{CheckpointKind, NodeRuntimeState};
 use crate::distribute::instances::Origin;
@@ -248,30 +249,35 @@ pub(super) fn write_manifest(dir: &Path, manifest: &mut Manifest) -> Result<u64>
 }
 
 /// Reads and checks a checkpoint's manifest.
-pub(crate) fn read_manifest(dir: &Path) -> std::result::Result<Manifest, String> {
+pub(crate) fn read_manifest(dir: &Path) -> std::result::Result<Manifest, Damage> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let newline = text
-        .iter()
-        .position(|b| *b == b'\n')
-        .ok_or("the manifest has no header line")?;
-    let header =
-        std::str::from_utf8(&text[..newline]).map_err(|_| "the manifest header is not text")?;
-    let expected = header
-        .strip_prefix(MANIFEST_HEADER)
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or("the manifest header is damaged")?;
+    let text = std::fs::read(&path).map_err(|source| Damage::Unreadable {
+        path: path.clone(),
+        source,
+    })?;
+    let header = text.iter().position(|b| *b == b'\n').and_then(|newline| {
+        let header = std::str::from_utf8(&text[..newline]).ok()?;
+        let expected = u32::from_str_radix(header.strip_prefix(MANIFEST_HEADER)?, 16).ok()?;
+        Some((newline, expected))
+    });
+    let Some((newline, expected)) = header else {
+        return Err(Damage::ManifestHeader { path });
+    };
     let json = &text[newline + 1..];
     if crc32fast::hash(json) != expected {
-        return Err("the manifest's checksum does not match".into());
+        return Err(Damage::ManifestChecksum { path });
     }
     let manifest: Manifest =
-        serde_json::from_slice(json).map_err(|e| format!("the manifest cannot be read: {e}"))?;
+        serde_json::from_slice(json).map_err(|source| Damage::ManifestText {
+            path: path.clone(),
+            source,
+        })?;
     if manifest.format > FORMAT {
-        return Err(format!(
-            "manifest format {} (this eddy reads up to {FORMAT})",
-            manifest.format
-        ));
+        return Err(Damage::NewerFormat {
+            path,
+            format: manifest.format,
+            readable: FORMAT,
+        });
     }
     Ok(manifest)
 }

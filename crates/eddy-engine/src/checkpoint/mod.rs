@@ -30,6 +30,7 @@
 
 pub mod changes;
 pub mod coordinator;
+pub mod damage;
 pub mod evolve;
 mod manifest;
 pub mod replica;

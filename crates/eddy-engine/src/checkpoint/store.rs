@@ -758,6 +758,7 @@ mod tests {
                     primary_key: Vec::new(),
                     filter: None,
                     unread_columns: Vec::new(),
+                    explain: None,
                 },
             },
             inputs: vec![],

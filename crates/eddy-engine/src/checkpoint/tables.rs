@@ -16,6 +16,7 @@ use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
 
 use super::changes::{self, Change};
+use super::damage::Damage;
 use super::io_error;
 use super::manifest::{read_manifest, Manifest, ManifestFile, ManifestTable};
 use super::{Checkpoint, NodeCheckpoint};
@@ -71,7 +72,7 @@ pub(super) fn write_table(path: &Path, batches: &[&RecordBatch]) -> Result<(u64,
 }
 
 /// Reads and checks a checkpoint directory; the error says what is wrong.
-pub(crate) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), String> {
+pub(crate) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Checkpoint), Damage> {
     let manifest = read_manifest(dir)?;
     let mut nodes = Vec::with_capacity(manifest.nodes.len());
     for node in &manifest.nodes {
@@ -101,7 +102,7 @@ pub(crate) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Chec
 
 /// A table as of the manifest in `dir`: its file, with a keyed table's
 /// changes applied.
-fn read_whole(dir: &Path, table: &ManifestTable) -> std::result::Result<RecordBatch, String> {
+fn read_whole(dir: &Path, table: &ManifestTable) -> std::result::Result<RecordBatch, Damage> {
     let base = read_table(&table.file.path(dir), &table.file)?;
     let Some(keyed) = &table.keyed else {
         return Ok(base);
@@ -119,42 +120,50 @@ fn read_whole(dir: &Path, table: &ManifestTable) -> std::result::Result<RecordBa
                     .transpose()?,
             })
         })
-        .collect::<std::result::Result<Vec<_>, String>>()?;
-    changes::apply(base, changes, keyed.key_columns)
-        .map_err(|why| format!("table {} of {}: {why}", table.name, dir.display()))
+        .collect::<std::result::Result<Vec<_>, Damage>>()?;
+    changes::apply(base, changes, keyed.key_columns).map_err(|why| Damage::Changes {
+        table: table.name.clone(),
+        dir: dir.to_path_buf(),
+        why,
+    })
 }
 
-fn read_table(path: &Path, expected: &ManifestFile) -> std::result::Result<RecordBatch, String> {
+fn read_table(path: &Path, expected: &ManifestFile) -> std::result::Result<RecordBatch, Damage> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|f| BufReader::new(f).read_to_end(&mut bytes))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| Damage::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() as u64 != expected.bytes {
-        return Err(format!(
-            "{} has {} bytes, {} were written",
-            path.display(),
-            bytes.len(),
-            expected.bytes
-        ));
+        return Err(Damage::Size {
+            path: path.to_path_buf(),
+            found: bytes.len() as u64,
+            written: expected.bytes,
+        });
     }
     if crc32fast::hash(&bytes) != expected.crc32 {
-        return Err(format!("{}: checksum does not match", path.display()));
+        return Err(Damage::Checksum {
+            path: path.to_path_buf(),
+        });
     }
-    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let table = |source| Damage::Table {
+        path: path.to_path_buf(),
+        source,
+    };
+    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None).map_err(table)?;
     let schema = reader.schema();
     let batches = reader
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let batch =
-        concat_batches(&schema, &batches).map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(table)?;
+    let batch = concat_batches(&schema, &batches).map_err(table)?;
     if batch.num_rows() as u64 != expected.rows {
-        return Err(format!(
-            "{} holds {} rows, {} were written",
-            path.display(),
-            batch.num_rows(),
-            expected.rows
-        ));
+        return Err(Damage::Rows {
+            path: path.to_path_buf(),
+            found: batch.num_rows(),
+            written: expected.rows,
+        });
     }
     Ok(batch)
 }

@@ -109,6 +109,7 @@ type Head = (Work, NodeContext, Outputs);
 ///     primary_key: Vec::new(),
 ///     filter: None,
 ///     unread_columns: Vec::new(),
+///     explain: None,
 /// };
 /// let layout = SourceLayout {
 ///     physical_schema: schema.clone(),

@@ -65,7 +65,9 @@ impl Runner {
 
     fn start_task(&self, task: i32, lock: &TaskLock) -> Result<JobHandle> {
         let mut connectors = self.connectors.clone();
-        connectors.kafka_partitions = Some(vec![task]);
+        connectors
+            .settings
+            .set(eddy_connectors::kafka::TaskPartitions(vec![task]));
         connectors.task = Some(task as u32);
         let checkpoints = self
             .states

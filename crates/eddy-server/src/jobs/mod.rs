@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use eddy_connectors::settings::ConnectorSettings;
 use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::view::ViewCatalog;
 use eddy_connectors::{ConnectorConfig, Connectors, PathRoots};
@@ -276,7 +277,7 @@ impl JobManager {
     /// The connector settings of server jobs.
     pub fn connector_config(&self) -> ConnectorConfig {
         ConnectorConfig {
-            stdout: StdoutTarget::Discard,
+            settings: ConnectorSettings::default().with(StdoutTarget::Discard),
             roots: Some(PathRoots {
                 data: self.config.data_root.clone(),
                 output: self.config.output_root.clone(),

@@ -61,6 +61,7 @@ impl TableDef {
             primary_key: self.primary_key.clone(),
             filter: None,
             unread_columns: Vec::new(),
+            explain: None,
         }
     }
 }

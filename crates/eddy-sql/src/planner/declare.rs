@@ -111,8 +111,13 @@ impl Compiler {
                     self.shape_sink(insert, &position)?;
                 }
                 let plan = match self.plan_statement(statement.clone(), &position) {
-                    Err(e) if insert_names::names_clash(&e.to_string()) => {
-                        // Positional: name the SELECT's items after the sink's columns.
+                    // Positional, as in Flink: a SELECT whose items DataFusion
+                    // refuses (two of them named alike, as `a` and
+                    // `CAST(a AS VARCHAR)` are) plans once its unnamed items
+                    // are named after the sink's columns, which changes
+                    // nothing else; any other mistake fails again and is
+                    // reported as first found.
+                    Err(e) => {
                         let targets = self.insert_targets(&statement);
                         let renamed = match &mut statement {
                             Statement::Insert(insert) => {
@@ -120,12 +125,12 @@ impl Compiler {
                             }
                             _ => false,
                         };
-                        if !renamed {
-                            return Err(e);
+                        match renamed {
+                            true => self.plan_statement(statement, &position).map_err(|_| e)?,
+                            false => return Err(e),
                         }
-                        self.plan_statement(statement, &position)?
                     }
-                    planned => planned?,
+                    Ok(plan) => plan,
                 };
                 let LogicalPlan::Dml(DmlStatement {
                     table_name,

@@ -1,19 +1,14 @@
 //! A positional INSERT's SELECT with clashing names: Flink and SQL insert a
 //! query's columns by position, so `INSERT INTO t SELECT a, CAST(a AS
 //! VARCHAR) FROM s` is fine there, but DataFusion names both columns `a`
-//! and refuses the projection. Such a SELECT's unnamed items are named
-//! after the columns they go into, which changes nothing else.
+//! and refuses the projection. When such an INSERT does not plan, its
+//! SELECT's unnamed items are named after the columns they go into, which
+//! changes nothing else, and it is planned again.
 //!
 //! In: an `INSERT` statement and the names of the columns it fills, in
 //! order. Out: the same statement, its SELECT's unnamed items aliased.
 
 use datafusion::sql::sqlparser::ast::{Ident, Insert, SelectItem, SetExpr};
-
-/// Whether `message` is DataFusion's refusal of a projection whose output
-/// names clash.
-pub(super) fn names_clash(message: &str) -> bool {
-    message.contains("Projections require unique expression names")
-}
 
 /// Names the unnamed items of `insert`'s SELECT after `targets` (the
 /// columns they fill, in order); `false` when it cannot (no plain SELECT,

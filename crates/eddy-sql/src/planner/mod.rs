@@ -68,6 +68,7 @@ mod sort;
 mod statement_text;
 mod stream;
 mod unnest;
+mod unplannable;
 mod updating;
 mod updating_over;
 
@@ -437,23 +438,6 @@ impl Compiler {
             }
             None => full.clone(),
         };
-        // A construct DataFusion's planner has no plan for comes back with
-        // its whole syntax tree in debug form (kilobytes): name it instead.
-        if let Some(rest) = message
-            .split_once("Unsupported ast node ")
-            .map(|(_, rest)| rest.to_string())
-        {
-            let node: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            let construct = match node.as_str() {
-                "MatchRecognize" => "MATCH_RECOGNIZE (row pattern recognition)".to_string(),
-                "" => "this construct".to_string(),
-                other => format!("'{other}'"),
-            };
-            message = format!("eddy cannot run {construct} yet");
-        }
         if let Some(hint) = case_hint(&error, self.identifier_case()) {
             message.push_str("; ");
             message.push_str(&hint);
@@ -503,6 +487,16 @@ impl Compiler {
     }
 
     fn plan_statement(&self, statement: Statement, position: &Position) -> Result<LogicalPlan> {
+        if let Some((construct, span)) = unplannable::unplannable_relation(&statement) {
+            let at = match span.start.line {
+                0 => position.clone(),
+                line => self.statement.map.position(line, span.start.column),
+            };
+            return Err(SqlError::at(
+                &at,
+                format!("eddy cannot run {construct} yet"),
+            ));
+        }
         let state = self.ctx.state();
         let plan = futures::executor::block_on(
             state.statement_to_plan(DFStatement::Statement(Box::new(statement))),
@@ -565,7 +559,7 @@ impl Compiler {
             self.graph.add(Node {
                 name: sink.clone(),
                 kind: NodeKind::Sink {
-                    spec: def.connector_spec(),
+                    spec: self.sink_spec(def),
                 },
                 inputs: endpoints
                     .into_iter()
@@ -582,6 +576,17 @@ impl Compiler {
             tables: self.catalog.tables,
             python: self.python,
         })
+    }
+
+    /// A sink table as its connector sees it, with what the connector adds
+    /// about it to `eddy explain` (when the connectors are known).
+    fn sink_spec(&self, def: &TableDef) -> ConnectorSpec {
+        let mut spec = def.connector_spec();
+        spec.explain = self
+            .connector_facts
+            .as_deref()
+            .and_then(|facts| facts.explain_sink(&spec));
+        spec
     }
 
     /// Notes which columns of each source table `plan` (a query, or a
@@ -701,6 +706,7 @@ impl Compiler {
                             primary_key: def.primary_key.clone(),
                             filter: None,
                             unread_columns: Vec::new(),
+                            explain: None,
                         },
                         layout: layout.clone(),
                     },
@@ -813,6 +819,7 @@ impl Compiler {
                     primary_key: Vec::new(),
                     filter: None,
                     unread_columns: Vec::new(),
+                    explain: None,
                 },
                 layout,
             },

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eddy_cli::{job, CliError, Result};
+use eddy_connectors::settings::ConnectorSettings;
 use eddy_connectors::stdout::StdoutTarget;
 use eddy_connectors::ConnectorConfig;
 use eddy_engine::parallel::Parallelism;
@@ -119,7 +120,7 @@ impl Session {
             &self.params,
             ConnectorConfig {
                 output_dir: Some(self.output.clone()),
-                stdout: StdoutTarget::Discard,
+                settings: ConnectorSettings::default().with(StdoutTarget::Discard),
                 ..ConnectorConfig::default()
             },
             &JobConfig {
@@ -253,7 +254,7 @@ impl Session {
             &self.params,
             // No output directory: a bare SELECT then prints (to the buffer).
             ConnectorConfig {
-                stdout: StdoutTarget::Buffer(buffer.clone()),
+                settings: ConnectorSettings::default().with(StdoutTarget::Buffer(buffer.clone())),
                 ..ConnectorConfig::default()
             },
             &JobConfig {
