@@ -22,8 +22,9 @@ use eddy_engine::window::WindowSpec;
 
 use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
 use crate::functions::windows::{session_gap, window_spec, window_time_argument};
+use crate::planner::statement_text::StatementText;
 
 /// The window of a GROUP BY.
 enum Window {
@@ -37,13 +38,13 @@ impl Compiler {
     pub(super) fn plan_aggregate(
         &mut self,
         aggregate: &Aggregate,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         if let [datafusion::logical_expr::Expr::GroupingSet(set)] = aggregate.group_expr.as_slice()
         {
-            return self.plan_grouping_sets(aggregate, set, position);
+            return self.plan_grouping_sets(aggregate, set, cx);
         }
-        let mut input = self.plan_stream(&aggregate.input, position)?;
+        let mut input = self.plan_stream(&aggregate.input, cx)?;
         // A window over rows whose event time a projection left out: the
         // time is carried through to it, as Arroyo carries its own.
         let windowed = aggregate
@@ -52,7 +53,7 @@ impl Compiler {
             .any(|e| window_spec(e).is_some() || session_gap(e).is_some());
         if windowed && input.time.is_none() && input.time_lost.is_some() {
             if let Some((carried, _)) = self.carry_event_time(&aggregate.input) {
-                input = self.plan_stream(&carried, position)?;
+                input = self.plan_stream(&carried, cx)?;
             }
         }
         let state = self.ctx.state();
@@ -96,17 +97,14 @@ impl Compiler {
                 Some(spec) => {
                     let spec = spec.map_err(|m| {
                         SqlError::at(
-                            &self.anchor(
-                                position,
-                                &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"],
-                            ),
+                            &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                             m,
                         )
                     })?;
                     window_time = window_time_argument(expr).cloned();
                     if window.replace(spec).is_some() {
                         return Err(SqlError::at(
-                            &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
+                            &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                             "GROUP BY may contain only one window (tumble, hop, cumulate or session)",
                         ));
                     }
@@ -115,7 +113,7 @@ impl Compiler {
                 None => {
                     let physical =
                         crate::context::physical_expr(&state, expr.clone(), &input.schema)
-                            .map_err(|e| self.df_error(position, e))?;
+                            .map_err(|e| self.df_error(cx, e))?;
                     let name = aggregate.schema.field(i).name().clone();
                     group_columns.push(GroupColumn::Key(keys.len()));
                     keys.push((physical, name));
@@ -123,11 +121,11 @@ impl Compiler {
             }
         }
         let Some(window) = window else {
-            return self.plan_updating_aggregate(aggregate, input, keys, position);
+            return self.plan_updating_aggregate(aggregate, input, keys, cx);
         };
         input.append_only("a window aggregate").map_err(|m| {
             SqlError::at(
-                &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
+                &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                 m,
             )
         })?;
@@ -135,9 +133,7 @@ impl Compiler {
         // anywhere upstream, nothing dropped by a projection) groups rows by
         // arrival, as Arroyo does.
         if input.time.is_none() && input.time_lost.is_none() && window_time.is_none() {
-            input = self
-                .arrival_time(input)
-                .map_err(|e| self.df_error(position, e))?;
+            input = self.arrival_time(input).map_err(|e| self.df_error(cx, e))?;
         }
         // A window over a processing-time column runs on the wall clock.
         if let Some(column) = window_time
@@ -150,7 +146,7 @@ impl Compiler {
         }
         let Some(time) = input.time else {
             return Err(SqlError::at(
-                &self.anchor(position, &["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
+                &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
                 format!(
                     "a window needs event time, but its input has none: {}",
                     input.why_no_time()
@@ -162,13 +158,13 @@ impl Compiler {
             let same = matches!(&named, datafusion::logical_expr::Expr::Column(c) if c.name.eq_ignore_ascii_case(event_time));
             if !same {
                 return Err(SqlError::at(
-                    &self.anchor(position, &["DESCRIPTOR", "TUMBLE", "HOP", "CUMULATE", "SESSION"]),
+                    &cx.anchor(&["DESCRIPTOR", "TUMBLE", "HOP", "CUMULATE", "SESSION"]),
                     format!("the window is over {named}, but eddy windows by the input's event time, '{event_time}': name that column"),
                 ));
             }
         }
 
-        let aggregates = self.lower_aggregates(aggregate, &input, position)?;
+        let aggregates = self.lower_aggregates(aggregate, &input, cx)?;
 
         // Output schema as DataFusion's Aggregate lays it out; the window column
         // carries eddy's window struct type.
@@ -242,7 +238,7 @@ impl Compiler {
         &self,
         aggregate: &Aggregate,
         input: &Stream,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Vec<AggregateCall>> {
         let state = self.ctx.state();
         let input_arrow = Arc::new(input.schema.as_arrow().clone());
@@ -250,7 +246,7 @@ impl Compiler {
         for expr in &aggregate.aggr_expr {
             let planning = PhysicalPlanningContext::default();
             let expr = crate::context::simplify(&state, expr.clone(), &input.schema)
-                .map_err(|e| self.df_error(position, e))?;
+                .map_err(|e| self.df_error(cx, e))?;
             let lowered = LoweredAggregateBuilder::new(
                 &expr,
                 &input.schema,
@@ -259,14 +255,13 @@ impl Compiler {
                 &planning,
             )
             .build()
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
             let (function, filter) = (lowered.aggregate, lowered.filter);
             // An ordered-set aggregate (`percentile_cont(0.5) WITHIN GROUP
             // (ORDER BY x)`) takes the ordering as its argument and orders
             // what it holds itself: nothing to sort upstream.
             if !lowered.order_bys.is_empty() && !function.fun().supports_within_group_clause() {
-                return Err(SqlError::at(
-                    position,
+                return Err(SqlError::at(&cx.at,
                     format!("aggregate {} orders its input (ORDER BY inside the call); eddy folds rows as they arrive, in no order: write it without ORDER BY", function.name()),
                 ));
             }

@@ -21,7 +21,7 @@ use crate::ddl::{table_def, TableDef};
 use crate::dialect::hints::QueryUid;
 use crate::dialect::identifiers::IdentifierCase;
 use crate::dialect::statements::ParsedStatement;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
 use crate::params::SourceMap;
 use crate::side_streams::{BAD_ROWS_OF, LATE_ROWS_OF};
 use eddy_engine::source::bad_rows::bad_row_schema;
@@ -33,9 +33,8 @@ impl Compiler {
         map: &SourceMap,
     ) -> Result<()> {
         let text = StatementText::of(&parsed, map);
-        self.statement = text.clone();
         let position = parsed.position.clone();
-        self.lift_match_recognize(&mut parsed.statement, &position)?;
+        self.lift_match_recognize(&mut parsed.statement, &text)?;
         if let (Some(uid), false) = (
             &parsed.uid,
             matches!(
@@ -87,8 +86,8 @@ impl Compiler {
                     Some(uid) => uid,
                     None => format!("view {name}"),
                 };
-                let plan = self.plan_statement(Statement::Query(view.query), &position)?;
-                let plan = self.name_view_columns(&name, &view.columns, plan, &position)?;
+                let plan = self.plan_statement(Statement::Query(view.query), &text)?;
+                let plan = self.name_view_columns(&name, &view.columns, plan, &text)?;
                 let mut schema = plan.schema().as_arrow().clone();
                 schema.metadata.remove(LATE_ROWS_OF);
                 schema.metadata.remove(BAD_ROWS_OF);
@@ -97,7 +96,6 @@ impl Compiler {
                     name,
                     View {
                         plan,
-                        position: position.clone(),
                         text: text.clone(),
                         emit_on_window_close: parsed.emit_on_window_close.clone(),
                         named,
@@ -108,9 +106,9 @@ impl Compiler {
                 let uid = self.check_uid(parsed.uid.as_ref())?;
                 let mut statement = statement;
                 if let Statement::Insert(insert) = &mut statement {
-                    self.shape_sink(insert, &position)?;
+                    self.shape_sink(insert, &text)?;
                 }
-                let plan = match self.plan_statement(statement.clone(), &position) {
+                let plan = match self.plan_statement(statement.clone(), &text) {
                     // Positional, as in Flink: a SELECT whose items DataFusion
                     // refuses (two of them named alike, as `a` and
                     // `CAST(a AS VARCHAR)` are) plans once its unnamed items
@@ -126,7 +124,7 @@ impl Compiler {
                             _ => false,
                         };
                         match renamed {
-                            true => self.plan_statement(statement, &position).map_err(|_| e)?,
+                            true => self.plan_statement(statement, &text).map_err(|_| e)?,
                             false => return Err(e),
                         }
                     }
@@ -151,7 +149,6 @@ impl Compiler {
                     }
                     memory.inserts.push(memory_table::MemoryInsert {
                         plan: input.as_ref().clone(),
-                        position,
                         text: text.clone(),
                     });
                     return Ok(());
@@ -160,7 +157,6 @@ impl Compiler {
                 self.catalog.outputs.push(Output {
                     sink,
                     plan: input.as_ref().clone(),
-                    position,
                     text: text.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
                     uid,
@@ -168,8 +164,8 @@ impl Compiler {
             }
             statement @ Statement::Query(_) => {
                 let uid = self.check_uid(parsed.uid.as_ref())?;
-                let plan = self.plan_statement(statement, &position)?;
-                let plan = json_unions_as_text(plan).map_err(|e| self.df_error(&position, e))?;
+                let plan = self.plan_statement(statement, &text)?;
+                let plan = json_unions_as_text(plan).map_err(|e| self.df_error(&text, e))?;
                 let n = self
                     .catalog
                     .outputs
@@ -200,7 +196,6 @@ impl Compiler {
                 self.catalog.outputs.push(Output {
                     sink,
                     plan,
-                    position,
                     text: text.clone(),
                     emit_on_window_close: parsed.emit_on_window_close.clone(),
                     uid,
@@ -209,10 +204,10 @@ impl Compiler {
             Statement::Set(Set::SingleAssignment {
                 variable, values, ..
             }) => {
-                self.apply_setting(&variable, &values, &position)?;
+                self.apply_setting(&variable, &values, &text)?;
             }
             Statement::CreateFunction(create) => {
-                self.create_function(create, parsed.function.unwrap_or_default(), &position)?;
+                self.create_function(create, parsed.function.unwrap_or_default(), &text)?;
             }
             other => {
                 let text = other.to_string();
@@ -267,7 +262,7 @@ impl Compiler {
     pub(super) fn shape_sink(
         &mut self,
         insert: &mut datafusion::sql::sqlparser::ast::Insert,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<()> {
         use datafusion::sql::sqlparser::ast::TableObject;
         let TableObject::TableName(table) = &insert.table else {
@@ -283,12 +278,11 @@ impl Compiler {
             return Ok(());
         };
         if !insert.columns.is_empty() {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("'{name}' declares no columns: it takes the columns of the query inserted into it, so the INSERT names none"),
             ));
         }
-        let plan = self.plan_statement(Statement::Query(query.clone()), position)?;
+        let plan = self.plan_statement(Statement::Query(query.clone()), cx)?;
         // JSON values (`->`, `json_get`) go in as their JSON text.
         let unions: Vec<usize> = plan
             .schema()
@@ -327,8 +321,8 @@ impl Compiler {
         let reference = datafusion::common::TableReference::bare(name.as_str());
         self.ctx
             .deregister_table(reference)
-            .map_err(|e| self.df_error(position, e))?;
-        self.register(&name, schema, position)
+            .map_err(|e| self.df_error(cx, e))?;
+        self.register(&name, schema, &cx.at)
     }
 
     /// `SET key = value`: job-wide settings.
@@ -336,7 +330,7 @@ impl Compiler {
         &mut self,
         variable: &ObjectName,
         values: &[SqlExpr],
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<()> {
         let key: Vec<String> = variable
             .0
@@ -353,7 +347,7 @@ impl Compiler {
                 other => other.to_string(),
             },
             [other] => other.to_string(),
-            _ => return Err(SqlError::at(position, format!("SET {key} takes one value"))),
+            _ => return Err(SqlError::at(&cx.at, format!("SET {key} takes one value"))),
         };
         match key.as_str() {
             "sql.case-sensitive" | "datafusion.sql_parser.enable_ident_normalization" => {
@@ -361,8 +355,7 @@ impl Compiler {
                     "true" => true,
                     "false" => false,
                     _ => {
-                        return Err(SqlError::at(
-                            position,
+                        return Err(SqlError::at(&cx.at,
                             format!("SET {key}: '{value}' is not true or false"),
                         ))
                     }
@@ -381,7 +374,7 @@ impl Compiler {
             }
             "table.exec.state.ttl" | "state_ttl" | "state.ttl" => {
                 let ttl = eddy_engine::time::parse_duration(&value)
-                    .map_err(|e| SqlError::at(position, format!("SET {key}: {e}")))?;
+                    .map_err(|e| SqlError::at(&cx.at, format!("SET {key}: {e}")))?;
                 self.state_ttl_ms = (!ttl.is_zero()).then_some(ttl.as_millis() as i64);
                 Ok(())
             }
@@ -391,23 +384,21 @@ impl Compiler {
             // more: results are the same with or without them.
             "table.exec.mini-batch.enabled" => match value.trim().to_ascii_lowercase().as_str() {
                 "true" | "false" => Ok(()),
-                _ => Err(SqlError::at(
-                    position,
+                _ => Err(SqlError::at(&cx.at,
                     format!("SET {key}: '{value}' is not true or false"),
                 )),
             },
             "table.exec.mini-batch.allow-latency" => eddy_engine::time::parse_duration(&value)
                 .map(|_| ())
-                .map_err(|e| SqlError::at(position, format!("SET {key}: {e}"))),
+                .map_err(|e| SqlError::at(&cx.at, format!("SET {key}: {e}"))),
             "table.exec.mini-batch.size" => value
                 .trim()
                 .parse::<u64>()
                 .map(|_| ())
                 .map_err(|_| {
-                    SqlError::at(position, format!("SET {key}: '{value}' is not a number of rows"))
+                    SqlError::at(&cx.at, format!("SET {key}: '{value}' is not a number of rows"))
                 }),
-            _ => Err(SqlError::at(
-                position,
+            _ => Err(SqlError::at(&cx.at,
                 format!("unknown setting '{key}' (known: 'sql.case-sensitive', whether unquoted names keep their case as in Flink (default false: folded to lower case); 'table.exec.state.ttl', the time-to-live of idle keys' state: OVER, joins, updating aggregates and Top-N; Flink's 'table.exec.mini-batch.*', accepted as eddy always works in batches)"),
             )),
         }

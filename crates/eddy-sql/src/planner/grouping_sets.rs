@@ -23,14 +23,15 @@ use eddy_engine::operators::calc::CalcStep;
 
 use super::stream::{Stream, TimeAttr};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 impl Compiler {
     pub(super) fn plan_grouping_sets(
         &mut self,
         aggregate: &Aggregate,
         set: &GroupingSet,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         let distinct: Vec<Expr> = set.distinct_expr().into_iter().cloned().collect();
         let sets: Vec<Vec<Expr>> = match set {
@@ -58,8 +59,8 @@ impl Compiler {
                 grouping.clone(),
                 aggregate.aggr_expr.clone(),
             )
-            .map_err(|e| self.df_error(position, e))?;
-            let mut stream = self.plan_aggregate(&partial, position)?;
+            .map_err(|e| self.df_error(cx, e))?;
+            let mut stream = self.plan_aggregate(&partial, cx)?;
             let absent: Vec<bool> = distinct.iter().map(|d| !grouping.contains(d)).collect();
             let ordinal = ordinals.entry(absent.clone()).or_insert(0);
             let id = absent
@@ -90,8 +91,8 @@ impl Compiler {
                     }
                     None => {
                         let data_type = full.field(i).data_type();
-                        let null = ScalarValue::try_from(data_type)
-                            .map_err(|e| self.df_error(position, e))?;
+                        let null =
+                            ScalarValue::try_from(data_type).map_err(|e| self.df_error(cx, e))?;
                         exprs.push(Arc::new(Literal::new(null)));
                         fields.push(full.field(i).as_ref().clone().with_nullable(true));
                     }
@@ -99,7 +100,7 @@ impl Compiler {
             }
             let id_value = ScalarValue::UInt64(Some(id))
                 .cast_to(id_field.data_type())
-                .map_err(|e| self.df_error(position, e))?;
+                .map_err(|e| self.df_error(cx, e))?;
             exprs.push(Arc::new(Literal::new(id_value)));
             fields.push(id_field.as_ref().clone());
             for k in 0..aggregate.aggr_expr.len() {

@@ -30,7 +30,7 @@ pub(super) struct MemoryTable {
 #[derive(Clone)]
 pub(super) struct MemoryInsert {
     pub plan: LogicalPlan,
-    pub position: Position,
+    /// Where the insert was written.
     pub text: StatementText,
 }
 
@@ -41,7 +41,7 @@ impl Compiler {
     pub(super) fn memory_stream(
         &mut self,
         name: &str,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Option<Stream>> {
         let Some(table) = self.catalog.memory_tables.get(name).cloned() else {
             return Ok(None);
@@ -50,8 +50,7 @@ impl Compiler {
             return Ok(Some(stream.clone()));
         }
         if table.inserts.is_empty() {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!(
                     "'{name}' is read but nothing is inserted into it: a table without a connector (declared at {}) passes rows from the queries that INSERT INTO it to the queries that read it",
                     table.position
@@ -59,8 +58,7 @@ impl Compiler {
             ));
         }
         if !self.memory_planning.insert(name.to_string()) {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("'{name}' is read by a query that inserts into it, directly or through others: rows would go round for ever"),
             ));
         }
@@ -68,10 +66,8 @@ impl Compiler {
         let mut failed = None;
         for insert in &table.inserts {
             // Errors inside an insert point into it.
-            let planned = self.within(insert.text.clone(), |c| {
-                c.note_columns_read(&insert.plan);
-                c.plan_stream(&insert.plan, &insert.position)
-            });
+            self.note_columns_read(&insert.plan);
+            let planned = self.plan_stream(&insert.plan, &insert.text);
             match planned {
                 Ok(stream) => streams.push(stream),
                 Err(e) => {

@@ -44,8 +44,9 @@
 //! The pieces: `declare` reads each statement into the `catalog` (what
 //! was declared); `finish` (here) plans each output; `plan_input` turns a
 //! logical plan into a stream node by node, passing down what a step asks
-//! of the plan below it, within the `statement_text` of the statement
-//! being planned; one module per kind of node does the rest.
+//! of the plan below it and the text of the statement being planned
+//! (`statement_text`) as arguments; one module per kind of node does the
+//! rest.
 
 mod aggregate;
 mod carry_time;
@@ -226,7 +227,6 @@ fn compile_here(
 struct Output {
     sink: String,
     plan: LogicalPlan,
-    position: Position,
     /// Where the statement was written.
     text: StatementText,
     /// Where `EMIT ON WINDOW CLOSE` is written, if it is.
@@ -239,7 +239,6 @@ struct Output {
 #[derive(Clone)]
 struct View {
     plan: LogicalPlan,
-    position: Position,
     text: StatementText,
     emit_on_window_close: Option<Position>,
     /// What its operators are named by (`view <name>`, or `uid <name>`
@@ -294,9 +293,6 @@ pub(crate) struct Compiler {
     view_streams: HashMap<String, Stream>,
     /// Memory tables whose inserts are being planned (a cycle check).
     memory_planning: BTreeSet<String>,
-    /// Where the statement being planned was written (a view's, an
-    /// insert's, a lifted `MATCH_RECOGNIZE`'s while it is planned within).
-    statement: StatementText,
     /// `SET 'table.exec.state.ttl'`: drop idle keys' OVER state after this
     /// long, bound joins of append-only streams to rows at most this far
     /// apart in event time, and let updating operators (GROUP BY, Top-N,
@@ -339,34 +335,12 @@ impl Compiler {
             normalized: HashMap::new(),
             view_streams: HashMap::new(),
             memory_planning: BTreeSet::new(),
-            statement: StatementText::default(),
             state_ttl_ms: None,
             python_config,
             python: None,
             check_python_functions: false,
             connector_facts: None,
         }
-    }
-
-    /// Where the first of `words` (upper case) is written in the statement
-    /// being planned: an error about a construct points at it (`GROUP`,
-    /// `OVER`, `JOIN`, ...), else at `fallback`.
-    fn anchor(&self, fallback: &Position, words: &[&str]) -> Position {
-        self.statement
-            .words
-            .find(words)
-            .cloned()
-            .unwrap_or_else(|| fallback.clone())
-    }
-
-    /// Runs `plan` within `text` (a view's, an insert's, a lifted
-    /// `MATCH_RECOGNIZE`'s), the statement being planned's text put back
-    /// after.
-    fn within<T>(&mut self, text: StatementText, plan: impl FnOnce(&mut Self) -> T) -> T {
-        let outer = std::mem::replace(&mut self.statement, text);
-        let out = plan(self);
-        self.statement = outer;
-        out
     }
 
     /// `CREATE VIEW v (a, b) AS ...`: the query's columns renamed, in
@@ -376,7 +350,7 @@ impl Compiler {
         view: &str,
         columns: &[datafusion::sql::sqlparser::ast::ViewColumnDef],
         plan: LogicalPlan,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<LogicalPlan> {
         if columns.is_empty() {
             return Ok(plan);
@@ -384,7 +358,7 @@ impl Compiler {
         let count = plan.schema().fields().len();
         if columns.len() != count {
             return Err(SqlError::at(
-                position,
+                &cx.at,
                 format!(
                     "view '{view}' names {} columns but its query has {count}",
                     columns.len()
@@ -407,20 +381,17 @@ impl Compiler {
         datafusion::logical_expr::LogicalPlanBuilder::from(plan)
             .project(renamed)
             .and_then(|b| b.build())
-            .map_err(|e| self.df_error(position, e))
+            .map_err(|e| self.df_error(cx, e))
     }
 
-    /// A DataFusion error as a positioned user error (its own span if it has one).
-    fn df_error(&self, fallback: &Position, error: DataFusionError) -> SqlError {
+    /// A DataFusion error as a positioned user error: at its own span in
+    /// the statement `cx` if it has one, else at the statement.
+    fn df_error(&self, cx: &StatementText, error: DataFusionError) -> SqlError {
         let position = error
             .diagnostic()
             .and_then(|d| d.span)
-            .map(|span| {
-                self.statement
-                    .map
-                    .position(span.start.line, span.start.column)
-            })
-            .unwrap_or_else(|| fallback.clone());
+            .map(|span| cx.map.position(span.start.line, span.start.column))
+            .unwrap_or_else(|| cx.at.clone());
         let full = error.strip_backtrace();
         let mut message = match error.diagnostic() {
             Some(d) => {
@@ -477,7 +448,7 @@ impl Compiler {
         }
         self.ctx
             .register_table(reference, provider)
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| SqlError::at(position, e.strip_backtrace()))?;
         Ok(())
     }
 
@@ -486,11 +457,11 @@ impl Compiler {
         IdentifierCase::of(self.ctx.state().config_options())
     }
 
-    fn plan_statement(&self, statement: Statement, position: &Position) -> Result<LogicalPlan> {
+    fn plan_statement(&self, statement: Statement, cx: &StatementText) -> Result<LogicalPlan> {
         if let Some((construct, span)) = unplannable::unplannable_relation(&statement) {
             let at = match span.start.line {
-                0 => position.clone(),
-                line => self.statement.map.position(line, span.start.column),
+                0 => cx.at.clone(),
+                line => cx.map.position(line, span.start.column),
             };
             return Err(SqlError::at(
                 &at,
@@ -501,11 +472,11 @@ impl Compiler {
         let plan = futures::executor::block_on(
             state.statement_to_plan(DFStatement::Statement(Box::new(statement))),
         )
-        .map_err(|e| self.df_error(position, e))?;
+        .map_err(|e| self.df_error(cx, e))?;
         state
             .analyzer()
             .execute_and_check(plan, state.config_options(), |_, _| {})
-            .map_err(|e| self.df_error(position, e))
+            .map_err(|e| self.df_error(cx, e))
     }
 
     /// Names the operators planned from node `first` on that no inner
@@ -525,10 +496,9 @@ impl Compiler {
         let outputs = std::mem::take(&mut self.catalog.outputs);
         let mut sink_inputs: BTreeMap<String, Vec<Endpoint>> = BTreeMap::new();
         for output in &outputs {
-            self.statement = output.text.clone();
             let first = self.graph.nodes.len();
             self.note_columns_read(&output.plan);
-            let mut stream = self.plan_stream(&output.plan, &output.position)?;
+            let mut stream = self.plan_stream(&output.plan, &output.text)?;
             check_emit_on_window_close(&stream, output.emit_on_window_close.as_ref())?;
             let endpoint = stream.materialize(&mut self.graph);
             if let Some(uid) = &output.uid {
@@ -663,10 +633,9 @@ impl Compiler {
         }
     }
 
-    fn source_stream(&mut self, name: &str, position: &Position) -> Result<Stream> {
+    fn source_stream(&mut self, name: &str, cx: &StatementText) -> Result<Stream> {
         if self.catalog.sinks.contains(name) {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("table '{name}' is written by an INSERT and read by a query; to reuse a query's result, declare it as a VIEW"),
             ));
         }
@@ -674,11 +643,11 @@ impl Compiler {
             .catalog
             .tables
             .get(name)
-            .ok_or_else(|| SqlError::at(position, format!("table '{name}' not found")))?
+            .ok_or_else(|| SqlError::at(&cx.at, format!("table '{name}' not found")))?
             .clone();
         if def.declared_role.as_deref() == Some("sink") {
             return Err(SqlError::at(
-                position,
+                &cx.at,
                 format!(
                     "table '{name}' is declared type = 'sink' (at {}): a query cannot read it",
                     def.position
@@ -728,7 +697,7 @@ impl Compiler {
                     .iter()
                     .map(|k| datafusion::physical_expr::expressions::col(k, &schema))
                     .collect::<datafusion::error::Result<Vec<_>>>()
-                    .map_err(|e| self.df_error(position, e))?;
+                    .map_err(|e| self.df_error(cx, e))?;
                 let plan = eddy_engine::operators::changelog_normalize::ChangelogNormalizePlan {
                     schema,
                     keys: keys.clone(),
@@ -744,7 +713,7 @@ impl Compiler {
             _ => node,
         };
         let schema = DFSchema::try_from_qualified_schema(name, def.schema().as_ref())
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         Ok(Stream {
             time_lost: None,
             changelog: feed.map(|f| f.changelog),
@@ -765,7 +734,7 @@ impl Compiler {
     /// holding the rows (evaluated now, as NDJSON in its `rows` option).
     /// It has no event time, so it feeds what needs none: set operations,
     /// updating aggregates, joins without a time bound.
-    fn values_stream(&mut self, plan: &LogicalPlan, position: &Position) -> Result<Stream> {
+    fn values_stream(&mut self, plan: &LogicalPlan, cx: &StatementText) -> Result<Stream> {
         let batches = futures::executor::block_on(async {
             self.ctx
                 .execute_logical_plan(plan.clone())
@@ -773,18 +742,18 @@ impl Compiler {
                 .collect()
                 .await
         })
-        .map_err(|e| self.df_error(position, e))?;
+        .map_err(|e| self.df_error(cx, e))?;
         let mut rows = Vec::new();
         {
             let mut writer = datafusion::arrow::json::LineDelimitedWriter::new(&mut rows);
             for batch in &batches {
                 writer
                     .write(batch)
-                    .map_err(|e| SqlError::at(position, format!("VALUES: {e}")))?;
+                    .map_err(|e| SqlError::at(&cx.at, format!("VALUES: {e}")))?;
             }
             writer
                 .finish()
-                .map_err(|e| SqlError::at(position, format!("VALUES: {e}")))?;
+                .map_err(|e| SqlError::at(&cx.at, format!("VALUES: {e}")))?;
         }
         let schema: datafusion::arrow::datatypes::SchemaRef =
             Arc::new(plan.schema().as_arrow().clone());
@@ -815,7 +784,7 @@ impl Compiler {
                     .into_iter()
                     .collect(),
                     schema: schema.clone(),
-                    declared_at: Some(position.clone()),
+                    declared_at: Some(cx.at.clone()),
                     primary_key: Vec::new(),
                     filter: None,
                     unread_columns: Vec::new(),
@@ -842,17 +811,17 @@ impl Compiler {
     }
 
     /// The rows source `table` diverted as late (its late port).
-    fn late_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
-        let main = self.source_stream(table, position)?;
+    fn late_stream(&mut self, table: &str, cx: &StatementText) -> Result<Stream> {
+        let main = self.source_stream(table, cx)?;
         self.source_scans.scanned(table, true);
         let def = self
             .catalog
             .tables
             .get(table)
-            .ok_or_else(|| SqlError::at(position, format!("table '{table}' not found")))?;
+            .ok_or_else(|| SqlError::at(&cx.at, format!("table '{table}' not found")))?;
         let late_schema = def.layout.late_schema();
         let schema = DFSchema::try_from_qualified_schema(table, late_schema.as_ref())
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         Ok(Stream {
             time_lost: None,
             changelog: None,
@@ -878,12 +847,12 @@ impl Compiler {
 
     /// The rows source `table` found bad (its bad port); time attribute
     /// `arrival_time`.
-    fn bad_stream(&mut self, table: &str, position: &Position) -> Result<Stream> {
-        let main = self.source_stream(table, position)?;
+    fn bad_stream(&mut self, table: &str, cx: &StatementText) -> Result<Stream> {
+        let main = self.source_stream(table, cx)?;
         self.source_scans.scanned(table, true);
         let bad_schema = bad_row_schema();
         let schema = DFSchema::try_from_qualified_schema(table, bad_schema.as_ref())
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         Ok(Stream {
             time_lost: None,
             changelog: None,

@@ -25,7 +25,8 @@ use eddy_engine::operators::over::{Frame, OverFunction, OverPlan, RunningAggrega
 use super::rank::RankLimit;
 use super::stream::{add_operator, Stream};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 fn constant(expr: &Expr) -> Option<&ScalarValue> {
     match expr {
@@ -42,18 +43,18 @@ impl Compiler {
     pub(super) fn plan_over(
         &mut self,
         window: &Window,
-        position: &Position,
+        cx: &StatementText,
         limit: Option<RankLimit>,
     ) -> Result<Stream> {
-        let mut input = self.plan_stream(&window.input, position)?;
+        let mut input = self.plan_stream(&window.input, cx)?;
         if let Some(ranking) = super::rank::stream_ranking(window, &input, limit.as_ref()) {
-            return self.plan_stream_rank(window, input, ranking, position);
+            return self.plan_stream_rank(window, input, ranking, cx);
         }
         if let (None, Some(time)) = (&input.changelog, input.time) {
             if let Some(ranking) =
                 super::rank::rank_functions(window, &input.schema, time.column, &input.windows)
             {
-                return self.plan_window_rank(window, input, time, ranking, limit, position);
+                return self.plan_window_rank(window, input, time, ranking, limit, cx);
             }
         }
         // In event-time order over an append-only stream, rows go out final
@@ -87,11 +88,11 @@ impl Compiler {
                     ),
                     _ => String::new(),
                 };
-                return Err(SqlError::at(&self.anchor(position, &["OVER"]),
+                return Err(SqlError::at(&cx.anchor(&["OVER"]),
                     format!("a ranking on a stream{order} needs a bound: a WHERE rn <= N above it (a Top-N over the stream, whose rows change), or PARTITION BY window_start, window_end (or the window) of a window aggregate (a window Top-N); unbounded, every row would re-rank its whole partition"),
                 ));
             }
-            return self.plan_updating_over(window, input, position);
+            return self.plan_updating_over(window, input, cx);
         }
         let Some(time) = input.time else {
             return Err(SqlError::Internal(
@@ -117,7 +118,7 @@ impl Compiler {
             match &partition_by {
                 Some(p) if *p != params.partition_by => {
                     return Err(SqlError::at(
-                        &self.anchor(position, &["OVER"]),
+                        &cx.anchor(&["OVER"]),
                         "all OVER clauses of one SELECT must use the same PARTITION BY",
                     ));
                 }
@@ -140,7 +141,7 @@ impl Compiler {
                                 Some(range_ms) => Frame::RangePreceding { range_ms },
                                 None => {
                                     return Err(SqlError::at(
-                                        &self.anchor(position, &["RANGE", "OVER"]),
+                                        &cx.anchor(&["RANGE", "OVER"]),
                                         format!("{}: a RANGE frame on a stream reaches back a constant INTERVAL of event time (RANGE BETWEEN INTERVAL '1' HOUR PRECEDING AND CURRENT ROW), not {v}", udaf.name()),
                                     ))
                                 }
@@ -150,13 +151,13 @@ impl Compiler {
                         (WindowFrameUnits::Rows, false, WindowFrameBound::CurrentRow) => match &frame.start_bound {
                             WindowFrameBound::Preceding(v) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
                                 Ok(ScalarValue::UInt64(Some(rows))) => Frame::RowsPreceding { rows: rows as usize },
-                                _ => return Err(SqlError::at(&self.anchor(position, &["ROWS", "OVER"]), format!("{}: ROWS BETWEEN n PRECEDING needs a constant n", udaf.name()))),
+                                _ => return Err(SqlError::at(&cx.anchor(&["ROWS", "OVER"]), format!("{}: ROWS BETWEEN n PRECEDING needs a constant n", udaf.name()))),
                             },
                             _ => Frame::UpToCurrentRow,
                         },
                         _ => {
                             return Err(SqlError::at(
-                                &self.anchor(position, &["ROWS", "RANGE", "OVER"]),
+                                &cx.anchor(&["ROWS", "RANGE", "OVER"]),
                                 format!(
                                     "{}: on streams a frame ends at the current row (or 1 PRECEDING): ROWS or RANGE BETWEEN UNBOUNDED PRECEDING, ROWS BETWEEN n PRECEDING or RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW; a frame reaching into later rows would wait for them",
                                     udaf.name()
@@ -173,7 +174,7 @@ impl Compiler {
                         params.null_treatment,
                     ));
                     let aggregate =
-                        crate::context::simplify(&state, aggregate, &input_schema).map_err(|e| self.df_error(position, e))?;
+                        crate::context::simplify(&state, aggregate, &input_schema).map_err(|e| self.df_error(cx, e))?;
                     let planning = PhysicalPlanningContext::default();
                     let lowered = LoweredAggregateBuilder::new(
                         &aggregate,
@@ -183,12 +184,12 @@ impl Compiler {
                         &planning,
                     )
                     .build()
-                    .map_err(|e| self.df_error(position, e))?;
+                    .map_err(|e| self.df_error(cx, e))?;
                     if frame.slides() {
                         let retracts = lowered.aggregate.create_sliding_accumulator().is_ok_and(|acc| acc.supports_retract_batch());
                         if !retracts {
                             return Err(SqlError::at(
-                                &self.anchor(position, &["ROWS", "RANGE", "OVER"]),
+                                &cx.anchor(&["ROWS", "RANGE", "OVER"]),
                                 format!("{}: this aggregate cannot take rows back out, so it cannot run over a sliding frame (n PRECEDING); use a running frame (UNBOUNDED PRECEDING) or a window", udaf.name()),
                             ));
                         }
@@ -203,23 +204,23 @@ impl Compiler {
                         let value = params
                             .args
                             .first()
-                            .ok_or_else(|| SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}() needs a value")))?;
+                            .ok_or_else(|| SqlError::at(&cx.anchor(&["OVER"]), format!("{name}() needs a value")))?;
                         let offset = match params.args.get(1).map(constant) {
                             None => 1,
                             Some(Some(v)) => match v.cast_to(&datafusion::arrow::datatypes::DataType::UInt64) {
                                 Ok(ScalarValue::UInt64(Some(n))) if n > 0 => n as usize,
-                                _ => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the offset must be a positive constant"))),
+                                _ => return Err(SqlError::at(&cx.anchor(&["OVER"]), format!("{name}(): the offset must be a positive constant"))),
                             },
-                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the offset must be a constant"))),
+                            Some(None) => return Err(SqlError::at(&cx.anchor(&["OVER"]), format!("{name}(): the offset must be a constant"))),
                         };
-                        let value_type = value.get_type(&input_schema).map_err(|e| self.df_error(position, e))?;
+                        let value_type = value.get_type(&input_schema).map_err(|e| self.df_error(cx, e))?;
                         let default = match params.args.get(2).map(constant) {
-                            None => ScalarValue::try_from(&value_type).map_err(|e| self.df_error(position, e))?,
-                            Some(Some(v)) => v.cast_to(&value_type).map_err(|e| self.df_error(position, e))?,
-                            Some(None) => return Err(SqlError::at(&self.anchor(position, &["OVER"]), format!("{name}(): the default must be a constant"))),
+                            None => ScalarValue::try_from(&value_type).map_err(|e| self.df_error(cx, e))?,
+                            Some(Some(v)) => v.cast_to(&value_type).map_err(|e| self.df_error(cx, e))?,
+                            Some(None) => return Err(SqlError::at(&cx.anchor(&["OVER"]), format!("{name}(): the default must be a constant"))),
                         };
                         let value = crate::context::physical_expr(&state, value.clone(), &input_schema)
-                            .map_err(|e| self.df_error(position, e))?;
+                            .map_err(|e| self.df_error(cx, e))?;
                         if name == "lag" {
                             OverFunction::Lag { value, offset, default }
                         } else {
@@ -227,7 +228,7 @@ impl Compiler {
                         }
                     }
                     other => {
-                        return Err(SqlError::at(&self.anchor(position, &["OVER"]),
+                        return Err(SqlError::at(&cx.anchor(&["OVER"]),
                             format!("{other}() OVER is not supported on streams (supported: running aggregates, row_number, lag, lead)"),
                         ))
                     }
@@ -240,7 +241,7 @@ impl Compiler {
             .into_iter()
             .map(|e| crate::context::physical_expr(&state, e, &input_schema))
             .collect::<datafusion::error::Result<Vec<_>>>()
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         let output_schema = Arc::new(Schema::new(
             window
                 .schema

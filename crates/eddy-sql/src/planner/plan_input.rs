@@ -17,7 +17,8 @@ use super::stream::{Stream, TimeAttr};
 use super::{
     check_emit_on_window_close, not_in, processing_time, pushdown, rank, stream, Compiler,
 };
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 use crate::side_streams::{BAD_ROWS_OF, LATE_ROWS_OF};
 
 /// What the step above a plan asks of it while it is planned: passed
@@ -35,12 +36,8 @@ struct Wanted {
 
 impl Compiler {
     /// Translates a logical plan into a stream.
-    pub(super) fn plan_stream(
-        &mut self,
-        plan: &LogicalPlan,
-        position: &Position,
-    ) -> Result<Stream> {
-        self.plan_input(plan, position, Wanted::default())
+    pub(super) fn plan_stream(&mut self, plan: &LogicalPlan, cx: &StatementText) -> Result<Stream> {
+        self.plan_input(plan, cx, Wanted::default())
     }
 
     /// Translates a logical plan into a stream for the step above it,
@@ -48,7 +45,7 @@ impl Compiler {
     fn plan_input(
         &mut self,
         plan: &LogicalPlan,
-        position: &Position,
+        cx: &StatementText,
         wanted: Wanted,
     ) -> Result<Stream> {
         let state = self.ctx.state();
@@ -63,7 +60,7 @@ impl Compiler {
                 let bad_of = scan.source.schema().metadata().get(BAD_ROWS_OF).cloned();
                 let mut stream = if let Some(view) = self.view_streams.get(&name) {
                     view.clone()
-                } else if let Some(memory) = self.memory_stream(&name, position)? {
+                } else if let Some(memory) = self.memory_stream(&name, cx)? {
                     memory
                 } else if let Some(mut matched) = self.match_stream(&name)? {
                     matched.materialize(&mut self.graph);
@@ -72,28 +69,26 @@ impl Compiler {
                 } else if let Some(view) = self.catalog.views.get(&name).cloned() {
                     // Errors inside the view point into the view.
                     let first = self.graph.nodes.len();
-                    let mut stream = self.within(view.text, |c| {
-                        c.note_columns_read(&view.plan);
-                        c.plan_stream(&view.plan, &view.position)
-                    })?;
+                    self.note_columns_read(&view.plan);
+                    let mut stream = self.plan_stream(&view.plan, &view.text)?;
                     check_emit_on_window_close(&stream, view.emit_on_window_close.as_ref())?;
                     stream.materialize(&mut self.graph);
                     self.name_operators(first, &view.named);
                     self.view_streams.insert(name.clone(), stream.clone());
                     stream
                 } else if let Some(table) = late_of {
-                    self.late_stream(&table, position)?
+                    self.late_stream(&table, cx)?
                 } else if let Some(table) = bad_of {
-                    self.bad_stream(&table, position)?
+                    self.bad_stream(&table, cx)?
                 } else {
-                    self.source_stream(&name, position)?
+                    self.source_stream(&name, cx)?
                 };
                 if let Some(projection) = &scan.projection {
                     let exprs = projection
                         .iter()
                         .map(|&i| datafusion::physical_expr::expressions::col(stream.schema.field(i).name(), &stream.endpoint_schema))
                         .collect::<datafusion::error::Result<Vec<_>>>()
-                        .map_err(|e| self.df_error(position, e))?;
+                        .map_err(|e| self.df_error(cx, e))?;
                     stream.time = stream
                         .time
                         .and_then(|t| projection.iter().position(|&i| i == t.column).map(|column| TimeAttr { column, ..t }));
@@ -110,7 +105,7 @@ impl Compiler {
                 stream.schema = scan.projected_schema.clone();
                 for filter in &scan.filters {
                     let predicate = crate::context::physical_expr(&state, filter.clone(), &stream.schema)
-                        .map_err(|e| self.df_error(position, e))?;
+                        .map_err(|e| self.df_error(cx, e))?;
                     stream.steps.push(CalcStep::Filter(predicate));
                 }
                 Ok(stream)
@@ -121,7 +116,7 @@ impl Compiler {
                     join_columns: columns_read_of_a_join(&projection.expr, &projection.input),
                     rank_limit,
                 };
-                let mut stream = self.plan_input(&projection.input, position, wanted)?;
+                let mut stream = self.plan_input(&projection.input, cx, wanted)?;
                 // Window bounds over a PROCTIME() column (a window table
                 // function read row by row, as window deduplication does):
                 // that column becomes the time attribute, on the wall clock.
@@ -135,7 +130,7 @@ impl Compiler {
                     .zip(projection.schema.fields())
                     .map(|(e, field)| crate::context::physical_expr_of_type(&state, e.clone(), &input_schema, field.data_type()))
                     .collect::<datafusion::error::Result<Vec<_>>>()
-                    .map_err(|e| self.df_error(position, e))?;
+                    .map_err(|e| self.df_error(cx, e))?;
                 stream.windows = stream::projected_windows(&projection.expr, &input_schema, stream.time.map(|t| t.column), &stream.windows);
                 let before = stream.time;
                 stream.time = stream.time.and_then(|t| {
@@ -161,7 +156,7 @@ impl Compiler {
                             Some(on) => on.clone().and(filter.predicate.clone()),
                             None => filter.predicate.clone(),
                         });
-                        return self.plan_join(&merged, position, join_needed);
+                        return self.plan_join(&merged, cx, join_needed);
                     }
                 }
                 let rank_limit = rank::rank_limit(filter);
@@ -175,8 +170,8 @@ impl Compiler {
                     })
                     .unwrap_or(false);
                     let target = if correlated_not_in {
-                        let predicate = not_in::as_not_exists(&filter.predicate, filter.input.schema()).map_err(|e| self.df_error(position, e))?;
-                        LogicalPlan::Filter(datafusion::logical_expr::Filter::try_new(predicate, filter.input.clone()).map_err(|e| self.df_error(position, e))?)
+                        let predicate = not_in::as_not_exists(&filter.predicate, filter.input.schema()).map_err(|e| self.df_error(cx, e))?;
+                        LogicalPlan::Filter(datafusion::logical_expr::Filter::try_new(predicate, filter.input.clone()).map_err(|e| self.df_error(cx, e))?)
                     } else {
                         plan.clone()
                     };
@@ -185,18 +180,18 @@ impl Compiler {
                     use datafusion::optimizer::{OptimizerContext, OptimizerRule};
                     let rewritten = datafusion::optimizer::decorrelate_predicate_subquery::DecorrelatePredicateSubquery::new()
                         .rewrite(target, &OptimizerContext::new())
-                        .map_err(|e| self.df_error(position, e))?;
+                        .map_err(|e| self.df_error(cx, e))?;
                     let still = match &rewritten.data {
                         LogicalPlan::Filter(f) => datafusion::common::tree_node::TreeNode::exists(&f.predicate, |e| Ok(matches!(e, Expr::InSubquery(_) | Expr::Exists(_) | Expr::ScalarSubquery(_)))).unwrap_or(true),
                         _ => false,
                     };
                     if !rewritten.transformed || still {
                         return Err(SqlError::at(
-                            &self.anchor(position, &["EXISTS", "IN", "SELECT"]),
+                            &cx.anchor(&["EXISTS", "IN", "SELECT"]),
                             "this subquery in WHERE is not supported on streams: IN, EXISTS and NOT EXISTS work at the top of the condition (ANDed), correlated by equalities; a scalar subquery does not",
                         ));
                     }
-                    return self.plan_stream(&rewritten.data, position);
+                    return self.plan_stream(&rewritten.data, cx);
                 }
                 if let Some((table, condition)) = pushdown::usable_condition(filter, &self.catalog.tables) {
                     if !self.catalog.match_views.contains_key(&table) {
@@ -207,13 +202,13 @@ impl Compiler {
                     join_columns: None,
                     rank_limit,
                 };
-                let mut stream = self.plan_input(&filter.input, position, wanted)?;
+                let mut stream = self.plan_input(&filter.input, cx, wanted)?;
                 let predicate = crate::context::physical_expr(&state, filter.predicate.clone(), &stream.schema)
-                    .map_err(|e| self.df_error(position, e))?;
+                    .map_err(|e| self.df_error(cx, e))?;
                 // A filter over a changelog must pass a retraction as it
                 // passed its insert.
                 let used = datafusion::physical_expr::utils::collect_columns(&predicate).iter().map(|c| c.index()).collect::<Vec<_>>();
-                stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&self.anchor(position, &["WHERE"]), m))?;
+                stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&cx.anchor(&["WHERE"]), m))?;
                 stream.steps.push(CalcStep::Filter(predicate));
                 stream.windows = stream::filtered_windows(&filter.predicate, &stream.schema, stream.time.map(|t| t.column), &stream.windows);
                 Ok(stream)
@@ -223,38 +218,36 @@ impl Compiler {
                     join_columns: join_needed,
                     rank_limit,
                 };
-                let mut stream = self.plan_input(&alias.input, position, wanted)?;
+                let mut stream = self.plan_input(&alias.input, cx, wanted)?;
                 stream.schema = alias.schema.clone();
                 if let Some(lost) = stream.time_lost.as_mut().filter(|l| l.ends_with("SELECT list")) {
                     lost.push_str(&format!(" of '{}'", alias.alias));
                 }
                 Ok(stream)
             }
-            LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate, position),
+            LogicalPlan::Aggregate(aggregate) => self.plan_aggregate(aggregate, cx),
             LogicalPlan::Union(union) => {
                 let mut streams = Vec::new();
                 for input in &union.inputs {
-                    streams.push(self.plan_stream(input, position)?);
+                    streams.push(self.plan_stream(input, cx)?);
                 }
                 Ok(self.union_streams(streams, union.schema.clone()))
             }
-            LogicalPlan::Join(join) => self.plan_join(join, position, join_needed),
-            LogicalPlan::Window(window) => self.plan_over(window, position, rank_limit),
-            LogicalPlan::Sort(sort) => self.plan_sort(sort, position),
-            LogicalPlan::Unnest(unnest) => self.plan_unnest(unnest, position),
-            LogicalPlan::Limit(_) => Err(SqlError::at(&self.anchor(position, &["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
-            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => self.plan_distinct(input, position),
+            LogicalPlan::Join(join) => self.plan_join(join, cx, join_needed),
+            LogicalPlan::Window(window) => self.plan_over(window, cx, rank_limit),
+            LogicalPlan::Sort(sort) => self.plan_sort(sort, cx),
+            LogicalPlan::Unnest(unnest) => self.plan_unnest(unnest, cx),
+            LogicalPlan::Limit(_) => Err(SqlError::at(&cx.anchor(&["LIMIT", "FETCH"]), "LIMIT is not supported on streams")),
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => self.plan_distinct(input, cx),
             LogicalPlan::Distinct(_) => Err(SqlError::at(
-                &self.anchor(position, &["DISTINCT"]),
+                &cx.anchor(&["DISTINCT"]),
                 "SELECT DISTINCT ON is not supported on streams; write the deduplication as ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) = 1",
             )),
-            LogicalPlan::Values(_) => self.values_stream(plan, position),
-            LogicalPlan::EmptyRelation(_) => Err(SqlError::at(
-                position,
+            LogicalPlan::Values(_) => self.values_stream(plan, cx),
+            LogicalPlan::EmptyRelation(_) => Err(SqlError::at(&cx.at,
                 "a streaming query must read from a source table (FROM ...)",
             )),
-            other => Err(SqlError::at(
-                position,
+            other => Err(SqlError::at(&cx.at,
                 format!("{} is not supported in streaming queries", other.display().to_string().split(':').next().unwrap_or("this plan")),
             )),
         }

@@ -23,14 +23,15 @@ use eddy_python::{
 use super::Compiler;
 use crate::context::DdlContext;
 use crate::dialect::create_function::FunctionClauses;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 impl Compiler {
     pub(super) fn create_function(
         &mut self,
         create: CreateFunction,
         clauses: FunctionClauses,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<()> {
         let language = create
             .language
@@ -39,27 +40,23 @@ impl Compiler {
         match language.as_deref() {
             Some("python") => {}
             Some(other) => {
-                return Err(SqlError::at(
-                    position,
+                return Err(SqlError::at(&cx.at,
                     format!("LANGUAGE {other} is not one eddy runs; functions are written in Python (LANGUAGE PYTHON)"),
                 ))
             }
             None => {
-                return Err(SqlError::at(
-                    position,
+                return Err(SqlError::at(&cx.at,
                     "a function needs LANGUAGE PYTHON (eddy's functions are written in Python)",
                 ))
             }
         }
         if let Some(clause) = unsupported_clause(&create) {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("{clause} is not taken for a Python function (eddy calls it on every row, NULLs included; its options go in WITH (vectorized, on_error, timeout))"),
             ));
         }
         let Some(config) = self.python_config.clone() else {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 "Python functions are off in this server (an operator turns them on with eddy serve --allow-python-udfs)",
             ));
         };
@@ -74,28 +71,23 @@ impl Compiler {
         for arg in create.args.iter().flatten() {
             if arg.default_expr.is_some() || arg.mode.is_some() {
                 return Err(SqlError::at(
-                    position,
+                    &cx.at,
                     format!("{name}: arguments are written name TYPE (no modes or defaults)"),
                 ));
             }
-            args.push(self.function_type(&arg.data_type, position)?);
+            args.push(self.function_type(&arg.data_type, cx)?);
         }
         let returns = match &create.return_type {
-            Some(FunctionReturnType::DataType(t)) => self.function_type(t, position)?,
+            Some(FunctionReturnType::DataType(t)) => self.function_type(t, cx)?,
             Some(FunctionReturnType::SetOf(_)) => {
                 return Err(SqlError::at(
-                    position,
+                    &cx.at,
                     format!(
                     "{name}: RETURNS SETOF (table functions) is not supported; return one value"
                 ),
                 ))
             }
-            None => {
-                return Err(SqlError::at(
-                    position,
-                    format!("{name} needs RETURNS <type>"),
-                ))
-            }
+            None => return Err(SqlError::at(&cx.at, format!("{name} needs RETURNS <type>"))),
         };
         let body_expr = match &create.function_body {
             Some(CreateFunctionBody::AsBeforeOptions { body, .. })
@@ -107,14 +99,13 @@ impl Compiler {
             _ => None,
         };
         let Some(body) = body_expr.and_then(function_body) else {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("{name} needs its code: AS $$ <Python source defining {name}> $$, or AS 'module:function'"),
             ));
         };
 
         let mut definition = FunctionDefinition::new(&name, kind, args, returns, body)
-            .map_err(|e| SqlError::at(position, e.to_string()))?;
+            .map_err(|e| SqlError::at(&cx.at, e.to_string()))?;
         let mut seen = std::collections::BTreeSet::new();
         for (key, value, at) in &clauses.options {
             if !seen.insert(key.as_str()) {
@@ -135,8 +126,7 @@ impl Compiler {
             return Ok(());
         }
         if taken && !create.or_replace {
-            return Err(SqlError::at(
-                position,
+            return Err(SqlError::at(&cx.at,
                 format!("a function named {name} exists already; CREATE OR REPLACE FUNCTION replaces it"),
             ));
         }
@@ -177,9 +167,9 @@ impl Compiler {
                             .map_or((span.start.line, span.start.column), |(offset, column)| {
                                 (span.start.line + offset, column)
                             });
-                        self.statement.map.position(line, column)
+                        cx.map.position(line, column)
                     })
-                    .unwrap_or_else(|| position.clone());
+                    .unwrap_or_else(|| cx.at.clone());
                 return Err(SqlError::at(&at, e.to_string()));
             }
         }
@@ -188,7 +178,7 @@ impl Compiler {
 
     /// The Arrow type a Python function takes or returns for a SQL type
     /// (text and bytes in their plain Arrow forms).
-    fn function_type(&self, data_type: &SqlDataType, position: &Position) -> Result<DataType> {
+    fn function_type(&self, data_type: &SqlDataType, cx: &StatementText) -> Result<DataType> {
         let state = self.ctx.state();
         let provider = DdlContext::new(&self.ctx, &state);
         let planner = SqlToRel::new_with_options(
@@ -201,7 +191,7 @@ impl Compiler {
                 data_type: data_type.clone(),
                 options: Vec::new(),
             }])
-            .map_err(|e| SqlError::at(position, format!("type {data_type}: {e}")))?;
+            .map_err(|e| SqlError::at(&cx.at, format!("type {data_type}: {e}")))?;
         Ok(match schema.field(0).data_type() {
             DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
             DataType::BinaryView | DataType::LargeBinary => DataType::Binary,

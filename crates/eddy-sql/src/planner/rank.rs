@@ -34,7 +34,8 @@ use super::stream::{
     add_operator, updating_output, Changelog, Endpoint, Stream, TimeAttr, WindowColumn,
 };
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 /// A filter's bound on a ranking column: `column <= limit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,7 +263,7 @@ impl Compiler {
         time: TimeAttr,
         ranking: RankWindow,
         limit: Option<RankLimit>,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         let RankWindow {
             functions,
@@ -270,7 +271,7 @@ impl Compiler {
             to_end_ms,
         } = ranking;
         let input_schema = input.schema.clone();
-        let (partition_by, order_by) = self.ranking_window(window, &input_schema, position)?;
+        let (partition_by, order_by) = self.ranking_window(window, &input_schema, cx)?;
         // A limit holds for a row_number or rank column; what it keeps is a
         // prefix of each partition in rank order, so every function's values
         // on the kept rows are what they would be over all rows.
@@ -317,7 +318,7 @@ impl Compiler {
         window: &Window,
         mut input: Stream,
         ranking: StreamRanking,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         let input_schema = input.schema.clone();
         let params = window
@@ -328,11 +329,11 @@ impl Compiler {
             .ok_or_else(|| SqlError::Internal("a ranking without function".into()))?;
         if params.order_by.is_empty() {
             return Err(SqlError::at(
-                &self.anchor(position, &["OVER"]),
+                &cx.anchor(&["OVER"]),
                 "a Top-N needs an ORDER BY in its OVER clause (which rows come first)",
             ));
         }
-        let (partition_by, order_by) = self.ranking_window(window, &input_schema, position)?;
+        let (partition_by, order_by) = self.ranking_window(window, &input_schema, cx)?;
         // ORDER BY a `PROCTIME()` column: ranked by arrival.
         let arrival = match params.order_by.as_slice() {
             [only] => match &only.expr {
@@ -353,10 +354,10 @@ impl Compiler {
         };
         input
             .no_change_metadata("a Top-N", 0..input_schema.fields().len())
-            .map_err(|m| SqlError::at(&self.anchor(position, &["OVER"]), m))?;
+            .map_err(|m| SqlError::at(&cx.anchor(&["OVER"]), m))?;
         if let (Some(_), Some(changelog)) = (arrival, &input.changelog) {
             return Err(SqlError::at(
-                &self.anchor(position, &["OVER"]),
+                &cx.anchor(&["OVER"]),
                 format!(
                     "ranking by arrival (ORDER BY a PROCTIME() column) needs an append-only input, and this one is updating: {} makes it so; rank by a value instead",
                     changelog.origin
@@ -388,7 +389,7 @@ impl Compiler {
             .flatten()
             .map(|&i| window.schema.field(i).name().clone())
             .collect();
-        let at = self.anchor(position, &["OVER", "ROW_NUMBER", "RANK", "DENSE_RANK"]);
+        let at = cx.anchor(&["OVER", "ROW_NUMBER", "RANK", "DENSE_RANK"]);
         let what = if ranking.limit == 1
             && ranking.functions[ranking.limited] == RankFunction::RowNumber
         {
@@ -438,12 +439,12 @@ impl Compiler {
         &self,
         window: &Window,
         input_schema: &DFSchema,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<RankingWindow> {
         let state = self.ctx.state();
         let physical = |e: &Expr| {
             crate::context::physical_expr(&state, e.clone(), input_schema)
-                .map_err(|e| self.df_error(position, e))
+                .map_err(|e| self.df_error(cx, e))
         };
         let params = window
             .window_expr

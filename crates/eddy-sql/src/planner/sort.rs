@@ -13,18 +13,19 @@ use eddy_engine::operators::event_time_sort::EventTimeSortPlan;
 
 use super::stream::{add_operator, Stream};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 impl Compiler {
-    pub(super) fn plan_sort(&mut self, sort: &Sort, position: &Position) -> Result<Stream> {
-        let at = self.anchor(position, &["ORDER"]);
+    pub(super) fn plan_sort(&mut self, sort: &Sort, cx: &StatementText) -> Result<Stream> {
+        let at = cx.anchor(&["ORDER"]);
         if sort.fetch.is_some() {
             return Err(SqlError::at(
-                &self.anchor(position, &["LIMIT", "FETCH"]),
+                &cx.anchor(&["LIMIT", "FETCH"]),
                 "LIMIT is not supported on streams: for the top N rows per key or window, use ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) with WHERE rn <= N",
             ));
         }
-        let mut input = self.plan_stream(&sort.input, position)?;
+        let mut input = self.plan_stream(&sort.input, cx)?;
         let refuse = |why: String| {
             SqlError::at(
                 &at,
@@ -69,7 +70,7 @@ impl Compiler {
                     .map(|e| (e, !key.asc))
             })
             .collect::<datafusion::error::Result<Vec<_>>>()
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         let plan = EventTimeSortPlan {
             schema: Arc::new(input.schema.as_arrow().clone()),
             time_column: time.column,

@@ -15,11 +15,12 @@ use eddy_engine::operators::unnest::{UnnestNulls, UnnestPlan};
 
 use super::stream::{add_operator, Stream, TimeAttr};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 impl Compiler {
-    pub(super) fn plan_unnest(&mut self, unnest: &Unnest, position: &Position) -> Result<Stream> {
-        let at = self.anchor(position, &["UNNEST"]);
+    pub(super) fn plan_unnest(&mut self, unnest: &Unnest, cx: &StatementText) -> Result<Stream> {
+        let at = cx.anchor(&["UNNEST"]);
         let refuse = |why: &str| SqlError::at(&at, format!("UNNEST: {why}"));
         if !unnest.struct_type_columns.is_empty() {
             return Err(refuse("unnesting a struct into columns is not supported; read its fields (s.field or s['field'])"));
@@ -29,7 +30,7 @@ impl Compiler {
         {
             return Err(refuse("one level of a list at a time is supported: unnest the inner lists in a second step"));
         }
-        let mut input = self.plan_stream(&unnest.input, position)?;
+        let mut input = self.plan_stream(&unnest.input, cx)?;
         input
             .append_only("UNNEST")
             .map_err(|m| SqlError::at(&at, m))?;

@@ -19,6 +19,7 @@ use eddy_engine::operators::AggregateCall;
 use super::stream::{add_operator, updating_output, Changelog, Stream};
 use super::Compiler;
 use crate::error::{Position, Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 impl Compiler {
     /// `GROUP BY keys` (no window) or a global aggregate over `input`.
@@ -27,17 +28,17 @@ impl Compiler {
         aggregate: &Aggregate,
         input: Stream,
         keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
-        let aggregates = self.lower_aggregates(aggregate, &input, position)?;
+        let aggregates = self.lower_aggregates(aggregate, &input, cx)?;
         let origin = if aggregate.group_expr.is_empty() {
-            let at = self.anchor(position, &["SELECT"]);
+            let at = cx.anchor(&["SELECT"]);
             format!("the aggregate without GROUP BY at {at}")
         } else {
-            let at = self.anchor(position, &["GROUP"]);
+            let at = cx.anchor(&["GROUP"]);
             format!("the GROUP BY without a window at {at}")
         };
-        let at = self.anchor(position, &["GROUP", "SELECT"]);
+        let at = cx.anchor(&["GROUP", "SELECT"]);
         self.plan_group_changes(
             input,
             keys,
@@ -52,9 +53,9 @@ impl Compiler {
     pub(super) fn plan_distinct(
         &mut self,
         input: &datafusion::logical_expr::LogicalPlan,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
-        let stream = self.plan_stream(input, position)?;
+        let stream = self.plan_stream(input, cx)?;
         let arrow = stream.schema.as_arrow().clone();
         let keys = arrow
             .fields()
@@ -67,7 +68,7 @@ impl Compiler {
                 (column, f.name().clone())
             })
             .collect();
-        let at = self.anchor(position, &["DISTINCT"]);
+        let at = cx.anchor(&["DISTINCT"]);
         let schema = stream.schema.clone();
         self.plan_group_changes(
             stream,

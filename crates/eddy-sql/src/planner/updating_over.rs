@@ -20,7 +20,8 @@ use eddy_engine::operators::updating_over::UpdatingOverPlan;
 
 use super::stream::{add_operator, updating_output, Changelog, Stream};
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 
 fn function(expr: &Expr) -> Option<&WindowFunction> {
     match expr {
@@ -35,9 +36,9 @@ impl Compiler {
         &mut self,
         window: &Window,
         mut input: Stream,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
-        let at = self.anchor(position, &["OVER"]);
+        let at = cx.anchor(&["OVER"]);
         let mut shared = None;
         for expr in &window.window_expr {
             let params = &function(expr)
@@ -70,7 +71,7 @@ impl Compiler {
                 )
             })
             .collect::<datafusion::error::Result<Vec<_>>>()
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         let Some(first) = functions.first() else {
             return Err(SqlError::Internal("an OVER without functions".into()));
         };

@@ -24,12 +24,13 @@ use eddy_engine::source::SourceColumn;
 
 use super::temporal::ProbeJoinParts;
 use crate::error::{Position, Result, SqlError};
+use crate::planner::statement_text::StatementText;
 use crate::planner::stream::{add_operator, Stream};
 use crate::planner::Compiler;
 
 impl Compiler {
-    pub(super) fn plan_lookup_join(&mut self, join: &Join, position: &Position) -> Result<Stream> {
-        let at = self.anchor(position, &["SYSTEM_TIME", "FOR", "JOIN"]);
+    pub(super) fn plan_lookup_join(&mut self, join: &Join, cx: &StatementText) -> Result<Stream> {
+        let at = cx.anchor(&["SYSTEM_TIME", "FOR", "JOIN"]);
         let left_outer = match join.join_type {
             JoinType::Inner => false,
             JoinType::Left => true,
@@ -41,10 +42,10 @@ impl Compiler {
             }
         };
         if let Some(table) = self.table_read_by_key(&join.right) {
-            return self.plan_key_lookup_join(join, position, &at, left_outer, table);
+            return self.plan_key_lookup_join(join, cx, &at, left_outer, table);
         }
-        let mut left = self.plan_stream(&join.left, position)?;
-        let mut right = self.plan_stream(&join.right, position)?;
+        let mut left = self.plan_stream(&join.left, cx)?;
+        let mut right = self.plan_stream(&join.right, cx)?;
         left.append_only("the probe side of a lookup join")
             .map_err(|m| SqlError::at(&at, m))?;
         let (left_schema, right_schema) =
@@ -58,7 +59,7 @@ impl Compiler {
             join,
             &at,
             "a lookup join needs an equality between the probe and the table's key (ON mod(b.auction, 10000) = s.key)",
-            position,
+            cx,
         )?;
         let time = left.time;
         let from_left = left.materialize(&mut self.graph);
@@ -107,7 +108,7 @@ impl Compiler {
     fn plan_key_lookup_join(
         &mut self,
         join: &Join,
-        position: &Position,
+        cx: &StatementText,
         at: &Position,
         left_outer: bool,
         (name, read): (String, Vec<usize>),
@@ -129,7 +130,7 @@ impl Compiler {
                 format!("table '{name}' is read by key ({}): it has only the database table's columns, no computed or metadata ones", def.connector),
             ));
         }
-        let mut left = self.plan_stream(&join.left, position)?;
+        let mut left = self.plan_stream(&join.left, cx)?;
         left.append_only("the probe side of a lookup join")
             .map_err(|m| SqlError::at(at, m))?;
         let ProbeJoinParts {
@@ -141,7 +142,7 @@ impl Compiler {
             join,
             at,
             "a lookup join needs an equality between the probe and the table's key (ON o.customer = c.id)",
-            position,
+            cx,
         )?;
         let right_schema = Arc::new(join.right.schema().as_arrow().clone());
         let key_columns = right_keys

@@ -36,11 +36,12 @@ use eddy_engine::operators::interval_join::{
 use eddy_engine::operators::updating_join::JoinOutput;
 
 use super::stream::{add_operator, Stream, TimeAttr, WindowColumn};
+use crate::planner::statement_text::StatementText;
 
 /// A join key as a physical expression over one side's rows.
 type PhysicalKey = Arc<dyn datafusion::physical_expr::PhysicalExpr>;
 use super::Compiler;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
 use crate::functions::windows::strip_casts;
 use condition::{side_of, time_term, Bounds, JoinTime, Side, TimeColumns};
 use inputs::{pruned, UsedColumns};
@@ -51,11 +52,11 @@ impl Compiler {
     pub(super) fn plan_join(
         &mut self,
         join: &Join,
-        position: &Position,
+        cx: &StatementText,
         needed: Option<Vec<bool>>,
     ) -> Result<Stream> {
-        if let Some(clause) = self.temporal_clause(join) {
-            return self.plan_temporal_join(join, &clause, position);
+        if let Some(clause) = self.temporal_clause(join, cx) {
+            return self.plan_temporal_join(join, &clause, cx);
         }
         // EXISTS / NOT EXISTS (and IN): a semi or anti join. Bounded by
         // event time (a window join's windows, or a time condition) it is
@@ -76,13 +77,13 @@ impl Compiler {
             JoinType::LeftAnti => JoinKind::Anti,
             other => {
                 return Err(SqlError::at(
-                    &self.anchor(position, &["JOIN"]),
+                    &cx.anchor(&["JOIN"]),
                     format!("{other} joins of streams are not supported"),
                 ))
             }
         };
-        let mut left = self.plan_stream(&join.left, position)?;
-        let mut right = self.plan_stream(&join.right, position)?;
+        let mut left = self.plan_stream(&join.left, cx)?;
+        let mut right = self.plan_stream(&join.right, cx)?;
         let (left_schema, right_schema) =
             (join.left.schema().as_ref(), join.right.schema().as_ref());
         let times = TimeColumns {
@@ -252,7 +253,7 @@ impl Compiler {
                 left,
                 right,
                 needed,
-                position,
+                cx,
             );
         }
         let regular = kind == JoinKind::Inner
@@ -262,7 +263,7 @@ impl Compiler {
         let time = if regular {
             None
         } else {
-            Some(self.join_time(kind, &left, &right, bounds, position)?)
+            Some(self.join_time(kind, &left, &right, bounds, cx)?)
         };
 
         let state = self.ctx.state();
@@ -295,7 +296,7 @@ impl Compiler {
             if let Some(filter) = datafusion::logical_expr::utils::conjunction(filters) {
                 input.filter = Some(
                     crate::context::physical_expr(&state, filter, schema)
-                        .map_err(|e| self.df_error(position, e))?,
+                        .map_err(|e| self.df_error(cx, e))?,
                 );
             }
         }
@@ -356,14 +357,14 @@ impl Compiler {
             .concat(),
             join.schema.metadata().clone(),
         )
-        .map_err(|e| self.df_error(position, e))?;
+        .map_err(|e| self.df_error(cx, e))?;
 
         let (left_key_exprs, right_key_exprs) =
-            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, cx)?;
         let residual = match datafusion::logical_expr::utils::conjunction(residual) {
             Some(expr) => Some(
                 crate::context::physical_expr(&state, expr, &join_schema)
-                    .map_err(|e| self.df_error(position, e))?,
+                    .map_err(|e| self.df_error(cx, e))?,
             ),
             None => None,
         };
@@ -435,7 +436,7 @@ impl Compiler {
         right_keys: &[Expr],
         left_schema: &DFSchema,
         right_schema: &DFSchema,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<(Vec<PhysicalKey>, Vec<PhysicalKey>)> {
         let state = self.ctx.state();
         let physical = |exprs: &[Expr], schema: &DFSchema| {
@@ -443,7 +444,7 @@ impl Compiler {
                 .iter()
                 .map(|e| crate::context::physical_expr(&state, e.clone(), schema))
                 .collect::<datafusion::error::Result<Vec<_>>>()
-                .map_err(|e| self.df_error(position, e))
+                .map_err(|e| self.df_error(cx, e))
         };
         let left = physical(left_keys, left_schema)?;
         let right = physical(right_keys, right_schema)?;
@@ -454,7 +455,7 @@ impl Compiler {
             );
             if lt.as_ref().ok() != rt.as_ref().ok() {
                 return Err(SqlError::at(
-                    &self.anchor(position, &["ON", "WHERE"]),
+                    &cx.anchor(&["ON", "WHERE"]),
                     format!("join keys {l} and {r} have different types; CAST one of them"),
                 ));
             }
@@ -470,7 +471,7 @@ impl Compiler {
         left: &Stream,
         right: &Stream,
         mut bounds: Bounds,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<JoinTime> {
         let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
             let (side, stream) = if left.time.is_none() {
@@ -479,7 +480,7 @@ impl Compiler {
                 ("right", right)
             };
             return Err(SqlError::at(
-                &self.anchor(position, &["JOIN", "WHERE"]),
+                &cx.anchor(&["JOIN", "WHERE"]),
                 format!(
                     "both inputs of a stream join with a time bound (or an outer one) need event time, but the {side} one has none: {}",
                     stream.why_no_time()
@@ -501,7 +502,7 @@ impl Compiler {
                 "its time condition has an upper end but no lower one"
             };
             return Err(SqlError::at(
-                &self.anchor(position, &[kind.name(), "JOIN", "WHERE"]),
+                &cx.anchor(&[kind.name(), "JOIN", "WHERE"]),
                 format!("this {} JOIN of two streams needs a time bound on their event times, e.g. `AND r.event_time BETWEEN l.event_time - INTERVAL '10' SECOND AND l.event_time + INTERVAL '10' SECOND`, or a state TTL (`SET 'table.exec.state.ttl' = '1 h'`: rows further apart never pair); {why}", kind.name()),
             ));
         };
@@ -510,7 +511,7 @@ impl Compiler {
         // one could only ever be empty, which is a mistake worth naming.
         if lower_ms > upper_ms && matches!(kind, JoinKind::Inner | JoinKind::Semi) {
             return Err(SqlError::at(
-                &self.anchor(position, &["BETWEEN", "JOIN", "WHERE"]),
+                &cx.anchor(&["BETWEEN", "JOIN", "WHERE"]),
                 "the join's time bound is empty (its lower end is above its upper end), so this inner join could never pair two rows",
             ));
         }

@@ -18,6 +18,7 @@ use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 use super::updating::equi_keys;
 use crate::dialect::temporal_joins::TemporalJoin;
 use crate::error::{Position, Result, SqlError};
+use crate::planner::statement_text::StatementText;
 use crate::planner::stream::{add_operator, Stream, TimeAttr};
 use crate::planner::Compiler;
 
@@ -26,7 +27,7 @@ impl Compiler {
         &mut self,
         join: &Join,
         clause: &TemporalJoin,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         // AS OF a PROCTIME() column: a lookup join on processing time.
         let left_schema = join.left.schema();
@@ -35,9 +36,9 @@ impl Compiler {
                 && crate::functions::flink::is_proctime(f)
         });
         if proctime {
-            return self.plan_lookup_join(join, position);
+            return self.plan_lookup_join(join, cx);
         }
-        let at = self.anchor(position, &["SYSTEM_TIME", "FOR", "JOIN"]);
+        let at = cx.anchor(&["SYSTEM_TIME", "FOR", "JOIN"]);
         let left_outer = match join.join_type {
             JoinType::Inner => false,
             JoinType::Left => true,
@@ -50,8 +51,8 @@ impl Compiler {
                 ))
             }
         };
-        let mut left = self.plan_stream(&join.left, position)?;
-        let mut right = self.plan_stream(&join.right, position)?;
+        let mut left = self.plan_stream(&join.left, cx)?;
+        let mut right = self.plan_stream(&join.right, cx)?;
         // The versioned side may be a change feed's changelog.
         left.append_only("the probe side of a temporal join")
             .map_err(|m| SqlError::at(&at, m))?;
@@ -90,7 +91,7 @@ impl Compiler {
             join,
             &at,
             "a temporal join needs an equality between the probe and the versioned table's key (ON o.currency = r.currency)",
-            position,
+            cx,
         )?;
         let allowed_lateness_ms = left_time
             .allowed_lateness_ms
@@ -126,7 +127,7 @@ impl Compiler {
 
     /// The `FOR SYSTEM_TIME AS OF` clause of the statement being planned
     /// that marks `join` (by its right side's alias or table name).
-    pub(super) fn temporal_clause(&self, join: &Join) -> Option<TemporalJoin> {
+    pub(super) fn temporal_clause(&self, join: &Join, cx: &StatementText) -> Option<TemporalJoin> {
         let name = match join.right.as_ref() {
             datafusion::logical_expr::LogicalPlan::SubqueryAlias(alias) => {
                 alias.alias.table().to_lowercase()
@@ -136,11 +137,7 @@ impl Compiler {
             }
             _ => return None,
         };
-        self.statement
-            .temporal
-            .iter()
-            .find(|c| c.table == name)
-            .cloned()
+        cx.temporal.iter().find(|c| c.table == name).cloned()
     }
 
     /// What a join that probes one side with the other's rows needs: the
@@ -152,7 +149,7 @@ impl Compiler {
         join: &Join,
         at: &Position,
         no_keys: &str,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<ProbeJoinParts> {
         let (left_keys, right_keys, residual) = equi_keys(join);
         if left_keys.is_empty() {
@@ -163,13 +160,13 @@ impl Compiler {
             &right_keys,
             join.left.schema(),
             join.right.schema(),
-            position,
+            cx,
         )?;
         let state = self.ctx.state();
         let residual = match conjunction(residual) {
             Some(expr) => Some(
                 crate::context::physical_expr(&state, expr, &join.schema)
-                    .map_err(|e| self.df_error(position, e))?,
+                    .map_err(|e| self.df_error(cx, e))?,
             ),
             None => None,
         };

@@ -16,7 +16,8 @@ use eddy_engine::operators::updating_join::{JoinOutput, UpdatingJoinPlan};
 
 use super::condition::{side_of, Side};
 use super::inputs::{pruned, UsedColumns};
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
+use crate::planner::statement_text::StatementText;
 use crate::planner::stream::{add_operator, updating_output, Changelog, Stream};
 use crate::planner::Compiler;
 use datafusion::common::DFSchemaRef;
@@ -30,12 +31,12 @@ impl Compiler {
         mut left: Stream,
         mut right: Stream,
         needed: Option<Vec<bool>>,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<Stream> {
         let (left_keys, right_keys, residual) = equi_keys(join);
         if left_keys.is_empty() {
             return Err(SqlError::at(
-                &self.anchor(position, &["ON", "JOIN"]),
+                &cx.anchor(&["ON", "JOIN"]),
                 format!("this {} JOIN has no equality between its sides (l.a = r.b): a join without keys would pair every row with every other", kind.name()),
             ));
         }
@@ -56,7 +57,7 @@ impl Compiler {
         narrow(&mut left, &left_schema, &left_kept);
         narrow(&mut right, &right_schema, &right_kept);
         // Every row is kept whole, retractions matched by value.
-        let at = self.anchor(position, &[kind.name(), "JOIN", "IN", "EXISTS"]);
+        let at = cx.anchor(&[kind.name(), "JOIN", "IN", "EXISTS"]);
         for side in [&left, &right] {
             side.no_change_metadata(
                 &format!("this {} JOIN", kind.name()),
@@ -68,28 +69,28 @@ impl Compiler {
             JoinOutput::Pairs(_) => Arc::new(
                 left_schema
                     .join(&right_schema)
-                    .map_err(|e| self.df_error(position, e))?,
+                    .map_err(|e| self.df_error(cx, e))?,
             ),
             JoinOutput::LeftSemi | JoinOutput::LeftAnti => Arc::clone(&join.schema),
         };
         let (left_schema, right_schema) = (left_schema.as_ref(), right_schema.as_ref());
         let (left_key_exprs, right_key_exprs) =
-            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, position)?;
+            self.join_keys(&left_keys, &right_keys, left_schema, right_schema, cx)?;
         let state = self.ctx.state();
         let residual_schema = left_schema
             .join(right_schema)
-            .map_err(|e| self.df_error(position, e))?;
+            .map_err(|e| self.df_error(cx, e))?;
         let residual = match conjunction(residual) {
             Some(expr) => Some(
                 crate::context::physical_expr(&state, expr, &residual_schema)
-                    .map_err(|e| self.df_error(position, e))?,
+                    .map_err(|e| self.df_error(cx, e))?,
             ),
             None => None,
         };
         let origin = match left.changelog.as_ref().or(right.changelog.as_ref()) {
             Some(input) => input.origin.clone(),
             None => {
-                let at = self.anchor(position, &[kind.name(), "JOIN"]);
+                let at = cx.anchor(&[kind.name(), "JOIN"]);
                 format!("the {} JOIN without a time bound at {at}", kind.name())
             }
         };

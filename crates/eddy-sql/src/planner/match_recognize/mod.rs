@@ -111,7 +111,7 @@ fn hidden_table(name: &str, alias: Option<TableAlias>) -> Result<TableFactor> {
 /// Lifts every `MATCH_RECOGNIZE` of a statement (innermost first).
 struct Lifter<'a> {
     compiler: &'a mut Compiler,
-    position: Position,
+    cx: &'a StatementText,
     error: Option<SqlError>,
 }
 
@@ -130,7 +130,7 @@ impl VisitorMut for Lifter<'_> {
             }
         };
         let taken = std::mem::replace(factor, placeholder);
-        match self.compiler.lift_one(taken, &self.position) {
+        match self.compiler.lift_one(taken, self.cx) {
             Ok(replacement) => {
                 *factor = replacement;
                 ControlFlow::Continue(())
@@ -149,11 +149,11 @@ impl Compiler {
     pub(super) fn lift_match_recognize(
         &mut self,
         statement: &mut Statement,
-        position: &Position,
+        cx: &StatementText,
     ) -> Result<()> {
         let mut lifter = Lifter {
             compiler: self,
-            position: position.clone(),
+            cx,
             error: None,
         };
         let _ = statement.visit(&mut lifter);
@@ -163,7 +163,7 @@ impl Compiler {
         }
     }
 
-    fn lift_one(&mut self, factor: TableFactor, position: &Position) -> Result<TableFactor> {
+    fn lift_one(&mut self, factor: TableFactor, cx: &StatementText) -> Result<TableFactor> {
         let TableFactor::MatchRecognize {
             table,
             partition_by,
@@ -178,15 +178,19 @@ impl Compiler {
         else {
             return Err(SqlError::Internal("not a MATCH_RECOGNIZE".into()));
         };
-        let at = self.anchor(position, &["MATCH_RECOGNIZE"]);
+        let at = cx.anchor(&["MATCH_RECOGNIZE"]);
+        // Errors of the MATCH_RECOGNIZE, and its input when planned, point
+        // at it.
+        let here = StatementText {
+            at: at.clone(),
+            ..cx.clone()
+        };
         let fail = |message: String| SqlError::at(&at, format!("MATCH_RECOGNIZE: {message}"));
         if let Some(RowsPerMatch::AllRows(_)) = rows_per_match {
             return Err(fail("ALL ROWS PER MATCH is not supported; eddy reports ONE ROW PER MATCH (as Flink does): put what you need of each match's rows into MEASURES".into()));
         }
-        let input = self.plan_statement(
-            Statement::Query(Box::new(select_all_from(*table)?)),
-            position,
-        )?;
+        let input =
+            self.plan_statement(Statement::Query(Box::new(select_all_from(*table)?)), cx)?;
         let input_schema: DFSchemaRef = input.schema().clone();
         let input_arrow: SchemaRef = Arc::new(input_schema.as_arrow().clone());
         let state = self.ctx.state();
@@ -198,10 +202,10 @@ impl Compiler {
         let to_logical = |expr: &SqlExpr, schema: &DFSchema| {
             planner
                 .sql_to_expr(expr.clone(), schema, &mut PlannerContext::new())
-                .map_err(|e| self.df_error(&at, e))
+                .map_err(|e| self.df_error(&here, e))
         };
         let to_physical = |expr: datafusion::logical_expr::Expr, schema: &DFSchema| {
-            crate::context::physical_expr(&state, expr, schema).map_err(|e| self.df_error(&at, e))
+            crate::context::physical_expr(&state, expr, schema).map_err(|e| self.df_error(&here, e))
         };
 
         // The pattern and its variables.
@@ -309,7 +313,7 @@ impl Compiler {
                                 let logical = to_logical(arg, &input_schema)?;
                                 let data_type = logical
                                     .get_type(&input_schema)
-                                    .map_err(|e| self.df_error(&at, e))?;
+                                    .map_err(|e| self.df_error(&here, e))?;
                                 (
                                     Some(arg_of(to_physical(logical, &input_schema)?)),
                                     data_type,
@@ -345,7 +349,7 @@ impl Compiler {
                 .enumerate()
                 .map(|(i, n)| Field::new(nav_column(i), n.data_type.clone(), true))
                 .collect();
-            DFSchema::try_from(Schema::new(fields)).map_err(|e| self.df_error(&at, e))
+            DFSchema::try_from(Schema::new(fields)).map_err(|e| self.df_error(&here, e))
         };
 
         // DEFINE: a condition reading only the tested row becomes a column.
@@ -364,7 +368,7 @@ impl Compiler {
             let logical = to_logical(&rewritten, &schema)?;
             let condition_type = logical
                 .get_type(&schema)
-                .map_err(|e| self.df_error(&at, e))?;
+                .map_err(|e| self.df_error(&here, e))?;
             if condition_type != DataType::Boolean && condition_type != DataType::Null {
                 return Err(fail(format!(
                     "the condition of '{}' is {condition_type}, not a boolean",
@@ -436,7 +440,7 @@ impl Compiler {
             let logical = to_logical(expr, &measure_df)?;
             let data_type = logical
                 .get_type(&measure_df)
-                .map_err(|e| self.df_error(&at, e))?;
+                .map_err(|e| self.df_error(&here, e))?;
             if output_fields.iter().any(|f: &Field| f.name() == name) {
                 return Err(fail(format!("the output has two columns named '{name}'")));
             }
@@ -490,7 +494,7 @@ impl Compiler {
         plan.program().map_err(|e| fail(e.to_string()))?;
         self.match_count += 1;
         let name = format!("match_recognize#{}", self.match_count);
-        self.register(&name, output_schema, position)?;
+        self.register(&name, output_schema, &cx.at)?;
         self.catalog.match_views.insert(
             name.clone(),
             MatchView {
@@ -498,7 +502,7 @@ impl Compiler {
                 plan,
                 rowtime_output,
                 position: at.clone(),
-                text: self.statement.clone(),
+                text: here.clone(),
             },
         );
         hidden_table(&name, alias)
@@ -509,10 +513,8 @@ impl Compiler {
         let Some(view) = self.catalog.match_views.get(name).cloned() else {
             return Ok(None);
         };
-        let mut input = self.within(view.text.clone(), |c| {
-            c.note_columns_read(&view.input);
-            c.plan_stream(&view.input, &view.position)
-        })?;
+        self.note_columns_read(&view.input);
+        let mut input = self.plan_stream(&view.input, &view.text)?;
         let fail =
             |message: String| SqlError::at(&view.position, format!("MATCH_RECOGNIZE: {message}"));
         input.append_only("MATCH_RECOGNIZE").map_err(fail)?;
@@ -547,7 +549,7 @@ impl Compiler {
         let from = input.materialize(&mut self.graph);
         let node = add_operator(&mut self.graph, Arc::new(plan), vec![from]);
         let schema = DFSchema::try_from_qualified_schema(name, &output)
-            .map_err(|e| self.df_error(&view.position, e))?;
+            .map_err(|e| self.df_error(&view.text, e))?;
         let mut stream = Stream::of_node(
             node,
             &self.graph,
