@@ -245,7 +245,7 @@ pub(crate) struct RunArgs {
 }
 
 /// A byte size (`512MiB`, `4GB`).
-fn parse_size(text: &str) -> Result<u64, String> {
+fn parse_size(text: &str) -> Result<u64, eddy_engine::memory::SizeError> {
     eddy_engine::memory::parse_bytes(text)
 }
 
@@ -479,6 +479,6 @@ impl ServerArgs {
     }
 }
 
-fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+fn parse_duration(text: &str) -> std::result::Result<Duration, eddy_engine::time::DurationError> {
     eddy_engine::time::parse_duration(text)
 }

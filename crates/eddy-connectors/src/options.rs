@@ -260,12 +260,14 @@ fn parse_flag(value: &str, option: &str) -> Result<bool> {
 }
 
 fn parse_duration(value: &str, option: &str) -> Result<Duration> {
-    eddy_engine::time::parse_duration(value).map_err(|e| ConnectorError::bad_option(option, e))
+    eddy_engine::time::parse_duration(value)
+        .map_err(|e| ConnectorError::bad_option(option, e.to_string()))
 }
 
 /// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`).
 fn parse_size(value: &str, option: &str) -> Result<u64> {
-    eddy_engine::memory::parse_bytes(value).map_err(|e| ConnectorError::bad_option(option, e))
+    eddy_engine::memory::parse_bytes(value)
+        .map_err(|e| ConnectorError::bad_option(option, e.to_string()))
 }
 
 #[cfg(test)]

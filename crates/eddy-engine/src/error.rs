@@ -79,6 +79,9 @@ pub enum EngineError {
     /// Checkpointed state could not be encoded, decoded or applied.
     #[error("checkpoint state: {0}")]
     State(String),
+    /// A checkpoint's state table does not fit the operator's declaration.
+    #[error("checkpoint state: {0}")]
+    StateTable(#[from] crate::state::declared::TableMismatch),
     /// The state directory cannot be used (I/O, a checkpoint of another
     /// query).
     #[error("{0}")]

@@ -182,21 +182,46 @@ pub struct NamedIdentity {
     pub earlier: Vec<String>,
 }
 
+/// Why state a node took cannot be resumed by the node of the same name
+/// now ([`NamedIdentity::fits`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    /// The node is another operator, or the same with other parameters:
+    /// the first line that differs, then and now.
+    #[error("it was `{was}`, it is now `{is}`")]
+    Shape { was: String, is: String },
+    /// A connector's column changed type or nullability.
+    #[error("column `{was}` is now `{is}`")]
+    ColumnChanged { was: String, is: String },
+    /// A connector's column went.
+    #[error("column `{was}` is gone (a connector keeps its state while columns are only added)")]
+    ColumnGone { was: String },
+    /// A connector gained a NOT NULL column.
+    #[error("column `{column}` is new and NOT NULL (a column added to a connector with state must be nullable)")]
+    NewNotNull { column: String },
+}
+
 impl NamedIdentity {
     /// Whether state taken by the node `self` describes can be resumed by
     /// the node `now` describes (same name); `Err` says why not.
-    pub fn fits(&self, now: &NamedIdentity) -> std::result::Result<(), String> {
+    pub fn fits(&self, now: &NamedIdentity) -> std::result::Result<(), Misfit> {
         if self.shape != now.shape && !now.earlier.contains(&self.shape) {
             let (was, is) = first_difference(&self.shape, &now.shape);
-            return Err(format!("it was `{was}`, it is now `{is}`"));
+            return Err(Misfit::Shape {
+                was: was.to_string(),
+                is: is.to_string(),
+            });
         }
         let column_name = |c: &str| c.split_once(':').map_or(c, |(n, _)| n).to_string();
         for old in &self.columns {
             if !now.columns.contains(old) {
                 let name = column_name(old);
                 return Err(match now.columns.iter().find(|c| column_name(c) == name) {
-                    Some(new) => format!("column `{old}` is now `{new}`"),
-                    None => format!("column `{old}` is gone (a connector keeps its state while columns are only added)"),
+                    Some(new) => Misfit::ColumnChanged {
+                        was: old.clone(),
+                        is: new.clone(),
+                    },
+                    None => Misfit::ColumnGone { was: old.clone() },
                 });
             }
         }
@@ -205,9 +230,9 @@ impl NamedIdentity {
             .iter()
             .find(|c| !self.columns.contains(c) && c.ends_with("NOT NULL"))
         {
-            return Err(format!(
-                "column `{added}` is new and NOT NULL (a column added to a connector with state must be nullable)"
-            ));
+            return Err(Misfit::NewNotNull {
+                column: added.clone(),
+            });
         }
         Ok(())
     }
@@ -266,11 +291,23 @@ mod tests {
             Ok(())
         );
         let gone = was.fits(&connector(&["id: Int64 NOT NULL"])).unwrap_err();
-        assert!(gone.contains("`amount: Float64` is gone"), "{gone}");
+        assert_eq!(
+            gone,
+            Misfit::ColumnGone {
+                was: "amount: Float64".into()
+            }
+        );
+        assert!(
+            gone.to_string().contains("`amount: Float64` is gone"),
+            "{gone}"
+        );
         let retyped = was
             .fits(&connector(&["id: Int64 NOT NULL", "amount: Utf8"]))
             .unwrap_err();
-        assert!(retyped.contains("is now `amount: Utf8`"), "{retyped}");
+        assert!(
+            retyped.to_string().contains("is now `amount: Utf8`"),
+            "{retyped}"
+        );
         let strict = was
             .fits(&connector(&[
                 "id: Int64 NOT NULL",
@@ -278,7 +315,8 @@ mod tests {
                 "n: Int64 NOT NULL",
             ]))
             .unwrap_err();
-        assert!(strict.contains("must be nullable"), "{strict}");
+        assert!(matches!(strict, Misfit::NewNotNull { .. }), "{strict}");
+        assert!(strict.to_string().contains("must be nullable"), "{strict}");
     }
 
     #[test]
@@ -293,7 +331,7 @@ mod tests {
             shape: "window_aggregate tumble 120000ms\n     schema: n: Int64".into(),
             ..was.clone()
         };
-        let why = was.fits(&now).unwrap_err();
+        let why = was.fits(&now).unwrap_err().to_string();
         assert_eq!(
             why,
             "it was `window_aggregate tumble 60000ms`, it is now `window_aggregate tumble 120000ms`"

@@ -145,9 +145,20 @@ impl Drop for Charge {
     }
 }
 
+/// Why a text is not a byte size ([`parse_bytes`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// A unit eddy does not know.
+    #[error("'{unit}' is not a size unit (use B, KB, KiB, MB, MiB, GB, GiB)")]
+    Unit { unit: String },
+    /// No number where one was expected.
+    #[error("'{text}' is not a size")]
+    NotASize { text: String },
+}
+
 /// A byte size: a number with an optional unit (`64MB`, `1 GiB`, `500k`;
 /// KB, MB, GB are powers of 1000, KiB, MiB, GiB of 1024).
-pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+pub fn parse_bytes(text: &str) -> std::result::Result<u64, SizeError> {
     let lower = text.trim().to_ascii_lowercase();
     let split = lower
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -162,14 +173,14 @@ pub fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
         "g" | "gb" => 1e9,
         "gib" => 1024.0 * 1024.0 * 1024.0,
         other => {
-            return Err(format!(
-                "'{other}' is not a size unit (use B, KB, KiB, MB, MiB, GB, GiB)"
-            ))
+            return Err(SizeError::Unit {
+                unit: other.to_string(),
+            })
         }
     };
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size"))?;
+    let number: f64 = number.parse().map_err(|_| SizeError::NotASize {
+        text: text.to_string(),
+    })?;
     Ok((number * scale) as u64)
 }
 
@@ -209,10 +220,18 @@ mod tests {
         assert_eq!(parse_bytes("64MB").unwrap(), 64_000_000);
         assert_eq!(parse_bytes("1 GiB").unwrap(), 1 << 30);
         assert_eq!(parse_bytes("500k").unwrap(), 500_000);
-        assert!(parse_bytes("5 parsecs")
-            .unwrap_err()
-            .contains("not a size unit"));
-        assert!(parse_bytes("lots").is_err());
+        let unit = parse_bytes("5 parsecs").unwrap_err();
+        assert_eq!(
+            unit,
+            SizeError::Unit {
+                unit: "parsecs".into()
+            }
+        );
+        assert!(unit.to_string().contains("not a size unit"), "{unit}");
+        assert!(matches!(
+            parse_bytes("1.2.3 MB"),
+            Err(SizeError::NotASize { .. })
+        ));
         assert_eq!(format_bytes(3 << 20), "3.0 MiB");
     }
 }

@@ -60,17 +60,31 @@ pub fn to_epoch_millis(column: &ArrayRef) -> Result<Int64Array> {
         .ok_or_else(|| EngineError::operator("event time", "cast to Int64 failed"))
 }
 
+/// Why a text is not a duration ([`parse_duration`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number where one was expected.
+    #[error("'{text}' is not a duration (expected e.g. '100ms', '2s', '5 seconds')")]
+    NotADuration { text: String },
+    /// A unit eddy does not know.
+    #[error("unknown time unit '{unit}' in '{text}' (use ms, s, minutes, hours)")]
+    Unit { unit: String, text: String },
+    /// A negative or infinite amount.
+    #[error("duration '{text}' must be a finite, non-negative number")]
+    Negative { text: String },
+}
+
 /// Parses a duration written the way users write them in options and flags:
 /// `100ms`, `2s`, `5 seconds`, `1 minute`, `250 millis`, `1h`. A bare number
 /// is milliseconds.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, DurationError> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
-    let value: f64 = number.parse().map_err(|_| {
-        format!("'{text}' is not a duration (expected e.g. '100ms', '2s', '5 seconds')")
+    let value: f64 = number.parse().map_err(|_| DurationError::NotADuration {
+        text: text.to_string(),
     })?;
     let unit_ms = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1.0,
@@ -79,15 +93,16 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         "h" | "hour" | "hours" => 3_600_000.0,
         "d" | "day" | "days" => 86_400_000.0,
         other => {
-            return Err(format!(
-                "unknown time unit '{other}' in '{text}' (use ms, s, minutes, hours)"
-            ))
+            return Err(DurationError::Unit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            })
         }
     };
     if value < 0.0 || !value.is_finite() {
-        return Err(format!(
-            "duration '{text}' must be a finite, non-negative number"
-        ));
+        return Err(DurationError::Negative {
+            text: text.to_string(),
+        });
     }
     Ok(Duration::from_millis((value * unit_ms).round() as u64))
 }
@@ -122,6 +137,12 @@ mod tests {
         assert_eq!(parse_duration("1 minute").unwrap(), Duration::from_secs(60));
         assert_eq!(parse_duration("1500").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
+        assert_eq!(
+            parse_duration("5 fortnights"),
+            Err(DurationError::Unit {
+                unit: "fortnights".into(),
+                text: "5 fortnights".into()
+            })
+        );
     }
 }

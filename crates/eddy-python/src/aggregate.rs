@@ -31,7 +31,7 @@ use crate::error::PythonError;
 use crate::runtime::PythonRuntime;
 use crate::scalar::read_errors;
 use crate::wire::{
-    self, Frame, Reply, AGG_FINISH, AGG_MERGE, AGG_STEPS, AGG_UPDATE, RESULT, STATES,
+    self, Frame, FrameError, Reply, AGG_FINISH, AGG_MERGE, AGG_STEPS, AGG_UPDATE, RESULT, STATES,
 };
 
 /// A Python aggregate function.
@@ -140,10 +140,10 @@ struct Caller {
 }
 
 impl Caller {
-    fn protocol(&self, message: String) -> datafusion::error::DataFusionError {
+    fn protocol(&self, problem: FrameError) -> datafusion::error::DataFusionError {
         PythonError::Protocol {
             function: self.definition.name.clone(),
-            message,
+            problem,
         }
         .into()
     }
@@ -226,7 +226,7 @@ impl Caller {
         }
         let mut reply = self.runtime.request(self.index, rows, frame.finish())?;
         if reply.op() != STATES {
-            return Err(self.protocol(format!("unexpected reply {}", reply.op())));
+            return Err(self.protocol(FrameError::UnexpectedReply(reply.op())));
         }
         let states = reply
             .column(&DataType::Binary)
@@ -258,24 +258,25 @@ impl Caller {
             .runtime
             .request(self.index, states.len(), frame.finish())?;
         if reply.op() != RESULT {
-            return Err(self.protocol(format!("unexpected reply {}", reply.op())));
+            return Err(self.protocol(FrameError::UnexpectedReply(reply.op())));
         }
         let column = reply
             .column(&self.definition.returns)
             .map_err(|m| self.protocol(m))?;
         if column.len() != states.len() {
-            return Err(self.protocol(format!(
-                "{} values for {} groups",
-                column.len(),
-                states.len()
-            )));
+            return Err(self.protocol(FrameError::Count {
+                found: column.len(),
+                what: "values",
+                expected: states.len(),
+                of: "groups",
+            }));
         }
         Ok(column)
     }
 
     fn states(&self, mut reply: Reply, expected: usize) -> Result<BinaryArray> {
         if reply.op() != STATES {
-            return Err(self.protocol(format!("unexpected reply {}", reply.op())));
+            return Err(self.protocol(FrameError::UnexpectedReply(reply.op())));
         }
         let column = reply
             .column(&DataType::Binary)
@@ -284,7 +285,12 @@ impl Caller {
         self.runtime.raised(self.index, &errors);
         let states = column.as_binary::<i32>().clone();
         if states.len() != expected {
-            return Err(self.protocol(format!("{} states for {expected} groups", states.len())));
+            return Err(self.protocol(FrameError::Count {
+                found: states.len(),
+                what: "states",
+                expected,
+                of: "groups",
+            }));
         }
         Ok(states)
     }
@@ -427,7 +433,9 @@ impl GroupsAccumulator for PythonGroupsAccumulator {
             return Ok(());
         }
         let Some(incoming) = values.first() else {
-            return Err(self.caller.protocol("no state column to merge".into()));
+            return Err(self
+                .caller
+                .protocol(FrameError::Missing("no state column to merge")));
         };
         let states = states_array(touched.iter().map(|&g| &self.states[g]));
         let merged = self.caller.merge(&states, &rows, incoming)?;
@@ -542,7 +550,9 @@ impl Accumulator for PythonAccumulator {
         self.apply(true)?;
         match &self.value {
             Some(value) => Ok(value.clone()),
-            None => Err(self.caller.protocol("no value came back".into())),
+            None => Err(self
+                .caller
+                .protocol(FrameError::Missing("no value came back"))),
         }
     }
 

@@ -269,8 +269,13 @@ pub(crate) enum Kind {
     U64 = 18,
 }
 
+/// A type Python functions do not take.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0} is not a type Python functions take (they take BOOLEAN, integers, FLOAT, DOUBLE, VARCHAR, BYTEA, TIMESTAMP and DATE)")]
+pub struct UnsupportedType(pub DataType);
+
 impl Kind {
-    pub(crate) fn of(t: &DataType) -> std::result::Result<Kind, String> {
+    pub(crate) fn of(t: &DataType) -> std::result::Result<Kind, UnsupportedType> {
         Ok(match t {
             DataType::Boolean => Kind::Bool,
             DataType::Int8 => Kind::I8,
@@ -290,11 +295,7 @@ impl Kind {
             DataType::Timestamp(TimeUnit::Microsecond, _) => Kind::TimestampUs,
             DataType::Timestamp(TimeUnit::Nanosecond, _) => Kind::TimestampNs,
             DataType::Date32 => Kind::Date32,
-            other => {
-                return Err(format!(
-                    "{other} is not a type Python functions take (they take BOOLEAN, integers, FLOAT, DOUBLE, VARCHAR, BYTEA, TIMESTAMP and DATE)"
-                ))
-            }
+            other => return Err(UnsupportedType(other.clone())),
         })
     }
 

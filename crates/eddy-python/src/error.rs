@@ -54,12 +54,12 @@ pub enum PythonError {
         timeout: Duration,
     },
     /// The frames exchanged with the worker did not make sense.
-    #[error("python function {function}: {message}")]
+    #[error("python function {function}: {problem}")]
     Protocol {
         /// The SQL function.
         function: String,
         /// What was wrong.
-        message: String,
+        problem: crate::wire::FrameError,
     },
 }
 

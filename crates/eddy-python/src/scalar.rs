@@ -21,7 +21,7 @@ use datafusion::logical_expr::{
 use crate::definition::FunctionDefinition;
 use crate::error::PythonError;
 use crate::runtime::PythonRuntime;
-use crate::wire::{self, Frame, Reply, CALL, RESULT};
+use crate::wire::{self, Frame, FrameError, Reply, CALL, RESULT};
 
 /// A scalar Python function.
 #[derive(Debug)]
@@ -91,22 +91,28 @@ impl ScalarUDFImpl for PythonScalarFunction {
             let array = wire::as_type(value.into_array(rows)?, declared)?;
             frame
                 .column(array.as_ref())
-                .map_err(|message| PythonError::Protocol {
+                .map_err(|problem| PythonError::Protocol {
                     function: name.clone(),
-                    message,
+                    problem,
                 })?;
         }
         let mut reply = self.runtime.request(self.index, rows, frame.finish())?;
-        let protocol = |message: String| PythonError::Protocol {
+        let protocol = |problem: FrameError| PythonError::Protocol {
             function: name.clone(),
-            message,
+            problem,
         };
         if reply.op() != RESULT {
-            return Err(protocol(format!("unexpected reply {}", reply.op())).into());
+            return Err(protocol(FrameError::UnexpectedReply(reply.op())).into());
         }
         let column = reply.column(&self.definition.returns).map_err(protocol)?;
         if column.len() != rows {
-            return Err(protocol(format!("{} values for {rows} rows", column.len())).into());
+            return Err(protocol(FrameError::Count {
+                found: column.len(),
+                what: "values",
+                expected: rows,
+                of: "rows",
+            })
+            .into());
         }
         let errors = read_errors(&mut reply).map_err(protocol)?;
         self.runtime.raised(self.index, &errors);
@@ -115,7 +121,9 @@ impl ScalarUDFImpl for PythonScalarFunction {
 }
 
 /// The rows that raised, after a reply's column.
-pub(crate) fn read_errors(reply: &mut Reply) -> std::result::Result<Vec<(u64, String)>, String> {
+pub(crate) fn read_errors(
+    reply: &mut Reply,
+) -> std::result::Result<Vec<(u64, String)>, FrameError> {
     reply.align();
     let n = reply.u32()?;
     let mut errors = Vec::with_capacity(n as usize);

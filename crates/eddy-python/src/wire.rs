@@ -32,8 +32,9 @@ use datafusion::arrow::array::ArrayData;
 use datafusion::arrow::array::{make_array, Array, ArrayRef, AsArray};
 use datafusion::arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::error::ArrowError;
 
-use crate::definition::Kind;
+use crate::definition::{Kind, UnsupportedType};
 
 pub(crate) const HELLO: u8 = 1;
 pub(crate) const CALL: u8 = 2;
@@ -50,6 +51,56 @@ pub(crate) const ERROR: u8 = 13;
 /// `ERROR` kind of a definition that did not load (1: the function
 /// raised, 3: it returned a wrong value).
 pub(crate) const E_DEFINITION: u8 = 2;
+
+/// What is wrong with a frame: one a worker sent that does not make
+/// sense, or a column eddy cannot send.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The payload ended before what it announced.
+    #[error("the worker's reply ended early")]
+    EndedEarly,
+    /// A length that does not fit this machine (`what`: a buffer, a column).
+    #[error("{0} too large")]
+    TooLarge(&'static str),
+    /// A fixed-width column with no values buffer.
+    #[error("a fixed-width column without values")]
+    NoValues,
+    /// A column of a type Python functions do not take.
+    #[error(transparent)]
+    Type(#[from] UnsupportedType),
+    /// A column of another kind than expected.
+    #[error("the worker sent a column of kind {kind} where {expected} was expected")]
+    KindMismatch {
+        /// The kind sent.
+        kind: u8,
+        /// The type expected.
+        expected: DataType,
+    },
+    /// A validity bitmap with fewer bits than the column has rows.
+    #[error("a validity bitmap shorter than its column")]
+    ShortBitmap,
+    /// Buffers that do not make a valid Arrow column.
+    #[error("the worker sent an invalid column: {0}")]
+    InvalidColumn(ArrowError),
+    /// A reply of another kind than the request asks for.
+    #[error("unexpected reply {0}")]
+    UnexpectedReply(u8),
+    /// A reply with another number of values than asked for.
+    #[error("{found} {what} for {expected} {of}")]
+    Count {
+        /// How many came.
+        found: usize,
+        /// Of what (`values`, `states`).
+        what: &'static str,
+        /// How many were asked for.
+        expected: usize,
+        /// Of what (`rows`, `groups`).
+        of: &'static str,
+    },
+    /// Something the exchange needs is not there (`no value came back`).
+    #[error("{0}")]
+    Missing(&'static str),
+}
 
 /// A request being written.
 #[derive(Debug)]
@@ -101,7 +152,7 @@ impl Frame {
     }
 
     /// Writes `array` (of a type [`Kind::of`] accepts).
-    pub(crate) fn column(&mut self, array: &dyn Array) -> Result<(), String> {
+    pub(crate) fn column(&mut self, array: &dyn Array) -> Result<(), FrameError> {
         let kind = Kind::of(array.data_type())?;
         let len = array.len();
         self.align();
@@ -127,10 +178,7 @@ impl Frame {
                 let data = array.to_data();
                 let width = fixed.width();
                 let start = data.offset() * width;
-                let values = data
-                    .buffers()
-                    .first()
-                    .ok_or("a fixed-width column without values")?;
+                let values = data.buffers().first().ok_or(FrameError::NoValues)?;
                 self.buffer(&values.as_slice()[start..start + len * width]);
             }
         }
@@ -174,24 +222,24 @@ impl Reply {
         self.payload.as_slice().first().copied().unwrap_or(0)
     }
 
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], FrameError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.payload.len());
-        let end = end.ok_or("the worker's reply ended early")?;
+        let end = end.ok_or(FrameError::EndedEarly)?;
         let bytes = &self.payload.as_slice()[self.pos..end];
         self.pos = end;
         Ok(bytes)
     }
 
-    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+    pub(crate) fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+    pub(crate) fn u32(&mut self) -> Result<u32, FrameError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+    pub(crate) fn u64(&mut self) -> Result<u64, FrameError> {
         let b = self.take(8)?;
         let mut a = [0; 8];
         a.copy_from_slice(b);
@@ -205,7 +253,7 @@ impl Reply {
         String::from_utf8_lossy(rest).into_owned()
     }
 
-    pub(crate) fn text(&mut self, n: usize) -> Result<String, String> {
+    pub(crate) fn text(&mut self, n: usize) -> Result<String, FrameError> {
         Ok(String::from_utf8_lossy(self.take(n)?).into_owned())
     }
 
@@ -213,32 +261,33 @@ impl Reply {
         self.pos = (self.pos + 7) & !7;
     }
 
-    fn buffer(&mut self) -> Result<Buffer, String> {
+    fn buffer(&mut self) -> Result<Buffer, FrameError> {
         self.align();
-        let n = usize::try_from(self.u64()?).map_err(|_| "a buffer too large")?;
+        let n = usize::try_from(self.u64()?).map_err(|_| FrameError::TooLarge("a buffer"))?;
         let start = self.pos;
         self.take(n)?;
         Ok(self.payload.slice_with_length(start, n))
     }
 
     /// Reads a column that must be of type `data_type`.
-    pub(crate) fn column(&mut self, data_type: &DataType) -> Result<ArrayRef, String> {
+    pub(crate) fn column(&mut self, data_type: &DataType) -> Result<ArrayRef, FrameError> {
         self.align();
         let kind = self.u8()?;
         self.take(7)?;
         let expected = Kind::of(data_type)?;
         if kind != expected as u8 {
-            return Err(format!(
-                "the worker sent a column of kind {kind} where {data_type} was expected"
-            ));
+            return Err(FrameError::KindMismatch {
+                kind,
+                expected: data_type.clone(),
+            });
         }
-        let len = usize::try_from(self.u64()?).map_err(|_| "a column too long")?;
+        let len = usize::try_from(self.u64()?).map_err(|_| FrameError::TooLarge("a column"))?;
         let nulls = self.u64()?;
         let validity = self.buffer()?;
         let mut builder = ArrayData::builder(data_type.clone()).len(len);
         if nulls > 0 {
             if validity.len() * 8 < len {
-                return Err("a validity bitmap shorter than its column".into());
+                return Err(FrameError::ShortBitmap);
             }
             builder = builder.nulls(Some(NullBuffer::new(BooleanBuffer::new(validity, 0, len))));
         }
@@ -249,7 +298,7 @@ impl Reply {
         let data = builder
             .align_buffers(true)
             .build()
-            .map_err(|e| format!("the worker sent an invalid column: {e}"))?;
+            .map_err(FrameError::InvalidColumn)?;
         Ok(make_array(data))
     }
 }
@@ -346,17 +395,30 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] = 0xff;
         let error = Reply::new(bytes).column(&DataType::Utf8).unwrap_err();
-        assert!(error.contains("invalid column"), "{error}");
+        assert!(matches!(error, FrameError::InvalidColumn(_)), "{error}");
         let mut truncated = Frame::new(RESULT);
         truncated.column(array.as_ref()).unwrap();
         let bytes = truncated.finish();
         let error = Reply::new(bytes[8..bytes.len() - 3].to_vec())
             .column(&DataType::Utf8)
             .unwrap_err();
-        assert!(error.contains("ended early"), "{error}");
+        assert!(matches!(error, FrameError::EndedEarly), "{error}");
         let error = Reply::new(bytes[8..].to_vec())
             .column(&DataType::Int64)
             .unwrap_err();
-        assert!(error.contains("where Int64 was expected"), "{error}");
+        assert!(
+            matches!(
+                &error,
+                FrameError::KindMismatch {
+                    expected: DataType::Int64,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("where Int64 was expected"),
+            "{error}"
+        );
     }
 }

@@ -38,17 +38,17 @@ impl BadRowPolicy {
 }
 
 impl std::str::FromStr for BadRowPolicy {
-    type Err = String;
+    type Err = super::choice::NotOneOf;
 
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
         match text.trim().to_ascii_lowercase().as_str() {
             "dead_letter" => Ok(Self::DeadLetter),
             "drop" => Ok(Self::Drop),
             "fail" => Ok(Self::Fail),
-            other => Err(format!(
-                "'{other}' is not one of {}",
-                Self::NAMES.map(|n| format!("'{n}'")).join(", ")
-            )),
+            other => Err(super::choice::NotOneOf {
+                given: other.to_string(),
+                choices: &Self::NAMES,
+            }),
         }
     }
 }
@@ -179,7 +179,12 @@ mod tests {
         );
         assert_eq!("fail".parse::<BadRowPolicy>(), Ok(BadRowPolicy::Fail));
         let err = "skip".parse::<BadRowPolicy>().unwrap_err();
-        assert!(err.contains("'dead_letter', 'drop', 'fail'"), "{err}");
+        assert_eq!(err.given, "skip");
+        assert!(
+            err.to_string()
+                .contains("'skip' is not one of 'dead_letter', 'drop', 'fail'"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -69,16 +69,16 @@ impl LatePolicy {
 }
 
 impl std::str::FromStr for LatePolicy {
-    type Err = String;
+    type Err = super::choice::NotOneOf;
 
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
         match text.trim().to_ascii_lowercase().as_str() {
             "keep" => Ok(Self::Keep),
             "divert" => Ok(Self::Divert),
-            other => Err(format!(
-                "'{other}' is not one of {}",
-                Self::NAMES.map(|n| format!("'{n}'")).join(", ")
-            )),
+            other => Err(super::choice::NotOneOf {
+                given: other.to_string(),
+                choices: &Self::NAMES,
+            }),
         }
     }
 }

@@ -29,6 +29,7 @@
 //! rows the job has consumed.
 
 pub mod bad_rows;
+pub mod choice;
 pub mod feed_table;
 pub mod layout;
 pub mod runner;

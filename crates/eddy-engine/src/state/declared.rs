@@ -217,7 +217,7 @@ impl TableSpec {
     /// the declared types (names and nullability aside: a checkpoint
     /// written under other column names still restores). The error names
     /// the first column that does not fit.
-    pub fn check(&self, schema: &Schema) -> std::result::Result<(), String> {
+    pub fn check(&self, schema: &Schema) -> std::result::Result<(), TableMismatch> {
         let fits = self.check_against(&self.schema, schema);
         if fits.is_err()
             && self
@@ -230,7 +230,11 @@ impl TableSpec {
         fits
     }
 
-    fn check_against(&self, declared: &Schema, schema: &Schema) -> std::result::Result<(), String> {
+    fn check_against(
+        &self,
+        declared: &Schema,
+        schema: &Schema,
+    ) -> std::result::Result<(), TableMismatch> {
         if self.run_time_columns {
             return Ok(());
         }
@@ -238,37 +242,63 @@ impl TableSpec {
         let declared = declared.fields();
         let given = schema.fields();
         if declared.len() != given.len() {
-            return Err(format!(
-                "state table '{}' has {} columns ({}), the operator declares {} ({})",
-                self.name,
-                given.len(),
-                column_list(schema),
-                declared.len(),
-                column_list(declared_schema)
-            ));
+            return Err(TableMismatch::Width {
+                table: self.name.clone(),
+                given: column_list(schema),
+                declared: column_list(declared_schema),
+            });
         }
         for (i, (d, g)) in declared.iter().zip(given.iter()).enumerate() {
             if !d.data_type().equals_datatype(g.data_type()) {
-                return Err(format!(
-                    "column {i} ('{}') of state table '{}' is {}, the operator declares {}",
-                    g.name(),
-                    self.name,
-                    g.data_type(),
-                    d.data_type()
-                ));
+                return Err(TableMismatch::Type {
+                    table: self.name.clone(),
+                    index: i,
+                    column: g.name().clone(),
+                    given: g.data_type().clone(),
+                    declared: d.data_type().clone(),
+                });
             }
         }
         Ok(())
     }
 }
 
-fn column_list(schema: &Schema) -> String {
+fn column_list(schema: &Schema) -> Vec<String> {
     schema
         .fields()
         .iter()
         .map(|f| format!("{}: {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect()
+}
+
+/// Why rows of a schema do not fit a state table's declaration
+/// ([`TableSpec::check`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TableMismatch {
+    /// Another number of columns.
+    #[error(
+        "state table '{table}' has {} columns ({}), the operator declares {} ({})",
+        given.len(),
+        given.join(", "),
+        declared.len(),
+        declared.join(", ")
+    )]
+    Width {
+        table: String,
+        /// The columns given, `name: type`.
+        given: Vec<String>,
+        /// The columns declared, `name: type`.
+        declared: Vec<String>,
+    },
+    /// A column of another type.
+    #[error("column {index} ('{column}') of state table '{table}' is {given}, the operator declares {declared}")]
+    Type {
+        table: String,
+        index: usize,
+        column: String,
+        given: DataType,
+        declared: DataType,
+    },
 }
 
 /// A plan's declared tables ([`OperatorPlan::state_tables`]), each also
@@ -309,8 +339,7 @@ pub fn check_restored(specs: &[TableSpec], state: &StateSnapshot) -> Result<()> 
                 names(specs)
             )));
         };
-        spec.check(&table.batch.schema())
-            .map_err(EngineError::State)?;
+        spec.check(&table.batch.schema())?;
     }
     for spec in specs {
         if !spec.since_added && !state.tables.iter().any(|t| t.name == spec.name) {
@@ -353,8 +382,7 @@ impl StateSnapshot {
     /// Adds the rows of the declared table `spec`; an error when they do
     /// not fit its declaration.
     pub fn put(&mut self, spec: &TableSpec, batch: RecordBatch) -> Result<()> {
-        spec.check_against(&spec.schema, &batch.schema())
-            .map_err(EngineError::State)?;
+        spec.check_against(&spec.schema, &batch.schema())?;
         self.push_table(spec.name.clone(), batch);
         Ok(())
     }
@@ -381,7 +409,7 @@ impl StateSnapshot {
     /// when the snapshot lacks it or its rows do not fit.
     pub fn take(&mut self, spec: &TableSpec) -> Result<RecordBatch> {
         let batch = self.take_table(&spec.name)?;
-        spec.check(&batch.schema()).map_err(EngineError::State)?;
+        spec.check(&batch.schema())?;
         Ok(batch)
     }
 

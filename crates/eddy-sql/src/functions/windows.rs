@@ -139,23 +139,71 @@ pub(crate) fn interval_expr_ms(expr: &Expr) -> Option<i64> {
     }
 }
 
+/// Why a window function's arguments define no window.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowArgError {
+    /// Too few or too many arguments (what the function takes).
+    #[error("{0}")]
+    Arguments(&'static str),
+    /// A size of zero or less.
+    #[error("{function}(): window sizes must be positive")]
+    NotPositive { function: &'static str },
+    /// An interval in months, which have no fixed length.
+    #[error("{function}(): month-based intervals have no fixed length; use days, hours, minutes or seconds")]
+    Months { function: &'static str },
+    /// A text that is not a duration.
+    #[error("{function}(): {reason}")]
+    Duration {
+        function: &'static str,
+        reason: eddy_engine::time::DurationError,
+    },
+    /// An argument that is not a constant interval.
+    #[error("{function}() takes constant intervals such as INTERVAL '10' SECOND, not {given}")]
+    NotConstant {
+        function: &'static str,
+        given: String,
+    },
+    /// A hop that slides further than it is wide.
+    #[error("hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)")]
+    SlideOverWidth { slide_ms: i64, width_ms: i64 },
+    /// A cumulate whose max size is not a whole number of steps.
+    #[error("cumulate(): the max size ({max_ms}ms) must be a multiple of the step ({step_ms}ms)")]
+    NotAMultiple { step_ms: i64, max_ms: i64 },
+    /// Windows so dense each row falls into more than
+    /// [`MAX_WINDOWS_PER_ROW`].
+    #[error(
+        "{function}(): windows of {} every {} put each row in {per_row} windows (at most {MAX_WINDOWS_PER_ROW}); check the units, e.g. {function}(INTERVAL '1' MINUTE, ...) rather than MILLISECOND",
+        human(*width_ms),
+        human(*step_ms)
+    )]
+    TooManyWindows {
+        function: &'static str,
+        width_ms: i64,
+        step_ms: i64,
+        per_row: i64,
+    },
+}
+
 /// Reads a constant duration argument: an INTERVAL, or a string like `'10 seconds'`.
-fn duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+fn duration_ms(function: &'static str, expr: &Expr) -> std::result::Result<i64, WindowArgError> {
     let ms = signed_duration_ms(function, expr)?;
     if ms <= 0 {
-        return Err(format!("{function}(): window sizes must be positive"));
+        return Err(WindowArgError::NotPositive { function });
     }
     Ok(ms)
 }
 
 /// A window's offset argument (Flink's fourth window argument): a constant
 /// duration of either sign.
-fn offset_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+fn offset_ms(function: &'static str, expr: &Expr) -> std::result::Result<i64, WindowArgError> {
     signed_duration_ms(function, expr)
 }
 
 /// A constant duration of either sign.
-fn signed_duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, String> {
+fn signed_duration_ms(
+    function: &'static str,
+    expr: &Expr,
+) -> std::result::Result<i64, WindowArgError> {
     let expr = match expr {
         Expr::Cast(c) => c.expr.as_ref(),
         Expr::TryCast(c) => c.expr.as_ref(),
@@ -163,7 +211,7 @@ fn signed_duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, S
     };
     let ms = match expr {
         Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.months != 0 => {
-            return Err(format!("{function}(): month-based intervals have no fixed length; use days, hours, minutes or seconds"));
+            return Err(WindowArgError::Months { function });
         }
         Expr::Literal(
             value @ (ScalarValue::IntervalMonthDayNano(Some(_))
@@ -171,12 +219,13 @@ fn signed_duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, S
             _,
         ) => interval_value_ms(value).unwrap_or_default(),
         Expr::Literal(ScalarValue::Utf8(Some(s)), _) => eddy_engine::time::parse_duration(s)
-            .map_err(|e| format!("{function}(): {e}"))?
+            .map_err(|reason| WindowArgError::Duration { function, reason })?
             .as_millis() as i64,
         other => {
-            return Err(format!(
-                "{function}() takes constant intervals such as INTERVAL '10' SECOND, not {other}"
-            ))
+            return Err(WindowArgError::NotConstant {
+                function,
+                given: other.to_string(),
+            })
         }
     };
     Ok(ms)
@@ -188,14 +237,19 @@ fn signed_duration_ms(function: &str, expr: &Expr) -> std::result::Result<i64, S
 /// unit typo (`INTERVAL '1' MILLISECOND` for a minute).
 pub const MAX_WINDOWS_PER_ROW: i64 = 100_000;
 
-fn overlapping(function: &str, width_ms: i64, step_ms: i64) -> std::result::Result<(), String> {
+fn overlapping(
+    function: &'static str,
+    width_ms: i64,
+    step_ms: i64,
+) -> std::result::Result<(), WindowArgError> {
     let per_row = width_ms / step_ms;
     if per_row > MAX_WINDOWS_PER_ROW {
-        return Err(format!(
-            "{function}(): windows of {width} every {step} put each row in {per_row} windows (at most {MAX_WINDOWS_PER_ROW}); check the units, e.g. {function}(INTERVAL '1' MINUTE, ...) rather than MILLISECOND",
-            width = human(width_ms),
-            step = human(step_ms),
-        ));
+        return Err(WindowArgError::TooManyWindows {
+            function,
+            width_ms,
+            step_ms,
+            per_row,
+        });
     }
     Ok(())
 }
@@ -237,7 +291,7 @@ pub fn window_time_argument(expr: &Expr) -> Option<&Expr> {
 }
 
 /// If `expr` is a call of `tumble` or `hop`, the window it defines.
-pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String>> {
+pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, WindowArgError>> {
     let expr = match expr {
         Expr::Alias(a) => a.expr.as_ref(),
         e => e,
@@ -250,7 +304,7 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
             let (width, offset) = match call.args.as_slice() {
                 [width] | [width, _] => (width, None),
                 [width, offset, _] => (width, Some(offset)),
-                _ => return Err("tumble() needs a width".to_string()),
+                _ => return Err(WindowArgError::Arguments("tumble() needs a width")),
             };
             let spec = WindowSpec::tumble(duration_ms(TUMBLE, width)?);
             Ok(spec.with_offset(offset.map_or(Ok(0), |o| offset_ms(TUMBLE, o))?))
@@ -259,13 +313,11 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
             let (slide, width, offset) = match call.args.as_slice() {
                 [slide, width] | [slide, width, _] => (slide, width, None),
                 [slide, width, offset, _] => (slide, width, Some(offset)),
-                _ => return Err("hop() takes (slide, width)".to_string()),
+                _ => return Err(WindowArgError::Arguments("hop() takes (slide, width)")),
             };
             let (slide_ms, width_ms) = (duration_ms(HOP, slide)?, duration_ms(HOP, width)?);
             if slide_ms > width_ms {
-                return Err(format!(
-                    "hop(): the slide ({slide_ms}ms) must not exceed the width ({width_ms}ms)"
-                ));
+                return Err(WindowArgError::SlideOverWidth { slide_ms, width_ms });
             }
             overlapping(HOP, width_ms, slide_ms)?;
             let offset = offset.map_or(Ok(0), |o| offset_ms(HOP, o))?;
@@ -275,13 +327,15 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
             let (step, max, offset) = match call.args.as_slice() {
                 [step, max] | [step, max, _] => (step, max, None),
                 [step, max, offset, _] => (step, max, Some(offset)),
-                _ => return Err("cumulate() takes (step, max size)".to_string()),
+                _ => {
+                    return Err(WindowArgError::Arguments(
+                        "cumulate() takes (step, max size)",
+                    ))
+                }
             };
             let (step_ms, max_ms) = (duration_ms(CUMULATE, step)?, duration_ms(CUMULATE, max)?);
             if max_ms % step_ms != 0 {
-                return Err(format!(
-                    "cumulate(): the max size ({max_ms}ms) must be a multiple of the step ({step_ms}ms)"
-                ));
+                return Err(WindowArgError::NotAMultiple { step_ms, max_ms });
             }
             overlapping(CUMULATE, max_ms, step_ms)?;
             let offset = offset.map_or(Ok(0), |o| offset_ms(CUMULATE, o))?;
@@ -292,7 +346,7 @@ pub fn window_spec(expr: &Expr) -> Option<std::result::Result<WindowSpec, String
 }
 
 /// If `expr` is a call of `session`, its gap in milliseconds.
-pub fn session_gap(expr: &Expr) -> Option<std::result::Result<i64, String>> {
+pub fn session_gap(expr: &Expr) -> Option<std::result::Result<i64, WindowArgError>> {
     let expr = match expr {
         Expr::Alias(a) => a.expr.as_ref(),
         e => e,
@@ -302,6 +356,8 @@ pub fn session_gap(expr: &Expr) -> Option<std::result::Result<i64, String>> {
     };
     (call.func.name() == SESSION).then(|| match call.args.first() {
         Some(gap) => duration_ms(SESSION, gap),
-        None => Err("session() needs a gap, e.g. session(INTERVAL '30' SECOND)".to_string()),
+        None => Err(WindowArgError::Arguments(
+            "session() needs a gap, e.g. session(INTERVAL '30' SECOND)",
+        )),
     })
 }

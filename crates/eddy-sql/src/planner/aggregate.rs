@@ -98,7 +98,7 @@ impl Compiler {
                     let spec = spec.map_err(|m| {
                         SqlError::at(
                             &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
-                            m,
+                            m.to_string(),
                         )
                     })?;
                     window_time = window_time_argument(expr).cloned();
@@ -126,7 +126,7 @@ impl Compiler {
         input.append_only("a window aggregate").map_err(|m| {
             SqlError::at(
                 &cx.anchor(&["TUMBLE", "HOP", "CUMULATE", "SESSION", "GROUP"]),
-                m,
+                m.to_string(),
             )
         })?;
         // A window over a table that declares no event time (no WATERMARK

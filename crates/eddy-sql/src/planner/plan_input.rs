@@ -208,7 +208,7 @@ impl Compiler {
                 // A filter over a changelog must pass a retraction as it
                 // passed its insert.
                 let used = datafusion::physical_expr::utils::collect_columns(&predicate).iter().map(|c| c.index()).collect::<Vec<_>>();
-                stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&cx.anchor(&["WHERE"]), m))?;
+                stream.no_change_metadata("this WHERE", used).map_err(|m| SqlError::at(&cx.anchor(&["WHERE"]), m.to_string()))?;
                 stream.steps.push(CalcStep::Filter(predicate));
                 stream.windows = stream::filtered_windows(&filter.predicate, &stream.schema, stream.time.map(|t| t.column), &stream.windows);
                 Ok(stream)

@@ -354,7 +354,7 @@ impl Compiler {
         };
         input
             .no_change_metadata("a Top-N", 0..input_schema.fields().len())
-            .map_err(|m| SqlError::at(&cx.anchor(&["OVER"]), m))?;
+            .map_err(|m| SqlError::at(&cx.anchor(&["OVER"]), m.to_string()))?;
         if let (Some(_), Some(changelog)) = (arrival, &input.changelog) {
             return Err(SqlError::at(
                 &cx.anchor(&["OVER"]),

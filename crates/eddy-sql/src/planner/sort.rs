@@ -34,7 +34,7 @@ impl Compiler {
         };
         input
             .append_only("ORDER BY")
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         // ORDER BY a PROCTIME() column alone: rows in the order they
         // arrive, which is the order they pass on in (Flink's processing-time
         // sort emits them so).

@@ -86,6 +86,28 @@ pub struct WindowColumn {
     pub to_end_ms: i64,
 }
 
+/// Why a stream cannot be the input of an operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamRefusal {
+    /// The operator takes appends only; the stream is updating.
+    #[error(
+        "{operator} takes only an append-only input, but its input is updating (its rows change: {origin} emits updates and retractions); \
+         aggregate it without a window, or put the windowed step before the updating one"
+    )]
+    Updating { operator: String, origin: String },
+    /// The operator matches retractions by value, and a column is a change
+    /// feed's metadata.
+    #[error(
+        "{operator} matches each retraction of its updating input to the row it takes out by its values, but column '{column}' holds each change's own metadata ('{key}' of {origin}: a -U or -D carries the time of the update or delete, not the row's); leave it out of {operator} (it can go to a sink as it is, or be the WATERMARK of a temporal join's versioned table)"
+    )]
+    ChangeMetadata {
+        operator: String,
+        column: String,
+        key: String,
+        origin: String,
+    },
+}
+
 impl Stream {
     /// The stream an operator node yields on its port 0: no pending steps,
     /// logical schema `schema`, event time `time`.
@@ -109,14 +131,13 @@ impl Stream {
 
     /// Refuses an updating stream as the input of `operator`, which takes
     /// only appends: the message names what made the stream updating.
-    pub fn append_only(&self, operator: &str) -> Result<(), String> {
+    pub fn append_only(&self, operator: &str) -> Result<(), StreamRefusal> {
         match &self.changelog {
             None => Ok(()),
-            Some(changelog) => Err(format!(
-                "{operator} takes only an append-only input, but its input is updating (its rows change: {} emits updates and retractions); \
-                 aggregate it without a window, or put the windowed step before the updating one",
-                changelog.origin
-            )),
+            Some(changelog) => Err(StreamRefusal::Updating {
+                operator: operator.to_string(),
+                origin: changelog.origin.clone(),
+            }),
         }
     }
 
@@ -129,7 +150,7 @@ impl Stream {
         &self,
         operator: &str,
         columns: impl IntoIterator<Item = usize>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StreamRefusal> {
         let Some(changelog) = &self.changelog else {
             return Ok(());
         };
@@ -138,11 +159,12 @@ impl Stream {
                 continue;
             };
             if let Some(key) = eddy_engine::source::metadata_key(field) {
-                return Err(format!(
-                    "{operator} matches each retraction of its updating input to the row it takes out by its values, but column '{}' holds each change's own metadata ('{key}' of {}: a -U or -D carries the time of the update or delete, not the row's); leave it out of {operator} (it can go to a sink as it is, or be the WATERMARK of a temporal join's versioned table)",
-                    field.name(),
-                    changelog.origin
-                ));
+                return Err(StreamRefusal::ChangeMetadata {
+                    operator: operator.to_string(),
+                    column: field.name().clone(),
+                    key: key.to_string(),
+                    origin: changelog.origin.clone(),
+                });
             }
         }
         Ok(())

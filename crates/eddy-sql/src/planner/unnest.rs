@@ -33,7 +33,7 @@ impl Compiler {
         let mut input = self.plan_stream(&unnest.input, cx)?;
         input
             .append_only("UNNEST")
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         let mut lists: Vec<usize> = unnest.list_type_columns.iter().map(|(i, _)| *i).collect();
         lists.dedup();
         // Columns passed through keep what they carry: the event time, a

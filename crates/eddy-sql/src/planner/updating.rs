@@ -106,7 +106,7 @@ impl Compiler {
         }
         input
             .no_change_metadata(&origin, used)
-            .map_err(|m| SqlError::at(at, m))?;
+            .map_err(|m| SqlError::at(at, m.to_string()))?;
         if output.fields().len() != keys.len() + aggregates.len() {
             return Err(SqlError::Internal(format!(
                 "an aggregate's {} output columns are not its {} keys and {} aggregates",

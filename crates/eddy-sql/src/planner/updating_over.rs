@@ -56,7 +56,7 @@ impl Compiler {
         let input_schema = input.schema.clone();
         input
             .no_change_metadata("OVER", 0..input_schema.fields().len())
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         let state = self.ctx.state();
         let planning = PhysicalPlanningContext::default();
         let functions = window

@@ -47,7 +47,7 @@ impl Compiler {
         let mut left = self.plan_stream(&join.left, cx)?;
         let mut right = self.plan_stream(&join.right, cx)?;
         left.append_only("the probe side of a lookup join")
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         let (left_schema, right_schema) =
             (join.left.schema().as_ref(), join.right.schema().as_ref());
         let ProbeJoinParts {
@@ -132,7 +132,7 @@ impl Compiler {
         }
         let mut left = self.plan_stream(&join.left, cx)?;
         left.append_only("the probe side of a lookup join")
-            .map_err(|m| SqlError::at(at, m))?;
+            .map_err(|m| SqlError::at(at, m.to_string()))?;
         let ProbeJoinParts {
             left_keys,
             right_keys,

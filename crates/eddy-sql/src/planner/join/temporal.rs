@@ -55,7 +55,7 @@ impl Compiler {
         let mut right = self.plan_stream(&join.right, cx)?;
         // The versioned side may be a change feed's changelog.
         left.append_only("the probe side of a temporal join")
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         let (Some(left_time), Some(right_time)) = (left.time, right.time) else {
             let (side, stream) = if left.time.is_none() {
                 ("probe", &left)

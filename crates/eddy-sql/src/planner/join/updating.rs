@@ -63,7 +63,7 @@ impl Compiler {
                 &format!("this {} JOIN", kind.name()),
                 0..side.schema.fields().len(),
             )
-            .map_err(|m| SqlError::at(&at, m))?;
+            .map_err(|m| SqlError::at(&at, m.to_string()))?;
         }
         let join_schema = match kind {
             JoinOutput::Pairs(_) => Arc::new(

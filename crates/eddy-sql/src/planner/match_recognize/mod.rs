@@ -517,7 +517,9 @@ impl Compiler {
         let mut input = self.plan_stream(&view.input, &view.text)?;
         let fail =
             |message: String| SqlError::at(&view.position, format!("MATCH_RECOGNIZE: {message}"));
-        input.append_only("MATCH_RECOGNIZE").map_err(fail)?;
+        input
+            .append_only("MATCH_RECOGNIZE")
+            .map_err(|m| fail(m.to_string()))?;
         let mut plan = view.plan;
         // ORDER BY a PROCTIME() column: rows are matched in the order they
         // are read, on the wall clock (a `processing_time` node stamps them).
