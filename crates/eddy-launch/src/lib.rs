@@ -87,14 +87,6 @@ impl LaunchPlan {
         })
     }
 
-    /// The graph one run (or each task) runs, as planned.
-    pub fn planned(&self) -> &JobGraph {
-        match self {
-            Self::Single(graph) => graph,
-            Self::Group(plan) => plan.task_graph(),
-        }
-    }
-
     /// The graph as it runs at `parallelism` (instances, a group's
     /// exchanges), for display: the run lays it out itself, at its
     /// checkpoint's parallelism where it resumes one.

@@ -273,7 +273,7 @@ fn parse_one(
             .find(&["UNNEST"])
             .cloned()
             .unwrap_or_else(|| position.clone());
-        SqlError::at(&at, e)
+        SqlError::at(&at, e.to_string())
     })?;
     crate::dialect::output_names::name_function_columns(&mut statement);
     crate::functions::flink::renames::rename_functions(&mut statement);

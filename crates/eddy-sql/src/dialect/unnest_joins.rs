@@ -23,8 +23,46 @@ use datafusion::sql::sqlparser::ast::{
     TableFactor, TableWithJoins, Value, VisitMut, VisitorMut,
 };
 
+/// Why an UNNEST join cannot be rewritten (and so cannot run).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnnestRefusal {
+    /// A join other than CROSS JOIN, a comma or LEFT JOIN ... ON TRUE.
+    #[error(
+        "UNNEST joins its table with CROSS JOIN, a comma or LEFT JOIN ... ON TRUE, not {join}"
+    )]
+    Join { join: &'static str },
+    /// `WITH ORDINALITY` or `WITH OFFSET`.
+    #[error("UNNEST ... WITH ORDINALITY (or WITH OFFSET) is not supported")]
+    Ordinality,
+    /// No named table before it.
+    #[error("UNNEST must follow a named table (or one with an alias) whose column it unnests, not {relation}")]
+    NoTable { relation: String },
+    /// Its columns are not named, one name per array.
+    #[error("name the column UNNEST makes, one name per array: UNNEST({arrays}) AS u(name{})", if *several { ", ..." } else { "" })]
+    Unnamed { arrays: String, several: bool },
+    /// Not right after the table whose column it unnests.
+    #[error("{relation}: an UNNEST join must directly follow the table whose column it unnests")]
+    NotNext { relation: String },
+    /// The rewritten text did not parse (a bug).
+    #[error("UNNEST: cannot rewrite the join into {from}")]
+    Rewrite { from: String },
+}
+
+/// A join operator as SQL names it, for [`UnnestRefusal::Join`].
+fn join_words(join: &JoinOperator) -> &'static str {
+    match join {
+        JoinOperator::Join(_) | JoinOperator::Inner(_) => "JOIN ... ON a condition",
+        JoinOperator::Left(_) | JoinOperator::LeftOuter(_) => "LEFT JOIN ... ON a condition",
+        JoinOperator::Right(_) | JoinOperator::RightOuter(_) => "RIGHT JOIN",
+        JoinOperator::FullOuter(_) => "FULL JOIN",
+        JoinOperator::CrossApply => "CROSS APPLY",
+        JoinOperator::OuterApply => "OUTER APPLY",
+        _ => "this join",
+    }
+}
+
 /// Rewrites every UNNEST join of `statement`.
-pub fn rewrite_unnest_joins(statement: &mut Statement) -> Result<(), String> {
+pub fn rewrite_unnest_joins(statement: &mut Statement) -> Result<(), UnnestRefusal> {
     let mut rewriter = Rewriter { error: None };
     let _ = statement.visit(&mut rewriter);
     match rewriter.error {
@@ -34,7 +72,7 @@ pub fn rewrite_unnest_joins(statement: &mut Statement) -> Result<(), String> {
 }
 
 struct Rewriter {
-    error: Option<String>,
+    error: Option<UnnestRefusal>,
 }
 
 impl VisitorMut for Rewriter {
@@ -109,7 +147,7 @@ fn qualifier(factor: &TableFactor) -> Option<Ident> {
 fn rewrite_joins(
     twj: &mut TableWithJoins,
     renames: &mut Vec<(String, Ident)>,
-) -> Result<(), String> {
+) -> Result<(), UnnestRefusal> {
     while let Some(join) = twj.joins.first() {
         let TableFactor::UNNEST {
             alias,
@@ -122,36 +160,38 @@ fn rewrite_joins(
             break;
         };
         let keep_empty = match &join.join_operator {
-            JoinOperator::CrossJoin(c) | JoinOperator::Join(c) | JoinOperator::Inner(c) if on_true(c) => false,
+            JoinOperator::CrossJoin(c) | JoinOperator::Join(c) | JoinOperator::Inner(c)
+                if on_true(c) =>
+            {
+                false
+            }
             JoinOperator::Left(c) | JoinOperator::LeftOuter(c) if on_true(c) => true,
             other => {
-                return Err(format!(
-                    "UNNEST joins its table with CROSS JOIN, a comma or LEFT JOIN ... ON TRUE, not {other:?}"
-                ))
+                return Err(UnnestRefusal::Join {
+                    join: join_words(other),
+                })
             }
         };
         if *with_offset || *with_ordinality {
-            return Err("UNNEST ... WITH ORDINALITY (or WITH OFFSET) is not supported".into());
+            return Err(UnnestRefusal::Ordinality);
         }
         let Some(table) = qualifier(&twj.relation) else {
-            return Err(format!(
-                "UNNEST must follow a named table (or one with an alias) whose column it unnests, not {}",
-                twj.relation
-            ));
+            return Err(UnnestRefusal::NoTable {
+                relation: twj.relation.to_string(),
+            });
         };
         let Some(alias) = alias
             .as_ref()
             .filter(|a| a.columns.len() == array_exprs.len())
         else {
-            return Err(format!(
-                "name the column UNNEST makes, one name per array: UNNEST({}) AS u(name{})",
-                array_exprs
+            return Err(UnnestRefusal::Unnamed {
+                arrays: array_exprs
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join(", "),
-                if array_exprs.len() > 1 { ", ..." } else { "" }
-            ));
+                several: array_exprs.len() > 1,
+            });
         };
         let columns: Vec<String> = array_exprs
             .iter()
@@ -187,7 +227,7 @@ fn rewrite_joins(
             twj.relation
         );
         let derived = crate::dialect::rewrite::parse_table_factor(&from)
-            .ok_or_else(|| format!("UNNEST: cannot rewrite the join into {from}"))?;
+            .ok_or_else(|| UnnestRefusal::Rewrite { from: from.clone() })?;
         renames.push((crate::dialect::identifiers::normalize(&alias.name), table));
         twj.relation = derived;
         twj.joins.remove(0);
@@ -197,10 +237,9 @@ fn rewrite_joins(
         .iter()
         .find(|j| matches!(j.relation, TableFactor::UNNEST { .. }))
     {
-        return Err(format!(
-            "{}: an UNNEST join must directly follow the table whose column it unnests",
-            join.relation
-        ));
+        return Err(UnnestRefusal::NotNext {
+            relation: join.relation.to_string(),
+        });
     }
     Ok(())
 }
@@ -212,7 +251,7 @@ mod tests {
 
     use super::*;
 
-    fn rewritten(sql: &str) -> Result<String, String> {
+    fn rewritten(sql: &str) -> Result<String, UnnestRefusal> {
         let mut statement = Parser::new(&GenericDialect {})
             .try_with_sql(sql)
             .and_then(|mut p| p.parse_statement())
@@ -239,13 +278,20 @@ mod tests {
 
     #[test]
     fn what_cannot_be_rewritten_is_named() {
-        assert!(rewritten("SELECT 1 FROM t CROSS JOIN UNNEST(t.tags)")
-            .unwrap_err()
-            .contains("name the column UNNEST makes"));
+        let unnamed = rewritten("SELECT 1 FROM t CROSS JOIN UNNEST(t.tags)").unwrap_err();
         assert!(
-            rewritten("SELECT 1 FROM t CROSS JOIN UNNEST(t.tags) WITH ORDINALITY AS u(x, n)")
-                .unwrap_err()
-                .contains("ORDINALITY")
+            unnamed.to_string().starts_with(
+                "name the column UNNEST makes, one name per array: UNNEST(t.tags) AS u(name)"
+            ),
+            "{unnamed}"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 FROM t CROSS JOIN UNNEST(t.tags) WITH ORDINALITY AS u(x, n)"),
+            Err(UnnestRefusal::Ordinality)
+        );
+        assert_eq!(
+            rewritten("SELECT 1 FROM t RIGHT JOIN UNNEST(t.tags) AS u(x) ON TRUE"),
+            Err(UnnestRefusal::Join { join: "RIGHT JOIN" })
         );
     }
 }
