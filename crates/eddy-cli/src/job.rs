@@ -280,6 +280,14 @@ INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
         }]
     }
 
+    /// Why `text` does not compile (empty when it does).
+    fn refusal(text: &str) -> String {
+        compile_files(&sql(text), &BTreeMap::new())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
     fn kinds(job: &CompiledJob) -> Vec<String> {
         job.graph
             .nodes
@@ -321,10 +329,7 @@ INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
         let keyless = ORDERS_CDC
             .replace("{MODE}", "")
             .replace(", PRIMARY KEY (id) NOT ENFORCED", "");
-        let refused = compile_files(&sql(&keyless), &BTreeMap::new())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let refused = refusal(&keyless);
         assert!(
             refused.contains("reads a table's changes (connector 'postgres-cdc')")
                 && refused.contains("PRIMARY KEY"),
@@ -366,10 +371,7 @@ INSERT INTO out SELECT k FROM a UNION ALL SELECT order_id FROM b;";
         let known = table("tbl STRING METADATA FROM 'table_name' VIRTUAL");
         compile_files(&sql(&known), &BTreeMap::new()).unwrap_or_else(|e| panic!("{e}"));
         let unknown = table("tbl STRING METADATA FROM 'partition' VIRTUAL");
-        let refused = compile_files(&sql(&unknown), &BTreeMap::new())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let refused = refusal(&unknown);
         assert!(
             refused.contains("'partition' is not a postgres-cdc metadata key")
                 && refused.contains("'table_name'"),

@@ -61,50 +61,25 @@ pub fn register(ctx: &datafusion::prelude::SessionContext) {
 
 /// The `tumble` and `hop` functions, ready to register.
 pub fn window_functions() -> Vec<Arc<ScalarUDF>> {
+    // An optional last argument names the time column (Flink's spellings
+    // carry it); the planner checks it is the input's event time.
     vec![
-        // An optional last argument names the time column (Flink's spellings
-        // carry it); the planner checks it is the input's event time.
-        Arc::new(ScalarUDF::from(WindowFunction {
-            name: TUMBLE,
-            signature: Signature::one_of(
-                vec![
-                    TypeSignature::Any(1),
-                    TypeSignature::Any(2),
-                    TypeSignature::Any(3),
-                ],
-                Volatility::Volatile,
-            ),
-        })),
-        Arc::new(ScalarUDF::from(WindowFunction {
-            name: SESSION,
-            signature: Signature::one_of(
-                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
-                Volatility::Volatile,
-            ),
-        })),
-        Arc::new(ScalarUDF::from(WindowFunction {
-            name: CUMULATE,
-            signature: Signature::one_of(
-                vec![
-                    TypeSignature::Any(2),
-                    TypeSignature::Any(3),
-                    TypeSignature::Any(4),
-                ],
-                Volatility::Volatile,
-            ),
-        })),
-        Arc::new(ScalarUDF::from(WindowFunction {
-            name: HOP,
-            signature: Signature::one_of(
-                vec![
-                    TypeSignature::Any(2),
-                    TypeSignature::Any(3),
-                    TypeSignature::Any(4),
-                ],
-                Volatility::Volatile,
-            ),
-        })),
+        window_function(TUMBLE, 1..=3),
+        window_function(SESSION, 1..=2),
+        window_function(CUMULATE, 2..=4),
+        window_function(HOP, 2..=4),
     ]
+}
+
+/// The window function `name`, taking any of `arities` arguments.
+fn window_function(name: &'static str, arities: std::ops::RangeInclusive<usize>) -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::from(WindowFunction {
+        name,
+        signature: Signature::one_of(
+            arities.map(TypeSignature::Any).collect(),
+            Volatility::Volatile,
+        ),
+    }))
 }
 
 /// A constant interval's fixed length in milliseconds (`None` for month-based
