@@ -76,6 +76,9 @@ pub enum EngineError {
         /// What that node holds, bytes.
         held: u64,
     },
+    /// A MATCH_RECOGNIZE pattern cannot be compiled.
+    #[error("{0}")]
+    Pattern(#[from] crate::operators::match_recognize::pattern::PatternRefusal),
     /// Checkpointed state could not be encoded, decoded or applied.
     #[error("checkpoint state: {0}")]
     State(String),

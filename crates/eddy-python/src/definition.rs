@@ -66,7 +66,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// )
 /// .unwrap();
 /// f.set_option("timeout", "5s").unwrap();
-/// assert!(f.set_option("on_error", "explode").unwrap_err().contains("'null' or 'fail'"));
+/// assert!(f.set_option("on_error", "explode").unwrap_err().to_string().contains("'null' or 'fail'"));
 /// assert!(FunctionDefinition::new("f", FunctionKind::Scalar, vec![], DataType::Decimal128(10, 2),
 ///     FunctionBody::Inline(String::new())).is_err());
 /// ```
@@ -146,37 +146,38 @@ impl FunctionDefinition {
 
     /// Applies one `WITH (key = 'value')` option; the error says what the
     /// option takes.
-    pub fn set_option(&mut self, key: &str, value: &str) -> std::result::Result<(), String> {
+    pub fn set_option(&mut self, key: &str, value: &str) -> std::result::Result<(), OptionRefusal> {
+        let bad = |option: &'static str, takes: &'static str| OptionRefusal::BadValue {
+            option,
+            takes,
+            value: value.to_string(),
+        };
         match key.to_ascii_lowercase().as_str() {
             "vectorized" => {
                 self.vectorized = match value.trim().to_ascii_lowercase().as_str() {
                     "true" => true,
                     "false" => false,
-                    _ => return Err(format!("option vectorized takes true or false, not '{value}'")),
+                    _ => return Err(bad("vectorized", "true or false")),
                 };
                 if self.vectorized && self.kind == FunctionKind::Aggregate {
-                    return Err(
-                        "aggregates are called row by row; vectorized applies to scalar functions"
-                            .into(),
-                    );
+                    return Err(OptionRefusal::VectorizedAggregate);
                 }
             }
             "on_error" => {
                 self.on_error = match value.trim().to_ascii_lowercase().as_str() {
                     "null" => OnError::Null,
                     "fail" => OnError::Fail,
-                    _ => return Err(format!("option on_error takes 'null' or 'fail', not '{value}'")),
+                    _ => return Err(bad("on_error", "'null' or 'fail'")),
                 };
             }
             "timeout" => {
-                self.timeout = parse_seconds(value).ok_or_else(|| {
-                    format!("option timeout takes a duration such as '30s' or '500ms', not '{value}'")
-                })?;
+                self.timeout = parse_seconds(value)
+                    .ok_or_else(|| bad("timeout", "a duration such as '30s' or '500ms'"))?;
             }
             other => {
-                return Err(format!(
-                    "unknown option '{other}' for a Python function (options: vectorized, on_error, timeout)"
-                ))
+                return Err(OptionRefusal::Unknown {
+                    option: other.to_string(),
+                })
             }
         }
         Ok(())
@@ -270,6 +271,26 @@ pub(crate) enum Kind {
 }
 
 /// A type Python functions do not take.
+/// Why a Python function's `WITH` option is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionRefusal {
+    /// A value the option does not take.
+    #[error("option {option} takes {takes}, not '{value}'")]
+    BadValue {
+        option: &'static str,
+        takes: &'static str,
+        value: String,
+    },
+    /// `vectorized = 'true'` on an aggregate.
+    #[error("aggregates are called row by row; vectorized applies to scalar functions")]
+    VectorizedAggregate,
+    /// No such option.
+    #[error(
+        "unknown option '{option}' for a Python function (options: vectorized, on_error, timeout)"
+    )]
+    Unknown { option: String },
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0} is not a type Python functions take (they take BOOLEAN, integers, FLOAT, DOUBLE, VARCHAR, BYTEA, TIMESTAMP and DATE)")]
 pub struct UnsupportedType(pub DataType);

@@ -50,9 +50,12 @@ struct Tally {
     first_error: Option<String>,
 }
 
+/// Why a point query failed (the client library's own error).
+type AskError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A client that asks for one key's row: how many rows came back.
 trait PointQuery: Send {
-    fn ask(&mut self, key: i64) -> std::result::Result<u64, String>;
+    fn ask(&mut self, key: i64) -> std::result::Result<u64, AskError>;
 }
 
 struct Pg {
@@ -61,11 +64,9 @@ struct Pg {
 }
 
 impl PointQuery for Pg {
-    fn ask(&mut self, key: i64) -> std::result::Result<u64, String> {
-        self.client
-            .query(&self.statement, &[&key])
-            .map(|rows| rows.len() as u64)
-            .map_err(|e| e.to_string())
+    fn ask(&mut self, key: i64) -> std::result::Result<u64, AskError> {
+        let rows = self.client.query(&self.statement, &[&key])?;
+        Ok(rows.len() as u64)
     }
 }
 
@@ -76,17 +77,12 @@ struct Http {
 }
 
 impl PointQuery for Http {
-    fn ask(&mut self, key: i64) -> std::result::Result<u64, String> {
+    fn ask(&mut self, key: i64) -> std::result::Result<u64, AskError> {
         let mut request = self.agent.get(format!("{}{key}", self.url));
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let body: serde_json::Value = request
-            .call()
-            .map_err(|e| e.to_string())?
-            .body_mut()
-            .read_json()
-            .map_err(|e| e.to_string())?;
+        let body: serde_json::Value = request.call()?.body_mut().read_json()?;
         Ok(body["data"].as_array().map_or(0, |rows| rows.len() as u64))
     }
 }
@@ -185,7 +181,7 @@ pub fn views(load: &ViewLoad) -> Result<String> {
                             Ok(rows) => tally.found += rows,
                             Err(e) => {
                                 tally.errors += 1;
-                                tally.first_error.get_or_insert(e);
+                                tally.first_error.get_or_insert(e.to_string());
                             }
                         }
                         tally.latencies.push(scheduled.elapsed());

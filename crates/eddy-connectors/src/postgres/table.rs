@@ -208,50 +208,57 @@ pub fn attributes(
         .collect())
 }
 
+/// Why an eddy column does not read a PostgreSQL table's column.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ColumnMismatch {
+    /// No column of that name.
+    #[error("it has no column '{name}' (its columns: {})", columns.join(", "))]
+    Missing { name: String, columns: Vec<String> },
+    /// A column whose type does not read into the declared one.
+    #[error("column '{column}' is {postgres_type} in PostgreSQL and {declared} in the eddy table: declare a type that holds it (STRING takes any)")]
+    Type {
+        column: String,
+        postgres_type: String,
+        declared: DataType,
+    },
+}
+
 /// The column an eddy column `name` is (same name, or same but for case);
-/// the reason, naming the table's columns, when there is none.
+/// why not, naming the table's columns, when there is none.
 pub fn column<'a>(
     attributes: &'a [Attribute],
     name: &str,
-) -> std::result::Result<&'a Attribute, String> {
+) -> std::result::Result<&'a Attribute, ColumnMismatch> {
     attributes
         .iter()
         .find(|a| a.name == name || a.name.to_lowercase() == name.to_lowercase())
-        .ok_or_else(|| {
-            let names: Vec<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
-            format!(
-                "it has no column '{name}' (its columns: {})",
-                names.join(", ")
-            )
+        .ok_or_else(|| ColumnMismatch::Missing {
+            name: name.to_string(),
+            columns: attributes.iter().map(|a| a.name.clone()).collect(),
         })
 }
 
 /// The column an eddy column `field` reads, checked to read into its type;
-/// the reason, naming both types or the table's columns, when it does not.
+/// why not, naming both types or the table's columns, when it does not.
 pub fn read_as<'a>(
     attributes: &'a [Attribute],
     field: &Field,
-) -> std::result::Result<&'a Attribute, String> {
+) -> std::result::Result<&'a Attribute, ColumnMismatch> {
     let attribute = column(attributes, field.name())?;
-    type_fits(field.data_type(), &attribute.base, &attribute.category).map_err(|why| {
-        format!(
-            "column '{}' is {} in PostgreSQL and {} in the eddy table: {why}",
-            attribute.name,
-            attribute.type_name,
-            field.data_type()
-        )
-    })?;
+    if !type_fits(field.data_type(), &attribute.base, &attribute.category) {
+        return Err(ColumnMismatch::Type {
+            column: attribute.name.clone(),
+            postgres_type: attribute.type_name.clone(),
+            declared: field.data_type().clone(),
+        });
+    }
     Ok(attribute)
 }
 
 /// Whether a PostgreSQL type (its `typname` and `typcategory`) reads into
 /// a declared Arrow type; STRING takes any.
-fn type_fits(
-    data_type: &DataType,
-    base: &str,
-    category: &str,
-) -> std::result::Result<(), &'static str> {
-    let ok = match data_type {
+fn type_fits(data_type: &DataType, base: &str, category: &str) -> bool {
+    match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
         DataType::Boolean => category == "B",
         t if t.is_numeric() => category == "N",
@@ -263,11 +270,6 @@ fn type_fits(
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => base == "bytea",
         DataType::List(_) | DataType::LargeList(_) => category == "A",
         _ => false,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err("declare a type that holds it (STRING takes any)")
     }
 }
 
@@ -440,10 +442,10 @@ mod tests {
 
     #[test]
     fn types_fit_by_category_and_key_order_is_compared_only_where_it_agrees() {
-        assert!(type_fits(&DataType::Int64, "int8", "N").is_ok());
-        assert!(type_fits(&DataType::Utf8, "jsonb", "U").is_ok());
-        assert!(type_fits(&DataType::Int64, "text", "S").is_err());
-        assert!(type_fits(&DataType::Binary, "bytea", "U").is_ok());
+        assert!(type_fits(&DataType::Int64, "int8", "N"));
+        assert!(type_fits(&DataType::Utf8, "jsonb", "U"));
+        assert!(!type_fits(&DataType::Int64, "text", "S"));
+        assert!(type_fits(&DataType::Binary, "bytea", "U"));
         assert!(key_order_matches(&DataType::Int32, "int4", false));
         assert!(!key_order_matches(&DataType::Utf8, "int4", true));
         assert!(!key_order_matches(&DataType::Utf8, "text", false));

@@ -46,7 +46,8 @@ use datafusion::arrow::array::{
 use datafusion::arrow::buffer::OffsetBuffer;
 use datafusion::arrow::compute::kernels::cast::{cast_with_options, CastOptions};
 use datafusion::arrow::compute::{filter_record_batch, kernels::zip::zip};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
+use datafusion::arrow::error::ArrowError;
 use datafusion::scalar::ScalarValue;
 use eddy_engine::changelog::RowKind;
 
@@ -177,7 +178,7 @@ impl TextRows {
 pub(super) fn convert(
     texts: &StringArray,
     data_type: &DataType,
-) -> std::result::Result<ArrayRef, String> {
+) -> std::result::Result<ArrayRef, ArrowError> {
     let safe = CastOptions {
         safe: true,
         ..Default::default()
@@ -191,12 +192,11 @@ pub(super) fn convert(
                     _ => out.append_null(),
                 }
             }
-            cast_with_options(&out.finish(), data_type, &safe).map_err(|e| e.to_string())
+            cast_with_options(&out.finish(), data_type, &safe)
         }
         DataType::List(item) => {
             let list = array_literals(texts)?;
             cast_with_options(&list, &DataType::List(item.clone()), &safe)
-                .map_err(|e| e.to_string())
         }
         DataType::Timestamp(_, _) => {
             let texts: StringArray = texts.iter().map(|t| t.map(timestamp_text)).collect();
@@ -204,11 +204,10 @@ pub(super) fn convert(
                 &texts,
                 &DataType::Timestamp(TimeUnit::Microsecond, None),
                 &safe,
-            )
-            .map_err(|e| e.to_string())?;
-            cast_with_options(&wide, data_type, &safe).map_err(|e| e.to_string())
+            )?;
+            cast_with_options(&wide, data_type, &safe)
         }
-        _ => cast_with_options(texts, data_type, &safe).map_err(|e| e.to_string()),
+        _ => cast_with_options(texts, data_type, &safe),
     }
 }
 
@@ -231,7 +230,7 @@ fn hex_bytea(text: &str) -> Option<Vec<u8>> {
 }
 
 /// One-dimensional array literals as lists of their elements' text.
-fn array_literals(texts: &StringArray) -> std::result::Result<ArrayRef, String> {
+fn array_literals(texts: &StringArray) -> std::result::Result<ArrayRef, ArrowError> {
     let mut items = StringBuilder::new();
     let mut offsets: Vec<i32> = vec![0];
     let mut valid = Vec::with_capacity(texts.len());
@@ -258,8 +257,7 @@ fn array_literals(texts: &StringArray) -> std::result::Result<ArrayRef, String> 
         OffsetBuffer::new(offsets.into()),
         Arc::new(items.finish()),
         Some(valid.into()),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(Arc::new(list))
 }
 
@@ -305,18 +303,6 @@ fn array_elements(text: &str) -> Option<Vec<Option<String>>> {
             Some(_) => return None,
         }
     }
-}
-
-/// Whether a column of `field`'s type can be read from PostgreSQL's text
-/// form; the reason when not.
-pub fn readable(field: &FieldRef) -> std::result::Result<(), String> {
-    let probe = StringArray::from(vec![None::<&str>]);
-    convert(&probe, field.data_type()).map(|_| ()).map_err(|e| {
-        format!(
-            "{} cannot be read from PostgreSQL's text form ({e})",
-            field.data_type()
-        )
-    })
 }
 
 #[cfg(test)]

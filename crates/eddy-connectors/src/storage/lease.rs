@@ -214,7 +214,7 @@ impl Lease {
     /// `Ok` while this process still holds the lease: no newer epoch in
     /// the bucket (asked now) and renewed within half the time to live.
     /// The reason otherwise.
-    pub fn check(&self) -> std::result::Result<(), String> {
+    pub fn check(&self) -> std::result::Result<(), LeaseLost> {
         if let Some(lost) = self.lost() {
             return Err(lost);
         }
@@ -224,16 +224,16 @@ impl Lease {
                 self.renewal.superseded.store(true, Ordering::SeqCst);
                 Err(self.superseded())
             }
-            Err(e) => Err(format!(
-                "{}: cannot tell whether it is still held: {e}",
-                self.bucket
-            )),
+            Err(error) => Err(LeaseLost::Unknown {
+                bucket: self.bucket.to_string(),
+                error: Box::new(error),
+            }),
         }
     }
 
     /// Why the lease was lost, as the renewing thread found it (asks the
     /// bucket nothing).
-    pub fn lost(&self) -> Option<String> {
+    pub fn lost(&self) -> Option<LeaseLost> {
         if self.renewal.superseded.load(Ordering::SeqCst) {
             return Some(self.superseded());
         }
@@ -243,21 +243,40 @@ impl Lease {
             .lock()
             .map(|t| t.elapsed())
             .unwrap_or_default();
-        (silent > self.ttl / 2).then(|| {
-            format!(
-                "{}: not renewed for {silent:?} (its time to live is {:?}); another process may hold it now",
-                self.bucket, self.ttl
-            )
+        (silent > self.ttl / 2).then(|| LeaseLost::Silent {
+            bucket: self.bucket.to_string(),
+            silent,
+            ttl: self.ttl,
         })
     }
 
-    fn superseded(&self) -> String {
-        format!(
-            "{}: taken over by another process (epoch {})",
-            self.bucket,
-            self.epoch + 1
-        )
+    fn superseded(&self) -> LeaseLost {
+        LeaseLost::Superseded {
+            bucket: self.bucket.to_string(),
+            epoch: self.epoch + 1,
+        }
     }
+}
+
+/// Why a process no longer holds (or cannot tell that it holds) a lease.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseLost {
+    /// Another process took it: a newer epoch is in the bucket.
+    #[error("{bucket}: taken over by another process (epoch {epoch})")]
+    Superseded { bucket: String, epoch: u64 },
+    /// Not renewed within half its time to live.
+    #[error("{bucket}: not renewed for {silent:?} (its time to live is {ttl:?}); another process may hold it now")]
+    Silent {
+        bucket: String,
+        silent: Duration,
+        ttl: Duration,
+    },
+    /// The bucket could not be asked.
+    #[error("{bucket}: cannot tell whether it is still held: {error}")]
+    Unknown {
+        bucket: String,
+        error: Box<ConnectorError>,
+    },
 }
 
 /// The renewing thread: rewrites the epoch's object every quarter of the

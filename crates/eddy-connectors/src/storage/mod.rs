@@ -39,7 +39,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use bucket::{Bucket, Object};
-pub use lease::{this_process, Lease, LeaseWatch};
+pub use lease::{this_process, Lease, LeaseLost, LeaseWatch};
 pub use object_reader::ObjectReader;
 pub use replica::BucketReplica;
 pub use table_options::{configure, storage_options, STORAGE_OPTIONS, STORAGE_PREFIX};

@@ -323,6 +323,7 @@ mod tests {
     use crate::graph::{ConnectorSpec, Edge, Node, NodeId};
     use crate::key_groups::KeyGroups;
     use crate::operator::{Collector, OperatorPlan};
+    use crate::operators::probe_join::ProbeJoin;
     use crate::operators::temporal_join::TemporalJoinPlan;
     use crate::source::{BadRowPolicy, SourceColumn, SourceLayout};
 
@@ -386,17 +387,19 @@ mod tests {
     fn a_node_that_ran_once_and_runs_keyed_now_spreads_its_state_over_its_instances() {
         let key: Vec<Arc<dyn PhysicalExpr>> = vec![col("k", &schema()).unwrap()];
         let plan = TemporalJoinPlan {
-            left_outer: true,
-            left_schema: schema(),
-            right_schema: schema(),
-            output_schema: Arc::new(Schema::new(
-                [schema().fields().to_vec(), schema().fields().to_vec()].concat(),
-            )),
-            left_keys: key.clone(),
-            right_keys: key.clone(),
+            join: ProbeJoin {
+                left_outer: true,
+                left_schema: schema(),
+                right_schema: schema(),
+                output_schema: Arc::new(Schema::new(
+                    [schema().fields().to_vec(), schema().fields().to_vec()].concat(),
+                )),
+                left_keys: key.clone(),
+                right_keys: key.clone(),
+                residual: None,
+            },
             left_time: 1,
             right_time: 1,
-            residual: None,
             allowed_lateness_ms: 0,
         };
         let mut graph = JobGraph::default();

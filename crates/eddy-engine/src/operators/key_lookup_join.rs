@@ -29,6 +29,7 @@
 //! use eddy_engine::lookup::{LookupSource, LookupTable};
 //! use eddy_engine::operator::{Collector, OperatorPlan};
 //! use eddy_engine::operators::key_lookup_join::KeyLookupJoinPlan;
+//! use eddy_engine::operators::probe_join::ProbeJoin;
 //!
 //! let probe = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
 //! let table = Arc::new(Schema::new(vec![
@@ -45,16 +46,18 @@
 //!     }
 //! }
 //! let plan = KeyLookupJoinPlan {
-//!     left_outer: false,
-//!     left_schema: probe.clone(),
-//!     right_schema: table.clone(),
+//!     join: ProbeJoin {
+//!         left_outer: false,
+//!         left_schema: probe.clone(),
+//!         right_schema: table.clone(),
+//!         output_schema: Arc::new(Schema::new(
+//!             [probe.fields().to_vec(), table.fields().to_vec()].concat(),
+//!         )),
+//!         left_keys: vec![col("k", &probe).unwrap()],
+//!         right_keys: vec![col("id", &table).unwrap()],
+//!         residual: None,
+//!     },
 //!     right_columns: vec![0, 1],
-//!     output_schema: Arc::new(Schema::new(
-//!         [probe.fields().to_vec(), table.fields().to_vec()].concat(),
-//!     )),
-//!     left_keys: vec![col("k", &probe).unwrap()],
-//!     right_keys: vec![col("id", &table).unwrap()],
-//!     residual: None,
 //!     table: LookupTable {
 //!         spec: ConnectorSpec {
 //!             table: "squares".into(),
@@ -80,7 +83,6 @@
 //! ```
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::arrow::array::{Array, ArrayRef, UInt32Array};
@@ -88,9 +90,9 @@ use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::RowConverter;
-use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use super::probe_join::ProbeJoin;
 use crate::error::{EngineError, Result};
 use crate::lookup::{CachePolicy, LookupSource, LookupTable};
 use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
@@ -106,23 +108,12 @@ type Answers = HashMap<Box<[u8]>, TableRows>;
 /// Plan of a lookup join against a table read by key.
 #[derive(Debug, Clone)]
 pub struct KeyLookupJoinPlan {
-    /// LEFT (a probe row without a match is padded) or INNER.
-    pub left_outer: bool,
-    /// The probe rows' columns.
-    pub left_schema: SchemaRef,
-    /// The table's columns the join reads.
-    pub right_schema: SchemaRef,
-    /// Where each of `right_schema`'s columns is among the table's.
+    /// The probe, the table's columns the join reads, the keys (over the
+    /// table's joined columns: a column, or a cast of one, each, of the
+    /// probe keys' types), the residual condition.
+    pub join: ProbeJoin,
+    /// Where each of the joined table columns is among the table's.
     pub right_columns: Vec<usize>,
-    /// Probe columns, then the table's joined columns.
-    pub output_schema: SchemaRef,
-    /// Key expressions over probe rows.
-    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// The same keys over the table's joined columns (a column, or a cast
-    /// of one, each), of the probe keys' types.
-    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Condition on the joined columns beyond the keys.
-    pub residual: Option<Arc<dyn PhysicalExpr>>,
     /// The table and the columns the keys equal.
     pub table: LookupTable,
 }
@@ -133,19 +124,13 @@ impl OperatorPlan for KeyLookupJoinPlan {
     }
 
     fn parameters(&self) -> crate::shape::Parameters {
-        use crate::shape::Parameters as P;
-        P::new()
-            .flag("left_outer", self.left_outer)
-            .exprs("left_keys", &self.left_keys)
-            .exprs("right_keys", &self.right_keys)
-            .expr("residual", self.residual.as_ref())
+        self.join.residual_parameter(self.join.parameters())
     }
 
     fn describe(&self) -> String {
         format!(
-            "{} on {}, asking table '{}' ({}) by {} for each batch's keys",
-            if self.left_outer { "LEFT" } else { "INNER" },
-            super::describe_key_pairs(&self.left_keys, &self.right_keys),
+            "{}, asking table '{}' ({}) by {} for each batch's keys",
+            self.join.describe(),
             self.table.spec.table,
             self.table.spec.connector,
             self.table.key_columns.join(", "),
@@ -153,7 +138,7 @@ impl OperatorPlan for KeyLookupJoinPlan {
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.output_schema.clone()
+        self.join.output_schema.clone()
     }
 
     /// Nothing is kept but a cache: any instance joins any row.
@@ -163,9 +148,9 @@ impl OperatorPlan for KeyLookupJoinPlan {
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(KeyLookupJoin {
-            probe_keys: super::key_converter(&self.left_keys, &self.left_schema)?,
-            table_keys: super::key_converter(&self.right_keys, &self.right_schema)?,
-            rows: super::row_converter(&self.right_schema)?,
+            probe_keys: self.join.key_converter()?,
+            table_keys: super::key_converter(&self.join.right_keys, &self.join.right_schema)?,
+            rows: self.join.row_converter()?,
             plan: self.clone(),
             source: None,
             cache: Cache::new(CachePolicy::default()),
@@ -270,7 +255,7 @@ impl KeyLookupJoin {
         })?;
         let found = source.lookup(keys)?;
         let joined = RecordBatch::try_new(
-            self.plan.right_schema.clone(),
+            self.plan.join.right_schema.clone(),
             self.plan
                 .right_columns
                 .iter()
@@ -278,7 +263,7 @@ impl KeyLookupJoin {
                 .collect(),
         )?;
         let table_keys =
-            super::nullable_key_rows(&self.table_keys, &self.plan.right_keys, &joined)?;
+            super::nullable_key_rows(&self.table_keys, &self.plan.join.right_keys, &joined)?;
         let rows = self.rows.convert_columns(joined.columns())?;
         let mut answers = Answers::new();
         for (r, key) in table_keys.into_iter().enumerate() {
@@ -298,7 +283,8 @@ impl Operator for KeyLookupJoin {
         if probes.num_rows() == 0 {
             return Ok(());
         }
-        let (encoded, columns) = super::key_rows(&self.probe_keys, &self.plan.left_keys, &probes)?;
+        let (encoded, columns) =
+            super::key_rows(&self.probe_keys, &self.plan.join.left_keys, &probes)?;
         let keys: Vec<Option<&[u8]>> = (0..probes.num_rows())
             .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| encoded.row(r).data()))
             .collect();
@@ -328,15 +314,8 @@ impl Operator for KeyLookupJoin {
                 }
             }
         }
-        let shape = super::probe_matches::ProbeJoinShape {
-            kind: KIND,
-            left_outer: self.plan.left_outer,
-            right_schema: &self.plan.right_schema,
-            output_schema: &self.plan.output_schema,
-            residual: self.plan.residual.as_ref(),
-        };
         let cache = &self.cache;
-        shape.emit(
+        self.plan.join.emit(
             &probes,
             |r| {
                 let key = keys[r]?;
@@ -346,6 +325,7 @@ impl Operator for KeyLookupJoin {
                     .or_else(|| cache.get(key, now))
             },
             &self.rows,
+            KIND,
             out,
         )?;
         for (key, rows) in answers {
@@ -378,13 +358,14 @@ impl Operator for KeyLookupJoin {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use datafusion::arrow::array::{Int64Array, StringArray};
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::logical_expr::Operator as BinaryOp;
     use datafusion::physical_expr::expressions::{col, lit, BinaryExpr};
+    use datafusion::physical_expr::PhysicalExpr;
 
     use super::*;
     use crate::graph::ConnectorSpec;
@@ -437,25 +418,27 @@ mod tests {
     fn plan(left_outer: bool, residual: Option<Arc<dyn PhysicalExpr>>) -> KeyLookupJoinPlan {
         let (probe, table) = schemas();
         KeyLookupJoinPlan {
-            left_outer,
-            left_schema: probe.clone(),
-            right_schema: table.clone(),
+            join: ProbeJoin {
+                left_outer,
+                left_schema: probe.clone(),
+                right_schema: table.clone(),
+                // A LEFT join's table columns are NULL where nothing matched.
+                output_schema: Arc::new(Schema::new(
+                    [
+                        probe.fields().to_vec(),
+                        table
+                            .fields()
+                            .iter()
+                            .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
+                            .collect(),
+                    ]
+                    .concat(),
+                )),
+                left_keys: vec![col("customer", &probe).unwrap()],
+                right_keys: vec![col("id", &table).unwrap()],
+                residual,
+            },
             right_columns: vec![0, 1],
-            // A LEFT join's table columns are NULL where nothing matched.
-            output_schema: Arc::new(Schema::new(
-                [
-                    probe.fields().to_vec(),
-                    table
-                        .fields()
-                        .iter()
-                        .map(|f| Arc::new(f.as_ref().clone().with_nullable(true)))
-                        .collect(),
-                ]
-                .concat(),
-            )),
-            left_keys: vec![col("customer", &probe).unwrap()],
-            right_keys: vec![col("id", &table).unwrap()],
-            residual,
             table: LookupTable {
                 spec: ConnectorSpec {
                     table: "customers".into(),
@@ -615,7 +598,7 @@ mod tests {
 
     #[test]
     fn a_residual_condition_filters_matches_and_a_left_join_pads_rows_none_of_whose_matches_pass() {
-        let output = plan(true, None).output_schema;
+        let output = plan(true, None).join.output_schema;
         let not_c2: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(
             col("name", &output).unwrap(),
             BinaryOp::NotEq,

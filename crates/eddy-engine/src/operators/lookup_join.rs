@@ -29,6 +29,7 @@
 //! use datafusion::physical_expr::expressions::col;
 //! use eddy_engine::operator::{Collector, OperatorPlan};
 //! use eddy_engine::operators::lookup_join::LookupJoinPlan;
+//! use eddy_engine::operators::probe_join::ProbeJoin;
 //!
 //! let probe = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
 //! let table = Arc::new(Schema::new(vec![
@@ -36,15 +37,17 @@
 //!     Field::new("v", DataType::Utf8, true),
 //! ]));
 //! let plan = LookupJoinPlan {
-//!     left_outer: false,
-//!     left_schema: probe.clone(),
-//!     right_schema: table.clone(),
-//!     output_schema: Arc::new(Schema::new(
-//!         [probe.fields().to_vec(), table.fields().to_vec()].concat(),
-//!     )),
-//!     left_keys: vec![col("k", &probe).unwrap()],
-//!     right_keys: vec![col("k", &table).unwrap()],
-//!     residual: None,
+//!     join: ProbeJoin {
+//!         left_outer: false,
+//!         left_schema: probe.clone(),
+//!         right_schema: table.clone(),
+//!         output_schema: Arc::new(Schema::new(
+//!             [probe.fields().to_vec(), table.fields().to_vec()].concat(),
+//!         )),
+//!         left_keys: vec![col("k", &probe).unwrap()],
+//!         right_keys: vec![col("k", &table).unwrap()],
+//!         residual: None,
+//!     },
 //! };
 //! let mut op = plan.create().unwrap();
 //! op.inputs_bounded(&[true, true]); // the table is a file: it ends
@@ -72,10 +75,11 @@ use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use super::probe_join::ProbeJoin;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
-use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::state::declared::{TableKey, TableSpec};
+use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -87,20 +91,9 @@ const TABLE: &str = "table";
 /// Plan of a processing-time lookup join.
 #[derive(Debug, Clone)]
 pub struct LookupJoinPlan {
-    /// LEFT (a probe row without a match is padded) or INNER.
-    pub left_outer: bool,
-    /// The probe rows' columns.
-    pub left_schema: SchemaRef,
-    /// The table's columns (without a changelog's row kind).
-    pub right_schema: SchemaRef,
-    /// Probe columns, then table columns.
-    pub output_schema: SchemaRef,
-    /// Key expressions over probe rows.
-    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Key expressions over table rows (same types, same order).
-    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Condition on the joined columns beyond the keys.
-    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    /// The probe, the table (its columns without a changelog's row kind),
+    /// the keys, the residual condition.
+    pub join: ProbeJoin,
 }
 
 impl OperatorPlan for LookupJoinPlan {
@@ -109,36 +102,22 @@ impl OperatorPlan for LookupJoinPlan {
     }
 
     fn parameters(&self) -> crate::shape::Parameters {
-        use crate::shape::Parameters as P;
-        P::new()
-            .flag("left_outer", self.left_outer)
-            .exprs("left_keys", &self.left_keys)
-            .exprs("right_keys", &self.right_keys)
-            .expr("residual", self.residual.as_ref())
+        self.join.residual_parameter(self.join.parameters())
     }
 
     fn describe(&self) -> String {
-        let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(
-            "{} on {}, the table as it stands when each row is joined (a table that ends is read whole first)",
-            if self.left_outer { "LEFT" } else { "INNER" },
-            keys,
+            "{}, the table as it stands when each row is joined (a table that ends is read whole first)",
+            self.join.describe(),
         )
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.output_schema.clone()
+        self.join.output_schema.clone()
     }
 
-    /// The probe side's join keys: each key's table rows and probe rows
-    /// meet in one instance, so the join runs as several (the table side
-    /// is hashed by its own keys, of the same types).
-    /// The probe (input 0) and the table (input 1), each by its own keys.
-    fn required_input_distribution(&self, input: usize) -> crate::operator::Distribution {
-        crate::operator::Distribution::hash(match input {
-            0 => self.left_keys.clone(),
-            _ => self.right_keys.clone(),
-        })
+    fn required_input_distribution(&self, input: usize) -> Distribution {
+        self.join.hashed_by_keys(input)
     }
 
     /// The table was read whole where every part had read it (they all saw
@@ -166,18 +145,17 @@ impl OperatorPlan for LookupJoinPlan {
     /// rows: the join key row-encoded, the row (row-encoded).
     fn state_tables(&self) -> Result<Vec<TableSpec>> {
         Ok(vec![
-            TableSpec::new(PROBES, self.left_schema.clone())
-                .keyed(TableKey::Exprs(self.left_keys.clone())),
+            self.join.waiting_probes(PROBES),
             TableSpec::new(TABLE, crate::state::keyed_rows::table_schema())
-                .keyed(super::encoded_key(&self.left_keys, &self.left_schema)?),
+                .keyed(self.join.encoded_key()?),
         ])
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(LookupJoin {
             tables: self.state_tables()?,
-            keys: super::key_converter(&self.left_keys, &self.left_schema)?,
-            rows: super::row_converter(&self.right_schema)?,
+            keys: self.join.key_converter()?,
+            rows: self.join.row_converter()?,
             plan: self.clone(),
             table: HashMap::new(),
             table_rows: 0,
@@ -224,7 +202,7 @@ impl LookupJoin {
     fn update_table(&mut self, batch: &RecordBatch) -> Result<()> {
         let kinds = changelog::row_kinds(batch).cloned();
         let batch = changelog::data_columns(batch)?;
-        let keys = self.key_rows(&self.plan.right_keys.clone(), &batch)?;
+        let keys = self.key_rows(&self.plan.join.right_keys.clone(), &batch)?;
         let rows = self.rows.convert_columns(batch.columns())?;
         for (r, key) in keys.into_iter().enumerate() {
             let Some(key) = key else {
@@ -255,15 +233,8 @@ impl LookupJoin {
 
     /// Joins `probes` with the table as it stands.
     fn join(&self, probes: &RecordBatch, out: &mut Collector) -> Result<()> {
-        let keys = self.key_rows(&self.plan.left_keys, probes)?;
-        let shape = super::probe_matches::ProbeJoinShape {
-            kind: KIND,
-            left_outer: self.plan.left_outer,
-            right_schema: &self.plan.right_schema,
-            output_schema: &self.plan.output_schema,
-            residual: self.plan.residual.as_ref(),
-        };
-        shape.emit(
+        let keys = self.key_rows(&self.plan.join.left_keys, probes)?;
+        self.plan.join.emit(
             probes,
             |r| {
                 keys[r]
@@ -272,6 +243,7 @@ impl LookupJoin {
                     .map(Vec::as_slice)
             },
             &self.rows,
+            KIND,
             out,
         )
     }
@@ -283,7 +255,7 @@ impl LookupJoin {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let waiting = concat_batches(&self.plan.left_schema, &self.pending)?;
+        let waiting = concat_batches(&self.plan.join.left_schema, &self.pending)?;
         self.pending.clear();
         self.join(&waiting, out)
     }
@@ -448,19 +420,21 @@ mod tests {
             Field::new("v", DataType::Utf8, true),
         ]));
         LookupJoinPlan {
-            left_outer,
-            output_schema: Arc::new(Schema::new(
-                [probe.fields().to_vec(), table.fields().to_vec()]
-                    .concat()
-                    .into_iter()
-                    .map(|f| f.as_ref().clone().with_nullable(true))
-                    .collect::<Vec<_>>(),
-            )),
-            left_keys: vec![col("k", &probe).unwrap()],
-            right_keys: vec![col("k", &table).unwrap()],
-            left_schema: probe,
-            right_schema: table,
-            residual: None,
+            join: ProbeJoin {
+                left_outer,
+                output_schema: Arc::new(Schema::new(
+                    [probe.fields().to_vec(), table.fields().to_vec()]
+                        .concat()
+                        .into_iter()
+                        .map(|f| f.as_ref().clone().with_nullable(true))
+                        .collect::<Vec<_>>(),
+                )),
+                left_keys: vec![col("k", &probe).unwrap()],
+                right_keys: vec![col("k", &table).unwrap()],
+                left_schema: probe,
+                right_schema: table,
+                residual: None,
+            },
         }
     }
 
@@ -473,7 +447,7 @@ mod tests {
 
     fn probes(plan: &LookupJoinPlan, rows: &[(i64, Option<i64>)]) -> RecordBatch {
         RecordBatch::try_new(
-            plan.left_schema.clone(),
+            plan.join.left_schema.clone(),
             vec![
                 Arc::new(Int64Array::from(
                     rows.iter().map(|r| r.0).collect::<Vec<_>>(),
@@ -491,7 +465,7 @@ mod tests {
         rows: &[(i64, &str)],
         kinds: Option<Vec<i8>>,
     ) -> RecordBatch {
-        let mut fields = plan.right_schema.fields().to_vec();
+        let mut fields = plan.join.right_schema.fields().to_vec();
         let mut columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(
                 rows.iter().map(|r| r.0).collect::<Vec<_>>(),

@@ -14,7 +14,7 @@ pub mod lookup_join;
 pub mod match_recognize;
 pub(crate) mod ordered_rows;
 pub mod over;
-mod probe_matches;
+pub mod probe_join;
 pub mod processing_time;
 pub mod session_aggregate;
 pub mod temporal_join;
@@ -27,16 +27,16 @@ pub mod updating_over;
 pub mod updating_rank;
 pub mod window_aggregate;
 pub mod window_rank;
+pub mod windowed_group_by;
 
 #[cfg(test)]
 pub(crate) mod testing;
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, BooleanArray, UInt32Array};
-use datafusion::arrow::compute::take;
-use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray};
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, Rows, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -248,37 +248,6 @@ pub(crate) fn nullable_key_rows(
     Ok((0..n)
         .map(|r| (!columns.iter().any(|c| c.is_null(r))).then(|| rows.row(r).data().into()))
         .collect())
-}
-
-/// Rows of a join that probes one side with the other's rows: `probes`'
-/// rows at `indices` beside `right`'s columns (one row each), or, with no
-/// `right`, beside NULLs of `right_schema` (a LEFT join's unmatched rows).
-pub(crate) fn probe_join_rows(
-    output_schema: &SchemaRef,
-    probes: &RecordBatch,
-    indices: &UInt32Array,
-    right: Option<Vec<ArrayRef>>,
-    right_schema: &Schema,
-) -> Result<RecordBatch> {
-    let mut columns: Vec<ArrayRef> = probes
-        .columns()
-        .iter()
-        .map(|c| Ok(take(c.as_ref(), indices, None)?))
-        .collect::<Result<_>>()?;
-    match right {
-        Some(right) => columns.extend(right),
-        None => columns.extend(
-            right_schema
-                .fields()
-                .iter()
-                .map(|f| new_null_array(f.data_type(), indices.len())),
-        ),
-    }
-    Ok(RecordBatch::try_new_with_options(
-        output_schema.clone(),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(indices.len())),
-    )?)
 }
 
 /// Evaluates a predicate on `batch` as a filter mask: NULL counts as false.

@@ -38,7 +38,7 @@
 //! use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 //! use eddy_engine::operator::OperatorPlan;
 //! use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
-//! use eddy_engine::operators::window_aggregate::GroupColumn;
+//! use eddy_engine::operators::windowed_group_by::{GroupColumn, WindowedGroupBy};
 //! use eddy_engine::window::window_struct_type;
 //!
 //! let input = Arc::new(Schema::new(vec![
@@ -46,14 +46,16 @@
 //! ]));
 //! let output = Arc::new(Schema::new(vec![Field::new("w", window_struct_type(), true)]));
 //! let plan = SessionAggregatePlan {
-//!     input_schema: input,
-//!     output_schema: output,
 //!     gap_ms: 30_000,
-//!     time_column: 0,
-//!     allowed_lateness_ms: 0,
-//!     group_columns: vec![GroupColumn::Window],
-//!     keys: Vec::new(),
-//!     aggregates: Vec::new(),
+//!     group_by: WindowedGroupBy {
+//!         input_schema: input,
+//!         output_schema: output,
+//!         time_column: 0,
+//!         allowed_lateness_ms: 0,
+//!         group_columns: vec![GroupColumn::Window],
+//!         keys: Vec::new(),
+//!         aggregates: Vec::new(),
+//!     },
 //! };
 //! assert!(plan.describe().starts_with("session(gap 30000ms)"));
 //! ```
@@ -77,7 +79,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 use serde::{Deserialize, Serialize};
 
-use super::window_aggregate::{GroupColumn, WindowAggregate};
+use super::windowed_group_by::WindowedGroupBy;
 use super::{key_converter, key_rows};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
@@ -90,29 +92,11 @@ use crate::window::window_struct_column;
 /// Plan of a session-window aggregation.
 #[derive(Debug, Clone)]
 pub struct SessionAggregatePlan {
-    /// Schema of the input rows.
-    pub input_schema: SchemaRef,
-    /// Schema of the emitted rows.
-    pub output_schema: SchemaRef,
     /// A session ends when no row of its key comes for this long.
     pub gap_ms: i64,
-    /// Index of the event-time column in the input.
-    pub time_column: usize,
-    /// Extra time rows may come late, and sessions wait, after the watermark.
-    pub allowed_lateness_ms: i64,
-    /// Group-by output columns in order.
-    pub group_columns: Vec<GroupColumn>,
-    /// Key expressions with their output names: sessions are per key.
-    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-    /// The aggregates, in output order.
-    pub aggregates: Vec<WindowAggregate>,
-}
-
-impl SessionAggregatePlan {
-    /// The grouping keys, as expressions over the input rows.
-    fn key_exprs(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect()
-    }
+    /// The keys (sessions are per key), the aggregates, the event time;
+    /// a session waits the lateness after its gap before it fires.
+    pub group_by: WindowedGroupBy,
 }
 
 impl OperatorPlan for SessionAggregatePlan {
@@ -121,45 +105,31 @@ impl OperatorPlan for SessionAggregatePlan {
     }
 
     fn parameters(&self) -> crate::shape::Parameters {
-        use crate::shape::Parameters as P;
-        P::new()
-            .value("gap_ms", self.gap_ms)
-            .column("time", &self.input_schema, self.time_column)
-            .value("allowed_lateness_ms", self.allowed_lateness_ms)
-            .debug("group_columns", &self.group_columns)
-            .exprs("keys", &self.key_exprs())
-            .list(
-                "aggregates",
-                self.aggregates.iter().map(super::AggregateCall::shape),
-            )
+        self.group_by
+            .parameters(crate::shape::Parameters::new().value("gap_ms", self.gap_ms))
     }
 
     fn describe(&self) -> String {
-        let aggs: Vec<String> = self
-            .aggregates
-            .iter()
-            .map(|a| a.expr.name().to_string())
-            .collect();
-        format!(
-            "session(gap {}ms) on {} (fires at watermark > last row + gap + {}ms): [{}]",
-            self.gap_ms,
-            self.input_schema.field(self.time_column).name(),
-            self.allowed_lateness_ms,
-            aggs.join(", ")
+        self.group_by.describe(
+            format_args!("session(gap {}ms)", self.gap_ms),
+            format_args!(
+                "fires at watermark > last row + gap + {}ms",
+                self.group_by.allowed_lateness_ms
+            ),
         )
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.output_schema.clone()
+        self.group_by.output_schema.clone()
     }
 
     fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
-        crate::operator::Distribution::hash(self.key_exprs())
+        self.group_by.distribution()
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let keys: Vec<Arc<dyn PhysicalExpr>> = self.key_exprs();
-        let converter = key_converter(&keys, &self.input_schema)?;
+        let keys: Vec<Arc<dyn PhysicalExpr>> = self.group_by.key_exprs();
+        let converter = key_converter(&keys, &self.group_by.input_schema)?;
         let tables = self.state_tables()?;
         Ok(Box::new(SessionAggregateOperator {
             plan: self.clone(),
@@ -179,23 +149,18 @@ impl OperatorPlan for SessionAggregatePlan {
     /// keys over them; `sessions` a row per open session: its key
     /// row-encoded, its start, its last row's time, each aggregate's state.
     fn state_tables(&self) -> Result<Vec<TableSpec>> {
-        let keys = self.key_exprs();
-        let mut fields = vec![
+        let group_by = &self.group_by;
+        let keys = group_by.key_exprs();
+        let fields = group_by.with_state_fields(vec![
             Field::new("key", DataType::Binary, false),
             Field::new("start", DataType::Int64, false),
             Field::new("last", DataType::Int64, false),
-        ];
-        for aggregate in &self.aggregates {
-            for field in aggregate.expr.state_fields()? {
-                let name = format!("{}_{}", fields.len(), field.name());
-                fields.push(Field::new(name, field.data_type().clone(), true));
-            }
-        }
+        ])?;
         Ok(vec![
-            TableSpec::new("pending", self.input_schema.clone())
+            TableSpec::new("pending", group_by.input_schema.clone())
                 .keyed(TableKey::Exprs(keys.clone())),
             TableSpec::new("sessions", Arc::new(Schema::new(fields)))
-                .keyed(super::encoded_key(&keys, &self.input_schema)?),
+                .keyed(super::encoded_key(&keys, &group_by.input_schema)?),
         ])
     }
 
@@ -250,11 +215,12 @@ struct SessionMeta {
 impl SessionAggregateOperator {
     /// Rows before this time are final: none earlier can still come.
     fn horizon(&self, watermark: Timestamp) -> Timestamp {
-        watermark.saturating_sub(self.plan.allowed_lateness_ms)
+        watermark.saturating_sub(self.plan.group_by.allowed_lateness_ms)
     }
 
     fn new_accumulators(&self) -> Result<Vec<Box<dyn Accumulator>>> {
         self.plan
+            .group_by
             .aggregates
             .iter()
             .map(|a| Ok(a.expr.create_accumulator()?))
@@ -266,7 +232,7 @@ impl SessionAggregateOperator {
         let mut released = Vec::new();
         let mut kept = Vec::new();
         for batch in std::mem::take(&mut self.pending) {
-            let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+            let times = to_epoch_millis(batch.column(self.plan.group_by.time_column))?;
             let ready: BooleanArray = times.iter().map(|t| t.map(|t| t < horizon)).collect();
             if ready.true_count() == batch.num_rows() {
                 released.push(batch);
@@ -281,7 +247,7 @@ impl SessionAggregateOperator {
         if released.is_empty() {
             return Ok(None);
         }
-        let rows = concat_batches(&self.plan.input_schema, released.iter())?;
+        let rows = concat_batches(&self.plan.group_by.input_schema, released.iter())?;
         let n = rows.num_rows();
         let mut columns: Vec<SortColumn> = self
             .keys
@@ -294,7 +260,9 @@ impl SessionAggregateOperator {
             })
             .collect::<Result<_>>()?;
         columns.push(SortColumn {
-            values: Arc::new(to_epoch_millis(rows.column(self.plan.time_column))?),
+            values: Arc::new(to_epoch_millis(
+                rows.column(self.plan.group_by.time_column),
+            )?),
             options: None,
         });
         let order = lexsort_to_indices(&columns, None)?;
@@ -305,10 +273,11 @@ impl SessionAggregateOperator {
     /// close are emitted.
     fn fold(&mut self, rows: &RecordBatch, out: &mut Collector) -> Result<()> {
         let n = rows.num_rows();
-        let times = to_epoch_millis(rows.column(self.plan.time_column))?;
+        let times = to_epoch_millis(rows.column(self.plan.group_by.time_column))?;
         let (key_rows, _) = key_rows(&self.converter, &self.keys, rows)?;
         let args: Vec<Vec<ArrayRef>> = self
             .plan
+            .group_by
             .aggregates
             .iter()
             .map(|a| {
@@ -321,6 +290,7 @@ impl SessionAggregateOperator {
             .collect::<Result<_>>()?;
         let filters: Vec<Option<BooleanArray>> = self
             .plan
+            .group_by
             .aggregates
             .iter()
             .map(|a| {
@@ -427,7 +397,7 @@ impl SessionAggregateOperator {
         let mut starts = Vec::with_capacity(n);
         let mut ends = Vec::with_capacity(n);
         let mut values: Vec<Vec<ScalarValue>> =
-            vec![Vec::with_capacity(n); self.plan.aggregates.len()];
+            vec![Vec::with_capacity(n); self.plan.group_by.aggregates.len()];
         for (_, mut session) in sessions {
             starts.push(session.start);
             ends.push(session.last.saturating_add(self.plan.gap_ms));
@@ -435,29 +405,17 @@ impl SessionAggregateOperator {
                 values[a].push(acc.evaluate()?);
             }
         }
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.plan.output_schema.fields().len());
-        let window = window_struct_column(starts, ends);
-        for column in &self.plan.group_columns {
-            columns.push(match column {
-                GroupColumn::Window => Arc::clone(&window),
-                GroupColumn::WindowStart => window
-                    .as_any()
-                    .downcast_ref::<datafusion::arrow::array::StructArray>()
-                    .map(|w| Arc::clone(w.column(0)))
-                    .ok_or_else(|| {
-                        EngineError::operator("session_aggregate", "window column is not a struct")
-                    })?,
-                GroupColumn::Key(i) => keys.get(*i).cloned().ok_or_else(|| {
-                    EngineError::operator("session_aggregate", "missing key column")
-                })?,
-            });
-        }
+        let mut columns = self.plan.group_by.group_by_columns(
+            &window_struct_column(starts, ends),
+            &keys,
+            "session_aggregate",
+        )?;
         let first_aggregate = columns.len();
         for (a, values) in values.into_iter().enumerate() {
-            let field = self.plan.output_schema.field(first_aggregate + a);
+            let field = self.plan.group_by.output_schema.field(first_aggregate + a);
             columns.push(scalars_to_array(values, field.data_type())?);
         }
-        super::batch_of_rows(&self.plan.output_schema, columns, n)
+        super::batch_of_rows(&self.plan.group_by.output_schema, columns, n)
     }
 
     /// The open sessions as a table (accumulators are rebuilt from the state
@@ -469,6 +427,7 @@ impl SessionAggregateOperator {
         let mut lasts = Vec::with_capacity(n);
         let widths: Vec<usize> = self
             .plan
+            .group_by
             .aggregates
             .iter()
             .map(|a| Ok(a.expr.state_fields()?.len()))
@@ -485,7 +444,7 @@ impl SessionAggregateOperator {
                     .iter()
                     .map(|v| v.to_array())
                     .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let mut fresh = self.plan.aggregates[a].expr.create_accumulator()?;
+                let mut fresh = self.plan.group_by.aggregates[a].expr.create_accumulator()?;
                 fresh.merge_batch(&arrays)?;
                 *acc = fresh;
                 for value in values {
@@ -533,7 +492,7 @@ impl SessionAggregateOperator {
             let mut accumulators = self.new_accumulators()?;
             let mut column = 3;
             for (a, acc) in accumulators.iter_mut().enumerate() {
-                let width = self.plan.aggregates[a].expr.state_fields()?.len();
+                let width = self.plan.group_by.aggregates[a].expr.state_fields()?.len();
                 let slice: Vec<ArrayRef> = table.columns()[column..column + width]
                     .iter()
                     .map(|c| c.slice(row, 1))
@@ -560,7 +519,7 @@ impl SessionAggregateOperator {
 
 impl Operator for SessionAggregateOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
-        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        let times = to_epoch_millis(batch.column(self.plan.group_by.time_column))?;
         let horizon = self.horizon(self.watermark);
         // Rows before the horizon (from a formerly idle input) come after
         // their sessions were folded: counted, skipped.
@@ -589,8 +548,8 @@ impl Operator for SessionAggregateOperator {
     ) -> Result<()> {
         let (kept, dropped) = crate::operators::late_rows_in_order(
             late,
-            self.plan.time_column,
-            self.plan.allowed_lateness_ms,
+            self.plan.group_by.time_column,
+            self.plan.group_by.allowed_lateness_ms,
         )?;
         self.late_rows += dropped;
         if kept.num_rows() == 0 {
@@ -607,7 +566,7 @@ impl Operator for SessionAggregateOperator {
         }
         let mut over = Vec::new();
         while let Some((end, _)) = self.ends.first() {
-            if end.saturating_add(self.plan.allowed_lateness_ms) >= watermark {
+            if end.saturating_add(self.plan.group_by.allowed_lateness_ms) >= watermark {
                 break;
             }
             if let Some((_, key)) = self.ends.pop_first() {
@@ -676,22 +635,14 @@ mod tests {
     use super::*;
     use crate::operator::Collector;
     use crate::operators::testing::{
-        count_and_sum_by_k, fired_windows as fired, timed_rows as rows, timed_schema,
-        windowed_output,
+        count_and_sum_by_k, fired_windows as fired, timed_rows as rows,
     };
 
     /// `GROUP BY session(gap 10 ms), k` with `count(v)` and `sum(v)`.
     fn plan() -> SessionAggregatePlan {
-        let (group_columns, keys, aggregates) = count_and_sum_by_k();
         SessionAggregatePlan {
-            output_schema: windowed_output(),
             gap_ms: 10,
-            time_column: 2,
-            allowed_lateness_ms: 0,
-            group_columns,
-            keys,
-            aggregates,
-            input_schema: timed_schema(),
+            group_by: count_and_sum_by_k(),
         }
     }
 

@@ -27,6 +27,7 @@
 //! use datafusion::arrow::record_batch::RecordBatch;
 //! use datafusion::physical_expr::expressions::col;
 //! use eddy_engine::operator::{Collector, OperatorPlan};
+//! use eddy_engine::operators::probe_join::ProbeJoin;
 //! use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 //!
 //! let side = Arc::new(Schema::new(vec![
@@ -34,17 +35,19 @@
 //!     Field::new("t", DataType::Int64, true),
 //! ]));
 //! let plan = TemporalJoinPlan {
-//!     left_outer: false,
-//!     left_schema: side.clone(),
-//!     right_schema: side.clone(),
-//!     output_schema: Arc::new(Schema::new(
-//!         [side.fields().to_vec(), side.fields().to_vec()].concat(),
-//!     )),
-//!     left_keys: vec![col("k", &side).unwrap()],
-//!     right_keys: vec![col("k", &side).unwrap()],
+//!     join: ProbeJoin {
+//!         left_outer: false,
+//!         left_schema: side.clone(),
+//!         right_schema: side.clone(),
+//!         output_schema: Arc::new(Schema::new(
+//!             [side.fields().to_vec(), side.fields().to_vec()].concat(),
+//!         )),
+//!         left_keys: vec![col("k", &side).unwrap()],
+//!         right_keys: vec![col("k", &side).unwrap()],
+//!         residual: None,
+//!     },
 //!     left_time: 1,
 //!     right_time: 1,
-//!     residual: None,
 //!     allowed_lateness_ms: 0,
 //! };
 //! let mut op = plan.create().unwrap();
@@ -68,7 +71,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, BinaryArray, Int64Array, UInt32Array};
+use datafusion::arrow::array::{Array, BinaryArray, Int64Array};
 use datafusion::arrow::compute::{concat_batches, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -76,10 +79,11 @@ use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use super::probe_join::ProbeJoin;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
-use crate::operator::{Collector, Operator, OperatorPlan};
-use crate::state::declared::{TableKey, TableSpec};
+use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
+use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 
@@ -91,24 +95,13 @@ const VERSIONS: &str = "versions";
 /// Plan of an event-time temporal join.
 #[derive(Debug, Clone)]
 pub struct TemporalJoinPlan {
-    /// LEFT (a probe row without a version is padded) or INNER.
-    pub left_outer: bool,
-    /// The probe rows' columns.
-    pub left_schema: SchemaRef,
-    /// The versioned rows' columns.
-    pub right_schema: SchemaRef,
-    /// Probe columns, then version columns.
-    pub output_schema: SchemaRef,
-    /// Key expressions over probe rows.
-    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Key expressions over versions (same types, same order).
-    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// The probe, the versioned table, the keys, the residual condition (a
+    /// LEFT join pads a probe row without a version).
+    pub join: ProbeJoin,
     /// The probe rows' event-time column (what `AS OF` names).
     pub left_time: usize,
     /// The versions' event-time column (when each version starts).
     pub right_time: usize,
-    /// Condition on the joined columns beyond the keys.
-    pub residual: Option<Arc<dyn PhysicalExpr>>,
     /// Lateness the sources allow: a version up to this far behind the
     /// watermark may still come, so a probe row waits this much longer.
     pub allowed_lateness_ms: i64,
@@ -120,41 +113,30 @@ impl OperatorPlan for TemporalJoinPlan {
     }
 
     fn parameters(&self) -> crate::shape::Parameters {
-        use crate::shape::Parameters as P;
-        P::new()
-            .flag("left_outer", self.left_outer)
-            .exprs("left_keys", &self.left_keys)
-            .exprs("right_keys", &self.right_keys)
-            .column("left_time", &self.left_schema, self.left_time)
-            .column("right_time", &self.right_schema, self.right_time)
-            .expr("residual", self.residual.as_ref())
-            .value("allowed_lateness_ms", self.allowed_lateness_ms)
+        let join = &self.join;
+        join.residual_parameter(
+            join.parameters()
+                .column("left_time", &join.left_schema, self.left_time)
+                .column("right_time", &join.right_schema, self.right_time),
+        )
+        .value("allowed_lateness_ms", self.allowed_lateness_ms)
     }
 
     fn describe(&self) -> String {
-        let keys = super::describe_key_pairs(&self.left_keys, &self.right_keys);
         format!(
-            "{} on {}, the version valid at {} (versions by {}), each row once the watermark passes it",
-            if self.left_outer { "LEFT" } else { "INNER" },
-            keys,
-            self.left_schema.field(self.left_time).name(),
-            self.right_schema.field(self.right_time).name(),
+            "{}, the version valid at {} (versions by {}), each row once the watermark passes it",
+            self.join.describe(),
+            self.join.left_schema.field(self.left_time).name(),
+            self.join.right_schema.field(self.right_time).name(),
         )
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.output_schema.clone()
+        self.join.output_schema.clone()
     }
 
-    /// The probe side's join keys: each key's versions and probe rows meet
-    /// in one instance, so the join runs as several (the table side is
-    /// hashed by its own keys, of the same types).
-    /// The probe (input 0) and the table (input 1), each by its own keys.
-    fn required_input_distribution(&self, input: usize) -> crate::operator::Distribution {
-        crate::operator::Distribution::hash(match input {
-            0 => self.left_keys.clone(),
-            _ => self.right_keys.clone(),
-        })
+    fn required_input_distribution(&self, input: usize) -> Distribution {
+        self.join.hashed_by_keys(input)
     }
 
     /// The watermark is the least of the parts', the late rows their sum.
@@ -180,8 +162,7 @@ impl OperatorPlan for TemporalJoinPlan {
     /// the version is a deletion).
     fn state_tables(&self) -> Result<Vec<TableSpec>> {
         Ok(vec![
-            TableSpec::new(PROBES, self.left_schema.clone())
-                .keyed(TableKey::Exprs(self.left_keys.clone())),
+            self.join.waiting_probes(PROBES),
             TableSpec::new(
                 VERSIONS,
                 Arc::new(Schema::new(vec![
@@ -190,15 +171,15 @@ impl OperatorPlan for TemporalJoinPlan {
                     Field::new("row", DataType::Binary, true),
                 ])),
             )
-            .keyed(super::encoded_key(&self.left_keys, &self.left_schema)?),
+            .keyed(self.join.encoded_key()?),
         ])
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
         Ok(Box::new(TemporalJoin {
             tables: self.state_tables()?,
-            keys: super::key_converter(&self.left_keys, &self.left_schema)?,
-            rows: super::row_converter(&self.right_schema)?,
+            keys: self.join.key_converter()?,
+            rows: self.join.row_converter()?,
             plan: self.clone(),
             pending: Vec::new(),
             versions: HashMap::new(),
@@ -244,7 +225,7 @@ impl TemporalJoin {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let schema = self.plan.left_schema.clone();
+        let schema = self.plan.join.left_schema.clone();
         let waiting = concat_batches(&schema, &self.pending)?;
         self.pending.clear();
         let times = to_epoch_millis(waiting.column(self.plan.left_time))?;
@@ -261,65 +242,24 @@ impl TemporalJoin {
             return Ok(());
         }
         let times = to_epoch_millis(probes.column(self.plan.left_time))?;
-        let keys = self.key_rows(&self.plan.left_keys.clone(), &probes)?;
+        let keys = self.key_rows(&self.plan.join.left_keys, &probes)?;
         // Each probe row's version, if any.
-        let mut matched_rows: Vec<u32> = Vec::new();
-        let mut versions: Vec<&[u8]> = Vec::new();
-        let mut unmatched: Vec<u32> = Vec::new();
-        for (r, key) in keys.iter().enumerate() {
-            let version = key.as_ref().and_then(|k| {
+        let versions = &self.versions;
+        self.plan.join.emit(
+            &probes,
+            |r| {
                 let t = (!times.is_null(r)).then(|| times.value(r))?;
-                self.versions
-                    .get(k)?
+                versions
+                    .get(keys[r].as_ref()?)?
                     .range(..=t)
                     .next_back()
-                    .and_then(|(_, row)| row.as_deref())
-            });
-            match version {
-                Some(row) => {
-                    matched_rows.push(r as u32);
-                    versions.push(row);
-                }
-                None => unmatched.push(r as u32),
-            }
-        }
-        let parser = self.rows.parser();
-        let version_columns = self
-            .rows
-            .convert_rows(versions.iter().map(|row| parser.parse(row)))?;
-        let mut joined = super::probe_join_rows(
-            &self.plan.output_schema,
-            &probes,
-            &UInt32Array::from(matched_rows.clone()),
-            Some(version_columns),
-            &self.plan.right_schema,
-        )?;
-        if let Some(residual) = &self.plan.residual {
-            if joined.num_rows() > 0 {
-                let mask = super::predicate_mask(residual, &joined, KIND)?;
-                if self.plan.left_outer {
-                    // A probe row whose version fails the condition is padded.
-                    for (i, &r) in matched_rows.iter().enumerate() {
-                        if !mask.value(i) {
-                            unmatched.push(r);
-                        }
-                    }
-                }
-                joined = filter_record_batch(&joined, &mask)?;
-            }
-        }
-        out.emit(joined);
-        if self.plan.left_outer && !unmatched.is_empty() {
-            unmatched.sort_unstable();
-            out.emit(super::probe_join_rows(
-                &self.plan.output_schema,
-                &probes,
-                &UInt32Array::from(unmatched),
-                None,
-                &self.plan.right_schema,
-            )?);
-        }
-        Ok(())
+                    .and_then(|(_, row)| row.as_ref())
+                    .map(std::slice::from_ref)
+            },
+            &self.rows,
+            KIND,
+            out,
+        )
     }
 
     /// Drops versions no probe row can meet any more: per key, all but the
@@ -367,7 +307,7 @@ impl Operator for TemporalJoin {
         }
         let kinds = changelog::row_kinds(&batch).cloned();
         let batch = changelog::data_columns(&batch)?;
-        let keys = self.key_rows(&self.plan.right_keys.clone(), &batch)?;
+        let keys = self.key_rows(&self.plan.join.right_keys.clone(), &batch)?;
         let times = to_epoch_millis(batch.column(self.plan.right_time))?;
         let rows = self.rows.convert_columns(batch.columns())?;
         for (r, key) in keys.into_iter().enumerate() {
@@ -538,15 +478,17 @@ mod tests {
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect();
         TemporalJoinPlan {
-            left_outer,
-            left_schema: side.clone(),
-            right_schema: side.clone(),
-            output_schema: Arc::new(Schema::new(fields)),
-            left_keys: vec![col("k", &side).unwrap()],
-            right_keys: vec![col("k", &side).unwrap()],
+            join: ProbeJoin {
+                left_outer,
+                left_schema: side.clone(),
+                right_schema: side.clone(),
+                output_schema: Arc::new(Schema::new(fields)),
+                left_keys: vec![col("k", &side).unwrap()],
+                right_keys: vec![col("k", &side).unwrap()],
+                residual: None,
+            },
             left_time: 1,
             right_time: 1,
-            residual: None,
             allowed_lateness_ms: 0,
         }
     }

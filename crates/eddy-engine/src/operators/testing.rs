@@ -16,6 +16,7 @@ use datafusion::physical_expr::expressions::col;
 
 use crate::changelog::{self, RowKind};
 use crate::operator::Collector;
+use crate::operators::windowed_group_by::WindowedGroupBy;
 use crate::operators::AggregateCall;
 use crate::window::window_struct_type;
 
@@ -175,27 +176,25 @@ pub fn fired_windows(out: &mut Collector) -> Vec<String> {
     lines
 }
 
-/// The group columns, named keys and aggregates of a windowed GROUP BY.
-pub type GroupBy = (
-    Vec<crate::operators::window_aggregate::GroupColumn>,
-    Vec<(Arc<dyn datafusion::physical_expr::PhysicalExpr>, String)>,
-    Vec<AggregateCall>,
-);
-
-/// `GROUP BY window, k` over [`timed_schema`] rows with `count(v) AS n`
-/// and `sum(v) AS total`.
-pub fn count_and_sum_by_k() -> GroupBy {
-    use crate::operators::window_aggregate::GroupColumn;
+/// `GROUP BY window, k` over [`timed_schema`] rows (timed by `t`, no
+/// lateness) with `count(v) AS n` and `sum(v) AS total`, as
+/// [`windowed_output`] has them.
+pub fn count_and_sum_by_k() -> WindowedGroupBy {
+    use crate::operators::windowed_group_by::GroupColumn;
     use datafusion::functions_aggregate::count::count_udaf;
     use datafusion::functions_aggregate::sum::sum_udaf;
-    (
-        vec![GroupColumn::Window, GroupColumn::Key(0)],
-        vec![(col("k", &timed_schema()).expect("k"), "k".into())],
-        vec![
+    WindowedGroupBy {
+        input_schema: timed_schema(),
+        output_schema: windowed_output(),
+        time_column: 2,
+        allowed_lateness_ms: 0,
+        group_columns: vec![GroupColumn::Window, GroupColumn::Key(0)],
+        keys: vec![(col("k", &timed_schema()).expect("k"), "k".into())],
+        aggregates: vec![
             aggregate_call(count_udaf(), "n"),
             aggregate_call(sum_udaf(), "total"),
         ],
-    )
+    }
 }
 
 /// Instance `instance` of `to` of `plan`'s operator, restored from the

@@ -64,9 +64,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int64Array, TimestampMillisecondArray, UInt32Array,
-};
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, UInt32Array};
 use datafusion::arrow::compute::{concat, is_not_null, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -79,6 +77,7 @@ use hashbrown::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::windowed_group_by::WindowedGroupBy;
 use crate::error::{EngineError, Result};
 use crate::message::LateBatch;
 use crate::operator::{Collector, Operator, OperatorPlan};
@@ -102,40 +101,17 @@ const WINDOWS: usize = 0;
 const FROZEN: usize = 1;
 const LATE: usize = 2;
 
-/// Where a group-by output column comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupColumn {
-    /// The window struct `{start, end}`.
-    Window,
-    /// The window's start as a timestamp (for `GROUP BY <event time>`,
-    /// planned as 1 ms windows: the start is the time).
-    WindowStart,
-    /// The `i`-th key expression.
-    Key(usize),
-}
-
 /// One aggregate of the GROUP BY.
 pub type WindowAggregate = super::AggregateCall;
 
 /// Plan of a window aggregation.
 #[derive(Debug, Clone)]
 pub struct WindowAggregatePlan {
-    /// Schema of the input rows.
-    pub input_schema: SchemaRef,
-    /// Schema of the emitted rows.
-    pub output_schema: SchemaRef,
-    /// Tumble or hop.
+    /// Tumble, hop or cumulate.
     pub window: WindowSpec,
-    /// Index of the event-time column in the input.
-    pub time_column: usize,
-    /// Extra time a window waits after its end before it fires.
-    pub allowed_lateness_ms: i64,
-    /// Group-by output columns in order.
-    pub group_columns: Vec<GroupColumn>,
-    /// Key expressions with their output names.
-    pub keys: Vec<(Arc<dyn PhysicalExpr>, String)>,
-    /// The aggregates, in output order.
-    pub aggregates: Vec<WindowAggregate>,
+    /// The keys, the aggregates, the event time; a window waits the
+    /// lateness after its end before it fires.
+    pub group_by: WindowedGroupBy,
 }
 
 impl OperatorPlan for WindowAggregatePlan {
@@ -144,54 +120,37 @@ impl OperatorPlan for WindowAggregatePlan {
     }
 
     fn parameters(&self) -> crate::shape::Parameters {
-        use crate::shape::Parameters as P;
-        let keys: Vec<Arc<dyn PhysicalExpr>> =
-            self.keys.iter().map(|(e, _)| Arc::clone(e)).collect();
-        P::new()
-            .value("window", self.window)
-            .column("time", &self.input_schema, self.time_column)
-            .value("allowed_lateness_ms", self.allowed_lateness_ms)
-            .debug("group_columns", &self.group_columns)
-            .exprs("keys", &keys)
-            .list(
-                "aggregates",
-                self.aggregates.iter().map(super::AggregateCall::shape),
-            )
+        self.group_by
+            .parameters(crate::shape::Parameters::new().value("window", self.window))
     }
 
     fn describe(&self) -> String {
-        let aggs: Vec<String> = self
-            .aggregates
-            .iter()
-            .map(|a| a.expr.name().to_string())
-            .collect();
         let sliced = self
             .window
             .slice_ms()
             .map(|g| format!(", in slices of {g}ms"))
             .unwrap_or_default();
-        format!(
-            "{} on {} (fires at watermark >= end + {}ms{sliced}): [{}]",
+        self.group_by.describe(
             self.window,
-            self.input_schema.field(self.time_column).name(),
-            self.allowed_lateness_ms,
-            aggs.join(", ")
+            format!(
+                "fires at watermark >= end + {}ms{sliced}",
+                self.group_by.allowed_lateness_ms
+            ),
         )
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.output_schema.clone()
+        self.group_by.output_schema.clone()
     }
 
     fn required_input_distribution(&self, _input: usize) -> crate::operator::Distribution {
-        crate::operator::Distribution::hash(
-            self.keys.iter().map(|(expr, _)| Arc::clone(expr)).collect(),
-        )
+        self.group_by.distribution()
     }
 
     fn create(&self) -> Result<Box<dyn Operator>> {
-        let key_fields = super::key_fields(&self.keys, &self.input_schema)?;
-        let state_widths = self
+        let group_by = &self.group_by;
+        let key_fields = super::key_fields(&group_by.keys, &group_by.input_schema)?;
+        let state_widths = group_by
             .aggregates
             .iter()
             .map(|a| Ok(a.expr.state_fields()?.len()))
@@ -221,15 +180,11 @@ impl OperatorPlan for WindowAggregatePlan {
     /// late rows kept for windows still open (their first open window's
     /// end last). Each keyed by the keys right after the window end.
     fn state_tables(&self) -> Result<Vec<TableSpec>> {
+        let group_by = &self.group_by;
         let mut fields = vec![Field::new(WINDOW_END, DataType::Int64, false)];
-        fields.extend(super::key_fields(&self.keys, &self.input_schema)?);
-        for aggregate in &self.aggregates {
-            for field in aggregate.expr.state_fields()? {
-                let name = format!("{}_{}", fields.len(), field.name());
-                fields.push(Field::new(name, field.data_type().clone(), true));
-            }
-        }
-        let key = TableKey::Columns(1..1 + self.keys.len());
+        fields.extend(super::key_fields(&group_by.keys, &group_by.input_schema)?);
+        let mut fields = group_by.with_state_fields(fields)?;
+        let key = TableKey::Columns(1..1 + group_by.keys.len());
         let windows = Arc::new(Schema::new(fields.clone()));
         let mut tables = vec![TableSpec::new("windows", windows.clone()).keyed(key.clone())];
         if self.window.slice_ms().is_some() {
@@ -267,20 +222,24 @@ impl OperatorPlan for WindowAggregatePlan {
     /// resumes, the new ones NULL in windows that had begun by then (they
     /// missed those windows' earlier rows) and exact after.
     fn earlier_layouts(&self) -> Vec<Arc<dyn OperatorPlan>> {
-        let fields = self.output_schema.fields();
-        let first_aggregate = fields.len().saturating_sub(self.aggregates.len());
-        (0..self.aggregates.len())
+        let group_by = &self.group_by;
+        let fields = group_by.output_schema.fields();
+        let first_aggregate = fields.len().saturating_sub(group_by.aggregates.len());
+        (0..group_by.aggregates.len())
             .rev()
             .take_while(|&k| fields[first_aggregate + k].is_nullable())
             .map(|k| {
                 let schema = Schema::new_with_metadata(
                     fields[..first_aggregate + k].to_vec(),
-                    self.output_schema.metadata().clone(),
+                    group_by.output_schema.metadata().clone(),
                 );
                 Arc::new(WindowAggregatePlan {
-                    output_schema: Arc::new(schema),
-                    aggregates: self.aggregates[..k].to_vec(),
-                    ..self.clone()
+                    window: self.window,
+                    group_by: WindowedGroupBy {
+                        output_schema: Arc::new(schema),
+                        aggregates: group_by.aggregates[..k].to_vec(),
+                        ..group_by.clone()
+                    },
                 }) as Arc<dyn OperatorPlan>
             })
             .collect()
@@ -363,7 +322,7 @@ impl Evaluated {
 
 impl WindowAggregateOperator {
     fn open_window(&self) -> Result<OpenWindow> {
-        let groups = if self.plan.keys.is_empty() {
+        let groups = if self.plan.group_by.keys.is_empty() {
             None
         } else {
             Some(new_group_values(
@@ -373,6 +332,7 @@ impl WindowAggregateOperator {
         };
         let accumulators = self
             .plan
+            .group_by
             .aggregates
             .iter()
             .map(|a| create_accumulator(&a.expr))
@@ -392,12 +352,14 @@ impl WindowAggregateOperator {
         Ok(Evaluated {
             keys: self
                 .plan
+                .group_by
                 .keys
                 .iter()
                 .map(|(e, _)| eval(e))
                 .collect::<Result<_>>()?,
             args: self
                 .plan
+                .group_by
                 .aggregates
                 .iter()
                 .map(|a| {
@@ -410,6 +372,7 @@ impl WindowAggregateOperator {
                 .collect::<Result<_>>()?,
             filters: self
                 .plan
+                .group_by
                 .aggregates
                 .iter()
                 .map(|a| a.filter.as_ref().map(eval).transpose())
@@ -430,7 +393,7 @@ impl WindowAggregateOperator {
     }
 
     fn fires_at(&self, end: i64) -> i64 {
-        end.saturating_add(self.plan.allowed_lateness_ms)
+        end.saturating_add(self.plan.group_by.allowed_lateness_ms)
     }
 
     fn emit(&self, end: i64, mut window: OpenWindow) -> Result<RecordBatch> {
@@ -440,18 +403,11 @@ impl WindowAggregateOperator {
             None => Vec::new(),
         };
         let start = self.plan.window.start_of(end);
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.plan.output_schema.fields().len());
-        for column in &self.plan.group_columns {
-            columns.push(match column {
-                GroupColumn::Window => window_struct_array(start, end, n),
-                GroupColumn::WindowStart => {
-                    Arc::new(TimestampMillisecondArray::from(vec![start; n])) as ArrayRef
-                }
-                GroupColumn::Key(i) => keys.get(*i).cloned().ok_or_else(|| {
-                    EngineError::operator("window_aggregate", "missing key column")
-                })?,
-            });
-        }
+        let mut columns = self.plan.group_by.group_by_columns(
+            &window_struct_array(start, end, n),
+            &keys,
+            "window_aggregate",
+        )?;
         // Aggregates appended since this window began missed its earlier rows.
         let missed_from = self
             .appended
@@ -461,13 +417,13 @@ impl WindowAggregateOperator {
         for (k, acc) in window.accumulators.iter_mut().enumerate() {
             let value = acc.evaluate(EmitTo::All)?;
             columns.push(if k >= missed_from {
-                let field = self.plan.output_schema.field(first_aggregate + k);
+                let field = self.plan.group_by.output_schema.field(first_aggregate + k);
                 datafusion::arrow::array::new_null_array(field.data_type(), n)
             } else {
                 value
             });
         }
-        super::batch_of_rows(&self.plan.output_schema, columns, n)
+        super::batch_of_rows(&self.plan.group_by.output_schema, columns, n)
     }
 }
 
@@ -528,8 +484,8 @@ impl WindowAggregateOperator {
     /// not fired at its source's watermark (`horizon`: that watermark less
     /// the lateness, or the operator's own when that is further).
     fn late_targets(&self, late: &LateBatch) -> Result<LateTargets> {
-        let times = to_epoch_millis(late.rows().column(self.plan.time_column))?;
-        let lateness = self.plan.allowed_lateness_ms;
+        let times = to_epoch_millis(late.rows().column(self.plan.group_by.time_column))?;
+        let lateness = self.plan.group_by.allowed_lateness_ms;
         let own = self.watermark.saturating_sub(lateness);
         let spec = self.plan.window;
         let mut targets = LateTargets::default();
@@ -589,7 +545,7 @@ impl WindowAggregateOperator {
     /// reached is fired from the frozen slices it spans, in end order.
     fn fire_sliced(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         let spec = self.plan.window;
-        let horizon = watermark.saturating_sub(self.plan.allowed_lateness_ms);
+        let horizon = watermark.saturating_sub(self.plan.group_by.allowed_lateness_ms);
         while let Some((&end, _)) = self.windows.first_key_value() {
             if end > horizon {
                 break;
@@ -742,7 +698,7 @@ impl WindowAggregateOperator {
     /// Merges the rows of a state table (keys and intermediate states) into
     /// `window`.
     fn merge_table(&self, window: &mut OpenWindow, table: &RecordBatch) -> Result<()> {
-        let keys = self.plan.keys.len();
+        let keys = self.plan.group_by.keys.len();
         let n = table.num_rows();
         let mut indices = Vec::with_capacity(n);
         let total = match window.groups.as_mut() {
@@ -773,7 +729,7 @@ impl WindowAggregateOperator {
         if have >= self.state_schema.fields().len() {
             return Ok(table);
         }
-        let mut width = 1 + self.plan.keys.len();
+        let mut width = 1 + self.plan.group_by.keys.len();
         let present = self
             .state_widths
             .iter()
@@ -783,16 +739,16 @@ impl WindowAggregateOperator {
             })
             .count();
         let expected: usize =
-            1 + self.plan.keys.len() + self.state_widths[..present].iter().sum::<usize>();
+            1 + self.plan.group_by.keys.len() + self.state_widths[..present].iter().sum::<usize>();
         if expected != have {
             return Err(EngineError::State(
                 "window_aggregate: checkpoint table has the wrong columns".into(),
             ));
         }
         let n = table.num_rows();
-        let empty = RecordBatch::new_empty(self.plan.input_schema.clone());
+        let empty = RecordBatch::new_empty(self.plan.group_by.input_schema.clone());
         let mut columns = table.columns().to_vec();
-        for aggregate in &self.plan.aggregates[present..] {
+        for aggregate in &self.plan.group_by.aggregates[present..] {
             // Each group's initial state: no rows folded in.
             let mut accumulator = create_accumulator(&aggregate.expr)?;
             let args = aggregate
@@ -937,7 +893,7 @@ impl WindowAggregateOperator {
 
 impl Operator for WindowAggregateOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
-        let time_column = batch.column(self.plan.time_column);
+        let time_column = batch.column(self.plan.group_by.time_column);
         let batch = if time_column.null_count() > 0 {
             let mask = is_not_null(time_column.as_ref())?;
             datafusion::arrow::compute::filter_record_batch(&batch, &mask)?
@@ -948,7 +904,7 @@ impl Operator for WindowAggregateOperator {
         if rows == 0 {
             return Ok(());
         }
-        let times = to_epoch_millis(batch.column(self.plan.time_column))?;
+        let times = to_epoch_millis(batch.column(self.plan.group_by.time_column))?;
         let columns = self.evaluate(&batch)?;
         // Sliced, a row goes to the one slice holding it.
         let (spec, per_row) = match self.plan.window.slices() {
@@ -1171,22 +1127,14 @@ impl Operator for WindowAggregateOperator {
 mod tests {
     use super::*;
     use crate::operators::testing::{
-        count_and_sum_by_k, fired_windows as fired, timed_rows as rows, timed_schema,
-        windowed_output,
+        count_and_sum_by_k, fired_windows as fired, timed_rows as rows,
     };
 
     /// `GROUP BY window, k` with `count(v)` and `sum(v)`.
     fn plan(window: WindowSpec) -> WindowAggregatePlan {
-        let (group_columns, keys, aggregates) = count_and_sum_by_k();
         WindowAggregatePlan {
-            output_schema: windowed_output(),
             window,
-            time_column: 2,
-            allowed_lateness_ms: 0,
-            group_columns,
-            keys,
-            aggregates,
-            input_schema: timed_schema(),
+            group_by: count_and_sum_by_k(),
         }
     }
 

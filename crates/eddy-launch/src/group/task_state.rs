@@ -59,7 +59,7 @@ impl TaskLock {
 
     /// Why this process no longer holds the task, if it does not (a
     /// lease taken over, or not renewed in time).
-    pub(super) fn lost(&self) -> Option<String> {
+    pub(super) fn lost(&self) -> Option<eddy_connectors::storage::LeaseLost> {
         match self {
             Self::File { .. } => None,
             Self::Lease(lease) => lease.lost(),

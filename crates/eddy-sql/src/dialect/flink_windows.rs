@@ -388,10 +388,10 @@ fn drop_argument_names(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
 pub fn rewrite_tvf_selects(
     statement: &mut Statement,
     windows: &[WindowTvf],
-) -> Result<(), ((u64, u64), String)> {
+) -> Result<(), ((u64, u64), WindowTvfRefusal)> {
     struct Rewriter<'a> {
         windows: &'a [WindowTvf],
-        error: Option<((u64, u64), String)>,
+        error: Option<((u64, u64), WindowTvfRefusal)>,
     }
     impl VisitorMut for Rewriter<'_> {
         type Break = ();
@@ -437,14 +437,45 @@ fn window_column(expr: &Expr) -> Option<&'static str> {
     }
 }
 
-fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
+/// Why a query over a window table function cannot be rewritten (and so
+/// cannot run).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WindowTvfRefusal {
+    /// `GROUP BY ALL`.
+    #[error("GROUP BY ALL over a window table function is not supported")]
+    GroupByAll,
+    /// Grouped, but not by the window.
+    #[error("a window table function over {table} needs GROUP BY window_start, window_end (eddy runs window table functions as window aggregations)")]
+    NotByWindow { table: String },
+    /// SESSION's PARTITION BY names a column the GROUP BY does not.
+    #[error("SESSION(... PARTITION BY {column} ...): sessions are kept per GROUP BY key; add {column} to the GROUP BY")]
+    PartitionNotGrouped { column: String },
+    /// A window's size is not a constant interval.
+    #[error("{function}(): window sizes must be constant intervals such as INTERVAL '5' MINUTES, not {size}")]
+    SizeNotConstant { function: String, size: String },
+    /// SESSION read row by row.
+    #[error("SESSION(TABLE {table}, ...) without GROUP BY window_start, window_end is not supported: a row's session depends on the rows after it; aggregate with GROUP BY window_start, window_end")]
+    SessionRows { table: String },
+    /// The rewritten text did not parse (a bug).
+    #[error("window table function over {table}: {error}")]
+    Rewrite {
+        table: String,
+        error: datafusion::sql::sqlparser::parser::ParserError,
+    },
+}
+
+fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), WindowTvfRefusal> {
+    let rewrite = |error| WindowTvfRefusal::Rewrite {
+        table: tvf.table.clone(),
+        error,
+    };
     let window = Parser::new(&GenericDialect {})
         .try_with_sql(&tvf.window)
         .and_then(|mut p| p.parse_expr())
-        .map_err(|e| format!("window table function over {}: {e}", tvf.table))?;
+        .map_err(rewrite)?;
     let aggregates = has_aggregate(select);
     let GroupByExpr::Expressions(groups, _) = &mut select.group_by else {
-        return Err("GROUP BY ALL over a window table function is not supported".into());
+        return Err(WindowTvfRefusal::GroupByAll);
     };
     if groups.is_empty() && !aggregates {
         return window_rows(select, tvf, &window);
@@ -453,10 +484,9 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
         // Aggregates without GROUP BY: one result per window.
         groups.push(window.clone());
     } else if !groups.iter().any(|g| window_column(g).is_some()) {
-        return Err(format!(
-            "a window table function over {} needs GROUP BY window_start, window_end (eddy runs window table functions as window aggregations)",
-            tvf.table
-        ));
+        return Err(WindowTvfRefusal::NotByWindow {
+            table: tvf.table.clone(),
+        });
     }
     // eddy's sessions are per GROUP BY key: PARTITION BY must name keys.
     for column in &tvf.partition {
@@ -468,9 +498,9 @@ fn rewrite_select(select: &mut Select, tvf: &WindowTvf) -> Result<(), String> {
             _ => false,
         });
         if !grouped {
-            return Err(format!(
-                "SESSION(... PARTITION BY {column} ...): sessions are kept per GROUP BY key; add {column} to the GROUP BY"
-            ));
+            return Err(WindowTvfRefusal::PartitionNotGrouped {
+                column: column.clone(),
+            });
         }
     }
     let mut seen_window = false;
@@ -540,7 +570,11 @@ fn replace_window_columns(expr: &mut Expr, field: &dyn Fn(&str) -> Expr) {
 /// such branch per window a row can fall in, each keeping the rows its
 /// window holds. SESSION's windows depend on later rows, so it needs a
 /// GROUP BY.
-fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<(), String> {
+fn window_rows(
+    select: &mut Select,
+    tvf: &WindowTvf,
+    window: &Expr,
+) -> Result<(), WindowTvfRefusal> {
     let (kind, args) = match window {
         Expr::Function(function) => (
             function.name.to_string().to_ascii_lowercase(),
@@ -560,15 +594,19 @@ fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<()
     // The inner table name is quoted so that this rewrite does not see it again.
     let table = format!("\"{}\"", tvf.table.to_lowercase().replace('"', ""));
     let ms = |e: &Expr| {
-        interval_ms(e).ok_or_else(|| {
-            format!("{}(): window sizes must be constant intervals such as INTERVAL '5' MINUTES, not {e}", kind.to_uppercase())
+        interval_ms(e).ok_or_else(|| WindowTvfRefusal::SizeNotConstant {
+            function: kind.to_uppercase(),
+            size: e.to_string(),
         })
     };
     // (start expression, window width) per branch.
     let branches: Vec<(String, i64)> = match (kind.as_str(), args.as_slice()) {
         ("tumble", [size, time]) => {
             let size = ms(size)?;
-            vec![(format!("date_bin(INTERVAL '{size} milliseconds', {time})"), size)]
+            vec![(
+                format!("date_bin(INTERVAL '{size} milliseconds', {time})"),
+                size,
+            )]
         }
         ("hop", [slide, width, time]) => {
             let (slide, width) = (ms(slide)?, ms(width)?);
@@ -584,14 +622,18 @@ fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<()
         ("cumulate", [step, max, time]) => {
             let (step, max) = (ms(step)?, ms(max)?);
             (1..=max / step.max(1))
-                .map(|k| (format!("date_bin(INTERVAL '{max} milliseconds', {time})"), k * step))
+                .map(|k| {
+                    (
+                        format!("date_bin(INTERVAL '{max} milliseconds', {time})"),
+                        k * step,
+                    )
+                })
                 .collect()
         }
         _ => {
-            return Err(format!(
-                "SESSION(TABLE {}, ...) without GROUP BY window_start, window_end is not supported: a row's session depends on the rows after it; aggregate with GROUP BY window_start, window_end",
-                tvf.table
-            ))
+            return Err(WindowTvfRefusal::SessionRows {
+                table: tvf.table.clone(),
+            })
         }
     };
     let time = args.last().map(|t| t.to_string()).unwrap_or_default();
@@ -618,7 +660,10 @@ fn window_rows(select: &mut Select, tvf: &WindowTvf, window: &Expr) -> Result<()
     let query = Parser::new(&GenericDialect {})
         .try_with_sql(&sql)
         .and_then(|mut p| p.parse_query())
-        .map_err(|e| format!("window table function over {}: {e}", tvf.table))?;
+        .map_err(|error| WindowTvfRefusal::Rewrite {
+            table: tvf.table.clone(),
+            error,
+        })?;
     if let datafusion::sql::sqlparser::ast::SetExpr::Select(inner) = *query.body {
         if let Some(derived) = inner.from.into_iter().next() {
             from.relation = derived.relation;

@@ -267,7 +267,7 @@ fn parse_one(
     ));
     crate::dialect::flink_windows::rewrite_group_windows(&mut statement);
     crate::dialect::flink_windows::rewrite_tvf_selects(&mut statement, &window_tvfs)
-        .map_err(|((line, column), e)| SqlError::at(&map.position(line, column), e))?;
+        .map_err(|((line, column), e)| SqlError::at(&map.position(line, column), e.to_string()))?;
     crate::dialect::unnest_joins::rewrite_unnest_joins(&mut statement).map_err(|e| {
         let at = words
             .find(&["UNNEST"])

@@ -15,7 +15,8 @@ use datafusion::logical_expr::Aggregate;
 use datafusion::physical_expr::aggregate::LoweredAggregateBuilder;
 use eddy_engine::operator::OperatorPlan;
 use eddy_engine::operators::session_aggregate::SessionAggregatePlan;
-use eddy_engine::operators::window_aggregate::{GroupColumn, WindowAggregatePlan};
+use eddy_engine::operators::window_aggregate::WindowAggregatePlan;
+use eddy_engine::operators::windowed_group_by::{GroupColumn, WindowedGroupBy};
 use eddy_engine::operators::AggregateCall;
 use eddy_engine::window::window_struct_type;
 use eddy_engine::window::WindowSpec;
@@ -187,27 +188,18 @@ impl Compiler {
             Window::Fixed(spec) => spec.width_ms(),
             _ => None,
         };
+        let group_by = WindowedGroupBy {
+            input_schema: input_arrow,
+            output_schema: output_schema.clone(),
+            time_column: time.column,
+            allowed_lateness_ms: time.allowed_lateness_ms,
+            group_columns: group_columns.clone(),
+            keys,
+            aggregates,
+        };
         let plan: Arc<dyn OperatorPlan> = match window {
-            Window::Fixed(window) => Arc::new(WindowAggregatePlan {
-                input_schema: input_arrow,
-                output_schema: output_schema.clone(),
-                window,
-                time_column: time.column,
-                allowed_lateness_ms: time.allowed_lateness_ms,
-                group_columns: group_columns.clone(),
-                keys,
-                aggregates,
-            }),
-            Window::Session { gap_ms } => Arc::new(SessionAggregatePlan {
-                input_schema: input_arrow,
-                output_schema: output_schema.clone(),
-                gap_ms,
-                time_column: time.column,
-                allowed_lateness_ms: time.allowed_lateness_ms,
-                group_columns: group_columns.clone(),
-                keys,
-                aggregates,
-            }),
+            Window::Fixed(window) => Arc::new(WindowAggregatePlan { window, group_by }),
+            Window::Session { gap_ms } => Arc::new(SessionAggregatePlan { gap_ms, group_by }),
         };
         // A result's event time is its window's time (end - 1 ms, see
         // `eddy_engine::time::to_epoch_millis`): results fire at watermark >=

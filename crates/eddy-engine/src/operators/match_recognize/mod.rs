@@ -61,7 +61,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use self::navigation::Navigation;
 use self::pattern::{Pattern, Program};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::operator::{Operator, OperatorPlan};
 
 /// A pattern variable's `DEFINE` condition.
@@ -135,10 +135,10 @@ pub struct MatchRecognizePlan {
 }
 
 impl MatchRecognizePlan {
-    /// The compiled pattern (refused as [`EngineError::Config`] when it can
-    /// match no rows or is too large).
+    /// The compiled pattern (refused as [`crate::error::EngineError::Pattern`] when it
+    /// can match no rows or is too large).
     pub fn program(&self) -> Result<Program> {
-        Program::compile(&self.pattern).map_err(EngineError::Config)
+        Ok(Program::compile(&self.pattern)?)
     }
 
     /// A navigation as `eddy explain` shows it: `LAST(A.amount@1, 1)`.

@@ -163,22 +163,36 @@ pub enum Outcome {
     Pending,
 }
 
+/// Why a pattern cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternRefusal {
+    /// The whole pattern can match no rows.
+    #[error("the pattern can match no rows at all; every match needs at least one row (use + rather than * on its only part)")]
+    MatchesNothing,
+    /// A part repeated without bound can match no rows.
+    #[error("a part repeated without bound can match no rows; it would repeat forever")]
+    EmptyRepeat,
+    /// More variables than a program numbers.
+    #[error("too many pattern variables")]
+    TooManyVariables,
+    /// Too many steps once counted repetitions are written out.
+    #[error("the pattern is too large once its counted repetitions are written out ({steps} steps; at most {MAX_PROGRAM})")]
+    TooLarge { steps: usize },
+}
+
 impl Program {
     /// Compiles `pattern`. Patterns that can match no rows are refused
     /// (an empty match has no rows to report or skip past), as is a part
     /// repeated without bound that can itself match no rows.
-    pub fn compile(pattern: &Pattern) -> std::result::Result<Self, String> {
+    pub fn compile(pattern: &Pattern) -> std::result::Result<Self, PatternRefusal> {
         if pattern.can_be_empty() {
-            return Err("the pattern can match no rows at all; every match needs at least one row (use + rather than * on its only part)".into());
+            return Err(PatternRefusal::MatchesNothing);
         }
         let mut insts = Vec::new();
         emit(pattern, &mut insts)?;
         insts.push(Inst::Match);
         if insts.len() > MAX_PROGRAM {
-            return Err(format!(
-                "the pattern is too large once its counted repetitions are written out ({} steps; at most {MAX_PROGRAM})",
-                insts.len()
-            ));
+            return Err(PatternRefusal::TooLarge { steps: insts.len() });
         }
         Ok(Program { insts })
     }
@@ -241,13 +255,13 @@ fn here(insts: &[Inst]) -> u32 {
     insts.len() as u32
 }
 
-fn emit(pattern: &Pattern, insts: &mut Vec<Inst>) -> std::result::Result<(), String> {
+fn emit(pattern: &Pattern, insts: &mut Vec<Inst>) -> std::result::Result<(), PatternRefusal> {
     if insts.len() > MAX_PROGRAM {
         return Ok(());
     }
     match pattern {
         Pattern::Var(v) => {
-            let v = u16::try_from(*v).map_err(|_| "too many pattern variables".to_string())?;
+            let v = u16::try_from(*v).map_err(|_| PatternRefusal::TooManyVariables)?;
             insts.push(Inst::Var(v));
         }
         Pattern::Concat(parts) => {
@@ -282,10 +296,7 @@ fn emit(pattern: &Pattern, insts: &mut Vec<Inst>) -> std::result::Result<(), Str
             greedy,
         } => {
             if max.is_none() && inner.can_be_empty() {
-                return Err(
-                    "a part repeated without bound can match no rows; it would repeat forever"
-                        .to_string(),
-                );
+                return Err(PatternRefusal::EmptyRepeat);
             }
             for _ in 0..*min {
                 emit(inner, insts)?;
@@ -422,7 +433,10 @@ mod tests {
 
     #[test]
     fn a_pattern_that_can_match_nothing_is_refused() {
-        assert!(Program::compile(&repeat(var(0), 0, None, true)).is_err());
+        assert_eq!(
+            Program::compile(&repeat(var(0), 0, None, true)).err(),
+            Some(PatternRefusal::MatchesNothing)
+        );
         let nested = Pattern::Concat(vec![
             var(0),
             repeat(repeat(var(1), 0, Some(1), true), 0, None, true),
@@ -433,6 +447,9 @@ mod tests {
     #[test]
     fn a_pattern_too_large_is_refused() {
         let p = repeat(repeat(var(0), 100, Some(100), true), 200, Some(200), true);
-        assert!(Program::compile(&p).unwrap_err().contains("too large"));
+        assert!(matches!(
+            Program::compile(&p),
+            Err(PatternRefusal::TooLarge { .. })
+        ));
     }
 }

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::logical_expr::{Join, JoinType, LogicalPlan};
+use datafusion::logical_expr::{Join, LogicalPlan};
 use datafusion::physical_expr::expressions::{CastExpr, Column};
 use datafusion::physical_expr::PhysicalExpr;
 use eddy_engine::lookup::LookupTable;
@@ -22,7 +22,6 @@ use eddy_engine::operators::key_lookup_join::KeyLookupJoinPlan;
 use eddy_engine::operators::lookup_join::LookupJoinPlan;
 use eddy_engine::source::SourceColumn;
 
-use super::temporal::ProbeJoinParts;
 use crate::error::{Position, Result, SqlError};
 use crate::planner::statement_text::StatementText;
 use crate::planner::stream::{add_operator, Stream};
@@ -31,16 +30,11 @@ use crate::planner::Compiler;
 impl Compiler {
     pub(super) fn plan_lookup_join(&mut self, join: &Join, cx: &StatementText) -> Result<Stream> {
         let at = cx.anchor(&["SYSTEM_TIME", "FOR", "JOIN"]);
-        let left_outer = match join.join_type {
-            JoinType::Inner => false,
-            JoinType::Left => true,
-            other => {
-                return Err(SqlError::at(
-                    &at,
-                    format!("a lookup join (FOR SYSTEM_TIME AS OF a PROCTIME() column) is INNER or LEFT, not {other}"),
-                ))
-            }
-        };
+        let left_outer = super::probe::left_outer(
+            join,
+            &at,
+            "a lookup join (FOR SYSTEM_TIME AS OF a PROCTIME() column)",
+        )?;
         if let Some(table) = self.table_read_by_key(&join.right) {
             return self.plan_key_lookup_join(join, cx, &at, left_outer, table);
         }
@@ -48,15 +42,9 @@ impl Compiler {
         let mut right = self.plan_stream(&join.right, cx)?;
         left.append_only("the probe side of a lookup join")
             .map_err(|m| SqlError::at(&at, m.to_string()))?;
-        let (left_schema, right_schema) =
-            (join.left.schema().as_ref(), join.right.schema().as_ref());
-        let ProbeJoinParts {
-            left_keys: left_key_exprs,
-            right_keys: right_key_exprs,
-            residual,
-            output_schema,
-        } = self.probe_join_parts(
+        let probe_join = self.probe_join(
             join,
+            left_outer,
             &at,
             "a lookup join needs an equality between the probe and the table's key (ON mod(b.auction, 10000) = s.key)",
             cx,
@@ -64,15 +52,7 @@ impl Compiler {
         let time = left.time;
         let from_left = left.materialize(&mut self.graph);
         let from_right = right.materialize(&mut self.graph);
-        let plan = LookupJoinPlan {
-            left_outer,
-            left_schema: Arc::new(left_schema.as_arrow().clone()),
-            right_schema: Arc::new(right_schema.as_arrow().clone()),
-            output_schema,
-            left_keys: left_key_exprs.clone(),
-            right_keys: right_key_exprs.clone(),
-            residual,
-        };
+        let plan = LookupJoinPlan { join: probe_join };
         let node = add_operator(&mut self.graph, Arc::new(plan), vec![from_left, from_right]);
         Ok(Stream::of_node(
             node,
@@ -133,21 +113,17 @@ impl Compiler {
         let mut left = self.plan_stream(&join.left, cx)?;
         left.append_only("the probe side of a lookup join")
             .map_err(|m| SqlError::at(at, m.to_string()))?;
-        let ProbeJoinParts {
-            left_keys,
-            right_keys,
-            residual,
-            output_schema,
-        } = self.probe_join_parts(
+        let probe_join = self.probe_join(
             join,
+            left_outer,
             at,
             "a lookup join needs an equality between the probe and the table's key (ON o.customer = c.id)",
             cx,
         )?;
-        let right_schema = Arc::new(join.right.schema().as_arrow().clone());
-        let key_columns = right_keys
+        let key_columns = probe_join
+            .right_keys
             .iter()
-            .map(|k| table_column(k, &right_schema))
+            .map(|k| table_column(k, &probe_join.right_schema))
             .collect::<Option<Vec<String>>>()
             .ok_or_else(|| {
                 SqlError::at(
@@ -158,14 +134,8 @@ impl Compiler {
         let time = left.time;
         let from_left = left.materialize(&mut self.graph);
         let plan = KeyLookupJoinPlan {
-            left_outer,
-            left_schema: Arc::new(join.left.schema().as_arrow().clone()),
-            right_schema,
+            join: probe_join,
             right_columns: read,
-            output_schema,
-            left_keys,
-            right_keys,
-            residual,
             table: LookupTable {
                 spec: def.connector_spec(),
                 key_columns,

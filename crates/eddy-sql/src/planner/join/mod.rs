@@ -21,6 +21,7 @@
 mod condition;
 mod inputs;
 mod lookup;
+mod probe;
 mod temporal;
 mod updating;
 

@@ -9,15 +9,11 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::logical_expr::utils::conjunction;
-use datafusion::logical_expr::{Join, JoinType};
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::logical_expr::Join;
 use eddy_engine::operators::temporal_join::TemporalJoinPlan;
 
-use super::updating::equi_keys;
 use crate::dialect::temporal_joins::TemporalJoin;
-use crate::error::{Position, Result, SqlError};
+use crate::error::{Result, SqlError};
 use crate::planner::statement_text::StatementText;
 use crate::planner::stream::{add_operator, Stream, TimeAttr};
 use crate::planner::Compiler;
@@ -39,18 +35,8 @@ impl Compiler {
             return self.plan_lookup_join(join, cx);
         }
         let at = cx.anchor(&["SYSTEM_TIME", "FOR", "JOIN"]);
-        let left_outer = match join.join_type {
-            JoinType::Inner => false,
-            JoinType::Left => true,
-            other => {
-                return Err(SqlError::at(
-                    &at,
-                    format!(
-                        "a temporal join (FOR SYSTEM_TIME AS OF) is INNER or LEFT, not {other}"
-                    ),
-                ))
-            }
-        };
+        let left_outer =
+            super::probe::left_outer(join, &at, "a temporal join (FOR SYSTEM_TIME AS OF)")?;
         let mut left = self.plan_stream(&join.left, cx)?;
         let mut right = self.plan_stream(&join.right, cx)?;
         // The versioned side may be a change feed's changelog.
@@ -70,9 +56,7 @@ impl Compiler {
                 ),
             ));
         };
-        let (left_schema, right_schema) =
-            (join.left.schema().as_ref(), join.right.schema().as_ref());
-        let probe_time = left_schema.field(left_time.column).name();
+        let probe_time = join.left.schema().field(left_time.column).name();
         if !probe_time.eq_ignore_ascii_case(&clause.time_column) {
             return Err(SqlError::at(
                 &at,
@@ -82,13 +66,9 @@ impl Compiler {
                 ),
             ));
         }
-        let ProbeJoinParts {
-            left_keys: left_key_exprs,
-            right_keys: right_key_exprs,
-            residual,
-            output_schema,
-        } = self.probe_join_parts(
+        let probe_join = self.probe_join(
             join,
+            left_outer,
             &at,
             "a temporal join needs an equality between the probe and the versioned table's key (ON o.currency = r.currency)",
             cx,
@@ -97,15 +77,9 @@ impl Compiler {
             .allowed_lateness_ms
             .max(right_time.allowed_lateness_ms);
         let plan = TemporalJoinPlan {
-            left_outer,
-            left_schema: Arc::new(left_schema.as_arrow().clone()),
-            right_schema: Arc::new(right_schema.as_arrow().clone()),
-            output_schema,
-            left_keys: left_key_exprs.clone(),
-            right_keys: right_key_exprs.clone(),
+            join: probe_join,
             left_time: left_time.column,
             right_time: right_time.column,
-            residual,
             allowed_lateness_ms,
         };
         let from_left = left.materialize(&mut self.graph);
@@ -139,56 +113,4 @@ impl Compiler {
         };
         cx.temporal.iter().find(|c| c.table == name).cloned()
     }
-
-    /// What a join that probes one side with the other's rows needs: the
-    /// key pairs (refused without one, saying `no_keys`), the residual
-    /// condition over the joined columns, and the output schema (every
-    /// column nullable: a LEFT join pads).
-    pub(super) fn probe_join_parts(
-        &self,
-        join: &Join,
-        at: &Position,
-        no_keys: &str,
-        cx: &StatementText,
-    ) -> Result<ProbeJoinParts> {
-        let (left_keys, right_keys, residual) = equi_keys(join);
-        if left_keys.is_empty() {
-            return Err(SqlError::at(at, no_keys));
-        }
-        let (left_keys, right_keys) = self.join_keys(
-            &left_keys,
-            &right_keys,
-            join.left.schema(),
-            join.right.schema(),
-            cx,
-        )?;
-        let state = self.ctx.state();
-        let residual = match conjunction(residual) {
-            Some(expr) => Some(
-                crate::context::physical_expr(&state, expr, &join.schema)
-                    .map_err(|e| self.df_error(cx, e))?,
-            ),
-            None => None,
-        };
-        let fields: Vec<Field> = join
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect();
-        Ok(ProbeJoinParts {
-            left_keys,
-            right_keys,
-            residual,
-            output_schema: Arc::new(Schema::new(fields)),
-        })
-    }
-}
-
-/// See [`Compiler::probe_join_parts`].
-pub(super) struct ProbeJoinParts {
-    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
-    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
-    pub residual: Option<Arc<dyn PhysicalExpr>>,
-    pub output_schema: SchemaRef,
 }

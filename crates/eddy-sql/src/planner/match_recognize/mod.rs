@@ -213,7 +213,7 @@ impl Compiler {
             keys: Vec::new(),
             names: Vec::new(),
         };
-        let pattern = to_pattern(&pattern, &mut variables).map_err(fail)?;
+        let pattern = to_pattern(&pattern, &mut variables).map_err(|e| fail(e.to_string()))?;
         let mut within_ms = None;
         let mut definitions: Vec<Option<SqlExpr>> = vec![None; variables.keys.len()];
         for symbol in &symbols {

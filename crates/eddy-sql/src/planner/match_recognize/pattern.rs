@@ -14,29 +14,50 @@ use super::Variables;
 /// The most variables `PERMUTE` takes (it expands to every order).
 const MAX_PERMUTE: usize = 5;
 
+/// A pattern eddy does not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum PatternRefusal {
+    /// `^` or `$`.
+    #[error("^ and $ (the start and end of a partition) are not supported: a stream's partition has no end")]
+    Anchor,
+    /// `{- ... -}`.
+    #[error(
+        "{{- ... -}} excludes rows from ALL ROWS PER MATCH output, which eddy does not produce"
+    )]
+    Exclusion,
+    /// `PERMUTE` of too many variables.
+    #[error("PERMUTE takes at most {MAX_PERMUTE} variables")]
+    PermuteTooMany,
+    /// `PERMUTE` of something other than variables.
+    #[error("PERMUTE takes variables")]
+    PermuteNonVariable,
+    /// `{n,m}` with `n > m`.
+    #[error("{{{n},{m}}}: the lower bound is above the upper")]
+    BoundsReversed { n: u32, m: u32 },
+    /// A quantifier allowing no repetition.
+    #[error("{quantifier} repeats nothing")]
+    RepeatsNothing { quantifier: String },
+}
+
 pub(super) fn to_pattern(
     pattern: &MatchRecognizePattern,
     variables: &mut Variables,
-) -> std::result::Result<Pattern, String> {
+) -> std::result::Result<Pattern, PatternRefusal> {
     Ok(match pattern {
         MatchRecognizePattern::Symbol(MatchRecognizeSymbol::Named(ident)) => {
             Pattern::Var(variables.add(ident))
         }
-        MatchRecognizePattern::Symbol(_) => {
-            return Err("^ and $ (the start and end of a partition) are not supported: a stream's partition has no end".into())
-        }
-        MatchRecognizePattern::Exclude(_) => {
-            return Err("{- ... -} excludes rows from ALL ROWS PER MATCH output, which eddy does not produce".into())
-        }
+        MatchRecognizePattern::Symbol(_) => return Err(PatternRefusal::Anchor),
+        MatchRecognizePattern::Exclude(_) => return Err(PatternRefusal::Exclusion),
         MatchRecognizePattern::Permute(symbols) => {
             if symbols.len() > MAX_PERMUTE {
-                return Err(format!("PERMUTE takes at most {MAX_PERMUTE} variables"));
+                return Err(PatternRefusal::PermuteTooMany);
             }
             let vars = symbols
                 .iter()
                 .map(|s| match s {
                     MatchRecognizeSymbol::Named(ident) => Ok(variables.add(ident)),
-                    _ => Err("PERMUTE takes variables".to_string()),
+                    _ => Err(PatternRefusal::PermuteNonVariable),
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             Pattern::Alternation(
@@ -64,9 +85,10 @@ pub(super) fn to_pattern(
             // quantifier; written without parentheses it makes the first
             // reluctant.
             let (inner, quantifier, greedy) = match (inner.as_ref(), quantifier) {
-                (MatchRecognizePattern::Repetition(base, first), RepetitionQuantifier::AtMostOne) => {
-                    (base.as_ref(), first, false)
-                }
+                (
+                    MatchRecognizePattern::Repetition(base, first),
+                    RepetitionQuantifier::AtMostOne,
+                ) => (base.as_ref(), first, false),
                 _ => (inner.as_ref(), quantifier, true),
             };
             let (min, max) = match quantifier {
@@ -78,13 +100,15 @@ pub(super) fn to_pattern(
                 RepetitionQuantifier::AtMost(m) => (0, Some(*m)),
                 RepetitionQuantifier::Range(n, m) => {
                     if n > m {
-                        return Err(format!("{{{n},{m}}}: the lower bound is above the upper"));
+                        return Err(PatternRefusal::BoundsReversed { n: *n, m: *m });
                     }
                     (*n, Some(*m))
                 }
             };
             if max == Some(0) {
-                return Err(format!("{quantifier} repeats nothing"));
+                return Err(PatternRefusal::RepeatsNothing {
+                    quantifier: quantifier.to_string(),
+                });
             }
             Pattern::Repeat {
                 inner: Box::new(to_pattern(inner, variables)?),
