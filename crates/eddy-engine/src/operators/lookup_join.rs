@@ -67,17 +67,16 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, BinaryArray};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::array::BinaryArray;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
-use super::probe_join::ProbeJoin;
+use super::probe_join::{ProbeJoin, WaitingProbes};
 use crate::changelog::{self, RowKind};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
 use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
@@ -162,7 +161,7 @@ impl OperatorPlan for LookupJoinPlan {
             // Until the runtime says whether the table ends, it is waited
             // for ([`Operator::inputs_bounded`]).
             loaded: false,
-            pending: Vec::new(),
+            pending: WaitingProbes::default(),
             held: None,
             watermark: WATERMARK_MIN,
         }))
@@ -182,7 +181,7 @@ struct LookupJoin {
     /// whole, or never ends and is not waited for).
     loaded: bool,
     /// Probe rows waiting for the table.
-    pending: Vec<RecordBatch>,
+    pending: WaitingProbes,
     /// The output watermark while probe rows wait.
     held: Option<Timestamp>,
     watermark: Timestamp,
@@ -255,8 +254,7 @@ impl LookupJoin {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let waiting = concat_batches(&self.plan.join.left_schema, &self.pending)?;
-        self.pending.clear();
+        let waiting = self.pending.take_all(&self.plan.join.left_schema)?;
         self.join(&waiting, out)
     }
 }
@@ -323,19 +321,11 @@ impl Operator for LookupJoin {
     }
 
     fn state_rows(&self) -> usize {
-        self.table_rows
-            + self
-                .pending
-                .iter()
-                .map(RecordBatch::num_rows)
-                .sum::<usize>()
+        self.table_rows + self.pending.rows()
     }
 
     fn state_bytes(&self) -> usize {
-        self.pending
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum::<usize>()
+        self.pending.bytes()
             + self
                 .table
                 .iter()
@@ -349,7 +339,7 @@ impl Operator for LookupJoin {
             held: self.held,
             watermark: self.watermark,
         })?;
-        snapshot.put_batches(&self.tables[0], self.pending.iter().cloned())?;
+        self.pending.snapshot(&mut snapshot, &self.tables[0])?;
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut rows: Vec<&[u8]> = Vec::new();
         for (key, held) in &self.table {
@@ -379,17 +369,10 @@ impl Operator for LookupJoin {
         self.loaded = meta.loaded;
         self.held = meta.held;
         self.watermark = meta.watermark;
-        let probes = state.take(&self.tables[0])?;
-        self.pending = if probes.num_rows() > 0 {
-            vec![probes]
-        } else {
-            Vec::new()
-        };
+        self.pending.restore(&mut state, &self.tables[0])?;
         let table = state.take(&self.tables[1])?;
-        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-        let (Some(keys), Some(rows)) = (binary(0), binary(1)) else {
-            return Err(EngineError::State(format!("{KIND}: bad table")));
-        };
+        let keys = self.tables[1].column::<BinaryArray>(&table, 0)?;
+        let rows = self.tables[1].column::<BinaryArray>(&table, 1)?;
         self.table.clear();
         self.table_rows = table.num_rows();
         for r in 0..table.num_rows() {
@@ -404,7 +387,7 @@ impl Operator for LookupJoin {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{ArrayRef, Int64Array, Int8Array, StringArray};
+    use datafusion::arrow::array::{Array, ArrayRef, Int64Array, Int8Array, StringArray};
     use datafusion::physical_expr::expressions::col;
 
     use super::*;

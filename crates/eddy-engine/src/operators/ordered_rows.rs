@@ -2,9 +2,12 @@
 //! operators that keep every row of an updating input by partition
 //! (updating Top-N, OVER over an updating input), and its state table.
 //!
-//! In: rows row-encoded as (sort key, row) under their partition key.
-//! Out: the declared table `rows` ([`table_spec`]) a checkpoint holds, and
-//! the partitions again from it ([`load`]).
+//! In: rows row-encoded as (sort key, row) under their partition key,
+//! each added or (a retraction) taken away; the watermark, for the TTL.
+//! Out: each partition's rows as they stand ([`OrderedPartitions`], which
+//! keeps the rows and bytes held and the retractions of rows never held),
+//! the declared table `rows` ([`table_spec`]) a checkpoint holds, and the
+//! partitions again from it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,9 +15,11 @@ use std::sync::Arc;
 use datafusion::arrow::array::{BinaryArray, Int64Array, UInt32Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::row::Rows;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
+use super::ttl::TtlSweeps;
 use crate::error::Result;
 use crate::state::declared::TableSpec;
 use crate::time::Timestamp;
@@ -23,16 +28,16 @@ use crate::time::Timestamp;
 pub(crate) type Ordered = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
 
 /// A partition: its rows and the watermark when a row last touched it.
-pub(crate) struct Partition {
-    pub rows: Ordered,
-    pub touched_at: Timestamp,
+struct Partition {
+    rows: Ordered,
+    touched_at: Timestamp,
 }
 
 /// The partitions by their encoded key.
-pub(crate) type Partitions = HashMap<Box<[u8]>, Partition>;
+type Partitions = HashMap<Box<[u8]>, Partition>;
 
 /// Bytes a row costs: its sort key, its row, the map's node.
-pub(crate) fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
+fn entry_bytes((sort, row): &(Box<[u8]>, Box<[u8]>)) -> usize {
     sort.len() + row.len() + 48
 }
 
@@ -58,8 +63,190 @@ pub(crate) fn table_spec(
     .with_ttl(ttl_ms))
 }
 
+/// Every partition's rows, with what a node reports of them.
+pub(crate) struct OrderedPartitions {
+    partitions: Partitions,
+    /// Rows held over all partitions (copies counted).
+    held: usize,
+    /// Bytes held (keys, rows and their overheads), kept as rows come and
+    /// go: sizing walked every row.
+    bytes: usize,
+    /// Retractions of rows never held (counted, ignored).
+    unmatched_retractions: u64,
+    /// When partitions untouched for the TTL are dropped.
+    sweeps: TtlSweeps,
+}
+
+impl OrderedPartitions {
+    /// No partitions; those untouched for `ttl_ms` (when set) are dropped.
+    pub(crate) fn new(ttl_ms: Option<i64>) -> Self {
+        Self {
+            partitions: Partitions::new(),
+            held: 0,
+            bytes: 0,
+            unmatched_retractions: 0,
+            sweeps: TtlSweeps::new(ttl_ms),
+        }
+    }
+
+    /// A batch's rows by partition (`keys`: each row's partition key),
+    /// partitions in the order the batch first touches them.
+    pub(crate) fn touched(keys: &Rows) -> Vec<(Box<[u8]>, Vec<usize>)> {
+        let mut touched: Vec<(Box<[u8]>, Vec<usize>)> = Vec::new();
+        let mut slots: HashMap<&[u8], usize> = HashMap::new();
+        for r in 0..keys.num_rows() {
+            let key = keys.row(r).data();
+            let slot = *slots.entry(key).or_insert_with(|| {
+                touched.push((key.into(), Vec::new()));
+                touched.len() - 1
+            });
+            touched[slot].1.push(r);
+        }
+        touched
+    }
+
+    /// Takes partition `key`'s rows out to change them (empty for a new
+    /// partition); [`Self::put_back`] returns them.
+    pub(crate) fn take(&mut self, key: &[u8]) -> Ordered {
+        match self.partitions.remove(key) {
+            Some(partition) => {
+                self.bytes -= key.len();
+                partition.rows
+            }
+            None => Ordered::new(),
+        }
+    }
+
+    /// Adds a copy of `entry` to `rows`, or, for a retraction, takes one
+    /// away (a retraction of a row `rows` does not hold is counted).
+    pub(crate) fn apply(
+        &mut self,
+        rows: &mut Ordered,
+        entry: (Box<[u8]>, Box<[u8]>),
+        retraction: bool,
+    ) {
+        if retraction {
+            match rows.get_mut(&entry) {
+                Some(copies) if *copies > 1 => *copies -= 1,
+                Some(_) => {
+                    rows.remove(&entry);
+                    self.bytes -= entry_bytes(&entry);
+                }
+                None => {
+                    self.unmatched_retractions += 1;
+                    return;
+                }
+            }
+            self.held -= 1;
+        } else {
+            match rows.entry(entry) {
+                std::collections::btree_map::Entry::Occupied(mut held) => {
+                    *held.get_mut() += 1;
+                }
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    self.bytes += entry_bytes(slot.key());
+                    slot.insert(1);
+                }
+            }
+            self.held += 1;
+        }
+    }
+
+    /// Keeps the first `keep` rows of `rows` (copies counted).
+    pub(crate) fn keep_first(&mut self, rows: &mut Ordered, keep: usize) {
+        let mut seen = 0usize;
+        let (mut dropped, mut bytes) = (0usize, 0usize);
+        rows.retain(|entry, copies| {
+            if seen >= keep {
+                dropped += *copies as usize;
+                bytes += entry_bytes(entry);
+                return false;
+            }
+            let room = keep - seen;
+            if (*copies as usize) > room {
+                dropped += *copies as usize - room;
+                *copies = room as u32;
+            }
+            seen += *copies as usize;
+            true
+        });
+        self.held -= dropped;
+        self.bytes -= bytes;
+    }
+
+    /// Returns partition `key`'s rows, touched at `watermark`; a partition
+    /// left without rows is dropped.
+    pub(crate) fn put_back(&mut self, key: Box<[u8]>, rows: Ordered, watermark: Timestamp) {
+        if rows.is_empty() {
+            return;
+        }
+        self.bytes += key.len();
+        self.partitions.insert(
+            key,
+            Partition {
+                rows,
+                touched_at: watermark,
+            },
+        );
+    }
+
+    /// Drops the partitions no row touched for the TTL before `watermark`,
+    /// when a sweep is due.
+    pub(crate) fn expire(&mut self, watermark: Timestamp) {
+        let Some(cutoff) = self.sweeps.due(watermark) else {
+            return;
+        };
+        let (mut dropped, mut bytes) = (0, 0);
+        self.partitions.retain(|key, p| {
+            let keep = p.touched_at >= cutoff;
+            if !keep {
+                dropped += p.rows.values().map(|&c| c as usize).sum::<usize>();
+                bytes += key.len() + p.rows.keys().map(entry_bytes).sum::<usize>();
+            }
+            keep
+        });
+        self.held -= dropped;
+        self.bytes -= bytes;
+    }
+
+    /// Rows held (copies counted).
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Retractions of rows never held.
+    pub(crate) fn unmatched_retractions(&self) -> u64 {
+        self.unmatched_retractions
+    }
+
+    /// The partitions as rows of the table `spec` declares.
+    pub(crate) fn table(&self, spec: &TableSpec) -> Result<RecordBatch> {
+        table(spec, &self.partitions)
+    }
+
+    /// The partitions a table of `spec` holds, in place of these, with the
+    /// retractions a checkpoint counted, resumed at `watermark`.
+    pub(crate) fn restore(
+        &mut self,
+        spec: &TableSpec,
+        table: &RecordBatch,
+        unmatched_retractions: u64,
+        watermark: Timestamp,
+    ) -> Result<()> {
+        (self.partitions, self.held, self.bytes) = load(spec, table)?;
+        self.unmatched_retractions = unmatched_retractions;
+        self.sweeps.resume(watermark);
+        Ok(())
+    }
+}
+
 /// `partitions` as rows of the table `spec` declares.
-pub(crate) fn table(spec: &TableSpec, partitions: &Partitions) -> Result<RecordBatch> {
+fn table(spec: &TableSpec, partitions: &Partitions) -> Result<RecordBatch> {
     let mut partition: Vec<&[u8]> = Vec::new();
     let mut sort: Vec<&[u8]> = Vec::new();
     let mut row: Vec<&[u8]> = Vec::new();
@@ -88,7 +275,7 @@ pub(crate) fn table(spec: &TableSpec, partitions: &Partitions) -> Result<RecordB
 
 /// The partitions a table of `spec` holds, with the rows they hold (copies
 /// counted) and their bytes.
-pub(crate) fn load(spec: &TableSpec, table: &RecordBatch) -> Result<(Partitions, usize, usize)> {
+fn load(spec: &TableSpec, table: &RecordBatch) -> Result<(Partitions, usize, usize)> {
     let partition = spec.column::<BinaryArray>(table, 0)?;
     let sort = spec.column::<BinaryArray>(table, 1)?;
     let row = spec.column::<BinaryArray>(table, 2)?;
@@ -112,4 +299,104 @@ pub(crate) fn load(spec: &TableSpec, table: &RecordBatch) -> Result<(Partitions,
         .map(|(k, p)| k.len() + p.rows.keys().map(entry_bytes).sum::<usize>())
         .sum();
     Ok((partitions, held, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::ArrayRef;
+    use datafusion::arrow::row::{RowConverter, SortField};
+
+    use super::*;
+
+    fn entry(sort: &str, row: &str) -> (Box<[u8]>, Box<[u8]>) {
+        (sort.as_bytes().into(), row.as_bytes().into())
+    }
+
+    fn spec() -> TableSpec {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64, true)]);
+        let key = datafusion::physical_expr::expressions::col("k", &schema).unwrap();
+        table_spec(&[key], &schema, Some(10)).unwrap()
+    }
+
+    #[test]
+    fn copies_come_and_go_and_a_retraction_of_a_row_never_held_is_counted() {
+        let mut state = OrderedPartitions::new(None);
+        let mut rows = state.take(b"p");
+        state.apply(&mut rows, entry("1", "a"), false);
+        state.apply(&mut rows, entry("1", "a"), false);
+        state.apply(&mut rows, entry("2", "b"), false);
+        assert_eq!((state.held(), rows.len()), (3, 2));
+        state.apply(&mut rows, entry("1", "a"), true);
+        state.apply(&mut rows, entry("9", "z"), true);
+        assert_eq!((state.held(), state.unmatched_retractions()), (2, 1));
+        state.put_back(b"p".as_slice().into(), rows, 0);
+        let bytes = state.bytes();
+        assert_eq!(
+            bytes,
+            1 + entry_bytes(&entry("1", "a")) + entry_bytes(&entry("2", "b"))
+        );
+        // Taken out and emptied: the partition is dropped, its bytes too.
+        let mut rows = state.take(b"p");
+        state.apply(&mut rows, entry("1", "a"), true);
+        state.apply(&mut rows, entry("2", "b"), true);
+        state.put_back(b"p".as_slice().into(), rows, 0);
+        assert_eq!((state.held(), state.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn keep_first_counts_copies_and_what_it_drops() {
+        let mut state = OrderedPartitions::new(None);
+        let mut rows = state.take(b"p");
+        for (s, r) in [("1", "a"), ("1", "a"), ("2", "b"), ("3", "c")] {
+            state.apply(&mut rows, entry(s, r), false);
+        }
+        state.keep_first(&mut rows, 1);
+        assert_eq!(rows.get(&entry("1", "a")), Some(&1));
+        assert_eq!((rows.len(), state.held()), (1, 1));
+        assert_eq!(state.bytes(), entry_bytes(&entry("1", "a")));
+    }
+
+    #[test]
+    fn batches_group_by_partition_in_first_touch_order() {
+        let converter = RowConverter::new(vec![SortField::new(DataType::Int64)]).unwrap();
+        let keys: ArrayRef = Arc::new(Int64Array::from(vec![7, 3, 7, 5, 3]));
+        let rows = converter.convert_columns(&[keys]).unwrap();
+        let touched = OrderedPartitions::touched(&rows);
+        let members: Vec<Vec<usize>> = touched.into_iter().map(|(_, m)| m).collect();
+        assert_eq!(members, vec![vec![0, 2], vec![1, 4], vec![3]]);
+    }
+
+    #[test]
+    fn a_table_restores_what_it_holds_and_the_ttl_drops_untouched_partitions() {
+        let spec = spec();
+        let mut state = OrderedPartitions::new(Some(10));
+        for (key, at) in [(b"old".as_slice(), 0), (b"new".as_slice(), 100)] {
+            let mut rows = state.take(key);
+            state.apply(&mut rows, entry("1", "a"), false);
+            state.apply(&mut rows, entry("1", "a"), false);
+            state.put_back(key.into(), rows, at);
+        }
+        let table = state.table(&spec).unwrap();
+        let mut restored = OrderedPartitions::new(Some(10));
+        restored.restore(&spec, &table, 4, 100).unwrap();
+        assert_eq!(
+            (
+                restored.held(),
+                restored.bytes(),
+                restored.unmatched_retractions()
+            ),
+            (state.held(), state.bytes(), 4)
+        );
+        // At 105 the TTL (10 ms) drops the partition last touched at 0 and
+        // keeps the one touched at 100; at 1,000 that one goes too.
+        state.expire(105);
+        assert_eq!(state.held(), 2);
+        state.expire(1_000);
+        assert_eq!((state.held(), state.bytes()), (0, 0));
+        // A restored state sweeps half a TTL after its watermark.
+        restored.expire(104);
+        assert_eq!(restored.held(), 4, "no sweep due yet");
+        restored.expire(105);
+        assert_eq!(restored.held(), 2);
+    }
 }

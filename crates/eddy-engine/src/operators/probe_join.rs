@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, ArrayRef, UInt32Array};
-use datafusion::arrow::compute::{filter_record_batch, take};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::operator::{Collector, Distribution};
 use crate::shape::Parameters;
 use crate::state::declared::{TableKey, TableSpec};
+use crate::state::StateSnapshot;
 
 /// A join that probes a table (input 1) with each row of a stream (input
 /// 0): the part of its plan every such join has.
@@ -186,5 +187,61 @@ impl ProbeJoin {
             columns,
             &RecordBatchOptions::new().with_row_count(Some(indices.len())),
         )?)
+    }
+}
+
+/// Probe rows waiting (for the table to be read whole, or for the
+/// watermark), as they came; checkpointed as the table
+/// [`ProbeJoin::waiting_probes`] declares.
+#[derive(Default)]
+pub(crate) struct WaitingProbes {
+    batches: Vec<RecordBatch>,
+}
+
+impl WaitingProbes {
+    /// Whether no probe row waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// `batch` waits too.
+    pub(crate) fn push(&mut self, batch: RecordBatch) {
+        if batch.num_rows() > 0 {
+            self.batches.push(batch);
+        }
+    }
+
+    /// Every waiting row, in the order they came, as one batch of
+    /// `schema` (none waits after).
+    pub(crate) fn take_all(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
+        let all = concat_batches(schema, &self.batches)?;
+        self.batches.clear();
+        Ok(all)
+    }
+
+    /// Rows waiting.
+    pub(crate) fn rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
+    /// Bytes their batches hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.batches
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum()
+    }
+
+    /// Puts the waiting rows into `snapshot` as the table `spec`.
+    pub(crate) fn snapshot(&self, snapshot: &mut StateSnapshot, spec: &TableSpec) -> Result<()> {
+        snapshot.put_batches(spec, self.batches.iter().cloned())
+    }
+
+    /// The waiting rows the table `spec` of `state` holds, in place of
+    /// these.
+    pub(crate) fn restore(&mut self, state: &mut StateSnapshot, spec: &TableSpec) -> Result<()> {
+        self.batches.clear();
+        self.push(state.take(spec)?);
+        Ok(())
     }
 }

@@ -72,16 +72,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, BinaryArray, Int64Array};
-use datafusion::arrow::compute::{concat_batches, filter_record_batch};
+use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
-use super::probe_join::ProbeJoin;
+use super::probe_join::{ProbeJoin, WaitingProbes};
 use crate::changelog::{self, RowKind};
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::operator::{Collector, Distribution, Operator, OperatorPlan};
 use crate::state::declared::TableSpec;
 use crate::state::StateSnapshot;
@@ -181,7 +181,7 @@ impl OperatorPlan for TemporalJoinPlan {
             keys: self.join.key_converter()?,
             rows: self.join.row_converter()?,
             plan: self.clone(),
-            pending: Vec::new(),
+            pending: WaitingProbes::default(),
             versions: HashMap::new(),
             watermark: WATERMARK_MIN,
             held_versions: 0,
@@ -201,7 +201,7 @@ struct TemporalJoin {
     keys: RowConverter,
     rows: RowConverter,
     /// Probe rows waiting for the watermark, as they arrived.
-    pending: Vec<RecordBatch>,
+    pending: WaitingProbes,
     versions: HashMap<Box<[u8]>, Versions>,
     watermark: Timestamp,
     held_versions: usize,
@@ -225,18 +225,13 @@ impl TemporalJoin {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let schema = self.plan.join.left_schema.clone();
-        let waiting = concat_batches(&schema, &self.pending)?;
-        self.pending.clear();
+        let waiting = self.pending.take_all(&self.plan.join.left_schema)?;
         let times = to_epoch_millis(waiting.column(self.plan.left_time))?;
         let due: datafusion::arrow::array::BooleanArray = (0..times.len())
             .map(|i| Some(times.is_null(i) || times.value(i) <= watermark))
             .collect();
         let later = datafusion::arrow::compute::not(&due)?;
-        let rest = filter_record_batch(&waiting, &later)?;
-        if rest.num_rows() > 0 {
-            self.pending.push(rest);
-        }
+        self.pending.push(filter_record_batch(&waiting, &later)?);
         let probes = filter_record_batch(&waiting, &due)?;
         if probes.num_rows() == 0 {
             return Ok(());
@@ -368,18 +363,11 @@ impl Operator for TemporalJoin {
     }
 
     fn state_rows(&self) -> usize {
-        self.pending
-            .iter()
-            .map(RecordBatch::num_rows)
-            .sum::<usize>()
-            + self.held_versions
+        self.pending.rows() + self.held_versions
     }
 
     fn state_bytes(&self) -> usize {
-        self.pending
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum::<usize>()
+        self.pending.bytes()
             + self
                 .versions
                 .iter()
@@ -397,7 +385,7 @@ impl Operator for TemporalJoin {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.put_batches(&self.tables[0], self.pending.iter().cloned())?;
+        self.pending.snapshot(&mut snapshot, &self.tables[0])?;
         let mut keys: Vec<&[u8]> = Vec::new();
         let mut times = Vec::new();
         let mut rows: Vec<Option<&[u8]>> = Vec::new();
@@ -429,23 +417,11 @@ impl Operator for TemporalJoin {
         let meta: Meta = state.meta()?;
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
-        let probes = state.take(&self.tables[0])?;
-        self.pending = if probes.num_rows() > 0 {
-            vec![probes]
-        } else {
-            Vec::new()
-        };
+        self.pending.restore(&mut state, &self.tables[0])?;
         let table = state.take(&self.tables[1])?;
-        let bad = || EngineError::State(format!("{KIND}: bad version table"));
-        let binary = |i: usize| table.column(i).as_any().downcast_ref::<BinaryArray>();
-        let (Some(keys), Some(rows)) = (binary(0), binary(2)) else {
-            return Err(bad());
-        };
-        let times = table
-            .column(1)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(bad)?;
+        let keys = self.tables[1].column::<BinaryArray>(&table, 0)?;
+        let times = self.tables[1].column::<Int64Array>(&table, 1)?;
+        let rows = self.tables[1].column::<BinaryArray>(&table, 2)?;
         self.versions.clear();
         self.held_versions = table.num_rows();
         for r in 0..table.num_rows() {

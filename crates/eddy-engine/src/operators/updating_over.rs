@@ -111,8 +111,7 @@ use datafusion::physical_expr::window::WindowExpr;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use hashbrown::HashMap;
 
-use super::ordered_rows::{self, entry_bytes, Ordered, Partition, Partitions};
-use super::ttl::TtlSweeps;
+use super::ordered_rows::{self, Ordered, OrderedPartitions};
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
@@ -212,12 +211,8 @@ impl OperatorPlan for UpdatingOverPlan {
             rows: super::row_converter(&self.input_schema)?,
             values: super::row_converter(&Schema::new(value_fields))?,
             plan: self.clone(),
-            partitions: HashMap::new(),
-            held: 0,
-            bytes: 0,
-            unmatched_retractions: 0,
+            state: OrderedPartitions::new(self.state_ttl_ms),
             watermark: WATERMARK_MIN,
-            sweeps: TtlSweeps::new(self.state_ttl_ms),
         }))
     }
 
@@ -263,14 +258,9 @@ struct UpdatingOver {
     sort: RowConverter,
     rows: RowConverter,
     values: RowConverter,
-    partitions: Partitions,
-    /// Rows held over all partitions.
-    held: usize,
-    /// Bytes held (keys, rows and their overheads).
-    bytes: usize,
-    unmatched_retractions: u64,
+    /// Each partition's rows in order.
+    state: OrderedPartitions,
     watermark: Timestamp,
-    sweeps: TtlSweeps,
 }
 
 /// What a checkpoint keeps besides the rows.
@@ -409,75 +399,23 @@ impl Operator for UpdatingOver {
             .transpose()?;
         let rows = self.rows.convert_columns(data.columns())?;
 
-        // Rows by partition, partitions in the order the batch touches them.
-        let mut touched: Vec<Box<[u8]>> = Vec::new();
-        let mut slots: HashMap<&[u8], usize> = HashMap::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        for r in 0..n {
-            let key = keys.row(r);
-            let slot = *slots.entry(key.data()).or_insert_with(|| {
-                touched.push(key.data().into());
-                members.push(Vec::new());
-                members.len() - 1
-            });
-            members[slot].push(r);
-        }
         let mut changes = Vec::new();
-        for (slot, key) in touched.into_iter().enumerate() {
-            let mut ordered = match self.partitions.remove(&key) {
-                Some(partition) => {
-                    self.bytes -= key.len();
-                    partition.rows
-                }
-                None => Ordered::new(),
-            };
+        for (key, members) in OrderedPartitions::touched(&keys) {
+            let mut ordered = self.state.take(&key);
             let before = self.evaluate(&ordered)?;
-            for &r in &members[slot] {
+            for r in members {
                 let sort: Box<[u8]> = sorts
                     .as_ref()
                     .map_or_else(Box::default, |s| s.row(r).data().into());
-                let entry: (Box<[u8]>, Box<[u8]>) = (sort, rows.row(r).data().into());
                 let retraction = kinds
                     .as_ref()
                     .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
-                if retraction {
-                    match ordered.get_mut(&entry) {
-                        Some(copies) if *copies > 1 => *copies -= 1,
-                        Some(_) => {
-                            ordered.remove(&entry);
-                            self.bytes -= entry_bytes(&entry);
-                        }
-                        None => {
-                            self.unmatched_retractions += 1;
-                            continue;
-                        }
-                    }
-                    self.held -= 1;
-                } else {
-                    match ordered.entry(entry) {
-                        std::collections::btree_map::Entry::Occupied(mut held) => {
-                            *held.get_mut() += 1;
-                        }
-                        std::collections::btree_map::Entry::Vacant(slot) => {
-                            self.bytes += entry_bytes(slot.key());
-                            slot.insert(1);
-                        }
-                    }
-                    self.held += 1;
-                }
+                self.state
+                    .apply(&mut ordered, (sort, rows.row(r).data().into()), retraction);
             }
             let after = self.evaluate(&ordered)?;
             difference(before, after, &mut changes);
-            if !ordered.is_empty() {
-                self.bytes += key.len();
-                self.partitions.insert(
-                    key,
-                    Partition {
-                        rows: ordered,
-                        touched_at: self.watermark,
-                    },
-                );
-            }
+            self.state.put_back(key, ordered, self.watermark);
         }
         if !changes.is_empty() {
             out.emit(self.output(changes)?);
@@ -487,40 +425,27 @@ impl Operator for UpdatingOver {
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
-        let Some(cutoff) = self.sweeps.due(self.watermark) else {
-            return Ok(());
-        };
-        let (mut dropped, mut bytes) = (0, 0);
-        self.partitions.retain(|key, p| {
-            let keep = p.touched_at >= cutoff;
-            if !keep {
-                dropped += p.rows.values().map(|&c| c as usize).sum::<usize>();
-                bytes += key.len() + p.rows.keys().map(entry_bytes).sum::<usize>();
-            }
-            keep
-        });
-        self.held -= dropped;
-        self.bytes -= bytes;
+        self.state.expire(self.watermark);
         Ok(())
     }
 
     fn state_rows(&self) -> usize {
-        self.held
+        self.state.held()
     }
 
     fn state_bytes(&self) -> usize {
-        self.bytes
+        self.state.bytes()
     }
 
     /// Retractions of rows the operator never held (counted, ignored).
     fn late_rows(&self) -> u64 {
-        self.unmatched_retractions
+        self.state.unmatched_retractions()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let table = ordered_rows::table(&self.rows_table, &self.partitions)?;
+        let table = self.state.table(&self.rows_table)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
-            unmatched_retractions: self.unmatched_retractions,
+            unmatched_retractions: self.state.unmatched_retractions(),
             watermark: self.watermark,
         })?;
         snapshot.put(&self.rows_table, table)?;
@@ -532,11 +457,14 @@ impl Operator for UpdatingOver {
             return Ok(());
         }
         let meta: Meta = state.meta()?;
-        self.unmatched_retractions = meta.unmatched_retractions;
         self.watermark = meta.watermark;
-        self.sweeps.resume(meta.watermark);
         let table = state.take(&self.rows_table)?;
-        (self.partitions, self.held, self.bytes) = ordered_rows::load(&self.rows_table, &table)?;
+        self.state.restore(
+            &self.rows_table,
+            &table,
+            meta.unmatched_retractions,
+            meta.watermark,
+        )?;
         Ok(())
     }
 }

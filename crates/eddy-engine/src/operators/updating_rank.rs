@@ -94,8 +94,7 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use hashbrown::HashMap;
 
-use super::ordered_rows::{self, entry_bytes, Ordered, Partition, Partitions};
-use super::ttl::TtlSweeps;
+use super::ordered_rows::{self, Ordered, OrderedPartitions};
 use super::window_rank::RankFunction;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
@@ -226,12 +225,8 @@ impl OperatorPlan for UpdatingRankPlan {
             sort: RowConverter::new(sort_fields)?,
             rows: RowConverter::new(row_fields)?,
             plan: self.clone(),
-            partitions: HashMap::new(),
-            held: 0,
-            bytes: 0,
-            unmatched_retractions: 0,
+            state: OrderedPartitions::new(self.state_ttl_ms),
             watermark: WATERMARK_MIN,
-            sweeps: TtlSweeps::new(self.state_ttl_ms),
             arrivals: 0,
         }))
     }
@@ -283,15 +278,9 @@ struct UpdatingRank {
     keys: RowConverter,
     sort: RowConverter,
     rows: RowConverter,
-    partitions: Partitions,
-    /// Rows held over all partitions.
-    held: usize,
-    /// Bytes held (keys, rows and their overheads), kept as rows come and
-    /// go: sizing walked every row.
-    bytes: usize,
-    unmatched_retractions: u64,
+    /// Each partition's rows in order.
+    state: OrderedPartitions,
     watermark: Timestamp,
-    sweeps: TtlSweeps,
     /// Rows seen, the arrival number of the next (ranking by arrival).
     arrivals: u64,
 }
@@ -336,31 +325,6 @@ impl UpdatingRank {
             }
         }
         top
-    }
-
-    /// Drops an append-only partition's rows below its top (they can never
-    /// rank in it again).
-    /// Keeps the first `keep` rows (copies counted); the rows and bytes
-    /// dropped.
-    fn trim(ranked: &mut Ordered, keep: usize) -> (usize, usize) {
-        let mut seen = 0usize;
-        let mut dropped = 0usize;
-        let mut bytes = 0usize;
-        ranked.retain(|entry, copies| {
-            if seen >= keep {
-                dropped += *copies as usize;
-                bytes += entry_bytes(entry);
-                return false;
-            }
-            let room = keep - seen;
-            if (*copies as usize) > room {
-                dropped += *copies as usize - room;
-                *copies = room as u32;
-            }
-            seen += *copies as usize;
-            true
-        });
-        (dropped, bytes)
     }
 
     fn output(&self, changes: Vec<(RowKind, TopRow)>) -> Result<RecordBatch> {
@@ -454,77 +418,28 @@ impl Operator for UpdatingRank {
         };
         let rows = self.rows.convert_columns(data.columns())?;
 
-        // Rows by partition, partitions in the order the batch touches them.
-        let mut touched: Vec<Box<[u8]>> = Vec::new();
-        let mut slots: HashMap<&[u8], usize> = HashMap::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        for r in 0..n {
-            let key = keys.row(r);
-            let slot = *slots.entry(key.data()).or_insert_with(|| {
-                touched.push(key.data().into());
-                members.push(Vec::new());
-                members.len() - 1
-            });
-            members[slot].push(r);
-        }
         let mut changes = Vec::new();
-        for (slot, key) in touched.into_iter().enumerate() {
-            let mut ranked = match self.partitions.remove(&key) {
-                Some(partition) => {
-                    self.bytes -= key.len();
-                    partition.rows
-                }
-                None => Ordered::new(),
-            };
+        for (key, members) in OrderedPartitions::touched(&keys) {
+            let mut ranked = self.state.take(&key);
             let before = self.top(&ranked);
-            for &r in &members[slot] {
-                let entry = (sort_key(r), rows.row(r).data().into());
+            for r in members {
                 let retraction = kinds
                     .as_ref()
                     .is_some_and(|k| changelog::is_retraction_byte(k.value(r)));
-                if retraction {
-                    match ranked.get_mut(&entry) {
-                        Some(copies) if *copies > 1 => *copies -= 1,
-                        Some(_) => {
-                            ranked.remove(&entry);
-                            self.bytes -= entry_bytes(&entry);
-                        }
-                        None => {
-                            self.unmatched_retractions += 1;
-                            continue;
-                        }
-                    }
-                    self.held -= 1;
-                } else {
-                    match ranked.entry(entry) {
-                        std::collections::btree_map::Entry::Occupied(mut held) => {
-                            *held.get_mut() += 1;
-                        }
-                        std::collections::btree_map::Entry::Vacant(slot) => {
-                            self.bytes += entry_bytes(slot.key());
-                            slot.insert(1);
-                        }
-                    }
-                    self.held += 1;
-                }
+                self.state.apply(
+                    &mut ranked,
+                    (sort_key(r), rows.row(r).data().into()),
+                    retraction,
+                );
             }
             let after = self.top(&ranked);
             if !self.plan.input_updating {
-                let (rows, bytes) = Self::trim(&mut ranked, after.len());
-                self.held -= rows;
-                self.bytes -= bytes;
+                // An append-only partition's rows below its top can never
+                // rank in it again.
+                self.state.keep_first(&mut ranked, after.len());
             }
             difference(before, after, &mut changes);
-            if !ranked.is_empty() {
-                self.bytes += key.len();
-                self.partitions.insert(
-                    key,
-                    Partition {
-                        rows: ranked,
-                        touched_at: self.watermark,
-                    },
-                );
-            }
+            self.state.put_back(key, ranked, self.watermark);
         }
         if !changes.is_empty() {
             out.emit(self.output(changes)?);
@@ -534,39 +449,26 @@ impl Operator for UpdatingRank {
 
     fn on_watermark(&mut self, watermark: Timestamp, _out: &mut Collector) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
-        let Some(cutoff) = self.sweeps.due(self.watermark) else {
-            return Ok(());
-        };
-        let (mut dropped, mut bytes) = (0, 0);
-        self.partitions.retain(|key, p| {
-            let keep = p.touched_at >= cutoff;
-            if !keep {
-                dropped += p.rows.values().map(|&c| c as usize).sum::<usize>();
-                bytes += key.len() + p.rows.keys().map(entry_bytes).sum::<usize>();
-            }
-            keep
-        });
-        self.held -= dropped;
-        self.bytes -= bytes;
+        self.state.expire(self.watermark);
         Ok(())
     }
 
     fn state_rows(&self) -> usize {
-        self.held
+        self.state.held()
     }
 
     fn state_bytes(&self) -> usize {
-        self.bytes
+        self.state.bytes()
     }
 
     fn late_rows(&self) -> u64 {
-        self.unmatched_retractions
+        self.state.unmatched_retractions()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let table = ordered_rows::table(&self.rows_table, &self.partitions)?;
+        let table = self.state.table(&self.rows_table)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
-            unmatched_retractions: self.unmatched_retractions,
+            unmatched_retractions: self.state.unmatched_retractions(),
             watermark: self.watermark,
             arrivals: self.arrivals,
         })?;
@@ -579,12 +481,15 @@ impl Operator for UpdatingRank {
             return Ok(());
         }
         let meta: Meta = state.meta()?;
-        self.unmatched_retractions = meta.unmatched_retractions;
         self.watermark = meta.watermark;
         self.arrivals = meta.arrivals;
-        self.sweeps.resume(meta.watermark);
         let table = state.take(&self.rows_table)?;
-        (self.partitions, self.held, self.bytes) = ordered_rows::load(&self.rows_table, &table)?;
+        self.state.restore(
+            &self.rows_table,
+            &table,
+            meta.unmatched_retractions,
+            meta.watermark,
+        )?;
         Ok(())
     }
 }
