@@ -1,9 +1,12 @@
-//! `eddy bench decode`: eddy's NDJSON source alone, on one thread.
+//! `eddy bench decode`: eddy's NDJSON source alone, on one thread, beside
+//! the ceiling a SIMD JSON parser sets.
 //!
 //! In: an NDJSON file of one generated stream (orders, payments or device
 //! events, told apart by the first line's keys), read into memory first.
 //! Out: one JSON line: the bytes and rows decoded, and the fastest of
-//! `rounds` passes in seconds, MB/s and rows/s.
+//! `rounds` passes in seconds, MB/s and rows/s; then the same for
+//! simd-json parsing the same bytes line by line into its DOM
+//! (`simd_json_*`), and eddy's MB/s as a share of simd-json's.
 //!
 //! A pass is what the file source does for each chunk of `batch_size`
 //! lines, on the calling thread: the lines copied out of the read buffer,
@@ -11,6 +14,12 @@
 //! views, as SQL tables hold them). No query runs and no thread is
 //! started, so the figure moves with the decoder's own cost only, where a
 //! whole query's time on a shared machine moves with everything else.
+//!
+//! The reference pass is simd-json at its best on this machine (its
+//! runtime detection picks AVX2 or SSE4.2): the bytes copied once (as the
+//! source copies lines out of its read buffer), each line parsed in place
+//! into a `BorrowedValue` with reused buffers, no Arrow built. Its rows
+//! must equal eddy's.
 
 use std::io::{BufReader, Cursor, Read};
 use std::path::Path;
@@ -57,13 +66,48 @@ pub fn decode(input: &Path, batch_size: usize, rounds: usize) -> Result<String> 
         }
         best = best.min(started.elapsed().as_secs_f64());
     }
+    let (simd_best, simd_rows) = simd_json_passes(&bytes, rounds)?;
+    if simd_rows != rows {
+        return Err(CliError::Usage(format!(
+            "{}: eddy decoded {rows} rows, simd-json parsed {simd_rows} lines",
+            input.display()
+        )));
+    }
+    let mb_per_second = |seconds: f64| bytes.len() as f64 / seconds / 1e6;
     Ok(format!(
-        r#"{{"bytes":{},"rows":{rows},"rounds":{},"seconds":{best:.4},"mb_per_second":{:.1},"rows_per_second":{:.0}}}"#,
+        r#"{{"bytes":{},"rows":{rows},"rounds":{},"seconds":{best:.4},"mb_per_second":{:.1},"rows_per_second":{:.0},"simd_json_seconds":{simd_best:.4},"simd_json_mb_per_second":{:.1},"share_of_simd_json":{:.3}}}"#,
         bytes.len(),
         rounds.max(1),
-        bytes.len() as f64 / best / 1e6,
+        mb_per_second(best),
         rows as f64 / best,
+        mb_per_second(simd_best),
+        simd_best / best,
     ))
+}
+
+/// simd-json over `bytes`, line by line into its DOM: the fastest of
+/// `rounds` passes in seconds, and the lines parsed.
+fn simd_json_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
+    let mut copy = vec![0u8; bytes.len()];
+    let mut buffers = simd_json::Buffers::default();
+    let mut best = f64::INFINITY;
+    let mut lines = 0;
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        copy.copy_from_slice(bytes);
+        lines = 0;
+        for (n, line) in copy.split_mut(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            let value = simd_json::to_borrowed_value_with_buffers(line, &mut buffers)
+                .map_err(|e| CliError::Usage(format!("simd-json, line {}: {e}", n + 1)))?;
+            std::hint::black_box(&value);
+            lines += 1;
+        }
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    Ok((best, lines))
 }
 
 /// The generated stream whose lines `bytes` holds, by its first line's
@@ -122,6 +166,10 @@ mod tests {
         std::fs::write(&path, lines).unwrap();
         let line = decode(&path, 2048, 2).unwrap();
         assert!(line.contains("\"rows\":5000,"), "{line}");
+        // simd-json parsed the same 5000 lines (or decode had failed).
+        let (_, lines) = simd_json_passes(&std::fs::read(&path).unwrap(), 1).unwrap();
+        assert_eq!(lines, 5000);
+        assert!(line.contains("\"share_of_simd_json\":"), "{line}");
         std::fs::write(&path, "{\"x\":1}\n").unwrap();
         assert!(decode(&path, 2048, 1).is_err());
     }
