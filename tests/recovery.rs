@@ -13,6 +13,8 @@
 //! - Per-key totals over 100,000 keys of which few change between two
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
+//! - The same totals spilling to disk under a memory limit a tenth of
+//!   their state: kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
 //!   output is still exact.
@@ -548,7 +550,7 @@ fn python_aggregates_survive_kills() {
     let expected_windows = ndjson_outputs(&dir.path().join("expected"));
     let windows = &expected_windows["per_window.ndjson"];
     assert!(windows.len() > 100, "{} windows", windows.len());
-    let expected = debezium_table(&dir.path().join("expected").join("per_method.ndjson"));
+    let expected = common::debezium_table(&dir.path().join("expected").join("per_method.ndjson"));
     assert!(expected.len() >= 3, "{expected:?}");
     let verify = |output: &Path, run: &KillRun| {
         assert!(
@@ -557,7 +559,7 @@ fn python_aggregates_survive_kills() {
             run.kills
         );
         assert!(
-            debezium_table(&output.join("per_method.ndjson")) == expected,
+            common::debezium_table(&output.join("per_method.ndjson")) == expected,
             "the per-method table differs after {} kills",
             run.kills
         );
@@ -596,33 +598,6 @@ SELECT customer_id, orders, rn FROM (
 ) WHERE rn <= 3;
 ";
 
-/// The table a file of Debezium change events describes, as sorted JSON
-/// rows; panics on an update or delete of a row it does not hold.
-fn debezium_table(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut table: BTreeMap<String, usize> = BTreeMap::new();
-    for line in text.lines() {
-        let event: serde_json::Value = serde_json::from_str(line).unwrap();
-        if !event["before"].is_null() {
-            let before = event["before"].to_string();
-            let held = table
-                .get_mut(&before)
-                .unwrap_or_else(|| panic!("{}: {line} takes out a row not held", path.display()));
-            *held -= 1;
-            if *held == 0 {
-                table.remove(&before);
-            }
-        }
-        if !event["after"].is_null() {
-            *table.entry(event["after"].to_string()).or_insert(0) += 1;
-        }
-    }
-    table
-        .into_iter()
-        .flat_map(|(row, n)| std::iter::repeat_n(row, n))
-        .collect()
-}
-
 #[test]
 fn updating_queries_survive_kills_writing_debezium_changelogs() {
     let dir = tempfile::tempdir().unwrap();
@@ -647,7 +622,7 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
     ];
     let expected: Vec<Vec<String>> = sinks
         .iter()
-        .map(|s| debezium_table(&dir.path().join("expected").join(s)))
+        .map(|s| common::debezium_table(&dir.path().join("expected").join(s)))
         .collect();
     assert!(expected[0].len() > 100, "many customers");
     assert!(expected[1].len() > 3, "several order counts");
@@ -655,7 +630,7 @@ fn updating_queries_survive_kills_writing_debezium_changelogs() {
     let verify = |output: &Path, run: &KillRun| {
         for (sink, rows) in sinks.iter().zip(&expected) {
             assert!(
-                debezium_table(&output.join(sink)) == *rows,
+                common::debezium_table(&output.join(sink)) == *rows,
                 "{sink}: the replayed changelog differs after {} kills",
                 run.kills
             );
@@ -732,7 +707,7 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
         TOTALS,
         &["--set", &events, "--parallelism", "1"],
     );
-    let expected = debezium_table(&dir.path().join("expected").join("totals.ndjson"));
+    let expected = common::debezium_table(&dir.path().join("expected").join("totals.ndjson"));
     assert_eq!(expected.len(), 100_000, "a row per account");
     // Whole tables at every checkpoint, then as changes: the same
     // output, a fraction of the bytes per checkpoint.
@@ -757,7 +732,7 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
         assert!(taken >= 4, "{name}: only {taken} checkpoints");
         per_checkpoint.push(mib / taken as f64);
         assert!(
-            debezium_table(&dir.path().join(name).join("totals.ndjson")) == expected,
+            common::debezium_table(&dir.path().join(name).join("totals.ndjson")) == expected,
             "{name}: the totals differ from an uninterrupted run's"
         );
     }
@@ -772,7 +747,7 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
     // changes written after it), the totals stay exact.
     let verify = |output: &Path, run: &KillRun| {
         assert!(
-            debezium_table(&output.join("totals.ndjson")) == expected,
+            common::debezium_table(&output.join("totals.ndjson")) == expected,
             "the totals differ after {} kills",
             run.kills
         );
@@ -785,6 +760,57 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
     eprintln!(
         "per-key totals over 100,000 keys: {:.2} MiB per checkpoint whole, {:.2} as changes; {} kills in {} round(s), exact; resumed from {:?}",
         per_checkpoint[0], per_checkpoint[1], run.kills, run.rounds, run.resumed_from
+    );
+}
+
+/// The per-key totals at a memory limit a tenth of their state: the
+/// aggregate spills groups to disk and reads them back, its checkpoints
+/// hold every group on disk or not, and after kills the totals equal an
+/// uninterrupted run's without a limit.
+#[test]
+fn state_spilled_past_the_memory_limit_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    account_events(&events, 1_000_000);
+    let events = format!("EVENTS={}", events.display());
+    let (unlimited, _) = sql_job_and_baseline(
+        dir.path(),
+        TOTALS,
+        &["--set", &events, "--parallelism", "1"],
+    );
+    let expected = common::debezium_table(&dir.path().join("expected").join("totals.ndjson"));
+    assert_eq!(expected.len(), 100_000, "a row per account");
+    let limited = JobArgs(
+        unlimited
+            .0
+            .iter()
+            .cloned()
+            .chain(["--memory-limit".to_string(), "1MiB".to_string()])
+            .collect(),
+    );
+    let started = Instant::now();
+    let out = limited
+        .command(&dir.path().join("limited"), Some(&dir.path().join("state")))
+        .output()
+        .unwrap();
+    common::assert_success(&out, "the limited run");
+    // (tests/spill.rs shows such a limit makes the aggregate spill.)
+    let baseline = started.elapsed();
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            common::debezium_table(&output.join("totals.ndjson")) == expected,
+            "the spilled totals differ after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&limited, dir.path(), kills().min(5), baseline, 31, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "per-key totals spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
+        run.kills, run.rounds, run.resumed_from
     );
 }
 
@@ -863,7 +889,7 @@ fn a_change_feed_survives_kills_with_the_table_it_holds() {
     let sinks = ["mirror.ndjson", "per_owner.ndjson"];
     let expected: Vec<Vec<String>> = sinks
         .iter()
-        .map(|s| debezium_table(&dir.path().join("expected").join(s)))
+        .map(|s| common::debezium_table(&dir.path().join("expected").join(s)))
         .collect();
     assert!(expected[0].len() > 3000, "most accounts are held");
     assert_eq!(expected[1].len(), 20, "every owner has accounts");
@@ -872,7 +898,7 @@ fn a_change_feed_survives_kills_with_the_table_it_holds() {
     let verify = |output: &Path, run: &KillRun| {
         for (sink, rows) in sinks.iter().zip(&expected) {
             assert!(
-                debezium_table(&output.join(sink)) == *rows,
+                common::debezium_table(&output.join(sink)) == *rows,
                 "{sink}: the replayed changelog differs after {} kills",
                 run.kills
             );

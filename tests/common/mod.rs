@@ -554,3 +554,31 @@ pub fn wait_until_listening(port: u16, limit: std::time::Duration, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The table a file of Debezium change events describes, as sorted JSON
+/// rows; panics on an update or delete of a row it does not hold.
+#[allow(dead_code)] // not every test binary reads Debezium changelogs
+pub fn debezium_table(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut table: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in text.lines() {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap();
+        if !event["before"].is_null() {
+            let before = event["before"].to_string();
+            let held = table
+                .get_mut(&before)
+                .unwrap_or_else(|| panic!("{}: {line} takes out a row not held", path.display()));
+            *held -= 1;
+            if *held == 0 {
+                table.remove(&before);
+            }
+        }
+        if !event["after"].is_null() {
+            *table.entry(event["after"].to_string()).or_insert(0) += 1;
+        }
+    }
+    table
+        .into_iter()
+        .flat_map(|(row, n)| std::iter::repeat_n(row, n))
+        .collect()
+}

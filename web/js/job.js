@@ -146,7 +146,7 @@ function renderGraph(job) {
       [`in ${fmtNumber(m.rows_in)} · out ${fmtNumber(m.rows_out)}`, ''],
     ];
     if (node.stateful) {
-      lines.push([`state ${fmtNumber(m.state_rows)} (≤ ${fmtNumber(m.peak_state_rows)}) · ${fmtBytes(m.state_bytes)}`, 'kind']);
+      lines.push([`state ${fmtNumber(m.state_rows)} (≤ ${fmtNumber(m.peak_state_rows)}) · ${fmtBytes(m.state_bytes)}${m.spill_disk_bytes ? ` + ${fmtBytes(m.spill_disk_bytes)} on disk` : ''}`, 'kind']);
       // Rows the operator dropped because its state for them was final.
       if (m.late_rows > 0) lines[1][0] += ` · ${fmtNumber(m.late_rows)} late`;
     }

@@ -223,12 +223,22 @@ pub(crate) struct RunArgs {
     /// of two when that is more.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=32768))]
     pub(crate) max_parallelism: Option<u16>,
-    /// Fail the job, naming the operator holding most, when its operator
-    /// state passes SIZE (`512MiB`, `4GB`) rather than let the process
-    /// run out of memory. With --group: a budget per task. Each Python
-    /// function worker's address space is held to SIZE too.
+    /// Hold the job's operator state in memory to SIZE (`512MiB`, `4GB`):
+    /// an operator that reaches it moves state to disk (--spill-dir) and
+    /// goes on; one that cannot spill fails the job, naming the operator
+    /// holding most, rather than let the process run out of memory. With
+    /// --group: a budget per task. Each Python function worker's address
+    /// space is held to SIZE too.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) memory_limit: Option<u64>,
+    /// Where state past --memory-limit is spilled (a fresh directory under
+    /// DIR, removed when the job ends). Default: `spill` under a local
+    /// --state-dir, else the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) spill_dir: Option<PathBuf>,
+    /// Fail the job when its spilled state takes more than SIZE on disk.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub(crate) spill_disk_limit: Option<u64>,
     /// Directories `CREATE FUNCTION ... AS 'module:function'` imports
     /// Python modules from (repeat the flag, or separate with ':').
     #[arg(long, value_name = "DIR", env = "EDDY_UDF_PATH", value_delimiter = ':')]
@@ -337,6 +347,14 @@ pub(crate) struct ServeArgs {
     /// --memory-limit, the server's, holds it).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) job_memory_limit: Option<u64>,
+    /// Where jobs spill operator state past their memory budgets (each
+    /// job a fresh directory under DIR, removed when it ends). Default:
+    /// `spill` under --state-dir.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) spill_dir: Option<PathBuf>,
+    /// Fail a job when its spilled state takes more than SIZE on disk.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub(crate) spill_disk_limit: Option<u64>,
     /// Also speak the PostgreSQL wire protocol here (`127.0.0.1:5432`):
     /// psql, drivers and BI tools create materialized views and query
     /// them, with the --token as password.

@@ -193,7 +193,7 @@ pub fn summary(report: &JobReport) -> String {
             _ => {
                 let inputs: Vec<String> = m.rows_in_by_input.iter().map(u64::to_string).collect();
                 lines.push(format!(
-                    "{}: {} rows in ({}), {} rows out, {} in state (at most {}; {}){}",
+                    "{}: {} rows in ({}), {} rows out, {} in state (at most {}; {}){}{}",
                     node.name,
                     m.rows_in,
                     inputs.join(" + "),
@@ -201,6 +201,16 @@ pub fn summary(report: &JobReport) -> String {
                     m.state_rows,
                     m.peak_state_rows,
                     mebibytes(m.state_bytes),
+                    if m.spill_written_bytes > 0 {
+                        format!(
+                            ", spilled {} to disk and read {} back ({} on disk)",
+                            mebibytes(m.spill_written_bytes),
+                            mebibytes(m.spill_read_bytes),
+                            mebibytes(m.spill_disk_bytes)
+                        )
+                    } else {
+                        String::new()
+                    },
                     if m.late_rows > 0 {
                         format!(", {} dropped as late", m.late_rows)
                     } else {

@@ -76,6 +76,28 @@ pub enum EngineError {
         /// What that node holds, bytes.
         held: u64,
     },
+    /// Spilled state could not be written or read ([`crate::spill`]).
+    #[error("spilling operator state: could not {doing} {place}: {reason}")]
+    Spill {
+        /// What was being done (`open`, `write to`, ...).
+        doing: &'static str,
+        /// The spill store's directory.
+        place: String,
+        /// The store's or the file system's error.
+        reason: String,
+    },
+    /// The job's spilled state passed its disk limit.
+    #[error(
+        "spilled operator state takes {} on disk, past the job's spill disk limit of {}; \
+         raise it (--spill-disk-limit), raise --memory-limit, or give the state a TTL",
+        crate::memory::format_bytes(*used), crate::memory::format_bytes(*limit)
+    )]
+    SpillDiskLimit {
+        /// Bytes on disk.
+        used: u64,
+        /// The limit, bytes.
+        limit: u64,
+    },
     /// A MATCH_RECOGNIZE pattern cannot be compiled.
     #[error("{0}")]
     Pattern(#[from] crate::operators::match_recognize::pattern::PatternRefusal),

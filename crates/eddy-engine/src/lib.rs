@@ -38,6 +38,7 @@ pub mod runtime;
 pub mod shape;
 pub mod sink;
 pub mod source;
+pub mod spill;
 pub mod state;
 pub mod suggest;
 pub mod time;

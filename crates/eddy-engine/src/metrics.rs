@@ -26,6 +26,9 @@ pub struct NodeMetrics {
     state_rows: AtomicU64,
     peak_state_rows: AtomicU64,
     state_bytes: AtomicU64,
+    spill_disk_bytes: AtomicU64,
+    spill_written_bytes: AtomicU64,
+    spill_read_bytes: AtomicU64,
     watermark: AtomicI64,
     rows_in_by_input: Vec<AtomicU64>,
     connector: Mutex<BTreeMap<String, i64>>,
@@ -42,6 +45,9 @@ impl Default for NodeMetrics {
             state_rows: AtomicU64::new(0),
             peak_state_rows: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
+            spill_disk_bytes: AtomicU64::new(0),
+            spill_written_bytes: AtomicU64::new(0),
+            spill_read_bytes: AtomicU64::new(0),
             watermark: AtomicI64::new(WATERMARK_MIN),
             connector: Mutex::default(),
         }
@@ -69,6 +75,15 @@ pub struct MetricsSnapshot {
     /// Approximate bytes of memory held in operator state.
     #[serde(default)]
     pub state_bytes: u64,
+    /// Bytes of operator state spilled to disk now ([`crate::spill`]).
+    #[serde(default)]
+    pub spill_disk_bytes: u64,
+    /// Bytes of state written to the spill store so far.
+    #[serde(default)]
+    pub spill_written_bytes: u64,
+    /// Bytes of spilled state read back so far.
+    #[serde(default)]
+    pub spill_read_bytes: u64,
     /// The node's current input watermark, epoch ms (`i64::MIN` before any).
     pub watermark: Timestamp,
     /// A connector's own figures by name (a PostgreSQL source's
@@ -121,6 +136,16 @@ impl NodeMetrics {
     pub fn set_state_bytes(&self, n: usize) {
         self.state_bytes.store(n as u64, Ordering::Relaxed);
     }
+    /// Records what the node's spilled state has cost
+    /// ([`crate::operator::Operator::spill_stats`]).
+    pub fn set_spill(&self, stats: crate::spill::SpillStats) {
+        self.spill_disk_bytes
+            .store(stats.disk_bytes, Ordering::Relaxed);
+        self.spill_written_bytes
+            .store(stats.written_bytes, Ordering::Relaxed);
+        self.spill_read_bytes
+            .store(stats.read_bytes, Ordering::Relaxed);
+    }
     /// Sets a connector's own figure.
     pub fn set_connector_metric(&self, name: &str, value: i64) {
         let mut figures = self.connector.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,6 +188,9 @@ impl NodeMetrics {
             state_rows: self.state_rows.load(Ordering::Relaxed),
             peak_state_rows: self.peak_state_rows.load(Ordering::Relaxed),
             state_bytes: self.state_bytes.load(Ordering::Relaxed),
+            spill_disk_bytes: self.spill_disk_bytes.load(Ordering::Relaxed),
+            spill_written_bytes: self.spill_written_bytes.load(Ordering::Relaxed),
+            spill_read_bytes: self.spill_read_bytes.load(Ordering::Relaxed),
             watermark: self.watermark.load(Ordering::Relaxed),
             connector: self.connector.lock().map(|f| f.clone()).unwrap_or_default(),
         }
@@ -193,6 +221,9 @@ impl MetricsSnapshot {
         self.state_rows += other.state_rows;
         self.peak_state_rows += other.peak_state_rows;
         self.state_bytes += other.state_bytes;
+        self.spill_disk_bytes += other.spill_disk_bytes;
+        self.spill_written_bytes += other.spill_written_bytes;
+        self.spill_read_bytes += other.spill_read_bytes;
         self.watermark = self.watermark.min(other.watermark);
         for (name, value) in &other.connector {
             *self.connector.entry(name.clone()).or_default() += value;

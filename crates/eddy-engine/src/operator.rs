@@ -215,9 +215,32 @@ pub trait Operator: Send {
         0
     }
 
-    /// Approximate bytes of memory held in state, for metrics.
+    /// Approximate bytes of memory held in state: the gauge, and what the
+    /// node reserves from the job's memory budget ([`crate::memory`]).
     fn state_bytes(&self) -> usize {
         0
+    }
+
+    /// Whether [`Operator::state_bytes`] is a count kept as state comes
+    /// and goes (cheap to ask): the node then reserves memory after every
+    /// message; otherwise, since sizing may walk the state, about every
+    /// 200 ms.
+    fn state_bytes_are_counted(&self) -> bool {
+        false
+    }
+
+    /// The memory budget refused the operator more: move state out of
+    /// memory into a table of `space` ([`crate::spill`]) and go on reading
+    /// it back by key as rows need it. Returns whether anything moved; an
+    /// operator that keeps all its state in memory (the default) returns
+    /// `false`, and the job fails for memory.
+    fn spill(&mut self, _space: &std::sync::Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// What its spilled state has cost so far ([`Operator::spill`]).
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        crate::spill::SpillStats::default()
     }
 
     /// The operator's state at a checkpoint barrier. Must leave the

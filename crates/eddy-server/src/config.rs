@@ -65,6 +65,10 @@ pub struct ServerConfig {
     /// its own (`--job-memory-limit`), bytes; `None`: such a job is held
     /// only to the server's.
     pub job_memory_limit: Option<u64>,
+    /// Where jobs spill state past their memory budgets, and how much
+    /// each may (`--spill-dir`, default `spill` under the state
+    /// directory; `--spill-disk-limit`).
+    pub spill: eddy_engine::spill::SpillConfig,
     /// The PostgreSQL port (`--pg-addr`, `--pg-tls-cert`/`--pg-tls-key`);
     /// `None`: HTTP only.
     pub pg: Option<crate::pg::PgConfig>,
@@ -76,6 +80,7 @@ pub struct ServerConfig {
 impl ServerConfig {
     /// Settings with the defaults for everything but the directories.
     pub fn new(data_root: PathBuf, output_root: PathBuf, state_dir: PathBuf) -> Self {
+        let spill_dir = state_dir.join("spill");
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_root,
@@ -94,6 +99,10 @@ impl ServerConfig {
             pool_share: eddy_engine::runtime::Fairness::PerJob,
             max_jobs: None,
             job_memory_limit: None,
+            spill: eddy_engine::spill::SpillConfig {
+                dir: Some(spill_dir),
+                disk_limit: None,
+            },
             pg: None,
             view_refresh: Duration::from_secs(1),
         }

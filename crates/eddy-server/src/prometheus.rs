@@ -58,7 +58,7 @@ struct Family {
     value: fn(&NodeMetrics) -> Option<f64>,
 }
 
-const FAMILIES: [Family; 9] = [
+const FAMILIES: [Family; 12] = [
     Family {
         name: "eddy_rows_in_total",
         kind: "counter",
@@ -94,6 +94,24 @@ const FAMILIES: [Family; 9] = [
         kind: "gauge",
         help: "Approximate bytes held in operator state.",
         value: |m| Some(m.state_bytes as f64),
+    },
+    Family {
+        name: "eddy_spill_disk_bytes",
+        kind: "gauge",
+        help: "Bytes of operator state spilled to disk past the memory budget.",
+        value: |m| Some(m.spill_disk_bytes as f64),
+    },
+    Family {
+        name: "eddy_spill_written_bytes_total",
+        kind: "counter",
+        help: "Bytes of operator state written to disk.",
+        value: |m| Some(m.spill_written_bytes as f64),
+    },
+    Family {
+        name: "eddy_spill_read_bytes_total",
+        kind: "counter",
+        help: "Bytes of spilled operator state read back.",
+        value: |m| Some(m.spill_read_bytes as f64),
     },
     Family {
         name: "eddy_watermark_ms",

@@ -300,8 +300,17 @@ pub struct NodeMetrics {
     pub state_rows: u64,
     /// The most rows or groups held in state at once.
     pub peak_state_rows: u64,
-    /// Approximate bytes held in state.
+    /// Approximate bytes held in state in memory.
     pub state_bytes: u64,
+    /// Bytes of state spilled to disk now (past the memory budget).
+    #[serde(default)]
+    pub spill_disk_bytes: u64,
+    /// Bytes of state written to disk so far.
+    #[serde(default)]
+    pub spill_written_bytes: u64,
+    /// Bytes of spilled state read back so far.
+    #[serde(default)]
+    pub spill_read_bytes: u64,
     /// The node's watermark, epoch ms (absent before the first one and after the end).
     pub watermark: Option<i64>,
     /// Wall-clock time minus the watermark, ms.

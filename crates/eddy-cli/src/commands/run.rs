@@ -14,6 +14,7 @@ use eddy_engine::key_groups::KeyGroups;
 use eddy_engine::memory::MemoryBudget;
 use eddy_engine::parallel::{machine_cores, Parallelism};
 use eddy_engine::runtime::JobConfig;
+use eddy_engine::spill::SpillConfig;
 use eddy_launch::{
     launch, plain_connectors, GroupSettings, LaunchConfig, LaunchPlan, RunReport, RunningJob,
 };
@@ -42,6 +43,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         from_savepoint,
         allow_dropped_state,
         memory_limit,
+        spill_dir,
+        spill_disk_limit,
         udf_path,
         no_chaining,
         workers,
@@ -130,6 +133,15 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
                 allow_dropped_state,
                 // A group job's tasks each get their own budget.
                 memory: if grouped { Vec::new() } else { memory() },
+                spill: SpillConfig {
+                    dir: spill_dir.or_else(|| {
+                        state
+                            .as_ref()
+                            .filter(|s| s.bucket.is_none())
+                            .map(|s| s.dir.join("spill"))
+                    }),
+                    disk_limit: spill_disk_limit,
+                },
                 batch_rows: batch_size,
                 disable_chaining: no_chaining,
                 pool,

@@ -26,6 +26,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         pool_share,
         max_jobs,
         job_memory_limit,
+        spill_dir,
+        spill_disk_limit,
         pg_addr,
         pg_tls_cert,
         pg_tls_key,
@@ -100,6 +102,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
         pool_share,
         max_jobs: max_jobs.map(|n| n as usize),
         job_memory_limit,
+        spill: eddy_engine::spill::SpillConfig {
+            dir: spill_dir.or_else(|| defaults.spill.dir.clone()),
+            disk_limit: spill_disk_limit,
+        },
         pg: pg_addr.map(|addr| eddy_server::pg::PgConfig {
             addr,
             tls: pg_tls_cert.zip(pg_tls_key),

@@ -174,7 +174,8 @@ mod tests {
                 metrics: NodeMetrics::new_shared(1),
                 control: self.control.clone(),
                 events: self.events.clone(),
-                memory: crate::memory::Charge::new(Vec::new(), name),
+                memory: crate::memory::MemoryReservation::new(Vec::new(), name),
+                spill: Arc::new(crate::spill::SpillSpace::new(Default::default())),
             }
         }
 

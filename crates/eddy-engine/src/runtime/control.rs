@@ -157,17 +157,20 @@ pub(crate) struct NodeContext {
     pub metrics: Arc<NodeMetrics>,
     pub control: Arc<Control>,
     pub events: tokio::sync::mpsc::UnboundedSender<NodeEvent>,
-    /// The node's state charged to the job's memory budgets (released when
-    /// the node's task ends and this context with it).
-    pub memory: crate::memory::Charge,
+    /// The node's reservation against the job's memory budgets (released
+    /// when the node's task ends and this context with it).
+    pub memory: crate::memory::MemoryReservation,
+    /// Where the node's operator spills state the budget refuses.
+    pub spill: Arc<crate::spill::SpillSpace>,
 }
 
 impl NodeContext {
-    /// The node's state now takes `bytes`: the gauge, and every budget;
-    /// an error when that passes a budget (the node fails, naming it).
-    pub fn set_state_bytes(&self, bytes: usize) -> crate::Result<()> {
+    /// The node's state now takes `bytes`: the gauge, and the reservation;
+    /// an error when a budget refuses it (a node that cannot spill fails,
+    /// naming the budget).
+    pub fn set_state_bytes(&mut self, bytes: usize) -> crate::Result<()> {
         self.metrics.set_state_bytes(bytes);
-        self.memory.set(bytes as u64)
+        Ok(self.memory.try_resize(bytes as u64)?)
     }
 
     /// The runtime part of the node's checkpoint: its metrics now, its

@@ -95,6 +95,9 @@ pub struct JobConfig {
     /// The budgets the job's operator state is charged to (its own, its
     /// server's); none: unbounded.
     pub memory: Vec<Arc<crate::memory::MemoryBudget>>,
+    /// Where state the budgets refuse is spilled, and how much may be
+    /// ([`crate::spill`]).
+    pub spill: crate::spill::SpillConfig,
     /// How the job's nodes are named to a budget shared with other jobs
     /// (`<label>/<node>`); empty: the node's name alone.
     pub label: String,

@@ -30,7 +30,8 @@ use crate::operator::{Collector, Operator};
 use crate::state::declared::{check_snapshot, TableSpec};
 use crate::time::Timestamp;
 
-/// How often the state-memory gauge is refreshed.
+/// How often the state of an operator that does not count its bytes is
+/// sized (and the spill figures refreshed).
 const STATE_SIZE_EVERY: Duration = Duration::from_millis(200);
 
 /// An operator node ready to run.
@@ -85,6 +86,24 @@ impl OperatorStage {
             every,
             ticked: Instant::now(),
         }
+    }
+}
+
+impl OperatorStage {
+    /// Reserves the operator's state from the job's memory budgets; when
+    /// they refuse, the operator spills state to disk and the node asks
+    /// for what it holds then. Fails when the operator cannot spill, or
+    /// still holds more than the budgets grant after it did.
+    fn reserve_state(&mut self) -> Result<()> {
+        let bytes = self.op.state_bytes();
+        let Err(refused) = self.ctx.set_state_bytes(bytes) else {
+            return Ok(());
+        };
+        if !self.op.spill(&self.ctx.spill)? {
+            return Err(refused);
+        }
+        self.ctx.metrics.set_spill(self.op.spill_stats());
+        self.ctx.set_state_bytes(self.op.state_bytes())
     }
 }
 
@@ -175,9 +194,14 @@ impl Stage for OperatorStage {
         }
         self.ctx.metrics.set_state_rows(self.op.state_rows());
         self.ctx.metrics.set_late_rows(self.op.late_rows());
-        if self.sized.elapsed() >= STATE_SIZE_EVERY {
-            // Sizing can walk the whole state, so it is not done per message.
-            self.ctx.set_state_bytes(self.op.state_bytes())?;
+        // Sizing can walk the whole state, so an operator that does not
+        // count its bytes is sized on a clock, not per message.
+        let due = self.sized.elapsed() >= STATE_SIZE_EVERY;
+        if due || self.op.state_bytes_are_counted() {
+            self.reserve_state()?;
+        }
+        if due {
+            self.ctx.metrics.set_spill(self.op.spill_stats());
             self.sized = Instant::now();
         }
         Ok(())
@@ -192,7 +216,7 @@ impl Stage for OperatorStage {
                 self.op.snapshot()?
             };
             check_snapshot(&self.tables, &state)?;
-            self.ctx.set_state_bytes(self.op.state_bytes())?;
+            self.reserve_state()?;
             let data = NodeCheckpoint {
                 runtime: self.ctx.runtime_state(clock, self.forwarded, false),
                 state,
@@ -216,7 +240,8 @@ impl Stage for OperatorStage {
         self.op.on_end(&mut self.collector)?;
         self.outputs.flush(&mut self.collector)?;
         self.ctx.metrics.set_state_rows(self.op.state_rows());
-        self.ctx.set_state_bytes(self.op.state_bytes())?;
+        self.reserve_state()?;
+        self.ctx.metrics.set_spill(self.op.spill_stats());
         self.outputs.send_all(Message::End)?;
         let data = NodeCheckpoint {
             runtime: self.ctx.runtime_state(clock, self.forwarded, true),

@@ -153,7 +153,7 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 
 /// Runs a source until its input ends, the job stops, or it fails.
 pub(crate) async fn run_source(
-    ctx: &NodeContext,
+    ctx: &mut NodeContext,
     work: SourceWork,
     outputs: &mut Outputs,
 ) -> Result<()> {
@@ -308,7 +308,9 @@ pub(crate) async fn run_source(
                 let (held, bytes) = runner.feed_size();
                 if bytes > 0 {
                     metrics.set_state_rows(held);
-                    ctx.set_state_bytes(bytes)?;
+                    metrics.set_state_bytes(bytes);
+                    // A change feed's table cannot spill: a refusal fails the job.
+                    ctx.memory.try_resize(bytes as u64)?;
                 }
                 let mut bad = bad;
                 bad.extend(source_ctx.take_bad_rows());

@@ -274,6 +274,7 @@ pub fn start_job(
         metrics: &metrics,
         control: &control,
         events: &events_tx,
+        spill: Arc::new(crate::spill::SpillSpace::new(config.spill.clone())),
         config,
     }
     .link(work, ports)?;
@@ -578,6 +579,8 @@ struct Linking<'a> {
     metrics: &'a [Arc<NodeMetrics>],
     control: &'a Arc<Control>,
     events: &'a tokio::sync::mpsc::UnboundedSender<control::NodeEvent>,
+    /// The job's spill store, shared by its nodes (gone with the last).
+    spill: Arc<crate::spill::SpillSpace>,
     config: &'a JobConfig,
 }
 
@@ -637,7 +640,8 @@ impl Linking<'_> {
                 metrics: self.metrics[id].clone(),
                 control: self.control.clone(),
                 events: self.events.clone(),
-                memory: crate::memory::Charge::new(
+                spill: self.spill.clone(),
+                memory: crate::memory::MemoryReservation::new(
                     self.config.memory.clone(),
                     if self.config.label.is_empty() {
                         node.name.clone()
@@ -683,7 +687,7 @@ fn chained(id: usize, item: Work, ctx: NodeContext, outputs: Outputs) -> Result<
 
 /// The task a chain's first node heads: its loop, a failure or panic in it
 /// recorded as the job's (named for the node), which cancels the rest.
-fn task((item, ctx, mut outputs): Head) -> impl std::future::Future<Output = ()> + Send {
+fn task((item, mut ctx, mut outputs): Head) -> impl std::future::Future<Output = ()> + Send {
     let name = ctx.name.clone();
     let job_control = ctx.control.clone();
     // Held until the failure is recorded: the coordinator takes every
@@ -692,7 +696,9 @@ fn task((item, ctx, mut outputs): Head) -> impl std::future::Future<Output = ()>
     async move {
         let run = async move {
             match item {
-                Work::Source(source) => source_task::run_source(&ctx, source, &mut outputs).await,
+                Work::Source(source) => {
+                    source_task::run_source(&mut ctx, source, &mut outputs).await
+                }
                 Work::Operator(w) => {
                     let mut stage =
                         OperatorStage::new(ctx, w.operator, w.tables, w.forwarded, outputs);

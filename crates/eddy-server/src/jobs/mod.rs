@@ -426,6 +426,7 @@ impl JobManager {
             label: record.name.clone(),
             disable_chaining: self.config.disable_chaining,
             pool: Some(self.pool.clone()),
+            spill: self.config.spill.clone(),
             ..JobConfig::default()
         };
         let (job, group) = match plan {

@@ -169,6 +169,9 @@ impl JobManager {
                     state_rows: m.state_rows,
                     peak_state_rows: m.peak_state_rows,
                     state_bytes: m.state_bytes,
+                    spill_disk_bytes: m.spill_disk_bytes,
+                    spill_written_bytes: m.spill_written_bytes,
+                    spill_read_bytes: m.spill_read_bytes,
                     watermark,
                     watermark_lag_ms: watermark.and_then(|w| lag(wall, w)),
                     events_per_second: if running {

@@ -97,8 +97,18 @@ pub trait AggregateColumn: Send {
         table: Option<RecordBatch>,
     ) -> Result<()>;
 
+    /// Sets each of `groups` from its row of `columns` (its groups-table
+    /// columns): group `groups[i]` from row `i`. Spilled groups come back
+    /// this way.
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()>;
+
     /// Bytes held.
     fn size(&self) -> usize;
+
+    /// Whether [`Self::size`] is kept as groups come and go (cheap to ask).
+    fn size_is_counted(&self) -> bool {
+        true
+    }
 }
 
 /// Keeps `keep`'s entries of `values`, in order.

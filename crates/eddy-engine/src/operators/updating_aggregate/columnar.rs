@@ -90,6 +90,11 @@ fn state_column<T: ArrowPrimitiveType>(
 }
 
 /// `count(x)`: rows with a non-null argument (`count(*)` counts a literal).
+/// Groups `0..groups`, for a restore that loads them all.
+fn all_groups(groups: usize) -> Vec<usize> {
+    (0..groups).collect()
+}
+
 #[derive(Default)]
 struct Count {
     counts: Vec<i64>,
@@ -152,8 +157,16 @@ impl AggregateColumn for Count {
         columns: &[ArrayRef],
         _: Option<RecordBatch>,
     ) -> Result<()> {
+        self.counts.clear();
+        self.resize(groups)?;
+        self.load(&all_groups(groups), columns)
+    }
+
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()> {
         let counts = state_column::<Int64Type>(columns, 0)?;
-        self.counts = (0..groups).map(|g| counts.value(g)).collect();
+        for (row, &g) in groups.iter().enumerate() {
+            self.counts[g] = counts.value(row);
+        }
         Ok(())
     }
 
@@ -256,23 +269,31 @@ impl<T: ArrowPrimitiveType> AggregateColumn for Sum<T> {
         columns: &[ArrayRef],
         _: Option<RecordBatch>,
     ) -> Result<()> {
+        self.sums.clear();
+        self.values.clear();
+        self.resize(groups)?;
+        self.load(&all_groups(groups), columns)
+    }
+
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()> {
         let sums = state_column::<T>(columns, 0)?;
-        self.sums = (0..groups)
-            .map(|g| {
-                if sums.is_valid(g) {
-                    sums.value(g)
-                } else {
-                    T::Native::ZERO
-                }
-            })
-            .collect();
-        self.values = if self.retracting {
-            let counts = state_column::<UInt64Type>(columns, 1)?;
-            (0..groups).map(|g| counts.value(g)).collect()
+        let counts = if self.retracting {
+            Some(state_column::<UInt64Type>(columns, 1)?)
         } else {
-            // A plain sum's state says only whether it saw a value.
-            (0..groups).map(|g| u64::from(sums.is_valid(g))).collect()
+            None
         };
+        for (row, &g) in groups.iter().enumerate() {
+            self.sums[g] = if sums.is_valid(row) {
+                sums.value(row)
+            } else {
+                T::Native::ZERO
+            };
+            self.values[g] = match counts {
+                Some(counts) => counts.value(row),
+                // A plain sum's state says only whether it saw a value.
+                None => u64::from(sums.is_valid(row)),
+            };
+        }
         Ok(())
     }
 
@@ -352,6 +373,15 @@ impl AggregateColumn for Avg {
         };
         let (count, sum) = (count.clone(), sum.clone());
         self.0.restore(groups, &[sum, count], None)
+    }
+
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()> {
+        let [count, sum] = columns else {
+            return Err(EngineError::State(format!(
+                "{KIND}: an average's state is two columns"
+            )));
+        };
+        self.0.load(groups, &[sum.clone(), count.clone()])
     }
 
     fn size(&self) -> usize {
@@ -461,17 +491,22 @@ impl<T: ArrowPrimitiveType> AggregateColumn for Extreme<T> {
         columns: &[ArrayRef],
         _: Option<RecordBatch>,
     ) -> Result<()> {
+        self.values.clear();
+        self.seen.clear();
+        self.resize(groups)?;
+        self.load(&all_groups(groups), columns)
+    }
+
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()> {
         let values = state_column::<T>(columns, 0)?;
-        self.values = (0..groups)
-            .map(|g| {
-                if values.is_valid(g) {
-                    values.value(g)
-                } else {
-                    T::Native::ZERO
-                }
-            })
-            .collect();
-        self.seen = (0..groups).map(|g| values.is_valid(g)).collect();
+        for (row, &g) in groups.iter().enumerate() {
+            self.seen[g] = values.is_valid(row);
+            self.values[g] = if values.is_valid(row) {
+                values.value(row)
+            } else {
+                T::Native::ZERO
+            };
+        }
         Ok(())
     }
 

@@ -88,6 +88,7 @@
 mod column;
 mod columnar;
 mod rows;
+mod spilled;
 
 use std::sync::Arc;
 
@@ -213,7 +214,9 @@ impl OperatorPlan for UpdatingAggregatePlan {
             unmatched_retractions: 0,
             watermark: WATERMARK_MIN,
             sweeps: TtlSweeps::new(self.state_ttl_ms),
+            expired_before: WATERMARK_MIN,
             changed: ChangedKeys::default(),
+            spilled: None,
         }))
     }
 
@@ -320,8 +323,14 @@ struct UpdatingAggregate {
     unmatched_retractions: u64,
     watermark: Timestamp,
     sweeps: TtlSweeps,
+    /// The cutoff of the last TTL sweep: a spilled group last touched
+    /// before it is gone, as it would be had it stayed in memory.
+    expired_before: Timestamp,
     /// The groups changed since the previous checkpoint.
     changed: ChangedKeys,
+    /// The groups moved to disk when the memory budget refused more
+    /// ([`Operator::spill`]); memory then holds those touched since.
+    spilled: Option<spilled::SpilledGroups>,
 }
 
 /// Where a change's aggregate values come from: the old values (0) or the
@@ -360,7 +369,88 @@ impl UpdatingAggregate {
             .ok_or_else(|| EngineError::operator(KIND, "group table vanished"))?;
         groups.intern(keys, &mut self.group_indices)?;
         let count = groups.len();
-        self.ensure_groups(count)
+        let known = self.rows.len();
+        self.ensure_groups(count)?;
+        self.read_back(keys, known)
+    }
+
+    /// Loads the spilled state of the groups the batch brought back into
+    /// memory (numbered from `known` on); a spilled group the TTL has
+    /// since expired is forgotten instead.
+    fn read_back(&mut self, keys: &[ArrayRef], known: usize) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(());
+        };
+        let count = self.rows.len();
+        if count == known {
+            return Ok(());
+        }
+        let mut first = vec![u32::MAX; count - known];
+        for (row, &g) in self.group_indices.iter().enumerate() {
+            if g >= known && first[g - known] == u32::MAX {
+                first[g - known] = row as u32;
+            }
+        }
+        let first = UInt32Array::from(first);
+        let new_keys = keys
+            .iter()
+            .map(|k| Ok(take(k.as_ref(), &first, None)?))
+            .collect::<Result<Vec<_>>>()?;
+        let found = spilled.read(&new_keys)?;
+        if found.positions.is_empty() {
+            return Ok(());
+        }
+        let int64 = |c: usize| {
+            found
+                .states
+                .get(c)
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                .ok_or_else(|| EngineError::State(format!("{KIND}: bad spilled group")))
+        };
+        let (held, touched) = (int64(0)?, int64(1)?);
+        let mut groups = Vec::with_capacity(found.positions.len());
+        let mut kept = Vec::with_capacity(found.positions.len());
+        let mut expired = Vec::new();
+        for (i, &position) in found.positions.iter().enumerate() {
+            if touched.value(i) < self.expired_before {
+                expired.push(position as u32);
+                self.live_groups -= usize::from(held.value(i) > 0);
+                continue;
+            }
+            let g = known + position;
+            self.rows[g] = held.value(i);
+            self.touched_at[g] = touched.value(i);
+            groups.push(g);
+            kept.push(i as u32);
+        }
+        if !expired.is_empty() {
+            let expired = UInt32Array::from(expired);
+            let gone = new_keys
+                .iter()
+                .map(|k| Ok(take(k.as_ref(), &expired, None)?))
+                .collect::<Result<Vec<_>>>()?;
+            spilled.forget(&gone)?;
+        }
+        let loaded: Vec<ArrayRef> = if kept.len() == found.positions.len() {
+            found.states
+        } else {
+            let kept = UInt32Array::from(kept);
+            found
+                .states
+                .iter()
+                .map(|c| Ok(take(c.as_ref(), &kept, None)?))
+                .collect::<Result<Vec<_>>>()?
+        };
+        let mut at = 2;
+        for column in &mut self.columns {
+            let width = column.state_fields()?.len();
+            let states = loaded
+                .get(at..at + width)
+                .ok_or_else(|| EngineError::State(format!("{KIND}: spilled group too narrow")))?;
+            column.load(&groups, states)?;
+            at += width;
+        }
+        Ok(())
     }
 
     /// Every aggregate's values for `groups`.
@@ -401,10 +491,16 @@ impl UpdatingAggregate {
         let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
+        self.expired_before = cutoff;
         let keep: Vec<bool> = self.touched_at.iter().map(|&t| t >= cutoff).collect();
         if keep.iter().all(|&k| k) {
             return Ok(());
         }
+        let dropped_live = keep
+            .iter()
+            .zip(&self.rows)
+            .filter(|(&kept, &rows)| !kept && rows > 0)
+            .count();
         let mut gone = RecordBatch::new_empty(self.key_schema.clone());
         if let Some(groups) = self.groups.as_mut() {
             let keys = groups.emit(EmitTo::All)?;
@@ -419,6 +515,10 @@ impl UpdatingAggregate {
                 .iter()
                 .map(|k| Ok(filter(k.as_ref(), &dropped)?))
                 .collect::<Result<Vec<_>>>()?;
+            if let Some(spilled) = self.spilled.as_mut() {
+                // An older copy on disk must not come back.
+                spilled.forget(&gone_keys)?;
+            }
             gone = RecordBatch::try_new(self.key_schema.clone(), gone_keys)?;
         }
         self.changed.retain(&keep, gone);
@@ -427,7 +527,7 @@ impl UpdatingAggregate {
         }
         column::retain_marked(&mut self.rows, &keep);
         column::retain_marked(&mut self.touched_at, &keep);
-        self.live_groups = self.rows.iter().filter(|&&r| r > 0).count();
+        self.live_groups -= dropped_live;
         Ok(())
     }
 }
@@ -648,6 +748,51 @@ impl Operator for UpdatingAggregate {
         groups + columns + self.rows.capacity() * 16
     }
 
+    fn state_bytes_are_counted(&self) -> bool {
+        self.columns.iter().all(|c| c.size_is_counted())
+    }
+
+    /// Every group in memory goes to disk (those without rows leave it),
+    /// and memory starts afresh: it then holds the groups touched since,
+    /// each read back from disk the first time a row touches it. A global
+    /// aggregate (one group) and one keeping a multiset (DISTINCT, MIN/MAX
+    /// over an updating input) do not spill.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.plan.keys.is_empty() || self.rows.is_empty() || self.tables.len() > 1 {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            self.spilled = spilled::SpilledGroups::open(
+                space,
+                KIND,
+                self.tables[0].schema().clone(),
+                self.plan.keys.len(),
+            )?;
+        }
+        if self.spilled.is_none() {
+            return Ok(false);
+        }
+        let (groups, _) = self.groups_table()?;
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.write(&groups)?;
+        }
+        self.groups = None;
+        self.columns = self.plan.columns()?;
+        self.rows = Vec::new();
+        self.touched_at = Vec::new();
+        self.group_indices = Vec::new();
+        self.slot_of = Vec::new();
+        self.changed = ChangedKeys::default();
+        Ok(true)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(spilled::SpilledGroups::stats)
+            .unwrap_or_default()
+    }
+
     fn late_rows(&self) -> u64 {
         self.unmatched_retractions
     }
@@ -658,38 +803,21 @@ impl Operator for UpdatingAggregate {
             unmatched_retractions: self.unmatched_retractions,
             watermark: Some(self.watermark),
         })?;
-        // Keys: drained, and interned again in the same order below.
-        let keys = match self.groups.as_mut() {
-            Some(groups) => groups.emit(EmitTo::All)?,
-            None => self
-                .key_schema
-                .fields()
-                .iter()
-                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
-                .collect(),
-        };
-        let mut columns: Vec<ArrayRef> = keys;
-        columns.push(Arc::new(Int64Array::from(self.rows.clone())));
-        columns.push(Arc::new(Int64Array::from(self.touched_at.clone())));
-        let mut tables = StateSnapshot::default();
-        for (i, column) in self.columns.iter_mut().enumerate() {
-            columns.extend(column.state_columns()?);
-            if let Some(table) = column.state_table()? {
-                tables.put(table_of(&self.tables, &format!("values{i}"))?, table)?;
-            }
-        }
-        let groups_table = RecordBatch::try_new_with_options(
-            self.tables[0].schema().clone(),
-            columns,
-            &datafusion::arrow::record_batch::RecordBatchOptions::new()
-                .with_row_count(Some(self.rows.len())),
-        )?;
+        let (groups_table, own) = self.groups_table()?;
         // Go on from the snapshot, exactly as a restore would (the groups
         // keep their numbers, so what changed since the last checkpoint
         // stays marked).
         snapshot.put(&self.tables[0], groups_table)?;
-        snapshot.tables.extend(tables.tables);
+        snapshot.tables.extend(own.tables);
+        let live = self.live_groups;
         self.load(snapshot.clone())?;
+        let Some(spilled) = self.spilled.as_ref() else {
+            return Ok(snapshot);
+        };
+        // The checkpoint holds every group, on disk or in memory.
+        self.live_groups = live;
+        let in_memory = snapshot.take(&self.tables[0])?;
+        snapshot.put(&self.tables[0], spilled.merged(&in_memory)?)?;
         Ok(snapshot)
     }
 
@@ -698,6 +826,11 @@ impl Operator for UpdatingAggregate {
     /// names groups by their row in `groups`).
     fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = self.snapshot()?;
+        if self.spilled.is_some() {
+            // Group numbers start afresh at every spill: whole each time.
+            self.changed.restart();
+            return Ok(snapshot);
+        }
         if self.plan.keys.is_empty() || snapshot.tables.len() > 1 {
             return Ok(snapshot);
         }
@@ -721,6 +854,39 @@ fn table_of<'a>(tables: &'a [TableSpec], name: &str) -> Result<&'a TableSpec> {
 }
 
 impl UpdatingAggregate {
+    /// The groups in memory as the `groups` table, and the tables of the
+    /// aggregates that keep their own. `GroupValues` hands keys over only
+    /// by draining them: the caller loads the table back or forgets the
+    /// groups.
+    fn groups_table(&mut self) -> Result<(RecordBatch, StateSnapshot)> {
+        let keys = match self.groups.as_mut() {
+            Some(groups) => groups.emit(EmitTo::All)?,
+            None => self
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| datafusion::arrow::array::new_empty_array(f.data_type()))
+                .collect(),
+        };
+        let mut columns: Vec<ArrayRef> = keys;
+        columns.push(Arc::new(Int64Array::from(self.rows.clone())));
+        columns.push(Arc::new(Int64Array::from(self.touched_at.clone())));
+        let mut own = StateSnapshot::default();
+        for (i, column) in self.columns.iter_mut().enumerate() {
+            columns.extend(column.state_columns()?);
+            if let Some(table) = column.state_table()? {
+                own.put(table_of(&self.tables, &format!("values{i}"))?, table)?;
+            }
+        }
+        let table = RecordBatch::try_new_with_options(
+            self.tables[0].schema().clone(),
+            columns,
+            &datafusion::arrow::record_batch::RecordBatchOptions::new()
+                .with_row_count(Some(self.rows.len())),
+        )?;
+        Ok((table, own))
+    }
+
     /// Takes over the state of a snapshot ([`Operator::restore`] and the
     /// re-interning after a snapshot).
     fn load(&mut self, mut state: StateSnapshot) -> Result<()> {
@@ -1128,5 +1294,169 @@ mod tests {
             .change
             .is_none());
         assert!(op.snapshot_incremental().unwrap().keyed[0].change.is_some());
+    }
+
+    /// `SELECT k, count(v), sum(v), avg(CAST(v AS DOUBLE)) ... GROUP BY k`.
+    fn spillable_plan(input_updating: bool, state_ttl_ms: Option<i64>) -> UpdatingAggregatePlan {
+        use datafusion::functions_aggregate::average::avg_udaf;
+        let mut plan = plan();
+        plan.input_updating = input_updating;
+        plan.state_ttl_ms = state_ttl_ms;
+        let input = input_schema();
+        let as_double = Arc::new(datafusion::physical_expr::expressions::CastExpr::new(
+            col("v", &input).unwrap(),
+            DataType::Float64,
+            None,
+        ));
+        let avg = AggregateExprBuilder::new(avg_udaf(), vec![as_double])
+            .schema(input)
+            .alias("m")
+            .build()
+            .unwrap();
+        plan.aggregates = vec![
+            call(count_udaf(), "n", false),
+            call(sum_udaf(), "s", false),
+            AggregateCall {
+                expr: Arc::new(avg),
+                filter: None,
+            },
+        ];
+        plan.output_schema = changelog::updating_schema(
+            &Schema::new(vec![
+                Field::new("k", DataType::Utf8, true),
+                Field::new("n", DataType::Int64, true),
+                Field::new("s", DataType::Int64, true),
+                Field::new("m", DataType::Float64, true),
+            ]),
+            &["k".to_string()],
+        );
+        plan
+    }
+
+    /// Batches over 40 keys, each row later taken back out once (an
+    /// updating input), the watermark a step a batch.
+    fn churn(batches: usize) -> Vec<RecordBatch> {
+        let keys: Vec<String> = (0..40).map(|i| format!("key{i}")).collect();
+        let mut held: Vec<(usize, i64)> = Vec::new();
+        let mut out = Vec::new();
+        let mut seed = 7u64;
+        for b in 0..batches {
+            let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+            for r in 0..30 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let pick = (seed >> 33) as usize;
+                if r % 4 == 3 && !held.is_empty() {
+                    let (k, v) = held.swap_remove(pick % held.len());
+                    ks.push(keys[k].as_str());
+                    vs.push(v);
+                    kinds.push(3);
+                } else {
+                    // Most rows on a few keys, the rest spread.
+                    let k = if pick.is_multiple_of(3) {
+                        pick % 40
+                    } else {
+                        (b + pick) % 6
+                    };
+                    let v = (pick % 100) as i64;
+                    held.push((k, v));
+                    ks.push(keys[k].as_str());
+                    vs.push(v);
+                    kinds.push(0);
+                }
+            }
+            out.push(rows(&ks, &vs, Some(&kinds)));
+        }
+        out
+    }
+
+    #[test]
+    fn spilled_groups_come_back_as_they_left_and_every_change_is_the_same() {
+        use crate::spill::{SpillConfig, SpillSpace};
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let plan = spillable_plan(true, None);
+        let mut whole = plan.create().unwrap();
+        let mut spilling = plan.create().unwrap();
+        let (mut a, mut b) = (Collector::default(), Collector::default());
+        for (i, batch) in churn(30).into_iter().enumerate() {
+            whole.on_batch(0, batch.clone(), &mut a).unwrap();
+            spilling.on_batch(0, batch, &mut b).unwrap();
+            assert_eq!(changes(&mut a), changes(&mut b), "batch {i}");
+            if i % 3 == 0 {
+                assert!(spilling.spill(&space).unwrap(), "batch {i}");
+                assert!(spilling.state_bytes() < 64, "memory starts afresh");
+            }
+        }
+        assert_eq!(whole.state_rows(), spilling.state_rows());
+        let stats = spilling.spill_stats();
+        assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+
+        // Checkpoints hold every group, on disk or not, and restore.
+        let (mut expected, got) = (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+        // (A group every row has left is kept in memory, and leaves the
+        // disk: the same as no group.)
+        let held = |lines: Vec<String>| -> Vec<String> {
+            lines
+                .into_iter()
+                .filter(|l| l.split(' ').nth(1) != Some("0"))
+                .collect()
+        };
+        assert_eq!(
+            held(table_lines(&expected.take_table("groups").unwrap())),
+            held(table_lines(&got.clone().take_table("groups").unwrap()))
+        );
+        assert!(got.keyed.is_empty());
+        let mut restored = plan.create().unwrap();
+        restored.restore(got).unwrap();
+        for batch in churn(33).into_iter().skip(30) {
+            whole.on_batch(0, batch.clone(), &mut a).unwrap();
+            spilling.on_batch(0, batch.clone(), &mut b).unwrap();
+            let expected = changes(&mut a);
+            assert_eq!(expected, changes(&mut b));
+            restored.on_batch(0, batch, &mut b).unwrap();
+            assert_eq!(expected, changes(&mut b));
+        }
+    }
+
+    #[test]
+    fn a_spilled_group_past_the_ttl_starts_afresh_as_one_in_memory_would() {
+        use crate::spill::{SpillConfig, SpillSpace};
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let plan = spillable_plan(false, Some(10));
+        let mut whole = plan.create().unwrap();
+        let mut spilling = plan.create().unwrap();
+        let (mut a, mut b) = (Collector::default(), Collector::default());
+        let steps: [(i64, &[&str]); 4] = [
+            (0, &["a", "b"]),
+            (8, &["a"]),
+            (15, &["b", "a"]),
+            (40, &["a"]),
+        ];
+        for (watermark, keys) in steps {
+            for (op, out) in [(&mut whole, &mut a), (&mut spilling, &mut b)] {
+                op.on_watermark(watermark, out).unwrap();
+                op.on_batch(0, rows(keys, &vec![1; keys.len()], None), out)
+                    .unwrap();
+            }
+            assert_eq!(changes(&mut a), changes(&mut b), "at {watermark}");
+            spilling.spill(&space).unwrap();
+        }
+        // (A spilled group that expired is counted in state_rows until it
+        // is read back or a checkpoint leaves it out.)
+    }
+
+    #[test]
+    fn aggregates_keeping_a_multiset_do_not_spill() {
+        use crate::spill::{SpillConfig, SpillSpace};
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let mut op = plan().create().unwrap();
+        let mut out = Collector::default();
+        op.on_batch(0, rows(&["a"], &[1], Some(&[0])), &mut out)
+            .unwrap();
+        assert!(
+            !op.spill(&space).unwrap(),
+            "count(DISTINCT v) keeps a multiset"
+        );
     }
 }

@@ -330,14 +330,7 @@ impl AggregateColumn for RowAccumulators {
         self.states.clear();
         self.resize(groups)?;
         if self.keeping != Keeping::Multiset {
-            for (g, state) in self.states.iter_mut().enumerate() {
-                let AggState::Accumulated(acc) = state else {
-                    continue;
-                };
-                let one: Vec<ArrayRef> = columns.iter().map(|s| s.slice(g, 1)).collect();
-                acc.merge_batch(&one)?;
-            }
-            return Ok(());
+            return self.load(&(0..groups).collect::<Vec<_>>(), columns);
         }
         let values = table
             .ok_or_else(|| EngineError::State(format!("{KIND}: a multiset's table is missing")))?;
@@ -363,6 +356,27 @@ impl AggregateColumn for RowAccumulators {
             }
         }
         Ok(())
+    }
+
+    /// Each of `groups` afresh, then merged with its state row.
+    fn load(&mut self, groups: &[usize], columns: &[ArrayRef]) -> Result<()> {
+        for (row, &g) in groups.iter().enumerate() {
+            self.states[g] = self.fresh()?;
+            let AggState::Accumulated(acc) = &mut self.states[g] else {
+                return Err(EngineError::operator(
+                    KIND,
+                    "an aggregate kept as a multiset is not loaded by group",
+                ));
+            };
+            let one: Vec<ArrayRef> = columns.iter().map(|s| s.slice(row, 1)).collect();
+            acc.merge_batch(&one)?;
+        }
+        Ok(())
+    }
+
+    /// Its accumulators' sizes are summed when asked.
+    fn size_is_counted(&self) -> bool {
+        false
     }
 
     fn size(&self) -> usize {

@@ -1,0 +1,341 @@
+//! Spilling: where operator state goes when the memory budget refuses it
+//! more ([`crate::memory`]), so a job whose state outgrows memory slows
+//! down instead of failing.
+//!
+//! In: a job's [`SpillConfig`] (`--spill-dir`, `--spill-disk-limit`); an
+//! operator's spilled entries (key bytes, value bytes) written to its own
+//! [`SpillTable`] and read back by key. Out: the entries as they were last
+//! written; [`SpillStats`] per table (bytes written, read back, and the
+//! table's size on disk) for the run summary, the API and `/metrics`; an
+//! [`EngineError::SpillDiskLimit`] once the job's spilled state passes its
+//! disk limit.
+//!
+//! The store is fjall, an LSM tree in safe Rust (see ARCHITECTURE.md,
+//! "State beyond memory"): one database per job, opened the first time a
+//! node spills, in a fresh directory under the spill directory that is
+//! removed when the job ends; one keyspace per node. Spilled state is a
+//! cache of the job's state, not its record: checkpoints still carry the
+//! whole state, so nothing is journaled or synced and a restarted job
+//! starts with an empty store.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use eddy_engine::spill::{SpillConfig, SpillSpace};
+//!
+//! let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+//! let mut table = space.table("updating_aggregate").unwrap();
+//! table.write([(b"alice".to_vec(), b"3 rows".to_vec())]).unwrap();
+//! assert_eq!(table.read(b"alice").unwrap().as_deref(), Some(&b"3 rows"[..]));
+//! assert_eq!(table.read(b"bob").unwrap(), None);
+//! assert_eq!(table.stats().written_bytes, 11);
+//! ```
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{EngineError, Result};
+
+/// Where and how much a job may spill.
+#[derive(Debug, Clone, Default)]
+pub struct SpillConfig {
+    /// The directory spilled state goes under (`--spill-dir`); `None`:
+    /// the system's temporary directory.
+    pub dir: Option<PathBuf>,
+    /// The most bytes the job's spilled state may take on disk
+    /// (`--spill-disk-limit`); `None`: unbounded.
+    pub disk_limit: Option<u64>,
+}
+
+/// A job's spill store, opened the first time one of its nodes spills.
+#[derive(Debug)]
+pub struct SpillSpace {
+    config: SpillConfig,
+    opened: Mutex<Option<Opened>>,
+    /// Tables handed out, for their names.
+    tables: std::sync::atomic::AtomicU64,
+}
+
+struct Opened {
+    /// Declared before `dir`: the database closes before its directory
+    /// is removed.
+    db: fjall::Database,
+    dir: tempfile::TempDir,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("dir", &self.dir.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one node's spilled state has cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpillStats {
+    /// Bytes of entries written (keys and values), over the node's life.
+    pub written_bytes: u64,
+    /// Bytes of entries read back.
+    pub read_bytes: u64,
+    /// The node's spilled state on disk now (compressed, after compaction).
+    pub disk_bytes: u64,
+}
+
+/// One node's spilled entries: a keyspace of the job's store.
+pub struct SpillTable {
+    space: Arc<SpillSpace>,
+    keyspace: fjall::Keyspace,
+    db: fjall::Database,
+    stats: SpillStats,
+}
+
+/// Memtables are flushed to disk past this size: spilled state is meant
+/// to leave memory.
+const MEMTABLE_BYTES: u64 = 8 << 20;
+/// The block cache shared by a job's spilled tables.
+const CACHE_BYTES: u64 = 16 << 20;
+
+impl SpillSpace {
+    /// A job's spill space; nothing is created until a node spills.
+    pub fn new(config: SpillConfig) -> Self {
+        Self {
+            config,
+            opened: Mutex::new(None),
+            tables: Default::default(),
+        }
+    }
+
+    /// A new table for an operator of kind `kind`, opening the job's store
+    /// if it is not yet.
+    pub fn table(self: &Arc<Self>, kind: &str) -> Result<SpillTable> {
+        let name = format!(
+            "{}-{}",
+            keyspace_name(kind),
+            self.tables
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        if opened.is_none() {
+            *opened = Some(self.open()?);
+        }
+        let db = opened
+            .as_ref()
+            .map(|o| o.db.clone())
+            .ok_or_else(|| spill_error("open", "the spill directory", "no store"))?;
+        let keyspace = db
+            .keyspace(&name, || {
+                fjall::KeyspaceCreateOptions::default()
+                    .max_memtable_size(MEMTABLE_BYTES)
+                    .manual_journal_persist(true)
+            })
+            .map_err(|e| spill_error("open a table in", &self.where_(), e))?;
+        Ok(SpillTable {
+            space: self.clone(),
+            keyspace,
+            db,
+            stats: SpillStats::default(),
+        })
+    }
+
+    fn open(&self) -> Result<Opened> {
+        let base = self.config.dir.clone().unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&base)
+            .map_err(|e| spill_error("create", &base.display().to_string(), e))?;
+        let dir = tempfile::Builder::new()
+            .prefix("eddy-spill-")
+            .tempdir_in(&base)
+            .map_err(|e| spill_error("create a directory in", &base.display().to_string(), e))?;
+        let db = fjall::Database::builder(dir.path())
+            .cache_size(CACHE_BYTES)
+            .manual_journal_persist(true)
+            .open()
+            .map_err(|e| spill_error("open", &dir.path().display().to_string(), e))?;
+        Ok(Opened { db, dir })
+    }
+
+    /// The store's directory, for errors.
+    fn where_(&self) -> String {
+        self.opened
+            .lock()
+            .ok()
+            .and_then(|o| o.as_ref().map(|o| o.dir.path().display().to_string()))
+            .unwrap_or_else(|| "the spill directory".into())
+    }
+
+    /// Bytes the job's spilled state takes on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        opened
+            .as_ref()
+            .and_then(|o| o.db.disk_space().ok())
+            .unwrap_or(0)
+    }
+
+    /// Fails once the spilled state passes the disk limit.
+    fn check_disk(&self) -> Result<()> {
+        let Some(limit) = self.config.disk_limit else {
+            return Ok(());
+        };
+        let used = self.disk_bytes();
+        if used > limit {
+            return Err(EngineError::SpillDiskLimit { used, limit });
+        }
+        Ok(())
+    }
+}
+
+impl SpillTable {
+    /// Writes entries, each replacing what its key held.
+    pub fn write(&mut self, entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let mut batch = self.db.batch().durability(None);
+        for (key, value) in entries {
+            self.stats.written_bytes += (key.len() + value.len()) as u64;
+            batch.insert(&self.keyspace, key, value);
+        }
+        batch
+            .commit()
+            .map_err(|e| spill_error("write to", &self.space.where_(), e))?;
+        self.space.check_disk()
+    }
+
+    /// Forgets entries.
+    pub fn remove(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) -> Result<()> {
+        let mut batch = self.db.batch().durability(None);
+        for key in keys {
+            batch.remove(&self.keyspace, key);
+        }
+        batch
+            .commit()
+            .map_err(|e| spill_error("write to", &self.space.where_(), e))
+    }
+
+    /// What `key` last held, if anything.
+    pub fn read(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let value = self
+            .keyspace
+            .get(key)
+            .map_err(|e| spill_error("read from", &self.space.where_(), e))?;
+        Ok(value.map(|v| {
+            self.stats.read_bytes += (key.len() + v.len()) as u64;
+            v.to_vec()
+        }))
+    }
+
+    /// Every entry, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + '_ {
+        self.keyspace.iter().map(|guard| {
+            guard
+                .into_inner()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .map_err(|e| spill_error("read from", &self.space.where_(), e))
+        })
+    }
+
+    /// Forgets every entry.
+    pub fn clear(&mut self) -> Result<()> {
+        self.keyspace
+            .clear()
+            .map_err(|e| spill_error("clear", &self.space.where_(), e))
+    }
+
+    /// What it has cost so far.
+    pub fn stats(&self) -> SpillStats {
+        SpillStats {
+            disk_bytes: self.keyspace.disk_space(),
+            ..self.stats
+        }
+    }
+}
+
+/// A keyspace name fjall takes (letters, digits, `_`, `-`, `.`, `#`, `$`).
+fn keyspace_name(node: &str) -> String {
+    let name: String = node
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '#' | '$') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    if name.is_empty() {
+        "node".into()
+    } else {
+        name
+    }
+}
+
+fn spill_error(doing: &'static str, place: &str, error: impl std::fmt::Display) -> EngineError {
+    EngineError::Spill {
+        doing,
+        place: place.to_string(),
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_replace_read_back_and_leave_with_the_job() {
+        let base = tempfile::tempdir().unwrap();
+        let space = Arc::new(SpillSpace::new(SpillConfig {
+            dir: Some(base.path().to_path_buf()),
+            disk_limit: None,
+        }));
+        let mut a = space.table("window_aggregate").unwrap();
+        let mut b = space.table("window_aggregate").unwrap();
+        a.write([
+            (b"k".to_vec(), b"1".to_vec()),
+            (b"j".to_vec(), b"2".to_vec()),
+        ])
+        .unwrap();
+        a.write([(b"k".to_vec(), b"3".to_vec())]).unwrap();
+        b.write([(b"k".to_vec(), b"other".to_vec())]).unwrap();
+        assert_eq!(a.read(b"k").unwrap().as_deref(), Some(&b"3"[..]));
+        let all: Vec<_> = a.entries().map(|e| e.unwrap()).collect();
+        assert_eq!(
+            all,
+            [
+                (b"j".to_vec(), b"2".to_vec()),
+                (b"k".to_vec(), b"3".to_vec())
+            ]
+        );
+        a.remove([b"j".to_vec()]).unwrap();
+        assert_eq!(a.read(b"j").unwrap(), None);
+        assert_eq!(b.read(b"k").unwrap().as_deref(), Some(&b"other"[..]));
+        assert_eq!(a.stats().written_bytes, 6);
+        assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 1);
+        drop((a, b, space));
+        assert_eq!(
+            std::fs::read_dir(base.path()).unwrap().count(),
+            0,
+            "the store's directory goes with the job"
+        );
+    }
+
+    #[test]
+    fn spilling_past_the_disk_limit_fails_with_both_figures() {
+        let space = Arc::new(SpillSpace::new(SpillConfig {
+            dir: None,
+            disk_limit: Some(1),
+        }));
+        let mut table = space.table("t").unwrap();
+        let big: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u32)
+            .map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().repeat(64)))
+            .collect();
+        let mut failed = None;
+        for chunk in big.chunks(5_000) {
+            if let Err(e) = table.write(chunk.to_vec()) {
+                failed = Some(e);
+                break;
+            }
+            table.keyspace.rotate_memtable_and_wait().unwrap();
+        }
+        let error = failed.expect("the disk limit stops the spill").to_string();
+        assert!(error.contains("disk limit"), "{error}");
+    }
+}

@@ -1,0 +1,173 @@
+//! State past the memory limit spills to disk instead of failing the job
+//! (`--memory-limit`, `--spill-dir`, `--spill-disk-limit`), with the
+//! results of a run without a limit.
+//!
+//! - Per-key aggregates over 200,000 keys (count, sum, min, max, avg and a
+//!   DataFusion accumulator on an append-only input; an aggregate over that
+//!   updating result) at a memory limit a tenth of the unlimited run's
+//!   state, at --parallelism 1 and 2: the final tables equal the unlimited
+//!   run's; the run summary says both per-key aggregates spilled and read
+//!   state back (the one over 11 counts has nothing to spill); the spill
+//!   directory is left empty.
+//! - Past --spill-disk-limit the job fails, naming the limit.
+//!
+//! Kills of a spilling job are in tests/recovery.rs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+const KEYS: usize = 200_000;
+
+const TOTALS: &str = "
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT, mean DOUBLE, bits BIGINT)
+  WITH (connector = 'ndjson', path = 'totals.ndjson', format = 'debezium-json');
+CREATE TABLE spread (n BIGINT, keys BIGINT)
+  WITH (connector = 'ndjson', path = 'spread.ndjson', format = 'debezium-json');
+INSERT INTO totals
+  SELECT k, count(*), sum(v), min(v), max(v), avg(v), bit_xor(v) FROM events GROUP BY k;
+INSERT INTO spread
+  SELECT n, count(*) FROM (SELECT k, count(*) AS n FROM events GROUP BY k) GROUP BY n;
+";
+
+fn eddy() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eddy"));
+    command.env_remove("EDDY_PARALLELISM");
+    command.current_dir(common::repo_root());
+    command
+}
+
+/// Every key once, then 300,000 events on keys drawn from all of them.
+fn events(path: &Path) {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(KEYS * 40);
+    for i in 0..KEYS {
+        writeln!(text, "{{\"k\":\"key-{i}\",\"v\":{}}}", i % 7).unwrap();
+    }
+    let mut seed = 5u64;
+    for _ in 0..300_000 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = (seed >> 33) as usize % KEYS;
+        writeln!(text, "{{\"k\":\"key-{k}\",\"v\":{}}}", (seed >> 20) % 1000).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Runs the job into `output`; its summary.
+fn run(dir: &Path, output: &str, args: &[&str]) -> std::process::Output {
+    let sql = dir.join("totals.sql");
+    std::fs::write(&sql, TOTALS).unwrap();
+    eddy()
+        .arg("run")
+        .arg(&sql)
+        .arg("--set")
+        .arg(format!("EVENTS={}", dir.join("events.ndjson").display()))
+        .arg("--output")
+        .arg(dir.join(output))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The MiB of state the summary says each updating aggregate held at
+/// the end, summed.
+fn aggregate_state_mib(stderr: &str) -> f64 {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("updating_aggregate#"))
+        .map(|l| {
+            let held = l.split("in state (at most ").nth(1).unwrap();
+            let mib = held.split("; ").nth(1).unwrap();
+            mib.split(' ').next().unwrap().parse::<f64>().unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    events(&dir.path().join("events.ndjson"));
+    let out = run(dir.path(), "unlimited", &["--parallelism", "1"]);
+    common::assert_success(&out, "the unlimited run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let state = aggregate_state_mib(&stderr);
+    assert!(state > 5.0, "{state} MiB of state:\n{stderr}");
+    let table = |output: &str, name: &str| {
+        common::debezium_table(&dir.path().join(output).join(format!("{name}.ndjson")))
+    };
+    let (totals, spread) = (table("unlimited", "totals"), table("unlimited", "spread"));
+    assert_eq!(totals.len(), KEYS);
+
+    let limit = format!("{}KiB", (state * 1024.0 / 10.0) as u64);
+    let spill_dir = dir.path().join("spill");
+    for parallelism in ["1", "2"] {
+        let output = format!("limited-{parallelism}");
+        let out = run(
+            dir.path(),
+            &output,
+            &[
+                "--parallelism",
+                parallelism,
+                "--memory-limit",
+                &limit,
+                "--spill-dir",
+                spill_dir.to_str().unwrap(),
+            ],
+        );
+        common::assert_success(&out, &output);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr
+                .lines()
+                .filter(|l| l.starts_with("updating_aggregate#"))
+                .filter(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back"))
+                .count()
+                >= 2,
+            "both per-key aggregates spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
+        );
+        assert!(
+            table(&output, "totals") == totals,
+            "the totals differ from the unlimited run's at --parallelism {parallelism}"
+        );
+        assert!(
+            table(&output, "spread") == spread,
+            "the spread differs from the unlimited run's at --parallelism {parallelism}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&spill_dir).unwrap().count(),
+            0,
+            "the job's spill store is removed when it ends"
+        );
+        eprintln!("--parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
+    }
+}
+
+#[test]
+fn spilled_state_past_the_disk_limit_fails_the_job_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    events(&dir.path().join("events.ndjson"));
+    let out = run(
+        dir.path(),
+        "out",
+        &[
+            "--parallelism",
+            "1",
+            "--memory-limit",
+            "256KiB",
+            "--spill-disk-limit",
+            "64KiB",
+        ],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("past the job's spill disk limit of 64.0 KiB"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--spill-disk-limit"), "{stderr}");
+}
