@@ -146,6 +146,9 @@ impl SpillSpace {
             .tempdir_in(&base)
             .map_err(|e| spill_error("create a directory in", &base.display().to_string(), e))?;
         let db = fjall::Database::builder(dir.path())
+            // Flushes and compactions take one core at most: the job's
+            // workers have the others.
+            .worker_threads(1)
             .cache_size(CACHE_BYTES)
             .manual_journal_persist(true)
             .open()

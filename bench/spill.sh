@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# State past the memory limit: `SELECT k, count(*), sum(v), avg(v) FROM
+# events GROUP BY k` over EVENTS events on KEYS keys drawn uniformly (so a
+# spilled group is read back as often as any other), from an NDJSON file,
+# into a blackhole sink, at one instance. Runs it without a limit, then at
+# a tenth of that run's state (LIMIT to choose), RUNS times each in turn;
+# prints per form the median (min-max) seconds and events/s, the peak
+# resident memory (the process's, /usr/bin/time), the bytes spilled and
+# read back, the spilled/unlimited speed ratio and the peak RSS above the
+# limit. Fails when the two forms' per-key results differ (the final
+# tables their Debezium changelogs describe).
+#
+#   EDDY_BIN=~/.cache/eddy-release/release/eddy bench/spill.sh    # 10M events, 2M keys
+#   EVENTS=200000 KEYS=50000 RUNS=1 bench/spill.sh                # a check
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+EVENTS=${EVENTS:-10000000}
+KEYS=${KEYS:-2000000}
+RUNS=${RUNS:-3}
+. bench/lib.sh
+build_eddy
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$work/events.ndjson" "$KEYS" "$EVENTS" <<'PY'
+import random, sys
+path, keys, events = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(7)
+with open(path, "w") as out:
+    for _ in range(events):
+        out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
+PY
+
+query() {
+  cat <<SQL
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '$work/events.ndjson');
+CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
+INSERT INTO totals SELECT k, count(*), sum(v), avg(v) FROM events GROUP BY k;
+SQL
+}
+query "connector = 'blackhole'" > "$work/bench.sql"
+query "connector = 'ndjson', path = 'totals.ndjson', format = 'debezium-json'" > "$work/check.sql"
+echo "input: $EVENTS events on $KEYS keys ($(du -h "$work/events.ndjson" | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# run FORM ARGS...: one run; appends "seconds peak_kib written_mib read_mib state_mib" to $work/FORM
+run() {
+  local form=$1
+  shift
+  /usr/bin/time -f "%M" -o "$work/rss" "$EDDY" run "$work/bench.sql" --parallelism 1 "$@" 2> "$work/summary"
+  local line ms state written read
+  line=$(grep '^updating_aggregate#' "$work/summary")
+  ms=$(sed -nE 's/^finished in ([0-9]+) ms$/\1/p' "$work/summary")
+  state=$(sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p' <<<"$line")
+  written=$(sed -nE 's/.*spilled ([0-9.]+) MiB to disk.*/\1/p' <<<"$line")
+  read=$(sed -nE 's/.*and read ([0-9.]+) MiB back.*/\1/p' <<<"$line")
+  echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $(cat "$work/rss") ${written:-0} ${read:-0} $state" >> "$work/$form"
+}
+
+# The limit: a tenth of the unlimited run's state, unless given.
+"$EDDY" run "$work/bench.sql" --parallelism 1 2> "$work/summary"
+state=$(sed -nE 's/^updating_aggregate#.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p' "$work/summary")
+LIMIT=${LIMIT:-$(awk -v s="$state" 'BEGIN { printf "%dKiB", s * 1024 / 10 }')}
+echo "unlimited state: $state MiB; limit: $LIMIT"
+
+for ((r = 1; r <= RUNS; r++)); do
+  run unlimited
+  run limited --memory-limit "$LIMIT" --spill-dir "$work/spill"
+done
+
+# The same results either way.
+for form in unlimited limited; do
+  args=()
+  [ "$form" = limited ] && args=(--memory-limit "$LIMIT" --spill-dir "$work/spill")
+  (cd "$work" && "$EDDY" run check.sql --quiet --parallelism 1 --output "$work/out-$form" "${args[@]}")
+done
+python3 - "$work" <<'PY'
+import collections, json, sys
+def table(path):
+    rows = collections.Counter()
+    for line in open(path):
+        event = json.loads(line)
+        if event["before"] is not None:
+            rows[json.dumps(event["before"], sort_keys=True)] -= 1
+        if event["after"] is not None:
+            rows[json.dumps(event["after"], sort_keys=True)] += 1
+    return {row: n for row, n in rows.items() if n}
+a, b = (table(f"{sys.argv[1]}/out-{form}/totals.ndjson") for form in ("unlimited", "limited"))
+if a != b:
+    sys.exit(f"the spilled run's totals differ from the unlimited run's ({len(a)} against {len(b)} rows)")
+PY
+
+python3 - "$work" "$EVENTS" "$LIMIT" <<'PY'
+import statistics, sys
+work, events, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+forms = {}
+for form in ("unlimited", "limited"):
+    rows = [list(map(float, l.split())) for l in open(f"{work}/{form}")]
+    forms[form] = rows
+    seconds = [r[0] for r in rows]
+    rss = [r[1] / 1024 for r in rows]
+    print(f"{form:9}: {statistics.median(seconds):.2f} s ({min(seconds):.2f}-{max(seconds):.2f}), "
+          f"{events / statistics.median(seconds) / 1e6:.2f}M events/s, peak RSS {statistics.median(rss):.0f} MiB "
+          f"({min(rss):.0f}-{max(rss):.0f}), state at the end {rows[0][4]:.1f} MiB in memory, "
+          f"spilled {statistics.median(r[2] for r in rows):.0f} MiB, read back {statistics.median(r[3] for r in rows):.0f} MiB")
+u = statistics.median(r[0] for r in forms["unlimited"])
+l = statistics.median(r[0] for r in forms["limited"])
+print(f"spilled speed / unlimited speed: {u / l:.2f} (median/median; worst pair "
+      f"{min(r[0] for r in forms['unlimited']) / max(r[0] for r in forms['limited']):.2f})")
+size = float(''.join(c for c in limit if c.isdigit() or c == '.')) / 1024
+print(f"limited peak RSS - limit: {statistics.median(r[1] / 1024 for r in forms['limited']) - size:.0f} MiB "
+      f"(limit {size:.1f} MiB); final tables equal")
+PY
