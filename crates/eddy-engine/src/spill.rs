@@ -24,7 +24,7 @@
 //!
 //! let space = Arc::new(SpillSpace::new(SpillConfig::default()));
 //! let mut table = space.table("updating_aggregate").unwrap();
-//! table.write([(b"alice".to_vec(), b"3 rows".to_vec())]).unwrap();
+//! table.write([(&b"alice"[..], &b"3 rows"[..])]).unwrap();
 //! assert_eq!(table.read(b"alice").unwrap().as_deref(), Some(&b"3 rows"[..]));
 //! assert_eq!(table.read(b"bob").unwrap(), None);
 //! assert_eq!(table.stats().written_bytes, 11);
@@ -189,7 +189,10 @@ impl SpillSpace {
 
 impl SpillTable {
     /// Writes entries, each replacing what its key held.
-    pub fn write(&mut self, entries: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<()> {
+    pub fn write<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Result<()> {
         let mut batch = self.db.batch().durability(None);
         for (key, value) in entries {
             self.stats.written_bytes += (key.len() + value.len()) as u64;
@@ -202,7 +205,7 @@ impl SpillTable {
     }
 
     /// Forgets entries.
-    pub fn remove(&mut self, keys: impl IntoIterator<Item = Vec<u8>>) -> Result<()> {
+    pub fn remove<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
         let mut batch = self.db.batch().durability(None);
         for key in keys {
             batch.remove(&self.keyspace, key);
@@ -212,16 +215,17 @@ impl SpillTable {
             .map_err(|e| spill_error("write to", &self.space.where_(), e))
     }
 
-    /// What `key` last held, if anything.
-    pub fn read(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// What `key` last held, if anything (the store's own bytes, not a
+    /// copy).
+    pub fn read(&mut self, key: &[u8]) -> Result<Option<fjall::Slice>> {
         let value = self
             .keyspace
             .get(key)
             .map_err(|e| spill_error("read from", &self.space.where_(), e))?;
-        Ok(value.map(|v| {
-            self.stats.read_bytes += (key.len() + v.len()) as u64;
-            v.to_vec()
-        }))
+        if let Some(value) = &value {
+            self.stats.read_bytes += (key.len() + value.len()) as u64;
+        }
+        Ok(value)
     }
 
     /// Every entry, in key order.
@@ -291,13 +295,10 @@ mod tests {
         }));
         let mut a = space.table("window_aggregate").unwrap();
         let mut b = space.table("window_aggregate").unwrap();
-        a.write([
-            (b"k".to_vec(), b"1".to_vec()),
-            (b"j".to_vec(), b"2".to_vec()),
-        ])
-        .unwrap();
-        a.write([(b"k".to_vec(), b"3".to_vec())]).unwrap();
-        b.write([(b"k".to_vec(), b"other".to_vec())]).unwrap();
+        a.write([(&b"k"[..], &b"1"[..]), (&b"j"[..], &b"2"[..])])
+            .unwrap();
+        a.write([(&b"k"[..], &b"3"[..])]).unwrap();
+        b.write([(&b"k"[..], &b"other"[..])]).unwrap();
         assert_eq!(a.read(b"k").unwrap().as_deref(), Some(&b"3"[..]));
         let all: Vec<_> = a.entries().map(|e| e.unwrap()).collect();
         assert_eq!(
@@ -307,7 +308,7 @@ mod tests {
                 (b"k".to_vec(), b"3".to_vec())
             ]
         );
-        a.remove([b"j".to_vec()]).unwrap();
+        a.remove([&b"j"[..]]).unwrap();
         assert_eq!(a.read(b"j").unwrap(), None);
         assert_eq!(b.read(b"k").unwrap().as_deref(), Some(&b"other"[..]));
         assert_eq!(a.stats().written_bytes, 6);
@@ -332,7 +333,7 @@ mod tests {
             .collect();
         let mut failed = None;
         for chunk in big.chunks(5_000) {
-            if let Err(e) = table.write(chunk.to_vec()) {
+            if let Err(e) = table.write(chunk.iter().map(|(k, v)| (&k[..], &v[..]))) {
                 failed = Some(e);
                 break;
             }

@@ -77,25 +77,18 @@ impl SpilledGroups {
         let key_rows = self.keys.convert_columns(keys)?;
         let state_rows = self.states.convert_columns(states)?;
         let counts = row_counts(groups, self.key_count)?;
-        let mut empty = Vec::new();
-        let mut held = Vec::with_capacity(groups.num_rows());
-        for (g, &count) in counts.iter().enumerate() {
-            let key = key_rows.row(g).as_ref().to_vec();
-            if count > 0 {
-                held.push((key, state_rows.row(g).as_ref().to_vec()));
-            } else {
-                empty.push(key);
-            }
-        }
-        self.table.write(held)?;
-        self.table.remove(empty)
+        let held = counts.iter().enumerate().filter(|(_, &count)| count > 0);
+        self.table
+            .write(held.map(|(g, _)| (key_rows.row(g).data(), state_rows.row(g).data())))?;
+        let empty = counts.iter().enumerate().filter(|(_, &count)| count <= 0);
+        self.table
+            .remove(empty.map(|(g, _)| key_rows.row(g).data()))
     }
 
     /// Forgets the stored copies of the groups with these keys.
     pub fn forget(&mut self, keys: &[ArrayRef]) -> Result<()> {
         let rows = self.keys.convert_columns(keys)?;
-        self.table
-            .remove(rows.iter().map(|r| r.as_ref().to_vec()).collect::<Vec<_>>())
+        self.table.remove(rows.iter().map(|r| r.data()))
     }
 
     /// The stored groups among `keys` (one row a key).
