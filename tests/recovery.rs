@@ -814,6 +814,62 @@ fn state_spilled_past_the_memory_limit_survives_kills() {
     );
 }
 
+const PAID: &str = "
+CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT)
+  WITH (connector = 'ndjson', path = 'paid.ndjson', format = 'debezium-json');
+INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
+";
+
+#[test]
+fn a_join_spilled_past_the_memory_limit_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    common::orders_and_payments(dir.path(), 300_000);
+    let orders = format!("ORDERS={}", dir.path().join("orders.ndjson").display());
+    let payments = format!("PAYMENTS={}", dir.path().join("payments.ndjson").display());
+    let (unlimited, _) = sql_job_and_baseline(
+        dir.path(),
+        PAID,
+        &["--set", &orders, "--set", &payments, "--parallelism", "1"],
+    );
+    let expected = common::debezium_table(&dir.path().join("expected").join("paid.ndjson"));
+    assert!(expected.len() > 300_000, "{} rows", expected.len());
+    let limited = JobArgs(
+        unlimited
+            .0
+            .iter()
+            .cloned()
+            .chain(["--memory-limit".to_string(), "1MiB".to_string()])
+            .collect(),
+    );
+    let started = Instant::now();
+    let out = limited
+        .command(&dir.path().join("limited"), Some(&dir.path().join("state")))
+        .output()
+        .unwrap();
+    // About 70 MiB of join state under 1 MiB: the run ends only if the
+    // join spills (else it fails for memory).
+    common::assert_success(&out, "the limited run");
+    let baseline = started.elapsed();
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            common::debezium_table(&output.join("paid.ndjson")) == expected,
+            "the spilled join differs after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&limited, dir.path(), kills().min(5), baseline, 37, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "a LEFT JOIN spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
+        run.kills, run.rounds, run.resumed_from
+    );
+}
+
 const FEED: &str = "
 CREATE TABLE accounts (id BIGINT NOT NULL, owner VARCHAR, balance BIGINT, PRIMARY KEY (id) NOT ENFORCED)
   WITH (connector = 'file', path = '${FEED}', format = 'debezium-json');

@@ -9,6 +9,10 @@
 //!   run's; the run summary says both per-key aggregates spilled and read
 //!   state back (the one over 11 counts has nothing to spill); the spill
 //!   directory is left empty.
+//! - A LEFT JOIN of 200,000 orders with 200,000 payments (some orders paid
+//!   twice, some never, the files read side by side) at a tenth of the
+//!   unlimited run's join state, at --parallelism 1 and 2: the joined
+//!   table equals the unlimited run's, and the join spilled and read back.
 //! - Past --spill-disk-limit the job fails, naming the limit.
 //!
 //! Kills of a spilling job are in tests/recovery.rs.
@@ -74,12 +78,12 @@ fn run(dir: &Path, output: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// The MiB of state the summary says each updating aggregate held at
-/// the end, summed.
-fn aggregate_state_mib(stderr: &str) -> f64 {
+/// The MiB of state the summary says each operator of `kind` held at the
+/// end, summed.
+fn state_mib(stderr: &str, kind: &str) -> f64 {
     stderr
         .lines()
-        .filter(|l| l.starts_with("updating_aggregate#"))
+        .filter(|l| l.starts_with(&format!("{kind}#")))
         .map(|l| {
             let held = l.split("in state (at most ").nth(1).unwrap();
             let mib = held.split("; ").nth(1).unwrap();
@@ -95,7 +99,7 @@ fn aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
     let out = run(dir.path(), "unlimited", &["--parallelism", "1"]);
     common::assert_success(&out, "the unlimited run");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let state = aggregate_state_mib(&stderr);
+    let state = state_mib(&stderr, "updating_aggregate");
     assert!(state > 5.0, "{state} MiB of state:\n{stderr}");
     let table = |output: &str, name: &str| {
         common::debezium_table(&dir.path().join(output).join(format!("{name}.ndjson")))
@@ -142,6 +146,77 @@ fn aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
             std::fs::read_dir(&spill_dir).unwrap().count(),
             0,
             "the job's spill store is removed when it ends"
+        );
+        eprintln!("--parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
+    }
+}
+
+/// A LEFT JOIN of orders with their payments (tests/common
+/// `orders_and_payments`).
+const PAID: &str = "
+CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT)
+  WITH (connector = 'ndjson', path = 'paid.ndjson', format = 'debezium-json');
+INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
+";
+
+const ORDERS: usize = 200_000;
+
+#[test]
+fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    common::orders_and_payments(dir.path(), ORDERS);
+    let sql = dir.path().join("paid.sql");
+    std::fs::write(&sql, PAID).unwrap();
+    let run = |output: &str, args: &[&str]| {
+        eddy()
+            .arg("run")
+            .arg(&sql)
+            .arg("--set")
+            .arg(format!(
+                "ORDERS={}",
+                dir.path().join("orders.ndjson").display()
+            ))
+            .arg("--set")
+            .arg(format!(
+                "PAYMENTS={}",
+                dir.path().join("payments.ndjson").display()
+            ))
+            .arg("--output")
+            .arg(dir.path().join(output))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run("unlimited", &["--parallelism", "1"]);
+    common::assert_success(&out, "the unlimited run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let state = state_mib(&stderr, "updating_join");
+    assert!(state > 5.0, "{state} MiB of state:\n{stderr}");
+    let paid = |output: &str| common::debezium_table(&dir.path().join(output).join("paid.ndjson"));
+    let expected = paid("unlimited");
+    assert!(expected.len() > ORDERS, "{} rows", expected.len());
+
+    let limit = format!("{}KiB", (state * 1024.0 / 10.0) as u64);
+    for parallelism in ["1", "2"] {
+        let output = format!("limited-{parallelism}");
+        let out = run(
+            &output,
+            &["--parallelism", parallelism, "--memory-limit", &limit],
+        );
+        common::assert_success(&out, &output);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr
+                .lines()
+                .filter(|l| l.starts_with("updating_join#") && !l.contains("/split"))
+                .all(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back")),
+            "every join instance spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
+        );
+        assert!(
+            paid(&output) == expected,
+            "the joined table differs from the unlimited run's at --parallelism {parallelism}"
         );
         eprintln!("--parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
     }

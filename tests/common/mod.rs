@@ -582,3 +582,29 @@ pub fn debezium_table(path: &std::path::Path) -> Vec<String> {
         .flat_map(|(row, n)| std::iter::repeat_n(row, n))
         .collect()
 }
+
+/// `orders.ndjson` and `payments.ndjson` in `dir`: `n` orders (`id`,
+/// `amount`), and `n` payments (`id`, `paid`) on orders drawn at random,
+/// so some are paid twice or more and about a third never.
+#[allow(dead_code)] // not every test binary joins orders and payments
+pub fn orders_and_payments(dir: &std::path::Path, n: usize) {
+    use std::fmt::Write;
+    let mut orders = String::with_capacity(n * 40);
+    let mut payments = String::with_capacity(n * 40);
+    let mut seed = 9u64;
+    for i in 0..n {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        writeln!(orders, "{{\"id\":\"order-{i}\",\"amount\":{}}}", i % 1000).unwrap();
+        let paid = (seed >> 33) as usize % n;
+        writeln!(
+            payments,
+            "{{\"id\":\"order-{paid}\",\"paid\":{}}}",
+            (seed >> 20) % 1000
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("orders.ndjson"), orders).unwrap();
+    std::fs::write(dir.join("payments.ndjson"), payments).unwrap();
+}

@@ -68,7 +68,8 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    new_null_array, Array, ArrayRef, BinaryArray, Int64Array, Int8Array, UInt32Array, UInt64Array,
+    new_null_array, Array, ArrayRef, BinaryArray, BinaryBuilder, Int64Array, Int8Array,
+    UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::{interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -77,10 +78,12 @@ use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
 pub mod side;
+pub mod spilled;
 
 use std::hash::BuildHasher;
 
-use self::side::{Held, Side};
+use self::side::{Bucket, Held, Side};
+use self::spilled::SpilledSides;
 use super::interval_join::JoinKind;
 use super::ttl::TtlSweeps;
 use crate::changelog::{self, RowKind};
@@ -277,6 +280,8 @@ impl OperatorPlan for UpdatingJoinPlan {
             right_null_rows: 0,
             watermark: WATERMARK_MIN,
             sweeps: TtlSweeps::new(self.state_ttl_ms),
+            expired_before: WATERMARK_MIN,
+            spilled: None,
             plan: self.clone(),
         }))
     }
@@ -287,6 +292,52 @@ impl OperatorPlan for UpdatingJoinPlan {
 const KEY_COST: usize = 48;
 /// Bytes a row of `len` bytes costs besides them (its box and count).
 const ROW_COST: usize = 40;
+
+/// Bytes a key and its bucket cost in memory.
+fn bucket_bytes(key: &[u8], bucket: &Bucket) -> usize {
+    key.len()
+        + KEY_COST
+        + bucket
+            .rows
+            .iter()
+            .map(|(row, _)| row.len() + ROW_COST)
+            .sum::<usize>()
+}
+
+/// A side's checkpoint table, built bucket by bucket.
+#[derive(Default)]
+struct SideTable {
+    keys: BinaryBuilder,
+    rows: BinaryBuilder,
+    copies: Vec<u32>,
+    partners: Vec<u64>,
+    touched_at: Vec<Timestamp>,
+}
+
+impl SideTable {
+    fn push(&mut self, key: &[u8], bucket: &Bucket) {
+        for (row, held) in &bucket.rows {
+            self.keys.append_value(key);
+            self.rows.append_value(row);
+            self.copies.push(held.copies);
+            self.partners.push(held.partners);
+            self.touched_at.push(bucket.touched_at);
+        }
+    }
+
+    fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new(
+            spec.schema().clone(),
+            vec![
+                Arc::new(self.keys.finish()),
+                Arc::new(self.rows.finish()),
+                Arc::new(UInt32Array::from(self.copies)),
+                Arc::new(UInt64Array::from(self.partners)),
+                Arc::new(Int64Array::from(self.touched_at)),
+            ],
+        )?)
+    }
+}
 
 /// A checkpoint's meta: unmatched retractions, right rows and right rows
 /// with a NULL key (null-aware anti joins), the watermark.
@@ -319,6 +370,12 @@ struct UpdatingJoin {
     right_null_rows: u64,
     watermark: Timestamp,
     sweeps: TtlSweeps,
+    /// The cutoff of the last TTL sweep: a spilled bucket last touched
+    /// before it is gone, as it would be had it stayed in memory.
+    expired_before: Timestamp,
+    /// The keys moved to disk when the memory budget refused more
+    /// ([`Operator::spill`]); memory then holds those touched since.
+    spilled: Option<SpilledSides>,
 }
 
 /// Whether an anti join emits a left row: by the gate (see
@@ -340,6 +397,54 @@ struct OutRow {
 }
 
 impl UpdatingJoin {
+    /// Brings the spilled buckets of the batch's keys (`keys`, hashed as
+    /// `hashes`; the rows `skip` says never touch state left out) back
+    /// into memory, both sides of each key, and takes them off disk; a
+    /// bucket the TTL has since expired is forgotten instead.
+    fn read_back(
+        &mut self,
+        keys: &datafusion::arrow::row::Rows,
+        hashes: &[u64],
+        skip: impl Fn(usize) -> bool,
+    ) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(());
+        };
+        let mut asked: hashbrown::HashSet<&[u8]> = hashbrown::HashSet::new();
+        let mut gone: [Vec<&[u8]>; 2] = Default::default();
+        for (r, &hash) in hashes.iter().enumerate() {
+            let key = keys.row(r).data();
+            if skip(r)
+                || self.sides.iter().any(|s| s.get(hash, key).is_some())
+                || !asked.insert(key)
+            {
+                continue;
+            }
+            for (side, gone) in gone.iter_mut().enumerate() {
+                let Some(bucket) = spilled.read(side, key)? else {
+                    continue;
+                };
+                gone.push(key);
+                if bucket.touched_at < self.expired_before {
+                    self.held -= bucket
+                        .rows
+                        .iter()
+                        .map(|(_, h)| h.copies as usize)
+                        .sum::<usize>();
+                    continue;
+                }
+                self.bytes += bucket_bytes(key, &bucket);
+                *self.sides[side].get_or_insert(hash, key).0 = bucket;
+            }
+        }
+        for (side, keys) in gone.into_iter().enumerate() {
+            if !keys.is_empty() {
+                spilled.forget(side, keys)?;
+            }
+        }
+        Ok(())
+    }
+
     fn preserves(&self, side: usize) -> bool {
         match self.plan.kind {
             JoinOutput::Pairs(kind) if side == 0 => kind.keeps_left(),
@@ -499,6 +604,7 @@ impl Operator for UpdatingJoin {
         let nulls_equal = self.plan.nulls_equal;
         let has_null_key = |r: usize| !nulls_equal && key_columns.iter().any(|c| c.is_null(r));
         let encoded = self.rows[side].convert_columns(data.columns())?;
+        self.read_back(&keys, &hashes, has_null_key)?;
 
         // Step 1: candidate pairs (row, partner) and the residual on them.
         // A partner is its place in the bucket of the row's key on the
@@ -775,6 +881,39 @@ impl Operator for UpdatingJoin {
         self.bytes
     }
 
+    /// Counted as rows come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every key in memory goes to disk with both sides' rows, and memory
+    /// starts afresh: it then holds the keys touched since, each read back
+    /// the first time a row of either side brings it. A null-aware anti
+    /// join (`NOT IN`), whose rule reads every left row, does not spill.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.plan.null_aware || self.bytes == 0 {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            self.spilled = Some(SpilledSides::open(space)?);
+        }
+        if let Some(spilled) = self.spilled.as_mut() {
+            for side in 0..2 {
+                spilled.write(side, &self.sides[side])?;
+            }
+        }
+        crate::runtime::drop_later::drop_later(std::mem::take(&mut self.sides));
+        self.bytes = 0;
+        Ok(true)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(SpilledSides::stats)
+            .unwrap_or_default()
+    }
+
     fn late_rows(&self) -> u64 {
         self.unmatched_retractions
     }
@@ -792,6 +931,7 @@ impl Operator for UpdatingJoin {
         let Some(cutoff) = self.sweeps.due(self.watermark) else {
             return Ok(());
         };
+        self.expired_before = cutoff;
         for side in 0..2 {
             let (mut rows, mut bytes) = (0usize, 0usize);
             self.sides[side].retain(|key, bucket| {
@@ -814,6 +954,9 @@ impl Operator for UpdatingJoin {
         Ok(())
     }
 
+    /// Both sides whole: the buckets on disk, then those in memory (a key
+    /// is in one place or the other). Spilled buckets the TTL has expired
+    /// are left out and taken off disk.
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta::<Meta>(&(
             self.unmatched_retractions,
@@ -822,31 +965,28 @@ impl Operator for UpdatingJoin {
             self.watermark,
         ))?;
         for side in 0..2 {
-            let mut keys: Vec<&[u8]> = Vec::new();
-            let mut rows: Vec<&[u8]> = Vec::new();
-            let mut copies = Vec::new();
-            let mut partners = Vec::new();
-            let mut touched_at = Vec::new();
-            for (key, bucket) in self.sides[side].iter() {
-                for (row, held) in &bucket.rows {
-                    keys.push(key);
-                    rows.push(row);
-                    copies.push(held.copies);
-                    partners.push(held.partners);
-                    touched_at.push(bucket.touched_at);
+            let mut table = SideTable::default();
+            if let Some(spilled) = self.spilled.as_mut() {
+                let mut expired = Vec::new();
+                for entry in spilled.entries(side) {
+                    let (key, bucket) = entry?;
+                    if bucket.touched_at < self.expired_before {
+                        self.held -= bucket
+                            .rows
+                            .iter()
+                            .map(|(_, h)| h.copies as usize)
+                            .sum::<usize>();
+                        expired.push(key);
+                    } else {
+                        table.push(&key, &bucket);
+                    }
                 }
+                spilled.forget(side, expired.iter().map(Vec::as_slice))?;
             }
-            let table = RecordBatch::try_new(
-                self.tables[side].schema().clone(),
-                vec![
-                    Arc::new(BinaryArray::from(keys)),
-                    Arc::new(BinaryArray::from(rows)),
-                    Arc::new(UInt32Array::from(copies)),
-                    Arc::new(UInt64Array::from(partners)),
-                    Arc::new(Int64Array::from(touched_at)),
-                ],
-            )?;
-            snapshot.put(&self.tables[side], table)?;
+            for (key, bucket) in self.sides[side].iter() {
+                table.push(key, bucket);
+            }
+            snapshot.put(&self.tables[side], table.finish(&self.tables[side])?)?;
         }
         Ok(snapshot)
     }
@@ -872,6 +1012,9 @@ impl Operator for UpdatingJoin {
             let partners = spec.column::<UInt64Array>(&table, 3)?;
             let touched_at = spec.column::<Int64Array>(&table, 4)?;
             self.sides[side].clear();
+            if let Some(spilled) = self.spilled.as_mut() {
+                spilled.clear()?;
+            }
             for r in 0..table.num_rows() {
                 let key = keys.value(r);
                 let (bucket, _) = self.sides[side].get_or_insert(self.hasher.hash_one(key), key);
@@ -887,15 +1030,7 @@ impl Operator for UpdatingJoin {
             .sides
             .iter()
             .flat_map(|s| s.iter())
-            .map(|(k, bucket)| {
-                k.len()
-                    + KEY_COST
-                    + bucket
-                        .rows
-                        .iter()
-                        .map(|(r, _)| r.len() + ROW_COST)
-                        .sum::<usize>()
-            })
+            .map(|(key, bucket)| bucket_bytes(key, bucket))
             .sum();
         Ok(())
     }
@@ -1158,5 +1293,138 @@ mod tests {
                 "b's left row never pairs"
             );
         }
+    }
+
+    /// Batches alternating between the sides (left first) over 30 keys,
+    /// a quarter of each retracting a row that side holds, a few keys NULL.
+    fn churn(batches: usize) -> Vec<(usize, RecordBatch)> {
+        let mut held: [Vec<(usize, i64)>; 2] = Default::default();
+        let mut seed = 11u64;
+        let mut out = Vec::new();
+        for b in 0..batches {
+            let side = b % 2;
+            let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+            for r in 0..20 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let pick = (seed >> 33) as usize;
+                if r % 4 == 3 && !held[side].is_empty() {
+                    let at = pick % held[side].len();
+                    let (k, v) = held[side].swap_remove(at);
+                    ks.push(k);
+                    vs.push(v);
+                    kinds.push(3);
+                } else {
+                    let (k, v) = (pick % 31, (pick % 3) as i64);
+                    held[side].push((k, v));
+                    ks.push(k);
+                    vs.push(v);
+                    kinds.push(0);
+                }
+            }
+            let names: Vec<String> = ks.iter().map(|k| format!("k{k}")).collect();
+            let keys: Vec<Option<&str>> = ks
+                .iter()
+                .zip(&names)
+                .map(|(&k, name)| (k != 30).then_some(name.as_str()))
+                .collect();
+            out.push((side, rows(&keys, &vs, Some(&kinds))));
+        }
+        out
+    }
+
+    /// A side table's rows as sorted lines.
+    fn side_lines(snapshot: &mut StateSnapshot, name: &str) -> Vec<String> {
+        let table = snapshot.take_table(name).unwrap();
+        let mut lines: Vec<String> = (0..table.num_rows())
+            .map(|r| {
+                table
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        datafusion::common::ScalarValue::try_from_array(c, r)
+                            .unwrap()
+                            .to_string()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    #[test]
+    fn spilled_keys_come_back_as_they_left_and_every_change_is_the_same() {
+        use crate::spill::{SpillConfig, SpillSpace};
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        for kind in [
+            JoinOutput::Pairs(JoinKind::Full),
+            JoinOutput::Pairs(JoinKind::Left),
+            JoinOutput::Pairs(JoinKind::Inner),
+            JoinOutput::LeftSemi,
+            JoinOutput::LeftAnti,
+        ] {
+            let mut plan = plan_of(kind);
+            plan.state_ttl_ms = Some(6);
+            let mut whole = plan.create().unwrap();
+            let mut spilling = plan.create().unwrap();
+            let (mut a, mut b) = (Collector::default(), Collector::default());
+            let batches = churn(40);
+            for (i, (side, batch)) in batches[..36].iter().enumerate() {
+                // The watermark passes the TTL: idle keys expire in memory
+                // and on disk alike.
+                for op in [&mut whole, &mut spilling] {
+                    op.on_watermark(i as i64, &mut a).unwrap();
+                }
+                whole.on_batch(*side, batch.clone(), &mut a).unwrap();
+                spilling.on_batch(*side, batch.clone(), &mut b).unwrap();
+                assert_eq!(changes(&mut a), changes(&mut b), "{kind:?}, batch {i}");
+                if i % 3 == 0 {
+                    assert!(spilling.spill(&space).unwrap(), "{kind:?}, batch {i}");
+                    assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
+                }
+            }
+            let stats = spilling.spill_stats();
+            assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+
+            // Checkpoints hold every row, on disk or not, and restore.
+            let (mut expected, mut got) = (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+            assert_eq!(whole.state_rows(), spilling.state_rows(), "{kind:?}");
+            let mut restored = plan.create().unwrap();
+            restored.restore(got.clone()).unwrap();
+            for name in SIDE_TABLES {
+                assert_eq!(
+                    side_lines(&mut expected, name),
+                    side_lines(&mut got, name),
+                    "{kind:?} {name}"
+                );
+            }
+            for (side, batch) in &batches[36..] {
+                whole.on_batch(*side, batch.clone(), &mut a).unwrap();
+                spilling.on_batch(*side, batch.clone(), &mut b).unwrap();
+                let expected = changes(&mut a);
+                assert_eq!(expected, changes(&mut b), "{kind:?}");
+                restored.on_batch(*side, batch.clone(), &mut b).unwrap();
+                assert_eq!(expected, changes(&mut b), "{kind:?}, restored");
+            }
+        }
+    }
+
+    #[test]
+    fn a_null_aware_anti_join_does_not_spill() {
+        use crate::spill::{SpillConfig, SpillSpace};
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let mut op = UpdatingJoinPlan {
+            null_aware: true,
+            ..plan_of(JoinOutput::LeftAnti)
+        }
+        .create()
+        .unwrap();
+        op.on_batch(0, rows(&[Some("a")], &[1], None), &mut Collector::default())
+            .unwrap();
+        assert!(!op.spill(&space).unwrap());
+        assert!(op.state_bytes() > 0);
     }
 }
