@@ -13,6 +13,8 @@
 //!   twice, some never, the files read side by side) at a tenth of the
 //!   unlimited run's join state, at --parallelism 1 and 2: the joined
 //!   table equals the unlimited run's, and the join spilled and read back.
+//! - The same for a Top-N (the two largest values of each of 200,000
+//!   keys).
 //! - Past --spill-disk-limit the job fails, naming the limit.
 //!
 //! Kills of a spilling job are in tests/recovery.rs.
@@ -45,7 +47,7 @@ fn eddy() -> Command {
 }
 
 /// Every key once, then 300,000 events on keys drawn from all of them.
-fn events(path: &Path) {
+fn events_file(path: &Path) {
     use std::fmt::Write;
     let mut text = String::with_capacity(KEYS * 40);
     for i in 0..KEYS {
@@ -95,7 +97,7 @@ fn state_mib(stderr: &str, kind: &str) -> f64 {
 #[test]
 fn aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
     let dir = tempfile::tempdir().unwrap();
-    events(&dir.path().join("events.ndjson"));
+    events_file(&dir.path().join("events.ndjson"));
     let out = run(dir.path(), "unlimited", &["--parallelism", "1"]);
     common::assert_success(&out, "the unlimited run");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -163,28 +165,22 @@ INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments 
 
 const ORDERS: usize = 200_000;
 
-#[test]
-fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
-    let dir = tempfile::tempdir().unwrap();
-    common::orders_and_payments(dir.path(), ORDERS);
-    let sql = dir.path().join("paid.sql");
-    std::fs::write(&sql, PAID).unwrap();
+/// Runs `sql` (with `--set` assignments `sets`) without a limit, then at
+/// a tenth of the state its `kind` operators held, at --parallelism 1 and
+/// 2: every instance of `kind` spilled and read back, and the Debezium
+/// table `table` equals the unlimited run's. The unlimited table's rows.
+fn equal_at_a_tenth(dir: &Path, sql: &str, sets: &[String], kind: &str, table: &str) -> usize {
+    let path = dir.join("job.sql");
+    std::fs::write(&path, sql).unwrap();
     let run = |output: &str, args: &[&str]| {
-        eddy()
-            .arg("run")
-            .arg(&sql)
-            .arg("--set")
-            .arg(format!(
-                "ORDERS={}",
-                dir.path().join("orders.ndjson").display()
-            ))
-            .arg("--set")
-            .arg(format!(
-                "PAYMENTS={}",
-                dir.path().join("payments.ndjson").display()
-            ))
+        let mut command = eddy();
+        command.arg("run").arg(&path);
+        for set in sets {
+            command.arg("--set").arg(set);
+        }
+        command
             .arg("--output")
-            .arg(dir.path().join(output))
+            .arg(dir.join(output))
             .args(args)
             .output()
             .unwrap()
@@ -192,11 +188,11 @@ fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let out = run("unlimited", &["--parallelism", "1"]);
     common::assert_success(&out, "the unlimited run");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let state = state_mib(&stderr, "updating_join");
+    let state = state_mib(&stderr, kind);
     assert!(state > 5.0, "{state} MiB of state:\n{stderr}");
-    let paid = |output: &str| common::debezium_table(&dir.path().join(output).join("paid.ndjson"));
-    let expected = paid("unlimited");
-    assert!(expected.len() > ORDERS, "{} rows", expected.len());
+    let rows =
+        |output: &str| common::debezium_table(&dir.join(output).join(format!("{table}.ndjson")));
+    let expected = rows("unlimited");
 
     let limit = format!("{}KiB", (state * 1024.0 / 10.0) as u64);
     for parallelism in ["1", "2"] {
@@ -207,25 +203,64 @@ fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
         );
         common::assert_success(&out, &output);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        let instances: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("{kind}#")) && !l.contains("/split"))
+            .collect();
         assert!(
-            stderr
-                .lines()
-                .filter(|l| l.starts_with("updating_join#") && !l.contains("/split"))
-                .all(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back")),
-            "every join instance spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
+            !instances.is_empty()
+                && instances
+                    .iter()
+                    .all(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back")),
+            "every {kind} instance spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
         );
         assert!(
-            paid(&output) == expected,
-            "the joined table differs from the unlimited run's at --parallelism {parallelism}"
+            rows(&output) == expected,
+            "{table} differs from the unlimited run's at --parallelism {parallelism}"
         );
-        eprintln!("--parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
+        eprintln!("{kind}: --parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
     }
+    expected.len()
+}
+
+#[test]
+fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    common::orders_and_payments(dir.path(), ORDERS);
+    let sets = ["ORDERS", "PAYMENTS"]
+        .map(|name| {
+            let file = dir.path().join(format!("{}.ndjson", name.to_lowercase()));
+            format!("{name}={}", file.display())
+        })
+        .to_vec();
+    let rows = equal_at_a_tenth(dir.path(), PAID, &sets, "updating_join", "paid");
+    assert!(rows > ORDERS, "{rows} rows");
+}
+
+/// The two largest values of each key (a Top-N over the whole stream).
+const TOP: &str = "
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE top2 (k VARCHAR, v BIGINT, rn BIGINT)
+  WITH (connector = 'ndjson', path = 'top2.ndjson', format = 'debezium-json');
+INSERT INTO top2 SELECT k, v, rn FROM (
+  SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM events
+) WHERE rn <= 2;
+";
+
+#[test]
+fn a_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    events_file(&events);
+    let sets = [format!("EVENTS={}", events.display())];
+    let rows = equal_at_a_tenth(dir.path(), TOP, &sets, "updating_rank", "top2");
+    assert!(rows > KEYS, "{rows} rows");
 }
 
 #[test]
 fn spilled_state_past_the_disk_limit_fails_the_job_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    events(&dir.path().join("events.ndjson"));
+    events_file(&dir.path().join("events.ndjson"));
     let out = run(
         dir.path(),
         "out",

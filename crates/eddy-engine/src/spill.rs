@@ -92,6 +92,8 @@ pub struct SpillTable {
 /// Memtables are flushed to disk past this size: spilled state is meant
 /// to leave memory.
 const MEMTABLE_BYTES: u64 = 8 << 20;
+/// The longest key the store holds (fjall's limit).
+pub const MAX_KEY_BYTES: usize = u16::MAX as usize;
 /// The block cache shared by a job's spilled tables.
 const CACHE_BYTES: u64 = 16 << 20;
 
@@ -195,6 +197,14 @@ impl SpillTable {
     ) -> Result<()> {
         let mut batch = self.db.batch().durability(None);
         for (key, value) in entries {
+            self.check_key(key)?;
+            if u32::try_from(value.len()).is_err() {
+                return Err(spill_error(
+                    "write to",
+                    &self.space.where_(),
+                    format!("a state entry of {} bytes is past 4 GiB", value.len()),
+                ));
+            }
             self.stats.written_bytes += (key.len() + value.len()) as u64;
             batch.insert(&self.keyspace, key, value);
         }
@@ -208,6 +218,7 @@ impl SpillTable {
     pub fn remove<'a>(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
         let mut batch = self.db.batch().durability(None);
         for key in keys {
+            self.check_key(key)?;
             batch.remove(&self.keyspace, key);
         }
         batch
@@ -218,6 +229,7 @@ impl SpillTable {
     /// What `key` last held, if anything (the store's own bytes, not a
     /// copy).
     pub fn read(&mut self, key: &[u8]) -> Result<Option<fjall::Slice>> {
+        self.check_key(key)?;
         let value = self
             .keyspace
             .get(key)
@@ -243,6 +255,31 @@ impl SpillTable {
         self.keyspace
             .clear()
             .map_err(|e| spill_error("clear", &self.space.where_(), e))
+    }
+
+    /// Fails on a key the store cannot hold (empty, or longer than
+    /// [`MAX_KEY_BYTES`]), which it would panic on. (Operators spill
+    /// keyed state only, and a row-format key is never empty.)
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(spill_error(
+                "write to",
+                &self.space.where_(),
+                "an empty state key cannot spill",
+            ));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(spill_error(
+                "write to",
+                &self.space.where_(),
+                format!(
+                    "a state key of {} bytes is past the {MAX_KEY_BYTES} bytes a spilled key may have \
+                     (a GROUP BY or join key that long cannot spill: raise --memory-limit)",
+                    key.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// What it has cost so far.
@@ -319,6 +356,24 @@ mod tests {
             0,
             "the store's directory goes with the job"
         );
+    }
+
+    #[test]
+    fn an_empty_key_and_one_past_the_limit_are_errors_not_panics() {
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let mut table = space.table("t").unwrap();
+        assert!(table.write([(&b""[..], &b"global"[..])]).is_err());
+        let long = vec![7u8; MAX_KEY_BYTES + 1];
+        let error = table
+            .write([(&long[..], &b"v"[..])])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("65536 bytes"), "{error}");
+        assert!(table.read(&long).is_err());
+        assert!(table.remove([&long[..]]).is_err());
+        let longest = vec![7u8; MAX_KEY_BYTES];
+        table.write([(&longest[..], &b"v"[..])]).unwrap();
+        assert!(table.read(&longest).unwrap().is_some());
     }
 
     #[test]

@@ -8,11 +8,19 @@
 //! keeps the rows and bytes held and the retractions of rows never held),
 //! the declared table `rows` ([`table_spec`]) a checkpoint holds, and the
 //! partitions again from it.
+//!
+//! Spilling ([`OrderedPartitions::spill`]): every partition in memory goes
+//! to a table of the job's spill store ([`crate::spill`]) and memory starts
+//! afresh; [`OrderedPartitions::read_back`] brings the partitions a batch
+//! touches back before it is applied and takes them off disk, so a
+//! partition is in memory or on disk, never both. An entry is the
+//! partition key and, little-endian, `touched_at: i64` then per row
+//! `sort_len: u32`, the sort key, `row_len: u32`, the row, `copies: u32`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{BinaryArray, Int64Array, UInt32Array};
+use datafusion::arrow::array::{BinaryArray, BinaryBuilder, Int64Array, UInt32Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
@@ -20,9 +28,10 @@ use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
 use super::ttl::TtlSweeps;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
+use crate::spill::{SpillSpace, SpillStats, SpillTable};
 use crate::state::declared::TableSpec;
-use crate::time::Timestamp;
+use crate::time::{Timestamp, WATERMARK_MIN};
 
 /// A partition's rows in order: (sort key, row) -> copies.
 pub(crate) type Ordered = BTreeMap<(Box<[u8]>, Box<[u8]>), u32>;
@@ -75,6 +84,11 @@ pub(crate) struct OrderedPartitions {
     unmatched_retractions: u64,
     /// When partitions untouched for the TTL are dropped.
     sweeps: TtlSweeps,
+    /// The cutoff of the last TTL sweep: a spilled partition last touched
+    /// before it is gone, as it would be had it stayed in memory.
+    expired_before: Timestamp,
+    /// The partitions moved to disk when the memory budget refused more.
+    spilled: Option<SpillTable>,
 }
 
 impl OrderedPartitions {
@@ -86,7 +100,75 @@ impl OrderedPartitions {
             bytes: 0,
             unmatched_retractions: 0,
             sweeps: TtlSweeps::new(ttl_ms),
+            expired_before: WATERMARK_MIN,
+            spilled: None,
         }
+    }
+
+    /// Brings the spilled partitions among `keys` (a batch's, see
+    /// [`Self::touched`]) back into memory and takes them off disk; one
+    /// the TTL has since expired is forgotten instead.
+    pub(crate) fn read_back<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(());
+        };
+        let mut gone: Vec<&[u8]> = Vec::new();
+        for key in keys {
+            if self.partitions.contains_key(key) {
+                continue;
+            }
+            let Some(value) = spilled.read(key)? else {
+                continue;
+            };
+            gone.push(key);
+            let partition = decode(&value)?;
+            if partition.touched_at < self.expired_before {
+                self.held -= partition.rows.values().map(|&c| c as usize).sum::<usize>();
+                continue;
+            }
+            self.bytes += partition_bytes(key, &partition.rows);
+            self.partitions.insert(key.into(), partition);
+        }
+        if !gone.is_empty() {
+            spilled.remove(gone)?;
+        }
+        Ok(())
+    }
+
+    /// Moves every partition in memory to a table of `space` (opened for
+    /// an operator of kind `kind` the first time); whether anything moved.
+    pub(crate) fn spill(&mut self, space: &Arc<SpillSpace>, kind: &str) -> Result<bool> {
+        if self.partitions.is_empty() {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            self.spilled = Some(space.table(kind)?);
+        }
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(false);
+        };
+        let mut encoded = Vec::new();
+        let mut ends = Vec::with_capacity(self.partitions.len());
+        for partition in self.partitions.values() {
+            encode(partition, &mut encoded);
+            ends.push(encoded.len());
+        }
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let values = starts
+            .zip(ends.iter().copied())
+            .map(|(s, e)| &encoded[s..e]);
+        spilled.write(self.partitions.keys().map(|k| k.as_ref()).zip(values))?;
+        crate::runtime::drop_later::drop_later(std::mem::take(&mut self.partitions));
+        self.bytes = 0;
+        Ok(true)
+    }
+
+    /// What spilling has cost.
+    pub(crate) fn spill_stats(&self) -> SpillStats {
+        self.spilled
+            .as_ref()
+            .map(SpillTable::stats)
+            .unwrap_or_default()
     }
 
     /// A batch's rows by partition (`keys`: each row's partition key),
@@ -196,6 +278,7 @@ impl OrderedPartitions {
         let Some(cutoff) = self.sweeps.due(watermark) else {
             return;
         };
+        self.expired_before = cutoff;
         let (mut dropped, mut bytes) = (0, 0);
         self.partitions.retain(|key, p| {
             let keep = p.touched_at >= cutoff;
@@ -224,9 +307,29 @@ impl OrderedPartitions {
         self.unmatched_retractions
     }
 
-    /// The partitions as rows of the table `spec` declares.
-    pub(crate) fn table(&self, spec: &TableSpec) -> Result<RecordBatch> {
-        table(spec, &self.partitions)
+    /// Every partition, on disk or in memory, as rows of the table `spec`
+    /// declares; spilled partitions the TTL has expired are left out and
+    /// taken off disk.
+    pub(crate) fn table(&mut self, spec: &TableSpec) -> Result<RecordBatch> {
+        let mut table = Table::default();
+        if let Some(spilled) = self.spilled.as_mut() {
+            let mut expired = Vec::new();
+            for entry in spilled.entries() {
+                let (key, value) = entry?;
+                let partition = decode(&value)?;
+                if partition.touched_at < self.expired_before {
+                    self.held -= partition.rows.values().map(|&c| c as usize).sum::<usize>();
+                    expired.push(key);
+                } else {
+                    table.push(&key, &partition);
+                }
+            }
+            spilled.remove(expired.iter().map(Vec::as_slice))?;
+        }
+        for (key, partition) in &self.partitions {
+            table.push(key, partition);
+        }
+        table.finish(spec)
     }
 
     /// The partitions a table of `spec` holds, in place of these, with the
@@ -239,38 +342,100 @@ impl OrderedPartitions {
         watermark: Timestamp,
     ) -> Result<()> {
         (self.partitions, self.held, self.bytes) = load(spec, table)?;
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
         self.unmatched_retractions = unmatched_retractions;
         self.sweeps.resume(watermark);
         Ok(())
     }
 }
 
-/// `partitions` as rows of the table `spec` declares.
-fn table(spec: &TableSpec, partitions: &Partitions) -> Result<RecordBatch> {
-    let mut partition: Vec<&[u8]> = Vec::new();
-    let mut sort: Vec<&[u8]> = Vec::new();
-    let mut row: Vec<&[u8]> = Vec::new();
-    let mut copies = Vec::new();
-    let mut touched_at = Vec::new();
-    for (key, p) in partitions {
-        for ((s, r), &c) in &p.rows {
-            partition.push(key);
-            sort.push(s);
-            row.push(r);
-            copies.push(c);
-            touched_at.push(p.touched_at);
+/// The `rows` table, built partition by partition.
+#[derive(Default)]
+struct Table {
+    partition: BinaryBuilder,
+    sort: BinaryBuilder,
+    row: BinaryBuilder,
+    copies: Vec<u32>,
+    touched_at: Vec<Timestamp>,
+}
+
+impl Table {
+    fn push(&mut self, key: &[u8], partition: &Partition) {
+        for ((sort, row), &copies) in &partition.rows {
+            self.partition.append_value(key);
+            self.sort.append_value(sort);
+            self.row.append_value(row);
+            self.copies.push(copies);
+            self.touched_at.push(partition.touched_at);
         }
     }
-    Ok(RecordBatch::try_new(
-        spec.schema().clone(),
-        vec![
-            Arc::new(BinaryArray::from(partition)),
-            Arc::new(BinaryArray::from(sort)),
-            Arc::new(BinaryArray::from(row)),
-            Arc::new(UInt32Array::from(copies)),
-            Arc::new(Int64Array::from(touched_at)),
-        ],
-    )?)
+
+    fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {
+        Ok(RecordBatch::try_new(
+            spec.schema().clone(),
+            vec![
+                Arc::new(self.partition.finish()),
+                Arc::new(self.sort.finish()),
+                Arc::new(self.row.finish()),
+                Arc::new(UInt32Array::from(self.copies)),
+                Arc::new(Int64Array::from(self.touched_at)),
+            ],
+        )?)
+    }
+}
+
+/// Bytes a partition's key and rows cost in memory.
+fn partition_bytes(key: &[u8], rows: &Ordered) -> usize {
+    key.len() + rows.keys().map(entry_bytes).sum::<usize>()
+}
+
+/// Appends `partition`'s spilled entry value to `out`.
+fn encode(partition: &Partition, out: &mut Vec<u8>) {
+    out.extend_from_slice(&partition.touched_at.to_le_bytes());
+    for ((sort, row), &copies) in &partition.rows {
+        for bytes in [sort, row] {
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+        out.extend_from_slice(&copies.to_le_bytes());
+    }
+}
+
+/// The partition a spilled entry value holds.
+fn decode(mut value: &[u8]) -> Result<Partition> {
+    let touched_at = i64::from_le_bytes(take(&mut value)?);
+    let mut rows = Ordered::new();
+    while !value.is_empty() {
+        let sort = take_bytes(&mut value)?;
+        let row = take_bytes(&mut value)?;
+        let copies = u32::from_le_bytes(take(&mut value)?);
+        rows.insert((sort.into(), row.into()), copies);
+    }
+    Ok(Partition { rows, touched_at })
+}
+
+/// The next `N` bytes of `value`.
+fn take<const N: usize>(value: &mut &[u8]) -> Result<[u8; N]> {
+    let bytes: [u8; N] = value
+        .get(..N)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(cut_short)?;
+    *value = &value[N..];
+    Ok(bytes)
+}
+
+/// The next length-prefixed bytes of `value`.
+fn take_bytes<'a>(value: &mut &'a [u8]) -> Result<&'a [u8]> {
+    let len = u32::from_le_bytes(take(value)?) as usize;
+    let bytes = value.get(..len).ok_or_else(cut_short)?;
+    *value = &value[len..];
+    Ok(bytes)
+}
+
+fn cut_short() -> EngineError {
+    EngineError::State("a spilled partition is cut short".into())
 }
 
 /// The partitions a table of `spec` holds, with the rows they hold (copies
@@ -296,7 +461,7 @@ fn load(spec: &TableSpec, table: &RecordBatch) -> Result<(Partitions, usize, usi
     }
     let bytes = partitions
         .iter()
-        .map(|(k, p)| k.len() + p.rows.keys().map(entry_bytes).sum::<usize>())
+        .map(|(k, p)| partition_bytes(k, &p.rows))
         .sum();
     Ok((partitions, held, bytes))
 }

@@ -280,3 +280,125 @@ pub fn with_change(
     )
     .expect("the change applies")
 }
+
+/// Rows of a state table as sorted lines, a column's value after another.
+pub fn table_lines(table: &RecordBatch) -> Vec<String> {
+    let mut lines: Vec<String> = (0..table.num_rows())
+        .map(|r| {
+            table
+                .columns()
+                .iter()
+                .map(|c| {
+                    ScalarValue::try_from_array(c, r)
+                        .expect("value")
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Drives two operators of `plan` through `batches` (input, batch), the
+/// watermark at the batch's number before each, one of them spilling
+/// after every third of all but the last `tail` batches, and asserts that
+/// spilling changes nothing: the same changes batch by batch, the same
+/// rows held, the same checkpoint tables (as sorted rows), and an
+/// operator restored from the spilled checkpoint going on with the same
+/// changes over the last `tail` batches.
+pub fn assert_spilling_changes_nothing(
+    plan: &dyn crate::operator::OperatorPlan,
+    batches: &[(usize, RecordBatch)],
+    tail: usize,
+) {
+    use crate::spill::{SpillConfig, SpillSpace};
+    let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+    let mut whole = plan.create().expect("an operator");
+    let mut spilling = plan.create().expect("an operator");
+    let (mut a, mut b) = (Collector::default(), Collector::default());
+    let head = batches.len() - tail;
+    for (i, (input, batch)) in batches[..head].iter().enumerate() {
+        for op in [&mut whole, &mut spilling] {
+            op.on_watermark(i as i64, &mut a).expect("a watermark");
+        }
+        a.drain().for_each(drop);
+        whole
+            .on_batch(*input, batch.clone(), &mut a)
+            .expect("a batch");
+        spilling
+            .on_batch(*input, batch.clone(), &mut b)
+            .expect("a batch");
+        assert_eq!(changes(&mut a), changes(&mut b), "batch {i}");
+        if i % 3 == 0 {
+            assert!(spilling.spill(&space).expect("a spill"), "batch {i}");
+            assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
+        }
+    }
+    let stats = spilling.spill_stats();
+    assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+    let (mut expected, got) = (
+        whole.snapshot().expect("a snapshot"),
+        spilling.snapshot().expect("a snapshot"),
+    );
+    assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
+    let mut restored = plan.create().expect("an operator");
+    restored.restore(got.clone()).expect("restored");
+    let mut got = got;
+    for spec in plan.state_tables().expect("declared tables") {
+        assert_eq!(
+            table_lines(&expected.take_table(spec.name()).expect("a table")),
+            table_lines(&got.take_table(spec.name()).expect("a table")),
+            "table {}",
+            spec.name()
+        );
+    }
+    for (input, batch) in &batches[head..] {
+        whole
+            .on_batch(*input, batch.clone(), &mut a)
+            .expect("a batch");
+        spilling
+            .on_batch(*input, batch.clone(), &mut b)
+            .expect("a batch");
+        let expected = changes(&mut a);
+        assert_eq!(expected, changes(&mut b), "after the checkpoint");
+        restored
+            .on_batch(*input, batch.clone(), &mut b)
+            .expect("a batch");
+        assert_eq!(expected, changes(&mut b), "restored");
+    }
+}
+
+/// `batches` changelog batches of 20 rows over `keys` keys (`k0`, ...),
+/// values 0-9, a quarter of each retracting a row put in before (every
+/// retraction matches a row held).
+pub fn kv_churn(batches: usize, keys: usize) -> Vec<RecordBatch> {
+    let mut held: Vec<(usize, i64)> = Vec::new();
+    let mut seed = 13u64;
+    let mut out = Vec::new();
+    for _ in 0..batches {
+        let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..20 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (seed >> 33) as usize;
+            let (k, v, kind) = if r % 4 == 3 && !held.is_empty() {
+                let at = pick % held.len();
+                let (k, v) = held.swap_remove(at);
+                (k, v, 3)
+            } else {
+                let (k, v) = (pick % keys, (pick / keys % 10) as i64);
+                held.push((k, v));
+                (k, v, 0)
+            };
+            ks.push(format!("k{k}"));
+            vs.push(v);
+            kinds.push(kind);
+        }
+        let ks: Vec<&str> = ks.iter().map(String::as_str).collect();
+        out.push(keyed(&ks, &vs, Some(&kinds)));
+    }
+    out
+}

@@ -400,7 +400,10 @@ impl Operator for UpdatingOver {
         let rows = self.rows.convert_columns(data.columns())?;
 
         let mut changes = Vec::new();
-        for (key, members) in OrderedPartitions::touched(&keys) {
+        let touched = OrderedPartitions::touched(&keys);
+        self.state
+            .read_back(touched.iter().map(|(key, _)| key.as_ref()))?;
+        for (key, members) in touched {
             let mut ordered = self.state.take(&key);
             let before = self.evaluate(&ordered)?;
             for r in members {
@@ -435,6 +438,25 @@ impl Operator for UpdatingOver {
 
     fn state_bytes(&self) -> usize {
         self.state.bytes()
+    }
+
+    /// Counted as rows come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every partition in memory goes to disk and memory starts afresh;
+    /// a partition comes back the first time a row touches it. Without
+    /// PARTITION BY (one partition) nothing spills.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.plan.partition_by.is_empty() {
+            return Ok(false);
+        }
+        self.state.spill(space, KIND)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.state.spill_stats()
     }
 
     /// Retractions of rows the operator never held (counted, ignored).
@@ -611,5 +633,16 @@ mod tests {
         changes(&mut out);
         op.on_batch(0, rows(&["a"], &[2], None), &mut out).unwrap();
         assert_eq!(changes(&mut out), ["+I a 2 2 NULL"], "a starts afresh");
+    }
+
+    #[test]
+    fn spilled_partitions_come_back_as_they_left_and_every_change_is_the_same() {
+        use crate::operators::testing::{assert_spilling_changes_nothing, kv_churn};
+        // The watermark passes the TTL: idle partitions expire in memory
+        // and on disk alike.
+        let plan = plan(true, Some(6));
+        let batches: Vec<(usize, RecordBatch)> =
+            kv_churn(40, 25).into_iter().map(|b| (0, b)).collect();
+        assert_spilling_changes_nothing(&plan, &batches, 4);
     }
 }

@@ -419,7 +419,10 @@ impl Operator for UpdatingRank {
         let rows = self.rows.convert_columns(data.columns())?;
 
         let mut changes = Vec::new();
-        for (key, members) in OrderedPartitions::touched(&keys) {
+        let touched = OrderedPartitions::touched(&keys);
+        self.state
+            .read_back(touched.iter().map(|(key, _)| key.as_ref()))?;
+        for (key, members) in touched {
             let mut ranked = self.state.take(&key);
             let before = self.top(&ranked);
             for r in members {
@@ -459,6 +462,25 @@ impl Operator for UpdatingRank {
 
     fn state_bytes(&self) -> usize {
         self.state.bytes()
+    }
+
+    /// Counted as rows come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every partition in memory goes to disk and memory starts afresh;
+    /// a partition comes back the first time a row touches it. Without
+    /// PARTITION BY (one partition) nothing spills.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.plan.partition_by.is_empty() {
+            return Ok(false);
+        }
+        self.state.spill(space, KIND)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.state.spill_stats()
     }
 
     fn late_rows(&self) -> u64 {
@@ -692,5 +714,28 @@ mod tests {
         fresh.restore(op.snapshot().unwrap()).unwrap();
         assert_eq!(op.state_bytes(), fresh.state_bytes());
         assert_eq!(op.state_rows(), 2);
+    }
+
+    #[test]
+    fn spilled_partitions_come_back_as_they_left_and_every_change_is_the_same() {
+        use crate::operators::testing::{assert_spilling_changes_nothing, kv_churn};
+        let mut plan = plan(vec![RankFunction::RowNumber, RankFunction::Rank], 2, true);
+        // The watermark passes the TTL: idle partitions expire in memory
+        // and on disk alike.
+        plan.state_ttl_ms = Some(6);
+        let batches: Vec<(usize, RecordBatch)> =
+            kv_churn(40, 25).into_iter().map(|b| (0, b)).collect();
+        assert_spilling_changes_nothing(&plan, &batches, 4);
+    }
+
+    #[test]
+    fn one_partition_does_not_spill() {
+        let mut plan = plan(vec![RankFunction::RowNumber], 2, false);
+        plan.partition_by.clear();
+        let mut op = plan.create().unwrap();
+        op.on_batch(0, rows(&["a"], &[1], None), &mut Collector::default())
+            .unwrap();
+        let space = Arc::new(crate::spill::SpillSpace::new(Default::default()));
+        assert!(!op.spill(&space).unwrap());
     }
 }
