@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# State past the memory limit: `SELECT k, count(*), sum(v), avg(v) FROM
-# events GROUP BY k` over EVENTS events on KEYS keys drawn uniformly (so a
-# spilled group is read back as often as any other), from an NDJSON file,
-# into a blackhole sink, at one instance. Runs it without a limit, then at
+# State past the memory limit. QUERY=group (the default): `SELECT k,
+# count(*), sum(v), avg(v) FROM events GROUP BY k` over EVENTS events on
+# KEYS keys drawn uniformly (so a spilled group is read back as often as
+# any other). QUERY=join: `orders LEFT JOIN payments ON id`, EVENTS/2
+# orders and EVENTS/2 payments on orders drawn uniformly (every row is
+# kept: EVENTS rows of join state). From NDJSON files, into a blackhole
+# sink, at one instance. Runs it without a limit, then at
 # a tenth of that run's state (LIMIT to choose), RUNS times each in turn;
 # prints per form the median (min-max) seconds and events/s, the peak
 # resident memory (the process's, /usr/bin/time), the bytes spilled and
@@ -12,36 +15,61 @@
 #
 #   EDDY_BIN=~/.cache/eddy-release/release/eddy bench/spill.sh    # 10M events, 2M keys
 #   EVENTS=200000 KEYS=50000 RUNS=1 bench/spill.sh                # a check
+#   QUERY=join EVENTS=4000000 LIMIT=256MiB bench/spill.sh          # the 4M-row join
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 EVENTS=${EVENTS:-10000000}
 KEYS=${KEYS:-2000000}
 RUNS=${RUNS:-3}
+QUERY=${QUERY:-group}
+case "$QUERY" in
+  group) kind=updating_aggregate table=totals ;;
+  join) kind=updating_join table=paid ;;
+  *) echo "QUERY is group or join, not $QUERY" >&2; exit 2 ;;
+esac
 . bench/lib.sh
 build_eddy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-python3 - "$work/events.ndjson" "$KEYS" "$EVENTS" <<'PY'
+python3 - "$work" "$QUERY" "$KEYS" "$EVENTS" <<'PY'
 import random, sys
-path, keys, events = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, query, keys, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(7)
-with open(path, "w") as out:
-    for _ in range(events):
-        out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
+if query == "group":
+    with open(f"{work}/events.ndjson", "w") as out:
+        for _ in range(events):
+            out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
+else:
+    orders = events // 2
+    with open(f"{work}/orders.ndjson", "w") as out:
+        for i in range(orders):
+            out.write('{"id":"order-%d","amount":%d}\n' % (i, i % 1000))
+    with open(f"{work}/payments.ndjson", "w") as out:
+        for _ in range(events - orders):
+            out.write('{"id":"order-%d","paid":%d}\n' % (rng.randrange(orders), rng.randrange(1000)))
 PY
 
 query() {
-  cat <<SQL
+  if [ "$QUERY" = group ]; then
+    cat <<SQL
 CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '$work/events.ndjson');
 CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
 INSERT INTO totals SELECT k, count(*), sum(v), avg(v) FROM events GROUP BY k;
 SQL
+  else
+    cat <<SQL
+CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '$work/orders.ndjson');
+CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '$work/payments.ndjson');
+CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT) WITH ($1);
+INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
+SQL
+  fi
 }
 query "connector = 'blackhole'" > "$work/bench.sql"
-query "connector = 'ndjson', path = 'totals.ndjson', format = 'debezium-json'" > "$work/check.sql"
-echo "input: $EVENTS events on $KEYS keys ($(du -h "$work/events.ndjson" | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+query "connector = 'ndjson', path = '$table.ndjson', format = 'debezium-json'" > "$work/check.sql"
+echo "$QUERY: $EVENTS events$([ "$QUERY" = group ] && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # run FORM ARGS...: one run; appends "seconds peak_kib written_mib read_mib state_mib" to $work/FORM
 run() {
@@ -49,7 +77,7 @@ run() {
   shift
   /usr/bin/time -f "%M" -o "$work/rss" "$EDDY" run "$work/bench.sql" --parallelism 1 "$@" 2> "$work/summary"
   local line ms state written read
-  line=$(grep '^updating_aggregate#' "$work/summary")
+  line=$(grep "^$kind#" "$work/summary")
   ms=$(sed -nE 's/^finished in ([0-9]+) ms$/\1/p' "$work/summary")
   state=$(sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p' <<<"$line")
   written=$(sed -nE 's/.*spilled ([0-9.]+) MiB to disk.*/\1/p' <<<"$line")
@@ -59,7 +87,7 @@ run() {
 
 # The limit: a tenth of the unlimited run's state, unless given.
 "$EDDY" run "$work/bench.sql" --parallelism 1 2> "$work/summary"
-state=$(sed -nE 's/^updating_aggregate#.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p' "$work/summary")
+state=$(grep "^$kind#" "$work/summary" | sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p')
 LIMIT=${LIMIT:-$(awk -v s="$state" 'BEGIN { printf "%dKiB", s * 1024 / 10 }')}
 echo "unlimited state: $state MiB; limit: $LIMIT"
 
@@ -74,7 +102,7 @@ for form in unlimited limited; do
   [ "$form" = limited ] && args=(--memory-limit "$LIMIT" --spill-dir "$work/spill")
   (cd "$work" && "$EDDY" run check.sql --quiet --parallelism 1 --output "$work/out-$form" "${args[@]}")
 done
-python3 - "$work" <<'PY'
+python3 - "$work" "$table" <<'PY'
 import collections, json, sys
 def table(path):
     rows = collections.Counter()
@@ -85,9 +113,9 @@ def table(path):
         if event["after"] is not None:
             rows[json.dumps(event["after"], sort_keys=True)] += 1
     return {row: n for row, n in rows.items() if n}
-a, b = (table(f"{sys.argv[1]}/out-{form}/totals.ndjson") for form in ("unlimited", "limited"))
+a, b = (table(f"{sys.argv[1]}/out-{form}/{sys.argv[2]}.ndjson") for form in ("unlimited", "limited"))
 if a != b:
-    sys.exit(f"the spilled run's totals differ from the unlimited run's ({len(a)} against {len(b)} rows)")
+    sys.exit(f"the spilled run's {sys.argv[2]} differ from the unlimited run's ({len(a)} against {len(b)} rows)")
 PY
 
 python3 - "$work" "$EVENTS" "$LIMIT" <<'PY'
@@ -107,7 +135,8 @@ u = statistics.median(r[0] for r in forms["unlimited"])
 l = statistics.median(r[0] for r in forms["limited"])
 print(f"spilled speed / unlimited speed: {u / l:.2f} (median/median; worst pair "
       f"{min(r[0] for r in forms['unlimited']) / max(r[0] for r in forms['limited']):.2f})")
-size = float(''.join(c for c in limit if c.isdigit() or c == '.')) / 1024
+number = float(''.join(c for c in limit if c.isdigit() or c == '.'))
+size = number * {"K": 1 / 1024, "M": 1, "G": 1024}[limit.lstrip("0123456789.")[0].upper()]
 print(f"limited peak RSS - limit: {statistics.median(r[1] / 1024 for r in forms['limited']) - size:.0f} MiB "
       f"(limit {size:.1f} MiB); final tables equal")
 PY

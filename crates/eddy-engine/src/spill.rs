@@ -92,6 +92,8 @@ pub struct SpillTable {
 /// Memtables are flushed to disk past this size: spilled state is meant
 /// to leave memory.
 const MEMTABLE_BYTES: u64 = 8 << 20;
+/// Values a spill encodes before writing them as one batch.
+pub const WRITE_CHUNK_BYTES: usize = 4 << 20;
 /// The longest key the store holds (fjall's limit).
 pub const MAX_KEY_BYTES: usize = u16::MAX as usize;
 /// The block cache shared by a job's spilled tables.
@@ -126,9 +128,16 @@ impl SpillSpace {
             .ok_or_else(|| spill_error("open", "the spill directory", "no store"))?;
         let keyspace = db
             .keyspace(&name, || {
+                use fjall::config::PinningPolicy;
+                // Every table's filter and index stay in memory (about
+                // ten bits a key): a lookup that had to load them read
+                // and checksummed a whole filter block from the page
+                // cache each time, two thirds of a spilling join's CPU.
                 fjall::KeyspaceCreateOptions::default()
                     .max_memtable_size(MEMTABLE_BYTES)
                     .manual_journal_persist(true)
+                    .filter_block_pinning_policy(PinningPolicy::all(true))
+                    .index_block_pinning_policy(PinningPolicy::all(true))
             })
             .map_err(|e| spill_error("open a table in", &self.where_(), e))?;
         Ok(SpillTable {
@@ -212,6 +221,42 @@ impl SpillTable {
             .commit()
             .map_err(|e| spill_error("write to", &self.space.where_(), e))?;
         self.space.check_disk()
+    }
+
+    /// Writes an entry per item, its value encoded by `encode` (which
+    /// appends it to the buffer it is given), a write batch every
+    /// [`WRITE_CHUNK_BYTES`] of values: spilling a large state never holds
+    /// a second copy of it whole.
+    pub fn write_encoded<'a, T>(
+        &mut self,
+        items: impl IntoIterator<Item = (&'a [u8], T)>,
+        mut encode: impl FnMut(T, &mut Vec<u8>),
+    ) -> Result<()> {
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut ends: Vec<usize> = Vec::new();
+        let mut values: Vec<u8> = Vec::new();
+        for (key, item) in items {
+            encode(item, &mut values);
+            keys.push(key);
+            ends.push(values.len());
+            if values.len() >= WRITE_CHUNK_BYTES {
+                self.write_chunk(&keys, &ends, &values)?;
+                keys.clear();
+                ends.clear();
+                values.clear();
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.write_chunk(&keys, &ends, &values)
+    }
+
+    /// Writes `keys[i]` with `values[ends[i - 1]..ends[i]]`.
+    fn write_chunk(&mut self, keys: &[&[u8]], ends: &[usize], values: &[u8]) -> Result<()> {
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let slices = starts.zip(ends.iter().copied()).map(|(s, e)| &values[s..e]);
+        self.write(keys.iter().copied().zip(slices))
     }
 
     /// Forgets entries.
@@ -374,6 +419,25 @@ mod tests {
         let longest = vec![7u8; MAX_KEY_BYTES];
         table.write([(&longest[..], &b"v"[..])]).unwrap();
         assert!(table.read(&longest).unwrap().is_some());
+    }
+
+    #[test]
+    fn encoded_entries_are_written_in_chunks_and_all_arrive() {
+        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+        let mut table = space.table("t").unwrap();
+        let keys: Vec<[u8; 4]> = (0..3_000u32).map(u32::to_be_bytes).collect();
+        let value_bytes = 4_000;
+        let mut chunks = 0;
+        table
+            .write_encoded(keys.iter().map(|k| (&k[..], k[3])), |byte, out| {
+                chunks += usize::from(out.is_empty());
+                out.extend(std::iter::repeat_n(byte, value_bytes));
+            })
+            .unwrap();
+        assert_eq!(chunks, 3_000 * value_bytes / WRITE_CHUNK_BYTES + 1);
+        assert_eq!(table.entries().count(), 3_000);
+        let value = table.read(&keys[1_234]).unwrap().unwrap();
+        assert_eq!(&value[..], &vec![keys[1_234][3]; value_bytes][..]);
     }
 
     #[test]

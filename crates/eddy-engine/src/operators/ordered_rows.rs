@@ -147,17 +147,8 @@ impl OrderedPartitions {
         let Some(spilled) = self.spilled.as_mut() else {
             return Ok(false);
         };
-        let mut encoded = Vec::new();
-        let mut ends = Vec::with_capacity(self.partitions.len());
-        for partition in self.partitions.values() {
-            encode(partition, &mut encoded);
-            ends.push(encoded.len());
-        }
-        let starts = std::iter::once(0).chain(ends.iter().copied());
-        let values = starts
-            .zip(ends.iter().copied())
-            .map(|(s, e)| &encoded[s..e]);
-        spilled.write(self.partitions.keys().map(|k| k.as_ref()).zip(values))?;
+        let partitions = self.partitions.iter().map(|(key, p)| (key.as_ref(), p));
+        spilled.write_encoded(partitions, encode)?;
         crate::runtime::drop_later::drop_later(std::mem::take(&mut self.partitions));
         self.bytes = 0;
         Ok(true)

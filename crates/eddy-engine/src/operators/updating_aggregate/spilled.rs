@@ -21,6 +21,9 @@ use hashbrown::HashSet;
 use crate::error::Result;
 use crate::spill::{SpillSpace, SpillStats, SpillTable};
 
+/// Groups a spill encodes and writes at a time.
+const CHUNK_ROWS: usize = 16 * 1024;
+
 /// Groups written to disk, by key.
 pub struct SpilledGroups {
     table: SpillTable,
@@ -73,6 +76,17 @@ impl SpilledGroups {
     /// Writes every group of `groups` (a groups table) that holds rows,
     /// and forgets the stored copy of every one that holds none.
     pub fn write(&mut self, groups: &RecordBatch) -> Result<()> {
+        // A chunk at a time: the encoded rows never copy the table whole.
+        let mut start = 0;
+        while start < groups.num_rows() {
+            let len = CHUNK_ROWS.min(groups.num_rows() - start);
+            self.write_chunk(&groups.slice(start, len))?;
+            start += len;
+        }
+        Ok(())
+    }
+
+    fn write_chunk(&mut self, groups: &RecordBatch) -> Result<()> {
         let (keys, states) = groups.columns().split_at(self.key_count);
         let key_rows = self.keys.convert_columns(keys)?;
         let state_rows = self.states.convert_columns(states)?;

@@ -53,17 +53,7 @@ impl SpilledSides {
 
     /// Writes every key of `rows` (side `side`'s buckets) with its bucket.
     pub fn write(&mut self, side: usize, rows: &Side) -> Result<()> {
-        let mut encoded = Vec::new();
-        let mut ends = Vec::new();
-        for (_, bucket) in rows.iter() {
-            encode(bucket, &mut encoded);
-            ends.push(encoded.len());
-        }
-        let starts = std::iter::once(0).chain(ends.iter().copied());
-        let values = starts
-            .zip(ends.iter().copied())
-            .map(|(s, e)| &encoded[s..e]);
-        self.tables[side].write(rows.iter().map(|(key, _)| key).zip(values))
+        self.tables[side].write_encoded(rows.iter(), encode)
     }
 
     /// The bucket side `side` stored under `key`, if any (still on disk:
