@@ -336,6 +336,82 @@ impl SpillTable {
     }
 }
 
+/// Appends `bytes` to a spilled entry's value with its length (`u32`,
+/// little-endian) first; [`EntryReader::bytes`] reads them back.
+pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Reads a spilled entry's value field by field, as the operator that
+/// wrote it laid it out: little-endian numbers and length-prefixed bytes
+/// ([`put_bytes`]). A value cut short is an error naming `what` wrote it.
+///
+/// ```
+/// use eddy_engine::spill::{put_bytes, EntryReader};
+/// let mut value = 7i64.to_le_bytes().to_vec();
+/// put_bytes(&mut value, b"row");
+/// let mut reader = EntryReader::new(&value, "an operator");
+/// assert_eq!(reader.i64().unwrap(), 7);
+/// assert_eq!(reader.bytes().unwrap(), b"row");
+/// assert!(reader.is_empty());
+/// assert!(reader.u32().is_err());
+/// ```
+pub struct EntryReader<'a> {
+    rest: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> EntryReader<'a> {
+    /// A reader of `value`, which `what` wrote.
+    pub fn new(value: &'a [u8], what: &'static str) -> Self {
+        Self { rest: value, what }
+    }
+
+    /// Whether every field has been read.
+    pub fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// The next `N` bytes.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let bytes: [u8; N] = self
+            .rest
+            .get(..N)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| self.cut_short())?;
+        self.rest = &self.rest[N..];
+        Ok(bytes)
+    }
+
+    /// The next `i64`.
+    pub fn i64(&mut self) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+
+    /// The next `u32`.
+    pub fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    /// The next `u64`.
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// The next length-prefixed bytes ([`put_bytes`]).
+    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+        let len = self.u32()? as usize;
+        let bytes = self.rest.get(..len).ok_or_else(|| self.cut_short())?;
+        self.rest = &self.rest[len..];
+        Ok(bytes)
+    }
+
+    fn cut_short(&self) -> EngineError {
+        EngineError::State(format!("{}: a spilled entry is cut short", self.what))
+    }
+}
+
 /// A keyspace name fjall takes (letters, digits, `_`, `-`, `.`, `#`, `$`).
 fn keyspace_name(node: &str) -> String {
     let name: String = node

@@ -28,8 +28,8 @@ use datafusion::physical_expr::PhysicalExpr;
 use hashbrown::HashMap;
 
 use super::ttl::TtlSweeps;
-use crate::error::{EngineError, Result};
-use crate::spill::{SpillSpace, SpillStats, SpillTable};
+use crate::error::Result;
+use crate::spill::{put_bytes, EntryReader, SpillSpace, SpillStats, SpillTable};
 use crate::state::declared::TableSpec;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -386,47 +386,23 @@ fn partition_bytes(key: &[u8], rows: &Ordered) -> usize {
 fn encode(partition: &Partition, out: &mut Vec<u8>) {
     out.extend_from_slice(&partition.touched_at.to_le_bytes());
     for ((sort, row), &copies) in &partition.rows {
-        for bytes in [sort, row] {
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
+        put_bytes(out, sort);
+        put_bytes(out, row);
         out.extend_from_slice(&copies.to_le_bytes());
     }
 }
 
 /// The partition a spilled entry value holds.
-fn decode(mut value: &[u8]) -> Result<Partition> {
-    let touched_at = i64::from_le_bytes(take(&mut value)?);
+fn decode(value: &[u8]) -> Result<Partition> {
+    let mut value = EntryReader::new(value, "ordered partition");
+    let touched_at = value.i64()?;
     let mut rows = Ordered::new();
     while !value.is_empty() {
-        let sort = take_bytes(&mut value)?;
-        let row = take_bytes(&mut value)?;
-        let copies = u32::from_le_bytes(take(&mut value)?);
-        rows.insert((sort.into(), row.into()), copies);
+        let sort = value.bytes()?;
+        let row = value.bytes()?;
+        rows.insert((sort.into(), row.into()), value.u32()?);
     }
     Ok(Partition { rows, touched_at })
-}
-
-/// The next `N` bytes of `value`.
-fn take<const N: usize>(value: &mut &[u8]) -> Result<[u8; N]> {
-    let bytes: [u8; N] = value
-        .get(..N)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(cut_short)?;
-    *value = &value[N..];
-    Ok(bytes)
-}
-
-/// The next length-prefixed bytes of `value`.
-fn take_bytes<'a>(value: &mut &'a [u8]) -> Result<&'a [u8]> {
-    let len = u32::from_le_bytes(take(value)?) as usize;
-    let bytes = value.get(..len).ok_or_else(cut_short)?;
-    *value = &value[len..];
-    Ok(bytes)
-}
-
-fn cut_short() -> EngineError {
-    EngineError::State("a spilled partition is cut short".into())
 }
 
 /// The partitions a table of `spec` holds, with the rows they hold (copies

@@ -32,8 +32,8 @@
 use std::sync::Arc;
 
 use super::side::{Bucket, Held, Side};
-use crate::error::{EngineError, Result};
-use crate::spill::{SpillSpace, SpillStats, SpillTable};
+use crate::error::Result;
+use crate::spill::{put_bytes, EntryReader, SpillSpace, SpillStats, SpillTable};
 
 /// Both sides' buckets written to disk, by encoded key.
 pub struct SpilledSides {
@@ -104,44 +104,28 @@ impl SpilledSides {
 fn encode(bucket: &Bucket, out: &mut Vec<u8>) {
     out.extend_from_slice(&bucket.touched_at.to_le_bytes());
     for (row, held) in &bucket.rows {
-        out.extend_from_slice(&(row.len() as u32).to_le_bytes());
-        out.extend_from_slice(row);
+        put_bytes(out, row);
         out.extend_from_slice(&held.copies.to_le_bytes());
         out.extend_from_slice(&held.partners.to_le_bytes());
     }
 }
 
 /// The bucket an entry value holds.
-fn decode(mut value: &[u8]) -> Result<Bucket> {
+fn decode(value: &[u8]) -> Result<Bucket> {
+    let mut value = EntryReader::new(value, "updating_join");
     let mut bucket = Bucket {
-        touched_at: i64::from_le_bytes(take(&mut value)?),
+        touched_at: value.i64()?,
         ..Bucket::default()
     };
     while !value.is_empty() {
-        let len = u32::from_le_bytes(take(&mut value)?) as usize;
-        let row = value.get(..len).ok_or_else(bad_entry)?;
-        value = &value[len..];
+        let row = value.bytes()?;
         let held = Held {
-            copies: u32::from_le_bytes(take(&mut value)?),
-            partners: u64::from_le_bytes(take(&mut value)?),
+            copies: value.u32()?,
+            partners: value.u64()?,
         };
         bucket.rows.push((row.into(), held));
     }
     Ok(bucket)
-}
-
-/// The next `N` bytes of `value`.
-fn take<const N: usize>(value: &mut &[u8]) -> Result<[u8; N]> {
-    let bytes: [u8; N] = value
-        .get(..N)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad_entry)?;
-    *value = &value[N..];
-    Ok(bytes)
-}
-
-fn bad_entry() -> EngineError {
-    EngineError::State("updating_join: a spilled bucket is cut short".into())
 }
 
 #[cfg(test)]
