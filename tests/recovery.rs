@@ -767,107 +767,75 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
 /// aggregate spills groups to disk and reads them back, its checkpoints
 /// hold every group on disk or not, and after kills the totals equal an
 /// uninterrupted run's without a limit.
+/// Runs `sql` (its `--set` assignments `sets`) without a limit, then at
+/// 1 MiB with kills at random moments (seeded by `seed`), resuming each
+/// time: the Debezium table `table` equals the unlimited run's after every
+/// round. The unlimited table.
+fn spilled_under_kills(
+    dir: &Path,
+    sql: &str,
+    sets: &[String],
+    table: &str,
+    seed: u64,
+) -> Vec<String> {
+    let mut args: Vec<&str> = sets.iter().flat_map(|s| ["--set", s.as_str()]).collect();
+    args.extend(["--parallelism", "1"]);
+    let (unlimited, _) = sql_job_and_baseline(dir, sql, &args);
+    let file = format!("{table}.ndjson");
+    let expected = common::debezium_table(&dir.join("expected").join(&file));
+    let limited = JobArgs(
+        unlimited
+            .0
+            .iter()
+            .cloned()
+            .chain(["--memory-limit".to_string(), "1MiB".to_string()])
+            .collect(),
+    );
+    let started = Instant::now();
+    let out = limited
+        .command(&dir.join("limited"), Some(&dir.join("state")))
+        .output()
+        .unwrap();
+    // Tens of MiB of state under 1 MiB: the run ends only if the operator
+    // spills (else it fails for memory; tests/spill.rs reads the spill
+    // figures).
+    common::assert_success(&out, "the limited run");
+    let baseline = started.elapsed();
+    let verify = |output: &Path, run: &KillRun| {
+        assert!(
+            common::debezium_table(&output.join(&file)) == expected,
+            "the spilled {table} differs after {} kills",
+            run.kills
+        );
+    };
+    let run = run_with_kills(&limited, dir, kills().min(5), baseline, seed, &verify);
+    assert!(
+        !run.resumed_from.is_empty(),
+        "no run resumed from a checkpoint"
+    );
+    eprintln!(
+        "{table} spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
+        run.kills, run.rounds, run.resumed_from
+    );
+    expected
+}
+
 #[test]
 fn state_spilled_past_the_memory_limit_survives_kills() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.ndjson");
     account_events(&events, 1_000_000);
-    let events = format!("EVENTS={}", events.display());
-    let (unlimited, _) = sql_job_and_baseline(
-        dir.path(),
-        TOTALS,
-        &["--set", &events, "--parallelism", "1"],
-    );
-    let expected = common::debezium_table(&dir.path().join("expected").join("totals.ndjson"));
-    assert_eq!(expected.len(), 100_000, "a row per account");
-    let limited = JobArgs(
-        unlimited
-            .0
-            .iter()
-            .cloned()
-            .chain(["--memory-limit".to_string(), "1MiB".to_string()])
-            .collect(),
-    );
-    let started = Instant::now();
-    let out = limited
-        .command(&dir.path().join("limited"), Some(&dir.path().join("state")))
-        .output()
-        .unwrap();
-    common::assert_success(&out, "the limited run");
-    // (tests/spill.rs shows such a limit makes the aggregate spill.)
-    let baseline = started.elapsed();
-    let verify = |output: &Path, run: &KillRun| {
-        assert!(
-            common::debezium_table(&output.join("totals.ndjson")) == expected,
-            "the spilled totals differ after {} kills",
-            run.kills
-        );
-    };
-    let run = run_with_kills(&limited, dir.path(), kills().min(5), baseline, 31, &verify);
-    assert!(
-        !run.resumed_from.is_empty(),
-        "no run resumed from a checkpoint"
-    );
-    eprintln!(
-        "per-key totals spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
-        run.kills, run.rounds, run.resumed_from
-    );
+    let sets = [format!("EVENTS={}", events.display())];
+    let totals = spilled_under_kills(dir.path(), TOTALS, &sets, "totals", 31);
+    assert_eq!(totals.len(), 100_000, "a row per account");
 }
-
-const PAID: &str = "
-CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
-CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
-CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT)
-  WITH (connector = 'ndjson', path = 'paid.ndjson', format = 'debezium-json');
-INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
-";
 
 #[test]
 fn a_join_spilled_past_the_memory_limit_survives_kills() {
     let dir = tempfile::tempdir().unwrap();
-    common::orders_and_payments(dir.path(), 300_000);
-    let orders = format!("ORDERS={}", dir.path().join("orders.ndjson").display());
-    let payments = format!("PAYMENTS={}", dir.path().join("payments.ndjson").display());
-    let (unlimited, _) = sql_job_and_baseline(
-        dir.path(),
-        PAID,
-        &["--set", &orders, "--set", &payments, "--parallelism", "1"],
-    );
-    let expected = common::debezium_table(&dir.path().join("expected").join("paid.ndjson"));
-    assert!(expected.len() > 300_000, "{} rows", expected.len());
-    let limited = JobArgs(
-        unlimited
-            .0
-            .iter()
-            .cloned()
-            .chain(["--memory-limit".to_string(), "1MiB".to_string()])
-            .collect(),
-    );
-    let started = Instant::now();
-    let out = limited
-        .command(&dir.path().join("limited"), Some(&dir.path().join("state")))
-        .output()
-        .unwrap();
-    // About 70 MiB of join state under 1 MiB: the run ends only if the
-    // join spills (else it fails for memory).
-    common::assert_success(&out, "the limited run");
-    let baseline = started.elapsed();
-    let verify = |output: &Path, run: &KillRun| {
-        assert!(
-            common::debezium_table(&output.join("paid.ndjson")) == expected,
-            "the spilled join differs after {} kills",
-            run.kills
-        );
-    };
-    let run = run_with_kills(&limited, dir.path(), kills().min(5), baseline, 37, &verify);
-    assert!(
-        !run.resumed_from.is_empty(),
-        "no run resumed from a checkpoint"
-    );
-    eprintln!(
-        "a LEFT JOIN spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
-        run.kills, run.rounds, run.resumed_from
-    );
+    let sets = common::orders_and_payments(dir.path(), 300_000);
+    let paid = spilled_under_kills(dir.path(), common::PAID, &sets, "paid", 37);
+    assert!(paid.len() > 300_000, "{} rows", paid.len());
 }
 
 const FEED: &str = "

@@ -153,16 +153,6 @@ fn aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
     }
 }
 
-/// A LEFT JOIN of orders with their payments (tests/common
-/// `orders_and_payments`).
-const PAID: &str = "
-CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
-CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
-CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT)
-  WITH (connector = 'ndjson', path = 'paid.ndjson', format = 'debezium-json');
-INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
-";
-
 const ORDERS: usize = 200_000;
 
 /// Runs `sql` (with `--set` assignments `sets`) without a limit, then at
@@ -226,14 +216,8 @@ fn equal_at_a_tenth(dir: &Path, sql: &str, sets: &[String], kind: &str, table: &
 #[test]
 fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let dir = tempfile::tempdir().unwrap();
-    common::orders_and_payments(dir.path(), ORDERS);
-    let sets = ["ORDERS", "PAYMENTS"]
-        .map(|name| {
-            let file = dir.path().join(format!("{}.ndjson", name.to_lowercase()));
-            format!("{name}={}", file.display())
-        })
-        .to_vec();
-    let rows = equal_at_a_tenth(dir.path(), PAID, &sets, "updating_join", "paid");
+    let sets = common::orders_and_payments(dir.path(), ORDERS);
+    let rows = equal_at_a_tenth(dir.path(), common::PAID, &sets, "updating_join", "paid");
     assert!(rows > ORDERS, "{rows} rows");
 }
 

@@ -583,11 +583,23 @@ pub fn debezium_table(path: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// A LEFT JOIN of orders with their payments into the Debezium table
+/// `paid`, over the files [`orders_and_payments`] writes.
+#[allow(dead_code)] // not every test binary joins orders and payments
+pub const PAID: &str = "
+CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT)
+  WITH (connector = 'ndjson', path = 'paid.ndjson', format = 'debezium-json');
+INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p ON o.id = p.id;
+";
+
 /// `orders.ndjson` and `payments.ndjson` in `dir`: `n` orders (`id`,
 /// `amount`), and `n` payments (`id`, `paid`) on orders drawn at random,
-/// so some are paid twice or more and about a third never.
+/// so some are paid twice or more and about a third never. The `--set`
+/// assignments [`PAID`] reads them by (`ORDERS=...`, `PAYMENTS=...`).
 #[allow(dead_code)] // not every test binary joins orders and payments
-pub fn orders_and_payments(dir: &std::path::Path, n: usize) {
+pub fn orders_and_payments(dir: &std::path::Path, n: usize) -> Vec<String> {
     use std::fmt::Write;
     let mut orders = String::with_capacity(n * 40);
     let mut payments = String::with_capacity(n * 40);
@@ -605,6 +617,11 @@ pub fn orders_and_payments(dir: &std::path::Path, n: usize) {
         )
         .unwrap();
     }
-    std::fs::write(dir.join("orders.ndjson"), orders).unwrap();
-    std::fs::write(dir.join("payments.ndjson"), payments).unwrap();
+    let mut sets = Vec::new();
+    for (name, text) in [("ORDERS", orders), ("PAYMENTS", payments)] {
+        let file = dir.join(format!("{}.ndjson", name.to_lowercase()));
+        std::fs::write(&file, text).unwrap();
+        sets.push(format!("{name}={}", file.display()));
+    }
+    sets
 }

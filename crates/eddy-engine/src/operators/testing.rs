@@ -380,10 +380,7 @@ pub fn kv_churn(batches: usize, keys: usize) -> Vec<RecordBatch> {
     for _ in 0..batches {
         let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
         for r in 0..20 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let pick = (seed >> 33) as usize;
+            let pick = next_pick(&mut seed);
             let (k, v, kind) = if r % 4 == 3 && !held.is_empty() {
                 let at = pick % held.len();
                 let (k, v) = held.swap_remove(at);
@@ -401,4 +398,13 @@ pub fn kv_churn(batches: usize, keys: usize) -> Vec<RecordBatch> {
         out.push(keyed(&ks, &vs, Some(&kinds)));
     }
     out
+}
+
+/// The next pseudo-random number of a linear congruential sequence at
+/// `seed` (test data that is the same every run).
+pub fn next_pick(seed: &mut u64) -> usize {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 33) as usize
 }

@@ -1343,10 +1343,7 @@ mod tests {
         for b in 0..batches {
             let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
             for r in 0..30 {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let pick = (seed >> 33) as usize;
+                let pick = crate::operators::testing::next_pick(&mut seed);
                 if r % 4 == 3 && !held.is_empty() {
                     let (k, v) = held.swap_remove(pick % held.len());
                     ks.push(keys[k].as_str());

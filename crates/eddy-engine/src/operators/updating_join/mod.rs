@@ -426,11 +426,7 @@ impl UpdatingJoin {
                 };
                 gone.push(key);
                 if bucket.touched_at < self.expired_before {
-                    self.held -= bucket
-                        .rows
-                        .iter()
-                        .map(|(_, h)| h.copies as usize)
-                        .sum::<usize>();
+                    self.held -= bucket.held();
                     continue;
                 }
                 self.bytes += bucket_bytes(key, &bucket);
@@ -971,11 +967,7 @@ impl Operator for UpdatingJoin {
                 for entry in spilled.entries(side) {
                     let (key, bucket) = entry?;
                     if bucket.touched_at < self.expired_before {
-                        self.held -= bucket
-                            .rows
-                            .iter()
-                            .map(|(_, h)| h.copies as usize)
-                            .sum::<usize>();
+                        self.held -= bucket.held();
                         expired.push(key);
                     } else {
                         table.push(&key, &bucket);
@@ -1305,10 +1297,7 @@ mod tests {
             let side = b % 2;
             let (mut ks, mut vs, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
             for r in 0..20 {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let pick = (seed >> 33) as usize;
+                let pick = crate::operators::testing::next_pick(&mut seed);
                 if r % 4 == 3 && !held[side].is_empty() {
                     let at = pick % held[side].len();
                     let (k, v) = held[side].swap_remove(at);

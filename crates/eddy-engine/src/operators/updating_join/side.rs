@@ -92,6 +92,11 @@ impl Bucket {
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
+
+    /// Rows held, copies counted.
+    pub fn held(&self) -> usize {
+        self.rows.iter().map(|(_, h)| h.copies as usize).sum()
+    }
 }
 
 /// A key with its rows.
