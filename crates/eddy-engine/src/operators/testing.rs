@@ -313,24 +313,34 @@ pub fn assert_spilling_changes_nothing(
     batches: &[(usize, RecordBatch)],
     tail: usize,
 ) {
+    use crate::operator::Operator;
     use crate::spill::{SpillConfig, SpillSpace};
+    /// What each operator emits for the batch, in order.
+    fn each(
+        ops: &mut [&mut Box<dyn Operator>],
+        input: usize,
+        batch: &RecordBatch,
+    ) -> Vec<Vec<String>> {
+        ops.iter_mut()
+            .map(|op| {
+                let mut out = Collector::default();
+                op.on_batch(input, batch.clone(), &mut out)
+                    .expect("a batch");
+                changes(&mut out)
+            })
+            .collect()
+    }
     let space = Arc::new(SpillSpace::new(SpillConfig::default()));
     let mut whole = plan.create().expect("an operator");
     let mut spilling = plan.create().expect("an operator");
-    let (mut a, mut b) = (Collector::default(), Collector::default());
     let head = batches.len() - tail;
     for (i, (input, batch)) in batches[..head].iter().enumerate() {
         for op in [&mut whole, &mut spilling] {
-            op.on_watermark(i as i64, &mut a).expect("a watermark");
+            op.on_watermark(i as i64, &mut Collector::default())
+                .expect("a watermark");
         }
-        a.drain().for_each(drop);
-        whole
-            .on_batch(*input, batch.clone(), &mut a)
-            .expect("a batch");
-        spilling
-            .on_batch(*input, batch.clone(), &mut b)
-            .expect("a batch");
-        assert_eq!(changes(&mut a), changes(&mut b), "batch {i}");
+        let out = each(&mut [&mut whole, &mut spilling], *input, batch);
+        assert_eq!(out[0], out[1], "batch {i}");
         if i % 3 == 0 {
             assert!(spilling.spill(&space).expect("a spill"), "batch {i}");
             assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
@@ -355,18 +365,13 @@ pub fn assert_spilling_changes_nothing(
         );
     }
     for (input, batch) in &batches[head..] {
-        whole
-            .on_batch(*input, batch.clone(), &mut a)
-            .expect("a batch");
-        spilling
-            .on_batch(*input, batch.clone(), &mut b)
-            .expect("a batch");
-        let expected = changes(&mut a);
-        assert_eq!(expected, changes(&mut b), "after the checkpoint");
-        restored
-            .on_batch(*input, batch.clone(), &mut b)
-            .expect("a batch");
-        assert_eq!(expected, changes(&mut b), "restored");
+        let out = each(
+            &mut [&mut whole, &mut spilling, &mut restored],
+            *input,
+            batch,
+        );
+        assert_eq!(out[0], out[1], "after the checkpoint");
+        assert_eq!(out[0], out[2], "restored");
     }
 }
 
