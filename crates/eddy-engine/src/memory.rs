@@ -175,11 +175,6 @@ impl MemoryReservation {
         }
     }
 
-    /// Whether any budget bounds it.
-    pub fn is_bounded(&self) -> bool {
-        !self.budgets.is_empty()
-    }
-
     /// The bytes it holds.
     pub fn size(&self) -> u64 {
         self.size

@@ -6,9 +6,9 @@
 //! state columns, the checkpoint's layout). Out: the same rows read back by
 //! key. Keys and states are stored in Arrow's row format (one converter
 //! for the key columns, one for the rest), so a group's entry is the bytes
-//! its key sorts by and the bytes of its state; a spill writes a whole
-//! table in one write batch, a lookup converts the keys a batch brought
-//! that memory does not hold and reads each by point lookup.
+//! its key sorts by and the bytes of its state; a spill converts and
+//! writes the table 16,384 groups at a time, a lookup converts the keys a
+//! batch brought that memory does not hold and reads each by point lookup.
 
 use std::sync::Arc;
 
