@@ -4,7 +4,10 @@
 # KEYS keys drawn uniformly (so a spilled group is read back as often as
 # any other). QUERY=join: `orders LEFT JOIN payments ON id`, EVENTS/2
 # orders and EVENTS/2 payments on orders drawn uniformly (every row is
-# kept: EVENTS rows of join state). From NDJSON files, into a blackhole
+# kept: EVENTS rows of join state). QUERY=window: per-key tumbling windows
+# of 10 s (count, sum, min, max) over EVENTS events on KEYS keys, events up
+# to 5 s out of order over 100 s of event time, the watermark 20 s behind
+# (three windows open at a time). From NDJSON files, into a blackhole
 # sink, at one instance. Runs it without a limit, then at
 # a tenth of that run's state (LIMIT to choose), RUNS times each in turn;
 # prints per form the median (min-max) seconds and events/s, the peak
@@ -16,6 +19,7 @@
 #   EDDY_BIN=~/.cache/eddy-release/release/eddy bench/spill.sh    # 10M events, 2M keys
 #   EVENTS=200000 KEYS=50000 RUNS=1 bench/spill.sh                # a check
 #   QUERY=join EVENTS=4000000 LIMIT=256MiB bench/spill.sh          # the 4M-row join
+#   QUERY=window EVENTS=4000000 KEYS=1000000 bench/spill.sh        # windows
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +30,8 @@ QUERY=${QUERY:-group}
 case "$QUERY" in
   group) kind=updating_aggregate table=totals ;;
   join) kind=updating_join table=paid ;;
-  *) echo "QUERY is group or join, not $QUERY" >&2; exit 2 ;;
+  window) kind=window_aggregate table=windows ;;
+  *) echo "QUERY is group, join or window, not $QUERY" >&2; exit 2 ;;
 esac
 . bench/lib.sh
 build_eddy
@@ -41,6 +46,11 @@ if query == "group":
     with open(f"{work}/events.ndjson", "w") as out:
         for _ in range(events):
             out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
+elif query == "window":
+    with open(f"{work}/events.ndjson", "w") as out:
+        for i in range(events):
+            at = 1_700_000_000_000 + i * 100_000 // events + rng.randrange(5000)
+            out.write('{"k":"key-%d","v":%d,"at_ms":%d}\n' % (rng.randrange(keys), rng.randrange(1000), at))
 else:
     orders = events // 2
     with open(f"{work}/orders.ndjson", "w") as out:
@@ -58,6 +68,18 @@ CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '$wor
 CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
 INSERT INTO totals SELECT k, count(*), sum(v), avg(v) FROM events GROUP BY k;
 SQL
+  elif [ "$QUERY" = window ]; then
+    cat <<SQL
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
+) WITH (connector = 'file', path = '$work/events.ndjson');
+CREATE TABLE windows (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT) WITH ($1);
+INSERT INTO windows SELECT w.start, k, n, total, low, high FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
+  FROM events GROUP BY w, k);
+SQL
   else
     cat <<SQL
 CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '$work/orders.ndjson');
@@ -69,7 +91,7 @@ SQL
 }
 query "connector = 'blackhole'" > "$work/bench.sql"
 query "connector = 'ndjson', path = '$table.ndjson', format = 'debezium-json'" > "$work/check.sql"
-echo "$QUERY: $EVENTS events$([ "$QUERY" = group ] && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "$QUERY: $EVENTS events$([ "$QUERY" != join ] && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # run FORM ARGS...: one run; appends "seconds peak_kib written_mib read_mib state_mib" to $work/FORM
 run() {
@@ -79,7 +101,7 @@ run() {
   local line ms state written read
   line=$(grep "^$kind#" "$work/summary")
   ms=$(sed -nE 's/^finished in ([0-9]+) ms$/\1/p' "$work/summary")
-  state=$(sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p' <<<"$line")
+  state=$(sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB, at most ([0-9.]+) MiB\).*/\1/p' <<<"$line")
   written=$(sed -nE 's/.*spilled ([0-9.]+) MiB to disk.*/\1/p' <<<"$line")
   read=$(sed -nE 's/.*and read ([0-9.]+) MiB back.*/\1/p' <<<"$line")
   echo "$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }') $(cat "$work/rss") ${written:-0} ${read:-0} $state" >> "$work/$form"
@@ -87,7 +109,7 @@ run() {
 
 # The limit: a tenth of the unlimited run's state, unless given.
 "$EDDY" run "$work/bench.sql" --parallelism 1 2> "$work/summary"
-state=$(grep "^$kind#" "$work/summary" | sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB\).*/\1/p')
+state=$(grep "^$kind#" "$work/summary" | sed -nE 's/.*in state \(at most [0-9]+; ([0-9.]+) MiB, at most ([0-9.]+) MiB\).*/\2/p')
 LIMIT=${LIMIT:-$(awk -v s="$state" 'BEGIN { printf "%dKiB", s * 1024 / 10 }')}
 echo "unlimited state: $state MiB; limit: $LIMIT"
 

@@ -15,6 +15,9 @@
 //!   table equals the unlimited run's, and the join spilled and read back.
 //! - The same for a Top-N (the two largest values of each of 200,000
 //!   keys).
+//! - The same for tumbling and hopping windows per key over 200,000 keys
+//!   (several windows open at a time, each spilled more than once, hop
+//!   slices on disk merged at every firing): both tables equal.
 //! - Past --spill-disk-limit the job fails, naming the limit.
 //!
 //! Kills of a spilling job are in tests/recovery.rs.
@@ -80,16 +83,16 @@ fn run(dir: &Path, output: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// The MiB of state the summary says each operator of `kind` held at the
-/// end, summed.
+/// The most MiB of state the summary says each operator of `kind` held
+/// at once, summed.
 fn state_mib(stderr: &str, kind: &str) -> f64 {
     stderr
         .lines()
         .filter(|l| l.starts_with(&format!("{kind}#")))
         .map(|l| {
             let held = l.split("in state (at most ").nth(1).unwrap();
-            let mib = held.split("; ").nth(1).unwrap();
-            mib.split(' ').next().unwrap().parse::<f64>().unwrap()
+            let peak = held.split(" MiB, at most ").nth(1).unwrap();
+            peak.split(' ').next().unwrap().parse::<f64>().unwrap()
         })
         .sum()
 }
@@ -157,9 +160,16 @@ const ORDERS: usize = 200_000;
 
 /// Runs `sql` (with `--set` assignments `sets`) without a limit, then at
 /// a tenth of the state its `kind` operators held, at --parallelism 1 and
-/// 2: every instance of `kind` spilled and read back, and the Debezium
-/// table `table` equals the unlimited run's. The unlimited table's rows.
-fn equal_at_a_tenth(dir: &Path, sql: &str, sets: &[String], kind: &str, table: &str) -> usize {
+/// 2: every instance of `kind` spilled and read back, and each Debezium
+/// table of `tables` equals the unlimited run's. The unlimited tables'
+/// rows.
+fn equal_at_a_tenth(
+    dir: &Path,
+    sql: &str,
+    sets: &[String],
+    kind: &str,
+    tables: &[&str],
+) -> Vec<usize> {
     let path = dir.join("job.sql");
     std::fs::write(&path, sql).unwrap();
     let run = |output: &str, args: &[&str]| {
@@ -180,9 +190,10 @@ fn equal_at_a_tenth(dir: &Path, sql: &str, sets: &[String], kind: &str, table: &
     let stderr = String::from_utf8_lossy(&out.stderr);
     let state = state_mib(&stderr, kind);
     assert!(state > 5.0, "{state} MiB of state:\n{stderr}");
-    let rows =
-        |output: &str| common::debezium_table(&dir.join(output).join(format!("{table}.ndjson")));
-    let expected = rows("unlimited");
+    let rows = |output: &str, table: &str| {
+        common::debezium_table(&dir.join(output).join(format!("{table}.ndjson")))
+    };
+    let expected: Vec<Vec<String>> = tables.iter().map(|t| rows("unlimited", t)).collect();
 
     let limit = format!("{}KiB", (state * 1024.0 / 10.0) as u64);
     for parallelism in ["1", "2"] {
@@ -204,21 +215,23 @@ fn equal_at_a_tenth(dir: &Path, sql: &str, sets: &[String], kind: &str, table: &
                     .all(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back")),
             "every {kind} instance spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
         );
-        assert!(
-            rows(&output) == expected,
-            "{table} differs from the unlimited run's at --parallelism {parallelism}"
-        );
+        for (table, expected) in tables.iter().zip(&expected) {
+            assert!(
+                rows(&output, table) == *expected,
+                "{table} differs from the unlimited run's at --parallelism {parallelism}"
+            );
+        }
         eprintln!("{kind}: --parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
     }
-    expected.len()
+    expected.iter().map(Vec::len).collect()
 }
 
 #[test]
 fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let dir = tempfile::tempdir().unwrap();
     let sets = common::orders_and_payments(dir.path(), ORDERS);
-    let rows = equal_at_a_tenth(dir.path(), common::PAID, &sets, "updating_join", "paid");
-    assert!(rows > ORDERS, "{rows} rows");
+    let rows = equal_at_a_tenth(dir.path(), common::PAID, &sets, "updating_join", &["paid"]);
+    assert!(rows[0] > ORDERS, "{rows:?} rows");
 }
 
 /// The two largest values of each key (a Top-N over the whole stream).
@@ -237,8 +250,62 @@ fn a_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let events = dir.path().join("events.ndjson");
     events_file(&events);
     let sets = [format!("EVENTS={}", events.display())];
-    let rows = equal_at_a_tenth(dir.path(), TOP, &sets, "updating_rank", "top2");
-    assert!(rows > KEYS, "{rows} rows");
+    let rows = equal_at_a_tenth(dir.path(), TOP, &sets, "updating_rank", &["top2"]);
+    assert!(rows[0] > KEYS, "{rows:?} rows");
+}
+
+/// Tumbling and hopping windows per key over 200,000 keys, events up to
+/// 5 s out of order and a watermark 20 s behind: three tumbling windows
+/// open at a time, and hop slices merged at each firing.
+const WINDOWS: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE per_window (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT, kinds BIGINT)
+  WITH (connector = 'ndjson', path = 'per_window.ndjson', format = 'debezium-json');
+CREATE TABLE per_hop (window_start TIMESTAMP(3), window_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT)
+  WITH (connector = 'ndjson', path = 'per_hop.ndjson', format = 'debezium-json');
+INSERT INTO per_window SELECT w.start, k, n, total, low, high, kinds FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low,
+         max(v) AS high, count(DISTINCT v % 5) AS kinds
+  FROM events GROUP BY w, k);
+INSERT INTO per_hop SELECT w.start, w.end, k, n, total FROM (
+  SELECT hop(INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS w, k, count(*) AS n, sum(v) AS total
+  FROM events GROUP BY w, k);
+";
+
+#[test]
+fn windows_past_the_memory_limit_spill_and_give_the_unlimited_results() {
+    use std::fmt::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    let mut text = String::new();
+    let mut seed = 11u64;
+    for i in 0..400_000u64 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = (seed >> 33) as usize % KEYS;
+        let ts = 1_700_000_000_000 + i / 10 + (seed >> 12) % 5_000;
+        writeln!(
+            text,
+            "{{\"k\":\"key-{k}\",\"v\":{},\"at_ms\":{ts}}}",
+            (seed >> 20) % 1000
+        )
+        .unwrap();
+    }
+    std::fs::write(&events, text).unwrap();
+    let sets = [format!("EVENTS={}", events.display())];
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        WINDOWS,
+        &sets,
+        "window_aggregate",
+        &["per_window", "per_hop"],
+    );
+    assert!(rows[0] > KEYS && rows[1] > rows[0], "{rows:?} rows");
 }
 
 #[test]

@@ -193,7 +193,7 @@ pub fn summary(report: &JobReport) -> String {
             _ => {
                 let inputs: Vec<String> = m.rows_in_by_input.iter().map(u64::to_string).collect();
                 lines.push(format!(
-                    "{}: {} rows in ({}), {} rows out, {} in state (at most {}; {}){}{}",
+                    "{}: {} rows in ({}), {} rows out, {} in state (at most {}; {}, at most {}){}{}",
                     node.name,
                     m.rows_in,
                     inputs.join(" + "),
@@ -201,6 +201,7 @@ pub fn summary(report: &JobReport) -> String {
                     m.state_rows,
                     m.peak_state_rows,
                     mebibytes(m.state_bytes),
+                    mebibytes(m.peak_state_bytes),
                     if m.spill_written_bytes > 0 {
                         format!(
                             ", spilled {} to disk and read {} back ({} on disk)",

@@ -2,7 +2,7 @@
 //! observes the job (the CLI's summary, the HTTP API).
 //!
 //! Counters are monotonic atomics; `state_rows` and `state_bytes` are
-//! gauges, `peak_state_rows` the gauge's high-water mark. Reading them never blocks the running node. Counters are part of
+//! gauges, `peak_state_rows` and `peak_state_bytes` their high-water marks. Reading them never blocks the running node. Counters are part of
 //! every checkpoint, so a resumed job's counts continue where they were.
 //! A connector adds figures of its own by name (`connector`: a
 //! PostgreSQL source's confirmed slot position and lag), set by its reader
@@ -26,6 +26,7 @@ pub struct NodeMetrics {
     state_rows: AtomicU64,
     peak_state_rows: AtomicU64,
     state_bytes: AtomicU64,
+    peak_state_bytes: AtomicU64,
     spill_disk_bytes: AtomicU64,
     spill_written_bytes: AtomicU64,
     spill_read_bytes: AtomicU64,
@@ -45,6 +46,7 @@ impl Default for NodeMetrics {
             state_rows: AtomicU64::new(0),
             peak_state_rows: AtomicU64::new(0),
             state_bytes: AtomicU64::new(0),
+            peak_state_bytes: AtomicU64::new(0),
             spill_disk_bytes: AtomicU64::new(0),
             spill_written_bytes: AtomicU64::new(0),
             spill_read_bytes: AtomicU64::new(0),
@@ -75,6 +77,9 @@ pub struct MetricsSnapshot {
     /// Approximate bytes of memory held in operator state.
     #[serde(default)]
     pub state_bytes: u64,
+    /// The most bytes of memory the state has held at once.
+    #[serde(default)]
+    pub peak_state_bytes: u64,
     /// Bytes of operator state spilled to disk now ([`crate::spill`]).
     #[serde(default)]
     pub spill_disk_bytes: u64,
@@ -135,6 +140,7 @@ impl NodeMetrics {
     /// Sets the state-memory gauge.
     pub fn set_state_bytes(&self, n: usize) {
         self.state_bytes.store(n as u64, Ordering::Relaxed);
+        self.peak_state_bytes.fetch_max(n as u64, Ordering::Relaxed);
     }
     /// Records what the node's spilled state has cost
     /// ([`crate::operator::Operator::spill_stats`]).
@@ -161,6 +167,8 @@ impl NodeMetrics {
         self.peak_state_rows
             .store(from.peak_state_rows, Ordering::Relaxed);
         self.state_bytes.store(from.state_bytes, Ordering::Relaxed);
+        self.peak_state_bytes
+            .store(from.peak_state_bytes, Ordering::Relaxed);
         self.watermark.store(from.watermark, Ordering::Relaxed);
         for (counter, value) in self.rows_in_by_input.iter().zip(&from.rows_in_by_input) {
             counter.store(*value, Ordering::Relaxed);
@@ -188,6 +196,7 @@ impl NodeMetrics {
             state_rows: self.state_rows.load(Ordering::Relaxed),
             peak_state_rows: self.peak_state_rows.load(Ordering::Relaxed),
             state_bytes: self.state_bytes.load(Ordering::Relaxed),
+            peak_state_bytes: self.peak_state_bytes.load(Ordering::Relaxed),
             spill_disk_bytes: self.spill_disk_bytes.load(Ordering::Relaxed),
             spill_written_bytes: self.spill_written_bytes.load(Ordering::Relaxed),
             spill_read_bytes: self.spill_read_bytes.load(Ordering::Relaxed),
@@ -221,6 +230,7 @@ impl MetricsSnapshot {
         self.state_rows += other.state_rows;
         self.peak_state_rows += other.peak_state_rows;
         self.state_bytes += other.state_bytes;
+        self.peak_state_bytes += other.peak_state_bytes;
         self.spill_disk_bytes += other.spill_disk_bytes;
         self.spill_written_bytes += other.spill_written_bytes;
         self.spill_read_bytes += other.spill_read_bytes;

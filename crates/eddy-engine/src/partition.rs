@@ -243,6 +243,23 @@ pub fn key_group_rows(keys: &[ArrayRef], rows: usize, groups: KeyGroups) -> Resu
         .collect())
 }
 
+/// A part (`0..parts`) of each of `rows` rows with key columns `keys`,
+/// for splitting one instance's keyed state (spilled windows fire a part
+/// at a time): independent of the key group, so the keys of one
+/// instance's groups still spread over every part.
+pub fn key_part_rows(keys: &[ArrayRef], rows: usize, parts: u32) -> Result<Vec<u32>> {
+    if keys.is_empty() || parts <= 1 {
+        return Ok(vec![0; rows]);
+    }
+    Ok(key_hashes(keys, rows)?
+        .into_iter()
+        .map(|h| (finish(h ^ PART_SALT) % u64::from(parts)) as u32)
+        .collect())
+}
+
+/// Mixed into a key's hash before it picks a part.
+const PART_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
+
 /// The instance (`0..instances`) of each of `rows` rows with key columns
 /// `keys`, for routing inside one process: the instance that owns the
 /// row's key group (see the module docs).

@@ -306,6 +306,7 @@ fn merged_runtime(parts: &[(NodeRuntimeState, bool)], inputs: usize) -> NodeRunt
         metrics.late_rows += from.late_rows;
         metrics.bad_rows += from.bad_rows;
         metrics.peak_state_rows = metrics.peak_state_rows.max(from.peak_state_rows);
+        metrics.peak_state_bytes = metrics.peak_state_bytes.max(from.peak_state_bytes);
         if from.rows_in_by_input.len() == inputs {
             for (sum, v) in metrics
                 .rows_in_by_input

@@ -77,6 +77,8 @@ use hashbrown::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+mod spilled;
+
 use super::windowed_group_by::WindowedGroupBy;
 use crate::error::{EngineError, Result};
 use crate::message::LateBatch;
@@ -171,6 +173,7 @@ impl OperatorPlan for WindowAggregatePlan {
             group_indices: Vec::new(),
             late_rows: 0,
             appended: None,
+            spilled: None,
         }))
     }
 
@@ -281,6 +284,8 @@ struct WindowAggregateOperator {
     late_rows: u64,
     /// Aggregates appended since the state was first taken, if any.
     appended: Option<Appended>,
+    /// Windows and slices moved to disk when memory ran short.
+    spilled: Option<spilled::SpilledWindows>,
 }
 
 fn create_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn GroupsAccumulator>> {
@@ -534,10 +539,8 @@ impl WindowAggregateOperator {
     fn first_held_slice(&self) -> Option<i64> {
         let frozen = self.frozen.first_key_value().map(|(&end, _)| end);
         let late = self.late_parts.first_key_value().map(|(&end, _)| end);
-        match (frozen, late) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let spilled = self.spilled.as_ref().and_then(|s| s.first_end());
+        [frozen, late, spilled].into_iter().flatten().min()
     }
 
     /// Sliced windows at watermark `watermark`: complete slices are frozen,
@@ -563,24 +566,25 @@ impl WindowAggregateOperator {
             if end > horizon {
                 break;
             }
-            let start = spec.start_of(end);
-            let mut window = self.open_window()?;
-            let mut any = false;
-            for (_, tables) in self.frozen.range(start.saturating_add(1)..=end) {
-                for table in tables {
-                    self.merge_table(&mut window, table)?;
-                    any = true;
-                }
+            let slices = spec.start_of(end).saturating_add(1)..=end;
+            let mut tables: Vec<RecordBatch> = Vec::new();
+            for (_, frozen) in self.frozen.range(slices.clone()) {
+                tables.extend(frozen.iter().cloned());
             }
-            for (_, parts) in self.late_parts.range(start.saturating_add(1)..=end) {
+            for (_, parts) in self.late_parts.range(slices.clone()) {
                 for (from, table) in parts {
                     if *from <= end {
-                        self.merge_table(&mut window, table)?;
-                        any = true;
+                        tables.push(table.clone());
                     }
                 }
             }
-            if any {
+            if self.spilled_in(slices.clone()) {
+                self.fire_spilled(end, &tables, slices, out)?;
+            } else if !tables.is_empty() {
+                let mut window = self.open_window()?;
+                for table in &tables {
+                    self.merge_table(&mut window, table)?;
+                }
                 out.emit(self.emit(end, window)?);
             }
             let next = end.saturating_add(spec.end_step_ms());
@@ -600,6 +604,9 @@ impl WindowAggregateOperator {
                 .is_some_and(|(&slice_end, _)| slice_end <= keep_after)
             {
                 self.late_parts.pop_first();
+            }
+            if let Some(spilled) = self.spilled.as_mut() {
+                spilled.remove_through(keep_after)?;
             }
         }
         Ok(())
@@ -1009,11 +1016,25 @@ impl Operator for WindowAggregateOperator {
         if self.slice_ms.is_some() {
             return self.fire_sliced(watermark, out);
         }
-        while let Some((&end, _)) = self.windows.first_key_value() {
+        loop {
+            let in_memory = self.windows.first_key_value().map(|(&end, _)| end);
+            let on_disk = self.spilled.as_ref().and_then(|s| s.first_end());
+            let Some(end) = [in_memory, on_disk].into_iter().flatten().min() else {
+                break;
+            };
             if self.fires_at(end) > watermark {
                 break;
             }
-            if let Some((end, window)) = self.windows.pop_first() {
+            let window = self.windows.remove(&end);
+            if on_disk == Some(end) {
+                let memory = window
+                    .map(|w| self.state_table(vec![self.window_columns(end, w)?]))
+                    .transpose()?;
+                self.fire_spilled(end, memory.as_slice(), end..=end, out)?;
+                if let Some(spilled) = self.spilled.as_mut() {
+                    spilled.remove(end)?;
+                }
+            } else if let Some(window) = window {
                 out.emit(self.emit(end, window)?);
             }
         }
@@ -1021,7 +1042,8 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn state_rows(&self) -> usize {
-        self.windows.values().map(|w| w.num_groups).sum::<usize>()
+        self.spilled.as_ref().map_or(0, |s| s.rows())
+            + self.windows.values().map(|w| w.num_groups).sum::<usize>()
             + self
                 .frozen
                 .values()
@@ -1058,9 +1080,30 @@ impl Operator for WindowAggregateOperator {
                 .sum::<usize>()
     }
 
+    /// Sized after every message: a walk over the open windows and
+    /// slices, each of which keeps its size.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every open window and frozen slice moves to disk (late parts stay);
+    /// a window fires from both, a part of its keys at a time.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        self.spill_windows(space)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled.as_ref().map(|s| s.stats()).unwrap_or_default()
+    }
+
     fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let (open_on_disk, frozen_on_disk) = self.compact_spilled()?;
         let table = self.drain_windows()?;
         self.load_windows(&table)?;
+        let table = datafusion::arrow::compute::concat_batches(
+            &self.state_schema,
+            std::iter::once(&table).chain(&open_on_disk),
+        )?;
         let mut snapshot = StateSnapshot::with_meta(&WindowMeta {
             watermark: self.watermark,
             late_rows: self.late_rows,
@@ -1071,7 +1114,7 @@ impl Operator for WindowAggregateOperator {
         if self.slice_ms.is_some() {
             let frozen = datafusion::arrow::compute::concat_batches(
                 &self.state_schema,
-                self.frozen.values().flatten(),
+                self.frozen.values().flatten().chain(&frozen_on_disk),
             )?;
             snapshot.put(&self.tables[FROZEN], frozen)?;
             snapshot.put(&self.tables[LATE], self.late_parts_table()?)?;
@@ -1080,6 +1123,9 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
         let meta: WindowMeta = state.meta()?;
         self.watermark = meta.watermark;
         self.late_rows = meta.late_rows;
@@ -1124,160 +1170,4 @@ impl Operator for WindowAggregateOperator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::operators::testing::{
-        count_and_sum_by_k, fired_windows as fired, timed_rows as rows,
-    };
-
-    /// `GROUP BY window, k` with `count(v)` and `sum(v)`.
-    fn plan(window: WindowSpec) -> WindowAggregatePlan {
-        WindowAggregatePlan {
-            window,
-            group_by: count_and_sum_by_k(),
-        }
-    }
-
-    #[test]
-    fn a_tumbling_window_fires_at_its_end_and_counts_what_comes_after_as_late() {
-        let plan = plan(WindowSpec::tumble(10));
-        assert!(plan.distribution().is_hash());
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(
-            0,
-            rows(&["a", "b", "a", "a"], &[1, 2, 3, 4], &[1, 5, 9, 12]),
-            &mut out,
-        )
-        .unwrap();
-        op.on_watermark(9, &mut out).unwrap();
-        assert!(fired(&mut out).is_empty(), "[0, 10) is still open at 9");
-        op.on_watermark(10, &mut out).unwrap();
-        assert_eq!(fired(&mut out), ["0-10 a 2 4", "0-10 b 1 2"]);
-        // A row of the fired window is late: counted, not folded in.
-        op.on_batch(0, rows(&["a"], &[100], &[3]), &mut out)
-            .unwrap();
-        assert_eq!(op.late_rows(), 1);
-        // [10, 20) survives a checkpoint and fires from the restored state.
-        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
-        restored
-            .on_batch(0, rows(&["b"], &[5], &[19]), &mut out)
-            .unwrap();
-        restored.on_watermark(20, &mut out).unwrap();
-        assert_eq!(fired(&mut out), ["10-20 a 1 4", "10-20 b 1 5"]);
-    }
-
-    /// Late rows (with the watermark at their position) as the source
-    /// sends them.
-    fn late(keys: &[&str], values: &[i64], times: &[i64], marks: &[i64]) -> LateBatch {
-        LateBatch::new(rows(keys, values, times), Int64Array::from(marks.to_vec())).unwrap()
-    }
-
-    #[test]
-    fn a_late_row_counts_while_its_window_is_open_at_its_own_watermark() {
-        let plan = plan(WindowSpec::tumble(10));
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, rows(&["a"], &[1], &[25]), &mut out).unwrap();
-        // The operator's own watermark is still 5: only each row's mark says
-        // which windows had fired. [0, 10) had at 12; [10, 20) had not at 19.
-        op.on_watermark(5, &mut out).unwrap();
-        op.on_late_batch(
-            0,
-            late(&["a", "a", "b"], &[10, 20, 30], &[3, 11, 15], &[12, 19, 20]),
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(op.late_rows(), 2, "3 (at 12) and 15 (at 20) come too late");
-        op.on_watermark(30, &mut out).unwrap();
-        assert_eq!(fired(&mut out), ["10-20 a 1 20", "20-30 a 1 1"]);
-    }
-
-    #[test]
-    fn a_late_hop_row_misses_only_the_windows_that_had_fired_and_survives_a_checkpoint() {
-        // Windows of 10 every 5: a row at 12 is in [5, 15) and [10, 20),
-        // sliced in 5s; at a mark of 16 [5, 15) had fired, [10, 20) not.
-        let plan = plan(WindowSpec::hop(5, 10));
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, rows(&["a"], &[2], &[11]), &mut out).unwrap();
-        op.on_watermark(11, &mut out).unwrap();
-        assert!(fired(&mut out).is_empty());
-        op.on_late_batch(0, late(&["a"], &[100], &[12], &[16]), &mut out)
-            .unwrap();
-        assert_eq!(op.late_rows(), 0, "the row still counts in [10, 20)");
-        // Its part of the slice waits in the checkpoint like a frozen slice.
-        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
-        restored.on_watermark(30, &mut out).unwrap();
-        assert_eq!(
-            fired(&mut out),
-            ["10-20 a 2 102", "5-15 a 1 2"],
-            "the late row is in [10, 20) only"
-        );
-        // Behind every window that holds it ([15, 25) and [20, 30) had
-        // fired at 40): dropped and counted, the count checkpointed.
-        restored
-            .on_late_batch(0, late(&["a"], &[1], &[21], &[40]), &mut out)
-            .unwrap();
-        restored.on_watermark(40, &mut out).unwrap();
-        assert!(fired(&mut out).is_empty());
-        let again = crate::operators::testing::restored(&plan, restored.as_mut());
-        assert_eq!(again.late_rows(), 1);
-    }
-    #[test]
-    fn hopping_windows_fold_each_row_once_and_fire_every_window_holding_it() {
-        let plan = plan(WindowSpec::hop(5, 10));
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(
-            0,
-            rows(&["a", "a", "a"], &[1, 10, 100], &[2, 7, 12]),
-            &mut out,
-        )
-        .unwrap();
-        // A snapshot in the middle (frozen slices included) changes nothing.
-        op.on_watermark(6, &mut out).unwrap();
-        let mut restored = crate::operators::testing::restored(&plan, op.as_mut());
-        restored.on_watermark(i64::MAX, &mut out).unwrap();
-        assert_eq!(
-            fired(&mut out),
-            ["-5-5 a 1 1", "0-10 a 2 11", "10-20 a 1 100", "5-15 a 2 110",]
-        );
-    }
-
-    #[test]
-    fn an_aggregate_appended_to_a_running_query_is_null_in_windows_begun_before_it() {
-        let plan = plan(WindowSpec::hop(5, 10));
-        let earlier = plan.earlier_layouts();
-        assert_eq!(
-            earlier.len(),
-            2,
-            "the plan without its sum, and without both"
-        );
-        assert!(
-            earlier[0].describe().ends_with("[n]"),
-            "{}",
-            earlier[0].describe()
-        );
-        // The query ran with count only ...
-        let mut op = earlier[0].create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, rows(&["a", "a"], &[1, 10], &[2, 7]), &mut out)
-            .unwrap();
-        op.on_watermark(6, &mut out).unwrap();
-        assert_eq!(out.drain().len(), 1, "[-5, 5) fired before the change");
-        // ... and resumes with the sum appended: every window holding a
-        // slice of the old state has no sum, the counts go on.
-        let mut evolved = crate::operators::testing::restored(&plan, op.as_mut());
-        evolved
-            .on_batch(0, rows(&["a"], &[100], &[12]), &mut out)
-            .unwrap();
-        // Which windows missed rows is checkpointed with the state.
-        let mut again = crate::operators::testing::restored(&plan, evolved.as_mut());
-        again.on_watermark(i64::MAX, &mut out).unwrap();
-        assert_eq!(
-            fired(&mut out),
-            ["0-10 a 2 NULL", "10-20 a 1 100", "5-15 a 2 NULL"]
-        );
-    }
-}
+mod tests;
