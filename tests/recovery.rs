@@ -13,8 +13,8 @@
 //! - Per-key totals over 100,000 keys of which few change between two
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
-//! - The same totals spilling to disk under a memory limit a tenth of
-//!   their state: kills lose nothing.
+//! - The same totals, a LEFT JOIN, and tumbling and hopping windows per
+//!   key, spilling to disk under a 1 MiB memory limit: kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
 //!   output is still exact.
@@ -769,20 +769,23 @@ fn a_large_keyed_table_is_checkpointed_as_its_changes_and_survives_kills() {
 /// uninterrupted run's without a limit.
 /// Runs `sql` (its `--set` assignments `sets`) without a limit, then at
 /// 1 MiB with kills at random moments (seeded by `seed`), resuming each
-/// time: the Debezium table `table` equals the unlimited run's after every
-/// round. The unlimited table.
+/// time: each Debezium table of `tables` equals the unlimited run's after
+/// every round. The unlimited tables.
 fn spilled_under_kills(
     dir: &Path,
     sql: &str,
     sets: &[String],
-    table: &str,
+    tables: &[&str],
     seed: u64,
-) -> Vec<String> {
+) -> Vec<Vec<String>> {
     let mut args: Vec<&str> = sets.iter().flat_map(|s| ["--set", s.as_str()]).collect();
     args.extend(["--parallelism", "1"]);
     let (unlimited, _) = sql_job_and_baseline(dir, sql, &args);
-    let file = format!("{table}.ndjson");
-    let expected = common::debezium_table(&dir.join("expected").join(&file));
+    let files: Vec<String> = tables.iter().map(|t| format!("{t}.ndjson")).collect();
+    let expected: Vec<Vec<String>> = files
+        .iter()
+        .map(|f| common::debezium_table(&dir.join("expected").join(f)))
+        .collect();
     let limited = JobArgs(
         unlimited
             .0
@@ -802,11 +805,13 @@ fn spilled_under_kills(
     common::assert_success(&out, "the limited run");
     let baseline = started.elapsed();
     let verify = |output: &Path, run: &KillRun| {
-        assert!(
-            common::debezium_table(&output.join(&file)) == expected,
-            "the spilled {table} differs after {} kills",
-            run.kills
-        );
+        for ((table, file), expected) in tables.iter().zip(&files).zip(&expected) {
+            assert!(
+                common::debezium_table(&output.join(file)) == *expected,
+                "the spilled {table} differs after {} kills",
+                run.kills
+            );
+        }
     };
     let run = run_with_kills(&limited, dir, kills().min(5), baseline, seed, &verify);
     assert!(
@@ -814,7 +819,7 @@ fn spilled_under_kills(
         "no run resumed from a checkpoint"
     );
     eprintln!(
-        "{table} spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
+        "{tables:?} spilling under 1 MiB: {} kills in {} round(s), exact; resumed from {:?}",
         run.kills, run.rounds, run.resumed_from
     );
     expected
@@ -826,16 +831,25 @@ fn state_spilled_past_the_memory_limit_survives_kills() {
     let events = dir.path().join("events.ndjson");
     account_events(&events, 1_000_000);
     let sets = [format!("EVENTS={}", events.display())];
-    let totals = spilled_under_kills(dir.path(), TOTALS, &sets, "totals", 31);
-    assert_eq!(totals.len(), 100_000, "a row per account");
+    let totals = spilled_under_kills(dir.path(), TOTALS, &sets, &["totals"], 31);
+    assert_eq!(totals[0].len(), 100_000, "a row per account");
 }
 
 #[test]
 fn a_join_spilled_past_the_memory_limit_survives_kills() {
     let dir = tempfile::tempdir().unwrap();
     let sets = common::orders_and_payments(dir.path(), 300_000);
-    let paid = spilled_under_kills(dir.path(), common::PAID, &sets, "paid", 37);
-    assert!(paid.len() > 300_000, "{} rows", paid.len());
+    let paid = spilled_under_kills(dir.path(), common::PAID, &sets, &["paid"], 37);
+    assert!(paid[0].len() > 300_000, "{} rows", paid[0].len());
+}
+
+#[test]
+fn windows_spilled_past_the_memory_limit_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 300_000, 100_000);
+    let tables = ["per_window", "per_hop"];
+    let fired = spilled_under_kills(dir.path(), common::KEYED_WINDOWS, &sets, &tables, 41);
+    assert!(fired[0].len() > 100_000, "{} windows", fired[0].len());
 }
 
 const FEED: &str = "

@@ -254,53 +254,13 @@ fn a_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     assert!(rows[0] > KEYS, "{rows:?} rows");
 }
 
-/// Tumbling and hopping windows per key over 200,000 keys, events up to
-/// 5 s out of order and a watermark 20 s behind: three tumbling windows
-/// open at a time, and hop slices merged at each firing.
-const WINDOWS: &str = "
-CREATE TABLE events (
-  k VARCHAR, v BIGINT, at_ms BIGINT,
-  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
-  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
-) WITH (connector = 'file', path = '${EVENTS}');
-CREATE TABLE per_window (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT, kinds BIGINT)
-  WITH (connector = 'ndjson', path = 'per_window.ndjson', format = 'debezium-json');
-CREATE TABLE per_hop (window_start TIMESTAMP(3), window_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT)
-  WITH (connector = 'ndjson', path = 'per_hop.ndjson', format = 'debezium-json');
-INSERT INTO per_window SELECT w.start, k, n, total, low, high, kinds FROM (
-  SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low,
-         max(v) AS high, count(DISTINCT v % 5) AS kinds
-  FROM events GROUP BY w, k);
-INSERT INTO per_hop SELECT w.start, w.end, k, n, total FROM (
-  SELECT hop(INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS w, k, count(*) AS n, sum(v) AS total
-  FROM events GROUP BY w, k);
-";
-
 #[test]
 fn windows_past_the_memory_limit_spill_and_give_the_unlimited_results() {
-    use std::fmt::Write;
     let dir = tempfile::tempdir().unwrap();
-    let events = dir.path().join("events.ndjson");
-    let mut text = String::new();
-    let mut seed = 11u64;
-    for i in 0..400_000u64 {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let k = (seed >> 33) as usize % KEYS;
-        let ts = 1_700_000_000_000 + i / 10 + (seed >> 12) % 5_000;
-        writeln!(
-            text,
-            "{{\"k\":\"key-{k}\",\"v\":{},\"at_ms\":{ts}}}",
-            (seed >> 20) % 1000
-        )
-        .unwrap();
-    }
-    std::fs::write(&events, text).unwrap();
-    let sets = [format!("EVENTS={}", events.display())];
+    let sets = common::keyed_timed_events(dir.path(), 400_000, KEYS);
     let rows = equal_at_a_tenth(
         dir.path(),
-        WINDOWS,
+        common::KEYED_WINDOWS,
         &sets,
         "window_aggregate",
         &["per_window", "per_hop"],

@@ -625,3 +625,52 @@ pub fn orders_and_payments(dir: &std::path::Path, n: usize) -> Vec<String> {
     }
     sets
 }
+
+/// Tumbling and hopping windows per key, events up to 5 s out of order and a watermark 20 s behind: three tumbling windows
+/// open at a time, and hop slices merged at each firing; over the events
+/// [`keyed_timed_events`] writes.
+#[allow(dead_code)] // not every test binary runs windows past the memory limit
+pub const KEYED_WINDOWS: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE per_window (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT, kinds BIGINT)
+  WITH (connector = 'ndjson', path = 'per_window.ndjson', format = 'debezium-json');
+CREATE TABLE per_hop (window_start TIMESTAMP(3), window_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT)
+  WITH (connector = 'ndjson', path = 'per_hop.ndjson', format = 'debezium-json');
+INSERT INTO per_window SELECT w.start, k, n, total, low, high, kinds FROM (
+  SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low,
+         max(v) AS high, count(DISTINCT v % 5) AS kinds
+  FROM events GROUP BY w, k);
+INSERT INTO per_hop SELECT w.start, w.end, k, n, total FROM (
+  SELECT hop(INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS w, k, count(*) AS n, sum(v) AS total
+  FROM events GROUP BY w, k);
+";
+
+/// `n` events on `keys` keys (`key-0`, ...) drawn at random, 100 ms of
+/// event time per 1,000 events, each up to 5 s out of order, as NDJSON
+/// in `dir`; the `--set` assignment [`KEYED_WINDOWS`] reads them by.
+#[allow(dead_code)] // not every test binary runs windows past the memory limit
+pub fn keyed_timed_events(dir: &std::path::Path, n: u64, keys: usize) -> Vec<String> {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(n as usize * 50);
+    let mut seed = 11u64;
+    for i in 0..n {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = (seed >> 33) as usize % keys;
+        let at = 1_700_000_000_000 + i / 10 + (seed >> 12) % 5_000;
+        writeln!(
+            text,
+            "{{\"k\":\"key-{k}\",\"v\":{},\"at_ms\":{at}}}",
+            (seed >> 20) % 1000
+        )
+        .unwrap();
+    }
+    let file = dir.join("timed_events.ndjson");
+    std::fs::write(&file, text).unwrap();
+    vec![format!("EVENTS={}", file.display())]
+}
