@@ -15,6 +15,8 @@
 //!   table equals the unlimited run's, and the join spilled and read back.
 //! - The same for a Top-N (the two largest values of each of 200,000
 //!   keys).
+//! - The same for a window Top-N (the two largest values of each key in
+//!   each window).
 //! - The same for tumbling and hopping windows per key over 200,000 keys
 //!   (several windows open at a time, each spilled more than once, hop
 //!   slices on disk merged at every firing): both tables equal.
@@ -266,6 +268,38 @@ fn windows_past_the_memory_limit_spill_and_give_the_unlimited_results() {
         &["per_window", "per_hop"],
     );
     assert!(rows[0] > KEYS && rows[1] > rows[0], "{rows:?} rows");
+}
+
+/// The two largest values of each key in each 10 s window (a window
+/// Top-N over a window table function's rows), over the events
+/// [`common::keyed_timed_events`] writes.
+const WINDOW_TOP: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE window_top2 (window_start TIMESTAMP(3), k VARCHAR, v BIGINT, rn BIGINT)
+  WITH (connector = 'ndjson', path = 'window_top2.ndjson', format = 'debezium-json');
+INSERT INTO window_top2 SELECT window_start, k, v, rn FROM (
+  SELECT window_start, k, v,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC) AS rn
+  FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+) WHERE rn <= 2;
+";
+
+#[test]
+fn a_window_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 400_000, KEYS);
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        WINDOW_TOP,
+        &sets,
+        "window_rank",
+        &["window_top2"],
+    );
+    assert!(rows[0] > KEYS, "{rows:?} rows");
 }
 
 #[test]

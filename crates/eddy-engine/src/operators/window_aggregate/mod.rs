@@ -285,7 +285,7 @@ struct WindowAggregateOperator {
     /// Aggregates appended since the state was first taken, if any.
     appended: Option<Appended>,
     /// Windows and slices moved to disk when memory ran short.
-    spilled: Option<spilled::SpilledWindows>,
+    spilled: Option<super::spilled_windows::SpilledWindows>,
 }
 
 fn create_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn GroupsAccumulator>> {

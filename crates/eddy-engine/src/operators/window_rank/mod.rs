@@ -19,6 +19,9 @@
 //!                  sorted by (partition, order, the row), ranked, emitted, dropped
 //! ```
 //!
+//! Past the memory limit every window's waiting rows move to disk and a
+//! window is ranked a part of its partitions at a time (`spilled`).
+//!
 //! Checkpoints: table `pending` (the waiting rows), meta: watermark and the
 //! count of rows that came after their window was emitted.
 //!
@@ -63,6 +66,8 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use serde::{Deserialize, Serialize};
+
+mod spilled;
 
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
@@ -172,6 +177,7 @@ impl OperatorPlan for WindowRankPlan {
             pending: BTreeMap::new(),
             watermark: WATERMARK_MIN,
             late_rows: 0,
+            spilled: None,
         }))
     }
 
@@ -204,6 +210,8 @@ struct WindowRankOperator {
     pending: BTreeMap<Timestamp, Vec<RecordBatch>>,
     watermark: Timestamp,
     late_rows: u64,
+    /// Windows moved to disk when memory ran short.
+    spilled: Option<super::spilled_windows::SpilledWindows>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -468,11 +476,19 @@ impl Operator for WindowRankOperator {
 
     fn on_watermark(&mut self, watermark: Timestamp, out: &mut Collector) -> Result<()> {
         self.watermark = watermark;
-        while let Some((&time, _)) = self.pending.first_key_value() {
+        loop {
+            let in_memory = self.pending.first_key_value().map(|(&time, _)| time);
+            let on_disk = self.spilled.as_ref().and_then(|s| s.first_end());
+            let Some(time) = [in_memory, on_disk].into_iter().flatten().min() else {
+                break;
+            };
             if !self.complete(time, watermark) {
                 break;
             }
-            if let Some((_, parts)) = self.pending.pop_first() {
+            let parts = self.pending.remove(&time).unwrap_or_default();
+            if on_disk == Some(time) {
+                self.fire_spilled(time, parts, out)?;
+            } else {
                 let rows = concat_batches(&self.plan.input_schema, parts.iter())?;
                 out.emit(self.rank(self.top(self.sort(&rows)?)?)?);
             }
@@ -480,12 +496,29 @@ impl Operator for WindowRankOperator {
         Ok(())
     }
 
+    /// Sized after every message: a walk over the waiting windows' batches.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every window's waiting rows move to disk; a window is ranked from
+    /// both, a part of its partitions at a time.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        self.spill_windows(space)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled.as_ref().map(|s| s.stats()).unwrap_or_default()
+    }
+
     fn state_rows(&self) -> usize {
-        self.pending
-            .values()
-            .flatten()
-            .map(RecordBatch::num_rows)
-            .sum()
+        self.spilled.as_ref().map_or(0, |s| s.rows())
+            + self
+                .pending
+                .values()
+                .flatten()
+                .map(RecordBatch::num_rows)
+                .sum::<usize>()
     }
 
     fn state_bytes(&self) -> usize {
@@ -497,18 +530,22 @@ impl Operator for WindowRankOperator {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
+        let on_disk = self.compact_spilled()?;
         let mut snapshot = StateSnapshot::with_meta(&RankMeta {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
         snapshot.put_batches(
             &self.pending_table,
-            self.pending.values().flatten().cloned(),
+            self.pending.values().flatten().chain(&on_disk).cloned(),
         )?;
         Ok(snapshot)
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
         let meta: RankMeta = state.meta()?;
         self.late_rows = meta.late_rows;
         self.watermark = WATERMARK_MIN;
@@ -640,5 +677,73 @@ mod tests {
         // c ties with a, the second: rank and dense_rank must see it (a
         // `WHERE rn <= 2` above drops it); d cannot make the top 2.
         assert_eq!(ranked(&mut out), ["b 7 1 1 1", "a 5 2 2 2", "c 5 3 2 2"]);
+    }
+
+    #[test]
+    fn windows_spilled_to_disk_rank_and_checkpoint_what_windows_in_memory_do() {
+        use crate::operators::testing::{next_pick, table_lines};
+        use crate::spill::{SpillConfig, SpillSpace};
+        for limit in [None, Some(2)] {
+            // Ranked within each window and key: partitions spread over
+            // the spilled parts.
+            let mut plan = plan(limit);
+            plan.partition_by
+                .push(col("k", &plan.input_schema).unwrap());
+            let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+            let mut whole = plan.create().unwrap();
+            let mut spilling = plan.create().unwrap();
+            let mut restored: Option<Box<dyn Operator>> = None;
+            let mut seed = 3u64;
+            for i in 0..60i64 {
+                let (mut keys, mut values, mut times) = (Vec::new(), Vec::new(), Vec::new());
+                for _ in 0..20 {
+                    let pick = next_pick(&mut seed);
+                    keys.push(format!("k{}", pick % 30));
+                    values.push((pick / 30 % 10) as i64);
+                    times.push(i * 2 + (pick / 300 % 5) as i64);
+                }
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let batch = rows(&keys, &values, &times);
+                let watermark = if i == 59 { i64::MAX } else { i * 2 - 6 };
+                let mut emitted = Vec::new();
+                for op in [Some(&mut whole), Some(&mut spilling), restored.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
+                    let mut out = Collector::default();
+                    op.on_batch(0, batch.clone(), &mut out).unwrap();
+                    op.on_watermark(watermark, &mut out).unwrap();
+                    let mut lines = ranked(&mut out);
+                    lines.sort();
+                    emitted.push(lines);
+                }
+                for other in &emitted[1..] {
+                    assert_eq!(&emitted[0], other, "limit {limit:?}, batch {i}");
+                }
+                if i % 3 == 0 {
+                    assert!(spilling.spill(&space).unwrap(), "batch {i}");
+                    assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
+                }
+                if i == 40 {
+                    let (mut expected, mut got) =
+                        (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+                    assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
+                    let mut fresh = plan.create().unwrap();
+                    fresh.restore(got.clone()).unwrap();
+                    restored = Some(fresh);
+                    for spec in plan.state_tables().unwrap() {
+                        assert_eq!(
+                            table_lines(&expected.take_table(spec.name()).unwrap()),
+                            table_lines(&got.take_table(spec.name()).unwrap()),
+                            "limit {limit:?}: table {}",
+                            spec.name()
+                        );
+                    }
+                }
+            }
+            let stats = spilling.spill_stats();
+            assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+            assert_eq!(spilling.state_rows(), 0, "every window ranked");
+        }
     }
 }
