@@ -375,6 +375,96 @@ pub fn assert_spilling_changes_nothing(
     }
 }
 
+/// `batches` batches of 20 rows ([`timed_rows`]) over `keys` keys
+/// (`k0`, ...), values 0-9, batch `i` at times `i * 2` to `i * 2 +
+/// spread - 1` (so a window takes rows after it spilled), each followed
+/// by a watermark `lag` ms behind `i * 2`, the last by the end of time.
+pub fn timed_steps(batches: i64, keys: usize, spread: i64, lag: i64) -> Vec<(RecordBatch, i64)> {
+    let mut seed = 7u64;
+    (0..batches)
+        .map(|i| {
+            let (mut ks, mut values, mut times) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..20 {
+                let pick = next_pick(&mut seed);
+                ks.push(format!("k{}", pick % keys));
+                values.push((pick / keys % 10) as i64);
+                times.push(i * 2 + (pick / keys / 10) as i64 % spread);
+            }
+            let ks: Vec<&str> = ks.iter().map(String::as_str).collect();
+            let watermark = if i == batches - 1 {
+                i64::MAX
+            } else {
+                i * 2 - lag
+            };
+            (timed_rows(&ks, &values, &times), watermark)
+        })
+        .collect()
+}
+
+/// Drives a window operator of `plan` and a twin that spills after every
+/// third step through `steps` (a batch, then a watermark), and from the
+/// checkpoint at step `checkpoint_at` a third, restored from the spilled
+/// twin's checkpoint; asserts that spilling changes nothing: the same rows
+/// emitted at every step (`lines` of them, sorted: a spilled window comes
+/// out a part of its keys at a time), the same checkpoint tables (as
+/// sorted rows) and rows held, state read back, and nothing held at the
+/// end.
+pub fn assert_spilled_windows_change_nothing(
+    plan: &dyn crate::operator::OperatorPlan,
+    steps: &[(RecordBatch, i64)],
+    checkpoint_at: usize,
+    lines: fn(&mut Collector) -> Vec<String>,
+) {
+    use crate::operator::Operator;
+    use crate::spill::{SpillConfig, SpillSpace};
+    let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+    let mut whole = plan.create().expect("an operator");
+    let mut spilling = plan.create().expect("an operator");
+    let mut restored: Option<Box<dyn Operator>> = None;
+    for (i, (batch, watermark)) in steps.iter().enumerate() {
+        let mut emitted = Vec::new();
+        for op in [Some(&mut whole), Some(&mut spilling), restored.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let mut out = Collector::default();
+            op.on_batch(0, batch.clone(), &mut out).expect("a batch");
+            op.on_watermark(*watermark, &mut out).expect("a watermark");
+            let mut rows = lines(&mut out);
+            rows.sort();
+            emitted.push(rows);
+        }
+        for other in &emitted[1..] {
+            assert_eq!(&emitted[0], other, "step {i}");
+        }
+        if i % 3 == 0 {
+            assert!(spilling.spill(&space).expect("a spill"), "step {i}");
+            assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
+        }
+        if i == checkpoint_at {
+            let (mut expected, mut got) = (
+                whole.snapshot().expect("a snapshot"),
+                spilling.snapshot().expect("a snapshot"),
+            );
+            assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
+            let mut fresh = plan.create().expect("an operator");
+            fresh.restore(got.clone()).expect("restored");
+            restored = Some(fresh);
+            for spec in plan.state_tables().expect("declared tables") {
+                assert_eq!(
+                    table_lines(&expected.take_table(spec.name()).expect("a table")),
+                    table_lines(&got.take_table(spec.name()).expect("a table")),
+                    "table {}",
+                    spec.name()
+                );
+            }
+        }
+    }
+    let stats = spilling.spill_stats();
+    assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+    assert_eq!(spilling.state_rows(), 0, "everything came out");
+}
+
 /// `batches` changelog batches of 20 rows over `keys` keys (`k0`, ...),
 /// values 0-9, a quarter of each retracting a row put in before (every
 /// retraction matches a row held).

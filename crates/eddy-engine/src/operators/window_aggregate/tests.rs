@@ -154,83 +154,17 @@ fn an_aggregate_appended_to_a_running_query_is_null_in_windows_begun_before_it()
     );
 }
 
-/// What fired, in a stable order: a spilled window fires a part of its
-/// keys at a time.
-fn fired_sorted(out: &mut Collector) -> Vec<String> {
-    let mut lines = fired(out);
-    lines.sort();
-    lines
-}
-
 #[test]
 fn windows_spilled_to_disk_fire_and_checkpoint_what_windows_in_memory_do() {
-    use crate::operators::testing::{next_pick, table_lines};
-    use crate::spill::{SpillConfig, SpillSpace};
+    use crate::operators::testing::{assert_spilled_windows_change_nothing, timed_steps};
+    // Rows up to 7 ms out of order, the watermark 8 ms behind.
+    let steps = timed_steps(90, 50, 7, 8);
     for window in [
         WindowSpec::tumble(6),
         WindowSpec::hop(2, 8),
         WindowSpec::cumulate(2, 8),
     ] {
-        let plan = plan(window);
-        let space = Arc::new(SpillSpace::new(SpillConfig::default()));
-        let mut whole = plan.create().unwrap();
-        let mut spilling = plan.create().unwrap();
-        let mut restored: Option<Box<dyn Operator>> = None;
-        let mut seed = 7u64;
-        for i in 0..90i64 {
-            // Rows up to 7 ms out of order, so a window takes rows after
-            // it spilled, and keys a spill's parts all hold.
-            let (mut keys, mut values, mut times) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..20 {
-                let pick = next_pick(&mut seed);
-                keys.push(format!("k{}", pick % 50));
-                values.push((pick / 50 % 10) as i64);
-                times.push(i * 2 + (pick / 500 % 7) as i64);
-            }
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let batch = rows(&keys, &values, &times);
-            let watermark = if i == 89 { i64::MAX } else { i * 2 - 8 };
-            let mut fired_by = Vec::new();
-            for op in [Some(&mut whole), Some(&mut spilling), restored.as_mut()]
-                .into_iter()
-                .flatten()
-            {
-                let mut out = Collector::default();
-                op.on_batch(0, batch.clone(), &mut out).unwrap();
-                op.on_watermark(watermark, &mut out).unwrap();
-                fired_by.push(fired_sorted(&mut out));
-            }
-            for other in &fired_by[1..] {
-                assert_eq!(&fired_by[0], other, "{window:?}, batch {i}");
-            }
-            if i % 3 == 0 {
-                assert!(spilling.spill(&space).unwrap(), "{window:?}, batch {i}");
-                assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
-            }
-            if i == 60 {
-                let (mut expected, mut got) =
-                    (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
-                assert_eq!(
-                    whole.state_rows(),
-                    spilling.state_rows(),
-                    "{window:?}: rows held"
-                );
-                let mut fresh = plan.create().unwrap();
-                fresh.restore(got.clone()).unwrap();
-                restored = Some(fresh);
-                for spec in plan.state_tables().unwrap() {
-                    assert_eq!(
-                        table_lines(&expected.take_table(spec.name()).unwrap()),
-                        table_lines(&got.take_table(spec.name()).unwrap()),
-                        "{window:?}: table {}",
-                        spec.name()
-                    );
-                }
-            }
-        }
-        let stats = spilling.spill_stats();
-        assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
-        assert_eq!(spilling.state_rows(), 0, "{window:?}: every window fired");
+        assert_spilled_windows_change_nothing(&plan(window), &steps, 60, fired);
     }
 }
 

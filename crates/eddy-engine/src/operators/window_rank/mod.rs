@@ -681,69 +681,16 @@ mod tests {
 
     #[test]
     fn windows_spilled_to_disk_rank_and_checkpoint_what_windows_in_memory_do() {
-        use crate::operators::testing::{next_pick, table_lines};
-        use crate::spill::{SpillConfig, SpillSpace};
+        use crate::operators::testing::{assert_spilled_windows_change_nothing, timed_steps};
+        // Five windows a batch, the watermark 6 ms behind.
+        let steps = timed_steps(60, 30, 5, 6);
         for limit in [None, Some(2)] {
             // Ranked within each window and key: partitions spread over
             // the spilled parts.
             let mut plan = plan(limit);
             plan.partition_by
                 .push(col("k", &plan.input_schema).unwrap());
-            let space = Arc::new(SpillSpace::new(SpillConfig::default()));
-            let mut whole = plan.create().unwrap();
-            let mut spilling = plan.create().unwrap();
-            let mut restored: Option<Box<dyn Operator>> = None;
-            let mut seed = 3u64;
-            for i in 0..60i64 {
-                let (mut keys, mut values, mut times) = (Vec::new(), Vec::new(), Vec::new());
-                for _ in 0..20 {
-                    let pick = next_pick(&mut seed);
-                    keys.push(format!("k{}", pick % 30));
-                    values.push((pick / 30 % 10) as i64);
-                    times.push(i * 2 + (pick / 300 % 5) as i64);
-                }
-                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-                let batch = rows(&keys, &values, &times);
-                let watermark = if i == 59 { i64::MAX } else { i * 2 - 6 };
-                let mut emitted = Vec::new();
-                for op in [Some(&mut whole), Some(&mut spilling), restored.as_mut()]
-                    .into_iter()
-                    .flatten()
-                {
-                    let mut out = Collector::default();
-                    op.on_batch(0, batch.clone(), &mut out).unwrap();
-                    op.on_watermark(watermark, &mut out).unwrap();
-                    let mut lines = ranked(&mut out);
-                    lines.sort();
-                    emitted.push(lines);
-                }
-                for other in &emitted[1..] {
-                    assert_eq!(&emitted[0], other, "limit {limit:?}, batch {i}");
-                }
-                if i % 3 == 0 {
-                    assert!(spilling.spill(&space).unwrap(), "batch {i}");
-                    assert_eq!(spilling.state_bytes(), 0, "memory starts afresh");
-                }
-                if i == 40 {
-                    let (mut expected, mut got) =
-                        (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
-                    assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
-                    let mut fresh = plan.create().unwrap();
-                    fresh.restore(got.clone()).unwrap();
-                    restored = Some(fresh);
-                    for spec in plan.state_tables().unwrap() {
-                        assert_eq!(
-                            table_lines(&expected.take_table(spec.name()).unwrap()),
-                            table_lines(&got.take_table(spec.name()).unwrap()),
-                            "limit {limit:?}: table {}",
-                            spec.name()
-                        );
-                    }
-                }
-            }
-            let stats = spilling.spill_stats();
-            assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
-            assert_eq!(spilling.state_rows(), 0, "every window ranked");
+            assert_spilled_windows_change_nothing(&plan, &steps, 40, ranked);
         }
     }
 }
