@@ -13,8 +13,9 @@
 //! - Per-key totals over 100,000 keys of which few change between two
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
-//! - The same totals, a LEFT JOIN, and tumbling and hopping windows per
-//!   key, spilling to disk under a 1 MiB memory limit: kills lose nothing.
+//! - The same totals, a LEFT JOIN, a Top-N, tumbling and hopping windows
+//!   per key and a window Top-N, spilling to disk under a 1 MiB memory limit: kills
+//!   lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
 //!   output is still exact.
@@ -850,6 +851,24 @@ fn windows_spilled_past_the_memory_limit_survive_kills() {
     let tables = ["per_window", "per_hop"];
     let fired = spilled_under_kills(dir.path(), common::KEYED_WINDOWS, &sets, &tables, 41);
     assert!(fired[0].len() > 100_000, "{} windows", fired[0].len());
+}
+
+#[test]
+fn a_top_n_spilled_past_the_memory_limit_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    account_events(&events, 300_000);
+    let sets = [format!("EVENTS={}", events.display())];
+    let top = spilled_under_kills(dir.path(), common::TOP, &sets, &["top2"], 47);
+    assert!(top[0].len() > 100_000, "{} rows", top[0].len());
+}
+
+#[test]
+fn a_window_top_n_spilled_past_the_memory_limit_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 300_000, 100_000);
+    let top = spilled_under_kills(dir.path(), common::WINDOW_TOP, &sets, &["window_top2"], 43);
+    assert!(top[0].len() > 100_000, "{} rows", top[0].len());
 }
 
 const FEED: &str = "

@@ -236,23 +236,13 @@ fn a_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     assert!(rows[0] > ORDERS, "{rows:?} rows");
 }
 
-/// The two largest values of each key (a Top-N over the whole stream).
-const TOP: &str = "
-CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
-CREATE TABLE top2 (k VARCHAR, v BIGINT, rn BIGINT)
-  WITH (connector = 'ndjson', path = 'top2.ndjson', format = 'debezium-json');
-INSERT INTO top2 SELECT k, v, rn FROM (
-  SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM events
-) WHERE rn <= 2;
-";
-
 #[test]
 fn a_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.ndjson");
     events_file(&events);
     let sets = [format!("EVENTS={}", events.display())];
-    let rows = equal_at_a_tenth(dir.path(), TOP, &sets, "updating_rank", &["top2"]);
+    let rows = equal_at_a_tenth(dir.path(), common::TOP, &sets, "updating_rank", &["top2"]);
     assert!(rows[0] > KEYS, "{rows:?} rows");
 }
 
@@ -270,31 +260,13 @@ fn windows_past_the_memory_limit_spill_and_give_the_unlimited_results() {
     assert!(rows[0] > KEYS && rows[1] > rows[0], "{rows:?} rows");
 }
 
-/// The two largest values of each key in each 10 s window (a window
-/// Top-N over a window table function's rows), over the events
-/// [`common::keyed_timed_events`] writes.
-const WINDOW_TOP: &str = "
-CREATE TABLE events (
-  k VARCHAR, v BIGINT, at_ms BIGINT,
-  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
-  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
-) WITH (connector = 'file', path = '${EVENTS}');
-CREATE TABLE window_top2 (window_start TIMESTAMP(3), k VARCHAR, v BIGINT, rn BIGINT)
-  WITH (connector = 'ndjson', path = 'window_top2.ndjson', format = 'debezium-json');
-INSERT INTO window_top2 SELECT window_start, k, v, rn FROM (
-  SELECT window_start, k, v,
-         ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC) AS rn
-  FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
-) WHERE rn <= 2;
-";
-
 #[test]
 fn a_window_top_n_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
     let dir = tempfile::tempdir().unwrap();
     let sets = common::keyed_timed_events(dir.path(), 400_000, KEYS);
     let rows = equal_at_a_tenth(
         dir.path(),
-        WINDOW_TOP,
+        common::WINDOW_TOP,
         &sets,
         "window_rank",
         &["window_top2"],

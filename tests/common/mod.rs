@@ -674,3 +674,34 @@ pub fn keyed_timed_events(dir: &std::path::Path, n: u64, keys: usize) -> Vec<Str
     std::fs::write(&file, text).unwrap();
     vec![format!("EVENTS={}", file.display())]
 }
+
+/// The two largest values of each key in each 10 s window (a window
+/// Top-N over a window table function's rows), over the events
+/// [`keyed_timed_events`] writes.
+#[allow(dead_code)] // not every test binary ranks windows past the memory limit
+pub const WINDOW_TOP: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE window_top2 (window_start TIMESTAMP(3), k VARCHAR, v BIGINT, rn BIGINT)
+  WITH (connector = 'ndjson', path = 'window_top2.ndjson', format = 'debezium-json');
+INSERT INTO window_top2 SELECT window_start, k, v, rn FROM (
+  SELECT window_start, k, v,
+         ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY v DESC) AS rn
+  FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+) WHERE rn <= 2;
+";
+
+/// The two largest values of each key (a Top-N over the whole stream) of
+/// `k VARCHAR, v BIGINT` events.
+#[allow(dead_code)] // not every test binary ranks past the memory limit
+pub const TOP: &str = "
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE top2 (k VARCHAR, v BIGINT, rn BIGINT)
+  WITH (connector = 'ndjson', path = 'top2.ndjson', format = 'debezium-json');
+INSERT INTO top2 SELECT k, v, rn FROM (
+  SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM events
+) WHERE rn <= 2;
+";
