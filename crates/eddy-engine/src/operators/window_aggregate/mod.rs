@@ -77,6 +77,7 @@ use hashbrown::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+mod frozen;
 mod spilled;
 
 use super::windowed_group_by::WindowedGroupBy;
@@ -166,7 +167,7 @@ impl OperatorPlan for WindowAggregatePlan {
             key_schema: Arc::new(Schema::new(key_fields)),
             windows: BTreeMap::new(),
             slice_ms: self.window.slice_ms(),
-            frozen: BTreeMap::new(),
+            frozen: frozen::FrozenSlices::default(),
             late_parts: BTreeMap::new(),
             next_end: None,
             watermark: WATERMARK_MIN,
@@ -272,7 +273,7 @@ struct WindowAggregateOperator {
     /// The slice width, when windows overlap.
     slice_ms: Option<i64>,
     /// Complete slices by their end: state tables (end, keys, states).
-    frozen: BTreeMap<i64, Vec<RecordBatch>>,
+    frozen: frozen::FrozenSlices,
     /// Late rows that count only in the later windows of their slice (the
     /// earlier ones had fired at their source's watermark), by slice end:
     /// the first window end they count in, and their state table.
@@ -537,7 +538,7 @@ impl WindowAggregateOperator {
 
     /// The end of the first slice held, frozen or late.
     fn first_held_slice(&self) -> Option<i64> {
-        let frozen = self.frozen.first_key_value().map(|(&end, _)| end);
+        let frozen = self.frozen.first_end();
         let late = self.late_parts.first_key_value().map(|(&end, _)| end);
         let spilled = self.spilled.as_ref().and_then(|s| s.first_end());
         [frozen, late, spilled].into_iter().flatten().min()
@@ -555,7 +556,7 @@ impl WindowAggregateOperator {
             }
             if let Some((end, window)) = self.windows.pop_first() {
                 let table = self.state_table(vec![self.window_columns(end, window)?])?;
-                self.frozen.entry(end).or_default().push(table);
+                self.frozen.push(end, table);
             }
         }
         while let Some(first_slice) = self.first_held_slice() {
@@ -591,13 +592,7 @@ impl WindowAggregateOperator {
             self.next_end = Some(next);
             // Slices no window left to fire spans.
             let keep_after = spec.start_of(next);
-            while self
-                .frozen
-                .first_key_value()
-                .is_some_and(|(&slice_end, _)| slice_end <= keep_after)
-            {
-                self.frozen.pop_first();
-            }
+            self.frozen.remove_through(keep_after);
             while self
                 .late_parts
                 .first_key_value()
@@ -1044,12 +1039,7 @@ impl Operator for WindowAggregateOperator {
     fn state_rows(&self) -> usize {
         self.spilled.as_ref().map_or(0, |s| s.rows())
             + self.windows.values().map(|w| w.num_groups).sum::<usize>()
-            + self
-                .frozen
-                .values()
-                .flatten()
-                .map(RecordBatch::num_rows)
-                .sum::<usize>()
+            + self.frozen.rows()
             + self
                 .late_parts
                 .values()
@@ -1066,12 +1056,7 @@ impl Operator for WindowAggregateOperator {
                     + w.accumulators.iter().map(|a| a.size()).sum::<usize>()
             })
             .sum::<usize>()
-            + self
-                .frozen
-                .values()
-                .flatten()
-                .map(RecordBatch::get_array_memory_size)
-                .sum::<usize>()
+            + self.frozen.bytes()
             + self
                 .late_parts
                 .values()
@@ -1080,8 +1065,9 @@ impl Operator for WindowAggregateOperator {
                 .sum::<usize>()
     }
 
-    /// Sized after every message: a walk over the open windows and
-    /// slices, each of which keeps its size.
+    /// Sized after every message: the open windows (each accumulator
+    /// keeps its size) and the late parts are few; the frozen slices'
+    /// bytes are counted as they come and go.
     fn state_bytes_are_counted(&self) -> bool {
         true
     }
@@ -1114,7 +1100,7 @@ impl Operator for WindowAggregateOperator {
         if self.slice_ms.is_some() {
             let frozen = datafusion::arrow::compute::concat_batches(
                 &self.state_schema,
-                self.frozen.values().flatten().chain(&frozen_on_disk),
+                self.frozen.tables().chain(&frozen_on_disk),
             )?;
             snapshot.put(&self.tables[FROZEN], frozen)?;
             snapshot.put(&self.tables[LATE], self.late_parts_table()?)?;
@@ -1150,10 +1136,7 @@ impl Operator for WindowAggregateOperator {
                 while end < frozen.num_rows() && ends.value(end) == slice_end {
                     end += 1;
                 }
-                self.frozen
-                    .entry(slice_end)
-                    .or_default()
-                    .push(frozen.slice(row, end - row));
+                self.frozen.push(slice_end, frozen.slice(row, end - row));
                 row = end;
             }
             // Checkpoints written before late rows were kept have none.

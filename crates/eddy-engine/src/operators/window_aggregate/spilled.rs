@@ -38,7 +38,7 @@ impl super::WindowAggregateOperator {
             let table = self.state_table(vec![self.window_columns(end, window)?])?;
             spilled.write(end, &table, &self.state_keys(&table))?;
         }
-        for (end, tables) in std::mem::take(&mut self.frozen).into_iter().rev() {
+        for (end, tables) in self.frozen.take().into_iter().rev() {
             for table in tables {
                 spilled.write(end, &table, &self.state_keys(&table))?;
             }
@@ -142,7 +142,7 @@ impl super::WindowAggregateOperator {
             if let Some(window) = self.windows.remove(&end) {
                 memory.push(self.state_table(vec![self.window_columns(end, window)?])?);
             }
-            memory.extend(self.frozen.remove(&end).unwrap_or_default());
+            memory.extend(self.frozen.remove(end));
             let merged = self
                 .merged_parts(&memory, end..=end, spilled)?
                 .into_iter()
