@@ -1400,11 +1400,13 @@ fn refusal(out: std::process::Output) -> String {
 
 /// A sink file's lines, in order.
 fn lines_of(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    // Whole lines only: a job killed mid-write may leave its last line cut
+    // short (its next run truncates the file to what it committed); a
+    // finished run's file ends with a newline, so a line it cut short
+    // would show as a missing row.
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole.lines().map(str::to_string).collect()
 }
 
 /// A sink file's lines, sorted (instances interleave their rows).
