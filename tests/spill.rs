@@ -13,6 +13,10 @@
 //!   twice, some never, the files read side by side) at a tenth of the
 //!   unlimited run's join state, at --parallelism 1 and 2: the joined
 //!   table equals the unlimited run's, and the join spilled and read back.
+//! - The same for an interval LEFT JOIN of 200,000 timed orders with
+//!   their payments (rows evicted, and orders never paid in time padded,
+//!   as the watermark passes them, spilled or not) and for a regular
+//!   inner join, which keeps every row.
 //! - The same for a Top-N (the two largest values of each of 200,000
 //!   keys).
 //! - The same for a window Top-N (the two largest values of each key in
@@ -297,4 +301,32 @@ fn spilled_state_past_the_disk_limit_fails_the_job_naming_it() {
         "{stderr}"
     );
     assert!(stderr.contains("--spill-disk-limit"), "{stderr}");
+}
+
+#[test]
+fn an_interval_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::timed_orders_and_payments(dir.path(), ORDERS as u64);
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        common::PAID_IN_TIME,
+        &sets,
+        "interval_join",
+        &["paid_in_time"],
+    );
+    assert!(rows[0] > ORDERS, "{rows:?} rows");
+}
+
+#[test]
+fn a_regular_join_past_the_memory_limit_spills_and_gives_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::orders_and_payments(dir.path(), ORDERS);
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        common::MATCHED,
+        &sets,
+        "regular_join",
+        &["matched"],
+    );
+    assert!(rows[0] > ORDERS / 2, "{rows:?} rows");
 }

@@ -626,6 +626,85 @@ pub fn orders_and_payments(dir: &std::path::Path, n: usize) -> Vec<String> {
     sets
 }
 
+/// A regular (inner) join of orders with their payments, over the files
+/// [`orders_and_payments`] writes: every row of both sides stays in state.
+#[allow(dead_code)] // not every test binary joins orders and payments
+pub const MATCHED: &str = "
+CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (id VARCHAR, paid BIGINT) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE matched (id VARCHAR, amount BIGINT, paid BIGINT)
+  WITH (connector = 'ndjson', path = 'matched.ndjson', format = 'debezium-json');
+INSERT INTO matched SELECT o.id, o.amount, p.paid FROM orders o JOIN payments p ON o.id = p.id;
+";
+
+/// An interval LEFT JOIN of orders with the payments made from 30 s
+/// before to 90 s after them, over the files [`timed_orders_and_payments`]
+/// writes: orders without one come out null-padded once the watermark
+/// rules a payment out.
+#[allow(dead_code)] // not every test binary joins orders and payments
+pub const PAID_IN_TIME: &str = "
+CREATE TABLE orders (
+  id VARCHAR, amount BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH (connector = 'file', path = '${ORDERS}');
+CREATE TABLE payments (
+  id VARCHAR, paid BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH (connector = 'file', path = '${PAYMENTS}');
+CREATE TABLE paid_in_time (id VARCHAR, amount BIGINT, paid BIGINT)
+  WITH (connector = 'ndjson', path = 'paid_in_time.ndjson', format = 'debezium-json');
+INSERT INTO paid_in_time SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p
+  ON o.id = p.id AND p.ts BETWEEN o.ts - INTERVAL '30' SECOND AND o.ts + INTERVAL '90' SECOND;
+";
+
+/// `orders.ndjson` and `payments.ndjson` in `dir`: `n` orders (`id`,
+/// `amount`, `at_ms`), 2 ms apart, and about as many payments (`id`,
+/// `paid`, `at_ms`) in time order, each from 40 s before to 120 s after
+/// its order: some orders paid twice, some never, some out of
+/// [`PAID_IN_TIME`]'s interval. The `--set` assignments that reads them by.
+#[allow(dead_code)] // not every test binary joins orders and payments
+pub fn timed_orders_and_payments(dir: &std::path::Path, n: u64) -> Vec<String> {
+    use std::fmt::Write;
+    const START: u64 = 1_700_000_000_000;
+    let mut orders = String::with_capacity(n as usize * 60);
+    let mut payments: Vec<(u64, String)> = Vec::new();
+    let mut seed = 13u64;
+    for i in 0..n {
+        let at = START + i * 2;
+        writeln!(
+            orders,
+            "{{\"id\":\"order-{i}\",\"amount\":{},\"at_ms\":{at}}}",
+            i % 1000
+        )
+        .unwrap();
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let pick = seed >> 33;
+        for copy in 0..pick % 3 {
+            let paid_at = at - 40_000 + copy * 60_000 + (pick >> 4) % 100_000;
+            payments.push((
+                paid_at,
+                format!(
+                    "{{\"id\":\"order-{i}\",\"paid\":{},\"at_ms\":{paid_at}}}",
+                    (pick >> 8) % 1000
+                ),
+            ));
+        }
+    }
+    payments.sort();
+    let payments: String = payments.into_iter().map(|(_, line)| line + "\n").collect();
+    let mut sets = Vec::new();
+    for (name, text) in [("ORDERS", orders), ("PAYMENTS", payments)] {
+        let file = dir.join(format!("{}.ndjson", name.to_lowercase()));
+        std::fs::write(&file, text).unwrap();
+        sets.push(format!("{name}={}", file.display()));
+    }
+    sets
+}
+
 /// Tumbling and hopping windows per key, events up to 5 s out of order and a watermark 20 s behind: three tumbling windows
 /// open at a time, and hop slices merged at each firing; over the events
 /// [`keyed_timed_events`] writes.

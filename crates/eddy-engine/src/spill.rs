@@ -295,6 +295,21 @@ impl SpillTable {
         })
     }
 
+    /// Up to `most` keys from `from` (inclusive) to `to` (exclusive), in
+    /// order.
+    pub fn keys_between(&self, from: &[u8], to: &[u8], most: usize) -> Result<Vec<Vec<u8>>> {
+        self.keyspace
+            .range(from..to)
+            .take(most)
+            .map(|guard| {
+                guard
+                    .key()
+                    .map(|key| key.to_vec())
+                    .map_err(|e| spill_error("read from", &self.space.where_(), e))
+            })
+            .collect()
+    }
+
     /// Forgets every entry.
     pub fn clear(&mut self) -> Result<()> {
         self.keyspace

@@ -126,6 +126,8 @@ pub struct KeyIndex {
     /// Sets of rows sharing a hash; `None` where free.
     sets: Vec<Option<BTreeSet<RowRef>>>,
     free_sets: Vec<usize>,
+    /// Rows in all sets, counted as they come and go.
+    set_rows: usize,
 }
 
 impl KeyIndex {
@@ -141,8 +143,13 @@ impl KeyIndex {
 
     /// Approximate bytes held.
     pub fn size_bytes(&self) -> usize {
-        let set_rows: usize = self.sets.iter().flatten().map(BTreeSet::len).sum();
-        self.slots.capacity() * std::mem::size_of::<Slot>() + set_rows * 32
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.set_rows * 32
+    }
+
+    /// Whether the count of rows in sets is what walking them finds.
+    #[cfg(test)]
+    pub fn set_rows_are_counted(&self) -> bool {
+        self.set_rows == self.sets.iter().flatten().map(BTreeSet::len).sum::<usize>()
     }
 
     fn mask(&self) -> usize {
@@ -251,7 +258,7 @@ impl KeyIndex {
         };
         if entry & SET_BIT != 0 {
             if let Some(set) = &mut self.sets[(entry & !SET_BIT) as usize] {
-                set.insert(new);
+                self.set_rows += usize::from(set.insert(new));
                 // Drop evicted rows from the front (the oldest): each goes
                 // once, so a hot key's set holds about its live rows.
                 while let Some(&first) = set.first() {
@@ -259,6 +266,7 @@ impl KeyIndex {
                         break;
                     }
                     set.pop_first();
+                    self.set_rows -= 1;
                 }
             }
             return;
@@ -278,6 +286,7 @@ impl KeyIndex {
             },
             new,
         ]);
+        self.set_rows += set.len();
         let number = match self.free_sets.pop() {
             Some(number) => {
                 self.sets[number] = Some(set);
@@ -346,10 +355,13 @@ impl KeyIndex {
         }
         let number = (slot.entry & !SET_BIT) as usize;
         let set = self.sets[number].as_mut()?;
+        let before = set.len();
         set.retain(|r| rows.live(r.at()));
+        self.set_rows -= before - set.len();
         if set.len() > 1 {
             return Some(slot);
         }
+        self.set_rows -= set.len();
         let only = set.first().map(|only| Slot {
             hash: slot.hash,
             entry: pack(only.at()),
@@ -384,6 +396,7 @@ impl KeyIndex {
         self.occupied = 0;
         self.sets.clear();
         self.free_sets.clear();
+        self.set_rows = 0;
     }
 }
 
@@ -465,6 +478,7 @@ mod tests {
         assert_eq!(index.occupied(), 100);
         assert_eq!(index.capacity(), MIN_CAPACITY);
         assert!(index.sets.iter().flatten().count() == 0);
+        assert_eq!(index.set_rows, 0, "set rows counted as they go");
         for i in 9_900..10_000u32 {
             assert_eq!(
                 rows_of(&index, colliding(u64::from(i % 2_500)), &oracle),

@@ -100,6 +100,21 @@ struct StoredBatch {
     /// Late rows: the watermark at each row's position in its source
     /// (`None` for rows that came on time).
     marks: Option<Vec<Timestamp>>,
+    /// Bytes it holds, as [`SideState::size_bytes`] counts them.
+    bytes: usize,
+}
+
+impl StoredBatch {
+    /// Bytes it holds: the batch, its key rows, and what the side keeps
+    /// per row.
+    fn size_bytes(&self) -> usize {
+        self.batch.get_array_memory_size()
+            + self.keys.size()
+            + self.order.capacity() * 16
+            + self.times.capacity() * 8
+            + self.matched.capacity() * 2
+            + self.marks.as_ref().map_or(0, |m| m.capacity() * 8)
+    }
 }
 
 impl StoredBatch {
@@ -241,6 +256,8 @@ pub struct SideState {
     evicted_since_sweep: usize,
     /// Stored batches of late rows (with marks).
     late_batches: usize,
+    /// Bytes the stored batches hold, counted as they come and go.
+    batch_bytes: usize,
 }
 
 impl SideState {
@@ -258,6 +275,12 @@ impl SideState {
     /// [`KeyIndex::touch`]).
     pub fn touch(&self, hashes: impl Iterator<Item = u64>) {
         self.index.touch(hashes);
+    }
+
+    /// Whether the key index has an entry for `hash` (a live row's, or
+    /// an evicted row's not yet swept).
+    pub fn indexes(&self, hash: u64) -> bool {
+        self.index.get(hash).is_some()
     }
 
     /// Calls `f` for every buffered row whose key equals `key` (whose hash
@@ -387,18 +410,19 @@ impl SideState {
         let live = order.len();
         let row_times = times.iter().map(|t| t.unwrap_or(Timestamp::MIN)).collect();
         self.late_batches += usize::from(marks.is_some());
-        self.batches.insert(
-            id,
-            StoredBatch {
-                batch,
-                keys,
-                times: row_times,
-                order,
-                cursor: 0,
-                matched,
-                marks,
-            },
-        );
+        let mut stored = StoredBatch {
+            batch,
+            keys,
+            times: row_times,
+            order,
+            cursor: 0,
+            matched,
+            marks,
+            bytes: 0,
+        };
+        stored.bytes = stored.size_bytes();
+        self.batch_bytes += stored.bytes;
+        self.batches.insert(id, stored);
         self.rows += live;
         self.by_time.push(Reverse((first, id)));
         let Some(stored) = self.batches.get(id) else {
@@ -418,23 +442,10 @@ impl SideState {
         Ok(())
     }
 
-    /// Approximate bytes held: the buffered batches, their key rows and the index.
+    /// Approximate bytes held: the buffered batches, their key rows and
+    /// the index (a count kept as they come and go).
     pub fn size_bytes(&self) -> usize {
-        let batches: usize = self
-            .batches
-            .slots
-            .iter()
-            .flatten()
-            .map(|b| {
-                b.batch.get_array_memory_size()
-                    + b.keys.size()
-                    + b.order.capacity() * 16
-                    + b.times.capacity() * 8
-                    + b.matched.capacity() * 2
-                    + b.marks.as_ref().map_or(0, |m| m.capacity() * 8)
-            })
-            .sum();
-        batches + self.index.size_bytes()
+        self.batch_bytes + self.index.size_bytes()
     }
 
     /// The rows still buffered (not evicted), batch by batch, each with its
@@ -510,6 +521,7 @@ impl SideState {
                 Some(next) => self.by_time.push(Reverse((next, id))),
                 None => {
                     self.late_batches -= usize::from(stored.marks.is_some());
+                    self.batch_bytes -= stored.bytes;
                     self.batches.remove(id)
                 }
             }
@@ -585,6 +597,18 @@ mod tests {
             // Keep the last 500 ms.
             side.evict_before(batch * 100 + 100 - 500, None);
             assert!(side.len() <= 1_000, "{} rows live", side.len());
+            let walked: usize = side
+                .batches
+                .slots
+                .iter()
+                .flatten()
+                .map(StoredBatch::size_bytes)
+                .sum();
+            assert_eq!(
+                side.batch_bytes, walked,
+                "bytes counted as they come and go"
+            );
+            assert!(side.index.set_rows_are_counted());
             assert!(
                 side.index.capacity() <= 2048,
                 "{} index slots for {} live rows",

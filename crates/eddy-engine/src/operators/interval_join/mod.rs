@@ -49,6 +49,16 @@
 //! Checkpoints: tables `left` and `right` hold each side's buffered rows in
 //! the input's columns plus a `__matched` flag; a restore inserts them as
 //! if they had just arrived, without probing.
+//!
+//! Past the memory budget ([`Operator::spill`]) every buffered row goes to
+//! disk by the hash of its key ([`spilled`]), and memory starts afresh. A
+//! batch first brings back both sides' rows of the hashes it carries, then
+//! probes as ever; a watermark first brings back the hashes whose earliest
+//! row it evicts, so eviction, and the null-padded rows of outer joins,
+//! happen as they would in memory. Nothing is looked up on disk for a key
+//! that never spilled: memory indexes what is there.
+
+pub mod spilled;
 
 use std::sync::Arc;
 
@@ -61,6 +71,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
+use self::spilled::SpilledRows;
 use super::join_state::{KeyedRows, Lonely, RowRef, SideState, MAX_BATCH_ROWS};
 use hashbrown::HashMap;
 
@@ -440,6 +451,7 @@ impl OperatorPlan for IntervalJoinPlan {
             hasher: hashbrown::DefaultHashBuilder::default(),
             watermark: WATERMARK_MIN,
             late_rows: 0,
+            spilled: None,
         }))
     }
 
@@ -501,7 +513,14 @@ struct IntervalJoinOperator {
     watermark: Timestamp,
     /// Late rows dropped: no partner held at their horizon could pair.
     late_rows: u64,
+    /// Rows moved to disk when the memory budget refused more
+    /// ([`Operator::spill`]).
+    spilled: Option<SpilledRows>,
 }
+
+/// Hashes a watermark brings back from disk at a time, to evict their rows
+/// before it brings more.
+const DUE_AT_ONCE: usize = 4096;
 
 /// One candidate pair: the arriving row and a buffered row of the other side.
 struct Pairs {
@@ -701,8 +720,18 @@ impl IntervalJoinOperator {
         })
     }
 
-    /// One side's buffered rows with a `__matched` column, for a checkpoint.
+    /// One side's rows, in memory and on disk, as its checkpoint table.
     fn side_table(&self, side: usize) -> Result<RecordBatch> {
+        let mut tables = vec![self.memory_table(side)?];
+        if let Some(spilled) = &self.spilled {
+            tables.extend(spilled.side_rows(side)?);
+        }
+        Ok(concat_batches(self.tables[side].schema(), &tables)?)
+    }
+
+    /// One side's rows in memory with their `__matched` flags and
+    /// `__watermark` marks: its checkpoint table's columns.
+    fn memory_table(&self, side: usize) -> Result<RecordBatch> {
         let schema = self.side_schema(side);
         let parts = self.sides[side].live_rows()?;
         let rows: Vec<RecordBatch> = parts.iter().map(|p| p.rows.clone()).collect();
@@ -726,6 +755,82 @@ impl IntervalJoinOperator {
             self.tables[side].schema().clone(),
             columns,
         )?)
+    }
+
+    /// Moves every row in memory to disk ([`Operator::spill`]); `false`
+    /// when nothing is held or a column cannot be spilled.
+    fn spill_rows(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.sides.iter().all(SideState::is_empty) {
+            // Nothing to write; what memory still holds is the key
+            // indexes' tables, kept for the rows to come.
+            let held = self.state_bytes() > 0;
+            crate::runtime::drop_later::drop_later(std::mem::take(&mut self.sides));
+            return Ok(held);
+        }
+        if self.spilled.is_none() {
+            let schemas = [0, 1].map(|side| self.tables[side].schema().clone());
+            self.spilled = SpilledRows::open(space, schemas)?;
+        }
+        let Some(mut spilled) = self.spilled.take() else {
+            return Ok(false);
+        };
+        let written = (0..2).try_for_each(|side| {
+            let table = self.memory_table(side)?;
+            // The table's first columns are the side's, so its keys and
+            // times are worked out over it as over the side's rows.
+            let keyed = self.keys_and_times(side, &table)?;
+            let times: Vec<Timestamp> = keyed
+                .times
+                .iter()
+                .map(|t| t.unwrap_or(Timestamp::MIN))
+                .collect();
+            spilled.write(side, &table, &keyed.hashes, &times)
+        });
+        self.spilled = Some(spilled);
+        written?;
+        crate::runtime::drop_later::drop_later(std::mem::take(&mut self.sides));
+        Ok(true)
+    }
+
+    /// Brings both sides' rows of these key hashes back from disk, if
+    /// they are there.
+    fn read_back(&mut self, hashes: &[u64]) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(());
+        };
+        let tables = spilled.read(hashes)?;
+        for (side, table) in tables.into_iter().enumerate() {
+            if let Some(table) = table {
+                self.load_side(side, table)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Evicts the rows of each side before its threshold, in memory and
+    /// on disk, emitting those a preserved side never matched.
+    fn evict_before(&mut self, thresholds: [Timestamp; 2], out: &mut Collector) -> Result<()> {
+        loop {
+            self.evict_in_memory(thresholds, out)?;
+            let due = match self.spilled.as_mut() {
+                Some(spilled) => spilled.due(thresholds, DUE_AT_ONCE)?,
+                None => Vec::new(),
+            };
+            if due.is_empty() {
+                return Ok(());
+            }
+            self.read_back(&due)?;
+        }
+    }
+
+    fn evict_in_memory(&mut self, thresholds: [Timestamp; 2], out: &mut Collector) -> Result<()> {
+        for (side, threshold) in thresholds.into_iter().enumerate() {
+            let mut unmatched = Vec::new();
+            let keeps = self.keeps(side);
+            self.sides[side].evict_before(threshold, keeps.then_some(&mut unmatched));
+            self.emit_lonely(side, unmatched, out)?;
+        }
+        Ok(())
     }
 
     /// Buffers a side's checkpointed rows again.
@@ -911,6 +1016,20 @@ impl IntervalJoinOperator {
             return Ok(());
         }
         let keyed = self.keys_and_times(input, &batch)?;
+        if self.spilled.is_some() {
+            // Every row's hash, whatever its key: a row kept in memory
+            // must find its hash's rows there too. A hash memory indexes
+            // has come back since the last spill, so it is not on disk.
+            let mut seen = hashbrown::HashSet::new();
+            let wanted: Vec<u64> = keyed
+                .hashes
+                .iter()
+                .copied()
+                .filter(|&hash| !self.sides.iter().any(|side| side.indexes(hash)))
+                .filter(|&hash| seen.insert(hash))
+                .collect();
+            self.read_back(&wanted)?;
+        }
         let (keys, times) = (&keyed.keys, &keyed.times);
         let lateness = self.plan.allowed_lateness_ms;
         // Where a partner must be for a late arriving row to pair with it.
@@ -1195,21 +1314,37 @@ impl Operator for IntervalJoinOperator {
             // A regular join's rows can pair with any later row.
             JoinBound::Unbounded => return Ok(()),
         };
-        for side in 0..2 {
-            let mut unmatched = Vec::new();
-            let keeps = self.keeps(side);
-            self.sides[side].evict_before(thresholds[side], keeps.then_some(&mut unmatched));
-            self.emit_lonely(side, unmatched, out)?;
-        }
-        Ok(())
+        self.evict_before(thresholds, out)
     }
 
     fn state_rows(&self) -> usize {
-        self.sides[0].len() + self.sides[1].len()
+        self.sides[0].len()
+            + self.sides[1].len()
+            + self.spilled.as_ref().map_or(0, SpilledRows::rows)
     }
 
     fn state_bytes(&self) -> usize {
         self.sides[0].size_bytes() + self.sides[1].size_bytes()
+    }
+
+    /// Counted as rows come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every row in memory goes to disk by its key's hash, and memory
+    /// starts afresh: it then holds the rows of the keys brought since,
+    /// each read back the first time a row of either side brings it or
+    /// the watermark comes to evict it.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        self.spill_rows(space)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(SpilledRows::stats)
+            .unwrap_or_default()
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
@@ -1249,325 +1384,4 @@ impl Operator for IntervalJoinOperator {
 }
 
 #[cfg(test)]
-mod tests {
-    use datafusion::arrow::array::StringArray;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::physical_expr::expressions::Column;
-
-    use super::*;
-
-    fn side(keys: &[&str], times: &[i64]) -> RecordBatch {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("k", DataType::Utf8, true),
-            Field::new("t", DataType::Int64, true),
-        ]));
-        RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(keys.to_vec())),
-                Arc::new(Int64Array::from(times.to_vec())),
-            ],
-        )
-        .unwrap()
-    }
-
-    fn plan(kind: JoinKind) -> IntervalJoinPlan {
-        let schema = side(&[], &[]).schema();
-        let output = Arc::new(Schema::new(
-            [schema.fields().to_vec(), schema.fields().to_vec()].concat(),
-        ));
-        IntervalJoinPlan {
-            kind,
-            left_schema: schema.clone(),
-            right_schema: schema,
-            output_schema: output,
-            left_keys: vec![Arc::new(Column::new("k", 0))],
-            right_keys: vec![Arc::new(Column::new("k", 0))],
-            time: JoinBound::Interval {
-                left_time: 1,
-                right_time: 1,
-                bound: TimeBound {
-                    lower_ms: -1_000,
-                    lower_inclusive: true,
-                    upper_ms: 3_000,
-                    upper_inclusive: true,
-                },
-            },
-            allowed_lateness_ms: 500,
-            residual: None,
-            inputs: Default::default(),
-            windows: [None, None],
-        }
-    }
-
-    fn rows(out: &mut Collector) -> usize {
-        out.drain().map(|(_, b)| b.num_rows()).sum()
-    }
-
-    /// A semi or anti join of `plan`: the left columns alone come out.
-    fn left_only(kind: JoinKind) -> IntervalJoinPlan {
-        let mut plan = plan(kind);
-        plan.output_schema = plan.left_schema.clone();
-        plan
-    }
-
-    /// Emitted rows as `key@time`, in order.
-    fn left_rows(out: &mut Collector) -> Vec<String> {
-        let mut found = Vec::new();
-        for (_, batch) in out.drain() {
-            assert_eq!(batch.num_columns(), 2, "the left columns alone");
-            let keys = batch
-                .column(0)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .unwrap();
-            let times = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap();
-            for r in 0..batch.num_rows() {
-                found.push(format!("{}@{}", keys.value(r), times.value(r)));
-            }
-        }
-        found
-    }
-
-    #[test]
-    fn a_semi_join_emits_each_left_row_at_its_first_partner_only() {
-        let mut op = left_only(JoinKind::Semi).create().unwrap();
-        let mut out = Collector::default();
-        // a@1000 has two partners in one batch, b@1000 none yet.
-        op.on_batch(0, side(&["a", "b"], &[1_000, 1_000]), &mut out)
-            .unwrap();
-        op.on_batch(1, side(&["a", "a", "c"], &[1_500, 2_000, 1_000]), &mut out)
-            .unwrap();
-        assert_eq!(left_rows(&mut out), ["a@1000"]);
-        // b's partner comes later; a's third partner changes nothing.
-        op.on_batch(1, side(&["b", "a"], &[3_900, 3_000]), &mut out)
-            .unwrap();
-        assert_eq!(left_rows(&mut out), ["b@1000"]);
-        // A new left row meets the buffered right rows at once.
-        op.on_batch(0, side(&["a"], &[2_500]), &mut out).unwrap();
-        assert_eq!(left_rows(&mut out), ["a@2500"]);
-        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
-        assert!(left_rows(&mut out).is_empty(), "nothing is padded");
-    }
-
-    #[test]
-    fn an_anti_join_emits_the_left_rows_no_partner_met_once_none_can() {
-        let mut op = left_only(JoinKind::Anti).create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, side(&["a", "b"], &[1_000, 1_000]), &mut out)
-            .unwrap();
-        op.on_batch(1, side(&["a"], &[1_500]), &mut out).unwrap();
-        assert!(left_rows(&mut out).is_empty(), "pairs never come out");
-        // b@1000 can meet right rows up to 4000: the watermark must pass
-        // them (and the lateness) first.
-        op.on_watermark(4_000, &mut out).unwrap();
-        assert!(left_rows(&mut out).is_empty());
-        // A snapshot keeps b waiting.
-        let mut restored =
-            crate::operators::testing::restored(&left_only(JoinKind::Anti), op.as_mut());
-        for op in [&mut op, &mut restored] {
-            op.on_watermark(5_000, &mut out).unwrap();
-            assert_eq!(left_rows(&mut out), ["b@1000"]);
-        }
-    }
-
-    #[test]
-    fn state_empties_once_the_watermark_passes_the_last_interval() {
-        let mut op = plan(JoinKind::Left).create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, side(&["a", "b"], &[10_000, 10_000]), &mut out)
-            .unwrap();
-        op.on_batch(1, side(&["a", "c"], &[12_000, 10_500]), &mut out)
-            .unwrap();
-        assert_eq!(rows(&mut out), 1, "a matched");
-        assert_eq!(op.state_rows(), 4);
-        // Left rows stay while tl + 3000 >= W - 500; right rows while tr + 1000 >= W - 500.
-        op.on_watermark(13_500, &mut out).unwrap();
-        assert_eq!(
-            op.state_rows(),
-            3,
-            "a right row arriving at 13 000 could still match both left rows"
-        );
-        assert_eq!(
-            rows(&mut out),
-            0,
-            "the unmatched right row c is dropped: a LEFT join does not keep it"
-        );
-        op.on_watermark(13_501, &mut out).unwrap();
-        assert_eq!(op.state_rows(), 0);
-        assert_eq!(
-            rows(&mut out),
-            1,
-            "b is emitted null-padded once its interval has passed"
-        );
-        // The output watermark is held back by the upper bound.
-        assert_eq!(op.output_watermark(13_501), 10_501);
-    }
-
-    #[test]
-    fn an_evicted_row_never_pairs_with_a_late_row() {
-        let mut op = plan(JoinKind::Left).create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(
-            0,
-            side(&["a", "b", "z"], &[23_999, 16_000, 40_000]),
-            &mut out,
-        )
-        .unwrap();
-        op.on_batch(1, side(&["a"], &[24_500]), &mut out).unwrap();
-        assert_eq!(rows(&mut out), 1, "a pairs");
-        // Left rows below 21 000 are evicted (tl < W - 500 - 3000): b comes
-        // out null-padded.
-        op.on_watermark(24_500, &mut out).unwrap();
-        assert_eq!(rows(&mut out), 1, "b null-padded");
-        assert_eq!(op.state_rows(), 3);
-        // A late right row that would pair with b must not: b has been
-        // emitted as unmatched already.
-        op.on_batch(1, side(&["b"], &[16_500]), &mut out).unwrap();
-        assert_eq!(rows(&mut out), 0, "an evicted row never pairs");
-        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
-        assert_eq!(op.state_rows(), 0);
-        assert_eq!(rows(&mut out), 1, "z null-padded at the end");
-    }
-
-    /// Late rows of one side (with the watermark at their position).
-    fn late(keys: &[&str], times: &[i64], marks: &[i64]) -> LateBatch {
-        LateBatch::new(side(keys, times), Int64Array::from(marks.to_vec())).unwrap()
-    }
-
-    /// Rows emitted so far: (late or not, rows).
-    fn emitted(out: &mut Collector) -> Vec<(bool, usize)> {
-        out.drain_emitted()
-            .map(|(_, e)| match e {
-                crate::operator::Emitted::Rows(b) => (false, b.num_rows()),
-                crate::operator::Emitted::Late(l) => (true, l.num_rows()),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_late_row_pairs_only_with_partners_still_held_at_its_own_watermark() {
-        // Bound: right.t - left.t in [-1000, 3000], lateness 500.
-        let mut op = plan(JoinKind::Inner).create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(1, side(&["a", "a"], &[9_000, 12_000]), &mut out)
-            .unwrap();
-        // A late left row at 10 000 judged at 13 000: horizon 12 500, so
-        // right rows before 11 500 were evicted there; 12 000 still held.
-        op.on_late_batch(0, late(&["a"], &[10_000], &[13_000]), &mut out)
-            .unwrap();
-        assert_eq!(emitted(&mut out), [(true, 1)], "one pair, late");
-        // The other way round: a right row arriving later meets the held
-        // late left row only if the left row still held it at its mark.
-        op.on_batch(1, side(&["a"], &[11_000]), &mut out).unwrap();
-        assert!(emitted(&mut out).is_empty(), "11 000 < 12 500 - 1000");
-        op.on_batch(1, side(&["a"], &[11_600]), &mut out).unwrap();
-        assert_eq!(emitted(&mut out), [(true, 1)]);
-        // A late left row no held partner can meet is dropped (inner).
-        op.on_late_batch(0, late(&["a"], &[1_000], &[13_000]), &mut out)
-            .unwrap();
-        assert!(emitted(&mut out).is_empty());
-        assert_eq!(op.late_rows(), 1);
-        // Marks and the count survive a checkpoint.
-        let mut restored = crate::operators::testing::restored(&plan(JoinKind::Inner), op.as_mut());
-        assert_eq!(restored.late_rows(), 1);
-        restored
-            .on_batch(1, side(&["a"], &[11_000]), &mut out)
-            .unwrap();
-        assert!(
-            emitted(&mut out).is_empty(),
-            "the restored row kept its mark"
-        );
-    }
-
-    #[test]
-    fn a_left_join_pads_a_late_left_row_it_can_pair_with_nothing_at_once() {
-        let mut op = plan(JoinKind::Left).create().unwrap();
-        let mut out = Collector::default();
-        op.on_late_batch(0, late(&["a"], &[1_000], &[13_000]), &mut out)
-            .unwrap();
-        assert_eq!(emitted(&mut out), [(true, 1)], "padded, late");
-        assert_eq!(op.late_rows(), 0, "kept, not dropped");
-        // A late left row that can still pair waits; unpaired, it is padded
-        // (late) when evicted.
-        op.on_late_batch(0, late(&["b"], &[10_000], &[13_000]), &mut out)
-            .unwrap();
-        assert!(emitted(&mut out).is_empty());
-        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
-        assert_eq!(emitted(&mut out), [(true, 1)]);
-    }
-
-    #[test]
-    fn a_window_join_drops_a_late_row_whose_window_had_fired() {
-        let mut plan = plan(JoinKind::Left);
-        // The time column is also the window bound (a 10 s window's start).
-        plan.windows = [
-            Some(JoinWindow {
-                column: 1,
-                to_end_ms: 10_000,
-            }),
-            None,
-        ];
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        // Window [0, 10 000) had fired at 12 000; [10 000, 20 000) not.
-        op.on_late_batch(
-            0,
-            late(&["a", "b"], &[0, 10_000], &[12_500, 12_500]),
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(op.late_rows(), 1, "dropped, not padded");
-        op.on_watermark(WATERMARK_MAX, &mut out).unwrap();
-        assert_eq!(emitted(&mut out), [(true, 1)], "b padded at the end");
-    }
-
-    #[test]
-    fn a_regular_join_keeps_every_row_and_pairs_across_any_time() {
-        let mut plan = plan(JoinKind::Inner);
-        plan.time = JoinBound::Unbounded;
-        let mut op = plan.create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, side(&["a", "b", "a"], &[0, 5, 1]), &mut out)
-            .unwrap();
-        op.on_watermark(1_000_000_000, &mut out).unwrap();
-        assert_eq!(op.state_rows(), 3, "nothing is evicted by the watermark");
-        // Times far apart and a NULL time still pair: the join ignores time.
-        let late = RecordBatch::try_new(
-            side(&[], &[]).schema(),
-            vec![
-                Arc::new(StringArray::from(vec!["a", "c"])),
-                Arc::new(Int64Array::from(vec![None, Some(2_000_000_000)])),
-            ],
-        )
-        .unwrap();
-        op.on_batch(1, late, &mut out).unwrap();
-        assert_eq!(rows(&mut out), 2, "the right a pairs with both left a rows");
-        op.on_batch(0, side(&["c"], &[-7]), &mut out).unwrap();
-        assert_eq!(
-            rows(&mut out),
-            1,
-            "a later left c pairs with the buffered right c"
-        );
-        assert_eq!(op.output_watermark(1_000_000_000), WATERMARK_MIN);
-        assert_eq!(op.output_watermark(WATERMARK_MAX), WATERMARK_MAX);
-    }
-
-    #[test]
-    fn time_bound_edges() {
-        let b = TimeBound {
-            lower_ms: -10,
-            lower_inclusive: true,
-            upper_ms: 10,
-            upper_inclusive: false,
-        };
-        assert!(b.holds(100, 90));
-        assert!(!b.holds(100, 89));
-        assert!(b.holds(100, 109));
-        assert!(!b.holds(100, 110));
-    }
-}
+mod tests;
