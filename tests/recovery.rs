@@ -13,9 +13,9 @@
 //! - Per-key totals over 100,000 keys of which few change between two
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
-//! - The same totals, a LEFT JOIN, a Top-N, tumbling and hopping windows
-//!   per key and a window Top-N, spilling to disk under a 1 MiB memory limit: kills
-//!   lose nothing.
+//! - The same totals, a LEFT JOIN, an interval LEFT JOIN, a Top-N,
+//!   tumbling and hopping windows per key and a window Top-N, spilling to
+//!   disk under a 1 MiB memory limit: kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
 //!   output is still exact.
@@ -1930,4 +1930,18 @@ fn sigterm_stops_a_job_on_silent_stdin_within_a_second() {
         "{\"k\":\"a\",\"ts\":1}\n{\"k\":\"b\",\"ts\":2}\n",
         "the stopped job's output is committed"
     );
+}
+
+#[test]
+fn an_interval_join_spilled_past_the_memory_limit_survives_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::timed_orders_and_payments(dir.path(), 200_000);
+    let paid = spilled_under_kills(
+        dir.path(),
+        common::PAID_IN_TIME,
+        &sets,
+        &["paid_in_time"],
+        53,
+    );
+    assert!(paid[0].len() > 200_000, "{} rows", paid[0].len());
 }
