@@ -7,7 +7,11 @@
 # kept: EVENTS rows of join state). QUERY=window: per-key tumbling windows
 # of 10 s (count, sum, min, max) over EVENTS events on KEYS keys, events up
 # to 5 s out of order over 100 s of event time, the watermark 20 s behind
-# (three windows open at a time). From NDJSON files, into a blackhole
+# (three windows open at a time). QUERY=interval: `orders LEFT JOIN
+# payments ON id AND p.ts BETWEEN o.ts - 30 s AND o.ts + 90 s`, EVENTS/2
+# orders 1 ms apart and about as many payments, each 40 s before to 120 s
+# after its order (some outside the interval: orders padded as the
+# watermark passes them). From NDJSON files, into a blackhole
 # sink, at one instance. Runs it without a limit, then at
 # a tenth of that run's state (LIMIT to choose), RUNS times each in turn;
 # prints per form the median (min-max) seconds and events/s, the peak
@@ -20,6 +24,7 @@
 #   EVENTS=200000 KEYS=50000 RUNS=1 bench/spill.sh                # a check
 #   QUERY=join EVENTS=4000000 LIMIT=256MiB bench/spill.sh          # the 4M-row join
 #   QUERY=window EVENTS=4000000 KEYS=1000000 bench/spill.sh        # windows
+#   QUERY=interval EVENTS=2000000 bench/spill.sh                   # an interval join
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +36,8 @@ case "$QUERY" in
   group) kind=updating_aggregate table=totals ;;
   join) kind=updating_join table=paid ;;
   window) kind=window_aggregate table=windows ;;
-  *) echo "QUERY is group, join or window, not $QUERY" >&2; exit 2 ;;
+  interval) kind=interval_join table=paid ;;
+  *) echo "QUERY is group, join, window or interval, not $QUERY" >&2; exit 2 ;;
 esac
 . bench/lib.sh
 build_eddy
@@ -51,6 +57,17 @@ elif query == "window":
         for i in range(events):
             at = 1_700_000_000_000 + i * 100_000 // events + rng.randrange(5000)
             out.write('{"k":"key-%d","v":%d,"at_ms":%d}\n' % (rng.randrange(keys), rng.randrange(1000), at))
+elif query == "interval":
+    orders, start, payments = events // 2, 1_700_000_000_000, []
+    with open(f"{work}/orders.ndjson", "w") as out:
+        for i in range(orders):
+            out.write('{"id":"order-%d","amount":%d,"at_ms":%d}\n' % (i, i % 1000, start + i))
+            for copy in range(rng.randrange(3)):
+                payments.append((start + i - 40_000 + copy * 60_000 + rng.randrange(100_000), i))
+    payments.sort()
+    with open(f"{work}/payments.ndjson", "w") as out:
+        for at, i in payments:
+            out.write('{"id":"order-%d","paid":%d,"at_ms":%d}\n' % (i, rng.randrange(1000), at))
 else:
     orders = events // 2
     with open(f"{work}/orders.ndjson", "w") as out:
@@ -80,6 +97,22 @@ INSERT INTO windows SELECT w.start, k, n, total, low, high FROM (
   SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
   FROM events GROUP BY w, k);
 SQL
+  elif [ "$QUERY" = interval ]; then
+    cat <<SQL
+CREATE TABLE orders (
+  id VARCHAR, amount BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH (connector = 'file', path = '$work/orders.ndjson');
+CREATE TABLE payments (
+  id VARCHAR, paid BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH (connector = 'file', path = '$work/payments.ndjson');
+CREATE TABLE paid (id VARCHAR, amount BIGINT, paid BIGINT) WITH ($1);
+INSERT INTO paid SELECT o.id, o.amount, p.paid FROM orders o LEFT JOIN payments p
+  ON o.id = p.id AND p.ts BETWEEN o.ts - INTERVAL '30' SECOND AND o.ts + INTERVAL '90' SECOND;
+SQL
   else
     cat <<SQL
 CREATE TABLE orders (id VARCHAR, amount BIGINT) WITH (connector = 'file', path = '$work/orders.ndjson');
@@ -91,7 +124,7 @@ SQL
 }
 query "connector = 'blackhole'" > "$work/bench.sql"
 query "connector = 'ndjson', path = '$table.ndjson', format = 'debezium-json'" > "$work/check.sql"
-echo "$QUERY: $EVENTS events$([ "$QUERY" != join ] && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "$QUERY: $EVENTS events$( { [ "$QUERY" = group ] || [ "$QUERY" = window ]; } && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # run FORM ARGS...: one run; appends "seconds peak_kib written_mib read_mib state_mib" to $work/FORM
 run() {

@@ -88,6 +88,10 @@ pub struct SpilledRows {
     converters: [RowConverter; 2],
     schemas: [SchemaRef; 2],
     rows: usize,
+    /// Per side, the earliest time an eviction entry may have: scans
+    /// start there, not at the first key, which would walk the
+    /// tombstones of every entry taken before.
+    due_from: [Timestamp; 2],
 }
 
 impl SpilledRows {
@@ -116,6 +120,7 @@ impl SpilledRows {
             converters: [left, right],
             schemas,
             rows: 0,
+            due_from: [Timestamp::MAX; 2],
         }))
     }
 
@@ -154,7 +159,10 @@ impl SpilledRows {
         }
         let due: Vec<[u8; DUE_KEY]> = groups
             .iter()
-            .map(|&(hash, earliest, _)| due_key(side, earliest, hash))
+            .map(|&(hash, earliest, _)| {
+                self.due_from[side] = self.due_from[side].min(earliest);
+                due_key(side, earliest, hash)
+            })
             .collect();
         self.due.write(due.iter().map(|key| (&key[..], &[][..])))?;
         self.tables[side].write_encoded(
@@ -204,11 +212,18 @@ impl SpilledRows {
         let mut found = Vec::new();
         let mut taken = Vec::new();
         for (side, threshold) in thresholds.into_iter().enumerate() {
-            let (from, to) = (
-                due_key(side, Timestamp::MIN, [0; 8]),
-                due_key(side, threshold, [0; 8]),
-            );
-            for key in self.due.keys_between(&from, &to, most - found.len())? {
+            if threshold <= self.due_from[side] {
+                continue;
+            }
+            let from = due_key(side, self.due_from[side], [0; 8]);
+            let to = due_key(side, threshold, [0; 8]);
+            let wanted = most - found.len();
+            let keys = self.due.keys_between(&from, &to, wanted)?;
+            if keys.len() < wanted {
+                // Every entry before the threshold is taken.
+                self.due_from[side] = threshold;
+            }
+            for key in keys {
                 let hash: [u8; 8] = key[DUE_KEY - 8..].try_into().unwrap_or_default();
                 found.push(u64::from_be_bytes(hash));
                 taken.push(key);
