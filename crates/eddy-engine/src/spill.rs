@@ -295,19 +295,20 @@ impl SpillTable {
         })
     }
 
-    /// Up to `most` keys from `from` (inclusive) to `to` (exclusive), in
+    /// The entries from `from` (inclusive) to `to` (exclusive), in key
     /// order.
-    pub fn keys_between(&self, from: &[u8], to: &[u8], most: usize) -> Result<Vec<Vec<u8>>> {
-        self.keyspace
-            .range(from..to)
-            .take(most)
-            .map(|guard| {
-                guard
-                    .key()
-                    .map(|key| key.to_vec())
-                    .map_err(|e| spill_error("read from", &self.space.where_(), e))
-            })
-            .collect()
+    pub fn entries_between(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+    ) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + '_ {
+        self.keyspace.range(from..to).map(|guard| {
+            let (key, value) = guard
+                .into_inner()
+                .map_err(|e| spill_error("read from", &self.space.where_(), e))?;
+            self.stats.read_bytes += (key.len() + value.len()) as u64;
+            Ok((key.to_vec(), value.to_vec()))
+        })
     }
 
     /// Forgets every entry.

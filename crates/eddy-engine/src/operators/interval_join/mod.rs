@@ -51,12 +51,12 @@
 //! if they had just arrived, without probing.
 //!
 //! Past the memory budget ([`Operator::spill`]) every buffered row goes to
-//! disk by the hash of its key ([`spilled`]), and memory starts afresh. A
-//! batch first brings back both sides' rows of the hashes it carries, then
-//! probes as ever; a watermark first brings back the hashes whose earliest
-//! row it evicts, so eviction, and the null-padded rows of outer joins,
-//! happen as they would in memory. Nothing is looked up on disk for a key
-//! that never spilled: memory indexes what is there.
+//! disk, in runs by time ([`spilled`]), and memory starts afresh. A batch
+//! first brings back the other side's rows it could pair with (from the
+//! runs its intervals meet whose key filters may hold its keys), then
+//! probes as ever; a watermark first brings back the runs whose first row
+//! it evicts, so eviction, and the null-padded rows of outer joins, happen
+//! as they would in memory.
 
 pub mod spilled;
 
@@ -518,10 +518,6 @@ struct IntervalJoinOperator {
     spilled: Option<SpilledRows>,
 }
 
-/// Hashes a watermark brings back from disk at a time, to evict their rows
-/// before it brings more.
-const DUE_AT_ONCE: usize = 4096;
-
 /// One candidate pair: the arriving row and a buffered row of the other side.
 struct Pairs {
     arriving: Vec<u32>,
@@ -721,9 +717,9 @@ impl IntervalJoinOperator {
     }
 
     /// One side's rows, in memory and on disk, as its checkpoint table.
-    fn side_table(&self, side: usize) -> Result<RecordBatch> {
+    fn side_table(&mut self, side: usize) -> Result<RecordBatch> {
         let mut tables = vec![self.memory_table(side)?];
-        if let Some(spilled) = &self.spilled {
+        if let Some(spilled) = self.spilled.as_mut() {
             tables.extend(spilled.side_rows(side)?);
         }
         Ok(concat_batches(self.tables[side].schema(), &tables)?)
@@ -792,17 +788,40 @@ impl IntervalJoinOperator {
         Ok(true)
     }
 
-    /// Brings both sides' rows of these key hashes back from disk, if
-    /// they are there.
-    fn read_back(&mut self, hashes: &[u64]) -> Result<()> {
+    /// Brings back from disk the rows of side `side` that rows arriving
+    /// on the other side could pair with: keys `keyed`, arriving rows
+    /// without a time or a key left out.
+    fn read_partners(&mut self, side: usize, keyed: &KeyedRows) -> Result<()> {
         let Some(spilled) = self.spilled.as_mut() else {
             return Ok(());
         };
-        let tables = spilled.read(hashes)?;
-        for (side, table) in tables.into_iter().enumerate() {
-            if let Some(table) = table {
-                self.load_side(side, table)?;
-            }
+        let bound = match self.plan.time {
+            JoinBound::Interval { bound, .. } => bound,
+            JoinBound::Unbounded => TimeBound::ANY,
+        };
+        let probes: Vec<(u64, Timestamp, Timestamp)> = (0..keyed.hashes.len())
+            .filter(|&row| keyed.valid[row])
+            .filter_map(|row| {
+                let t = keyed.times[row]?;
+                // The partner times the bound allows (side 0's rows are
+                // the left ones).
+                Some(if side == 1 {
+                    (
+                        keyed.hashes[row],
+                        t.saturating_add(bound.lower_ms),
+                        t.saturating_add(bound.upper_ms),
+                    )
+                } else {
+                    (
+                        keyed.hashes[row],
+                        t.saturating_sub(bound.upper_ms),
+                        t.saturating_sub(bound.lower_ms),
+                    )
+                })
+            })
+            .collect();
+        if let Some(rows) = spilled.read_partners(side, &probes)? {
+            self.load_side(side, rows)?;
         }
         Ok(())
     }
@@ -813,13 +832,13 @@ impl IntervalJoinOperator {
         loop {
             self.evict_in_memory(thresholds, out)?;
             let due = match self.spilled.as_mut() {
-                Some(spilled) => spilled.due(thresholds, DUE_AT_ONCE)?,
-                None => Vec::new(),
+                Some(spilled) => spilled.next_due(thresholds)?,
+                None => None,
             };
-            if due.is_empty() {
+            let Some((side, rows)) = due else {
                 return Ok(());
-            }
-            self.read_back(&due)?;
+            };
+            self.load_side(side, rows)?;
         }
     }
 
@@ -1016,20 +1035,7 @@ impl IntervalJoinOperator {
             return Ok(());
         }
         let keyed = self.keys_and_times(input, &batch)?;
-        if self.spilled.is_some() {
-            // Every row's hash, whatever its key: a row kept in memory
-            // must find its hash's rows there too. A hash memory indexes
-            // has come back since the last spill, so it is not on disk.
-            let mut seen = hashbrown::HashSet::new();
-            let wanted: Vec<u64> = keyed
-                .hashes
-                .iter()
-                .copied()
-                .filter(|&hash| !self.sides.iter().any(|side| side.indexes(hash)))
-                .filter(|&hash| seen.insert(hash))
-                .collect();
-            self.read_back(&wanted)?;
-        }
+        self.read_partners(1 - input, &keyed)?;
         let (keys, times) = (&keyed.keys, &keyed.times);
         let lateness = self.plan.allowed_lateness_ms;
         // Where a partner must be for a late arriving row to pair with it.
@@ -1323,8 +1329,11 @@ impl Operator for IntervalJoinOperator {
             + self.spilled.as_ref().map_or(0, SpilledRows::rows)
     }
 
+    /// The rows in memory, and what memory keeps of the runs on disk.
     fn state_bytes(&self) -> usize {
-        self.sides[0].size_bytes() + self.sides[1].size_bytes()
+        self.sides[0].size_bytes()
+            + self.sides[1].size_bytes()
+            + self.spilled.as_ref().map_or(0, SpilledRows::size_bytes)
     }
 
     /// Counted as rows come and go.
@@ -1332,10 +1341,10 @@ impl Operator for IntervalJoinOperator {
         true
     }
 
-    /// Every row in memory goes to disk by its key's hash, and memory
-    /// starts afresh: it then holds the rows of the keys brought since,
-    /// each read back the first time a row of either side brings it or
-    /// the watermark comes to evict it.
+    /// Every row in memory goes to disk, in runs by time, and memory
+    /// starts afresh: it then holds the rows that came since, and those
+    /// read back for a probe that could pair with them or for the
+    /// watermark to evict them.
     fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
         self.spill_rows(space)
     }
@@ -1353,7 +1362,8 @@ impl Operator for IntervalJoinOperator {
             late_rows: self.late_rows,
         })?;
         for side in 0..2 {
-            snapshot.put(&self.tables[side], self.side_table(side)?)?;
+            let table = self.side_table(side)?;
+            snapshot.put(&self.tables[side], table)?;
         }
         Ok(snapshot)
     }

@@ -3,24 +3,22 @@
 //!
 //! In: a side's rows as its checkpoint table has them (the side's columns,
 //! `__matched`, `__watermark`), each with the hash of its join key and its
-//! event time. Out: the rows of the keys a batch brings, read back (and
-//! taken off disk) before the batch probes; the keys whose earliest row
-//! the watermark is about to evict, in time order, so that eviction and
-//! the null-padded rows of outer joins stay exact; every row on disk, for
-//! checkpoints.
+//! event time. Out: the rows an arriving batch could pair with, read back
+//! (and taken off disk) before it probes; whole runs of rows the watermark
+//! is about to evict, so that eviction, and the null-padded rows of outer
+//! joins, stay exact; every row on disk, for checkpoints.
 //!
-//! A key hash is wholly in memory (both sides) or wholly on disk: a spill
-//! moves every row, and a read back brings both sides' rows of a hash.
-//! So a spill never meets rows of a hash already on disk, and an entry is
-//! written once. An entry's key is the hash (8 bytes, big-endian); its
-//! value is the hash's rows in Arrow's row format, each with its length
-//! first ([`put_bytes`]). Nothing about what is on disk stays in memory,
-//! so memory starts afresh after a spill: whether a hash is on disk is a
-//! point read (the store's filters answer most misses without reading),
-//! and a third table orders the hashes for eviction by the earliest time
-//! of their rows on each side: its keys are (side, time, hash), without
-//! values. An eviction entry whose hash a batch brought back since finds
-//! nothing to read.
+//! A spill sorts a side's rows by time and writes them in runs of
+//! [`RUN_ROWS`], so a run spans a narrow stretch of event time. Within a
+//! run, a hash's rows are one entry, keyed (side, run, hash), its value
+//! the rows in Arrow's row format, each with its length first
+//! ([`put_bytes`]). Memory keeps per run its first and last time, its row
+//! count and a filter of its hashes ([`KeyFilter`], 10 bits a row): a
+//! probe reads only the runs whose time span meets the probe's interval
+//! and whose filter may hold its key (a point read each), and the
+//! watermark reads a run whole, in key order, once its first row is due.
+//! So a row is written once per spill and read once: by the probe that
+//! pairs with it, or by the eviction that ends it.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -42,14 +40,17 @@
 //!     Arc::new(BooleanArray::from(vec![false, true])),
 //!     Arc::new(Int64Array::from(vec![None, Some(3)])),
 //! ]).unwrap();
-//! // Hashes 1 and 2, at 5 and 9 ms.
+//! // Left rows of hashes 1 and 2, at 5 and 9 ms.
 //! spilled.write(0, &rows, &[1, 2], &[5, 9]).unwrap();
 //! assert_eq!(spilled.rows(), 2);
-//! assert_eq!(spilled.due([6, 0], 10).unwrap(), vec![1]);
-//! let [left, right] = spilled.read(&[1]).unwrap();
-//! assert_eq!(left.unwrap().num_rows(), 1);
-//! assert!(right.is_none() && spilled.read(&[1]).unwrap()[0].is_none());
-//! assert_eq!(spilled.rows(), 1);
+//! // A right row of hash 2 whose interval reaches 0 to 10 ms finds its partner.
+//! let partners = spilled.read_partners(0, &[(2, 0, 10)]).unwrap().unwrap();
+//! assert_eq!(partners.num_rows(), 1);
+//! assert!(spilled.read_partners(0, &[(2, 0, 10)]).unwrap().is_none());
+//! // Nothing is due before 5 ms; the run of hash 1 is from then on.
+//! assert!(spilled.next_due([5, 5]).unwrap().is_none());
+//! let (side, due) = spilled.next_due([6, 0]).unwrap().unwrap();
+//! assert_eq!((side, due.num_rows(), spilled.rows()), (0, 1, 0));
 //! ```
 
 use std::sync::Arc;
@@ -62,40 +63,38 @@ use crate::error::Result;
 use crate::spill::{put_bytes, EntryReader, SpillSpace, SpillStats, SpillTable};
 use crate::time::Timestamp;
 
+/// Rows a run holds at most: a spill cuts a side's rows, in time order,
+/// into runs of this many.
+pub const RUN_ROWS: usize = 8192;
 /// Bytes of entries decoded into one batch when a checkpoint reads the disk.
 const BYTES_PER_BATCH: usize = 4 << 20;
+/// Bytes of an entry's key: side, run, hash.
+const KEY_BYTES: usize = 17;
 
-/// Bytes of an eviction entry's key: side, time, hash.
-const DUE_KEY: usize = 17;
-
-/// The key of an eviction entry: the side, then the time (its sign bit
-/// flipped, so keys sort as times do), then the hash, big-endian.
-fn due_key(side: usize, time: Timestamp, hash: [u8; 8]) -> [u8; DUE_KEY] {
-    let mut key = [0; DUE_KEY];
-    key[0] = side as u8;
-    key[1..9].copy_from_slice(&((time as u64) ^ (1 << 63)).to_be_bytes());
-    key[9..].copy_from_slice(&hash);
-    key
-}
-
-/// Both sides' rows written to disk, by join key hash.
+/// Both sides' rows written to disk, in runs by time.
 pub struct SpilledRows {
-    tables: [SpillTable; 2],
-    /// Keys (side, earliest time of a hash's rows on that side, hash),
-    /// for eviction.
-    due: SpillTable,
+    table: SpillTable,
     /// Each side's checkpoint rows to and from Arrow's row format.
     converters: [RowConverter; 2],
     schemas: [SchemaRef; 2],
+    /// Each side's runs on disk, in the order they were written.
+    runs: [Vec<Run>; 2],
+    next_run: u64,
     rows: usize,
-    /// Per side, the earliest time an eviction entry may have: scans
-    /// start there, not at the first key, which would walk the
-    /// tombstones of every entry taken before.
-    due_from: [Timestamp; 2],
+}
+
+/// What memory keeps of a run on disk.
+struct Run {
+    id: u64,
+    /// The earliest and latest time of its rows.
+    earliest: Timestamp,
+    latest: Timestamp,
+    /// The hashes of its rows' keys.
+    filter: KeyFilter,
 }
 
 impl SpilledRows {
-    /// A table of `space` for each side, whose rows have the schemas
+    /// A table of `space` for both sides, whose rows have the schemas
     /// `schemas` (the checkpoint tables'); `None` when a column has no
     /// row format, so the join cannot spill.
     pub fn open(space: &Arc<SpillSpace>, schemas: [SchemaRef; 2]) -> Result<Option<Self>> {
@@ -112,21 +111,18 @@ impl SpilledRows {
             return Ok(None);
         };
         Ok(Some(Self {
-            tables: [
-                space.table("interval_join_left")?,
-                space.table("interval_join_right")?,
-            ],
-            due: space.table("interval_join_due")?,
+            table: space.table("interval_join")?,
             converters: [left, right],
             schemas,
+            runs: Default::default(),
+            next_run: 0,
             rows: 0,
-            due_from: [Timestamp::MAX; 2],
         }))
     }
 
-    /// Writes every row of `table` (all of side `side`'s rows: a hash
-    /// memory holds has no rows on disk), the hash of each row's key in
-    /// `hashes` and its event time in `times`.
+    /// Writes every row of `table` (rows of side `side`), the hash of each
+    /// row's key in `hashes` and its event time in `times`, in runs of
+    /// [`RUN_ROWS`] by time.
     pub fn write(
         &mut self,
         side: usize,
@@ -138,120 +134,132 @@ impl SpilledRows {
             return Ok(());
         }
         let rows = self.converters[side].convert_columns(table.columns())?;
-        let mut order: Vec<u32> = (0..table.num_rows() as u32).collect();
-        order.sort_unstable_by_key(|&r| hashes[r as usize]);
-        // One entry per hash: its key and the range of `order` holding its rows.
-        let mut groups: Vec<([u8; 8], Timestamp, std::ops::Range<usize>)> = Vec::new();
-        let mut start = 0;
-        while start < order.len() {
-            let hash = hashes[order[start] as usize];
-            let len = order[start..]
-                .iter()
-                .take_while(|&&r| hashes[r as usize] == hash)
-                .count();
-            let earliest = order[start..start + len]
-                .iter()
-                .map(|&r| times[r as usize])
-                .min()
-                .unwrap_or(Timestamp::MIN);
-            groups.push((hash.to_be_bytes(), earliest, start..start + len));
-            start += len;
+        let mut by_time: Vec<u32> = (0..table.num_rows() as u32).collect();
+        by_time.sort_unstable_by_key(|&r| times[r as usize]);
+        for chunk in by_time.chunks_mut(RUN_ROWS) {
+            let id = self.next_run;
+            self.next_run += 1;
+            let earliest = times[chunk[0] as usize];
+            let latest = times[chunk[chunk.len() - 1] as usize];
+            let mut filter = KeyFilter::new(chunk.len());
+            chunk.sort_unstable_by_key(|&r| hashes[r as usize]);
+            // One entry per hash: its key and its rows.
+            let mut groups: Vec<([u8; KEY_BYTES], &[u32])> = Vec::new();
+            let mut rest: &[u32] = chunk;
+            while let Some(&first) = rest.first() {
+                let hash = hashes[first as usize];
+                let len = rest
+                    .iter()
+                    .take_while(|&&r| hashes[r as usize] == hash)
+                    .count();
+                filter.insert(hash);
+                groups.push((entry_key(side, id, hash), &rest[..len]));
+                rest = &rest[len..];
+            }
+            self.table.write_encoded(
+                groups.iter().map(|(key, rows)| (&key[..], *rows)),
+                |group, out| {
+                    for &r in group {
+                        put_bytes(out, rows.row(r as usize).data());
+                    }
+                },
+            )?;
+            self.runs[side].push(Run {
+                id,
+                earliest,
+                latest,
+                filter,
+            });
         }
-        let due: Vec<[u8; DUE_KEY]> = groups
-            .iter()
-            .map(|&(hash, earliest, _)| {
-                self.due_from[side] = self.due_from[side].min(earliest);
-                due_key(side, earliest, hash)
-            })
-            .collect();
-        self.due.write(due.iter().map(|key| (&key[..], &[][..])))?;
-        self.tables[side].write_encoded(
-            groups
-                .iter()
-                .map(|(key, _, range)| (&key[..], range.clone())),
-            |range, out| {
-                for &r in &order[range] {
-                    put_bytes(out, rows.row(r as usize).data());
-                }
-            },
-        )?;
         self.rows += table.num_rows();
         Ok(())
     }
 
-    /// The rows of these hashes, each side's as one batch (`None`: none
-    /// on that side), taken off disk.
-    pub fn read(&mut self, hashes: &[u64]) -> Result<[Option<RecordBatch>; 2]> {
-        let keys: Vec<[u8; 8]> = hashes.iter().map(|hash| hash.to_be_bytes()).collect();
-        let mut sides = [None, None];
-        for (side, read) in sides.iter_mut().enumerate() {
-            let mut found = Vec::new();
-            let mut values = Vec::new();
-            for key in &keys {
-                if let Some(value) = self.tables[side].read(key)? {
-                    found.push(key);
-                    values.push(value);
+    /// The rows side `side` has on disk that the probes `probes` could
+    /// pair with, as one batch (`None`: none), taken off disk. A probe is
+    /// a key hash and the earliest and latest time a partner may have.
+    pub fn read_partners(
+        &mut self,
+        side: usize,
+        probes: &[(u64, Timestamp, Timestamp)],
+    ) -> Result<Option<RecordBatch>> {
+        let mut keys: Vec<[u8; KEY_BYTES]> = Vec::new();
+        for run in &self.runs[side] {
+            for &(hash, from, to) in probes {
+                if from <= run.latest && to >= run.earliest && run.filter.may_hold(hash) {
+                    keys.push(entry_key(side, run.id, hash));
                 }
             }
-            if values.is_empty() {
-                continue;
-            }
-            let batch = self.decode(side, values.iter().map(|v| &v[..]))?;
-            self.rows -= batch.num_rows();
-            self.tables[side].remove(found.into_iter().map(|k| &k[..]))?;
-            *read = Some(batch);
         }
-        Ok(sides)
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let mut found = Vec::new();
+        let mut values = Vec::new();
+        for key in &keys {
+            if let Some(value) = self.table.read(key)? {
+                found.push(key);
+                values.push(value);
+            }
+        }
+        if values.is_empty() {
+            return Ok(None);
+        }
+        let batch = self.decode(side, values.iter().map(|v| &v[..]))?;
+        self.rows -= batch.num_rows();
+        self.table.remove(found.into_iter().map(|k| &k[..]))?;
+        Ok(Some(batch))
     }
 
-    /// Up to `most` hashes with a row on disk that the eviction thresholds
-    /// (`thresholds`, per side: rows before it are evicted) reach, earliest
-    /// first, side by side; their eviction entries are taken off. (A hash
-    /// a batch brought back since may be among them: it reads nothing.)
-    pub fn due(&mut self, thresholds: [Timestamp; 2], most: usize) -> Result<Vec<u64>> {
-        let mut found = Vec::new();
-        let mut taken = Vec::new();
-        for (side, threshold) in thresholds.into_iter().enumerate() {
-            if threshold <= self.due_from[side] {
-                continue;
-            }
-            let from = due_key(side, self.due_from[side], [0; 8]);
-            let to = due_key(side, threshold, [0; 8]);
-            let wanted = most - found.len();
-            let keys = self.due.keys_between(&from, &to, wanted)?;
-            if keys.len() < wanted {
-                // Every entry before the threshold is taken.
-                self.due_from[side] = threshold;
-            }
-            for key in keys {
-                let hash: [u8; 8] = key[DUE_KEY - 8..].try_into().unwrap_or_default();
-                found.push(u64::from_be_bytes(hash));
-                taken.push(key);
-            }
-        }
-        self.due.remove(taken.iter().map(Vec::as_slice))?;
-        found.sort_unstable();
-        found.dedup();
-        Ok(found)
+    /// The run on disk whose first row the eviction thresholds
+    /// (`thresholds`, per side: rows before it are evicted) reach, the
+    /// earliest first, read whole and taken off disk: its side and rows.
+    pub fn next_due(&mut self, thresholds: [Timestamp; 2]) -> Result<Option<(usize, RecordBatch)>> {
+        let earliest = (0..2)
+            .flat_map(|side| {
+                self.runs[side]
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, run)| run.earliest < thresholds[side])
+                    .map(move |(at, run)| (run.earliest, side, at))
+            })
+            .min();
+        let Some((_, side, at)) = earliest else {
+            return Ok(None);
+        };
+        let run = self.runs[side].remove(at);
+        let (from, to) = (entry_key(side, run.id, 0), entry_key(side, run.id + 1, 0));
+        let entries = self
+            .table
+            .entries_between(&from, &to)
+            .collect::<Result<Vec<_>>>()?;
+        self.table
+            .remove(entries.iter().map(|(key, _)| key.as_slice()))?;
+        let batch = self.decode(side, entries.iter().map(|(_, value)| value.as_slice()))?;
+        self.rows -= batch.num_rows();
+        Ok(Some((side, batch)))
     }
 
     /// Every row side `side` has on disk, in batches.
-    pub fn side_rows(&self, side: usize) -> Result<Vec<RecordBatch>> {
+    pub fn side_rows(&mut self, side: usize) -> Result<Vec<RecordBatch>> {
+        let (from, to) = ([side as u8], [side as u8 + 1]);
+        let entries = self
+            .table
+            .entries_between(&from, &to)
+            .collect::<Result<Vec<_>>>()?;
         let mut batches = Vec::new();
-        let mut values = Vec::new();
+        let mut start = 0;
         let mut bytes = 0;
-        for entry in self.tables[side].entries() {
-            let (_, value) = entry?;
+        for (i, (_, value)) in entries.iter().enumerate() {
             bytes += value.len();
-            values.push(value);
-            if bytes >= BYTES_PER_BATCH {
-                batches.push(self.decode(side, values.iter().map(Vec::as_slice))?);
-                values.clear();
+            if bytes >= BYTES_PER_BATCH || i + 1 == entries.len() {
+                let values = entries[start..=i].iter().map(|(_, v)| v.as_slice());
+                batches.push(self.decode(side, values)?);
+                start = i + 1;
                 bytes = 0;
             }
-        }
-        if !values.is_empty() {
-            batches.push(self.decode(side, values.iter().map(Vec::as_slice))?);
         }
         Ok(batches)
     }
@@ -261,15 +269,18 @@ impl SpilledRows {
         self.rows
     }
 
-    /// What spilling has cost, both sides together.
+    /// Bytes of memory what it keeps of the runs on disk takes.
+    pub fn size_bytes(&self) -> usize {
+        self.runs
+            .iter()
+            .flatten()
+            .map(|run| std::mem::size_of::<Run>() + run.filter.size_bytes())
+            .sum()
+    }
+
+    /// What spilling has cost.
     pub fn stats(&self) -> SpillStats {
-        let [left, right] = [self.tables[0].stats(), self.tables[1].stats()];
-        let due = self.due.stats();
-        SpillStats {
-            written_bytes: left.written_bytes + right.written_bytes + due.written_bytes,
-            read_bytes: left.read_bytes + right.read_bytes,
-            disk_bytes: left.disk_bytes + right.disk_bytes + due.disk_bytes,
-        }
+        self.table.stats()
     }
 
     /// The rows these entry values hold, as one batch of side `side`'s
@@ -289,5 +300,76 @@ impl SpilledRows {
         }
         let columns = self.converters[side].convert_rows(rows.iter().map(|r| parser.parse(r)))?;
         Ok(RecordBatch::try_new(self.schemas[side].clone(), columns)?)
+    }
+}
+
+/// The key of an entry: the side, then the run and the hash, big-endian
+/// (so a run's entries are one range of keys).
+fn entry_key(side: usize, run: u64, hash: u64) -> [u8; KEY_BYTES] {
+    let mut key = [0; KEY_BYTES];
+    key[0] = side as u8;
+    key[1..9].copy_from_slice(&run.to_be_bytes());
+    key[9..].copy_from_slice(&hash.to_be_bytes());
+    key
+}
+
+/// A Bloom filter of key hashes: whether a run may hold a key, wrong
+/// (saying it may) for about 2% of the keys it does not hold.
+struct KeyFilter {
+    bits: Vec<u64>,
+}
+
+/// Bits a filter gives each key it holds, and the bits a key sets.
+const BITS_PER_KEY: usize = 10;
+const PROBES: u64 = 3;
+
+impl KeyFilter {
+    fn new(keys: usize) -> Self {
+        let words = (keys * BITS_PER_KEY).div_ceil(64).next_power_of_two();
+        Self {
+            bits: vec![0; words],
+        }
+    }
+
+    /// The bits of `hash` in a filter of `words` words: double hashing
+    /// over the two halves of the hash.
+    fn positions(words: usize, hash: u64) -> impl Iterator<Item = usize> {
+        let mask = (words * 64 - 1) as u64;
+        let step = hash.rotate_left(32) | 1;
+        (0..PROBES).map(move |i| (hash.wrapping_add(i.wrapping_mul(step)) & mask) as usize)
+    }
+
+    fn insert(&mut self, hash: u64) {
+        for bit in Self::positions(self.bits.len(), hash) {
+            self.bits[bit / 64] |= 1 << (bit % 64);
+        }
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        Self::positions(self.bits.len(), hash)
+            .all(|bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0)
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.bits.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_holds_every_key_put_in_and_few_others() {
+        let mut filter = KeyFilter::new(1_000);
+        let hash = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for i in 0..1_000 {
+            filter.insert(hash(i));
+        }
+        assert!((0..1_000).all(|i| filter.may_hold(hash(i))));
+        let wrong = (1_000..101_000)
+            .filter(|&i| filter.may_hold(hash(i)))
+            .count();
+        assert!(wrong < 5_000, "{wrong} of 100,000 keys not held said to be");
     }
 }

@@ -277,12 +277,6 @@ impl SideState {
         self.index.touch(hashes);
     }
 
-    /// Whether the key index has an entry for `hash` (a live row's, or
-    /// an evicted row's not yet swept).
-    pub fn indexes(&self, hash: u64) -> bool {
-        self.index.get(hash).is_some()
-    }
-
     /// Calls `f` for every buffered row whose key equals `key` (whose hash
     /// is `hash`) and whose time is in `times`.
     pub fn for_each_candidate(
