@@ -269,15 +269,6 @@ impl SpilledRows {
         self.rows
     }
 
-    /// Bytes of memory what it keeps of the runs on disk takes.
-    pub fn size_bytes(&self) -> usize {
-        self.runs
-            .iter()
-            .flatten()
-            .map(|run| std::mem::size_of::<Run>() + run.filter.size_bytes())
-            .sum()
-    }
-
     /// What spilling has cost.
     pub fn stats(&self) -> SpillStats {
         self.table.stats()
@@ -348,10 +339,6 @@ impl KeyFilter {
     fn may_hold(&self, hash: u64) -> bool {
         Self::positions(self.bits.len(), hash)
             .all(|bit| self.bits[bit / 64] & (1 << (bit % 64)) != 0)
-    }
-
-    fn size_bytes(&self) -> usize {
-        self.bits.capacity() * 8
     }
 }
 
