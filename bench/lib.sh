@@ -82,40 +82,48 @@ flink_env() {
 # and $work, a scratch directory; records go to $work/runs.tsv as lines of
 # query, kind and a JSON object (see bench/side_by_side_table.py).
 
-# replay_changes < PRINTED: the rows left after replaying what a print sink
-# printed: eddy's `TABLE> +I {...}` (or `TABLE> {...}`, an insert) and
-# Flink's `+I[...]` (or `N> +I[...]`); +I and +U add a row, -U and -D take
-# one away.
-replay_changes() {
-  awk '/(^|> )-[UD][ []/ { n--; next } /(^|> )\+[IU][ []/ { n++; next } /^[A-Za-z0-9_]+> \{/ { n++ } END { print n + 0 }'
-}
-
-# check_rows Q [DIR]: runs the query once on each engine with every
-# blackhole sink made a print sink, and records both row counts (with DIR,
-# the lines of the files the query wrote there instead). A query Flink
-# fails to run is recorded as such (kind flink-failed); returns 1 then.
-check_rows() {
-  local q=$1 dir=${2:-} files=() f eddy_rows flink_rows why
-  mkdir -p "$work/check"
-  for f in "${sql_files[@]}"; do
-    sed "s/'connector' = 'blackhole'/'connector' = 'print'/" "$f" > "$work/check/$(basename "$f")"
-    files+=("$work/check/$(basename "$f")")
+# check_values Q [DIR]: runs the query once on each engine and compares what
+# each wrote by value (bench/compare_outputs.py: the rows left after
+# replaying the changes, sorted, floats within 1e-9). Every blackhole sink
+# is made a file sink of Debezium change events (Flink's `filesystem` with
+# `debezium-json`, which eddy runs as it is); with DIR, the query writes
+# its own files there (Nexmark q10's CSV), and those are compared. Records
+# both row counts and whether the values are equal. With compare_columns
+# set (A,B,...), only those columns are compared (a query whose other
+# columns SQL leaves open). A query Flink fails to run is recorded as such
+# (kind flink-failed); returns 1 then.
+check_values() {
+  local q=$1 dir=${2:-} engine f why result
+  local -A files=()
+  rm -rf "$work/check"
+  for engine in eddy flink; do
+    mkdir -p "$work/check/$engine-sql"
+    for f in "${sql_files[@]}"; do
+      sed "s|'connector' = 'blackhole'|'connector' = 'filesystem', 'path' = '$work/check/$engine.out', 'format' = 'debezium-json'|" \
+        "$f" > "$work/check/$engine-sql/$(basename "$f")"
+      files[$engine]+=" $work/check/$engine-sql/$(basename "$f")"
+    done
   done
   [ -z "$dir" ] || rm -rf "$dir"
-  "$EDDY" run --quiet "${files[@]}" "${eddy_flags[@]}" > "$work/eddy.out" 2> "$work/eddy.log" \
+  # shellcheck disable=SC2086 # the files' paths hold no spaces ($work is mktemp's)
+  "$EDDY" run --quiet ${files[eddy]} "${eddy_flags[@]}" > /dev/null 2> "$work/eddy.log" \
     || { cat "$work/eddy.log" >&2; exit 1; }
-  if [ -n "$dir" ]; then eddy_rows=$(lines_under "$dir"); else eddy_rows=$(replay_changes < "$work/eddy.out"); fi
-  [ -z "$dir" ] || rm -rf "$dir"
-  if ! "$FLINK_PYTHON" bench/flink_sql.py check "${flink_vars[@]}" -- "${sql_files[@]}" \
-    > "$work/flink.out" 2> "$work/flink-$q.log"; then
+  [ -z "$dir" ] || mv "$dir" "$work/check/eddy.out"
+  # shellcheck disable=SC2086
+  if ! "$FLINK_PYTHON" bench/flink_sql.py check "${flink_vars[@]}" -- ${files[flink]} \
+    > /dev/null 2> "$work/flink-$q.log"; then
     tail -30 "$work/flink-$q.log" >&2
     why=$(flink_failure "$work/flink-$q.log")
-    printf '%s\tflink-failed\t{"eddy_rows":%s,"why":"%s"}\n' "$q" "$eddy_rows" "$why" >> "$work/runs.tsv"
+    result=$(python3 bench/compare_outputs.py eddy "$work/check/eddy.out")
+    printf '%s\tflink-failed\t{"eddy_rows":%s,"why":"%s"}\n' "$q" "$(field "$result" eddy_rows)" "$why" >> "$work/runs.tsv"
     return 1
   fi
-  if [ -n "$dir" ]; then flink_rows=$(lines_under "$dir"); else flink_rows=$(replay_changes < "$work/flink.out"); fi
-  echo "$q check: eddy $eddy_rows rows, flink $flink_rows rows" >&2
-  printf '%s\tcheck\t{"eddy_rows":%s,"flink_rows":%s}\n' "$q" "$eddy_rows" "$flink_rows" >> "$work/runs.tsv"
+  [ -z "$dir" ] || mv "$dir" "$work/check/flink.out"
+  result=$(python3 bench/compare_outputs.py ${compare_columns:+--columns "$compare_columns"} \
+    eddy "$work/check/eddy.out" flink "$work/check/flink.out" 2> "$work/check/differences") || true
+  echo "$q check: $result" >&2
+  sed 's/^/  /' "$work/check/differences" >&2
+  printf '%s\tcheck\t%s\n' "$q" "$result" >> "$work/runs.tsv"
 }
 # flink_failure LOG: the first Flink exception's message in a PyFlink log
 # (not py4j's wrapper), quotes and backslashes dropped.

@@ -10,7 +10,9 @@
 # DataFusion's is its queries' time, writing each stage's rows as an
 # NDJSON file (`write_json`). The two run in turn RUNS times (default 5);
 # prints medians (min-max), peak memory and the ratio, and fails when the
-# three shared outputs' row counts differ.
+# three shared outputs differ: by value in the first run
+# (bench/compare_outputs.py: the rows sorted, floats within 1e-9), by row
+# count in every run.
 #
 #   PROFILE=release CARGO_TARGET_DIR=~/.cache/eddy-release bench/pipeline.sh   # 10M events
 #   EVENTS=1000000 RUNS=3 PARALLELISM=1 bench/pipeline.sh
@@ -44,7 +46,18 @@ for ((run = 1; run <= RUNS; run++)); do
     --input devices="$work/devices.ndjson" > "$work/out.txt" 2> "$work/summary.txt"
   read -r kb seconds < "$work/time"
   echo "eddy (all stages), run $run: $seconds s, $kb KiB, $(wc -l < "$work/out.txt") tagged lines" >&2
-  for sink in enriched_payments payment_metrics device_metrics; do
+  for sink_tag in enriched_payments:ENRICHED payment_metrics:METRICS device_metrics:DEVICE_METRICS; do
+    sink=${sink_tag%:*}
+    if [ "$run" = 1 ]; then
+      # The first run's rows compared by value (every run writes the same).
+      if ! python3 bench/compare_outputs.py --tag "${sink_tag#*:}" eddy "$work/out.txt" \
+        datafusion "$work/datafusion/$sink.ndjson" > "$work/compared" 2> "$work/differences"; then
+        echo "ERROR: $sink: eddy's and DataFusion's rows differ: $(cat "$work/compared")"
+        cat "$work/differences"
+        status=1
+      fi
+      echo "$sink by value: $(cat "$work/compared")" >&2
+    fi
     eddy_rows=$(sed -nE "s/^sink $sink: ([0-9]+) rows written/\1/p" "$work/summary.txt")
     df_rows=$(sed -E "s/.*\"$sink\":([0-9]+).*/\1/" <<<"$df_json")
     if [ "$eddy_rows" != "$df_rows" ]; then

@@ -32,23 +32,27 @@ scripts/parquet-check.sh
 scripts/web-test.sh
 # The SQL shell in a real terminal (tmux).
 scripts/shell-test.sh
+# The benchmarks' by-value comparison of two engines' outputs, itself tested.
+python3 bench/test_compare_outputs.py
 # eddy against DataFusion batch on the window, hop, join and OVER queries at a
 # small size, so the script cannot rot: it fails when the engines' results
 # differ (written results by value, the rest by row count).
 ROWS=20000 RUNS=1 bench/datafusion.sh
 # The whole reference pipeline against DataFusion's batch form of its
-# stages 10-30 (fails when the shared stages' row counts differ).
-EVENTS=20000 RUNS=1 bench/pipeline.sh
+# stages 10-30 (fails when the shared stages' rows differ by value).
+EVENTS=100000 RUNS=1 bench/pipeline.sh
 # The Nexmark benchmark driver at a small size, so it cannot rot (its
 # queries' results are checked by tests/nexmark.rs).
 EVENTS=20000 RUNS=1 bench/nexmark.sh
 # eddy and Apache Flink 1.20 side by side (PyFlink in a virtual environment
 # of its own, Java 17) at a small size, so the scripts cannot rot: they fail
-# when the engines' outputs leave different row counts. All five queries of
-# flink.sh; of Nexmark a pass-through, a hopping-window join, a tumbling
-# window join, an updating top-1, and the file sink.
+# when the engines' final rows differ by value (bench/compare_outputs.py).
+# All five queries of flink.sh, over NDJSON files and over rows both
+# engines generate in process (datagen); of Nexmark a pass-through, a
+# hopping-window join, a tumbling window join, an updating top-1, the file
+# sink, and the last bid per key (compared on its key and time).
 ROWS=20000 RUNS=1 bench/flink.sh
-QUERIES="q0 q5 q7 q9 q10" EVENTS=20000 RUNS=1 bench/nexmark_flink.sh
+QUERIES="q0 q5 q7 q9 q10 q18" EVENTS=20000 RUNS=1 bench/nexmark_flink.sh
 # The Delta-vs-Parquet sink benchmark at a small size, so it cannot rot (it
 # fails when the sinks write different row counts).
 EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh

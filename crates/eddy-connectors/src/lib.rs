@@ -29,6 +29,7 @@
 pub mod blackhole;
 pub mod config;
 pub mod connector;
+pub mod datagen;
 pub mod delta;
 pub mod error;
 pub mod factory;

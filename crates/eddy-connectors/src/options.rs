@@ -75,7 +75,7 @@ impl OptionKind {
             Self::Size => "size (64MB, 1GiB)".into(),
             Self::Duration => "duration (10s, 5 min)".into(),
             Self::OneOf(words) => words.join(", "),
-            Self::Prefix => "any client setting".into(),
+            Self::Prefix => "options named by prefix".into(),
             Self::Refused(_) => "refused".into(),
         }
     }

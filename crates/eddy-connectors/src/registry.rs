@@ -26,8 +26,8 @@ use crate::connector::{Connector, Role};
 use crate::error::{ConnectorError, Result};
 use crate::options::{hint, validate};
 use crate::{
-    blackhole, delta, file, generator, kafka, nexmark, parquet, postgres, stdin, stdout, values,
-    view,
+    blackhole, datagen, delta, file, generator, kafka, nexmark, parquet, postgres, stdin, stdout,
+    values, view,
 };
 
 /// See the module docs.
@@ -50,6 +50,7 @@ impl Registry {
             Box::new(stdin::StdinConnector),
             Box::new(generator::GeneratorConnector::default()),
             Box::new(nexmark::NexmarkConnector),
+            Box::new(datagen::DatagenConnector),
             Box::new(values::ValuesConnector),
             Box::new(kafka::KafkaConnector::default()),
             Box::new(postgres::PostgresCdcConnector::default()),

@@ -22,14 +22,17 @@ use crate::error::Result;
 /// eddy's stage 20 does: the join is computed once) and the device metrics
 /// per 5 s window every second and site (30). The anomaly rules' running
 /// statistics, the late-event report and the health checks over the
-/// pipeline itself have no batch form. Each query's rows are written or
+/// pipeline itself have no batch form. Each query writes the columns eddy's
+/// stage writes, so the two outputs compare by value (bench/pipeline.sh).
+/// Each query's rows are written or
 /// drained, their count reported; a query's rows are a table named after
 /// it for the queries after it.
 pub const PIPELINE_BATCH_SQL: [(&str, &str); 3] = [
     (
         "enriched_payments",
-        "SELECT p.payment_id, p.order_id, p.paid_amount, p.method, p.payment_ts,
-         o.order_id IS NULL AS unmatched, o.customer_id, o.order_amount, o.country,
+        "SELECT 'enriched_payment' AS record_type, p.payment_id, p.order_id, p.paid_amount, p.method,
+         p.payment_ts AS payment_ts_ms, o.order_id IS NULL AS unmatched, o.customer_id,
+         o.order_amount, o.country,
          coalesce(abs(p.paid_amount - o.order_amount) > 0.01, false) AS amount_mismatch
   FROM payments p LEFT JOIN orders o
     ON p.order_id = o.order_id
@@ -38,27 +41,35 @@ pub const PIPELINE_BATCH_SQL: [(&str, &str); 3] = [
     ),
     (
         "payment_metrics",
-        "SELECT date_bin(INTERVAL '10 seconds', to_timestamp_millis(payment_ts)) AS window_start,
-         count(*) FILTER (WHERE NOT unmatched) AS joined_count,
-         count(*) FILTER (WHERE unmatched) AS unmatched_payments,
-         count(*) FILTER (WHERE amount_mismatch) AS amount_mismatches,
-         coalesce(sum(paid_amount) FILTER (WHERE NOT unmatched), 0.0) AS total_revenue
-  FROM enriched_payments
-  GROUP BY 1",
+        "SELECT 'window_metrics' AS record_type, window_start_ms, window_start_ms + 10000 AS window_end_ms,
+         joined_count, unmatched_payments, amount_mismatches, round(total_revenue, 2) AS total_revenue
+  FROM (
+    SELECT payment_ts_ms - payment_ts_ms % 10000 AS window_start_ms,
+           count(*) FILTER (WHERE NOT unmatched) AS joined_count,
+           count(*) FILTER (WHERE unmatched) AS unmatched_payments,
+           count(*) FILTER (WHERE amount_mismatch) AS amount_mismatches,
+           coalesce(sum(paid_amount) FILTER (WHERE NOT unmatched), 0.0) AS total_revenue
+    FROM enriched_payments
+    GROUP BY 1)",
     ),
     (
         "device_metrics",
-        "SELECT window_start, site_id, count(*) AS event_count,
-         count(*) FILTER (WHERE event_type = 'fault') AS fault_count,
-         count(*) FILTER (WHERE event_type = 'reboot') AS reboot_count,
-         count(*) FILTER (WHERE event_type = 'firmware_update' AND status = 'failed') AS firmware_failures
+        "SELECT 'device_metrics' AS record_type, site_id, window_start,
+         window_start + INTERVAL '5 seconds' AS window_end,
+         event_count, fault_count, reboot_count, firmware_failures,
+         round(CAST(fault_count AS DOUBLE) / event_count, 4) AS fault_rate
   FROM (
-    SELECT unnest(make_array(d, d - INTERVAL '1 second', d - INTERVAL '2 seconds',
-                             d - INTERVAL '3 seconds', d - INTERVAL '4 seconds')) AS window_start,
-           site_id, event_type, status
-    FROM (SELECT date_bin(INTERVAL '1 second', to_timestamp_millis(event_ts)) AS d, site_id, event_type, status
-          FROM devices))
-  GROUP BY 1, 2",
+    SELECT window_start, site_id, count(*) AS event_count,
+           count(*) FILTER (WHERE event_type = 'fault') AS fault_count,
+           count(*) FILTER (WHERE event_type = 'reboot') AS reboot_count,
+           count(*) FILTER (WHERE event_type = 'firmware_update' AND status = 'failed') AS firmware_failures
+    FROM (
+      SELECT unnest(make_array(d, d - INTERVAL '1 second', d - INTERVAL '2 seconds',
+                               d - INTERVAL '3 seconds', d - INTERVAL '4 seconds')) AS window_start,
+             site_id, event_type, status
+      FROM (SELECT date_bin(INTERVAL '1 second', to_timestamp_millis(event_ts)) AS d, site_id, event_type, status
+            FROM devices))
+    GROUP BY 1, 2)",
     ),
 ];
 
