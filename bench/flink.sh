@@ -71,10 +71,10 @@ mkdir -p "$work/orders" "$work/payments"
 split -n "r/$FLINK_FILES" -d "$work/orders.ndjson" "$work/orders/part-"
 split -n "r/$FLINK_FILES" -d "$work/payments.ndjson" "$work/payments/part-"
 
-command_line="$(for v in PROFILE ROWS RUNS QUERIES SOURCES PARALLELISM FLINK_PARALLELISM FLINK_FILES; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/flink.sh"
+command_line="$(for v in PROFILE ROWS RUNS QUERIES SOURCES PARALLELISM FLINK_PARALLELISM FLINK_HEAP FIND_HEAP FLINK_FILES; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/flink.sh"
 {
   echo "\`$command_line\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(free -g | awk '/^Mem:/ { print $2 }') GiB, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d):"
-  echo "$ROWS orders (and $ROWS payments for the joins, whose events are both) as NDJSON, and (the rows marked generated) made in process by both from datagen sequences; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}, one file per stream; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster, default JVM heap) at parallelism $FLINK_PARALLELISM, $FLINK_FILES files per stream, mini-batch on; no checkpoints; median (min-max) of $RUNS alternating runs, Flink's warm:"
+  echo "$ROWS orders (and $ROWS payments for the joins, whose events are both) as NDJSON, and (the rows marked generated) made in process by both from datagen sequences; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}, one file per stream; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster, JVM heap ${FLINK_HEAP:-the JVM default}) at parallelism $FLINK_PARALLELISM, $FLINK_FILES files per stream, mini-batch on; no checkpoints; median (min-max) of $RUNS alternating runs, Flink's warm:"
 } > "$work/heading"
 
 for source in $SOURCES; do
@@ -113,6 +113,7 @@ for source in $SOURCES; do
     sql_files+=("bench/flink/$q.sql")
     printf '%s\tevents\t{"events":%s}\n' "$name" "$events" >> "$work/runs.tsv"
     check_values "$name" || continue
+    smallest_heap "$name"
     alternate_runs "$name"
   done
 done

@@ -12,8 +12,11 @@ with `${NAME}` and `${NAME:default}` replaced from the command line.
         later ones warm), printing one JSON line per run: the job's net
         runtime as Flink reports it (JVM start and planning left out), and
         the wall and CPU time the JVM used from the job's submission to its
-        end (every thread: tasks, JIT compiler, garbage collector). `peak`
-        prints the JVM's peak resident memory (VmHWM). End of input ends it.
+        end (every thread: tasks, JIT compiler, garbage collector), and the
+        JVM's peak resident memory during that job (`peak_kib`: VmHWM,
+        reset as the job is submitted through /proc/PID/clear_refs, so it is
+        that job's peak, not the JVM's lifetime high-water mark). `peak`
+        prints the JVM's lifetime peak (VmHWM). End of input ends it.
 
 `flink:KEY=VALUE` sets a Flink option (parallelism, checkpoints, mini-batch);
 a file's `SET 'KEY' = 'VALUE'` statements set options too. Defaults: UTC as
@@ -95,6 +98,17 @@ def cpu_seconds(pids):
     return total / ticks
 
 
+def reset_peak(pids):
+    """Starts each process's peak resident memory (VmHWM) afresh from its
+    current size (Linux: writing 5 to /proc/PID/clear_refs)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+
+
 def peak_kib(pids):
     peak = 0
     for pid in pids:
@@ -148,6 +162,7 @@ def main():
         command = line.strip()
         if command == "run":
             pids = jvm_pids()
+            reset_peak(pids)
             # execute_sql returns once the job is submitted to its
             # MiniCluster (started for it): CPU and wall time count from
             # there to the job's end.
@@ -158,6 +173,7 @@ def main():
                 "net_seconds": net_ms / 1000.0,
                 "wall_seconds": time.monotonic() - wall_before,
                 "cpu_seconds": cpu_seconds(pids) - cpu_before,
+                "peak_kib": peak_kib(pids),
             }
         elif command == "peak":
             report = {"peak_kib": peak_kib(jvm_pids())}

@@ -9,6 +9,7 @@
 #                     PyPI, in a virtual environment of its own, EDDY_FLINK_VENV)
 #                     on Java 17 (Debian's openjdk-17-jre-headless, installed
 #                     if missing); sets FLINK_PYTHON and exports JAVA_HOME
+#                     (and JVM_ARGS=-Xmx$FLINK_HEAP where FLINK_HEAP is set)
 #   readme_section N F  writes file F into bench/README.md between <!-- N --> and <!-- /N -->
 #
 # Every eddy the benchmarks start runs PARALLELISM instances of each keyed
@@ -68,6 +69,11 @@ flink_env() {
     fi
   fi
   export JAVA_HOME=$java17
+  # FLINK_HEAP (e.g. 512m): the MiniCluster JVM's heap (-Xmx), where the
+  # JVM otherwise sizes it from the machine's memory.
+  if [ -n "${FLINK_HEAP:-}" ]; then
+    export JVM_ARGS="-Xmx$FLINK_HEAP"
+  fi
   . scripts/python-env.sh
   python_env_pinned "${EDDY_FLINK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-venv}" apache-flink==1.20.0
   FLINK_PYTHON="$VENV/bin/python"
@@ -132,6 +138,35 @@ flink_failure() {
       || grep -m1 -E '(Exception|Error): ' "$1"; } | sed -E 's/^[: ]*[A-Za-z0-9_.$]*(Exception|Error): //; s/\. .*/./' | cut -c1-160 | tr -d '"\\'
 }
 lines_under() { find "$1" -type f ! -name '.*' ! -name '_SUCCESS' -exec cat {} + 2>/dev/null | wc -l; }
+
+# smallest_heap Q: with FIND_HEAP=1, the smallest JVM heap (-Xmx, MiB) at
+# which Flink runs the query to its end, recorded as kind flink-heap: heaps
+# double from 64 MiB until a run succeeds, then halve the gap to the last
+# failure down to 1/8 of the heap. A probe is a fresh JVM running the query
+# once into its blackhole, with no restarts (a task out of memory fails
+# the job instead of restarting it) and at most 15 minutes.
+smallest_heap() {
+  [ "${FIND_HEAP:-}" = 1 ] || return 0
+  local q=$1 low=0 high=64 mid
+  flink_heap_runs() {
+    JVM_ARGS="-Xmx${1}m" timeout 900 "$FLINK_PYTHON" bench/flink_sql.py check "${flink_vars[@]}" \
+      flink:restart-strategy.type=none -- "${sql_files[@]}" > /dev/null 2> "$work/heap-$q.log"
+  }
+  until flink_heap_runs "$high"; do
+    low=$high
+    high=$((high * 2))
+    if [ "$high" -gt 16384 ]; then
+      echo "$q: Flink did not run within a 16 GiB heap" >&2
+      return 0
+    fi
+  done
+  while [ $((high - low)) -gt $((high / 8)) ]; do
+    mid=$(((low + high) / 2))
+    if flink_heap_runs "$mid"; then high=$mid; else low=$mid; fi
+  done
+  echo "$q: Flink's smallest heap: $high MiB (fails at $low MiB)" >&2
+  printf '%s\tflink-heap\t{"heap_mib":%s,"fails_mib":%s}\n' "$q" "$high" "$low" >> "$work/runs.tsv"
+}
 
 # alternate_runs Q: RUNS timed runs of the query on each engine, in turn:
 # eddy a process per run (`eddy run`, the whole process timed), Flink one

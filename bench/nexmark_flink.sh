@@ -67,10 +67,10 @@ events_file=$work/events.ndjson
   --set "EVENTS_FILE=$events_file" > /dev/null
 echo "events: $EVENTS in $events_file ($(du -m "$events_file" | cut -f1) MiB)" >&2
 
-command_line="$(for v in PROFILE EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM FLINK_PARALLELISM; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/nexmark_flink.sh"
+command_line="$(for v in PROFILE EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM FLINK_PARALLELISM FLINK_HEAP FIND_HEAP; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/nexmark_flink.sh"
 {
   echo "\`$command_line\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(free -g | awk '/^Mem:/ { print $2 }') GiB, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d):"
-  echo "$EVENTS events (person:auction:bid 1:3:46, $TPS events/s of event time) read from one NDJSON file by both; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster) at parallelism $FLINK_PARALLELISM; checkpoints every $CHECKPOINT; median (min-max) of $RUNS alternating runs, Flink's warm:"
+  echo "$EVENTS events (person:auction:bid 1:3:46, $TPS events/s of event time) read from one NDJSON file by both; eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}; Flink 1.20.0 (PyFlink, Java 17, local MiniCluster, JVM heap ${FLINK_HEAP:-the JVM default}) at parallelism $FLINK_PARALLELISM; checkpoints every $CHECKPOINT; median (min-max) of $RUNS alternating runs, Flink's warm:"
 } > "$work/heading"
 
 flink_settings=("flink:parallelism.default=$FLINK_PARALLELISM"
@@ -102,6 +102,7 @@ for q in $QUERIES; do
   rm -rf "$work/eddy-run" "$work/flink-state"
   mkdir -p "$work/eddy-run"
   check_values "$q" "${out[@]}" || continue
+  smallest_heap "$q"
   rm -rf "$work/flink-state"
   alternate_runs "$q"
 done

@@ -4,10 +4,15 @@
 argv: HEADING RUNS [nexmark]. HEADING is the text above the table (command,
 machine, commit); RUNS holds one record per line, tab-separated: query, kind
 and a JSON object. Kinds: events ({"events": N}), check (both engines' row
-counts and whether their rows are equal by value), eddy and flink (a timed run each), flink-cold (Flink's first run),
-flink-peak, flink-failed. Prints markdown: per query, rows out, events/s for
-each engine as median (min-max), eddy's over Flink's, events per CPU-second
-for each and their ratio, peak memory; with `nexmark`, also the Nexmark
+counts and whether their rows are equal by value), eddy and flink (a timed
+run each, with its peak resident memory), flink-cold (Flink's first run),
+flink-peak (the JVM's lifetime peak, not shown), flink-heap (the smallest
+heap Flink ran the query in, with FIND_HEAP=1), flink-failed. Prints
+markdown: per query, rows out, events/s for each engine as median
+(min-max), eddy's over Flink's, events per CPU-second for each and their
+ratio, the median peak memory per job (eddy's process; Flink's JVM, its
+high-water mark reset as each job starts, so it holds what the JVM kept
+from earlier jobs and what the job added); with `nexmark`, also the Nexmark
 repository's published Flink figure per core. Exits 1 when a query's rows
 differ (q12 of Nexmark, which windows by processing time, excepted).
 """
@@ -56,7 +61,9 @@ def main():
             "Flink cold run", "eddy / Flink", "eddy events/CPU-s", "Flink events/CPU-s",
             "eddy / Flink per core"]
     head += ["Flink published per core"] if nexmark else []
-    head += ["peak MiB eddy / Flink JVM"]
+    head += ["peak MiB per job, eddy / Flink JVM"]
+    heaps = any("flink-heap" in r for r in records.values())
+    head += ["Flink's smallest heap MiB"] if heaps else []
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     failed = False
@@ -87,12 +94,17 @@ def main():
         eddy_core, eddy_core_m = spread([events / (e["user"] + e["sys"]) for e in eddy])
         flink_core, flink_core_m = spread([events / f["cpu_seconds"] for f in flink])
         peak_eddy = statistics.median(e["peak_kib"] for e in eddy) / 1024
-        peak_flink = r["flink-peak"][0]["peak_kib"] / 1024
+        # Each warm job's own peak (the JVM's high-water mark reset as the
+        # job starts), as eddy's is its process's for its one job.
+        peak_flink = statistics.median(f["peak_kib"] for f in flink) / 1024
         row = [q, rows, eddy_speed, flink_speed, k(cold), f"**{eddy_speed_m / flink_speed_m:.1f}x**",
                eddy_core, flink_core, f"**{eddy_core_m / flink_core_m:.1f}x**"]
         if nexmark:
             row.append(f"{PUBLISHED[q]:g}k" if q in PUBLISHED else "-")
         row.append(f"{peak_eddy:.0f} / {peak_flink:.0f}")
+        if heaps:
+            heap = r.get("flink-heap", [None])[0]
+            row.append(f"{heap['heap_mib']} (fails at {heap['fails_mib']})" if heap else "-")
         print("| " + " | ".join(row) + " |")
     sys.exit(1 if failed else 0)
 
