@@ -16,7 +16,9 @@ with `${NAME}` and `${NAME:default}` replaced from the command line.
         JVM's peak resident memory during that job (`peak_kib`: VmHWM,
         reset as the job is submitted through /proc/PID/clear_refs, so it is
         that job's peak, not the JVM's lifetime high-water mark). `peak`
-        prints the JVM's lifetime peak (VmHWM). End of input ends it.
+        prints the JVM's lifetime peak (VmHWM). With FLINK_LOG_DIR set, a
+        run also reports the checkpoints its job completed, counted in the
+        JVM's log. End of input ends it.
 
 `flink:KEY=VALUE` sets a Flink option (parallelism, checkpoints, mini-batch);
 a file's `SET 'KEY' = 'VALUE'` statements set options too. Defaults: UTC as
@@ -98,6 +100,20 @@ def cpu_seconds(pids):
     return total / ticks
 
 
+def completed_checkpoints(job_id):
+    """Checkpoints the job completed, as the JVM's log (in FLINK_LOG_DIR)
+    records them; None without a log directory."""
+    directory = os.environ.get("FLINK_LOG_DIR")
+    if not directory:
+        return None
+    count = 0
+    for name in os.listdir(directory):
+        if name.endswith(".log"):
+            with open(os.path.join(directory, name), errors="replace") as f:
+                count += sum(1 for line in f if "Completed checkpoint" in line and f"for job {job_id}" in line)
+    return count
+
+
 def reset_peak(pids):
     """Starts each process's peak resident memory (VmHWM) afresh from its
     current size (Linux: writing 5 to /proc/PID/clear_refs)."""
@@ -168,12 +184,14 @@ def main():
             # there to the job's end.
             result = env.execute_sql(inserts[0])
             cpu_before, wall_before = cpu_seconds(pids), time.monotonic()
-            net_ms = result.get_job_client().get_job_execution_result().result().get_net_runtime()
+            job = result.get_job_client()
+            net_ms = job.get_job_execution_result().result().get_net_runtime()
             report = {
                 "net_seconds": net_ms / 1000.0,
                 "wall_seconds": time.monotonic() - wall_before,
                 "cpu_seconds": cpu_seconds(pids) - cpu_before,
                 "peak_kib": peak_kib(pids),
+                "checkpoints": completed_checkpoints(str(job.get_job_id())),
             }
         elif command == "peak":
             report = {"peak_kib": peak_kib(jvm_pids())}

@@ -177,8 +177,11 @@ smallest_heap() {
 # other: an idle JVM's collector and compiler threads, and its heap of
 # several GiB, otherwise run beside eddy's timed process.
 alternate_runs() {
-  local q=$1 run line to_flink
-  coproc FLINK { exec "$FLINK_PYTHON" bench/flink_sql.py serve "${flink_vars[@]}" -- "${sql_files[@]}" 2> "$work/flink-$q.log"; }
+  local q=$1 run line to_flink checkpoints
+  # The JVM logs here, and the completed checkpoints are counted there.
+  rm -rf "$work/flink-log"
+  mkdir -p "$work/flink-log"
+  coproc FLINK { FLINK_LOG_DIR=$work/flink-log exec "$FLINK_PYTHON" bench/flink_sql.py serve "${flink_vars[@]}" -- "${sql_files[@]}" 2> "$work/flink-$q.log"; }
   flink_says() { # COMMAND: its JSON line
     echo "$1" >&"${FLINK[1]}"
     local answer
@@ -192,9 +195,13 @@ alternate_runs() {
     mkdir -p "$work/eddy-run"
     signal_tree STOP "$FLINK_PID"
     /usr/bin/time -f '{"wall_seconds":%e,"user":%U,"sys":%S,"peak_kib":%M}' -o "$work/time" \
-      "$EDDY" run --quiet "${sql_files[@]}" "${eddy_flags[@]}" > /dev/null 2> "$work/eddy.log" \
+      "$EDDY" run "${sql_files[@]}" "${eddy_flags[@]}" > /dev/null 2> "$work/eddy.log" \
       || { signal_tree CONT "$FLINK_PID"; cat "$work/eddy.log" >&2; exit 1; }
     signal_tree CONT "$FLINK_PID"
+    # The checkpoints the job summary (on stderr) says were taken.
+    checkpoints=$(sed -nE 's/^checkpoints: ([0-9]+) taken.*/\1/p' "$work/eddy.log")
+    sed -E "s/\}\s*$/,\"checkpoints\":${checkpoints:-0}}/" "$work/time" > "$work/time.json"
+    mv "$work/time.json" "$work/time"
     printf '%s\teddy\t%s\n' "$q" "$(cat "$work/time")" >> "$work/runs.tsv"
     line=$(flink_says run)
     printf '%s\tflink\t%s\n' "$q" "$line" >> "$work/runs.tsv"
