@@ -9,7 +9,8 @@ run each, with its peak resident memory), flink-cold (Flink's first run),
 flink-peak (the JVM's lifetime peak, not shown), flink-heap (the smallest
 heap Flink ran the query in, with FIND_HEAP=1), flink-failed. Prints
 markdown: per query, rows out, events/s for each engine as median
-(min-max), eddy's over Flink's, events per CPU-second for each and their
+(min-max), eddy's over Flink's (medians) and the worst pair (eddy's
+slowest run over Flink's fastest), events per CPU-second for each and their
 ratio, the median peak memory per job (eddy's process; Flink's JVM, its
 high-water mark reset as each job starts, so it holds what the JVM kept
 from earlier jobs and what the job added); with `nexmark`, also the Nexmark
@@ -64,7 +65,7 @@ def main():
     print(open(heading).read().rstrip("\n"))
     print()
     head = ["query", "rows out eddy / Flink", "eddy events/s", "Flink events/s (warm)",
-            "Flink cold run", "eddy / Flink", "eddy events/CPU-s", "Flink events/CPU-s",
+            "Flink cold run", "eddy / Flink", "worst pair", "eddy events/CPU-s", "Flink events/CPU-s",
             "eddy / Flink per core"]
     head += ["Flink published per core"] if nexmark else []
     head += ["peak MiB per job, eddy / Flink JVM"]
@@ -106,7 +107,9 @@ def main():
         # Each warm job's own peak (the JVM's high-water mark reset as the
         # job starts), as eddy's is its process's for its one job.
         peak_flink = statistics.median(f["peak_kib"] for f in flink) / 1024
-        row = [q, rows, eddy_speed, flink_speed, k(cold), f"**{eddy_speed_m / flink_speed_m:.1f}x**",
+        # eddy's slowest run against Flink's fastest warm run.
+        worst = min(events / e["wall_seconds"] for e in eddy) / max(events / f["net_seconds"] for f in flink)
+        row = [q, rows, eddy_speed, flink_speed, k(cold), f"**{eddy_speed_m / flink_speed_m:.1f}x**", f"{worst:.1f}x",
                eddy_core, flink_core, f"**{eddy_core_m / flink_core_m:.1f}x**"]
         if nexmark:
             row.append(f"{PUBLISHED[base]:g}k" if base in PUBLISHED else "-")
