@@ -6,7 +6,9 @@
 //! Out: one JSON line: the bytes and rows decoded, and the fastest of
 //! `rounds` passes in seconds, MB/s and rows/s; then the same for
 //! simd-json parsing the same bytes line by line into its DOM
-//! (`simd_json_*`), and eddy's MB/s as a share of simd-json's.
+//! (`simd_json_*`), and eddy's MB/s as a share of simd-json's; and for
+//! simd-json's tape (`simd_json_tape_*`: the validated parse with no value
+//! built, the stricter ceiling), and eddy's share of that.
 //!
 //! A pass is what the file source does for each chunk of `batch_size`
 //! lines, on the calling thread: the lines copied out of the read buffer,
@@ -67,21 +69,24 @@ pub fn decode(input: &Path, batch_size: usize, rounds: usize) -> Result<String> 
         best = best.min(started.elapsed().as_secs_f64());
     }
     let (simd_best, simd_rows) = simd_json_passes(&bytes, rounds)?;
-    if simd_rows != rows {
+    let (tape_best, tape_rows) = simd_json_tape_passes(&bytes, rounds)?;
+    if simd_rows != rows || tape_rows != rows {
         return Err(CliError::Usage(format!(
-            "{}: eddy decoded {rows} rows, simd-json parsed {simd_rows} lines",
+            "{}: eddy decoded {rows} rows, simd-json parsed {simd_rows} lines into values and {tape_rows} into tapes",
             input.display()
         )));
     }
     let mb_per_second = |seconds: f64| bytes.len() as f64 / seconds / 1e6;
     Ok(format!(
-        r#"{{"bytes":{},"rows":{rows},"rounds":{},"seconds":{best:.4},"mb_per_second":{:.1},"rows_per_second":{:.0},"simd_json_seconds":{simd_best:.4},"simd_json_mb_per_second":{:.1},"share_of_simd_json":{:.3}}}"#,
+        r#"{{"bytes":{},"rows":{rows},"rounds":{},"seconds":{best:.4},"mb_per_second":{:.1},"rows_per_second":{:.0},"simd_json_seconds":{simd_best:.4},"simd_json_mb_per_second":{:.1},"share_of_simd_json":{:.3},"simd_json_tape_seconds":{tape_best:.4},"simd_json_tape_mb_per_second":{:.1},"share_of_simd_json_tape":{:.3}}}"#,
         bytes.len(),
         rounds.max(1),
         mb_per_second(best),
         rows as f64 / best,
         mb_per_second(simd_best),
         simd_best / best,
+        mb_per_second(tape_best),
+        tape_best / best,
     ))
 }
 
@@ -103,6 +108,36 @@ fn simd_json_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
             let value = simd_json::to_borrowed_value_with_buffers(line, &mut buffers)
                 .map_err(|e| CliError::Usage(format!("simd-json, line {}: {e}", n + 1)))?;
             std::hint::black_box(&value);
+            lines += 1;
+        }
+        best = best.min(started.elapsed().as_secs_f64());
+    }
+    Ok((best, lines))
+}
+
+/// simd-json over `bytes`, line by line into its tape (every value
+/// validated and located, numbers parsed, no DOM built), with its buffers
+/// and tape reused: the fastest of `rounds` passes in seconds, and the
+/// lines parsed.
+fn simd_json_tape_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
+    let mut copy = vec![0u8; bytes.len()];
+    let mut buffers = simd_json::Buffers::default();
+    let mut tape = simd_json::Tape::null();
+    let mut best = f64::INFINITY;
+    let mut lines = 0;
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        copy.copy_from_slice(bytes);
+        lines = 0;
+        for (n, line) in copy.split_mut(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            let mut line_tape = tape.reset();
+            simd_json::fill_tape(line, &mut buffers, &mut line_tape)
+                .map_err(|e| CliError::Usage(format!("simd-json tape, line {}: {e}", n + 1)))?;
+            std::hint::black_box(&line_tape);
+            tape = line_tape.reset();
             lines += 1;
         }
         best = best.min(started.elapsed().as_secs_f64());
