@@ -93,26 +93,12 @@ pub fn decode(input: &Path, batch_size: usize, rounds: usize) -> Result<String> 
 /// simd-json over `bytes`, line by line into its DOM: the fastest of
 /// `rounds` passes in seconds, and the lines parsed.
 fn simd_json_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
-    let mut copy = vec![0u8; bytes.len()];
     let mut buffers = simd_json::Buffers::default();
-    let mut best = f64::INFINITY;
-    let mut lines = 0;
-    for _ in 0..rounds.max(1) {
-        let started = Instant::now();
-        copy.copy_from_slice(bytes);
-        lines = 0;
-        for (n, line) in copy.split_mut(|&b| b == b'\n').enumerate() {
-            if line.is_empty() {
-                continue;
-            }
-            let value = simd_json::to_borrowed_value_with_buffers(line, &mut buffers)
-                .map_err(|e| CliError::Usage(format!("simd-json, line {}: {e}", n + 1)))?;
-            std::hint::black_box(&value);
-            lines += 1;
-        }
-        best = best.min(started.elapsed().as_secs_f64());
-    }
-    Ok((best, lines))
+    passes(bytes, rounds, |line| {
+        let value = simd_json::to_borrowed_value_with_buffers(line, &mut buffers)?;
+        std::hint::black_box(&value);
+        Ok(())
+    })
 }
 
 /// simd-json over `bytes`, line by line into its tape (every value
@@ -120,9 +106,26 @@ fn simd_json_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
 /// and tape reused: the fastest of `rounds` passes in seconds, and the
 /// lines parsed.
 fn simd_json_tape_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
-    let mut copy = vec![0u8; bytes.len()];
     let mut buffers = simd_json::Buffers::default();
     let mut tape = simd_json::Tape::null();
+    passes(bytes, rounds, |line| {
+        let mut line_tape = std::mem::replace(&mut tape, simd_json::Tape::null()).reset();
+        simd_json::fill_tape(line, &mut buffers, &mut line_tape)?;
+        std::hint::black_box(&line_tape);
+        tape = line_tape.reset();
+        Ok(())
+    })
+}
+
+/// `rounds` passes of `parse` over each line of a copy of `bytes` (copied
+/// anew each pass, in the timer, as the source copies lines out of its read
+/// buffer): the fastest pass in seconds, and the lines parsed.
+fn passes(
+    bytes: &[u8],
+    rounds: usize,
+    mut parse: impl FnMut(&mut [u8]) -> simd_json::Result<()>,
+) -> Result<(f64, usize)> {
+    let mut copy = vec![0u8; bytes.len()];
     let mut best = f64::INFINITY;
     let mut lines = 0;
     for _ in 0..rounds.max(1) {
@@ -133,11 +136,7 @@ fn simd_json_tape_passes(bytes: &[u8], rounds: usize) -> Result<(f64, usize)> {
             if line.is_empty() {
                 continue;
             }
-            let mut line_tape = tape.reset();
-            simd_json::fill_tape(line, &mut buffers, &mut line_tape)
-                .map_err(|e| CliError::Usage(format!("simd-json tape, line {}: {e}", n + 1)))?;
-            std::hint::black_box(&line_tape);
-            tape = line_tape.reset();
+            parse(line).map_err(|e| CliError::Usage(format!("simd-json, line {}: {e}", n + 1)))?;
             lines += 1;
         }
         best = best.min(started.elapsed().as_secs_f64());
