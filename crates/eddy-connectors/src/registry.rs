@@ -275,7 +275,7 @@ mod tests {
         assert!(err.contains("did you mean 'generator'?"), "{err}");
         assert!(
             err.contains(
-                "(sources: file, stdin, generator, nexmark, values, kafka, postgres-cdc, parquet, delta)"
+                "(sources: file, stdin, generator, nexmark, datagen, values, kafka, postgres-cdc, parquet, delta)"
             ),
             "{err}"
         );
