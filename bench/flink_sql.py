@@ -20,6 +20,11 @@ with `${NAME}` and `${NAME:default}` replaced from the command line.
         run also reports the checkpoints its job completed, counted in the
         JVM's log. End of input ends it.
 
+    python flink_sql.py live [NAME=VALUE | flink:KEY=VALUE]... -- FILE.sql...
+        Submits the INSERT, prints `running JOB_ID` on stderr once the job
+        is running, and waits for it: a job over an unbounded source runs
+        until the process is stopped (bench/kafka_flink.sh).
+
 `flink:KEY=VALUE` sets a Flink option (parallelism, checkpoints, mini-batch);
 a file's `SET 'KEY' = 'VALUE'` statements set options too. Defaults: UTC as
 the session's time zone, the hashmap state backend.
@@ -140,7 +145,7 @@ def peak_kib(pids):
 
 def main():
     args = sys.argv[1:]
-    if len(args) < 3 or args[0] not in ("check", "serve") or "--" not in args:
+    if len(args) < 3 or args[0] not in ("check", "serve", "live") or "--" not in args:
         raise SystemExit(__doc__)
     mode, split = args[0], args.index("--")
     variables, options = {}, {"table.local-time-zone": "UTC", "state.backend.type": "hashmap"}
@@ -173,6 +178,13 @@ def main():
 
     if mode == "check":
         env.execute_sql(inserts[0]).wait()
+        return
+    if mode == "live":
+        job = env.execute_sql(inserts[0]).get_job_client()
+        while str(job.get_job_status().result()) != "RUNNING":
+            time.sleep(0.05)
+        print(f"running {job.get_job_id()}", file=sys.stderr, flush=True)
+        job.get_job_execution_result().result()
         return
     for line in sys.stdin:
         command = line.strip()

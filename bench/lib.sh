@@ -79,6 +79,32 @@ flink_env() {
   FLINK_PYTHON="$VENV/bin/python"
 }
 
+# flink_kafka_jars: Flink's Kafka connector and the Kafka client, for
+# bench/kafka_flink.sh, taken from PyPI's shigawire-apache-flink-libraries
+# (a redistribution of the Apache connector jars for PyFlink; its wheel's
+# hash is checked) into a cache directory outside the clone. Sets
+# FLINK_KAFKA_JARS (pipeline.jars). The connector is 4.0.1-2.0, built for
+# Flink 2.0: its source (KafkaSource, the table factory) runs on Flink
+# 1.20, which is all kafka_flink.sh uses; no release for 1.20 is on PyPI.
+flink_kafka_jars() {
+  local dir=${XDG_CACHE_HOME:-$HOME/.cache}/eddy-flink-kafka
+  local wheel=shigawire_apache_flink_libraries-2.0.0.post1-py3-none-any.whl
+  local sha256=aaa65537d3f0c0ff279185d8243024f0efd95788ba044bf249ba0f40b69289cd
+  if [ ! -f "$dir/jars/flink-connector-kafka.jar" ] || [ ! -f "$dir/jars/kafka-clients.jar" ]; then
+    mkdir -p "$dir"
+    "$FLINK_PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps \
+      shigawire-apache-flink-libraries==2.0.0.post1 -d "$dir" >&2
+    echo "$sha256  $dir/$wheel" | sha256sum --check --quiet \
+      || { echo "flink_kafka_jars: $wheel does not have the pinned hash" >&2; return 1; }
+    rm -rf "$dir/jars" "$dir/unpacked"
+    "$FLINK_PYTHON" -m zipfile -e "$dir/$wheel" "$dir/unpacked"
+    mkdir -p "$dir/jars"
+    mv "$dir/unpacked/pyflink/lib/flink-connector-kafka.jar" "$dir/unpacked/pyflink/lib/kafka-clients.jar" "$dir/jars/"
+    rm -rf "$dir/unpacked" "$dir/$wheel"
+  fi
+  FLINK_KAFKA_JARS="file://$dir/jars/flink-connector-kafka.jar;file://$dir/jars/kafka-clients.jar"
+}
+
 # The side-by-side drivers (flink.sh, nexmark_flink.sh) run one query on
 # eddy and Flink from the same SQL files. They set, per query:
 #   sql_files     the SQL files, in order (tables, then the query)

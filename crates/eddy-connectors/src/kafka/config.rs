@@ -4,7 +4,8 @@
 //! [`KafkaSinkConfig`], and the librdkafka client configuration they
 //! imply. Options named `properties.<name>` go to the client as `<name>`
 //! (Flink's convention), after eddy's own settings, so they can override
-//! them.
+//! them; Flink's other option names are read as eddy's
+//! ([`super::flink_names`]).
 
 use std::collections::BTreeMap;
 
@@ -142,8 +143,11 @@ fn required<'a>(options: &'a BTreeMap<String, String>, name: &str, what: &str) -
 pub const UPSERT_JSON: &str = "upsert-json";
 
 /// The client configuration shared by sources and sinks.
-fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
-    let options = &spec.options;
+fn client_config(
+    spec: &ConnectorSpec,
+    options: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<ClientConfig> {
     if let Some(format) = options.get("format") {
         if !matches!(
             format.as_str(),
@@ -188,7 +192,7 @@ fn client_config(spec: &ConnectorSpec, what: &str) -> Result<ClientConfig> {
 impl KafkaSourceConfig {
     /// Reads a source table's options.
     pub fn from_spec(spec: &ConnectorSpec, default_batch_size: usize) -> Result<Self> {
-        let options = &spec.options;
+        let options = &super::flink_names::as_eddy_names(&spec.options)?;
         let topic = required(options, "topic", "source")?.to_string();
         if let Some(key) = options.get("key_column") {
             if spec.schema.index_of(key).is_err() {
@@ -198,7 +202,7 @@ impl KafkaSourceConfig {
                 ));
             }
         }
-        let mut client = client_config(spec, "source")?;
+        let mut client = client_config(spec, options, "source")?;
         let isolation = match options.get("isolation").map(|v| v.to_ascii_lowercase()) {
             None => "read_committed",
             Some(v) if v == "read_committed" => "read_committed",
@@ -325,9 +329,9 @@ fn parse_start(value: &str) -> Result<StartAt> {
 impl KafkaSinkConfig {
     /// Reads a sink table's options.
     pub fn from_spec(spec: &ConnectorSpec) -> Result<Self> {
-        let options = &spec.options;
+        let options = &super::flink_names::as_eddy_names(&spec.options)?;
         let topic = required(options, "topic", "sink")?.to_string();
-        let client = client_config(spec, "sink")?;
+        let client = client_config(spec, options, "sink")?;
         let key_column = options
             .get("key_column")
             .map(|name| {

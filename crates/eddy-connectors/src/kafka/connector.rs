@@ -17,6 +17,7 @@ use eddy_engine::source::SourceReader;
 use eddy_engine::state::StateSnapshot;
 
 use super::config::{PROPERTIES_PREFIX, UPSERT_JSON};
+use super::flink_names;
 use super::{
     exchange, offsets, sink, KafkaCommits, KafkaSinkConfig, KafkaSinkState, KafkaSourceConfig,
 };
@@ -95,6 +96,21 @@ const SOURCE_OPTIONS: &[OptionDecl] = &[
         OptionKind::OneOf(&["never", "latest"]),
         "never (default: follow the topic) or latest (end at each partition's end when reading reaches it)",
     ),
+    OptionDecl::new(
+        flink_names::STARTUP_MODE,
+        OptionKind::OneOf(flink_names::STARTUP_MODES),
+        "Flink's name for start: earliest-offset, latest-offset, or timestamp (with scan.startup.timestamp-millis)",
+    ),
+    OptionDecl::new(
+        flink_names::STARTUP_TIMESTAMP,
+        OptionKind::Count,
+        "epoch milliseconds, with scan.startup.mode = 'timestamp'",
+    ),
+    OptionDecl::new(
+        flink_names::BOUNDED_MODE,
+        OptionKind::OneOf(flink_names::BOUNDED_MODES),
+        "Flink's name for stop: unbounded (never) or latest-offset (latest)",
+    ),
     BATCH_SIZE,
     OptionDecl::new(
         "isolation",
@@ -129,6 +145,16 @@ const SINK_OPTIONS: &[OptionDecl] = &[
         "transactional_id",
         OptionKind::Text,
         "the producer's transactional id (default eddy-TABLE)",
+    ),
+    OptionDecl::new(
+        flink_names::DELIVERY_GUARANTEE,
+        OptionKind::OneOf(flink_names::DELIVERY_GUARANTEES),
+        "Flink's name for delivery: exactly-once, at-least-once, or none (written at least once)",
+    ),
+    OptionDecl::new(
+        flink_names::TRANSACTIONAL_ID_PREFIX,
+        OptionKind::Text,
+        "Flink's name for transactional_id",
     ),
     crate::sinks::file_options::OMIT_NULLS,
     PROPERTIES,

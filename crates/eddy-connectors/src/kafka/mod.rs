@@ -1,7 +1,8 @@
 //! Kafka: `connector = 'kafka'` sources and sinks (through librdkafka).
 //!
 //! - [`KafkaConnector`]: the connector (options, opening, commits);
-//! - [`config`]: the tables' options, typed;
+//! - [`config`]: the tables' options, typed; [`flink_names`]: Flink's
+//!   option names read as eddy's;
 //! - [`source`]: a topic's partitions read as splits, each with its own
 //!   watermark, offsets kept in checkpoints;
 //! - [`sink`]: JSON records, exactly once through transactions tied to
@@ -16,6 +17,7 @@
 pub mod config;
 mod connector;
 pub mod exchange;
+pub mod flink_names;
 pub mod group;
 pub mod offsets;
 pub mod sink;

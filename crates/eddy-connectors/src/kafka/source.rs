@@ -79,6 +79,11 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a poll waits for a record.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long records taken in may wait for more before they go as a
+/// batch that is not full: a slow topic's rows are not held for a full
+/// batch, a fast one's batches still fill.
+const LINGER: Duration = Duration::from_millis(5);
+
 /// With nothing to read, an empty batch is returned this often, so the
 /// job's reader thread notices when the job is gone.
 const HEARTBEAT: Duration = Duration::from_millis(250);
@@ -193,6 +198,8 @@ pub struct KafkaSource {
     skip_before_ms: Option<i64>,
     announced: bool,
     last_return: Instant,
+    /// Since when records have been waiting to go (none: nothing pending).
+    pending_since: Option<Instant>,
     /// Decodes chunks on worker threads while the reader polls on.
     pool: DecodePool,
     /// What the chunks being decoded came with, oldest first.
@@ -370,6 +377,7 @@ impl KafkaSource {
             skip_before_ms,
             announced: false,
             last_return: Instant::now(),
+            pending_since: None,
             pool,
             decoding: VecDeque::new(),
             inline: VecDeque::new(),
@@ -654,8 +662,17 @@ impl SourceReader for KafkaSource {
             }
             look = true;
             // While chunks decode, look for more records without waiting.
+            // Records waiting to go wait at most LINGER for more: then
+            // what is pending goes, full batch or not.
+            if !self.partitions.values().any(|r| !r.pending.is_empty()) {
+                self.pending_since = None;
+            } else if self.pending_since.is_none() {
+                self.pending_since = Some(Instant::now());
+            }
             let wait = if self.in_flight() > 0 {
                 Duration::ZERO
+            } else if let Some(since) = self.pending_since {
+                LINGER.saturating_sub(since.elapsed())
             } else {
                 POLL
             };
