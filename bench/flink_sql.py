@@ -36,6 +36,7 @@ import re
 import sys
 import time
 
+from pyflink.common import JobStatus
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
@@ -181,7 +182,7 @@ def main():
         return
     if mode == "live":
         job = env.execute_sql(inserts[0]).get_job_client()
-        while str(job.get_job_status().result()) != "RUNNING":
+        while job.get_job_status().result() != JobStatus.RUNNING:
             time.sleep(0.05)
         print(f"running {job.get_job_id()}", file=sys.stderr, flush=True)
         job.get_job_execution_result().result()

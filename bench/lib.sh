@@ -10,6 +10,7 @@
 #                     on Java 17 (Debian's openjdk-17-jre-headless, installed
 #                     if missing); sets FLINK_PYTHON and exports JAVA_HOME
 #                     (and JVM_ARGS=-Xmx$FLINK_HEAP where FLINK_HEAP is set)
+#   flink_kafka_jars  Flink's Kafka connector jars (PyPI), sets FLINK_KAFKA_JARS
 #   readme_section N F  writes file F into bench/README.md between <!-- N --> and <!-- /N -->
 #
 # Every eddy the benchmarks start runs PARALLELISM instances of each keyed

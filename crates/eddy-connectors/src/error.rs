@@ -68,6 +68,15 @@ pub enum ConnectorError {
         /// The store client's error.
         source: object_store::Error,
     },
+    /// A source's position in a checkpoint cannot be read back (a
+    /// checkpoint another version or connector wrote).
+    #[error("its checkpointed position {position} cannot be read: {reason}")]
+    Position {
+        /// The position as the checkpoint holds it.
+        position: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
     /// Encoding or decoding with Arrow failed.
     #[error("{0}")]
     Arrow(#[from] datafusion::arrow::error::ArrowError),
@@ -125,6 +134,14 @@ impl ConnectorError {
                 }
             }
             other => other,
+        }
+    }
+
+    /// Shorthand for [`ConnectorError::Position`].
+    pub fn position(position: &serde_json::Value, reason: impl std::fmt::Display) -> Self {
+        Self::Position {
+            position: position.to_string(),
+            reason: reason.to_string(),
         }
     }
 

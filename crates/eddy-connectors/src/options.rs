@@ -241,7 +241,7 @@ pub fn flag(options: &BTreeMap<String, String>, name: &str, default: bool) -> Re
     OptionValues::new(options).flag(name, default)
 }
 
-fn parse_number<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
+pub(crate) fn parse_number<T: std::str::FromStr>(value: &str, option: &str) -> Result<T> {
     value
         .trim()
         .parse()

@@ -84,175 +84,33 @@ impl FieldGen {
         options: &FieldOptions<'_>,
         seed: u64,
     ) -> Result<(Self, Option<u64>)> {
-        let name = field.name();
-        let option = |o: &str| format!("fields.{name}.{o}");
-        let number = |o: &str| -> Result<Option<f64>> {
-            options
-                .get(o)
-                .map(|v| {
-                    v.trim().parse::<f64>().map_err(|_| {
-                        ConnectorError::bad_option(&option(o), format!("'{v}' is not a number"))
-                    })
-                })
-                .transpose()
-        };
-        let whole = |o: &str| -> Result<Option<i64>> {
-            options
-                .get(o)
-                .map(|v| {
-                    v.trim().parse::<i64>().map_err(|_| {
-                        ConnectorError::bad_option(
-                            &option(o),
-                            format!("'{v}' is not a whole number"),
-                        )
-                    })
-                })
-                .transpose()
-        };
         let kind = options
             .get("kind")
             .map(|k| k.trim().to_ascii_lowercase())
             .unwrap_or_else(|| "random".into());
+        let col = ColumnOptions {
+            name: field.name(),
+            options,
+            kind: &kind,
+        };
         let data_type = field.data_type().clone();
-        let cannot = |what: &str| {
-            ConnectorError::bad_option(
-                &option("kind"),
-                format!("datagen cannot make {what} values of column '{name}' ({data_type})"),
-            )
-        };
-        let only = |allowed: &[&str]| -> Result<()> {
-            match options.keys().find(|o| !allowed.contains(o)) {
-                Some(o) => Err(ConnectorError::bad_option(
-                    &option(o),
-                    format!("a {kind} column takes {}", allowed[1..].join(", ")),
-                )),
-                None => Ok(()),
-            }
-        };
-        let integral = matches!(
-            data_type,
-            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
-        );
         let (values, rows) = match kind.as_str() {
             "sequence" => {
-                only(&["kind", "start", "end"])?;
-                if !integral
-                    && !matches!(
-                        data_type,
-                        DataType::Float32
-                            | DataType::Float64
-                            | DataType::Utf8
-                            | DataType::LargeUtf8
-                    )
-                {
-                    return Err(cannot("sequence"));
-                }
-                let needed = |o: &str| {
-                    whole(o)?.ok_or_else(|| {
-                        ConnectorError::bad_option(
-                            &option(o),
-                            "a sequence needs its start and end".to_string(),
-                        )
-                    })
-                };
-                let (start, end) = (needed("start")?, needed("end")?);
-                if end < start {
-                    return Err(ConnectorError::bad_option(
-                        &option("end"),
-                        format!("the sequence ends ({end}) before it starts ({start})"),
-                    ));
-                }
-                if integral {
-                    let (lo, hi) = int_range(&data_type);
-                    if start < lo || end > hi {
-                        return Err(ConnectorError::bad_option(
-                            &option("end"),
-                            format!("{start}..={end} does not fit column '{name}' ({data_type})"),
-                        ));
-                    }
-                }
-                let rows = (end as i128 - start as i128 + 1).min(u64::MAX as i128) as u64;
+                let (start, rows) = sequence(&col, &data_type)?;
                 (Values::Sequence { start }, Some(rows))
             }
-            "random" => {
-                let values = match &data_type {
-                    t if integral => {
-                        only(&["kind", "min", "max", "null-rate"])?;
-                        let (lo, hi) = int_range(t);
-                        let (min, max) = (whole("min")?.unwrap_or(lo), whole("max")?.unwrap_or(hi));
-                        if min > max || min < lo || max > hi {
-                            return Err(ConnectorError::bad_option(
-                                &option("max"),
-                                format!("{min}..={max} is empty or does not fit column '{name}' ({data_type})"),
-                            ));
-                        }
-                        Values::RandomInt { min, max }
-                    }
-                    DataType::Float32 | DataType::Float64 => {
-                        only(&["kind", "min", "max", "null-rate"])?;
-                        let (min, max) =
-                            (number("min")?.unwrap_or(0.0), number("max")?.unwrap_or(1.0));
-                        if min > max || !min.is_finite() || !max.is_finite() {
-                            return Err(ConnectorError::bad_option(
-                                &option("max"),
-                                format!("{min}..{max} is not a range of finite numbers"),
-                            ));
-                        }
-                        Values::RandomFloat { min, max }
-                    }
-                    DataType::Utf8 | DataType::LargeUtf8 => {
-                        only(&["kind", "length", "null-rate"])?;
-                        let length = whole("length")?.unwrap_or(100);
-                        if !(0..=1 << 20).contains(&length) {
-                            return Err(ConnectorError::bad_option(
-                                &option("length"),
-                                format!("{length} is not a length from 0 to 1048576"),
-                            ));
-                        }
-                        Values::RandomString {
-                            length: length as usize,
-                        }
-                    }
-                    DataType::Boolean => {
-                        only(&["kind", "null-rate"])?;
-                        Values::RandomBool
-                    }
-                    DataType::Timestamp(_, _) => {
-                        only(&["kind", "max-past", "null-rate"])?;
-                        let max_past_ms = match options.get("max-past") {
-                            None => 0,
-                            Some(v) => eddy_engine::time::parse_duration(v)
-                                .map_err(|e| {
-                                    ConnectorError::bad_option(&option("max-past"), e.to_string())
-                                })?
-                                .as_millis()
-                                .min(i64::MAX as u128)
-                                as i64,
-                        };
-                        let now_ms = SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .map(|d| d.as_millis() as i64)
-                            .unwrap_or_default();
-                        Values::RandomTimestamp {
-                            now_ms,
-                            max_past_ms,
-                        }
-                    }
-                    _ => return Err(cannot("random")),
-                };
-                (values, None)
-            }
+            "random" => (random(&col, &data_type)?, None),
             other => {
-                return Err(ConnectorError::bad_option(
-                    &option("kind"),
+                return Err(col.bad(
+                    "kind",
                     format!("'{other}' is not a kind (sequence or random)"),
                 ))
             }
         };
-        let null_rate = number("null-rate")?.unwrap_or(0.0);
+        let null_rate = col.number("null-rate")?.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&null_rate) {
-            return Err(ConnectorError::bad_option(
-                &option("null-rate"),
+            return Err(col.bad(
+                "null-rate",
                 format!("{null_rate} is not a share from 0 to 1"),
             ));
         }
@@ -352,6 +210,176 @@ impl FieldGen {
 
 /// The draws deciding a random column's NULLs, apart from its values'.
 const NULL_STREAM: u64 = 0xD1B5_4A32_D192_ED03;
+
+/// One column's options, read with errors that name the option in full
+/// (`fields.NAME.OPTION`).
+struct ColumnOptions<'a> {
+    name: &'a str,
+    options: &'a FieldOptions<'a>,
+    kind: &'a str,
+}
+
+impl ColumnOptions<'_> {
+    fn bad(&self, option: &str, reason: impl Into<String>) -> ConnectorError {
+        ConnectorError::bad_option(&format!("fields.{}.{option}", self.name), reason)
+    }
+
+    fn number(&self, option: &str) -> Result<Option<f64>> {
+        self.parsed(option)
+    }
+
+    fn whole(&self, option: &str) -> Result<Option<i64>> {
+        self.parsed(option)
+    }
+
+    fn parsed<T: std::str::FromStr>(&self, option: &str) -> Result<Option<T>> {
+        self.options
+            .get(option)
+            .map(|v| crate::options::parse_number(v, &format!("fields.{}.{option}", self.name)))
+            .transpose()
+    }
+
+    /// Refuses an option the column's kind and type do not read.
+    fn only(&self, allowed: &[&str]) -> Result<()> {
+        match self.options.keys().find(|o| !allowed.contains(o)) {
+            Some(o) => Err(self.bad(
+                o,
+                format!("a {} column takes {}", self.kind, allowed[1..].join(", ")),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn cannot(&self, data_type: &DataType) -> ConnectorError {
+        self.bad(
+            "kind",
+            format!(
+                "datagen cannot make {} values of column '{}' ({data_type})",
+                self.kind, self.name
+            ),
+        )
+    }
+}
+
+fn is_integral(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+    )
+}
+
+/// A sequence column's first value and its number of rows.
+fn sequence(col: &ColumnOptions<'_>, data_type: &DataType) -> Result<(i64, u64)> {
+    col.only(&["kind", "start", "end"])?;
+    let integral = is_integral(data_type);
+    if !integral
+        && !matches!(
+            data_type,
+            DataType::Float32 | DataType::Float64 | DataType::Utf8 | DataType::LargeUtf8
+        )
+    {
+        return Err(col.cannot(data_type));
+    }
+    let needed = |o: &str| {
+        col.whole(o)?
+            .ok_or_else(|| col.bad(o, "a sequence needs its start and end"))
+    };
+    let (start, end) = (needed("start")?, needed("end")?);
+    if end < start {
+        return Err(col.bad(
+            "end",
+            format!("the sequence ends ({end}) before it starts ({start})"),
+        ));
+    }
+    if integral {
+        let (lo, hi) = int_range(data_type);
+        if start < lo || end > hi {
+            return Err(col.bad(
+                "end",
+                format!(
+                    "{start}..={end} does not fit column '{}' ({data_type})",
+                    col.name
+                ),
+            ));
+        }
+    }
+    let rows = (end as i128 - start as i128 + 1).min(u64::MAX as i128) as u64;
+    Ok((start, rows))
+}
+
+/// A random column's values, by its type.
+fn random(col: &ColumnOptions<'_>, data_type: &DataType) -> Result<Values> {
+    Ok(match data_type {
+        t if is_integral(t) => {
+            col.only(&["kind", "min", "max", "null-rate"])?;
+            let (lo, hi) = int_range(t);
+            let (min, max) = (
+                col.whole("min")?.unwrap_or(lo),
+                col.whole("max")?.unwrap_or(hi),
+            );
+            if min > max || min < lo || max > hi {
+                return Err(col.bad(
+                    "max",
+                    format!(
+                        "{min}..={max} is empty or does not fit column '{}' ({data_type})",
+                        col.name
+                    ),
+                ));
+            }
+            Values::RandomInt { min, max }
+        }
+        DataType::Float32 | DataType::Float64 => {
+            col.only(&["kind", "min", "max", "null-rate"])?;
+            let (min, max) = (
+                col.number("min")?.unwrap_or(0.0),
+                col.number("max")?.unwrap_or(1.0),
+            );
+            if min > max || !min.is_finite() || !max.is_finite() {
+                return Err(col.bad(
+                    "max",
+                    format!("{min}..{max} is not a range of finite numbers"),
+                ));
+            }
+            Values::RandomFloat { min, max }
+        }
+        DataType::Utf8 | DataType::LargeUtf8 => {
+            col.only(&["kind", "length", "null-rate"])?;
+            let length = col.whole("length")?.unwrap_or(100);
+            if !(0..=1 << 20).contains(&length) {
+                return Err(col.bad(
+                    "length",
+                    format!("{length} is not a length from 0 to 1048576"),
+                ));
+            }
+            Values::RandomString {
+                length: length as usize,
+            }
+        }
+        DataType::Boolean => {
+            col.only(&["kind", "null-rate"])?;
+            Values::RandomBool
+        }
+        DataType::Timestamp(_, _) => {
+            col.only(&["kind", "max-past", "null-rate"])?;
+            let max_past_ms = match col.options.get("max-past") {
+                None => 0,
+                Some(v) => eddy_engine::time::parse_duration(v)
+                    .map_err(|e| col.bad("max-past", e.to_string()))?
+                    .as_millis()
+                    .min(i64::MAX as u128) as i64,
+            };
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or_default();
+            Values::RandomTimestamp {
+                now_ms,
+                max_past_ms,
+            }
+        }
+        _ => return Err(col.cannot(data_type)),
+    })
+}
 
 /// A well-mixed 64-bit value for row `row` of stream `stream` (SplitMix64's
 /// finalizer over their combination): the same inputs, the same value.

@@ -46,12 +46,7 @@ impl DatagenSource {
             None => 0,
             Some(value) => {
                 serde_json::from_value::<DatagenPosition>(value.clone())
-                    .map_err(|e| {
-                        ConnectorError::bad_option(
-                            "number-of-rows",
-                            format!("checkpointed position {value}: {e}"),
-                        )
-                    })?
+                    .map_err(|e| ConnectorError::position(value, e))?
                     .row
             }
         };

@@ -199,6 +199,17 @@ fn a_resumed_source_makes_the_rows_after_its_position() {
     assert_eq!(end, serde_json::json!({"row": 1000}));
     let resumed = concat_batches(&spec.schema, first.iter().chain(&rest)).unwrap();
     assert_eq!(resumed, whole);
+    // A position it cannot read is refused as such, not as an option.
+    let bad = serde_json::json!({"row": "three hundred"});
+    let err = DatagenConnector
+        .open_source(&config(100), &spec, Some(&bad))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.starts_with("its checkpointed position {\"row\":\"three hundred\"} cannot be read"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -286,7 +297,7 @@ fn bad_options_are_refused_naming_the_option_and_why() {
         (
             &int,
             &[("fields.id.min", "ten")],
-            "'ten' is not a whole number",
+            "option 'fields.id.min': 'ten' is not a valid number",
         ),
         (
             &int,

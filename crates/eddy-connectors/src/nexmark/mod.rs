@@ -381,9 +381,7 @@ impl NexmarkSource {
         let read = match resume.filter(|r| !r.is_null()) {
             Some(position) => {
                 serde_json::from_value::<NexmarkPosition>(position.clone())
-                    .map_err(|e| {
-                        ConnectorError::bad_option("stream", format!("checkpointed position: {e}"))
-                    })?
+                    .map_err(|e| ConnectorError::position(position, e))?
                     .read
             }
             None => 0,
