@@ -20,7 +20,8 @@
 #   `eddy generate --realtime` (event time advancing with the wall clock)
 #   piped into `eddy run` writing the topic (keyed by order_id, at least
 #   once), one feed per topic;
-# - DRAIN_S seconds after the feed ends, the engine is stopped.
+# - DRAIN_S seconds after the feed ends (and the feed's rows are made
+#   again, unpaced, for the measures), the engine is stopped.
 # Every result line is stamped as it arrives (bench/kafka_latency.py);
 # latency is arrival minus the instant the result could first exist: for a
 # window, when the first event at or after its end plus the 2 s watermark
