@@ -14,7 +14,8 @@
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
 //! - The same totals, a LEFT JOIN, an interval LEFT JOIN, a Top-N,
-//!   tumbling and hopping windows per key and a window Top-N, spilling to
+//!   tumbling and hopping windows per key, session windows per key and a
+//!   window Top-N, spilling to
 //!   disk under a 1 MiB memory limit: kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
@@ -869,6 +870,20 @@ fn a_window_top_n_spilled_past_the_memory_limit_survives_kills() {
     let sets = common::keyed_timed_events(dir.path(), 300_000, 100_000);
     let top = spilled_under_kills(dir.path(), common::WINDOW_TOP, &sets, &["window_top2"], 43);
     assert!(top[0].len() > 100_000, "{} rows", top[0].len());
+}
+
+#[test]
+fn session_windows_spilled_past_the_memory_limit_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 300_000, 100_000);
+    let fired = spilled_under_kills(
+        dir.path(),
+        common::KEYED_SESSIONS,
+        &sets,
+        &["per_session"],
+        59,
+    );
+    assert!(fired[0].len() > 100_000, "{} sessions", fired[0].len());
 }
 
 const FEED: &str = "

@@ -24,6 +24,9 @@
 //! - The same for tumbling and hopping windows per key over 200,000 keys
 //!   (several windows open at a time, each spilled more than once, hop
 //!   slices on disk merged at every firing): both tables equal.
+//! - The same for session windows per key over 200,000 keys (sessions
+//!   closed by a later row and fired by the watermark, from memory and
+//!   from disk).
 //! - Past --spill-disk-limit the job fails, naming the limit.
 //!
 //! Kills of a spilling job are in tests/recovery.rs.
@@ -329,4 +332,18 @@ fn a_regular_join_past_the_memory_limit_spills_and_gives_the_unlimited_results()
         &["matched"],
     );
     assert!(rows[0] > ORDERS / 2, "{rows:?} rows");
+}
+
+#[test]
+fn session_windows_past_the_memory_limit_spill_and_give_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 400_000, KEYS);
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        common::KEYED_SESSIONS,
+        &sets,
+        "session_aggregate",
+        &["per_session"],
+    );
+    assert!(rows[0] > KEYS, "{rows:?} rows");
 }

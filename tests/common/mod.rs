@@ -728,6 +728,25 @@ INSERT INTO per_hop SELECT w.start, w.end, k, n, total FROM (
   FROM events GROUP BY w, k);
 ";
 
+/// Sessions of 10 s per key over [`keyed_timed_events`] (a key
+/// has a row every 20 s on average, so sessions both close and go on), the
+/// watermark 6 s behind (the rows are up to 5 s out of order): few rows
+/// wait for it, most of the state is open sessions.
+#[allow(dead_code)] // not every test binary runs sessions past the memory limit
+pub const KEYED_SESSIONS: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE per_session (session_start TIMESTAMP(3), session_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT, mean DOUBLE)
+  WITH (connector = 'ndjson', path = 'per_session.ndjson', format = 'debezium-json');
+INSERT INTO per_session SELECT s.start, s.end, k, n, total, low, high, mean FROM (
+  SELECT session(INTERVAL '10' SECOND) AS s, k, count(*) AS n, sum(v) AS total, min(v) AS low,
+         max(v) AS high, avg(v) AS mean
+  FROM events GROUP BY s, k);
+";
+
 /// `n` events on `keys` keys (`key-0`, ...) drawn at random, 100 ms of
 /// event time per 1,000 events, each up to 5 s out of order, as NDJSON
 /// in `dir`; the `--set` assignment [`KEYED_WINDOWS`] reads them by.

@@ -200,14 +200,17 @@ fn entry_key(end: i64, part: usize, n: u32) -> [u8; KEY_BYTES] {
     key
 }
 
-fn encode(rows: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
+/// `rows` as an Arrow IPC stream, appended to `out` (also the session
+/// aggregate's spilled waiting rows).
+pub(super) fn encode(rows: &RecordBatch, out: &mut Vec<u8>) -> Result<()> {
     let mut writer = StreamWriter::try_new(out, &rows.schema())?;
     writer.write(rows)?;
     writer.finish()?;
     Ok(())
 }
 
-fn decode(bytes: &[u8], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+/// The tables of an Arrow IPC stream [`encode`] wrote, as `schema`.
+pub(super) fn decode(bytes: &[u8], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let reader = StreamReader::try_new(bytes, None)?;
     let mut tables = Vec::new();
     for table in reader {

@@ -33,6 +33,14 @@
 //! `sessions` (key bytes, start, last time, each aggregate's intermediate
 //! state columns).
 //!
+//! Past the memory limit, every open session moves to disk ([`spilled`]):
+//! released rows bring their key's session back before they fold into
+//! it, and a watermark fires the stored sessions it passes with those in
+//! memory, in end order, so the output is the same as without spilling.
+//! Rows waiting for the watermark spill too, sorted by time, and come
+//! back when a watermark's horizon reaches them. A checkpoint holds the
+//! stored sessions and rows with memory's.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
@@ -89,6 +97,8 @@ use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::{to_epoch_millis, Timestamp, WATERMARK_MIN};
 use crate::window::window_struct_column;
 
+pub mod spilled;
+
 /// Plan of a session-window aggregation.
 #[derive(Debug, Clone)]
 pub struct SessionAggregatePlan {
@@ -140,6 +150,9 @@ impl OperatorPlan for SessionAggregatePlan {
             pending: Vec::new(),
             sessions: HashMap::new(),
             ends: BTreeSet::new(),
+            spilled: None,
+            session_bytes: 0,
+            pending_bytes: 0,
             watermark: WATERMARK_MIN,
             late_rows: 0,
         }))
@@ -202,6 +215,13 @@ struct SessionAggregateOperator {
     sessions: HashMap<Box<[u8]>, Session>,
     /// (end, key) of every open session, to find those that are over.
     ends: BTreeSet<(Timestamp, Box<[u8]>)>,
+    /// Sessions moved to disk ([`Operator::spill`]); a key's session is
+    /// here or in `sessions`, never both.
+    spilled: Option<spilled::SpilledSessions>,
+    /// Bytes of the sessions in memory ([`session_bytes`]) and of the
+    /// pending rows, kept as they come and go.
+    session_bytes: usize,
+    pending_bytes: usize,
     watermark: Timestamp,
     late_rows: u64,
 }
@@ -229,6 +249,9 @@ impl SessionAggregateOperator {
 
     /// Takes the pending rows before `horizon`, sorted by (key, time).
     fn release(&mut self, horizon: Timestamp) -> Result<Option<RecordBatch>> {
+        if let Some(spilled) = self.spilled.as_mut() {
+            self.pending.extend(spilled.take_waiting_before(horizon)?);
+        }
         let mut released = Vec::new();
         let mut kept = Vec::new();
         for batch in std::mem::take(&mut self.pending) {
@@ -243,6 +266,7 @@ impl SessionAggregateOperator {
                 kept.push(filter_record_batch(&batch, &not(&ready)?)?);
             }
         }
+        self.pending_bytes = kept.iter().map(RecordBatch::get_array_memory_size).sum();
         self.pending = kept;
         if released.is_empty() {
             return Ok(None);
@@ -300,6 +324,7 @@ impl SessionAggregateOperator {
                     .transpose()
             })
             .collect::<Result<_>>()?;
+        self.read_back(&key_rows)?;
         let mut closed: Vec<(Box<[u8]>, Session)> = Vec::new();
         let mut i = 0;
         while i < n {
@@ -311,6 +336,9 @@ impl SessionAggregateOperator {
             let key: Box<[u8]> = key.as_ref().into();
             let mut session = match self.sessions.remove(&key) {
                 Some(session) => {
+                    self.session_bytes = self
+                        .session_bytes
+                        .saturating_sub(session_bytes(&key, &session));
                     self.ends
                         .remove(&(session.last.saturating_add(self.plan.gap_ms), key.clone()));
                     Some(session)
@@ -353,6 +381,7 @@ impl SessionAggregateOperator {
             if let Some(session) = session {
                 self.ends
                     .insert((session.last.saturating_add(self.plan.gap_ms), key.clone()));
+                self.session_bytes += session_bytes(&key, &session);
                 self.sessions.insert(key, session);
             }
             i = run_end;
@@ -422,56 +451,36 @@ impl SessionAggregateOperator {
     /// they hand over, which some of them give only once).
     fn session_table(&mut self) -> Result<RecordBatch> {
         let n = self.sessions.len();
-        let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
-        let mut starts = Vec::with_capacity(n);
-        let mut lasts = Vec::with_capacity(n);
-        let widths: Vec<usize> = self
-            .plan
-            .group_by
-            .aggregates
-            .iter()
-            .map(|a| Ok(a.expr.state_fields()?.len()))
-            .collect::<Result<_>>()?;
-        let mut states: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); widths.iter().sum()];
-        for (key, session) in self.sessions.iter_mut() {
-            keys.push(key);
-            starts.push(session.start);
-            lasts.push(session.last);
-            let mut column = 0;
-            for (a, acc) in session.accumulators.iter_mut().enumerate() {
-                let values = acc.state()?;
-                let arrays = values
-                    .iter()
-                    .map(|v| v.to_array())
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let mut fresh = self.plan.group_by.aggregates[a].expr.create_accumulator()?;
-                fresh.merge_batch(&arrays)?;
-                *acc = fresh;
-                for value in values {
-                    states[column].push(value);
-                    column += 1;
-                }
-            }
-        }
-        let mut columns: Vec<ArrayRef> = vec![
-            Arc::new(BinaryArray::from(keys)),
-            Arc::new(Int64Array::from(starts)),
-            Arc::new(Int64Array::from(lasts)),
-        ];
-        for (values, field) in states
-            .into_iter()
-            .zip(self.state_schema.fields().iter().skip(3))
-        {
-            columns.push(scalars_to_array(values, field.data_type())?);
-        }
-        Ok(RecordBatch::try_new_with_options(
-            self.state_schema.clone(),
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(n)),
-        )?)
+        sessions_table(
+            &self.plan.group_by,
+            &self.state_schema,
+            n,
+            self.sessions.iter_mut().map(|(k, s)| (&k[..], s)),
+        )
     }
 
-    fn load_sessions(&mut self, table: &RecordBatch) -> Result<()> {
+    /// Brings back from disk the sessions of the keys among `key_rows`
+    /// that memory does not hold.
+    fn read_back(&mut self, key_rows: &datafusion::arrow::row::Rows) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut().filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        let mut missing: Vec<&[u8]> = Vec::new();
+        for row in key_rows.iter() {
+            let key = row.data();
+            // Rows come sorted by key: a key's run asks once.
+            if missing.last() != Some(&key) && !self.sessions.contains_key(key) {
+                missing.push(key);
+            }
+        }
+        if let Some(table) = spilled.take(&missing)? {
+            self.load_sessions(&table)?;
+        }
+        Ok(())
+    }
+
+    /// The sessions of a sessions table, as memory holds them.
+    fn sessions_of(&self, table: &RecordBatch) -> Result<Vec<(Box<[u8]>, Session)>> {
         let state_error = || EngineError::State("session_aggregate: bad sessions table".into());
         let keys = table
             .column(0)
@@ -488,6 +497,7 @@ impl SessionAggregateOperator {
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(state_error)?;
+        let mut sessions = Vec::with_capacity(table.num_rows());
         for row in 0..table.num_rows() {
             let mut accumulators = self.new_accumulators()?;
             let mut column = 3;
@@ -500,21 +510,160 @@ impl SessionAggregateOperator {
                 acc.merge_batch(&slice)?;
                 column += width;
             }
-            let key: Box<[u8]> = keys.value(row).into();
-            let last = lasts.value(row);
-            self.ends
-                .insert((last.saturating_add(self.plan.gap_ms), key.clone()));
-            self.sessions.insert(
-                key,
+            sessions.push((
+                keys.value(row).into(),
                 Session {
                     start: starts.value(row),
-                    last,
+                    last: lasts.value(row),
                     accumulators,
                 },
-            );
+            ));
+        }
+        Ok(sessions)
+    }
+
+    /// Puts a sessions table's sessions in memory.
+    fn load_sessions(&mut self, table: &RecordBatch) -> Result<()> {
+        for (key, session) in self.sessions_of(table)? {
+            self.ends
+                .insert((session.last.saturating_add(self.plan.gap_ms), key.clone()));
+            self.session_bytes += session_bytes(&key, &session);
+            self.sessions.insert(key, session);
         }
         Ok(())
     }
+
+    /// Moves every open session to disk, a chunk at a time, so that the
+    /// move never holds a second copy of them whole, and the rows waiting
+    /// for the watermark.
+    fn spill_sessions(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.sessions.is_empty() && self.pending.is_empty() {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            self.spilled = spilled::SpilledSessions::open(
+                space,
+                self.state_schema.clone(),
+                self.plan.group_by.input_schema.clone(),
+                self.plan.group_by.time_column,
+                self.plan.gap_ms,
+            )?;
+        }
+        let Some(spilled) = self.spilled.as_mut() else {
+            return Ok(false);
+        };
+        let waiting = std::mem::take(&mut self.pending);
+        if !waiting.is_empty() {
+            let rows = concat_batches(&self.plan.group_by.input_schema, &waiting)?;
+            drop(waiting);
+            spilled.write_waiting(&rows)?;
+        }
+        self.ends.clear();
+        let mut sessions: Vec<(Box<[u8]>, Session)> = self.sessions.drain().collect();
+        self.session_bytes = 0;
+        self.pending_bytes = 0;
+        self.sessions.shrink_to_fit();
+        while !sessions.is_empty() {
+            let at = sessions.len().saturating_sub(SPILL_CHUNK);
+            let mut chunk = sessions.split_off(at);
+            let table = sessions_table(
+                &self.plan.group_by,
+                &self.state_schema,
+                chunk.len(),
+                chunk.iter_mut().map(|(k, s)| (&k[..], s)),
+            )?;
+            spilled.write(&table)?;
+        }
+        Ok(true)
+    }
+
+    /// Fires the sessions on disk whose end + lateness the watermark
+    /// passed, with `over` (memory's), in end order.
+    fn fire_spilled(
+        &mut self,
+        watermark: Timestamp,
+        over: &mut Vec<(Box<[u8]>, Session)>,
+    ) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut().filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        // end + lateness < watermark.
+        let Some(before) = watermark.checked_sub(self.plan.group_by.allowed_lateness_ms) else {
+            return Ok(());
+        };
+        let Some(table) = spilled.take_ended_before(before)? else {
+            return Ok(());
+        };
+        over.extend(self.sessions_of(&table)?);
+        let gap = self.plan.gap_ms;
+        over.sort_unstable_by(|(a, x), (b, y)| {
+            (x.last.saturating_add(gap), a).cmp(&(y.last.saturating_add(gap), b))
+        });
+        Ok(())
+    }
+}
+
+/// What a session in memory takes: its key, itself and its accumulators.
+fn session_bytes(key: &[u8], session: &Session) -> usize {
+    key.len()
+        + std::mem::size_of::<Session>()
+        + session.accumulators.iter().map(|a| a.size()).sum::<usize>()
+}
+
+/// Sessions a spill turns into a table and writes at a time.
+const SPILL_CHUNK: usize = 16 * 1024;
+
+/// `n` sessions as a sessions table (`schema`); each one's accumulators
+/// are rebuilt from the state they hand over, which some give only once.
+fn sessions_table<'a>(
+    group_by: &WindowedGroupBy,
+    schema: &SchemaRef,
+    n: usize,
+    sessions: impl Iterator<Item = (&'a [u8], &'a mut Session)>,
+) -> Result<RecordBatch> {
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(n);
+    let mut starts = Vec::with_capacity(n);
+    let mut lasts = Vec::with_capacity(n);
+    let widths: Vec<usize> = group_by
+        .aggregates
+        .iter()
+        .map(|a| Ok(a.expr.state_fields()?.len()))
+        .collect::<Result<_>>()?;
+    let mut states: Vec<Vec<ScalarValue>> = vec![Vec::with_capacity(n); widths.iter().sum()];
+    for (key, session) in sessions {
+        keys.push(key);
+        starts.push(session.start);
+        lasts.push(session.last);
+        let mut column = 0;
+        for (a, acc) in session.accumulators.iter_mut().enumerate() {
+            let values = acc.state()?;
+            let arrays = values
+                .iter()
+                .map(|v| v.to_array())
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            let mut fresh = group_by.aggregates[a].expr.create_accumulator()?;
+            fresh.merge_batch(&arrays)?;
+            *acc = fresh;
+            for value in values {
+                states[column].push(value);
+                column += 1;
+            }
+        }
+    }
+    let rows = keys.len();
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(BinaryArray::from(keys)),
+        Arc::new(Int64Array::from(starts)),
+        Arc::new(Int64Array::from(lasts)),
+    ];
+    for (values, field) in states.into_iter().zip(schema.fields().iter().skip(3)) {
+        columns.push(scalars_to_array(values, field.data_type())?);
+    }
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }
 
 impl Operator for SessionAggregateOperator {
@@ -529,11 +678,15 @@ impl Operator for SessionAggregateOperator {
             .collect();
         let kept = on_time.true_count();
         self.late_rows += (times.len() - times.null_count() - kept) as u64;
-        if kept == batch.num_rows() {
-            self.pending.push(batch);
+        let kept = if kept == batch.num_rows() {
+            batch
         } else if kept > 0 {
-            self.pending.push(filter_record_batch(&batch, &on_time)?);
-        }
+            filter_record_batch(&batch, &on_time)?
+        } else {
+            return Ok(());
+        };
+        self.pending_bytes += kept.get_array_memory_size();
+        self.pending.push(kept);
         Ok(())
     }
 
@@ -571,10 +724,14 @@ impl Operator for SessionAggregateOperator {
             }
             if let Some((_, key)) = self.ends.pop_first() {
                 if let Some(session) = self.sessions.remove(&key) {
+                    self.session_bytes = self
+                        .session_bytes
+                        .saturating_sub(session_bytes(&key, &session));
                     over.push((key, session));
                 }
             }
         }
+        self.fire_spilled(watermark, &mut over)?;
         if !over.is_empty() {
             out.emit(self.emit(over)?);
         }
@@ -584,6 +741,10 @@ impl Operator for SessionAggregateOperator {
     fn state_rows(&self) -> usize {
         self.sessions.len()
             + self
+                .spilled
+                .as_ref()
+                .map_or(0, |s| s.len() + s.waiting_rows())
+            + self
                 .pending
                 .iter()
                 .map(RecordBatch::num_rows)
@@ -591,24 +752,54 @@ impl Operator for SessionAggregateOperator {
     }
 
     fn state_bytes(&self) -> usize {
-        self.sessions
-            .values()
-            .map(|s| s.accumulators.iter().map(|a| a.size()).sum::<usize>())
-            .sum::<usize>()
-            + self
-                .pending
-                .iter()
-                .map(RecordBatch::get_array_memory_size)
-                .sum::<usize>()
+        self.session_bytes + self.pending_bytes
     }
 
+    /// Sessions and pending rows are counted as they come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every open session moves to disk, and every row waiting for the
+    /// watermark. Sessions whose state has a type Arrow's row format does
+    /// not take do not spill.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        self.spill_sessions(space)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(spilled::SpilledSessions::stats)
+            .unwrap_or_default()
+    }
+
+    /// The stored sessions and memory's, as one `sessions` table.
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&SessionMeta {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        snapshot.put_batches(&self.tables[PENDING], self.pending.iter().cloned())?;
-        let sessions = self.session_table()?;
+        let waiting_on_disk = match self.spilled.as_ref() {
+            Some(spilled) if spilled.waiting_rows() > 0 => spilled.all_waiting()?,
+            _ => Vec::new(),
+        };
+        snapshot.put_batches(
+            &self.tables[PENDING],
+            waiting_on_disk
+                .into_iter()
+                .chain(self.pending.iter().cloned()),
+        )?;
+        let mut sessions = self.session_table()?;
+        // Accumulators rebuilt from their state may size differently.
+        self.session_bytes = self
+            .sessions
+            .iter()
+            .map(|(key, session)| session_bytes(key, session))
+            .sum();
+        if let Some(spilled) = self.spilled.as_ref().filter(|s| !s.is_empty()) {
+            sessions = concat_batches(&self.state_schema, [&spilled.all()?, &sessions])?;
+        }
         snapshot.put(&self.tables[SESSIONS], sessions)?;
         Ok(snapshot)
     }
@@ -622,6 +813,17 @@ impl Operator for SessionAggregateOperator {
             self.pending.push(pending);
         }
         let sessions = state.take(&self.tables[SESSIONS])?;
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
+        self.sessions.clear();
+        self.ends.clear();
+        self.session_bytes = 0;
+        self.pending_bytes = self
+            .pending
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
         self.load_sessions(&sessions)
     }
 
@@ -631,41 +833,4 @@ impl Operator for SessionAggregateOperator {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::operator::Collector;
-    use crate::operators::testing::{
-        count_and_sum_by_k, fired_windows as fired, timed_rows as rows,
-    };
-
-    /// `GROUP BY session(gap 10 ms), k` with `count(v)` and `sum(v)`.
-    fn plan() -> SessionAggregatePlan {
-        SessionAggregatePlan {
-            gap_ms: 10,
-            group_by: count_and_sum_by_k(),
-        }
-    }
-
-    #[test]
-    fn a_row_bridging_two_sessions_merges_them_and_a_gap_closes_one() {
-        assert!(plan().distribution().is_hash());
-        let mut op = plan().create().unwrap();
-        let mut out = Collector::default();
-        // a: 0 and 18 would be two sessions; 9 (out of order) bridges them.
-        // b: 0, then 40 after a gap: two sessions.
-        op.on_batch(0, rows(&["a", "a", "b"], &[1, 2, 3], &[0, 18, 0]), &mut out)
-            .unwrap();
-        op.on_batch(0, rows(&["a", "b"], &[4, 5], &[9, 40]), &mut out)
-            .unwrap();
-        // A checkpoint while rows wait for the watermark loses none.
-        let mut restored = crate::operators::testing::restored(&plan(), op.as_mut());
-        restored.on_watermark(25, &mut out).unwrap();
-        assert_eq!(
-            fired(&mut out),
-            ["0-10 b 1 3"],
-            "a's session ends at 28: a watermark past it fires it"
-        );
-        restored.on_watermark(i64::MAX, &mut out).unwrap();
-        assert_eq!(fired(&mut out), ["0-28 a 3 7", "40-50 b 1 5"]);
-    }
-}
+mod tests;
