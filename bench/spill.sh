@@ -44,39 +44,7 @@ build_eddy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-python3 - "$work" "$QUERY" "$KEYS" "$EVENTS" <<'PY'
-import random, sys
-work, query, keys, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-rng = random.Random(7)
-if query == "group":
-    with open(f"{work}/events.ndjson", "w") as out:
-        for _ in range(events):
-            out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
-elif query == "window":
-    with open(f"{work}/events.ndjson", "w") as out:
-        for i in range(events):
-            at = 1_700_000_000_000 + i * 100_000 // events + rng.randrange(5000)
-            out.write('{"k":"key-%d","v":%d,"at_ms":%d}\n' % (rng.randrange(keys), rng.randrange(1000), at))
-elif query == "interval":
-    orders, start, payments = events // 2, 1_700_000_000_000, []
-    with open(f"{work}/orders.ndjson", "w") as out:
-        for i in range(orders):
-            out.write('{"id":"order-%d","amount":%d,"at_ms":%d}\n' % (i, i % 1000, start + i))
-            for copy in range(rng.randrange(3)):
-                payments.append((start + i - 40_000 + copy * 60_000 + rng.randrange(100_000), i))
-    payments.sort()
-    with open(f"{work}/payments.ndjson", "w") as out:
-        for at, i in payments:
-            out.write('{"id":"order-%d","paid":%d,"at_ms":%d}\n' % (i, rng.randrange(1000), at))
-else:
-    orders = events // 2
-    with open(f"{work}/orders.ndjson", "w") as out:
-        for i in range(orders):
-            out.write('{"id":"order-%d","amount":%d}\n' % (i, i % 1000))
-    with open(f"{work}/payments.ndjson", "w") as out:
-        for _ in range(events - orders):
-            out.write('{"id":"order-%d","paid":%d}\n' % (rng.randrange(orders), rng.randrange(1000)))
-PY
+python3 bench/spill_input.py "$work" "$QUERY" "$KEYS" "$EVENTS"
 
 query() {
   if [ "$QUERY" = group ]; then
