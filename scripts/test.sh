@@ -56,6 +56,10 @@ QUERIES="q0 q5 q7 q9 q10 q18" EVENTS=20000 RUNS=1 bench/nexmark_flink.sh
 # Both engines fed live from Kafka topics (the window and the interval
 # join), latency measured: fails when their results differ by value.
 RATES=20000 SECONDS_TO_RUN=6 bench/kafka_flink.sh
+# State past memory on both: eddy spilling under a tenth of its state
+# against Flink with RocksDB (and both in memory), the per-key GROUP BY and
+# the LEFT join: fails when their results differ by value.
+EVENTS=50000 KEYS=10000 RUNS=1 bench/spill_flink.sh
 # The Delta-vs-Parquet sink benchmark at a small size, so it cannot rot (it
 # fails when the sinks write different row counts).
 EVENTS=20000 RUNS=1 CHECKPOINT=200ms bench/delta.sh
