@@ -20,6 +20,9 @@
 //!   task resumes its tasks at three; processes that share no disk run a
 //!   group through a bucket (state, leases, output) and take over a
 //!   killed one's tasks.
+//! - An upsert topic read at a memory limit a tenth of its upsert step's
+//!   state, at parallelism 1 and 2: the step spills its current rows and
+//!   the changelog it writes replays to the topic's table.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -1617,6 +1620,135 @@ fn an_upsert_topic_reads_as_its_current_table() {
         })
         .collect();
     assert_eq!(common::sorted(replayed), expected);
+}
+
+/// An upsert topic of 120,000 records over 40,000 ids (a fifth of them
+/// tombstones) read at a memory limit a tenth of its upsert step's state,
+/// at --parallelism 1 and 2: the step spills its current rows and reads
+/// them back, and the changelog it writes replays to the table the topic
+/// leaves, as the unlimited run's does.
+#[test]
+fn an_upsert_topic_past_the_memory_limit_spills_its_current_rows() {
+    let broker = Broker::start();
+    broker.create_topic("accounts_many", 2);
+    let mut rng = SmallRng::seed_from_u64(29);
+    let mut table: BTreeMap<i64, String> = BTreeMap::new();
+    let producer = broker.producer();
+    for _ in 0..120_000 {
+        let id = rng.random_range(0..40_000i64);
+        let key = id.to_string();
+        let value = if table.contains_key(&id) && rng.random_range(0..5) == 0 {
+            table.remove(&id);
+            None
+        } else {
+            let json = format!(
+                "{{\"id\":{id},\"owner\":\"o{}\",\"balance\":{}}}",
+                rng.random_range(0..50),
+                rng.random_range(0..1000i64)
+            );
+            table.insert(id, json.clone());
+            Some(json)
+        };
+        let mut record = BaseRecord::<str, str>::to("accounts_many")
+            .key(key.as_str())
+            .partition((id % 2) as i32);
+        if let Some(value) = &value {
+            record = record.payload(value.as_str());
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, back))
+                    if e.rdkafka_error_code()
+                        == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) =>
+                {
+                    producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+                Err((e, _)) => panic!("{e}"),
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        format!(
+            "CREATE TABLE accounts (id BIGINT NOT NULL, owner VARCHAR, balance BIGINT, PRIMARY KEY (id) NOT ENFORCED)
+               WITH (connector = 'kafka', bootstrap_servers = '{}', topic = 'accounts_many', stop = 'latest',
+                     format = 'upsert-json', key_column = 'id');
+             CREATE TABLE accounts_now (id BIGINT, owner VARCHAR, balance BIGINT)
+               WITH (connector = 'ndjson', path = 'accounts_now.ndjson', format = 'debezium-json');
+             INSERT INTO accounts_now SELECT * FROM accounts;",
+            broker.address
+        ),
+    )
+    .unwrap();
+    let run = |output: &str, args: &[&str]| {
+        let out = eddy()
+            .arg("run")
+            .arg(&job)
+            .arg("--output")
+            .arg(dir.path().join(output))
+            .args(args)
+            .output()
+            .unwrap();
+        common::assert_success(&out, output);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let rows = common::debezium_table(&dir.path().join(output).join("accounts_now.ndjson"));
+        (rows, stderr)
+    };
+    let (expected, stderr) = run("unlimited", &["--parallelism", "1"]);
+    let mut want: Vec<String> = table
+        .values()
+        .map(|json| {
+            let row: serde_json::Value = serde_json::from_str(json).unwrap();
+            row.to_string()
+        })
+        .collect();
+    want.sort();
+    let mut got: Vec<String> = expected
+        .iter()
+        .map(|row| {
+            serde_json::from_str::<serde_json::Value>(row)
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "the unlimited run holds the topic's table");
+    let state: f64 = stderr
+        .lines()
+        .find(|l| l.starts_with("changelog_normalize#"))
+        .and_then(|l| l.split(" MiB, at most ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|mib| mib.parse().ok())
+        .unwrap_or_else(|| panic!("the upsert step's state:\n{stderr}"));
+    let limit = format!("{}KiB", (state * 1024.0 / 10.0) as u64);
+    for parallelism in ["1", "2"] {
+        let output = format!("limited-{parallelism}");
+        let (rows, stderr) = run(
+            &output,
+            &["--parallelism", parallelism, "--memory-limit", &limit],
+        );
+        let steps: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("changelog_normalize#") && !l.contains("/split"))
+            .collect();
+        assert!(
+            !steps.is_empty()
+                && steps
+                    .iter()
+                    .all(|l| l.contains(", spilled ") && !l.contains("read 0.0 MiB back")),
+            "every upsert step spilled and read back at --parallelism {parallelism} under {limit}:\n{stderr}"
+        );
+        assert!(
+            rows == expected,
+            "--parallelism {parallelism} under {limit}"
+        );
+        eprintln!("upsert step: --parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
+    }
 }
 
 #[test]

@@ -14,6 +14,11 @@
 //! table of (key, row) bytes, handed over as the keys upserted or deleted
 //! since the previous checkpoint where it can be.
 //!
+//! Past the memory limit every key and row moves to disk ([`spilled`]);
+//! a batch first brings back, off disk, the rows of its keys that memory
+//! does not hold, so each change is the one an unspilled run makes. Once
+//! it spilled, its checkpoints are whole: the stored rows and memory's.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use datafusion::arrow::array::{Int64Array, Int8Array, StringArray};
@@ -59,6 +64,8 @@ use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::declared::TableSpec;
 use crate::state::keyed_rows::KeyedRows;
 use crate::state::StateSnapshot;
+
+pub mod spilled;
 
 const KIND: &str = "changelog_normalize";
 /// The state table: each key's current row.
@@ -113,6 +120,8 @@ impl OperatorPlan for ChangelogNormalizePlan {
             rows,
             plan: self.clone(),
             current: KeyedRows::default(),
+            bytes: 0,
+            spilled: None,
             unmatched_deletes: 0,
         }))
     }
@@ -149,7 +158,60 @@ struct ChangelogNormalize {
     rows: RowConverter,
     /// Each key's current row.
     current: KeyedRows,
+    /// What `current` takes ([`held_bytes`]), kept as rows come and go.
+    bytes: usize,
+    /// Keys moved to disk ([`Operator::spill`]); a key is there or in
+    /// `current`, never both.
+    spilled: Option<spilled::SpilledRows>,
     unmatched_deletes: u64,
+}
+
+/// What a key and its row take in memory (with the map's entry).
+fn held_bytes(key: &[u8], row: &[u8]) -> usize {
+    key.len() + row.len() + 40
+}
+
+impl ChangelogNormalize {
+    /// Brings back from disk the rows of the keys among `keys` that memory
+    /// does not hold.
+    fn read_back(&mut self, keys: &datafusion::arrow::row::Rows) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut().filter(|s| !s.is_empty()) else {
+            return Ok(());
+        };
+        let mut asked = hashbrown::HashSet::new();
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .map(|k| k.data())
+            .filter(|k| !self.current.contains(k) && asked.insert(*k))
+            .collect();
+        for (key, row) in spilled.take(&missing)? {
+            self.bytes += held_bytes(&key, &row);
+            self.current.upsert(&key, &row);
+        }
+        Ok(())
+    }
+
+    /// The whole `current` table: the rows on disk, then memory's.
+    fn whole_table(&self) -> Result<RecordBatch> {
+        let in_memory = self.current.table()?;
+        let Some(spilled) = self.spilled.as_ref().filter(|s| !s.is_empty()) else {
+            return Ok(in_memory);
+        };
+        let stored = spilled.all()?;
+        let (keys, rows): (Vec<&[u8]>, Vec<&[u8]>) =
+            stored.iter().map(|(k, r)| (&k[..], &r[..])).unzip();
+        let stored = RecordBatch::try_new(
+            in_memory.schema(),
+            vec![
+                Arc::new(datafusion::arrow::array::BinaryArray::from(keys)),
+                Arc::new(datafusion::arrow::array::BinaryArray::from(rows)),
+            ],
+        )?;
+        Ok(datafusion::arrow::compute::concat_batches(
+            &in_memory.schema(),
+            [&stored, &in_memory],
+        )?)
+    }
 }
 
 impl Operator for ChangelogNormalize {
@@ -166,18 +228,29 @@ impl Operator for ChangelogNormalize {
         let data = changelog::data_columns(&batch)?;
         let (keys, _) = super::key_rows(&self.keys, &self.plan.keys, &batch)?;
         let rows = self.rows.convert_columns(data.columns())?;
+        self.read_back(&keys)?;
         let mut changes: Vec<(RowKind, Box<[u8]>)> = Vec::new();
         for r in 0..batch.num_rows() {
             let key = keys.row(r);
             if changelog::is_retraction_byte(kinds.value(r)) {
                 match self.current.remove(key.data()) {
-                    Some(old) => changes.push((RowKind::Delete, old)),
+                    Some(old) => {
+                        self.bytes = self.bytes.saturating_sub(held_bytes(key.data(), &old));
+                        changes.push((RowKind::Delete, old));
+                    }
                     None => self.unmatched_deletes += 1,
                 }
                 continue;
             }
             let row = rows.row(r);
-            match self.current.upsert(key.data(), row.data()) {
+            let upserted = self.current.upsert(key.data(), row.data());
+            match &upserted {
+                None => self.bytes += held_bytes(key.data(), row.data()),
+                Some(old) => {
+                    self.bytes = (self.bytes + row.data().len()).saturating_sub(old.len());
+                }
+            }
+            match upserted {
                 None => changes.push((RowKind::Insert, row.data().into())),
                 Some(old) if old.as_ref() == row.data() => {}
                 Some(old) => {
@@ -201,14 +274,39 @@ impl Operator for ChangelogNormalize {
     }
 
     fn state_rows(&self) -> usize {
-        self.current.len()
+        self.current.len() + self.spilled.as_ref().map_or(0, spilled::SpilledRows::len)
     }
 
     fn state_bytes(&self) -> usize {
-        self.current
-            .iter()
-            .map(|(k, row)| k.len() + row.len() + 40)
-            .sum()
+        self.bytes
+    }
+
+    /// Rows are counted as they come and go.
+    fn state_bytes_are_counted(&self) -> bool {
+        true
+    }
+
+    /// Every key and its row moves to disk.
+    fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.current.is_empty() {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            self.spilled = Some(spilled::SpilledRows::open(space)?);
+        }
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.write(self.current.iter())?;
+        }
+        self.current = KeyedRows::default();
+        self.bytes = 0;
+        Ok(true)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(spilled::SpilledRows::stats)
+            .unwrap_or_default()
     }
 
     fn late_rows(&self) -> u64 {
@@ -217,13 +315,17 @@ impl Operator for ChangelogNormalize {
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
-        snapshot.put(&self.current_table, self.current.table()?)?;
+        snapshot.put(&self.current_table, self.whole_table()?)?;
         Ok(snapshot)
     }
 
     /// `current` whole, or only the keys upserted since the previous
-    /// checkpoint and those deleted.
+    /// checkpoint and those deleted (whole once it spilled).
     fn snapshot_incremental(&mut self) -> Result<StateSnapshot> {
+        if self.spilled.is_some() {
+            // What changed on disk is not tracked: whole each time.
+            return self.snapshot();
+        }
         let mut snapshot = StateSnapshot::with_meta(&self.unmatched_deletes)?;
         let (table, keyed) = self.current.snapshot_incremental(CURRENT)?;
         snapshot.put(&self.current_table, table)?;
@@ -237,166 +339,14 @@ impl Operator for ChangelogNormalize {
         }
         self.unmatched_deletes = state.meta()?;
         let table = state.take(&self.current_table)?;
-        self.current.restore(&table, KIND)
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
+        self.current.restore(&table, KIND)?;
+        self.bytes = self.current.iter().map(|(k, r)| held_bytes(k, r)).sum();
+        Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use datafusion::physical_expr::expressions::col;
-
-    use super::*;
-    use crate::operators::testing::{changes, keyed, kv_schema};
-
-    fn plan() -> ChangelogNormalizePlan {
-        let schema = changelog::updating_schema(&kv_schema(), &["k".to_string()]);
-        ChangelogNormalizePlan {
-            keys: vec![col("k", &schema).unwrap()],
-            schema,
-        }
-    }
-
-    #[test]
-    fn upserts_and_deletes_become_a_changelog_with_the_old_rows() {
-        let mut op = plan().create().unwrap();
-        let mut out = Collector::default();
-        // upsert a=1, b=5, a=2, a=2 again; delete b; delete c (never held).
-        op.on_batch(
-            0,
-            keyed(
-                &["a", "b", "a", "a", "b", "c"],
-                &[1, 5, 2, 2, 0, 0],
-                Some(&[2, 2, 2, 2, 3, 3]),
-            ),
-            &mut out,
-        )
-        .unwrap();
-        assert_eq!(
-            changes(&mut out),
-            ["+I a 1", "+I b 5", "-U a 1", "+U a 2", "-D b 5"]
-        );
-        assert_eq!(op.late_rows(), 1, "the delete of c");
-        let mut restored = crate::operators::testing::restored(&plan(), op.as_mut());
-        restored
-            .on_batch(0, keyed(&["a"], &[0], Some(&[3])), &mut out)
-            .unwrap();
-        assert_eq!(changes(&mut out), ["-D a 2"]);
-    }
-
-    #[test]
-    fn its_keys_move_to_the_instance_that_owns_them_at_another_parallelism() {
-        use crate::key_groups::KeyGroups;
-        use crate::operators::testing::rescaled_instance;
-        use crate::rescale::KeyRange;
-        let groups = KeyGroups::default();
-        let keys = ["a", "b", "c", "d", "e", "f", "g", "h"];
-        let values: Vec<i64> = (1..=8).collect();
-        // Two instances, each upserting the keys routed to it.
-        let batch = keyed(&keys, &values, Some(&[2; 8]));
-        let column = batch.column(0).clone();
-        let owners = crate::partition::instance_rows(&[column], 8, 2, groups).unwrap();
-        let mut parts = Vec::new();
-        for instance in 0..2u32 {
-            let mask: datafusion::arrow::array::BooleanArray =
-                owners.iter().map(|&o| Some(o == instance)).collect();
-            let mut op = plan().create().unwrap();
-            let mut out = Collector::default();
-            let mine = datafusion::arrow::compute::filter_record_batch(&batch, &mask).unwrap();
-            op.on_batch(0, mine, &mut out).unwrap();
-            // One unmatched delete each, counted once after the move.
-            op.on_batch(0, keyed(&["zz"], &[0], Some(&[3])), &mut out)
-                .unwrap();
-            parts.push(op.snapshot().unwrap());
-        }
-        // Three instances now: deleting every key gives its row back once.
-        let mut deleted = Vec::new();
-        let mut unmatched = 0;
-        for instance in 0..3u32 {
-            let range = KeyRange::of_instance(groups, instance, 3);
-            // The old instances' state a resumed job hands over to this one.
-            let mut op = rescaled_instance(&plan(), &parts, groups, instance, 3, 2);
-            unmatched += op.late_rows();
-            let mut out = Collector::default();
-            let column = batch.column(0).clone();
-            let mine: datafusion::arrow::array::BooleanArray =
-                range.mask(&[column], 8).unwrap().iter().collect();
-            let deletes = keyed(&keys, &[0; 8], Some(&[3; 8]));
-            op.on_batch(
-                0,
-                datafusion::arrow::compute::filter_record_batch(&deletes, &mine).unwrap(),
-                &mut out,
-            )
-            .unwrap();
-            deleted.extend(changes(&mut out));
-        }
-        deleted.sort();
-        let expected: Vec<String> = keys
-            .iter()
-            .zip(&values)
-            .map(|(k, v)| format!("-D {k} {v}"))
-            .collect();
-        assert_eq!(deleted, expected);
-        assert_eq!(unmatched, 2, "each old instance's count, carried once");
-    }
-
-    #[test]
-    fn a_checkpoint_hands_over_the_keys_upserted_and_deleted_since_the_last() {
-        use crate::operators::testing::{binary_pairs as pairs, with_change};
-        use crate::state::StateTable;
-        let mut op = plan().create().unwrap();
-        let mut out = Collector::default();
-        let keys = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"];
-        op.on_batch(0, keyed(&keys, &[1; 12], Some(&[2; 12])), &mut out)
-            .unwrap();
-        let mut first = op.snapshot_incremental().unwrap();
-        assert!(first.keyed[0].change.is_none(), "the first is whole");
-        let whole = first.take_table("current").unwrap();
-        // a changes, b goes, z comes and goes and comes back, c is
-        // upserted with the row it has.
-        op.on_batch(
-            0,
-            keyed(
-                &["a", "b", "z", "z", "z", "c"],
-                &[9, 0, 1, 0, 2, 1],
-                Some(&[2, 3, 2, 3, 2, 2]),
-            ),
-            &mut out,
-        )
-        .unwrap();
-        let mut second = op.snapshot_incremental().unwrap();
-        let change = second.keyed[0].change.clone().expect("a change");
-        assert_eq!(change.base, first.keyed[0].serial);
-        let changed = second.take_table("current").unwrap();
-        assert_eq!(changed.num_rows(), 2, "a and z (c's row is the one it had)");
-        assert_eq!(change.removed.num_rows(), 2, "b and z");
-        let read_back = with_change(whole, changed, &second.keyed[0]);
-        let now = op.snapshot().unwrap().take_table("current").unwrap();
-        assert_eq!(pairs(&read_back), pairs(&now));
-        assert_eq!(read_back.num_rows(), 12);
-
-        // Nothing since: an empty change; restored from what was read
-        // back, it goes on as the original.
-        let third = op.snapshot_incremental().unwrap();
-        assert_eq!(third.tables[0].batch.num_rows(), 0);
-        changes(&mut out);
-        let mut restored = plan().create().unwrap();
-        restored
-            .restore(StateSnapshot {
-                meta: second.meta.clone(),
-                tables: vec![StateTable {
-                    name: "current".into(),
-                    batch: read_back,
-                }],
-                keyed: Vec::new(),
-            })
-            .unwrap();
-        for op in [&mut op, &mut restored] {
-            op.on_batch(0, keyed(&["z", "b"], &[0, 0], Some(&[3, 3])), &mut out)
-                .unwrap();
-            assert_eq!(changes(&mut out), ["-D z 2"]);
-        }
-        assert!(restored.snapshot_incremental().unwrap().keyed[0]
-            .change
-            .is_none());
-    }
-}
+mod tests;
