@@ -27,6 +27,8 @@
 //! - The same for session windows per key over 200,000 keys (sessions
 //!   closed by a later row and fired by the watermark, from memory and
 //!   from disk).
+//! - The same for running aggregates per key (OVER over an append-only
+//!   input) over 200,000 keys.
 //! - Past --spill-disk-limit the job fails, naming the limit.
 //!
 //! Kills of a spilling job are in tests/recovery.rs.
@@ -346,4 +348,18 @@ fn session_windows_past_the_memory_limit_spill_and_give_the_unlimited_results() 
         &["per_session"],
     );
     assert!(rows[0] > KEYS, "{rows:?} rows");
+}
+
+#[test]
+fn running_aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let sets = common::keyed_timed_events(dir.path(), 400_000, KEYS);
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        common::KEYED_RUNNING,
+        &sets,
+        "over",
+        &["running"],
+    );
+    assert_eq!(rows[0], 400_000, "a row per event");
 }

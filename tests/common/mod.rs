@@ -747,6 +747,25 @@ INSERT INTO per_session SELECT s.start, s.end, k, n, total, low, high, mean FROM
   FROM events GROUP BY s, k);
 ";
 
+/// Running count, sum and mean per key (OVER over an append-only input)
+/// over [`keyed_timed_events`], the watermark 6 s behind (the rows are up
+/// to 5 s out of order): most of the state is the keys' running values.
+#[allow(dead_code)] // not every test binary runs OVER past the memory limit
+pub const KEYED_RUNNING: &str = "
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
+) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE running (k VARCHAR, v BIGINT, at_ms BIGINT, n BIGINT, total BIGINT, mean DOUBLE)
+  WITH (connector = 'ndjson', path = 'running.ndjson', format = 'debezium-json');
+INSERT INTO running SELECT k, v, at_ms,
+  count(*) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+  sum(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+  avg(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+FROM events;
+";
+
 /// `n` events on `keys` keys (`key-0`, ...) drawn at random, 100 ms of
 /// event time per 1,000 events, each up to 5 s out of order, as NDJSON
 /// in `dir`; the `--set` assignment [`KEYED_WINDOWS`] reads them by.

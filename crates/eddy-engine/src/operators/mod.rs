@@ -17,6 +17,7 @@ pub mod over;
 pub mod probe_join;
 pub mod processing_time;
 pub mod session_aggregate;
+pub mod spilled_rows;
 pub(crate) mod spilled_windows;
 pub mod temporal_join;
 pub mod ttl;

@@ -14,7 +14,8 @@
 //! table of (key, row) bytes, handed over as the keys upserted or deleted
 //! since the previous checkpoint where it can be.
 //!
-//! Past the memory limit every key and row moves to disk ([`spilled`]);
+//! Past the memory limit every key and row moves to disk
+//! ([`super::spilled_rows`]);
 //! a batch first brings back, off disk, the rows of its keys that memory
 //! does not hold, so each change is the one an unspilled run makes. Once
 //! it spilled, its checkpoints are whole: the stored rows and memory's.
@@ -58,14 +59,13 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::spilled_rows::SpilledRows;
 use crate::changelog::{self, RowKind};
 use crate::error::{EngineError, Result};
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::declared::TableSpec;
 use crate::state::keyed_rows::KeyedRows;
 use crate::state::StateSnapshot;
-
-pub mod spilled;
 
 const KIND: &str = "changelog_normalize";
 /// The state table: each key's current row.
@@ -162,7 +162,7 @@ struct ChangelogNormalize {
     bytes: usize,
     /// Keys moved to disk ([`Operator::spill`]); a key is there or in
     /// `current`, never both.
-    spilled: Option<spilled::SpilledRows>,
+    spilled: Option<SpilledRows>,
     unmatched_deletes: u64,
 }
 
@@ -274,7 +274,7 @@ impl Operator for ChangelogNormalize {
     }
 
     fn state_rows(&self) -> usize {
-        self.current.len() + self.spilled.as_ref().map_or(0, spilled::SpilledRows::len)
+        self.current.len() + self.spilled.as_ref().map_or(0, SpilledRows::len)
     }
 
     fn state_bytes(&self) -> usize {
@@ -292,7 +292,7 @@ impl Operator for ChangelogNormalize {
             return Ok(false);
         }
         if self.spilled.is_none() {
-            self.spilled = Some(spilled::SpilledRows::open(space)?);
+            self.spilled = Some(SpilledRows::open(space, KIND)?);
         }
         if let Some(spilled) = self.spilled.as_mut() {
             spilled.write(self.current.iter())?;
@@ -305,7 +305,7 @@ impl Operator for ChangelogNormalize {
     fn spill_stats(&self) -> crate::spill::SpillStats {
         self.spilled
             .as_ref()
-            .map(spilled::SpilledRows::stats)
+            .map(SpilledRows::stats)
             .unwrap_or_default()
     }
 

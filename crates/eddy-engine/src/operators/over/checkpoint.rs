@@ -25,7 +25,7 @@ use crate::state::{scalars_to_array, StateSnapshot};
 use crate::time::Timestamp;
 
 /// The state table with a row per key.
-const KEYS: &str = "keys";
+pub(super) const KEYS: &str = "keys";
 
 /// Whether a sliding aggregate's state is restored as saved (its state is
 /// all retraction needs: sums, counts, averages, variances), rather than

@@ -58,13 +58,20 @@
 //! operator (pending rows, per-key state, release in event-time order,
 //! time-to-live sweeps); `lead` rows waiting for their leads; `running` the native running aggregates; `output`
 //! the appended columns as they fill; `checkpoint` its state as tables;
-//! `tests` the operator driven through the `Operator` trait.
+//! `spilled` keys on disk past the memory limit; `tests` the operator
+//! driven through the `Operator` trait.
+//!
+//! Past the memory limit, a plan of running aggregates and `row_number`
+//! moves every key's state to disk (its `keys` row), and released rows
+//! bring their keys back before they are folded. `lag`, `lead` and
+//! sliding frames do not spill yet.
 
 mod checkpoint;
 mod lead;
 mod operator;
 mod output;
 mod running;
+mod spilled;
 #[cfg(test)]
 mod tests;
 
@@ -292,6 +299,7 @@ impl OperatorPlan for OverPlan {
             batches: 0,
             late_rows: 0,
             waiting: lead::Waiting::default(),
+            spilled: None,
         }))
     }
 

@@ -88,6 +88,9 @@ pub(super) struct OverOperator {
     pub(super) late_rows: u64,
     /// Rows waiting for their leads.
     pub(super) waiting: super::lead::Waiting,
+    /// Keys moved to disk ([`Operator::spill`]); a key is there or in
+    /// `keys`, never both.
+    pub(super) spilled: Option<super::spilled::SpilledKeys>,
 }
 
 impl OverOperator {
@@ -125,6 +128,65 @@ impl OverOperator {
         })
     }
 
+    /// Whether every key's state is its `keys` row alone (running
+    /// aggregates, `row_number`), so that it can spill.
+    fn spills(&self) -> bool {
+        self.plan.functions.iter().all(|f| match f {
+            OverFunction::Aggregate { frame, .. } => !frame.slides(),
+            OverFunction::RowNumber => true,
+            OverFunction::Lag { .. } | OverFunction::Lead { .. } => false,
+        })
+    }
+
+    /// Brings back from disk the state of the keys among `keys` that
+    /// memory does not hold.
+    fn read_back(&mut self, keys: &datafusion::arrow::row::Rows) -> Result<()> {
+        let Some(spilled) = self.spilled.as_mut().filter(|s| s.len() > 0) else {
+            return Ok(());
+        };
+        let mut asked = hashbrown::HashSet::new();
+        let missing: Vec<&[u8]> = keys
+            .iter()
+            .map(|k| k.data())
+            .filter(|k| !self.keys.contains_key(*k) && asked.insert(*k))
+            .collect();
+        let Some(table) = spilled.take(&missing)? else {
+            return Ok(());
+        };
+        let mut state = StateSnapshot::default();
+        state.put(self.table(super::checkpoint::KEYS)?, table)?;
+        let in_memory = std::mem::take(&mut self.keys);
+        self.load_keys(&mut state)?;
+        let read = std::mem::replace(&mut self.keys, in_memory);
+        self.keys.extend(read);
+        Ok(())
+    }
+
+    /// Every key's state moves to disk, as its `keys` row.
+    fn spill_keys(&mut self, space: &std::sync::Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        if self.keys.is_empty() || !self.spills() {
+            return Ok(false);
+        }
+        if self.spilled.is_none() {
+            let schema = self.table(super::checkpoint::KEYS)?.schema().clone();
+            self.spilled = super::spilled::SpilledKeys::open(space, schema)?;
+        }
+        if self.spilled.is_none() {
+            return Ok(false);
+        }
+        let tables = self.key_tables()?;
+        let keys = tables
+            .iter()
+            .find(|(name, _)| name == super::checkpoint::KEYS)
+            .map(|(_, table)| table)
+            .ok_or_else(|| EngineError::State("over: no keys table".into()))?;
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.write(keys)?;
+        }
+        self.keys = HashMap::new();
+        Ok(true)
+    }
+
     /// Runs released rows (sorted by time, arrival) through the functions.
     pub(super) fn process(&mut self, batch: RecordBatch) -> Result<RecordBatch> {
         let n = batch.num_rows();
@@ -134,6 +196,7 @@ impl OverOperator {
             Ok(e.evaluate(&batch)?.into_array(n)?)
         };
         let (keys, _) = super::super::key_rows(&self.converter, &self.plan.partition_by, &batch)?;
+        self.read_back(&keys)?;
         let times = to_epoch_millis(batch.column(self.plan.time_column))?;
         let plan = &self.plan;
         let functions = plan.functions.len();
@@ -492,7 +555,26 @@ impl Operator for OverOperator {
     }
 
     fn state_rows(&self) -> usize {
-        self.pending_rows + self.keys.len() + self.waiting.num_rows()
+        self.pending_rows
+            + self.keys.len()
+            + self.waiting.num_rows()
+            + self
+                .spilled
+                .as_ref()
+                .map_or(0, super::spilled::SpilledKeys::len)
+    }
+
+    /// Every key's state moves to disk (running aggregates and
+    /// `row_number` only); rows waiting for the watermark stay.
+    fn spill(&mut self, space: &std::sync::Arc<crate::spill::SpillSpace>) -> Result<bool> {
+        self.spill_keys(space)
+    }
+
+    fn spill_stats(&self) -> crate::spill::SpillStats {
+        self.spilled
+            .as_ref()
+            .map(super::spilled::SpilledKeys::stats)
+            .unwrap_or_default()
     }
 
     fn state_bytes(&self) -> usize {
@@ -536,7 +618,15 @@ impl Operator for OverOperator {
             self.table("pending")?,
             self.pending.iter().map(|p| p.batch.clone()),
         )?;
-        for (name, table) in self.key_tables()? {
+        for (name, mut table) in self.key_tables()? {
+            if let Some(spilled) = self.spilled.as_ref().filter(|s| s.len() > 0) {
+                if name == super::checkpoint::KEYS {
+                    table = datafusion::arrow::compute::concat_batches(
+                        &table.schema(),
+                        [&spilled.all()?, &table],
+                    )?;
+                }
+            }
             snapshot.put(self.table(&name)?, table)?;
         }
         if self.has_leads() {
@@ -546,6 +636,9 @@ impl Operator for OverOperator {
     }
 
     fn restore(&mut self, mut state: StateSnapshot) -> Result<()> {
+        if let Some(spilled) = self.spilled.as_mut() {
+            spilled.clear()?;
+        }
         let meta: OverMeta = state.meta()?;
         self.last_sweep = meta.last_sweep;
         self.late_rows = meta.late_rows;

@@ -431,3 +431,54 @@ fn a_lead_n_rows_ahead_waits_for_n_and_stops_at_the_ttl_gap() {
     op.on_watermark(30, &mut out).unwrap();
     assert_eq!(rows(&mut out), ["a 20 1 -1"], "its run closed at 20 + 5");
 }
+
+/// Running aggregates (native and DataFusion's) over keys that spill
+/// after every watermark, against the same plan never spilling: the same
+/// rows; a checkpoint of the spilled one (keys on disk and in memory)
+/// restores to the same end. A plan with `lag` keeps its state in memory.
+#[test]
+fn running_aggregates_spill_their_keys_and_read_them_back_for_their_next_rows() {
+    use crate::spill::{SpillConfig, SpillSpace};
+    let space = Arc::new(SpillSpace::new(SpillConfig::default()));
+    let batches = numbers_input();
+    let watermarks = [2, 5, WATERMARK_MAX];
+    for native in [true, false] {
+        let whole = run_numbers(
+            numbers_plan(native).create().unwrap().as_mut(),
+            &batches,
+            &watermarks,
+        );
+        let mut op = numbers_plan(native).create().unwrap();
+        let mut out = Collector::default();
+        let mut lines = Vec::new();
+        for (i, (batch, watermark)) in batches.iter().zip(watermarks).enumerate() {
+            op.on_batch(0, batch.clone(), &mut out).unwrap();
+            op.on_watermark(watermark, &mut out).unwrap();
+            lines.extend(rows(&mut out));
+            if i == 0 {
+                assert!(op.spill(&space).unwrap(), "native {native}");
+                assert_eq!(
+                    op.state_rows(),
+                    2 + 2,
+                    "a and b on disk, a's rows at 2 waiting"
+                );
+                // A checkpoint holds the keys on disk: restored, the rest
+                // of the input gives the same rows.
+                let mut restored =
+                    crate::operators::testing::restored(&numbers_plan(native), op.as_mut());
+                let tail = run_numbers(restored.as_mut(), &batches[1..], &watermarks[1..]);
+                assert_eq!([lines.clone(), tail].concat(), whole, "native {native}");
+            }
+        }
+        assert_eq!(lines, whole, "native {native}");
+        let stats = op.spill_stats();
+        assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+    }
+    let mut with_lag = plan(None).create().unwrap();
+    let mut out = Collector::default();
+    with_lag
+        .on_batch(0, keyed(&["a"], &[1], None), &mut out)
+        .unwrap();
+    with_lag.on_watermark(5, &mut out).unwrap();
+    assert!(!with_lag.spill(&space).unwrap(), "lag does not spill yet");
+}

@@ -1,20 +1,22 @@
-//! The upsert step's rows on disk: the keys and current rows it moved out
-//! of memory when the memory budget refused it more ([`crate::spill`]).
+//! Per-key state on disk as (key, row) byte pairs: what an operator
+//! keeping one row of state per key moved out of memory when the memory
+//! budget refused it more ([`crate::spill`]): the upsert step (each key's
+//! current row, as [`crate::state::keyed_rows::KeyedRows`] holds it) and
+//! OVER over an append-only input (each key's row of its `keys`
+//! checkpoint table, in Arrow's row format).
 //!
-//! In: (key, row) pairs, both Arrow row-format bytes as the operator holds
-//! them ([`crate::state::keyed_rows::KeyedRows`]). Out: the rows of the
-//! keys a batch brings, taken off disk (a key is wholly in memory or
-//! wholly on disk), and every stored pair, left there, for checkpoints.
-//! An entry is the key's bytes and the row's bytes as they are: nothing is
-//! converted.
+//! In: (key, row) pairs of bytes. Out: the rows of the keys a batch
+//! brings, taken off disk (a key is wholly in memory or wholly on disk),
+//! and every stored pair, left there, for checkpoints. An entry is the
+//! key's bytes and the row's bytes as they are: nothing is converted.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use eddy_engine::operators::changelog_normalize::spilled::SpilledRows;
+//! use eddy_engine::operators::spilled_rows::SpilledRows;
 //! use eddy_engine::spill::{SpillConfig, SpillSpace};
 //!
 //! let space = Arc::new(SpillSpace::new(SpillConfig::default()));
-//! let mut spilled = SpilledRows::open(&space).unwrap();
+//! let mut spilled = SpilledRows::open(&space, "changelog_normalize").unwrap();
 //! spilled.write([(&b"a"[..], &b"row a"[..]), (&b"b"[..], &b"row b"[..])]).unwrap();
 //! let back = spilled.take(&[&b"b"[..], &b"c"[..]]).unwrap();
 //! assert_eq!(back, [(b"b".to_vec(), b"row b".to_vec())]);
@@ -35,10 +37,10 @@ pub struct SpilledRows {
 }
 
 impl SpilledRows {
-    /// A table of `space` for the upsert step's rows.
-    pub fn open(space: &Arc<SpillSpace>) -> Result<Self> {
+    /// A table of `space` for the rows of an operator of kind `kind`.
+    pub fn open(space: &Arc<SpillSpace>, kind: &str) -> Result<Self> {
         Ok(Self {
-            table: space.table("changelog_normalize")?,
+            table: space.table(kind)?,
             count: 0,
         })
     }
