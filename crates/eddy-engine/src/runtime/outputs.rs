@@ -142,6 +142,16 @@ pub(crate) async fn deliver(held: Vec<Held>, control: &Control, wakes: &mut Wake
     Ok(())
 }
 
+/// Whether a cut before row `at` of a changelog would part an update's
+/// `-U` row from the `+U` after it.
+fn splits_an_update(kinds: &datafusion::arrow::array::Int8Array, at: usize) -> bool {
+    use crate::changelog::RowKind;
+    at > 0
+        && at < kinds.len()
+        && kinds.value(at - 1) == RowKind::UpdateBefore.byte()
+        && kinds.value(at) == RowKind::UpdateAfter.byte()
+}
+
 /// The output ports of a node: per port, its consumers.
 pub(crate) struct Outputs {
     pub ports: Vec<Vec<Target>>,
@@ -187,7 +197,11 @@ impl Outputs {
     }
 
     /// Sends what an operator emitted, a batch larger than `max_rows` in
-    /// slices of it (zero-copy), in order.
+    /// slices of it (zero-copy), in order. An update's `-U` row and the
+    /// `+U` right after it stay in one slice (one row past `max_rows`
+    /// where a cut would fall between them): a reader that applies each
+    /// message whole, as a lookup join's table does, never holds the key
+    /// without a row between the two.
     pub fn flush(&mut self, collector: &mut Collector) -> Result<()> {
         let step = self.max_rows.max(1);
         for (port, emitted) in collector.drain_emitted() {
@@ -198,9 +212,16 @@ impl Outputs {
                         self.send_port(port, Message::Batch(batch))?;
                         continue;
                     }
-                    for offset in (0..rows).step_by(step) {
-                        let slice = batch.slice(offset, step.min(rows - offset));
+                    let kinds = crate::changelog::row_kinds(&batch).cloned();
+                    let mut offset = 0;
+                    while offset < rows {
+                        let mut end = (offset + step).min(rows);
+                        if let Some(kinds) = &kinds {
+                            end += usize::from(splits_an_update(kinds, end));
+                        }
+                        let slice = batch.slice(offset, end - offset);
                         self.send_port(port, Message::Batch(slice))?;
+                        offset = end;
                     }
                 }
                 Emitted::Late(late) => {
@@ -294,6 +315,42 @@ mod tests {
         assert_eq!(sizes, vec![4096, 4096, 1808]);
         assert_eq!(seen, rows);
         assert_eq!(outputs.metrics.snapshot().rows_out, 10_000);
+    }
+
+    #[test]
+    fn an_updates_before_and_after_rows_go_on_in_one_slice() {
+        use crate::changelog::{updating_schema, RowKind};
+        use datafusion::arrow::array::Int8Array;
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let mut outputs = outputs_to(tx);
+        outputs.max_rows = 1;
+        let data = Schema::new(vec![Field::new("n", DataType::Int64, false)]);
+        let schema = updating_schema(&data, &["n".to_string()]);
+        // +I 1, -U 1, +U 2, -D 2, -U 3, +U 4.
+        let kinds = [
+            RowKind::Insert,
+            RowKind::UpdateBefore,
+            RowKind::UpdateAfter,
+            RowKind::Delete,
+            RowKind::UpdateBefore,
+            RowKind::UpdateAfter,
+        ];
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![1, 1, 2, 2, 3, 4])),
+                Arc::new(Int8Array::from_iter_values(kinds.iter().map(|k| k.byte()))),
+            ],
+        )
+        .unwrap();
+        let mut collector = Collector::default();
+        collector.emit(batch);
+        outputs.flush(&mut collector).unwrap();
+        let mut sizes = Vec::new();
+        while let Ok(Message::Batch(batch)) = rx.try_recv() {
+            sizes.push(batch.num_rows());
+        }
+        assert_eq!(sizes, vec![1, 2, 1, 2]);
     }
 
     #[test]
