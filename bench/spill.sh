@@ -11,7 +11,11 @@
 # payments ON id AND p.ts BETWEEN o.ts - 30 s AND o.ts + 90 s`, EVENTS/2
 # orders 1 ms apart and about as many payments, each 40 s before to 120 s
 # after its order (some outside the interval: orders padded as the
-# watermark passes them). From NDJSON files, into a blackhole
+# watermark passes them). QUERY=session: per-key session windows (gap
+# 10 s; count, sum, min, max) over the window query's events, the
+# watermark 6 s behind. QUERY=over: a running count, sum and mean per key
+# (OVER over an append-only input, a row out per event) over the same
+# events, the watermark 6 s behind. From NDJSON files, into a blackhole
 # sink, at one instance. Runs it without a limit, then at
 # a tenth of that run's state (LIMIT to choose), RUNS times each in turn;
 # prints per form the median (min-max) seconds and events/s, the peak
@@ -25,6 +29,8 @@
 #   QUERY=join EVENTS=4000000 LIMIT=256MiB bench/spill.sh          # the 4M-row join
 #   QUERY=window EVENTS=4000000 KEYS=1000000 bench/spill.sh        # windows
 #   QUERY=interval EVENTS=2000000 bench/spill.sh                   # an interval join
+#   QUERY=session EVENTS=2000000 KEYS=500000 bench/spill.sh        # session windows
+#   QUERY=over EVENTS=2000000 KEYS=500000 bench/spill.sh           # running aggregates
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +43,9 @@ case "$QUERY" in
   join) kind=updating_join table=paid ;;
   window) kind=window_aggregate table=windows ;;
   interval) kind=interval_join table=paid ;;
-  *) echo "QUERY is group, join, window or interval, not $QUERY" >&2; exit 2 ;;
+  session) kind=session_aggregate table=sessions ;;
+  over) kind=over table=running ;;
+  *) echo "QUERY is group, join, window, interval, session or over, not $QUERY" >&2; exit 2 ;;
 esac
 . bench/lib.sh
 build_eddy
@@ -64,6 +72,32 @@ CREATE TABLE windows (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGI
 INSERT INTO windows SELECT w.start, k, n, total, low, high FROM (
   SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
   FROM events GROUP BY w, k);
+SQL
+  elif [ "$QUERY" = session ]; then
+    cat <<SQL
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
+) WITH (connector = 'file', path = '$work/events.ndjson');
+CREATE TABLE sessions (session_start TIMESTAMP(3), session_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT) WITH ($1);
+INSERT INTO sessions SELECT s.start, s.end, k, n, total, low, high FROM (
+  SELECT session(INTERVAL '10' SECOND) AS s, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
+  FROM events GROUP BY s, k);
+SQL
+  elif [ "$QUERY" = over ]; then
+    cat <<SQL
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
+) WITH (connector = 'file', path = '$work/events.ndjson');
+CREATE TABLE running (k VARCHAR, v BIGINT, at_ms BIGINT, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
+INSERT INTO running SELECT k, v, at_ms,
+  count(*) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+  sum(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+  avg(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+FROM events;
 SQL
   elif [ "$QUERY" = interval ]; then
     cat <<SQL
@@ -92,7 +126,7 @@ SQL
 }
 query "connector = 'blackhole'" > "$work/bench.sql"
 query "connector = 'ndjson', path = '$table.ndjson', format = 'debezium-json'" > "$work/check.sql"
-echo "$QUERY: $EVENTS events$( { [ "$QUERY" = group ] || [ "$QUERY" = window ]; } && echo " on $KEYS keys") ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "$QUERY: $EVENTS events$( case $QUERY in group | window | session | over) echo " on $KEYS keys" ;; esac) ($(du -ch "$work"/*.ndjson | tail -1 | cut -f1) of NDJSON); $RUNS alternating runs; $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # run FORM ARGS...: one run; appends "seconds peak_kib written_mib read_mib state_mib" to $work/FORM
 run() {

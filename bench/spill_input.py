@@ -6,8 +6,8 @@ as NDJSON files in DIR, the same for a seed whatever reads them.
 QUERY:
 - group: DIR/events.ndjson, EVENTS rows {"k", "v"} on KEYS keys drawn
   uniformly (so a spilled group is read back as often as any other);
-- window: DIR/events.ndjson, the same with "at_ms", spread over 100 s of
-  event time and up to 5 s out of order;
+- window (and session, over): DIR/events.ndjson, the same with "at_ms",
+  spread over 100 s of event time and up to 5 s out of order;
 - interval: DIR/orders.ndjson, EVENTS/2 orders 1 ms apart, and
   DIR/payments.ndjson, 0 to 2 payments per order, each 40 s before to 120 s
   after it, sorted by time;
@@ -25,7 +25,7 @@ def main():
         with open(f"{work}/events.ndjson", "w") as out:
             for _ in range(events):
                 out.write('{"k":"key-%d","v":%d}\n' % (rng.randrange(keys), rng.randrange(1000)))
-    elif query == "window":
+    elif query in ("window", "session", "over"):
         with open(f"{work}/events.ndjson", "w") as out:
             for i in range(events):
                 at = 1_700_000_000_000 + i * 100_000 // events + rng.randrange(5000)
@@ -50,7 +50,7 @@ def main():
             for _ in range(events - orders):
                 out.write('{"id":"order-%d","paid":%d}\n' % (rng.randrange(orders), rng.randrange(1000)))
     else:
-        sys.exit(f"spill_input.py: QUERY is group, window, interval or join, not {query}")
+        sys.exit(f"spill_input.py: QUERY is group, window, session, over, interval or join, not {query}")
 
 
 if __name__ == "__main__":
