@@ -54,6 +54,18 @@ trap 'rm -rf "$work"' EXIT
 
 python3 bench/spill_input.py "$work" "$QUERY" "$KEYS" "$EVENTS"
 
+# timed_events DELAY: the table of the window, session and over queries'
+# events, the watermark DELAY seconds behind.
+timed_events() {
+  cat <<SQL
+CREATE TABLE events (
+  k VARCHAR, v BIGINT, at_ms BIGINT,
+  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
+  WATERMARK FOR ts AS ts - INTERVAL '$1' SECOND
+) WITH (connector = 'file', path = '$work/events.ndjson');
+SQL
+}
+
 query() {
   if [ "$QUERY" = group ]; then
     cat <<SQL
@@ -62,36 +74,24 @@ CREATE TABLE totals (k VARCHAR, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
 INSERT INTO totals SELECT k, count(*), sum(v), avg(v) FROM events GROUP BY k;
 SQL
   elif [ "$QUERY" = window ]; then
+    timed_events 20
     cat <<SQL
-CREATE TABLE events (
-  k VARCHAR, v BIGINT, at_ms BIGINT,
-  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
-  WATERMARK FOR ts AS ts - INTERVAL '20' SECOND
-) WITH (connector = 'file', path = '$work/events.ndjson');
 CREATE TABLE windows (window_start TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT) WITH ($1);
 INSERT INTO windows SELECT w.start, k, n, total, low, high FROM (
   SELECT tumble(INTERVAL '10' SECOND) AS w, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
   FROM events GROUP BY w, k);
 SQL
   elif [ "$QUERY" = session ]; then
+    timed_events 6
     cat <<SQL
-CREATE TABLE events (
-  k VARCHAR, v BIGINT, at_ms BIGINT,
-  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
-  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
-) WITH (connector = 'file', path = '$work/events.ndjson');
 CREATE TABLE sessions (session_start TIMESTAMP(3), session_end TIMESTAMP(3), k VARCHAR, n BIGINT, total BIGINT, low BIGINT, high BIGINT) WITH ($1);
 INSERT INTO sessions SELECT s.start, s.end, k, n, total, low, high FROM (
   SELECT session(INTERVAL '10' SECOND) AS s, k, count(*) AS n, sum(v) AS total, min(v) AS low, max(v) AS high
   FROM events GROUP BY s, k);
 SQL
   elif [ "$QUERY" = over ]; then
+    timed_events 6
     cat <<SQL
-CREATE TABLE events (
-  k VARCHAR, v BIGINT, at_ms BIGINT,
-  ts TIMESTAMP(3) GENERATED ALWAYS AS (to_timestamp_millis(at_ms)) STORED,
-  WATERMARK FOR ts AS ts - INTERVAL '6' SECOND
-) WITH (connector = 'file', path = '$work/events.ndjson');
 CREATE TABLE running (k VARCHAR, v BIGINT, at_ms BIGINT, n BIGINT, total BIGINT, mean DOUBLE) WITH ($1);
 INSERT INTO running SELECT k, v, at_ms,
   count(*) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
