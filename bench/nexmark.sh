@@ -21,6 +21,8 @@
 #   FORM=eddy bench/nexmark.sh                         # bench/nexmark/*.sql: per-kind
 #                                                      # sources, only the read kind generated
 #   README=1 ...                                       # also write the table into bench/README.md
+#   MEMORY_LIMIT=1GiB QUERIES="q4 q9" bench/nexmark.sh # state past the limit spills
+#                                                      # (--memory-limit, --spill-dir)
 #
 # TPS is the event-time rate the generator stamps (default 10,000,000 events
 # per second, the suite's 100m workload); it sets how many windows the
@@ -45,16 +47,17 @@ build_eddy
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-command_line="$(for v in PROFILE FORM EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/nexmark.sh"
+command_line="$(for v in PROFILE FORM EVENTS TPS RUNS CHECKPOINT QUERIES PARALLELISM MEMORY_LIMIT; do [ -z "${!v:-}" ] || printf '%s="%s" ' "$v" "${!v}"; done)bench/nexmark.sh"
 {
   echo "\`$command_line\` on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d):"
-  echo "Nexmark in the $FORM form, $EVENTS events at $TPS events/s of event time, generated in the process, eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}, checkpoints every $CHECKPOINT, median (min-max) of $RUNS runs:"
+  echo "Nexmark in the $FORM form, $EVENTS events at $TPS events/s of event time, generated in the process, eddy profile $PROFILE at ${PARALLELISM:-one instance per core (its default)}${PARALLELISM:+ instance(s) per keyed operator}, checkpoints every $CHECKPOINT${MEMORY_LIMIT:+, --memory-limit $MEMORY_LIMIT (state past it spills to disk)}, median (min-max) of $RUNS runs:"
 } > "$work/heading"
 
 run_once() {
   local q=$1
-  rm -rf "$work/state" "$work/out"
-  local args
+  rm -rf "$work/state" "$work/out" "$work/spill"
+  local args limit=()
+  [ -z "${MEMORY_LIMIT:-}" ] || limit=(--memory-limit "$MEMORY_LIMIT" --spill-dir "$work/spill")
   if [ "$FORM" = suite ]; then
     args=(bench/nexmark/flink/ddl.sql "bench/nexmark/flink/$q.sql"
       --set "TPS=$TPS" --set "EVENTS_NUM=$EVENTS"
@@ -66,7 +69,7 @@ run_once() {
     args=("bench/nexmark/$q.sql" --set "EVENTS=$EVENTS" --set "RATE=$TPS")
   fi
   /usr/bin/time -f "$q %e %U %S %M" -o "$work/time" \
-    "$EDDY" run --quiet "${args[@]}" \
+    "$EDDY" run --quiet "${args[@]}" "${limit[@]}" \
       --state-dir "$work/state" --checkpoint-interval "$CHECKPOINT" > /dev/null
   cat "$work/time" >> "$work/runs"
   echo "$q: $(cat "$work/time")" >&2

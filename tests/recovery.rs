@@ -13,9 +13,9 @@
 //! - Per-key totals over 100,000 keys of which few change between two
 //!   checkpoints: written as their changes, checkpoints are a fraction of
 //!   whole tables (`--full-checkpoints`), and kills lose nothing.
-//! - The same totals, a LEFT JOIN, an interval LEFT JOIN, a Top-N,
-//!   tumbling and hopping windows per key, session windows per key and a
-//!   window Top-N, spilling to
+//! - The same totals, DISTINCT aggregates (multisets per group), a LEFT
+//!   JOIN, an interval LEFT JOIN, a Top-N, tumbling and hopping windows
+//!   per key, session windows per key and a window Top-N, spilling to
 //!   disk under a 1 MiB memory limit: kills lose nothing.
 //! - A damaged checkpoint (a truncated state file, a flipped byte in a
 //!   manifest) is skipped with a warning; the previous one is used and the
@@ -835,6 +835,17 @@ fn state_spilled_past_the_memory_limit_survives_kills() {
     let sets = [format!("EVENTS={}", events.display())];
     let totals = spilled_under_kills(dir.path(), TOTALS, &sets, &["totals"], 31);
     assert_eq!(totals[0].len(), 100_000, "a row per account");
+}
+
+#[test]
+fn distinct_aggregates_spilled_past_the_memory_limit_survive_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    account_events(&events, 300_000);
+    let sets = [format!("EVENTS={}", events.display())];
+    let tables = ["seen", "spreads"];
+    let got = spilled_under_kills(dir.path(), common::DISTINCT, &sets, &tables, 53);
+    assert_eq!(got[1].len(), 100_000, "a row per account");
 }
 
 #[test]

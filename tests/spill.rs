@@ -9,6 +9,9 @@
 //!   run's; the run summary says both per-key aggregates spilled and read
 //!   state back (the one over 11 counts has nothing to spill); the spill
 //!   directory is left empty.
+//! - DISTINCT aggregates over 200,000 keys, over an append-only input
+//!   and over an updating one (where they and MIN/MAX keep each group's
+//!   values as a multiset, which spills with its group): the same.
 //! - A LEFT JOIN of 200,000 orders with 200,000 payments (some orders paid
 //!   twice, some never, the files read side by side) at a tenth of the
 //!   unlimited run's join state, at --parallelism 1 and 2: the joined
@@ -235,6 +238,22 @@ fn equal_at_a_tenth(
         eprintln!("{kind}: --parallelism {parallelism}, --memory-limit {limit} (unlimited: {state:.1} MiB): equal\n{stderr}");
     }
     expected.iter().map(Vec::len).collect()
+}
+
+#[test]
+fn distinct_aggregates_past_the_memory_limit_spill_and_give_the_unlimited_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.ndjson");
+    events_file(&events);
+    let sets = [format!("EVENTS={}", events.display())];
+    let rows = equal_at_a_tenth(
+        dir.path(),
+        common::DISTINCT,
+        &sets,
+        "updating_aggregate",
+        &["seen", "spreads"],
+    );
+    assert_eq!(rows, [KEYS, KEYS], "a row per key in each table");
 }
 
 #[test]

@@ -811,6 +811,21 @@ INSERT INTO window_top2 SELECT window_start, k, v, rn FROM (
 ) WHERE rn <= 2;
 ";
 
+/// DISTINCT over an append-only input (DataFusion's accumulator, its
+/// values a list in the group's state) and, with MIN and MAX, over an
+/// updating one (a multiset per group and aggregate).
+#[allow(dead_code)] // not every test binary runs DISTINCT aggregates
+pub const DISTINCT: &str = "
+CREATE TABLE events (k VARCHAR, v BIGINT) WITH (connector = 'file', path = '${EVENTS}');
+CREATE TABLE seen (k VARCHAR, values_seen BIGINT)
+  WITH (connector = 'ndjson', path = 'seen.ndjson', format = 'debezium-json');
+CREATE TABLE spreads (k VARCHAR, counts BIGINT, low BIGINT, high BIGINT)
+  WITH (connector = 'ndjson', path = 'spreads.ndjson', format = 'debezium-json');
+INSERT INTO seen SELECT k, count(DISTINCT v) FROM events GROUP BY k;
+INSERT INTO spreads SELECT k, count(DISTINCT n), min(n), max(n)
+  FROM (SELECT k, v % 4 AS bucket, count(*) AS n FROM events GROUP BY k, v % 4) GROUP BY k;
+";
+
 /// The two largest values of each key (a Top-N over the whole stream) of
 /// `k VARCHAR, v BIGINT` events.
 #[allow(dead_code)] // not every test binary ranks past the memory limit

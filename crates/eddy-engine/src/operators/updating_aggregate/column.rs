@@ -88,6 +88,22 @@ pub trait AggregateColumn: Send {
         Ok(None)
     }
 
+    /// Its own table's state per group, packed into one binary value a
+    /// group (`None`: it keeps no table of its own). A spilled group
+    /// carries it in its entry, so it comes back whole.
+    fn packed_state(&self) -> Result<Option<ArrayRef>> {
+        Ok(None)
+    }
+
+    /// Sets each of `groups` from its row of `packed` (a column
+    /// [`Self::packed_state`] gave).
+    fn load_packed(&mut self, _groups: &[usize], _packed: &ArrayRef) -> Result<()> {
+        Err(crate::error::EngineError::State(
+            "updating_aggregate: an aggregate without a table of its own has no packed state"
+                .into(),
+        ))
+    }
+
     /// Restores `groups` groups from its groups-table columns and its own
     /// table.
     fn restore(

@@ -96,7 +96,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, Int8Array, RecordBatch, UInt32Array,
 };
 use datafusion::arrow::compute::kernels::cmp::distinct;
-use datafusion::arrow::compute::{filter, interleave, take};
+use datafusion::arrow::compute::{concat_batches, filter, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::EmitTo;
@@ -441,16 +441,43 @@ impl UpdatingAggregate {
                 .map(|c| Ok(take(c.as_ref(), &kept, None)?))
                 .collect::<Result<Vec<_>>>()?
         };
-        let mut at = 2;
-        for column in &mut self.columns {
-            let width = column.state_fields()?.len();
-            let states = loaded
-                .get(at..at + width)
-                .ok_or_else(|| EngineError::State(format!("{KIND}: spilled group too narrow")))?;
-            column.load(&groups, states)?;
-            at += width;
+        let widths = self
+            .columns
+            .iter()
+            .map(|c| Ok(c.state_fields()?.len()))
+            .collect::<Result<Vec<_>>>()?;
+        // The state columns, then a packed column per aggregate keeping a
+        // table of its own (`spill_schema`).
+        let (mut at, mut packed_at) = (2, 2 + widths.iter().sum::<usize>());
+        let too_narrow = || EngineError::State(format!("{KIND}: spilled group too narrow"));
+        for (column, width) in self.columns.iter_mut().zip(widths) {
+            if width == 0 {
+                column.load_packed(&groups, loaded.get(packed_at).ok_or_else(too_narrow)?)?;
+                packed_at += 1;
+            } else {
+                column.load(&groups, loaded.get(at..at + width).ok_or_else(too_narrow)?)?;
+                at += width;
+            }
         }
         Ok(())
+    }
+
+    /// The layout of a spilled group: its row in the groups table, then,
+    /// per aggregate keeping a table of its own, that table's rows of the
+    /// group packed into one binary value.
+    fn spill_schema(&self) -> Result<SchemaRef> {
+        let mut fields: Vec<Field> = self.tables[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        for (i, column) in self.columns.iter().enumerate() {
+            if column.state_fields()?.is_empty() {
+                fields.push(Field::new(format!("values{i}"), DataType::Binary, false));
+            }
+        }
+        Ok(Arc::new(Schema::new(fields)))
     }
 
     /// Every aggregate's values for `groups`.
@@ -754,25 +781,25 @@ impl Operator for UpdatingAggregate {
 
     /// Every group in memory goes to disk (those without rows leave it),
     /// and memory starts afresh: it then holds the groups touched since,
-    /// each read back from disk the first time a row touches it. A global
-    /// aggregate (one group) and one keeping a multiset (DISTINCT, MIN/MAX
-    /// over an updating input) do not spill.
+    /// each read back from disk the first time a row touches it. A group's
+    /// multisets (DISTINCT, MIN/MAX over an updating input) go with it, in
+    /// its entry. A global aggregate (one group) does not spill.
     fn spill(&mut self, space: &Arc<crate::spill::SpillSpace>) -> Result<bool> {
-        if self.plan.keys.is_empty() || self.rows.is_empty() || self.tables.len() > 1 {
+        if self.plan.keys.is_empty() || self.rows.is_empty() {
             return Ok(false);
         }
         if self.spilled.is_none() {
             self.spilled = spilled::SpilledGroups::open(
                 space,
                 KIND,
-                self.tables[0].schema().clone(),
+                self.spill_schema()?,
                 self.plan.keys.len(),
             )?;
         }
         if self.spilled.is_none() {
             return Ok(false);
         }
-        let (groups, _) = self.groups_table()?;
+        let (groups, _) = self.groups_table(Own::Packed)?;
         if let Some(spilled) = self.spilled.as_mut() {
             spilled.write(&groups)?;
         }
@@ -803,7 +830,7 @@ impl Operator for UpdatingAggregate {
             unmatched_retractions: self.unmatched_retractions,
             watermark: Some(self.watermark),
         })?;
-        let (groups_table, own) = self.groups_table()?;
+        let (groups_table, own) = self.groups_table(Own::Tables)?;
         // Go on from the snapshot, exactly as a restore would (the groups
         // keep their numbers, so what changed since the last checkpoint
         // stays marked).
@@ -814,10 +841,40 @@ impl Operator for UpdatingAggregate {
         let Some(spilled) = self.spilled.as_ref() else {
             return Ok(snapshot);
         };
-        // The checkpoint holds every group, on disk or in memory.
+        // The checkpoint holds every group, on disk or in memory: the
+        // stored groups memory does not hold first, then memory's, whose
+        // own tables' group numbers move up by the stored count.
         self.live_groups = live;
         let in_memory = snapshot.take(&self.tables[0])?;
-        snapshot.put(&self.tables[0], spilled.merged(&in_memory)?)?;
+        let stored = spilled.stored_except(&in_memory.columns()[..self.plan.keys.len()])?;
+        let schema = self.tables[0].schema().clone();
+        let width = schema.fields().len();
+        let stored_groups = RecordBatch::try_new_with_options(
+            schema.clone(),
+            stored.columns()[..width].to_vec(),
+            &datafusion::arrow::record_batch::RecordBatchOptions::new()
+                .with_row_count(Some(stored.num_rows())),
+        )?;
+        let mut packed = stored.columns()[width..].iter();
+        for (i, column) in self.columns.iter().enumerate() {
+            if !column.state_fields()?.is_empty() {
+                continue;
+            }
+            let spec = table_of(&self.tables, &format!("values{i}"))?;
+            let ours = packed
+                .next()
+                .ok_or_else(|| EngineError::State(format!("{KIND}: spilled group too narrow")))?;
+            let from_disk = rows::unpacked_table(ours, 0)?;
+            let from_memory = rows::numbered_from(snapshot.take(spec)?, stored.num_rows() as u64)?;
+            snapshot.put(
+                spec,
+                concat_batches(spec.schema(), [&from_disk, &from_memory])?,
+            )?;
+        }
+        snapshot.put(
+            &self.tables[0],
+            concat_batches(&schema, [&stored_groups, &in_memory])?,
+        )?;
         Ok(snapshot)
     }
 
@@ -847,6 +904,16 @@ impl Operator for UpdatingAggregate {
     }
 }
 
+/// Where [`UpdatingAggregate::groups_table`] puts the state of the
+/// aggregates keeping a table of their own.
+#[derive(Clone, Copy)]
+enum Own {
+    /// In those tables, as a checkpoint declares them.
+    Tables,
+    /// In the groups table, a packed column each, as a spill writes them.
+    Packed,
+}
+
 /// The declared state table `name` of `tables`.
 fn table_of<'a>(tables: &'a [TableSpec], name: &str) -> Result<&'a TableSpec> {
     crate::state::declared::find(tables, name)
@@ -855,10 +922,12 @@ fn table_of<'a>(tables: &'a [TableSpec], name: &str) -> Result<&'a TableSpec> {
 
 impl UpdatingAggregate {
     /// The groups in memory as the `groups` table, and the tables of the
-    /// aggregates that keep their own. `GroupValues` hands keys over only
-    /// by draining them: the caller loads the table back or forgets the
-    /// groups.
-    fn groups_table(&mut self) -> Result<(RecordBatch, StateSnapshot)> {
+    /// aggregates that keep their own ([`Own::Tables`]; with
+    /// [`Own::Packed`], those tables are columns of the groups table
+    /// instead, laid out as `spill_schema`). `GroupValues` hands keys over
+    /// only by draining them: the caller loads the table back or forgets
+    /// the groups.
+    fn groups_table(&mut self, own_as: Own) -> Result<(RecordBatch, StateSnapshot)> {
         let keys = match self.groups.as_mut() {
             Some(groups) => groups.emit(EmitTo::All)?,
             None => self
@@ -872,14 +941,25 @@ impl UpdatingAggregate {
         columns.push(Arc::new(Int64Array::from(self.rows.clone())));
         columns.push(Arc::new(Int64Array::from(self.touched_at.clone())));
         let mut own = StateSnapshot::default();
+        let mut packed = Vec::new();
         for (i, column) in self.columns.iter_mut().enumerate() {
             columns.extend(column.state_columns()?);
-            if let Some(table) = column.state_table()? {
-                own.put(table_of(&self.tables, &format!("values{i}"))?, table)?;
+            match own_as {
+                Own::Tables => {
+                    if let Some(table) = column.state_table()? {
+                        own.put(table_of(&self.tables, &format!("values{i}"))?, table)?;
+                    }
+                }
+                Own::Packed => packed.extend(column.packed_state()?),
             }
         }
+        columns.extend(packed);
+        let schema = match own_as {
+            Own::Tables => self.tables[0].schema().clone(),
+            Own::Packed => self.spill_schema()?,
+        };
         let table = RecordBatch::try_new_with_options(
-            self.tables[0].schema().clone(),
+            schema,
             columns,
             &datafusion::arrow::record_batch::RecordBatchOptions::new()
                 .with_row_count(Some(self.rows.len())),
@@ -1443,17 +1523,88 @@ mod tests {
         // is read back or a checkpoint leaves it out.)
     }
 
+    /// Each multiset row of `snapshot`'s `values{i}` as "key value count",
+    /// its group named by key, not by its row in `groups`.
+    fn multiset_lines(snapshot: &StateSnapshot, i: usize) -> Vec<String> {
+        let mut snapshot = snapshot.clone();
+        let groups = snapshot.take_table("groups").unwrap();
+        let values = snapshot.take_table(&format!("values{i}")).unwrap();
+        let group = values
+            .column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+            .unwrap();
+        let mut lines: Vec<String> = (0..values.num_rows())
+            .map(|r| {
+                let key = ScalarValue::try_from_array(groups.column(0), group.value(r) as usize);
+                let value = ScalarValue::try_from_array(values.column(1), r).unwrap();
+                let count = ScalarValue::try_from_array(values.column(2), r).unwrap();
+                format!("{} {value} {count}", key.unwrap())
+            })
+            .collect();
+        lines.sort();
+        lines
+    }
+
     #[test]
-    fn aggregates_keeping_a_multiset_do_not_spill() {
+    fn groups_keeping_multisets_spill_them_with_the_group() {
         use crate::spill::{SpillConfig, SpillSpace};
         let space = Arc::new(SpillSpace::new(SpillConfig::default()));
-        let mut op = plan().create().unwrap();
-        let mut out = Collector::default();
-        op.on_batch(0, rows(&["a"], &[1], Some(&[0])), &mut out)
-            .unwrap();
-        assert!(
-            !op.spill(&space).unwrap(),
-            "count(DISTINCT v) keeps a multiset"
+        // max over an updating input and count(DISTINCT v) keep multisets.
+        let plan = plan();
+        let mut whole = plan.create().unwrap();
+        let mut spilling = plan.create().unwrap();
+        let (mut a, mut b) = (Collector::default(), Collector::default());
+        for (i, batch) in churn(30).into_iter().enumerate() {
+            whole.on_batch(0, batch.clone(), &mut a).unwrap();
+            spilling.on_batch(0, batch, &mut b).unwrap();
+            assert_eq!(changes(&mut a), changes(&mut b), "batch {i}");
+            if i % 3 == 0 {
+                assert!(spilling.spill(&space).unwrap(), "batch {i}");
+                assert!(spilling.state_bytes() < 64, "memory starts afresh");
+            }
+        }
+        assert_eq!(whole.state_rows(), spilling.state_rows());
+        let stats = spilling.spill_stats();
+        assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
+
+        // The checkpoint holds every group's multisets, on disk or not,
+        // each under its own group.
+        let (expected, got) = (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+        for i in [2, 3] {
+            let lines = multiset_lines(&expected, i);
+            assert!(!lines.is_empty());
+            assert_eq!(lines, multiset_lines(&got, i), "values{i}");
+        }
+        let mut restored = plan.create().unwrap();
+        restored.restore(got).unwrap();
+        for batch in churn(34).into_iter().skip(30) {
+            whole.on_batch(0, batch.clone(), &mut a).unwrap();
+            spilling.on_batch(0, batch.clone(), &mut b).unwrap();
+            let expected = changes(&mut a);
+            assert_eq!(expected, changes(&mut b));
+            restored.on_batch(0, batch, &mut b).unwrap();
+            assert_eq!(expected, changes(&mut b));
+        }
+    }
+
+    #[test]
+    fn a_packed_multiset_unpacks_to_its_values_and_a_cut_one_is_an_error() {
+        let packed: ArrayRef = Arc::new(datafusion::arrow::array::BinaryArray::from(vec![
+            &[1, 0, 0, 0, 7, 2, 0, 0, 0, 0, 0, 0, 0][..],
+            &[][..],
+            &[1, 0, 0, 0, 9, 1, 0, 0, 0, 0, 0, 0, 0][..],
+        ]));
+        let table = rows::unpacked_table(&packed, 5).unwrap();
+        assert_eq!(
+            table_lines(&table),
+            ["5 07 2", "7 09 1"],
+            "groups numbered from 5; the empty multiset has no rows"
         );
+        let cut: ArrayRef = Arc::new(datafusion::arrow::array::BinaryArray::from(vec![
+            &[4, 0, 0, 0, 7][..],
+        ]));
+        let err = rows::unpacked_table(&cut, 0).unwrap_err().to_string();
+        assert!(err.contains("cut short"), "{err}");
     }
 }

@@ -17,7 +17,8 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Int64Array, RecordBatch, UInt32Array, UInt64Array,
+    Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, Int64Array, RecordBatch,
+    UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -294,6 +295,40 @@ impl AggregateColumn for RowAccumulators {
             .collect()
     }
 
+    /// Each group's multiset as one binary value ([`pack`]): a spilled
+    /// group carries its values with it.
+    fn packed_state(&self) -> Result<Option<ArrayRef>> {
+        if self.keeping != Keeping::Multiset {
+            return Ok(None);
+        }
+        let mut packed = BinaryBuilder::new();
+        let mut bytes = Vec::new();
+        for state in &self.states {
+            bytes.clear();
+            if let AggState::Multiset { values, .. } = state {
+                pack(values, &mut bytes);
+            }
+            packed.append_value(&bytes);
+        }
+        Ok(Some(Arc::new(packed.finish())))
+    }
+
+    fn load_packed(&mut self, groups: &[usize], packed: &ArrayRef) -> Result<()> {
+        let packed = packed
+            .as_any()
+            .downcast_ref::<BinaryArray>()
+            .ok_or_else(|| EngineError::State(format!("{KIND}: bad spilled multiset")))?;
+        for (row, &g) in groups.iter().enumerate() {
+            let mut values = HashMap::new();
+            unpack(packed.value(row), |bytes, count| {
+                values.insert(bytes.into(), count);
+            })?;
+            let current = recompute(&self.call, &self.converter, &values)?;
+            self.states[g] = AggState::Multiset { values, current };
+        }
+        Ok(())
+    }
+
     /// A multiset's table ([`multiset_table_schema`]).
     fn state_table(&self) -> Result<Option<RecordBatch>> {
         if self.keeping != Keeping::Multiset {
@@ -390,6 +425,73 @@ impl AggregateColumn for RowAccumulators {
             })
             .sum()
     }
+}
+
+/// Appends `values` to `out`: per value its length (u32), its bytes and
+/// its count (i64), little-endian.
+fn pack(values: &HashMap<Box<[u8]>, i64>, out: &mut Vec<u8>) {
+    for (bytes, count) in values {
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+        out.extend_from_slice(&count.to_le_bytes());
+    }
+}
+
+/// Calls `each` with every (value, count) [`pack`] wrote into `packed`.
+fn unpack(mut packed: &[u8], mut each: impl FnMut(&[u8], i64)) -> Result<()> {
+    let bad = || EngineError::State(format!("{KIND}: a spilled multiset is cut short"));
+    while !packed.is_empty() {
+        let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(bad)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if rest.len() < len {
+            return Err(bad());
+        }
+        let (bytes, rest) = rest.split_at(len);
+        let (count, rest) = rest.split_first_chunk::<8>().ok_or_else(bad)?;
+        each(bytes, i64::from_le_bytes(*count));
+        packed = rest;
+    }
+    Ok(())
+}
+
+/// The rows of multiset tables for `packed` ([`RowAccumulators`]'s
+/// spilled form, a group a row), the groups numbered from `first_group`.
+pub(super) fn unpacked_table(packed: &ArrayRef, first_group: u64) -> Result<RecordBatch> {
+    let packed = packed
+        .as_any()
+        .downcast_ref::<BinaryArray>()
+        .ok_or_else(|| EngineError::State(format!("{KIND}: bad spilled multiset")))?;
+    let mut groups = Vec::new();
+    let mut bytes = BinaryBuilder::new();
+    let mut counts = Vec::new();
+    for row in 0..packed.len() {
+        unpack(packed.value(row), |value, count| {
+            groups.push(first_group + row as u64);
+            bytes.append_value(value);
+            counts.push(count);
+        })?;
+    }
+    Ok(RecordBatch::try_new(
+        multiset_table_schema(),
+        vec![
+            Arc::new(UInt64Array::from(groups)),
+            Arc::new(bytes.finish()),
+            Arc::new(Int64Array::from(counts)),
+        ],
+    )?)
+}
+
+/// `table` (a multiset table) with its groups numbered `offset` higher.
+pub(super) fn numbered_from(table: RecordBatch, offset: u64) -> Result<RecordBatch> {
+    let groups = table
+        .column(0)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .ok_or_else(|| EngineError::State(format!("{KIND}: bad value table")))?;
+    let moved = UInt64Array::from_iter_values(groups.values().iter().map(|g| g + offset));
+    let mut columns = table.columns().to_vec();
+    columns[0] = Arc::new(moved);
+    Ok(RecordBatch::try_new(table.schema(), columns)?)
 }
 
 /// A multiset's own state table: the group's row in the groups table, the

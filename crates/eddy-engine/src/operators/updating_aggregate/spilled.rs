@@ -3,7 +3,8 @@
 //!
 //! In: rows of the aggregate's `groups` table (key columns, then the row
 //! count, the watermark that last touched the group and every aggregate's
-//! state columns, the checkpoint's layout). Out: the same rows read back by
+//! state columns, the checkpoint's layout), with a packed column per
+//! aggregate keeping a table of its own (a group's multiset). Out: the same rows read back by
 //! key. Keys and states are stored in Arrow's row format (one converter
 //! for the key columns, one for the rest), so a group's entry is the bytes
 //! its key sorts by and the bytes of its state; a spill converts and
@@ -13,7 +14,6 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use hashbrown::HashSet;
@@ -123,12 +123,12 @@ impl SpilledGroups {
         Ok(Found { positions, states })
     }
 
-    /// The whole groups table: the stored groups whose keys `in_memory`
-    /// (a groups table) does not hold, then `in_memory`'s.
-    pub fn merged(&self, in_memory: &RecordBatch) -> Result<RecordBatch> {
+    /// The stored groups whose keys are not among `in_memory` (the key
+    /// columns of the groups memory holds), laid out as stored.
+    pub fn stored_except(&self, in_memory: &[ArrayRef]) -> Result<RecordBatch> {
         let held: HashSet<Vec<u8>> = self
             .keys
-            .convert_columns(&in_memory.columns()[..self.key_count])?
+            .convert_columns(in_memory)?
             .iter()
             .map(|r| r.as_ref().to_vec())
             .collect();
@@ -150,13 +150,12 @@ impl SpilledGroups {
             self.states
                 .convert_rows(states.iter().map(|s| state_parser.parse(s)))?,
         );
-        let stored = RecordBatch::try_new_with_options(
+        Ok(RecordBatch::try_new_with_options(
             self.schema.clone(),
             columns,
             &datafusion::arrow::record_batch::RecordBatchOptions::new()
                 .with_row_count(Some(keys.len())),
-        )?;
-        Ok(concat_batches(&self.schema, [&stored, in_memory])?)
+        )?)
     }
 
     /// What spilling has cost.
