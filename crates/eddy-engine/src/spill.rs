@@ -33,7 +33,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::datatypes::SchemaRef;
+
 use crate::error::{EngineError, Result};
+use crate::state::table_file::TableFileWriter;
 
 /// Where and how much a job may spill.
 #[derive(Debug, Clone, Default)]
@@ -174,6 +177,22 @@ impl SpillSpace {
             .ok()
             .and_then(|o| o.as_ref().map(|o| o.dir.path().display().to_string()))
             .unwrap_or_else(|| "the spill directory".into())
+    }
+
+    /// A file for a snapshot's table `name` ([`crate::state::table_file`]),
+    /// in the store's directory: a checkpoint of spilled state is written
+    /// there a chunk at a time, then linked into the checkpoint.
+    fn table_file(&self, name: &str, schema: &SchemaRef) -> Result<TableFileWriter> {
+        let dir = {
+            let opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+            let store = opened.as_ref().ok_or_else(|| {
+                spill_error("write a snapshot in", "the spill directory", "no store")
+            })?;
+            store.dir.path().join("snapshots")
+        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| spill_error("create", &dir.display().to_string(), e))?;
+        TableFileWriter::create(&dir, name, schema)
     }
 
     /// Bytes the job's spilled state takes on disk.
@@ -341,6 +360,12 @@ impl SpillTable {
             ));
         }
         Ok(())
+    }
+
+    /// A file for the snapshot table `name` laid out as `schema`, written
+    /// a chunk at a time beside the store ([`crate::state::table_file`]).
+    pub fn snapshot_file(&self, name: &str, schema: &SchemaRef) -> Result<TableFileWriter> {
+        self.space.table_file(name, schema)
     }
 
     /// What it has cost so far.

@@ -201,6 +201,7 @@ impl SinkWriter for JdbcSink {
                 batch: rows,
             }],
             keyed: Vec::new(),
+            files: Vec::new(),
         })
     }
 

@@ -38,6 +38,8 @@ pub mod savepoint;
 pub mod store;
 mod tables;
 
+pub(crate) use tables::TableWriter;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -49,6 +49,7 @@ use crate::error::{EngineError, Result};
 use crate::graph::JobGraph;
 use crate::identity::NamedIdentity;
 use crate::message::CheckpointId;
+use crate::state::table_file::TableFile;
 
 /// Completed checkpoints kept (besides the one a damaged keyed table
 /// would fall back to, see [`StateDir::retain`]).
@@ -133,6 +134,27 @@ fn write_file(dir: &Path, file: &str, batches: &[&RecordBatch]) -> Result<Manife
         bytes,
         crc32,
         rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+    })
+}
+
+/// Puts a table already written to a file (a snapshot's
+/// [`TableFile`]) into `dir` as `file`: a hard link when both lie on one
+/// file system, else a copy, synced; its manifest entry.
+fn link_file(dir: &Path, file: &str, table: &TableFile) -> Result<ManifestFile> {
+    let from: &Path = table.path.as_ref();
+    let to = dir.join(file);
+    if std::fs::hard_link(from, &to).is_err() {
+        std::fs::copy(from, &to).map_err(|e| io_error(&to, e))?;
+        File::open(&to)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_error(&to, e))?;
+    }
+    Ok(ManifestFile {
+        dir: None,
+        file: file.to_string(),
+        bytes: table.bytes,
+        crc32: table.crc32,
+        rows: table.rows,
     })
 }
 
@@ -422,6 +444,38 @@ impl StateDir {
                     removed: removed.map(here),
                 });
                 tables.push(chain.table(name, checkpoint.id));
+            }
+            for file in &node.state.files {
+                let name = file.name.as_str();
+                let slot = (id, name.to_string());
+                let written = link_file(&dir, &format!("n{id:03}-{name}.arrow"), file)?;
+                total += written.bytes;
+                match node.state.keyed.iter().find(|k| k.table == name) {
+                    Some(k) if k.change.is_none() => chains.insert(
+                        slot,
+                        Chain {
+                            serial: k.serial,
+                            key_columns: k.key_columns,
+                            full: ManifestFile {
+                                dir: Some(checkpoint.id),
+                                ..written.clone()
+                            },
+                            changes: Vec::new(),
+                        },
+                    ),
+                    Some(_) => {
+                        return Err(EngineError::State(format!(
+                            "node '{}' handed over changes to its table {name} as a file",
+                            graph.nodes.get(id).map_or("?", |n| n.name.as_str())
+                        )))
+                    }
+                    None => chains.remove(&slot),
+                };
+                tables.push(ManifestTable {
+                    name: name.to_string(),
+                    file: written,
+                    keyed: None,
+                });
             }
             nodes.push(ManifestNode {
                 fingerprint: graph.fingerprint(id),
@@ -943,6 +997,48 @@ mod tests {
             "9 and 8 kept, and 7 (reading 4-6) as what a damaged file of 8 falls back to"
         );
         assert_eq!(latest(&store), (9, vec![(2, 2)]));
+    }
+
+    /// A table a snapshot already wrote to a file (spilled state, streamed
+    /// a chunk at a time) is linked into each checkpoint that holds it,
+    /// checked by its size and CRC when read back, and outlives the
+    /// snapshot's own copy.
+    #[test]
+    fn a_table_written_as_a_file_is_linked_into_the_checkpoint_and_reads_back() {
+        use crate::state::table_file::TableFileWriter;
+        let root = tempfile::tempdir().unwrap();
+        let store = StateDir::open(root.path().join("state")).unwrap();
+        let graph = graph();
+        let mut file = TableFileWriter::create(root.path(), "t", &schema()).unwrap();
+        file.write(&rows(&[(1, 10), (2, 20)])).unwrap();
+        file.write(&rows(&[])).unwrap();
+        file.write(&rows(&[(3, 30)])).unwrap();
+        let file = file.finish().unwrap();
+        assert_eq!(file.rows, 3);
+        let snapshot_path = file.path.to_path_buf();
+        let mut state = StateSnapshot::default();
+        state.files.push(file);
+        let mut taken = Checkpoint {
+            id: 1,
+            kind: CheckpointKind::Running,
+            nodes: vec![NodeCheckpoint {
+                runtime: Default::default(),
+                state,
+            }],
+        };
+        store.write(&graph, &taken).unwrap();
+        taken.id = 2;
+        store.write(&graph, &taken).unwrap();
+        drop(taken);
+        assert!(!snapshot_path.exists(), "the snapshot's file goes with it");
+        assert_eq!(latest(&store), (2, vec![(1, 10), (2, 20), (3, 30)]));
+        // A flipped byte is caught by the CRC the writer counted.
+        let written = store.checkpoint_dir(2).join("n000-t.arrow");
+        let mut bytes = std::fs::read(&written).unwrap();
+        bytes[100] ^= 1;
+        std::fs::remove_file(&written).unwrap();
+        std::fs::write(&written, bytes).unwrap();
+        assert_eq!(latest(&store), (1, vec![(1, 10), (2, 20), (3, 30)]));
     }
 
     /// A finished node's final state stands in every later checkpoint:

@@ -11,6 +11,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
 use datafusion::arrow::record_batch::RecordBatch;
@@ -49,26 +50,60 @@ pub(super) fn write_table(path: &Path, batches: &[&RecordBatch]) -> Result<(u64,
             path.display()
         )));
     };
-    let file = File::create(path).map_err(|e| io_error(path, e))?;
-    let sink = ChecksumWriter {
-        inner: BufWriter::with_capacity(1 << 16, file),
-        crc: crc32fast::Hasher::new(),
-        bytes: 0,
-    };
-    let mut writer = FileWriter::try_new(sink, &first.schema()).map_err(|e| io_error(path, e))?;
+    let mut writer = TableWriter::create(path, &first.schema())?;
     for batch in batches {
-        writer.write(batch).map_err(|e| io_error(path, e))?;
+        writer.write(batch)?;
     }
-    writer.finish().map_err(|e| io_error(path, e))?;
-    let mut sink = writer.into_inner().map_err(|e| io_error(path, e))?;
-    sink.flush().map_err(|e| io_error(path, e))?;
-    let (bytes, crc) = (sink.bytes, sink.crc.finalize());
-    let file = sink
-        .inner
-        .into_inner()
-        .map_err(|e| io_error(path, e.error()))?;
-    file.sync_all().map_err(|e| io_error(path, e))?;
+    let (bytes, crc, _) = writer.finish()?;
     Ok((bytes, crc))
+}
+
+/// A state table's file written a batch at a time: an Arrow IPC file,
+/// counted and checksummed as it is written, synced when finished.
+pub(crate) struct TableWriter {
+    path: std::path::PathBuf,
+    writer: FileWriter<ChecksumWriter<BufWriter<File>>>,
+    rows: u64,
+}
+
+impl TableWriter {
+    /// Creates (or empties) the file at `path` for rows of `schema`.
+    pub(crate) fn create(path: &Path, schema: &SchemaRef) -> Result<Self> {
+        let file = File::create(path).map_err(|e| io_error(path, e))?;
+        let sink = ChecksumWriter {
+            inner: BufWriter::with_capacity(1 << 16, file),
+            crc: crc32fast::Hasher::new(),
+            bytes: 0,
+        };
+        let writer = FileWriter::try_new(sink, schema).map_err(|e| io_error(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            writer,
+            rows: 0,
+        })
+    }
+
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.rows += batch.num_rows() as u64;
+        self.writer
+            .write(batch)
+            .map_err(|e| io_error(&self.path, e))
+    }
+
+    /// Ends and syncs the file: its bytes, CRC-32 and rows.
+    pub(crate) fn finish(mut self) -> Result<(u64, u32, u64)> {
+        let path = self.path;
+        self.writer.finish().map_err(|e| io_error(&path, e))?;
+        let mut sink = self.writer.into_inner().map_err(|e| io_error(&path, e))?;
+        sink.flush().map_err(|e| io_error(&path, e))?;
+        let (bytes, crc) = (sink.bytes, sink.crc.finalize());
+        let file = sink
+            .inner
+            .into_inner()
+            .map_err(|e| io_error(&path, e.error()))?;
+        file.sync_all().map_err(|e| io_error(&path, e))?;
+        Ok((bytes, crc, self.rows))
+    }
 }
 
 /// Reads and checks a checkpoint directory; the error says what is wrong.
@@ -89,6 +124,7 @@ pub(crate) fn read_checkpoint(dir: &Path) -> std::result::Result<(Manifest, Chec
                 meta: node.meta.clone(),
                 tables,
                 keyed: Vec::new(),
+                files: Vec::new(),
             },
         });
     }

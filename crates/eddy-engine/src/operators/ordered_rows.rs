@@ -31,6 +31,7 @@ use super::ttl::TtlSweeps;
 use crate::error::Result;
 use crate::spill::{put_bytes, EntryReader, SpillSpace, SpillStats, SpillTable};
 use crate::state::declared::TableSpec;
+use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
 /// A partition's rows in order: (sort key, row) -> copies.
@@ -298,29 +299,46 @@ impl OrderedPartitions {
         self.unmatched_retractions
     }
 
-    /// Every partition, on disk or in memory, as rows of the table `spec`
-    /// declares; spilled partitions the TTL has expired are left out and
-    /// taken off disk.
-    pub(crate) fn table(&mut self, spec: &TableSpec) -> Result<RecordBatch> {
+    /// Puts the `rows` table of `spec` into `snapshot`: every partition,
+    /// on disk or in memory (a stored one the TTL has expired leaves the
+    /// disk instead). Once spilled, it is streamed to a file a chunk at a
+    /// time rather than gathered in memory.
+    pub(crate) fn put_table(
+        &mut self,
+        spec: &TableSpec,
+        snapshot: &mut StateSnapshot,
+    ) -> Result<()> {
         let mut table = Table::default();
-        if let Some(spilled) = self.spilled.as_mut() {
-            let mut expired = Vec::new();
-            for entry in spilled.entries() {
-                let (key, value) = entry?;
-                let partition = decode(&value)?;
-                if partition.touched_at < self.expired_before {
-                    self.held -= partition.rows.values().map(|&c| c as usize).sum::<usize>();
-                    expired.push(key);
-                } else {
-                    table.push(&key, &partition);
+        let Some(spilled) = self.spilled.as_mut() else {
+            for (key, partition) in &self.partitions {
+                table.push(key, partition);
+            }
+            return snapshot.put(spec, table.finish(spec)?);
+        };
+        let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
+        let mut expired = Vec::new();
+        for entry in spilled.entries() {
+            let (key, value) = entry?;
+            let partition = decode(&value)?;
+            if partition.touched_at < self.expired_before {
+                self.held -= partition.rows.values().map(|&c| c as usize).sum::<usize>();
+                expired.push(key);
+            } else {
+                table.push(&key, &partition);
+                if table.is_full() {
+                    file.write(&std::mem::take(&mut table).finish(spec)?)?;
                 }
             }
-            spilled.remove(expired.iter().map(Vec::as_slice))?;
         }
+        spilled.remove(expired.iter().map(Vec::as_slice))?;
         for (key, partition) in &self.partitions {
             table.push(key, partition);
+            if table.is_full() {
+                file.write(&std::mem::take(&mut table).finish(spec)?)?;
+            }
         }
-        table.finish(spec)
+        file.write(&table.finish(spec)?)?;
+        snapshot.put_file(spec, file.finish()?)
     }
 
     /// The partitions a table of `spec` holds, in place of these, with the
@@ -361,6 +379,11 @@ impl Table {
             self.copies.push(copies);
             self.touched_at.push(partition.touched_at);
         }
+    }
+
+    /// Whether the rows pushed so far make a chunk to write out.
+    fn is_full(&self) -> bool {
+        self.copies.len() >= 16 * 1024 || self.row.values_slice().len() >= 4 << 20
     }
 
     fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {
@@ -508,7 +531,9 @@ mod tests {
             state.apply(&mut rows, entry("1", "a"), false);
             state.put_back(key.into(), rows, at);
         }
-        let table = state.table(&spec).unwrap();
+        let mut snapshot = StateSnapshot::default();
+        state.put_table(&spec, &mut snapshot).unwrap();
+        let table = snapshot.take(&spec).unwrap();
         let mut restored = OrderedPartitions::new(Some(10));
         restored.restore(&spec, &table, 4, 100).unwrap();
         assert_eq!(

@@ -465,12 +465,11 @@ impl Operator for UpdatingOver {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let table = self.state.table(&self.rows_table)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: self.state.unmatched_retractions(),
             watermark: self.watermark,
         })?;
-        snapshot.put(&self.rows_table, table)?;
+        self.state.put_table(&self.rows_table, &mut snapshot)?;
         Ok(snapshot)
     }
 

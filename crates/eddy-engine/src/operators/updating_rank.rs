@@ -488,13 +488,12 @@ impl Operator for UpdatingRank {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let table = self.state.table(&self.rows_table)?;
         let mut snapshot = StateSnapshot::with_meta(&Meta {
             unmatched_retractions: self.state.unmatched_retractions(),
             watermark: self.watermark,
             arrivals: self.arrivals,
         })?;
-        snapshot.put(&self.rows_table, table)?;
+        self.state.put_table(&self.rows_table, &mut snapshot)?;
         Ok(snapshot)
     }
 

@@ -226,6 +226,7 @@ pub fn kept_by_key_table(
     };
     let mut offset = 0u64;
     for part in parts.iter_mut() {
+        part.state.read_files()?;
         let keys = part.state.take_table(key_table)?;
         let mask = range.mask(&keys_of(&keys)?, keys.num_rows())?;
         // Each old row's new one (None: the key went to another instance).

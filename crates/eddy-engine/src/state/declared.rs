@@ -355,11 +355,11 @@ pub fn check_restored(specs: &[TableSpec], state: &StateSnapshot) -> Result<()> 
 /// Whether a snapshot the operator handed over holds only declared tables
 /// (each put through [`StateSnapshot::put`] is already checked).
 pub fn check_snapshot(specs: &[TableSpec], state: &StateSnapshot) -> Result<()> {
-    for table in &state.tables {
-        if find(specs, &table.name).is_none() {
+    let tables = state.tables.iter().map(|t| &t.name);
+    for name in tables.chain(state.files.iter().map(|f| &f.name)) {
+        if find(specs, name).is_none() {
             return Err(EngineError::State(format!(
-                "an operator checkpointed a state table '{}' it does not declare (it declares {})",
-                table.name,
+                "an operator checkpointed a state table '{name}' it does not declare (it declares {})",
                 names(specs)
             )));
         }
@@ -379,6 +379,21 @@ fn names(specs: &[TableSpec]) -> String {
 }
 
 impl StateSnapshot {
+    /// Adds the declared table `spec` as a file already written
+    /// ([`super::table_file`]); an error when its rows do not fit the
+    /// declaration.
+    pub fn put_file(&mut self, spec: &TableSpec, file: super::table_file::TableFile) -> Result<()> {
+        spec.check_against(&spec.schema, &file.schema)?;
+        if file.name != spec.name {
+            return Err(EngineError::State(format!(
+                "a file of table '{}' checkpointed as '{}'",
+                file.name, spec.name
+            )));
+        }
+        self.files.push(file);
+        Ok(())
+    }
+
     /// Adds the rows of the declared table `spec`; an error when they do
     /// not fit its declaration.
     pub fn put(&mut self, spec: &TableSpec, batch: RecordBatch) -> Result<()> {
@@ -416,7 +431,8 @@ impl StateSnapshot {
     /// Like [`StateSnapshot::take`], but `None` when the snapshot lacks
     /// the table (one [optional](TableSpec::optional)).
     pub fn take_if_present(&mut self, spec: &TableSpec) -> Result<Option<RecordBatch>> {
-        if self.tables.iter().any(|t| t.name == spec.name) {
+        let named = |name: &String| *name == spec.name;
+        if self.tables.iter().any(|t| named(&t.name)) || self.files.iter().any(|f| named(&f.name)) {
             self.take(spec).map(Some)
         } else {
             Ok(None)

@@ -34,6 +34,7 @@
 pub mod changed_keys;
 pub mod declared;
 pub mod keyed_rows;
+pub mod table_file;
 
 use datafusion::arrow::array::{new_empty_array, ArrayRef};
 use datafusion::arrow::datatypes::DataType;
@@ -64,6 +65,9 @@ pub struct StateSnapshot {
     /// changed ([`KeyedTable`]); empty in any snapshot but one taken by
     /// [`crate::operator::Operator::snapshot_incremental`].
     pub keyed: Vec<KeyedTable>,
+    /// Tables already written to files ([`table_file`]): state too large
+    /// to hold in memory twice. A name is in `tables` or here, not both.
+    pub files: Vec<table_file::TableFile>,
 }
 
 /// A table of a snapshot that holds one row per key (its first
@@ -114,12 +118,13 @@ impl StateSnapshot {
             meta,
             tables: Vec::new(),
             keyed: Vec::new(),
+            files: Vec::new(),
         })
     }
 
     /// Whether the snapshot holds nothing (a stateless node).
     pub fn is_empty(&self) -> bool {
-        self.meta.is_null() && self.tables.is_empty()
+        self.meta.is_null() && self.tables.is_empty() && self.files.is_empty()
     }
 
     /// Decodes `meta`.
@@ -157,9 +162,22 @@ impl StateSnapshot {
         }
     }
 
+    /// Reads the tables held as files ([`Self::files`]) into `tables`,
+    /// for what works on the rows in memory.
+    pub fn read_files(&mut self) -> Result<()> {
+        for file in std::mem::take(&mut self.files) {
+            let batch = file.read()?;
+            self.push_table(file.name, batch);
+        }
+        Ok(())
+    }
+
     /// Removes and returns the table `name` (its batches as one); an error
     /// if there is none.
     pub fn take_table(&mut self, name: &str) -> Result<RecordBatch> {
+        if let Some(at) = self.files.iter().position(|f| f.name == name) {
+            return self.files.remove(at).read();
+        }
         let mut parts = Vec::new();
         let mut i = 0;
         while i < self.tables.len() {
@@ -185,7 +203,7 @@ impl StateSnapshot {
     /// has no table `name` (one a checkpoint written before the table was
     /// added lacks).
     pub fn take_table_if_present(&mut self, name: &str) -> Result<Option<RecordBatch>> {
-        if self.tables.iter().any(|t| t.name == name) {
+        if self.tables.iter().any(|t| t.name == name) || self.files.iter().any(|f| f.name == name) {
             self.take_table(name).map(Some)
         } else {
             Ok(None)

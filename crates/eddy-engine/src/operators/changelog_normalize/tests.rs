@@ -145,6 +145,7 @@ fn a_checkpoint_hands_over_the_keys_upserted_and_deleted_since_the_last() {
                 batch: read_back,
             }],
             keyed: Vec::new(),
+            files: Vec::new(),
         })
         .unwrap();
     for op in [&mut op, &mut restored] {

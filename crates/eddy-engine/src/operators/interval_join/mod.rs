@@ -716,13 +716,19 @@ impl IntervalJoinOperator {
         })
     }
 
-    /// One side's rows, in memory and on disk, as its checkpoint table.
-    fn side_table(&mut self, side: usize) -> Result<RecordBatch> {
-        let mut tables = vec![self.memory_table(side)?];
-        if let Some(spilled) = self.spilled.as_mut() {
-            tables.extend(spilled.side_rows(side)?);
-        }
-        Ok(concat_batches(self.tables[side].schema(), &tables)?)
+    /// Puts side `side`'s checkpoint table into `snapshot`: memory's rows,
+    /// then, once spilled, the stored rows, streamed to a file a batch at
+    /// a time rather than gathered in memory.
+    fn put_side(&mut self, side: usize, snapshot: &mut StateSnapshot) -> Result<()> {
+        let memory = self.memory_table(side)?;
+        let spec = &self.tables[side];
+        let Some(spilled) = self.spilled.as_mut() else {
+            return snapshot.put(spec, memory);
+        };
+        let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
+        file.write(&memory)?;
+        spilled.each_side_batch(side, |batch| file.write(&batch))?;
+        snapshot.put_file(spec, file.finish()?)
     }
 
     /// One side's rows in memory with their `__matched` flags and
@@ -1363,8 +1369,7 @@ impl Operator for IntervalJoinOperator {
             late_rows: self.late_rows,
         })?;
         for side in 0..2 {
-            let table = self.side_table(side)?;
-            snapshot.put(&self.tables[side], table)?;
+            self.put_side(side, &mut snapshot)?;
         }
         Ok(snapshot)
     }

@@ -242,26 +242,41 @@ impl SpilledRows {
         Ok(Some((side, batch)))
     }
 
-    /// Every row side `side` has on disk, in batches.
-    pub fn side_rows(&mut self, side: usize) -> Result<Vec<RecordBatch>> {
+    /// Calls `each` with side `side`'s rows on disk, as batches of its
+    /// checkpoint schema of about [`BYTES_PER_BATCH`] each: a checkpoint
+    /// streams them to its file, never holding them all.
+    pub fn each_side_batch(
+        &mut self,
+        side: usize,
+        mut each: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let (from, to) = ([side as u8], [side as u8 + 1]);
-        let entries = self
-            .table
-            .entries_between(&from, &to)
-            .collect::<Result<Vec<_>>>()?;
-        let mut batches = Vec::new();
-        let mut start = 0;
+        let (converter, schema) = (&self.converters[side], &self.schemas[side]);
+        let mut values: Vec<Vec<u8>> = Vec::new();
         let mut bytes = 0;
-        for (i, (_, value)) in entries.iter().enumerate() {
+        for entry in self.table.entries_between(&from, &to) {
+            let (_, value) = entry?;
             bytes += value.len();
-            if bytes >= BYTES_PER_BATCH || i + 1 == entries.len() {
-                let values = entries[start..=i].iter().map(|(_, v)| v.as_slice());
-                batches.push(self.decode(side, values)?);
-                start = i + 1;
+            values.push(value);
+            if bytes >= BYTES_PER_BATCH {
+                each(decode(converter, schema, values.iter().map(Vec::as_slice))?)?;
+                values.clear();
                 bytes = 0;
             }
         }
-        Ok(batches)
+        if !values.is_empty() {
+            each(decode(converter, schema, values.iter().map(Vec::as_slice))?)?;
+        }
+        Ok(())
+    }
+
+    /// A file for the snapshot table `name` beside the store.
+    pub fn snapshot_file(
+        &self,
+        name: &str,
+        schema: &datafusion::arrow::datatypes::SchemaRef,
+    ) -> Result<crate::state::table_file::TableFileWriter> {
+        self.table.snapshot_file(name, schema)
     }
 
     /// Rows on disk, both sides.
@@ -281,17 +296,27 @@ impl SpilledRows {
         side: usize,
         values: impl Iterator<Item = &'a [u8]>,
     ) -> Result<RecordBatch> {
-        let parser = self.converters[side].parser();
-        let mut rows = Vec::new();
-        for value in values {
-            let mut reader = EntryReader::new(value, "interval_join");
-            while !reader.is_empty() {
-                rows.push(reader.bytes()?);
-            }
-        }
-        let columns = self.converters[side].convert_rows(rows.iter().map(|r| parser.parse(r)))?;
-        Ok(RecordBatch::try_new(self.schemas[side].clone(), columns)?)
+        decode(&self.converters[side], &self.schemas[side], values)
     }
+}
+
+/// The rows these entry values hold, as one batch of `schema` (a side's
+/// checkpoint schema, whose rows `converter` encodes).
+fn decode<'a>(
+    converter: &RowConverter,
+    schema: &SchemaRef,
+    values: impl Iterator<Item = &'a [u8]>,
+) -> Result<RecordBatch> {
+    let parser = converter.parser();
+    let mut rows = Vec::new();
+    for value in values {
+        let mut reader = EntryReader::new(value, "interval_join");
+        while !reader.is_empty() {
+            rows.push(reader.bytes()?);
+        }
+    }
+    let columns = converter.convert_rows(rows.iter().map(|r| parser.parse(r)))?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// The key of an entry: the side, then the run and the hash, big-endian

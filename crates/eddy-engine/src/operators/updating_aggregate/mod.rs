@@ -96,7 +96,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, Int8Array, RecordBatch, UInt32Array,
 };
 use datafusion::arrow::compute::kernels::cmp::distinct;
-use datafusion::arrow::compute::{concat_batches, filter, interleave, take};
+use datafusion::arrow::compute::{filter, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::EmitTo;
@@ -843,38 +843,46 @@ impl Operator for UpdatingAggregate {
         };
         // The checkpoint holds every group, on disk or in memory: the
         // stored groups memory does not hold first, then memory's, whose
-        // own tables' group numbers move up by the stored count.
+        // own tables' group numbers move up by the stored count. They are
+        // written to files a chunk at a time, not gathered in memory.
         self.live_groups = live;
         let in_memory = snapshot.take(&self.tables[0])?;
-        let stored = spilled.stored_except(&in_memory.columns()[..self.plan.keys.len()])?;
         let schema = self.tables[0].schema().clone();
         let width = schema.fields().len();
-        let stored_groups = RecordBatch::try_new_with_options(
-            schema.clone(),
-            stored.columns()[..width].to_vec(),
-            &datafusion::arrow::record_batch::RecordBatchOptions::new()
-                .with_row_count(Some(stored.num_rows())),
-        )?;
-        let mut packed = stored.columns()[width..].iter();
+        let mut own = Vec::new();
         for (i, column) in self.columns.iter().enumerate() {
-            if !column.state_fields()?.is_empty() {
-                continue;
+            if column.state_fields()?.is_empty() {
+                own.push(table_of(&self.tables, &format!("values{i}"))?.clone());
             }
-            let spec = table_of(&self.tables, &format!("values{i}"))?;
-            let ours = packed
-                .next()
-                .ok_or_else(|| EngineError::State(format!("{KIND}: spilled group too narrow")))?;
-            let from_disk = rows::unpacked_table(ours, 0)?;
-            let from_memory = rows::numbered_from(snapshot.take(spec)?, stored.num_rows() as u64)?;
-            snapshot.put(
-                spec,
-                concat_batches(spec.schema(), [&from_disk, &from_memory])?,
-            )?;
         }
-        snapshot.put(
-            &self.tables[0],
-            concat_batches(&schema, [&stored_groups, &in_memory])?,
-        )?;
+        let mut groups_file = spilled.snapshot_file(GROUPS, &schema)?;
+        let mut own_files = own
+            .iter()
+            .map(|spec| spilled.snapshot_file(spec.name(), spec.schema()))
+            .collect::<Result<Vec<_>>>()?;
+        let mut stored = 0u64;
+        spilled.each_stored_except(&in_memory.columns()[..self.plan.keys.len()], |chunk| {
+            let groups = RecordBatch::try_new_with_options(
+                schema.clone(),
+                chunk.columns()[..width].to_vec(),
+                &datafusion::arrow::record_batch::RecordBatchOptions::new()
+                    .with_row_count(Some(chunk.num_rows())),
+            )?;
+            groups_file.write(&groups)?;
+            for (file, packed) in own_files.iter_mut().zip(&chunk.columns()[width..]) {
+                file.write(&rows::unpacked_table(packed, stored)?)?;
+            }
+            stored += chunk.num_rows() as u64;
+            Ok(())
+        })?;
+        groups_file.write(&in_memory)?;
+        for (spec, file) in own.iter().zip(&mut own_files) {
+            file.write(&rows::numbered_from(snapshot.take(spec)?, stored)?)?;
+        }
+        snapshot.put_file(&self.tables[0], groups_file.finish()?)?;
+        for (spec, file) in own.iter().zip(own_files) {
+            snapshot.put_file(spec, file.finish()?)?;
+        }
         Ok(snapshot)
     }
 
@@ -1360,6 +1368,7 @@ mod tests {
                     batch: read_back,
                 }],
                 keyed: Vec::new(),
+                files: Vec::new(),
             })
             .unwrap();
         for op in [&mut op, &mut restored] {

@@ -20,6 +20,7 @@ use hashbrown::HashSet;
 
 use crate::error::Result;
 use crate::spill::{SpillSpace, SpillStats, SpillTable};
+use crate::state::table_file::TableFileWriter;
 
 /// Groups a spill encodes and writes at a time.
 const CHUNK_ROWS: usize = 16 * 1024;
@@ -123,9 +124,15 @@ impl SpilledGroups {
         Ok(Found { positions, states })
     }
 
-    /// The stored groups whose keys are not among `in_memory` (the key
-    /// columns of the groups memory holds), laid out as stored.
-    pub fn stored_except(&self, in_memory: &[ArrayRef]) -> Result<RecordBatch> {
+    /// Calls `each` with the stored groups whose keys are not among
+    /// `in_memory` (the key columns of the groups memory holds), laid out
+    /// as stored, [`CHUNK_ROWS`] groups at a time: a checkpoint streams
+    /// them to its file, never holding them all.
+    pub fn each_stored_except(
+        &self,
+        in_memory: &[ArrayRef],
+        mut each: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let held: HashSet<Vec<u8>> = self
             .keys
             .convert_columns(in_memory)?
@@ -140,7 +147,20 @@ impl SpilledGroups {
                 keys.push(key);
                 states.push(state);
             }
+            if keys.len() == CHUNK_ROWS {
+                each(self.decoded(&keys, &states)?)?;
+                keys.clear();
+                states.clear();
+            }
         }
+        if !keys.is_empty() {
+            each(self.decoded(&keys, &states)?)?;
+        }
+        Ok(())
+    }
+
+    /// Stored entries back as groups-table rows.
+    fn decoded(&self, keys: &[Vec<u8>], states: &[Vec<u8>]) -> Result<RecordBatch> {
         let key_parser = self.keys.parser();
         let state_parser = self.states.parser();
         let mut columns = self
@@ -156,6 +176,11 @@ impl SpilledGroups {
             &datafusion::arrow::record_batch::RecordBatchOptions::new()
                 .with_row_count(Some(keys.len())),
         )?)
+    }
+
+    /// A file for the snapshot table `name` beside the store.
+    pub fn snapshot_file(&self, name: &str, schema: &SchemaRef) -> Result<TableFileWriter> {
+        self.table.snapshot_file(name, schema)
     }
 
     /// What spilling has cost.

@@ -325,6 +325,12 @@ impl SideTable {
         }
     }
 
+    /// Whether the rows pushed so far make a chunk to write out (a
+    /// checkpoint of spilled state writes a chunk at a time).
+    fn is_full(&self) -> bool {
+        self.copies.len() >= 16 * 1024 || self.rows.values_slice().len() >= 4 << 20
+    }
+
     fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {
         Ok(RecordBatch::try_new(
             spec.schema().clone(),
@@ -961,24 +967,40 @@ impl Operator for UpdatingJoin {
             self.watermark,
         ))?;
         for side in 0..2 {
+            let spec = &self.tables[side];
             let mut table = SideTable::default();
-            if let Some(spilled) = self.spilled.as_mut() {
-                let mut expired = Vec::new();
-                for entry in spilled.entries(side) {
-                    let (key, bucket) = entry?;
-                    if bucket.touched_at < self.expired_before {
-                        self.held -= bucket.held();
-                        expired.push(key);
-                    } else {
-                        table.push(&key, &bucket);
+            let Some(spilled) = self.spilled.as_mut() else {
+                for (key, bucket) in self.sides[side].iter() {
+                    table.push(key, bucket);
+                }
+                snapshot.put(spec, table.finish(spec)?)?;
+                continue;
+            };
+            // The stored buckets, then memory's, streamed to a file a
+            // chunk at a time rather than gathered in memory.
+            let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
+            let mut expired = Vec::new();
+            for entry in spilled.entries(side) {
+                let (key, bucket) = entry?;
+                if bucket.touched_at < self.expired_before {
+                    self.held -= bucket.held();
+                    expired.push(key);
+                } else {
+                    table.push(&key, &bucket);
+                    if table.is_full() {
+                        file.write(&std::mem::take(&mut table).finish(spec)?)?;
                     }
                 }
-                spilled.forget(side, expired.iter().map(Vec::as_slice))?;
             }
+            spilled.forget(side, expired.iter().map(Vec::as_slice))?;
             for (key, bucket) in self.sides[side].iter() {
                 table.push(key, bucket);
+                if table.is_full() {
+                    file.write(&std::mem::take(&mut table).finish(spec)?)?;
+                }
             }
-            snapshot.put(&self.tables[side], table.finish(&self.tables[side])?)?;
+            file.write(&table.finish(spec)?)?;
+            snapshot.put_file(spec, file.finish()?)?;
         }
         Ok(snapshot)
     }

@@ -74,6 +74,15 @@ impl SpilledSides {
         self.tables[side].remove(keys)
     }
 
+    /// A file for the snapshot table `name` beside the store.
+    pub fn snapshot_file(
+        &self,
+        name: &str,
+        schema: &datafusion::arrow::datatypes::SchemaRef,
+    ) -> Result<crate::state::table_file::TableFileWriter> {
+        self.tables[0].snapshot_file(name, schema)
+    }
+
     /// Every key side `side` stores, with its bucket, in key order.
     pub fn entries(&self, side: usize) -> impl Iterator<Item = Result<(Vec<u8>, Bucket)>> + '_ {
         self.tables[side]

@@ -1,0 +1,138 @@
+//! A snapshot's table written to a local file a chunk at a time, for state
+//! larger than memory: an operator whose state is partly on disk (spilled)
+//! streams it into the file while it takes the snapshot, so the snapshot
+//! never holds that state in memory.
+//!
+//! In: the table's batches, one after another ([`TableFileWriter`]). Out: a
+//! [`TableFile`] in the snapshot ([`super::StateSnapshot::files`]): an
+//! Arrow IPC file in the checkpoint store's own format, already counted
+//! and checksummed, which the store links (or copies) into the checkpoint
+//! instead of writing the rows again. Anything else that reads the
+//! snapshot in memory (a restore in the same process, a test) reads the
+//! file back whole. The file is removed when the last snapshot holding it
+//! is dropped.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::Int64Array;
+//! use datafusion::arrow::datatypes::{DataType, Field, Schema};
+//! use datafusion::arrow::record_batch::RecordBatch;
+//! use eddy_engine::state::table_file::TableFileWriter;
+//! use eddy_engine::state::StateSnapshot;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let schema = Arc::new(Schema::new(vec![Field::new("t", DataType::Int64, false)]));
+//! let mut file = TableFileWriter::create(dir.path(), "rows", &schema).unwrap();
+//! for chunk in [vec![1, 2], vec![3]] {
+//!     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(chunk))]);
+//!     file.write(&batch.unwrap()).unwrap();
+//! }
+//! let mut snapshot = StateSnapshot::default();
+//! snapshot.files.push(file.finish().unwrap());
+//! assert_eq!(snapshot.take_table("rows").unwrap().num_rows(), 3);
+//! ```
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::record_batch::RecordBatch;
+
+use crate::checkpoint::TableWriter;
+use crate::error::{EngineError, Result};
+
+/// A table of a snapshot that is already a file.
+#[derive(Debug, Clone)]
+pub struct TableFile {
+    /// The table's name in the snapshot.
+    pub name: String,
+    pub schema: SchemaRef,
+    /// The file, removed when the last holder drops it.
+    pub path: Arc<tempfile::TempPath>,
+    pub bytes: u64,
+    pub crc32: u32,
+    pub rows: u64,
+}
+
+impl TableFile {
+    /// The rows, read back whole.
+    pub fn read(&self) -> Result<RecordBatch> {
+        let path: &Path = self.path.as_ref();
+        let failed = |e: &dyn std::fmt::Display| {
+            EngineError::State(format!(
+                "cannot read the state table file {}: {e}",
+                path.display()
+            ))
+        };
+        let file = File::open(path).map_err(|e| failed(&e))?;
+        let reader = FileReader::try_new(BufReader::new(file), None).map_err(|e| failed(&e))?;
+        let batches = reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| failed(&e))?;
+        Ok(concat_batches(&self.schema, &batches)?)
+    }
+}
+
+/// Writes a [`TableFile`] a batch at a time.
+pub struct TableFileWriter {
+    name: String,
+    schema: SchemaRef,
+    path: tempfile::TempPath,
+    writer: TableWriter,
+}
+
+impl TableFileWriter {
+    /// A new file in `dir` for the table `name` of rows laid out as
+    /// `schema`.
+    pub fn create(dir: &Path, name: &str, schema: &SchemaRef) -> Result<Self> {
+        let path = tempfile::Builder::new()
+            .prefix("snapshot-")
+            .suffix(".arrow")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                EngineError::State(format!(
+                    "cannot create a state table file in {}: {e}",
+                    dir.display()
+                ))
+            })?
+            .into_temp_path();
+        let writer = TableWriter::create(&path, schema)?;
+        Ok(Self {
+            name: name.to_string(),
+            schema: schema.clone(),
+            path,
+            writer,
+        })
+    }
+
+    /// Appends `batch` (laid out as the table's schema).
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        if batch.schema().fields() != self.schema.fields() {
+            return Err(EngineError::State(format!(
+                "state table {}: a batch of another layout than the table's",
+                self.name
+            )));
+        }
+        self.writer.write(batch)
+    }
+
+    /// The finished file.
+    pub fn finish(self) -> Result<TableFile> {
+        let (bytes, crc32, rows) = self.writer.finish()?;
+        Ok(TableFile {
+            name: self.name,
+            schema: self.schema,
+            path: Arc::new(self.path),
+            bytes,
+            crc32,
+            rows,
+        })
+    }
+}
