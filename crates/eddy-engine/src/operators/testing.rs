@@ -353,6 +353,10 @@ pub fn assert_spilling_changes_nothing(
         spilling.snapshot().expect("a snapshot"),
     );
     assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
+    assert!(
+        got.tables.is_empty() && !got.files.is_empty(),
+        "a spilled snapshot streams its tables to files"
+    );
     let mut restored = plan.create().expect("an operator");
     restored.restore(got.clone()).expect("restored");
     let mut got = got;

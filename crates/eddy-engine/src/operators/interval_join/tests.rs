@@ -426,6 +426,11 @@ fn assert_spilled_join_changes_nothing(plan: &IntervalJoinPlan, keys: usize) {
         }
         if i == 45 {
             let (mut expected, mut got) = (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+            assert_eq!(
+                (got.tables.len(), got.files.len()),
+                (0, 2),
+                "both sides streamed to files"
+            );
             assert_eq!(whole.state_rows(), spilling.state_rows(), "rows held");
             let mut fresh = plan.create().unwrap();
             fresh.restore(got.clone()).unwrap();

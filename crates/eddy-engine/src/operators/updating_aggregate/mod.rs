@@ -1580,6 +1580,11 @@ mod tests {
         // The checkpoint holds every group's multisets, on disk or not,
         // each under its own group.
         let (expected, got) = (whole.snapshot().unwrap(), spilling.snapshot().unwrap());
+        assert_eq!(
+            (got.tables.len(), got.files.len()),
+            (0, 3),
+            "groups and both multiset tables streamed to files"
+        );
         for i in [2, 3] {
             let lines = multiset_lines(&expected, i);
             assert!(!lines.is_empty());
