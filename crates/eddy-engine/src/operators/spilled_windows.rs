@@ -59,6 +59,15 @@ struct Written {
 }
 
 impl SpilledWindows {
+    /// A file for the snapshot table `name` beside the store.
+    pub fn snapshot_file(
+        &self,
+        name: &str,
+        schema: &SchemaRef,
+    ) -> Result<crate::state::table_file::TableFileWriter> {
+        self.table.snapshot_file(name, schema)
+    }
+
     /// A table of `space` for an operator of kind `kind` whose windows'
     /// rows are laid out as `schema`.
     pub fn open(space: &Arc<SpillSpace>, kind: &'static str, schema: SchemaRef) -> Result<Self> {

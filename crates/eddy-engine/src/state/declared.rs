@@ -331,18 +331,21 @@ pub fn check_restored(specs: &[TableSpec], state: &StateSnapshot) -> Result<()> 
     if state.is_empty() {
         return Ok(());
     }
-    for table in &state.tables {
-        let Some(spec) = find(specs, &table.name) else {
+    let held = state.tables.iter().map(|t| (&t.name, t.batch.schema()));
+    for (name, schema) in held.chain(state.files.iter().map(|f| (&f.name, f.schema.clone()))) {
+        let Some(spec) = find(specs, name) else {
             return Err(EngineError::State(format!(
-                "the checkpoint holds a state table '{}' the operator does not declare (it declares {})",
-                table.name,
+                "the checkpoint holds a state table '{name}' the operator does not declare (it declares {})",
                 names(specs)
             )));
         };
-        spec.check(&table.batch.schema())?;
+        spec.check(&schema)?;
     }
     for spec in specs {
-        if !spec.since_added && !state.tables.iter().any(|t| t.name == spec.name) {
+        let named = |name: &String| *name == spec.name;
+        let present = state.tables.iter().any(|t| named(&t.name))
+            || state.files.iter().any(|f| named(&f.name));
+        if !spec.since_added && !present {
             return Err(EngineError::State(format!(
                 "the checkpoint lacks the operator's state table '{}'",
                 spec.name

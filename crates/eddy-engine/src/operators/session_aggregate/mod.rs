@@ -780,27 +780,31 @@ impl Operator for SessionAggregateOperator {
             watermark: self.watermark,
             late_rows: self.late_rows,
         })?;
-        let waiting_on_disk = match self.spilled.as_ref() {
-            Some(spilled) if spilled.waiting_rows() > 0 => spilled.all_waiting()?,
-            _ => Vec::new(),
-        };
-        snapshot.put_batches(
-            &self.tables[PENDING],
-            waiting_on_disk
-                .into_iter()
-                .chain(self.pending.iter().cloned()),
-        )?;
-        let mut sessions = self.session_table()?;
+        let sessions = self.session_table()?;
         // Accumulators rebuilt from their state may size differently.
         self.session_bytes = self
             .sessions
             .iter()
             .map(|(key, session)| session_bytes(key, session))
             .sum();
-        if let Some(spilled) = self.spilled.as_ref().filter(|s| !s.is_empty()) {
-            sessions = concat_batches(&self.state_schema, [&spilled.all()?, &sessions])?;
+        let Some(spilled) = self.spilled.as_ref() else {
+            snapshot.put_batches(&self.tables[PENDING], self.pending.iter().cloned())?;
+            snapshot.put(&self.tables[SESSIONS], sessions)?;
+            return Ok(snapshot);
+        };
+        // Once spilled, both tables are streamed to files (what is on disk,
+        // then memory's) rather than gathered in memory.
+        let (pending, stored) = (&self.tables[PENDING], &self.tables[SESSIONS]);
+        let mut file = spilled.snapshot_file(pending.name(), pending.schema())?;
+        spilled.each_waiting(|rows| file.write(&rows))?;
+        for rows in &self.pending {
+            file.write(rows)?;
         }
-        snapshot.put(&self.tables[SESSIONS], sessions)?;
+        snapshot.put_file(pending, file.finish()?)?;
+        let mut file = spilled.snapshot_file(stored.name(), stored.schema())?;
+        spilled.each_stored(|chunk| file.write(&chunk))?;
+        file.write(&sessions)?;
+        snapshot.put_file(stored, file.finish()?)?;
         Ok(snapshot)
     }
 

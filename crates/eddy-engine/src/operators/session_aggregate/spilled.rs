@@ -292,6 +292,45 @@ impl SpilledSessions {
         self.table(stored.iter().map(|(k, v)| (&k[8..], &v[..])))
     }
 
+    /// Calls `each` with the stored sessions, left on disk, as sessions
+    /// tables of at most [`CHUNK_ROWS`] rows: a checkpoint streams them
+    /// to its file, never holding them all.
+    pub fn each_stored(&self, mut each: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        let mut chunk = Vec::with_capacity(CHUNK_ROWS);
+        for entry in self.sessions.entries() {
+            chunk.push(entry?);
+            if chunk.len() == CHUNK_ROWS {
+                each(self.table(chunk.iter().map(|(k, v)| (&k[8..], &v[..])))?)?;
+                chunk.clear();
+            }
+        }
+        if !chunk.is_empty() {
+            each(self.table(chunk.iter().map(|(k, v)| (&k[8..], &v[..])))?)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with the waiting rows on disk, left there, a stored
+    /// chunk at a time.
+    pub fn each_waiting(&self, mut each: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        for entry in self.waiting.entries() {
+            let (_, bytes) = entry?;
+            for batch in decode(&bytes, &self.input)? {
+                each(batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A file for the snapshot table `name` beside the store.
+    pub fn snapshot_file(
+        &self,
+        name: &str,
+        schema: &SchemaRef,
+    ) -> Result<crate::state::table_file::TableFileWriter> {
+        self.sessions.snapshot_file(name, schema)
+    }
+
     /// Forgets every stored session and waiting row.
     pub fn clear(&mut self) -> Result<()> {
         self.sessions.clear()?;

@@ -71,7 +71,10 @@ fn spilled_sessions_come_back_by_key_and_by_end_and_fire_as_unspilled_ones() {
     assert!(spilled_any);
     let stats = spilling.spill_stats();
     assert!(stats.written_bytes > 0 && stats.read_bytes > 0, "{stats:?}");
-    // A checkpoint holds disk's sessions and memory's alike.
+    // A checkpoint holds disk's sessions and memory's alike, streamed to
+    // files.
+    let snapshot = spilling.snapshot().unwrap();
+    assert_eq!((snapshot.tables.len(), snapshot.files.len()), (0, 2));
     let mut restored = crate::operators::testing::restored(&plan(), spilling.as_mut());
     assert_eq!(restored.state_rows(), whole.state_rows());
     for (op, out) in [(&mut whole, &mut a), (&mut spilling, &mut b)] {

@@ -1083,26 +1083,54 @@ impl Operator for WindowAggregateOperator {
     }
 
     fn snapshot(&mut self) -> Result<StateSnapshot> {
-        let (open_on_disk, frozen_on_disk) = self.compact_spilled()?;
-        let table = self.drain_windows()?;
-        self.load_windows(&table)?;
-        let table = datafusion::arrow::compute::concat_batches(
-            &self.state_schema,
-            std::iter::once(&table).chain(&open_on_disk),
-        )?;
         let mut snapshot = StateSnapshot::with_meta(&WindowMeta {
             watermark: self.watermark,
             late_rows: self.late_rows,
             next_end: self.next_end,
             appended: self.appended,
         })?;
-        snapshot.put(&self.tables[WINDOWS], table)?;
-        if self.slice_ms.is_some() {
-            let frozen = datafusion::arrow::compute::concat_batches(
-                &self.state_schema,
-                self.frozen.tables().chain(&frozen_on_disk),
-            )?;
-            snapshot.put(&self.tables[FROZEN], frozen)?;
+        let sliced = self.slice_ms.is_some();
+        let Some(spilled) = self.spilled.as_ref() else {
+            let table = self.drain_windows()?;
+            self.load_windows(&table)?;
+            snapshot.put(&self.tables[WINDOWS], table)?;
+            if sliced {
+                let frozen = datafusion::arrow::compute::concat_batches(
+                    &self.state_schema,
+                    self.frozen.tables(),
+                )?;
+                snapshot.put(&self.tables[FROZEN], frozen)?;
+                snapshot.put(&self.tables[LATE], self.late_parts_table()?)?;
+            }
+            return Ok(snapshot);
+        };
+        // Once spilled, the windows and frozen slices are streamed to
+        // files part by part (disk's merged with memory's, then the rest
+        // of memory's) rather than gathered in memory.
+        let windows = self.tables[WINDOWS].clone();
+        let frozen = if sliced {
+            self.tables.get(FROZEN).cloned()
+        } else {
+            None
+        };
+        let mut open_file = spilled.snapshot_file(windows.name(), windows.schema())?;
+        let mut frozen_file = match &frozen {
+            Some(spec) => Some((spec, spilled.snapshot_file(spec.name(), spec.schema())?)),
+            None => None,
+        };
+        self.compact_spilled(|is_frozen, table| match frozen_file.as_mut() {
+            Some((_, file)) if is_frozen => file.write(&table),
+            _ => open_file.write(&table),
+        })?;
+        let table = self.drain_windows()?;
+        self.load_windows(&table)?;
+        open_file.write(&table)?;
+        snapshot.put_file(&windows, open_file.finish()?)?;
+        if let Some((spec, mut file)) = frozen_file {
+            for table in self.frozen.tables() {
+                file.write(table)?;
+            }
+            snapshot.put_file(spec, file.finish()?)?;
             snapshot.put(&self.tables[LATE], self.late_parts_table()?)?;
         }
         Ok(snapshot)

@@ -117,14 +117,18 @@ impl super::WindowAggregateOperator {
 
     /// For a checkpoint: every window (or slice) with rows on disk merged
     /// a part at a time with memory's rows of it, written back to disk as
-    /// one spill (memory keeps none of it), and returned as rows of the
-    /// state tables: (open windows, frozen slices). A row per key, as a
-    /// job that never spilled checkpoints it.
-    pub(super) fn compact_spilled(&mut self) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+    /// one spill (memory keeps none of it), and handed to `each` part by
+    /// part as rows of the state tables, with whether they are a frozen
+    /// slice. A row per key, as a job that never spilled checkpoints it;
+    /// never more than a part in memory.
+    pub(super) fn compact_spilled(
+        &mut self,
+        each: impl FnMut(bool, RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let Some(mut spilled) = self.spilled.take() else {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(());
         };
-        let compacted = self.compact_into(&mut spilled);
+        let compacted = self.compact_into(&mut spilled, each);
         self.spilled = Some(spilled);
         compacted
     }
@@ -132,11 +136,11 @@ impl super::WindowAggregateOperator {
     fn compact_into(
         &mut self,
         spilled: &mut SpilledWindows,
-    ) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+        mut each: impl FnMut(bool, RecordBatch) -> Result<()>,
+    ) -> Result<()> {
         let horizon = self
             .watermark
             .saturating_sub(self.plan.group_by.allowed_lateness_ms);
-        let (mut open, mut frozen) = (Vec::new(), Vec::new());
         for end in spilled.ends() {
             let mut memory = Vec::new();
             if let Some(window) = self.windows.remove(&end) {
@@ -153,12 +157,11 @@ impl super::WindowAggregateOperator {
                 spilled.write(end, table, &self.state_keys(table))?;
             }
             // A slice the watermark has passed is frozen (`fire_sliced`).
-            if self.slice_ms.is_some() && end <= horizon {
-                frozen.extend(merged);
-            } else {
-                open.extend(merged);
+            let frozen = self.slice_ms.is_some() && end <= horizon;
+            for table in merged {
+                each(frozen, table)?;
             }
         }
-        Ok((open, frozen))
+        Ok(())
     }
 }
