@@ -373,7 +373,7 @@ fn the_connector_reference_is_generated_and_docs_match_it() {
 }
 
 /// A job whose operator state passes `--memory-limit` in an operator that
-/// cannot spill (MAX over an updating input keeps a multiset a group) fails with
+/// cannot spill (a global DISTINCT aggregate: one group) fails with
 /// an error naming the budget and the operator holding most, instead of
 /// growing until the machine runs out; under a limit it has room in, it
 /// finishes.
@@ -387,8 +387,8 @@ fn a_job_past_its_memory_limit_fails_naming_the_operator() {
             format!(
                 "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
                    WITH (connector = 'generator', stream = 'orders', count = '{count}');
-                 CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
-                 INSERT INTO per_order SELECT order_id, max(n) AS n FROM (SELECT order_id, count(*) AS n FROM orders GROUP BY order_id) GROUP BY order_id;"
+                 CREATE TABLE distinct_orders (n BIGINT) WITH (connector = 'blackhole');
+                 INSERT INTO distinct_orders SELECT count(DISTINCT order_id) AS n FROM orders;"
             ),
         )
         .expect("write sql");

@@ -826,17 +826,16 @@ fn a_server_stopped_with_sigterm_stops_its_jobs_and_resumes_them_on_restart() {
 }
 
 /// A job's own memory budget, and the server's for all jobs: the job that
-/// passes one in an operator that cannot spill (MAX over an updating
-/// input keeps a multiset a group)
-/// fails with the budget and its operator in its error, and the server
+/// passes one in an operator that cannot spill (a global DISTINCT
+/// aggregate: one group) fails with the budget and its operator in its error, and the server
 /// goes on; one whose aggregate spills finishes, its spilled bytes in its
 /// metrics.
 #[test]
 fn memory_budgets_fail_the_job_that_passes_them() {
     const KEYS: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
            WITH (connector = 'generator', stream = 'orders', count = '20000000');
-         CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
-         INSERT INTO per_order SELECT order_id, max(n) AS n FROM (SELECT order_id, count(*) AS n FROM orders GROUP BY order_id) GROUP BY order_id;";
+         CREATE TABLE distinct_orders (n BIGINT) WITH (connector = 'blackhole');
+         INSERT INTO distinct_orders SELECT count(DISTINCT order_id) AS n FROM orders;";
     let dirs = dirs();
     let server = Server::start_with(&dirs, None, &["--memory-limit", "4MiB"]);
     let (status, error) = server.post(
@@ -907,8 +906,8 @@ fn a_server_refuses_jobs_past_its_cap_and_holds_each_to_the_default_budget() {
          INSERT INTO sink SELECT order_id FROM orders;";
     const KEYS: &str = "CREATE TABLE orders (order_id VARCHAR, customer_id VARCHAR, order_amount DOUBLE, order_ts BIGINT)
            WITH (connector = 'generator', stream = 'orders', count = '20000000');
-         CREATE TABLE per_order (order_id VARCHAR, n BIGINT) WITH (connector = 'blackhole');
-         INSERT INTO per_order SELECT order_id, max(n) AS n FROM (SELECT order_id, count(*) AS n FROM orders GROUP BY order_id) GROUP BY order_id;";
+         CREATE TABLE distinct_orders (n BIGINT) WITH (connector = 'blackhole');
+         INSERT INTO distinct_orders SELECT count(DISTINCT order_id) AS n FROM orders;";
     let dirs = dirs();
     let server = Server::start_with(
         &dirs,
