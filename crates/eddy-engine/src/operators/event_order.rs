@@ -74,7 +74,7 @@ impl EventOrder {
             filter_record_batch(&batch, &on_time)?
         };
         if batch.num_rows() > 0 {
-            self.pending.push(batch);
+            self.pending.push(crate::state::owned_batch::owned(batch));
         }
         Ok(())
     }
@@ -99,7 +99,10 @@ impl EventOrder {
                 n if n == batch.num_rows() => due_parts.push(batch),
                 _ => {
                     due_parts.push(filter_record_batch(&batch, &due)?);
-                    kept.push(filter_record_batch(&batch, &not(&due)?)?);
+                    kept.push(crate::state::owned_batch::owned(filter_record_batch(
+                        &batch,
+                        &not(&due)?,
+                    )?));
                 }
             }
         }

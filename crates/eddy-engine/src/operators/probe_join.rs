@@ -207,7 +207,7 @@ impl WaitingProbes {
     /// `batch` waits too.
     pub(crate) fn push(&mut self, batch: RecordBatch) {
         if batch.num_rows() > 0 {
-            self.batches.push(batch);
+            self.batches.push(crate::state::owned_batch::owned(batch));
         }
     }
 

@@ -34,6 +34,7 @@
 pub mod changed_keys;
 pub mod declared;
 pub mod keyed_rows;
+pub mod owned_batch;
 pub mod table_file;
 
 use datafusion::arrow::array::{new_empty_array, ArrayRef};

@@ -65,13 +65,13 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     new_null_array, Array, ArrayRef, BooleanArray, Int64Array, UInt32Array,
 };
-use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave, take};
+use datafusion::arrow::compute::{filter_record_batch, interleave, take};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::row::RowConverter;
 use datafusion::physical_expr::PhysicalExpr;
 
-use self::spilled::SpilledRows;
+use self::spilled::{SpilledRows, RUN_ROWS};
 use super::join_state::{KeyedRows, Lonely, RowRef, SideState, MAX_BATCH_ROWS};
 use hashbrown::HashMap;
 
@@ -720,43 +720,36 @@ impl IntervalJoinOperator {
     /// then, once spilled, the stored rows, streamed to a file a batch at
     /// a time rather than gathered in memory.
     fn put_side(&mut self, side: usize, snapshot: &mut StateSnapshot) -> Result<()> {
-        let memory = self.memory_table(side)?;
         let spec = &self.tables[side];
         let Some(spilled) = self.spilled.as_mut() else {
-            return snapshot.put(spec, memory);
+            let mut chunks = Vec::new();
+            Self::each_memory_chunk(&self.sides[side], spec.schema(), |chunk| {
+                chunks.push(chunk);
+                Ok(())
+            })?;
+            return snapshot.put_batches(spec, chunks);
         };
         let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
-        file.write(&memory)?;
+        Self::each_memory_chunk(&self.sides[side], spec.schema(), |chunk| file.write(&chunk))?;
         spilled.each_side_batch(side, |batch| file.write(&batch))?;
         snapshot.put_file(spec, file.finish()?)
     }
 
-    /// One side's rows in memory with their `__matched` flags and
-    /// `__watermark` marks: its checkpoint table's columns.
-    fn memory_table(&self, side: usize) -> Result<RecordBatch> {
-        let schema = self.side_schema(side);
-        let parts = self.sides[side].live_rows()?;
-        let rows: Vec<RecordBatch> = parts.iter().map(|p| p.rows.clone()).collect();
-        let data = concat_batches(schema, &rows)?;
-        let matched: BooleanArray = parts
-            .iter()
-            .flat_map(|p| p.matched.iter().copied())
-            .map(Some)
-            .collect();
-        let marks: Int64Array = parts
-            .iter()
-            .flat_map(|p| match &p.marks {
-                Some(m) => m.iter().map(|&m| Some(m)).collect::<Vec<_>>(),
-                None => vec![None; p.rows.num_rows()],
-            })
-            .collect();
-        let mut columns = data.columns().to_vec();
-        columns.push(Arc::new(matched));
-        columns.push(Arc::new(marks));
-        Ok(RecordBatch::try_new(
-            self.tables[side].schema().clone(),
-            columns,
-        )?)
+    /// One side's rows in memory, in time order, with their `__matched`
+    /// flags and `__watermark` marks (`table`: its checkpoint table's
+    /// schema), [`RUN_ROWS`] rows at a time: a checkpoint or a spill never
+    /// copies the side whole.
+    fn each_memory_chunk(
+        state: &SideState,
+        table: &SchemaRef,
+        mut each: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<()> {
+        state.each_live_chunk(RUN_ROWS, |held| {
+            let mut columns = held.rows.columns().to_vec();
+            columns.push(Arc::new(BooleanArray::from(held.matched)));
+            columns.push(Arc::new(Int64Array::from(held.marks)));
+            each(RecordBatch::try_new(table.clone(), columns)?)
+        })
     }
 
     /// Moves every row in memory to disk ([`Operator::spill`]); `false`
@@ -776,17 +769,19 @@ impl IntervalJoinOperator {
         let Some(mut spilled) = self.spilled.take() else {
             return Ok(false);
         };
+        // A run at a time, in time order, so each chunk is one run on disk.
         let written = (0..2).try_for_each(|side| {
-            let table = self.memory_table(side)?;
-            // The table's first columns are the side's, so its keys and
-            // times are worked out over it as over the side's rows.
-            let keyed = self.keys_and_times(side, &table)?;
-            let times: Vec<Timestamp> = keyed
-                .times
-                .iter()
-                .map(|t| t.unwrap_or(Timestamp::MIN))
-                .collect();
-            spilled.write(side, &table, &keyed.hashes, &times)
+            Self::each_memory_chunk(&self.sides[side], self.tables[side].schema(), |run| {
+                // The table's first columns are the side's, so its keys
+                // and times are worked out over it as over the side's rows.
+                let keyed = self.keys_and_times(side, &run)?;
+                let times: Vec<Timestamp> = keyed
+                    .times
+                    .iter()
+                    .map(|t| t.unwrap_or(Timestamp::MIN))
+                    .collect();
+                spilled.write(side, &run, &keyed.hashes, &times)
+            })
         });
         self.spilled = Some(spilled);
         written?;

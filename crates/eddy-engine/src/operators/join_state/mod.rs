@@ -23,7 +23,7 @@
 //! batch's cursor in time order).
 //!
 //! A checkpoint keeps the rows not yet evicted with their matched flags
-//! ([`SideState::live_rows`]); a restore inserts them again.
+//! ([`SideState::each_live_chunk`]); a restore inserts them again.
 
 pub mod key_index;
 
@@ -31,8 +31,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::VecDeque;
 
-use datafusion::arrow::array::UInt32Array;
-use datafusion::arrow::compute::take_record_batch;
+use datafusion::arrow::compute::interleave_record_batch;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::arrow::row::Rows;
 
@@ -228,8 +227,8 @@ pub struct HeldRows {
     pub rows: RecordBatch,
     /// Whether each found a partner.
     pub matched: Vec<bool>,
-    /// Each row's mark, when the rows came late.
-    pub marks: Option<Vec<Timestamp>>,
+    /// Each row's mark, for rows that came late.
+    pub marks: Vec<Option<Timestamp>>,
 }
 
 /// Rows of one stored batch that never found a partner, evicted.
@@ -389,6 +388,8 @@ impl SideState {
             valid,
             times,
         } = keyed;
+        // Kept until evicted: its own bytes, not the source batch's.
+        let batch = crate::state::owned_batch::owned(batch);
         let id = self.next_batch;
         self.next_batch += 1;
         let mut order: Vec<(Timestamp, u32)> = times
@@ -442,32 +443,47 @@ impl SideState {
         self.batch_bytes + self.index.size_bytes()
     }
 
-    /// The rows still buffered (not evicted), batch by batch, each with its
-    /// matched flags and marks: what a checkpoint keeps of this side.
-    pub fn live_rows(&self) -> Result<Vec<HeldRows>> {
-        let mut out = Vec::new();
-        for stored in self.batches.slots.iter().flatten() {
-            let rest = &stored.order[stored.cursor..];
-            if rest.is_empty() {
-                continue;
-            }
-            let indices = UInt32Array::from_iter_values(rest.iter().map(|&(_, row)| row));
-            let rows = take_record_batch(&stored.batch, &indices)?;
-            let matched = rest
+    /// The rows still buffered (not evicted), in time order, in chunks of
+    /// at most `max_rows`, each with its matched flags and marks: what a
+    /// checkpoint keeps of this side, and what a spill writes. A chunk is
+    /// gathered from the stored batches as it is handed out, so the side
+    /// is never copied whole.
+    pub fn each_live_chunk(
+        &self,
+        max_rows: usize,
+        mut each: impl FnMut(HeldRows) -> Result<()>,
+    ) -> Result<()> {
+        let stored: Vec<&StoredBatch> = self.batches.slots.iter().flatten().collect();
+        // (time, batch, row): 16 bytes a row, not a copy of the rows.
+        let mut live: Vec<(Timestamp, u32, u32)> = stored
+            .iter()
+            .enumerate()
+            .flat_map(|(b, s)| {
+                s.order[s.cursor..]
+                    .iter()
+                    .map(move |&(time, row)| (time, b as u32, row))
+            })
+            .collect();
+        live.sort_unstable();
+        let batches: Vec<&RecordBatch> = stored.iter().map(|s| &s.batch).collect();
+        for chunk in live.chunks(max_rows.max(1)) {
+            let at: Vec<(usize, usize)> = chunk
                 .iter()
-                .map(|&(_, row)| stored.matched[row as usize])
+                .map(|&(_, b, row)| (b as usize, row as usize))
                 .collect();
-            let marks = stored
-                .marks
-                .as_ref()
-                .map(|m| rest.iter().map(|&(_, row)| m[row as usize]).collect());
-            out.push(HeldRows {
+            let rows = interleave_record_batch(&batches, &at)?;
+            let matched = at.iter().map(|&(b, row)| stored[b].matched[row]).collect();
+            let marks = at
+                .iter()
+                .map(|&(b, row)| stored[b].marks.as_ref().map(|m| m[row]))
+                .collect();
+            each(HeldRows {
                 rows,
                 matched,
                 marks,
-            });
+            })?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Removes every row with time below `threshold`; with `unmatched`
@@ -646,6 +662,40 @@ mod tests {
         expected.sort_unstable();
         sort_by_time(&mut far);
         assert_eq!(far, expected);
+    }
+
+    #[test]
+    fn live_rows_come_out_in_time_order_a_chunk_at_a_time_without_the_evicted() {
+        let mut side = SideState::default();
+        // Two batches interleaved in time, the second late (marks).
+        let (b, k) = keyed(&[(1, 40), (2, 10), (3, 30), (4, 20)]);
+        side.insert(b, k, vec![true, false, false, true], None)
+            .unwrap();
+        let (b, k) = keyed(&[(5, 35), (6, 5), (7, 25)]);
+        side.insert(b, k, vec![false; 3], Some(vec![100, 101, 102]))
+            .unwrap();
+        side.evict_before(10, None);
+        let mut chunks = Vec::new();
+        side.each_live_chunk(2, |held| {
+            let keys = held
+                .rows
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            chunks.push((keys.values().to_vec(), held.matched, held.marks));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            chunks,
+            vec![
+                (vec![2, 4], vec![false, true], vec![None, None]),
+                (vec![7, 3], vec![false, false], vec![Some(102), None]),
+                (vec![5, 1], vec![false, true], vec![Some(100), None]),
+            ],
+            "times 10, 20 | 25, 30 | 35, 40; the row at 5 evicted"
+        );
     }
 
     #[test]

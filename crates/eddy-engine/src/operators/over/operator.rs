@@ -505,8 +505,10 @@ impl OverOperator {
 impl Operator for OverOperator {
     fn on_batch(&mut self, _input: usize, batch: RecordBatch, _out: &mut Collector) -> Result<()> {
         self.pending_rows += batch.num_rows();
-        self.pending
-            .push(Pending::new(batch, self.plan.time_column)?);
+        self.pending.push(Pending::new(
+            crate::state::owned_batch::owned(batch),
+            self.plan.time_column,
+        )?);
         Ok(())
     }
 
@@ -707,7 +709,10 @@ impl OverOperator {
                 _ => {
                     released_parts.push(filter_record_batch(&batch, &release)?);
                     kept.push(Pending {
-                        batch: filter_record_batch(&batch, &not(&release)?)?,
+                        batch: crate::state::owned_batch::owned(filter_record_batch(
+                            &batch,
+                            &not(&release)?,
+                        )?),
                         // What stays is at or after the horizon.
                         first: horizon,
                         last: pending.last,

@@ -263,7 +263,10 @@ impl SessionAggregateOperator {
                 kept.push(batch);
             } else {
                 released.push(filter_record_batch(&batch, &ready)?);
-                kept.push(filter_record_batch(&batch, &not(&ready)?)?);
+                kept.push(crate::state::owned_batch::owned(filter_record_batch(
+                    &batch,
+                    &not(&ready)?,
+                )?));
             }
         }
         self.pending_bytes = kept.iter().map(RecordBatch::get_array_memory_size).sum();
@@ -685,6 +688,7 @@ impl Operator for SessionAggregateOperator {
         } else {
             return Ok(());
         };
+        let kept = crate::state::owned_batch::owned(kept);
         self.pending_bytes += kept.get_array_memory_size();
         self.pending.push(kept);
         Ok(())

@@ -441,7 +441,7 @@ impl WindowRankOperator {
             return Ok(());
         }
         let mut group = self.pending.remove(&time).unwrap_or_default();
-        group.push(rows);
+        group.push(crate::state::owned_batch::owned(rows));
         if self.plan.limit.is_some() && group.len() > 1 {
             let all = concat_batches(&self.plan.input_schema, group.iter())?;
             group = vec![self.trim(all)?];
