@@ -31,6 +31,7 @@ use super::ttl::TtlSweeps;
 use crate::error::Result;
 use crate::spill::{put_bytes, EntryReader, SpillSpace, SpillStats, SpillTable};
 use crate::state::declared::TableSpec;
+use crate::state::table_file::{ChunkedTableFile, TableChunk};
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -324,14 +325,15 @@ impl OrderedPartitions {
         spec: &TableSpec,
         snapshot: &mut StateSnapshot,
     ) -> Result<()> {
-        let mut table = Table::default();
         let Some(spilled) = self.spilled.as_mut() else {
+            let mut table = Table::default();
             for (key, partition) in &self.partitions {
                 table.push(key, partition);
             }
             return snapshot.put(spec, table.finish(spec)?);
         };
-        let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
+        let file = spilled.snapshot_file(spec.name(), spec.schema())?;
+        let mut file = ChunkedTableFile::<Table>::new(file, spec);
         let mut expired = Vec::new();
         for entry in spilled.entries() {
             let (key, value) = entry?;
@@ -340,20 +342,13 @@ impl OrderedPartitions {
                 self.held -= partition.rows.values().map(|&c| c as usize).sum::<usize>();
                 expired.push(key);
             } else {
-                table.push(&key, &partition);
-                if table.is_full() {
-                    file.write(&std::mem::take(&mut table).finish(spec)?)?;
-                }
+                file.push(|table| table.push(&key, &partition))?;
             }
         }
         spilled.remove(expired.iter().map(Vec::as_slice))?;
         for (key, partition) in &self.partitions {
-            table.push(key, partition);
-            if table.is_full() {
-                file.write(&std::mem::take(&mut table).finish(spec)?)?;
-            }
+            file.push(|table| table.push(key, partition))?;
         }
-        file.write(&table.finish(spec)?)?;
         snapshot.put_file(spec, file.finish()?)
     }
 
@@ -396,10 +391,11 @@ impl Table {
             self.touched_at.push(partition.touched_at);
         }
     }
+}
 
-    /// Whether the rows pushed so far make a chunk to write out.
-    fn is_full(&self) -> bool {
-        self.copies.len() >= 16 * 1024 || self.row.values_slice().len() >= 4 << 20
+impl TableChunk for Table {
+    fn size(&self) -> (usize, usize) {
+        (self.copies.len(), self.row.values_slice().len())
     }
 
     fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {

@@ -44,6 +44,60 @@ use datafusion::arrow::record_batch::RecordBatch;
 
 use crate::checkpoint::TableWriter;
 use crate::error::{EngineError, Result};
+use crate::state::declared::TableSpec;
+
+/// Rows a streamed table's chunk holds at most: an operator builds a chunk
+/// of its checkpoint table up to this many rows ...
+pub const CHUNK_ROWS: usize = 16 * 1024;
+/// ... or this many bytes of row data, then writes it to the file.
+pub const CHUNK_BYTES: usize = 4 << 20;
+
+/// A checkpoint table built entry by entry (an operator's own builder:
+/// key, row bytes, counts), for [`ChunkedTableFile`].
+pub trait TableChunk: Default {
+    /// Rows pushed so far, and bytes of row data they hold.
+    fn size(&self) -> (usize, usize);
+    /// The rows pushed, as a batch of the table `spec`.
+    fn finish(self, spec: &TableSpec) -> Result<RecordBatch>;
+}
+
+/// A table file filled through a [`TableChunk`] builder, written out each
+/// time the chunk reaches [`CHUNK_ROWS`] rows or [`CHUNK_BYTES`] bytes:
+/// what an operator with spilled state checkpoints its stored entries,
+/// then its memory's, through.
+pub struct ChunkedTableFile<'s, C> {
+    file: TableFileWriter,
+    spec: &'s TableSpec,
+    chunk: C,
+}
+
+impl<'s, C: TableChunk> ChunkedTableFile<'s, C> {
+    /// Fills `file` with rows of the table `spec`.
+    pub fn new(file: TableFileWriter, spec: &'s TableSpec) -> Self {
+        Self {
+            file,
+            spec,
+            chunk: C::default(),
+        }
+    }
+
+    /// Pushes rows with `push`, writing the chunk out once it is full.
+    pub fn push(&mut self, push: impl FnOnce(&mut C)) -> Result<()> {
+        push(&mut self.chunk);
+        let (rows, bytes) = self.chunk.size();
+        if rows >= CHUNK_ROWS || bytes >= CHUNK_BYTES {
+            let full = std::mem::take(&mut self.chunk);
+            self.file.write(&full.finish(self.spec)?)?;
+        }
+        Ok(())
+    }
+
+    /// The finished file, the last chunk written.
+    pub fn finish(mut self) -> Result<TableFile> {
+        self.file.write(&self.chunk.finish(self.spec)?)?;
+        self.file.finish()
+    }
+}
 
 /// A table of a snapshot that is already a file.
 #[derive(Debug, Clone)]

@@ -482,3 +482,42 @@ fn a_spilled_regular_join_keeps_every_row_and_pairs_as_in_memory() {
     regular.allowed_lateness_ms = 0;
     assert_spilled_join_changes_nothing(&regular, 40);
 }
+
+#[test]
+fn rows_taken_from_a_larger_view_batch_count_their_own_bytes_only() {
+    use datafusion::arrow::array::{StringViewArray, UInt32Array};
+    // Keys as the source's view columns come: every batch a few rows
+    // taken from one large batch, so all share its data buffers.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Utf8View, true),
+        Field::new("t", DataType::Int64, true),
+    ]));
+    let mut plan = plan(JoinKind::Inner);
+    plan.left_schema = schema.clone();
+    plan.right_schema = schema.clone();
+    plan.output_schema = Arc::new(Schema::new(
+        [schema.fields().to_vec(), schema.fields().to_vec()].concat(),
+    ));
+    let source = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringViewArray::from_iter_values((0..10_000).map(|i| {
+                format!("a key longer than a view's inline twelve bytes, {i}")
+            }))),
+            Arc::new(Int64Array::from_iter_values(0..10_000)),
+        ],
+    )
+    .unwrap();
+    let mut op = plan.create().unwrap();
+    let mut out = Collector::default();
+    for b in 0..100u32 {
+        let rows = UInt32Array::from_iter_values((0..10).map(|i| b * 100 + i));
+        let batch = datafusion::arrow::compute::take_record_batch(&source, &rows).unwrap();
+        op.on_batch(0, batch, &mut out).unwrap();
+    }
+    assert_eq!(op.state_rows(), 1_000);
+    // The source's key bytes alone are 600 KB; counted once per batch
+    // they came to 60 MB.
+    let per_row = op.state_bytes() / 1_000;
+    assert!(per_row < 1_000, "{per_row} bytes counted a row");
+}

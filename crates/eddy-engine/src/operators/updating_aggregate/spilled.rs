@@ -20,10 +20,7 @@ use hashbrown::HashSet;
 
 use crate::error::Result;
 use crate::spill::{SpillSpace, SpillStats, SpillTable};
-use crate::state::table_file::TableFileWriter;
-
-/// Groups a spill encodes and writes at a time.
-const CHUNK_ROWS: usize = 16 * 1024;
+use crate::state::table_file::{TableFileWriter, CHUNK_ROWS};
 
 /// Groups written to disk, by key.
 pub struct SpilledGroups {

@@ -90,6 +90,7 @@ use crate::changelog::{self, RowKind};
 use crate::error::Result;
 use crate::operator::{Collector, Operator, OperatorPlan};
 use crate::state::declared::TableSpec;
+use crate::state::table_file::{ChunkedTableFile, TableChunk};
 use crate::state::StateSnapshot;
 use crate::time::{Timestamp, WATERMARK_MIN};
 
@@ -324,11 +325,11 @@ impl SideTable {
             self.touched_at.push(bucket.touched_at);
         }
     }
+}
 
-    /// Whether the rows pushed so far make a chunk to write out (a
-    /// checkpoint of spilled state writes a chunk at a time).
-    fn is_full(&self) -> bool {
-        self.copies.len() >= 16 * 1024 || self.rows.values_slice().len() >= 4 << 20
+impl TableChunk for SideTable {
+    fn size(&self) -> (usize, usize) {
+        (self.copies.len(), self.rows.values_slice().len())
     }
 
     fn finish(mut self, spec: &TableSpec) -> Result<RecordBatch> {
@@ -968,8 +969,8 @@ impl Operator for UpdatingJoin {
         ))?;
         for side in 0..2 {
             let spec = &self.tables[side];
-            let mut table = SideTable::default();
             let Some(spilled) = self.spilled.as_mut() else {
+                let mut table = SideTable::default();
                 for (key, bucket) in self.sides[side].iter() {
                     table.push(key, bucket);
                 }
@@ -978,7 +979,8 @@ impl Operator for UpdatingJoin {
             };
             // The stored buckets, then memory's, streamed to a file a
             // chunk at a time rather than gathered in memory.
-            let mut file = spilled.snapshot_file(spec.name(), spec.schema())?;
+            let file = spilled.snapshot_file(spec.name(), spec.schema())?;
+            let mut file = ChunkedTableFile::<SideTable>::new(file, spec);
             let mut expired = Vec::new();
             for entry in spilled.entries(side) {
                 let (key, bucket) = entry?;
@@ -986,20 +988,13 @@ impl Operator for UpdatingJoin {
                     self.held -= bucket.held();
                     expired.push(key);
                 } else {
-                    table.push(&key, &bucket);
-                    if table.is_full() {
-                        file.write(&std::mem::take(&mut table).finish(spec)?)?;
-                    }
+                    file.push(|table| table.push(&key, &bucket))?;
                 }
             }
             spilled.forget(side, expired.iter().map(Vec::as_slice))?;
             for (key, bucket) in self.sides[side].iter() {
-                table.push(key, bucket);
-                if table.is_full() {
-                    file.write(&std::mem::take(&mut table).finish(spec)?)?;
-                }
+                file.push(|table| table.push(key, bucket))?;
             }
-            file.write(&table.finish(spec)?)?;
             snapshot.put_file(spec, file.finish()?)?;
         }
         Ok(snapshot)
